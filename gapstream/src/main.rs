@@ -1,0 +1,2 @@
+//! `gapstream` receiver CLI. Filled in by issue 6.
+fn main() {}
