@@ -1,3 +1,12 @@
-//! Drone application logic for gapstream (no_std + alloc). Filled in by issue 6.
+//! The drone application of gapstream: capture a frame, seal it, send it as CPX packets to the
+//! ESP32, answer the receiver's handshake and rekey messages. `#![no_std]` + `alloc`, generic over
+//! small traits so the GAP8 firmware (issue 7, pmsis implementations) and the host simulation behind
+//! `make demo` (the `gapstream` crate, std implementations) run exactly this code.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`testpattern`] | synthetic camera scene with the frame number and capture time burned in, and its decoder |
 #![no_std]
 extern crate alloc;
+
+pub mod testpattern;
