@@ -1,2 +1,2 @@
-//! `gapstream` receiver CLI. Filled in by issue 6.
+//! `gapstream` receiver CLI. See lib.rs for the module map.
 fn main() {}
