@@ -1,3 +1,16 @@
-//! ESP32 bridge forwarding logic. Filled in by issue 6.
+//! The ESP32 bridge of gapstream: forwards CPX messages between the GAP8 (SPI side) and WiFi
+//! clients (TCP port 5000 like the stock firmware, and UDP), with bounded queues that drop whole
+//! frames instead of blocking, several clients at once (a leader and listeners), and no key.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`cpx`] | the CPX framing the bridge needs: packet lengths, routing header, message grouping (`last_packet`) |
+//! | [`forward`] | the forwarding state machine (`no_std` + `alloc`, sans I/O): client set, queues, drop policy, upstream routing |
+//! | `host` (feature `host`) | the std/tokio driver: SPI side as a TCP socket, TCP and UDP servers, the `esp32-bridge` binary |
+//!
+//! Without the `host` feature the crate is `no_std` + `alloc` (what the ESP-IDF glue of issue 7 links).
 #![cfg_attr(not(feature = "host"), no_std)]
 extern crate alloc;
+
+pub mod forward;
+pub mod cpx;
