@@ -1,2 +1,415 @@
-//! Proc-macros that encode PULP-only RI5CY instructions as `.insn` words for `asm!` templates.
-//! (Filled in by the kernel work.)
+//! Proc-macros that encode PULP-only RI5CY instructions (GAP8, "Xpulpv2") for `asm!` templates.
+//!
+//! rustc's assembler (LLVM) does not know the PULP mnemonics, so each macro here checks its
+//! operands at compile time and expands to a string literal with the finished instruction word:
+//!
+//! ```
+//! use asm_macros::{p_ror, p_lw, p_sw, lp_setupi};
+//! assert_eq!(p_ror!(a0, a0, a1), ".insn 4, 0x08b55533");
+//! assert_eq!(p_lw!(a2, 4(a3!)), ".insn 4, 0x0046a60b");
+//! assert_eq!(p_sw!(a2, 4(a3!)), ".insn 4, 0x00c6a22b");
+//! assert_eq!(lp_setupi!(x0, 10, 16), ".insn 4, 0x00a4507b");
+//! ```
+//!
+//! The string goes straight into an `asm!` template (`asm!(p_ror!(a0, a0, a1), ...)`, or one line
+//! among several). `.insn 4, <word>` is accepted by LLVM and by GNU as (2.38+); unlike `.4byte` it
+//! keeps the word in the instruction stream, so `objdump` shows it as a (to it unknown)
+//! instruction, not as data.
+//!
+//! | macro | instruction | operation |
+//! |---|---|---|
+//! | [`p_ror!`]`(rd, rs1, rs2)` | `p.ror` | rd = rs1 rotated right by rs2\[4:0\] |
+//! | [`p_lw!`]`(rd, imm(rs1!))` | `p.lw rD, Imm(rs1!)` | rd = Mem32(rs1); rs1 += imm (−2048..=2047) |
+//! | [`p_lw!`]`(rd, rs2(rs1!))` | `p.lw rD, rs2(rs1!)` | rd = Mem32(rs1); rs1 += rs2 |
+//! | [`p_sw!`]`(rs2, imm(rs1!))` | `p.sw rs2, Imm(rs1!)` | Mem32(rs1) = rs2; rs1 += imm |
+//! | [`p_sw!`]`(rs2, rs3(rs1!))` | `p.sw rs2, rs3(rs1!)` | Mem32(rs1) = rs2; rs1 += rs3 |
+//! | [`lp_starti!`]`(L, off)` | `lp.starti` | lpstart\[L\] = pc + off |
+//! | [`lp_endi!`]`(L, off)` | `lp.endi` | lpend\[L\] = pc + off (the loop's last instruction) |
+//! | [`lp_count!`]`(L, rs1)` | `lp.count` | lpcount\[L\] = rs1 |
+//! | [`lp_counti!`]`(L, n)` | `lp.counti` | lpcount\[L\] = n (1..=4095) |
+//! | [`lp_setup!`]`(L, rs1, off)` | `lp.setup` | start = pc + 4, end = pc + off, count = rs1 |
+//! | [`lp_setupi!`]`(L, n, off)` | `lp.setupi` | start = pc + 4, end = pc + off (8..=62), count = n |
+//!
+//! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
+//!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
+//! * Errors: an unknown register, an out-of-range or odd immediate, or a missing `!` is a compile
+//!   error that names the instruction and the operand (see `tests/compile_fail/`).
+//!
+//! ## Hardware-loop offsets
+//!
+//! `lp.starti`, `lp.endi`, `lp.setup` and `lp.setupi` hold PC-relative offsets. GNU as computes
+//! them from labels, but LLVM's `.insn` only takes absolute immediates (a forward label difference
+//! is rejected with "expected absolute expression"), so these macros take the **byte offset from
+//! the `lp.*` instruction itself** as an integer literal (even; the word holds it in halfwords).
+//! Write the loop with `.option norvc` so every instruction is 4 bytes and the offset is
+//! 4 × (instructions from the `lp.*` to the loop's last instruction), and let the assembler check
+//! it against labels after the loop, where both are backward references:
+//!
+//! ```text
+//! "0:", lp_setup!(x0, a1, 384),      // loop end = the instruction 96 words further
+//! ...95 instructions..., "1:", <last instruction>,
+//! ".if (1b - 0b) != 384", ".error \"hardware loop end offset\"", ".endif",
+//! ```
+//!
+//! Encodings: RI5CY User Manual rev. 4.4, chapter "Instruction Set Extensions" (cross-checked
+//! against GreenWaves' GAP8 binutils `riscv-opc.h`); see `encode.rs`, whose unit tests pin every
+//! instruction to golden words.
+use proc_macro::TokenStream;
+use proc_macro2::{Delimiter, Span, TokenTree};
+use syn::parse::ParseStream;
+use syn::{Ident, LitInt, LitStr, Token};
+
+mod encode;
+
+use encode::OperandError;
+
+/// A register operand: identifier `a0`, `x31`, ...
+struct Reg {
+    num: u32,
+}
+
+fn parse_reg(input: ParseStream, insn: &str, operand: &str) -> syn::Result<Reg> {
+    let ident: Ident = input.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!("{insn}: operand {operand} must be a register name (x0-x31 or an ABI name)"),
+        )
+    })?;
+    let name = ident.to_string();
+    match encode::reg_number(&name) {
+        Some(num) => Ok(Reg { num }),
+        None => Err(syn::Error::new(
+            ident.span(),
+            format!(
+                "{insn}: unknown register `{name}` for operand {operand} (expected x0-x31 or an ABI name)"
+            ),
+        )),
+    }
+}
+
+/// A signed integer literal, optionally preceded by `-`.
+fn parse_int(input: ParseStream, insn: &str, operand: &str) -> syn::Result<(i64, Span)> {
+    let neg = input.peek(Token![-]);
+    let span = input.span();
+    if neg {
+        input.parse::<Token![-]>()?;
+    }
+    let lit: LitInt = input.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!("{insn}: operand {operand} must be an integer literal"),
+        )
+    })?;
+    let v: i64 = lit.base10_parse().map_err(|_| {
+        syn::Error::new(
+            lit.span(),
+            format!("{insn}: operand {operand}: `{lit}` is not a 64-bit integer"),
+        )
+    })?;
+    Ok((if neg { -v } else { v }, span))
+}
+
+/// Loop level: `x0`/`x1` (GNU as syntax) or `0`/`1`.
+fn parse_level(input: ParseStream, insn: &str) -> syn::Result<(u32, Span)> {
+    let span = input.span();
+    if input.peek(LitInt) {
+        let (v, s) = parse_int(input, insn, "L")?;
+        if !(0..=1).contains(&v) {
+            return Err(syn::Error::new(
+                s,
+                format!("{insn}: operand L: loop level {v} does not exist (use 0/x0 or 1/x1)"),
+            ));
+        }
+        return Ok((v as u32, s));
+    }
+    let ident: Ident = input.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            format!("{insn}: operand L must be x0, x1, 0 or 1"),
+        )
+    })?;
+    match ident.to_string().as_str() {
+        "x0" => Ok((0, span)),
+        "x1" => Ok((1, span)),
+        other => Err(syn::Error::new(
+            ident.span(),
+            format!("{insn}: operand L: `{other}` is not a loop level (use x0 or x1)"),
+        )),
+    }
+}
+
+fn comma(input: ParseStream, insn: &str) -> syn::Result<()> {
+    input
+        .parse::<Token![,]>()
+        .map(|_| ())
+        .map_err(|e| syn::Error::new(e.span(), format!("{insn}: expected `,` between operands")))
+}
+
+fn end(input: ParseStream, insn: &str) -> syn::Result<()> {
+    if !input.is_empty() {
+        return Err(syn::Error::new(
+            input.span(),
+            format!("{insn}: unexpected extra operand"),
+        ));
+    }
+    Ok(())
+}
+
+fn operand_error(insn: &str, span: Span, e: OperandError) -> syn::Error {
+    syn::Error::new(
+        span,
+        format!("{insn}: operand {}: {}", e.operand, e.message),
+    )
+}
+
+/// Runs an operand parser and turns its word into one `.insn` string literal, or its error into
+/// a `compile_error!` at the offending operand.
+fn expand(input: TokenStream, f: fn(ParseStream) -> syn::Result<u32>) -> TokenStream {
+    match syn::parse::Parser::parse(f, input) {
+        Ok(word) => {
+            let lit = LitStr::new(&encode::insn_directive(word), Span::call_site());
+            quote::quote!(#lit).into()
+        }
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// p.ror
+
+fn parse_p_ror(input: ParseStream) -> syn::Result<u32> {
+    const I: &str = "p.ror";
+    let rd = parse_reg(input, I, "rD")?;
+    comma(input, I)?;
+    let rs1 = parse_reg(input, I, "rs1")?;
+    comma(input, I)?;
+    let rs2 = parse_reg(input, I, "rs2")?;
+    end(input, I)?;
+    Ok(encode::p_ror(rd.num, rs1.num, rs2.num))
+}
+
+/// `p.ror rD, rs1, rs2`: rotate right by register. `p_ror!(a0, a0, a1)` → `".insn 4, 0x08b55533"`.
+///
+/// An unknown register is a compile error naming the operand:
+/// ```compile_fail
+/// asm_macros::p_ror!(a0, a0, q1);
+/// ```
+#[proc_macro]
+pub fn p_ror(input: TokenStream) -> TokenStream {
+    expand(input, parse_p_ror)
+}
+
+// ------------------------------------------------------------------------------------------------
+// p.lw / p.sw, post-increment: `reg, imm(base!)` or `reg, off_reg(base!)`
+
+enum Offset {
+    Imm(i64, Span),
+    Reg(Reg),
+}
+
+const POSTINC_HINT: &str = "expected `(rs1!)` after the offset (post-increment form)";
+
+/// Parses `imm(rs1!)` / `-imm(rs1!)` / `rs2(rs1!)`; returns (offset, base register).
+fn parse_postinc(
+    input: ParseStream,
+    insn: &'static str,
+    off_name: &str,
+) -> syn::Result<(Offset, Reg)> {
+    let off = if input.peek(Ident) {
+        Offset::Reg(parse_reg(input, insn, off_name)?)
+    } else {
+        let (v, s) = parse_int(input, insn, "Imm")?;
+        Offset::Imm(v, s)
+    };
+    let group = match input.parse::<TokenTree>() {
+        Ok(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => g,
+        Ok(other) => {
+            return Err(syn::Error::new(
+                other.span(),
+                format!("{insn}: {POSTINC_HINT}"),
+            ));
+        }
+        Err(e) => return Err(syn::Error::new(e.span(), format!("{insn}: {POSTINC_HINT}"))),
+    };
+    let gspan = group.span_close();
+    let base = syn::parse::Parser::parse2(
+        move |inner: ParseStream| -> syn::Result<Reg> {
+            let base = parse_reg(inner, insn, "rs1")?;
+            if !inner.peek(Token![!]) {
+                return Err(syn::Error::new(
+                    gspan,
+                    format!(
+                        "{insn}: operand rs1: only the post-increment form `(rs1!)` exists here; add `!`"
+                    ),
+                ));
+            }
+            inner.parse::<Token![!]>()?;
+            if !inner.is_empty() {
+                return Err(syn::Error::new(
+                    inner.span(),
+                    format!("{insn}: unexpected tokens after `rs1!`"),
+                ));
+            }
+            Ok(base)
+        },
+        group.stream(),
+    )?;
+    Ok((off, base))
+}
+
+fn parse_p_lw(input: ParseStream) -> syn::Result<u32> {
+    const I: &str = "p.lw";
+    let rd = parse_reg(input, I, "rD")?;
+    comma(input, I)?;
+    let (off, base) = parse_postinc(input, I, "rs2")?;
+    end(input, I)?;
+    Ok(match off {
+        Offset::Imm(v, span) => {
+            encode::p_lw_imm(rd.num, v, base.num).map_err(|e| operand_error(I, span, e))?
+        }
+        Offset::Reg(rs2) => encode::p_lw_reg(rd.num, rs2.num, base.num),
+    })
+}
+
+/// Post-increment load word: `p_lw!(rd, imm(rs1!))` (imm −2048..=2047) or `p_lw!(rd, rs2(rs1!))`.
+///
+/// ```compile_fail
+/// asm_macros::p_lw!(a0, 2048(a1!));
+/// ```
+#[proc_macro]
+pub fn p_lw(input: TokenStream) -> TokenStream {
+    expand(input, parse_p_lw)
+}
+
+fn parse_p_sw(input: ParseStream) -> syn::Result<u32> {
+    const I: &str = "p.sw";
+    let rs2 = parse_reg(input, I, "rs2")?;
+    comma(input, I)?;
+    let (off, base) = parse_postinc(input, I, "rs3")?;
+    end(input, I)?;
+    Ok(match off {
+        Offset::Imm(v, span) => {
+            encode::p_sw_imm(rs2.num, v, base.num).map_err(|e| operand_error(I, span, e))?
+        }
+        Offset::Reg(rs3) => encode::p_sw_reg(rs2.num, rs3.num, base.num),
+    })
+}
+
+/// Post-increment store word: `p_sw!(rs2, imm(rs1!))` (imm −2048..=2047) or `p_sw!(rs2, rs3(rs1!))`.
+///
+/// ```compile_fail
+/// asm_macros::p_sw!(a0, 4(a1));
+/// ```
+#[proc_macro]
+pub fn p_sw(input: TokenStream) -> TokenStream {
+    expand(input, parse_p_sw)
+}
+
+// ------------------------------------------------------------------------------------------------
+// hardware loops
+
+/// Maps an encoder error to the span of the operand it names.
+fn lp_error(insn: &str, e: OperandError, spans: &[(&str, Span)]) -> syn::Error {
+    let span = spans
+        .iter()
+        .find(|(n, _)| *n == e.operand)
+        .map(|(_, s)| *s)
+        .unwrap_or_else(Span::call_site);
+    operand_error(insn, span, e)
+}
+
+/// `L, imm` forms: lp.starti, lp.endi, lp.counti.
+fn parse_l_imm(
+    input: ParseStream,
+    insn: &str,
+    f: fn(u32, i64) -> Result<u32, OperandError>,
+) -> syn::Result<u32> {
+    let (l, lspan) = parse_level(input, insn)?;
+    comma(input, insn)?;
+    let (v, span) = parse_int(input, insn, "uimmL")?;
+    end(input, insn)?;
+    f(l, v).map_err(|e| lp_error(insn, e, &[("L", lspan), ("uimmL", span)]))
+}
+
+/// `lp.starti L, off`: loop L starts at this instruction's address + `off` bytes (even, 0..=8190).
+#[proc_macro]
+pub fn lp_starti(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_l_imm(i, "lp.starti", encode::lp_starti))
+}
+
+/// `lp.endi L, off`: loop L's last instruction is at this instruction's address + `off` bytes
+/// (even, 0..=8190).
+///
+/// ```compile_fail
+/// asm_macros::lp_endi!(x1, 7);
+/// ```
+#[proc_macro]
+pub fn lp_endi(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_l_imm(i, "lp.endi", encode::lp_endi))
+}
+
+/// `lp.counti L, n`: loop L runs its body `n` times (1..=4095).
+///
+/// ```compile_fail
+/// asm_macros::lp_counti!(x0, 4096);
+/// ```
+#[proc_macro]
+pub fn lp_counti(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_l_imm(i, "lp.counti", encode::lp_counti))
+}
+
+fn parse_lp_count(input: ParseStream) -> syn::Result<u32> {
+    const I: &str = "lp.count";
+    let (l, lspan) = parse_level(input, I)?;
+    comma(input, I)?;
+    let rs1 = parse_reg(input, I, "rs1")?;
+    end(input, I)?;
+    encode::lp_count(l, rs1.num).map_err(|e| lp_error(I, e, &[("L", lspan)]))
+}
+
+/// `lp.count L, rs1`: loop L runs its body `rs1` times (`rs1` must be non-zero at run time).
+#[proc_macro]
+pub fn lp_count(input: TokenStream) -> TokenStream {
+    expand(input, parse_lp_count)
+}
+
+fn parse_lp_setup(input: ParseStream) -> syn::Result<u32> {
+    const I: &str = "lp.setup";
+    let (l, lspan) = parse_level(input, I)?;
+    comma(input, I)?;
+    let rs1 = parse_reg(input, I, "rs1")?;
+    comma(input, I)?;
+    let (off, span) = parse_int(input, I, "uimmL")?;
+    end(input, I)?;
+    encode::lp_setup(l, rs1.num, off).map_err(|e| lp_error(I, e, &[("L", lspan), ("uimmL", span)]))
+}
+
+/// `lp.setup L, rs1, off`: the loop body starts at the next instruction, its last instruction is
+/// at this instruction's address + `off` bytes (even, 8..=8190), and it runs `rs1` times.
+#[proc_macro]
+pub fn lp_setup(input: TokenStream) -> TokenStream {
+    expand(input, parse_lp_setup)
+}
+
+fn parse_lp_setupi(input: ParseStream) -> syn::Result<u32> {
+    const I: &str = "lp.setupi";
+    let (l, lspan) = parse_level(input, I)?;
+    comma(input, I)?;
+    let (count, cspan) = parse_int(input, I, "uimmL")?;
+    comma(input, I)?;
+    let (off, ospan) = parse_int(input, I, "uimmS")?;
+    end(input, I)?;
+    encode::lp_setupi(l, count, off)
+        .map_err(|e| lp_error(I, e, &[("L", lspan), ("uimmL", cspan), ("uimmS", ospan)]))
+}
+
+/// `lp.setupi L, n, off`: like [`lp_setup!`] with an immediate count `n` (1..=4095) and a short
+/// end offset `off` (bytes, even, 8..=62).
+///
+/// ```compile_fail
+/// asm_macros::lp_setupi!(x0, 10, 64);
+/// ```
+#[proc_macro]
+pub fn lp_setupi(input: TokenStream) -> TokenStream {
+    expand(input, parse_lp_setupi)
+}

@@ -1,0 +1,3 @@
+const _: &str = asm_macros::lp_endi!(x1, 7);
+
+fn main() {}

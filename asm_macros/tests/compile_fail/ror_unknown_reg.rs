@@ -1,0 +1,3 @@
+const _: &str = asm_macros::p_ror!(a0, a0, q1);
+
+fn main() {}
