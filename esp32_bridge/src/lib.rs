@@ -13,4 +13,6 @@
 extern crate alloc;
 
 pub mod forward;
+#[cfg(feature = "host")]
+pub mod host;
 pub mod cpx;

@@ -95,10 +95,14 @@ impl Stats {
     }
 }
 
+/// A frame's PNG, tagged with its sequence number.
+type EncodedPng = (u64, Arc<Vec<u8>>);
+
 /// Shared between the receiver (publishes) and the HTTP threads (serve).
 pub struct ViewerState {
     bayer: bool,
-    frame: Mutex<(Option<Frame>, Option<(u64, Arc<Vec<u8>>)>)>,
+    /// The latest frame and the PNG encoded for it (by sequence number).
+    frame: Mutex<(Option<Frame>, Option<EncodedPng>)>,
     new_frame: Condvar,
     stats: Mutex<Stats>,
 }

@@ -1,0 +1,100 @@
+//! `esp32-bridge`: the ESP32's forwarding logic on the host. The simulated drone connects to the
+//! SPI-side socket; receivers connect over TCP (port 5000, like the stock firmware) or UDP.
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use esp32_bridge::forward::{Config, UpstreamPolicy};
+use esp32_bridge::host::{HostBridge, HostConfig};
+
+#[derive(Parser)]
+#[command(version, about = "ESP32 bridge on the host: CPX between the (simulated) GAP8 and WiFi clients, no keys")]
+struct Args {
+    /// Where the simulated GAP8 connects (stands in for the SPI link).
+    #[arg(long, default_value = "127.0.0.1:5100")]
+    spi_listen: SocketAddr,
+    /// TCP server for receivers (the stock firmware's port 5000).
+    #[arg(long, default_value = "127.0.0.1:5000")]
+    tcp: SocketAddr,
+    /// UDP socket for receivers (one CPX packet per datagram); `none` to disable.
+    #[arg(long, default_value = "127.0.0.1:5000")]
+    udp: String,
+    /// Raw 324x244 frames queued per client before frames are dropped for that client.
+    #[arg(long, default_value_t = 4)]
+    queue_frames: usize,
+    /// Forward upstream messages (handshake, rekey) from the leader only; listeners just receive.
+    #[arg(long)]
+    leader_only: bool,
+    /// Most clients at once.
+    #[arg(long, default_value_t = 8)]
+    max_clients: usize,
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let udp_listen = if a.udp == "none" {
+        None
+    } else {
+        match a.udp.parse() {
+            Ok(x) => Some(x),
+            Err(e) => {
+                eprintln!("esp32-bridge: error: --udp {}: {e}", a.udp);
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    let cfg = HostConfig {
+        spi_listen: a.spi_listen,
+        tcp_listen: a.tcp,
+        udp_listen,
+        core: Config {
+            client_queue_bytes: a.queue_frames.max(1) * 82_000,
+            max_clients: a.max_clients,
+            upstream: if a.leader_only { UpstreamPolicy::LeaderOnly } else { UpstreamPolicy::All },
+            ..Config::default()
+        },
+        verbose: true,
+        ..HostConfig::default()
+    };
+    let bridge = match HostBridge::start(cfg) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("esp32-bridge: error: cannot listen: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "esp32-bridge: SPI side {}  TCP {}  UDP {}  (Ctrl-C stops)",
+        bridge.spi_addr,
+        bridge.tcp_addr,
+        bridge.udp_addr.map(|u| u.to_string()).unwrap_or_else(|| "off".into())
+    );
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let _ = ctrlc_wait(tx);
+    let _ = rx.recv();
+    let st = bridge.with_core(|c| c.stats());
+    eprintln!(
+        "esp32-bridge: stopping ({} messages from the GAP8, {} malformed)",
+        st.spi_messages, st.spi_malformed
+    );
+    bridge.stop();
+    std::thread::sleep(Duration::from_millis(10));
+    ExitCode::SUCCESS
+}
+
+/// Sends on `tx` at Ctrl-C / SIGTERM.
+fn ctrlc_wait(tx: std::sync::mpsc::Sender<()>) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match &mut term { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        });
+        let _ = tx.send(());
+    });
+    Ok(())
+}
