@@ -6,7 +6,12 @@ extern crate alloc;
 
 pub mod aead;
 pub mod cpx;
+#[cfg(feature = "alloc")]
+pub mod noise;
+pub mod replay;
+pub mod rsa_oaep;
 pub mod suite;
+pub mod wire;
 
 #[cfg(test)]
 pub(crate) mod test_util {
@@ -16,4 +21,64 @@ pub(crate) mod test_util {
         let s: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
         s.chunks(2).map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap()).collect()
     }
+
+    /// Bytes to lower-case hex.
+    pub fn to_hex(b: &[u8]) -> alloc::string::String {
+        use core::fmt::Write;
+        let mut s = alloc::string::String::new();
+        for x in b {
+            write!(s, "{x:02x}").unwrap();
+        }
+        s
+    }
+
+    /// Deterministic ChaCha20 keystream as a `CryptoRng` — tests only, never for real keys.
+    pub struct TestRng {
+        key: [u8; 32],
+        offset: u64,
+    }
+    impl TestRng {
+        pub fn new(seed: u64) -> Self {
+            let mut key = [0u8; 32];
+            key[..8].copy_from_slice(&seed.to_le_bytes());
+            TestRng { key, offset: 0 }
+        }
+    }
+    impl rand_core::TryRng for TestRng {
+        type Error = core::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            let mut b = [0u8; 4];
+            self.try_fill_bytes(&mut b)?;
+            Ok(u32::from_le_bytes(b))
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            let mut b = [0u8; 8];
+            self.try_fill_bytes(&mut b)?;
+            Ok(u64::from_le_bytes(b))
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+            use gap_rust_cipher_s::KeystreamApplier;
+            dst.fill(0);
+            gap_rust_cipher_s::Sequential
+                .apply_keystream(gap_rust_cipher_s::CipherId::ChaCha20, &self.key, &[0; 12], self.offset, dst)
+                .unwrap();
+            self.offset += dst.len() as u64;
+            Ok(())
+        }
+    }
+    impl rand_core::TryCryptoRng for TestRng {}
+
+    /// An RSA-2048 test key (made with `openssl genrsa 2048` for the tests; e = 65537).
+    pub const RSA_TEST_N: &str = "8342d4d7c1fc992376c5515d491b435b0a0794b5aa04360637d42f7c547445cb33c96439e6969fe47e71f9e6810d8aa7\
+         3441153878fd04fac854b72c9fa28405895677fbce12a3f5de8cb2e269b9f43583e1ddfcc3ca16ee47192d92f9abeac0\
+         4dacbc5efffc7f94e2fe86f8290f442421e982833582bf1bb1d38a9716aae08c11275f5526e86919308f03b2923ccea5\
+         19e9ecfdeaf3456af2788c7fa606d953c86ffa787da59c26e8eb0821e5603de2f633a8ce7872473fb8fdc1567b3550df\
+         009587a0191dc0ab7c69e38c18aecce15f13c6533dc9849c179a7cbfd86742852e5c45407a10866f85f606506cce9b42\
+         e1d7da2fb45aa920f3fcd5aeae76ebcb";
+    pub const RSA_TEST_P: &str = "b7fae7de7508b9f611a7c00cf74c71035746a51368f562481c50f1d76b6785c751e5a57131a106b7f4625109e6004858\
+         1f00fbb9ec304e09e107b42e46a9ef802e0edd1762f6680f3acbf089690b04b1ac5573b4fb2dcb499ebf37f2e4dfd7b4\
+         5ac3bfdabf8b1371dd7a31757537d4bc6469b3fef22cfd089277b5726a14f699";
+    pub const RSA_TEST_Q: &str = "b6a4d27964d822ab3a95adbe5d8451c591ed8f9072e72b574be6e7fc6e62b423c7a2ed453981ef2e21413269dd53fa83\
+         f7bfd850deb46c3dfe8b77ab266c547279816bfaf1724552ac9719b78d3a6a9ecf4f4ddf976ec8026a1d9c474f4afe12\
+         63da98a6b9bb4b7ba543be7f1f182f13573e1fe35d3a705776e5328514e54803";
 }
