@@ -7,10 +7,14 @@
 //! | module | what |
 //! |---|---|
 //! | [`KeystreamApplier`], [`CipherId`] | the one interface the protocol uses to encrypt a payload, implemented by the sequential kernels here and by the cluster engine |
+//! | [`aes`] | AES-128-CTR (SP 800-38A): constant-time bitsliced/fixsliced kernels with counter-mode caching, [`Aes128Ctr`] |
 //!
 //! (Module table completed by the kernel work: ChaCha20 backends, AES-128-CTR, C entry points.)
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod aes;
+pub use aes::Aes128Ctr;
 
 /// The keystream generators a payload can be XORed with.
 ///
@@ -139,7 +143,7 @@ impl KeystreamApplier for Sequential {
         // compile-time selected backend of this crate.
         match id {
             CipherId::ChaCha20 => run::<chacha20::ChaCha20>(key, iv, offset, data),
-            CipherId::Aes128Ctr => run::<ctr::Ctr128BE<aes::Aes128>>(key, iv, offset, data),
+            CipherId::Aes128Ctr => run::<aes::Aes128Ctr>(key, iv, offset, data),
         }
     }
 }

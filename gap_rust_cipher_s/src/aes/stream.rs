@@ -1,0 +1,276 @@
+//! The RustCrypto `cipher` 0.5 core traits for AES-128-CTR, over a compile-time [`Backend`].
+use super::ctr::{self, PairJob};
+use super::key::RoundKeys;
+use super::slice::State;
+use cipher::consts::{U1, U16};
+use cipher::{
+    AlgorithmName, Block, BlockSizeUser, IvSizeUser, KeyIvInit, KeySizeUser, ParBlocksSizeUser,
+    StreamCipherBackend, StreamCipherClosure, StreamCipherCore, StreamCipherSeekCore,
+    inout::InOutBuf,
+};
+use core::marker::PhantomData;
+
+/// A compile-time choice of AES-128-CTR kernel (see the variant table in [`crate::aes`]).
+pub trait Backend: Copy + Default + core::fmt::Debug + Send + Sync + 'static {
+    /// Variant name used by benchmarks and logs.
+    const NAME: &'static str;
+    /// XORs the keystream of `job.w.len()` pairs of blocks into `data` (8 words per pair).
+    #[doc(hidden)]
+    fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]);
+}
+
+/// AES-128-CTR block core: key schedule, initial counter block and block position.
+///
+/// Semantics are exactly those of `ctr::CtrCore<aes::Aes128, ctr::flavors::Ctr128BE>`: block `n`
+/// of the keystream is `AES_K(IV + n mod 2^128)` with the 16-byte IV read as a big-endian
+/// integer, the block position is a `u128`, and `remaining_blocks` is `u128::MAX - pos`.
+pub struct Aes128CtrCore<B: Backend> {
+    keys: RoundKeys,
+    iv: u128,
+    pos: u128,
+    _backend: PhantomData<B>,
+}
+
+impl<B: Backend> Clone for Aes128CtrCore<B> {
+    fn clone(&self) -> Self {
+        Aes128CtrCore {
+            keys: self.keys.clone(),
+            iv: self.iv,
+            pos: self.pos,
+            _backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> core::fmt::Debug for Aes128CtrCore<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Aes128CtrCore<{}> {{ .. }}", B::NAME)
+    }
+}
+
+impl<B: Backend> AlgorithmName for Aes128CtrCore<B> {
+    fn write_alg_name(f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Ctr128BE<Aes128>")
+    }
+}
+
+impl<B: Backend> KeySizeUser for Aes128CtrCore<B> {
+    type KeySize = U16;
+}
+
+impl<B: Backend> IvSizeUser for Aes128CtrCore<B> {
+    type IvSize = U16;
+}
+
+impl<B: Backend> BlockSizeUser for Aes128CtrCore<B> {
+    type BlockSize = U16;
+}
+
+impl<B: Backend> KeyIvInit for Aes128CtrCore<B> {
+    fn new(key: &cipher::Key<Self>, iv: &cipher::Iv<Self>) -> Self {
+        Aes128CtrCore {
+            keys: RoundKeys::new(&key.0),
+            iv: u128::from_be_bytes(iv.0),
+            pos: 0,
+            _backend: PhantomData,
+        }
+    }
+}
+
+impl<B: Backend> Aes128CtrCore<B> {
+    /// XORs the keystream from the current position into `data` (whole blocks) and advances.
+    fn apply(&mut self, data: &mut [u8]) {
+        debug_assert_eq!(data.len() % 16, 0);
+        let ctr = self.iv.wrapping_add(self.pos);
+        self.pos = self.pos.wrapping_add((data.len() / 16) as u128);
+        xor_blocks::<B>(&self.keys, ctr, data);
+    }
+}
+
+impl<B: Backend> StreamCipherCore for Aes128CtrCore<B> {
+    fn remaining_blocks(&self) -> Option<usize> {
+        (u128::MAX - self.pos).try_into().ok()
+    }
+
+    fn process_with_backend(&mut self, f: impl StreamCipherClosure<BlockSize = Self::BlockSize>) {
+        f.call(&mut OneBlock(self));
+    }
+
+    fn write_keystream_block(&mut self, block: &mut Block<Self>) {
+        block.0 = [0; 16];
+        self.apply(&mut block.0);
+    }
+
+    fn write_keystream_blocks(&mut self, blocks: &mut [Block<Self>]) {
+        let bytes = cipher::array::Array::slice_as_flattened_mut(blocks);
+        bytes.fill(0);
+        self.apply(bytes);
+    }
+
+    fn apply_keystream_blocks(&mut self, blocks: &mut [Block<Self>]) {
+        self.apply(cipher::array::Array::slice_as_flattened_mut(blocks));
+    }
+
+    fn apply_keystream_blocks_inout(&mut self, blocks: InOutBuf<'_, '_, Block<Self>>) {
+        let out = blocks.into_out_with_copied_in();
+        self.apply(cipher::array::Array::slice_as_flattened_mut(out));
+    }
+}
+
+impl<B: Backend> StreamCipherSeekCore for Aes128CtrCore<B> {
+    type Counter = u128;
+
+    fn get_block_pos(&self) -> u128 {
+        self.pos
+    }
+
+    fn set_block_pos(&mut self, pos: u128) {
+        self.pos = pos;
+    }
+}
+
+/// The block-at-a-time backend `process_with_backend` hands out (the bulk paths above bypass it).
+struct OneBlock<'a, B: Backend>(&'a mut Aes128CtrCore<B>);
+
+impl<B: Backend> BlockSizeUser for OneBlock<'_, B> {
+    type BlockSize = U16;
+}
+
+impl<B: Backend> ParBlocksSizeUser for OneBlock<'_, B> {
+    type ParBlocksSize = U1;
+}
+
+impl<B: Backend> StreamCipherBackend for OneBlock<'_, B> {
+    fn gen_ks_block(&mut self, block: &mut Block<Self>) {
+        self.0.write_keystream_block(block);
+    }
+}
+
+/// `bytes` as little-endian words when it is 4-byte aligned (little-endian targets only).
+fn as_words(bytes: &mut [u8]) -> Option<&mut [u32]> {
+    if !cfg!(target_endian = "little") {
+        return None;
+    }
+    // SAFETY: every bit pattern is a valid `u32`, and `align_to_mut` only returns a correctly
+    // aligned middle part; we use it only when it covers the whole slice.
+    let (pre, mid, post) = unsafe { bytes.align_to_mut::<u32>() };
+    if pre.is_empty() && post.is_empty() {
+        Some(mid)
+    } else {
+        None
+    }
+}
+
+/// XORs into `data` the keystream of the pairs `job` describes, skipping the first block of the
+/// first pair (`skip_first`) and the second block of the last pair (`skip_last`).
+fn xor_pairs_partial<B: Backend>(
+    job: &PairJob<'_>,
+    skip_first: bool,
+    skip_last: bool,
+    mut data: &mut [u8],
+) {
+    let mut w = job.w;
+    let one = |pw: &[[u32; 2]]| {
+        let mut ks = [0u32; 8];
+        B::xor_pairs(
+            &PairJob {
+                keys: job.keys,
+                cst: job.cst,
+                w: pw,
+            },
+            &mut ks,
+        );
+        ks
+    };
+    if skip_first {
+        let ks = one(&w[..1]);
+        let (head, rest) = data.split_at_mut(16);
+        xor_words_into_bytes(&ks[4..], head);
+        data = rest;
+        w = &w[1..];
+    }
+    let mut last = None;
+    if skip_last {
+        let (body, tail) = data.split_at_mut(data.len() - 16);
+        last = Some((tail, &w[w.len() - 1..]));
+        data = body;
+        w = &w[..w.len() - 1];
+    }
+    if !w.is_empty() {
+        if let Some(words) = as_words(data) {
+            B::xor_pairs(
+                &PairJob {
+                    keys: job.keys,
+                    cst: job.cst,
+                    w,
+                },
+                words,
+            );
+        } else {
+            let mut ks = [0u32; 8 * 16];
+            let n = w.len();
+            B::xor_pairs(
+                &PairJob {
+                    keys: job.keys,
+                    cst: job.cst,
+                    w,
+                },
+                &mut ks[..8 * n],
+            );
+            xor_words_into_bytes(&ks[..8 * n], data);
+        }
+    }
+    if let Some((tail, pw)) = last {
+        let ks = one(pw);
+        xor_words_into_bytes(&ks[..4], tail);
+    }
+}
+
+fn xor_words_into_bytes(ks: &[u32], data: &mut [u8]) {
+    for (k, d) in ks.iter().zip(data.chunks_exact_mut(4)) {
+        for (kb, db) in k.to_le_bytes().iter().zip(d) {
+            *db ^= kb;
+        }
+    }
+}
+
+/// XORs the keystream for counter blocks `ctr, ctr + 1, …` (mod 2^128) into `data` (whole blocks).
+pub(crate) fn xor_blocks<B: Backend>(keys: &RoundKeys, mut ctr: u128, mut data: &mut [u8]) {
+    let mut run: Option<(u128, State)> = None;
+    while !data.is_empty() {
+        let low = (ctr & 31) as usize;
+        let nb = core::cmp::min(data.len() / 16, 32 - low);
+        let hi = ctr >> 8;
+        let cst = match run {
+            Some((h, c)) if h == hi => c,
+            _ => {
+                let c = ctr::run_const(keys, ctr);
+                run = Some((hi, c));
+                c
+            }
+        };
+        let w = ctr::batch(keys, (ctr as u8) & 0xE0);
+        let (chunk, rest) = core::mem::take(&mut data).split_at_mut(16 * nb);
+        let (j0, j1) = (low / 2, (low + nb).div_ceil(2));
+        let job = PairJob {
+            keys,
+            cst: &cst,
+            w: &w[j0..j1],
+        };
+        xor_pairs_partial::<B>(&job, low % 2 == 1, (low + nb) % 2 == 1, chunk);
+        data = rest;
+        ctr = ctr.wrapping_add(nb as u128);
+    }
+}
+
+/// The portable kernel: plain Rust, rotates with `u32::rotate_right`. Runs everywhere.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Portable;
+
+impl Backend for Portable {
+    const NAME: &'static str = "portable";
+    #[inline(never)]
+    fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]) {
+        ctr::xor_pairs_generic::<super::slice::NativeRotate>(job, data);
+    }
+}
