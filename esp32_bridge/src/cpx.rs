@@ -1,108 +1,51 @@
-//! The slice of CPX framing the bridge needs: split a byte stream (SPI transfers, a TCP stream)
-//! into wire packets, read the routing header (for `last_packet`), and group packets into whole
-//! messages. The bridge never looks past the 2-byte routing header: payloads are opaque ciphertext.
-//!
-//! Wire packet: `u16 LE length` (= payload length + 2), routing header byte 0 =
-//! `dst[2:0] | src[2:0] << 3 | last_packet << 6`, byte 1 = `function[5:0] | version[1:0] << 6`,
-//! then the payload (at most 1020 bytes). See `shared/notes/platform-facts.md`.
+//! Message grouping on top of `gapstream_protocol::cpx` (the protocol crate's CPX codec: length
+//! prefix, routing header, stream decoder with resynchronisation). The bridge groups packets into
+//! whole messages (up to and including the packet with `last_packet` set) so it can queue and drop
+//! whole frames; it never looks past the 2-byte routing header: payloads are opaque ciphertext.
 
 use alloc::vec::Vec;
 
-/// Largest CPX packet (routing header + payload), as the length field counts it.
-pub const MTU: usize = 1022;
-/// Largest payload of one packet.
-pub const MAX_PAYLOAD: usize = MTU - 2;
+pub use gapstream_protocol::cpx::{CpxError as CodecError, Route, StreamDecoder, Target, MAX_PAYLOAD, MTU, WIRE_OVERHEAD};
 
-/// CPX targets.
-pub mod target {
-    pub const STM32: u8 = 1;
-    pub const ESP32: u8 = 2;
-    pub const WIFI_HOST: u8 = 3;
-    pub const GAP8: u8 = 4;
-}
-
-/// The routing header of one packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header {
-    pub dst: u8,
-    pub src: u8,
-    pub last_packet: bool,
-    pub function: u8,
-    pub version: u8,
-}
-
-impl Header {
-    pub fn from_bytes(b: [u8; 2]) -> Self {
-        Header {
-            dst: b[0] & 7,
-            src: (b[0] >> 3) & 7,
-            last_packet: b[0] & 0x40 != 0,
-            function: b[1] & 0x3F,
-            version: b[1] >> 6,
-        }
-    }
-    pub fn to_bytes(self) -> [u8; 2] {
-        [
-            (self.dst & 7) | (self.src & 7) << 3 | (self.last_packet as u8) << 6,
-            (self.function & 0x3F) | (self.version & 3) << 6,
-        ]
-    }
-}
-
-/// Why bytes are not a CPX packet.
+/// Why bytes are not a usable CPX message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CpxError {
-    /// Length field below 2 or above [`MTU`].
-    BadLength(u16),
-    /// Version bits other than 0.
-    UnknownVersion(u8),
+    /// The CPX codec rejected the bytes (bad length, unsupported version).
+    Codec(CodecError),
     /// A message grew past the configured maximum before its `last_packet`.
     Oversize,
-    /// A datagram that is not exactly one packet.
+    /// A datagram / SPI transaction that is not exactly one packet.
     BadDatagram,
 }
 
 impl core::fmt::Display for CpxError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            CpxError::BadLength(l) => write!(f, "CPX length {l} outside 2..=1022"),
-            CpxError::UnknownVersion(v) => write!(f, "CPX version {v} is not 0"),
+            CpxError::Codec(e) => write!(f, "{e}"),
             CpxError::Oversize => f.write_str("CPX message longer than the allowed maximum"),
             CpxError::BadDatagram => f.write_str("datagram is not exactly one CPX packet"),
         }
     }
 }
 
-/// Checks the 4 bytes at the start of `b`: `Ok(Some(total wire length))`, `Ok(None)` if more bytes
-/// are needed to tell.
+/// Total wire length of the packet starting at `b`: `Ok(None)` if fewer than 2 bytes.
 pub fn packet_len(b: &[u8]) -> Result<Option<usize>, CpxError> {
     if b.len() < 2 {
         return Ok(None);
     }
     let len = u16::from_le_bytes([b[0], b[1]]);
     if !(2..=MTU as u16).contains(&len) {
-        return Err(CpxError::BadLength(len));
-    }
-    if b.len() >= 4 {
-        let h = Header::from_bytes([b[2], b[3]]);
-        if h.version != 0 {
-            return Err(CpxError::UnknownVersion(h.version));
-        }
+        return Err(CpxError::Codec(CodecError::BadLength(len)));
     }
     Ok(Some(2 + len as usize))
 }
 
-/// A header that could have been sent: known source and destination targets, different ones.
-fn plausible(h: Header) -> bool {
-    (1..=4).contains(&h.dst) && (1..=4).contains(&h.src) && h.dst != h.src
-}
-
-/// Appends one wire packet to `out`. `payload.len()` must be at most [`MAX_PAYLOAD`].
-pub fn encode_packet(h: Header, payload: &[u8], out: &mut Vec<u8>) {
-    debug_assert!(payload.len() <= MAX_PAYLOAD);
-    out.extend_from_slice(&((payload.len() + 2) as u16).to_le_bytes());
-    out.extend_from_slice(&h.to_bytes());
-    out.extend_from_slice(payload);
+/// Appends one wire packet to `out`.
+pub fn encode_packet(route: Route, payload: &[u8], out: &mut Vec<u8>) {
+    let at = out.len();
+    out.resize(at + WIRE_OVERHEAD + payload.len(), 0);
+    let n = gapstream_protocol::cpx::encode_packet(route, payload, &mut out[at..]).expect("payload fits one packet");
+    out.truncate(at + n);
 }
 
 /// A whole message: its packets as they travel on the wire, concatenated.
@@ -110,38 +53,48 @@ pub fn encode_packet(h: Header, payload: &[u8], out: &mut Vec<u8>) {
 pub struct WireMessage {
     pub bytes: Vec<u8>,
     pub packets: u32,
-    pub first: Header,
+    pub first: Route,
 }
 
-/// Groups a byte stream into whole messages (packets up to and including `last_packet`).
-///
-/// Memory is bounded: at most `max_message` bytes are held. After an error the partial message is
-/// discarded and the assembler skips bytes until a plausible packet header, so one garbled packet
-/// costs one message, not the connection.
+/// Groups a byte stream into whole messages. Memory is bounded: at most `max_message` bytes of a
+/// message plus the codec's 1 KiB. After an error the partial message is discarded, so one garbled
+/// packet costs one message, not the connection.
 pub struct MessageAssembler {
     max_message: usize,
-    pending: Vec<u8>,
+    decoder: StreamDecoder,
     msg: Vec<u8>,
     packets: u32,
-    first: Option<Header>,
-    skipping: bool,
+    first: Option<Route>,
+    /// Inside an oversize message: skip until its last packet.
+    skipping_oversize: bool,
+    /// Inside a garbled stretch (errors reported once per stretch).
+    in_error: bool,
 }
 
 impl MessageAssembler {
     pub fn new(max_message: usize) -> Self {
-        MessageAssembler { max_message, pending: Vec::new(), msg: Vec::new(), packets: 0, first: None, skipping: false }
+        MessageAssembler {
+            max_message,
+            decoder: StreamDecoder::new(),
+            msg: Vec::new(),
+            packets: 0,
+            first: None,
+            skipping_oversize: false,
+            in_error: false,
+        }
     }
 
     /// True when no partial packet or message is held.
     pub fn is_idle(&self) -> bool {
-        self.pending.is_empty() && self.msg.is_empty()
+        self.decoder.buffered() == 0 && self.msg.is_empty() && !self.skipping_oversize
     }
 
     /// Drops everything held (for example when the peer reconnects).
     pub fn reset(&mut self) {
-        self.pending.clear();
+        self.decoder.reset();
         self.drop_message();
-        self.skipping = false;
+        self.skipping_oversize = false;
+        self.in_error = false;
     }
 
     fn drop_message(&mut self) {
@@ -152,63 +105,38 @@ impl MessageAssembler {
 
     /// Feeds bytes; calls `on_message` for each completed message and `on_error` for each error.
     pub fn push(&mut self, mut bytes: &[u8], mut on_message: impl FnMut(WireMessage), mut on_error: impl FnMut(CpxError)) {
-        while !bytes.is_empty() || !self.pending.is_empty() {
-            // Take enough bytes into `pending` to hold one packet.
-            let need = match packet_len(&self.pending) {
-                Ok(Some(n)) => n,
-                Ok(None) => 4,
+        while let Some(r) = self.decoder.decode(&mut bytes) {
+            let p = match r {
+                Ok(p) => p,
                 Err(e) => {
-                    if !self.skipping {
-                        on_error(e);
-                        self.drop_message();
+                    // Report once per garbled stretch: the decoder slides byte by byte.
+                    if !self.in_error {
+                        on_error(CpxError::Codec(e));
                     }
-                    self.skipping = true;
-                    self.pending.remove(0);
+                    self.in_error = true;
+                    self.msg.clear();
+                    self.packets = 0;
+                    self.first = None;
                     continue;
                 }
             };
-            if self.pending.len() < need {
-                if bytes.is_empty() {
-                    return;
-                }
-                let take = (need - self.pending.len()).min(bytes.len());
-                self.pending.extend_from_slice(&bytes[..take]);
-                bytes = &bytes[take..];
+            self.in_error = false;
+            let (route, payload) = (p.route, p.payload);
+            if self.skipping_oversize {
+                self.skipping_oversize = !route.last_packet;
                 continue;
             }
-            // A whole packet (need >= 4 here because a length >= 2 was read).
-            let h = Header::from_bytes([self.pending[2], self.pending[3]]);
-            if self.skipping && !plausible(h) {
-                // While resynchronising, only a header naming real targets ends the skip.
-                self.pending.remove(0);
-                continue;
-            }
-            self.skipping = false;
-            if self.msg.len() + need > self.max_message {
+            if self.msg.len() + WIRE_OVERHEAD + payload.len() > self.max_message {
                 on_error(CpxError::Oversize);
                 self.drop_message();
-                self.pending.clear();
-                // Skip the rest of this oversize message.
-                if !h.last_packet {
-                    self.first = None;
-                    self.packets = u32::MAX;
-                }
+                self.skipping_oversize = !route.last_packet;
                 continue;
             }
-            if self.packets == u32::MAX {
-                // Inside an oversize message being skipped.
-                if h.last_packet {
-                    self.packets = 0;
-                }
-                self.pending.clear();
-                continue;
-            }
-            self.msg.extend_from_slice(&self.pending);
-            self.pending.clear();
+            encode_packet(route, payload, &mut self.msg);
             self.packets += 1;
-            self.first.get_or_insert(h);
-            if h.last_packet {
-                let first = self.first.take().unwrap_or(h);
+            self.first.get_or_insert(route);
+            if route.last_packet {
+                let first = self.first.take().unwrap_or(route);
                 let packets = core::mem::replace(&mut self.packets, 0);
                 on_message(WireMessage { bytes: core::mem::take(&mut self.msg), packets, first });
             }
@@ -226,7 +154,7 @@ mod tests {
         let mut out = Vec::new();
         let chunks: Vec<&[u8]> = if payload.is_empty() { vec![&[][..]] } else { payload.chunks(per).collect() };
         for (i, c) in chunks.iter().enumerate() {
-            let h = Header { dst: target::WIFI_HOST, src: target::GAP8, last_packet: i + 1 == chunks.len(), function, version: 0 };
+            let h = Route { destination: Target::WifiHost as u8, source: Target::Gap8 as u8, last_packet: i + 1 == chunks.len(), function };
             encode_packet(h, c, &mut out);
         }
         out
@@ -239,27 +167,21 @@ mod tests {
     }
 
     #[test]
-    fn header_bits() {
-        let h = Header { dst: 3, src: 4, last_packet: true, function: 5, version: 0 };
-        assert_eq!(h.to_bytes(), [0x63, 0x05]);
-        assert_eq!(Header::from_bytes([0x63, 0x05]), h);
-    }
-
-    #[test]
     fn bad_length_and_version_are_reported_once_then_resync() {
         let good = msg(b"hello", 1020, 5);
-        let mut bytes = vec![0xFF, 0xFF, 0, 0, 0xAA]; // length 65535
+        // Length 65535, then a good message: the codec slides byte by byte onto the real length.
+        let mut bytes = vec![0xFF, 0xFF];
         bytes.extend_from_slice(&good);
         let mut a = MessageAssembler::new(4096);
         let (m, e) = collect(&mut a, &bytes);
-        assert_eq!(e, vec![CpxError::BadLength(0xFFFF)]);
+        assert_eq!(e, vec![CpxError::Codec(CodecError::BadLength(0xFFFF))]);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].bytes, good);
         let mut v = msg(b"x", 1020, 5);
         v[3] |= 0x40; // version 1
         let (m, e) = collect(&mut a, &v);
         assert!(m.is_empty());
-        assert_eq!(e, vec![CpxError::UnknownVersion(1)]);
+        assert_eq!(e, vec![CpxError::Codec(CodecError::UnsupportedVersion(1))]);
         let (m, _) = collect(&mut a, &good);
         assert_eq!(m.len(), 1);
     }
@@ -308,7 +230,7 @@ mod tests {
         fn garbage_never_panics_and_memory_is_bounded(bytes in proptest::collection::vec(any::<u8>(), 0..5000)) {
             let mut a = MessageAssembler::new(2048);
             a.push(&bytes, |m| assert!(m.bytes.len() <= 2048), |_| {});
-            prop_assert!(a.pending.len() <= 2 + MTU && a.msg.len() <= 2048);
+            prop_assert!(a.decoder.buffered() <= 2 + MTU && a.msg.len() <= 2048);
         }
     }
 }

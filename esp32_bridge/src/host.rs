@@ -330,16 +330,16 @@ async fn udp_expiry(shared: Arc<Shared>, timeout: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpx::{encode_packet, target, Header, MessageAssembler};
+    use crate::cpx::{encode_packet, MessageAssembler, Route, Target};
     use std::io::{Read, Write};
     use std::net::{TcpStream as StdTcp, UdpSocket as StdUdp};
 
-    fn message(tag: u8, len: usize, src: u8, dst: u8) -> Vec<u8> {
+    fn message(tag: u8, len: usize, src: Target, dst: Target) -> Vec<u8> {
         let payload: Vec<u8> = (0..len).map(|i| tag ^ (i * 7) as u8).collect();
         let chunks: Vec<&[u8]> = payload.chunks(1020).collect();
         let mut out = Vec::new();
         for (i, c) in chunks.iter().enumerate() {
-            let h = Header { dst, src, last_packet: i + 1 == chunks.len(), function: 5, version: 0 };
+            let h = Route { destination: dst as u8, source: src as u8, last_packet: i + 1 == chunks.len(), function: 0x0E };
             encode_packet(h, c, &mut out);
         }
         out
@@ -377,7 +377,7 @@ mod tests {
             assert!(t0.elapsed() < Duration::from_secs(5));
             std::thread::sleep(Duration::from_millis(5));
         }
-        let frames: Vec<Vec<u8>> = (0..3).map(|t| message(t, 20_000, target::GAP8, target::WIFI_HOST)).collect();
+        let frames: Vec<Vec<u8>> = (0..3).map(|t| message(t, 20_000, Target::Gap8, Target::WifiHost)).collect();
         for f in &frames {
             gap8.write_all(f).unwrap();
         }
@@ -395,13 +395,13 @@ mod tests {
         assert_eq!(got, frames);
         // One listener leaves; the others keep receiving.
         drop(listener);
-        let up = message(9, 50, target::WIFI_HOST, target::GAP8);
+        let up = message(9, 50, Target::WifiHost, Target::Gap8);
         leader.write_all(&up).unwrap();
         let mut back = vec![0u8; up.len()];
         gap8.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         gap8.read_exact(&mut back).unwrap();
         assert_eq!(back, up);
-        let f = message(7, 5000, target::GAP8, target::WIFI_HOST);
+        let f = message(7, 5000, Target::Gap8, Target::WifiHost);
         gap8.write_all(&f).unwrap();
         assert_eq!(read_messages(&mut leader, 1), vec![f]);
         b.stop();
@@ -421,7 +421,7 @@ mod tests {
         bad.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut one = [0u8; 1];
         assert!(matches!(bad.read(&mut one), Ok(0) | Err(_)));
-        let f = message(1, 3000, target::GAP8, target::WIFI_HOST);
+        let f = message(1, 3000, Target::Gap8, Target::WifiHost);
         gap8.write_all(&f).unwrap();
         assert_eq!(read_messages(&mut good, 1), vec![f]);
     }
