@@ -1,0 +1,379 @@
+//! Cluster DMA transfers between L2 ("ext") and L1 ("loc").
+//!
+//! A backend provides the raw engine ([`DmaRaw`]: start a command, wait for it). The safe API is a
+//! [`Scope`], in the style of `std::thread::scope`:
+//!
+//! ```ignore
+//! dma.scope(|s| {
+//!     let fetch = s.copy_in(&l2[..n], &mut l1_a[..n])?;     // L2 -> L1, started now
+//!     s.copy_out(&l1_b[..m], &mut l2_out[..m])?;            // L1 -> L2, started now
+//!     work(&mut l1_c);                                      // overlaps with both transfers
+//!     fetch.wait();                                         // optional early wait
+//!     Ok(())
+//! })                                                        // every transfer is complete here
+//! ```
+//!
+//! Both buffers of a transfer are borrowed for the whole scope, so they cannot be read, written,
+//! moved or freed until the scope has returned, and the scope waits for every transfer it started
+//! before returning (also while unwinding). A [`Transfer`] handle only allows waiting earlier:
+//! dropping it without `wait` does nothing, and neither does `mem::forget` — the scope still waits.
+//! A scope never waits on a command it did not start.
+use core::cell::{Cell, UnsafeCell};
+use core::marker::PhantomData;
+
+/// Direction of a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// External memory (L2) to the cluster's L1.
+    ExtToLoc,
+    /// The cluster's L1 to external memory (L2).
+    LocToExt,
+}
+
+/// Why a transfer was not started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaError {
+    /// Source and destination lengths differ.
+    Length,
+    /// The transfer is longer than the engine accepts in one command ([`DmaRaw::max_len`]).
+    TooLong,
+    /// The local side is not in the cluster's L1.
+    NotLocal,
+    /// The scope already has [`SCOPE_SLOTS`] transfers in flight.
+    Busy,
+}
+
+impl core::fmt::Display for DmaError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            DmaError::Length => "DMA source and destination lengths differ",
+            DmaError::TooLong => "DMA transfer longer than one command allows",
+            DmaError::NotLocal => "DMA local buffer is not in L1",
+            DmaError::Busy => "too many DMA transfers in flight",
+        })
+    }
+}
+
+/// A backend's DMA engine.
+///
+/// # Safety
+/// An implementation must, for a `start` whose arguments satisfy its contract, move exactly `len`
+/// bytes in direction `dir` and touch no other memory; after `wait(cmd)` returns the transfer is
+/// complete and the engine no longer accesses either range.
+pub unsafe trait DmaRaw {
+    /// Per-transfer record (pmsis: `pi_cl_dma_cmd_t`). It must not move while its transfer is in
+    /// flight; a [`Scope`] keeps its records in place.
+    type Cmd;
+
+    /// A fresh, idle command record.
+    fn new_cmd() -> Self::Cmd;
+
+    /// Largest `len` one `start` accepts.
+    fn max_len(&self) -> usize;
+
+    /// True when `[addr, addr + len)` lies in memory the engine can use as the local (L1) side.
+    fn is_local(&self, addr: usize, len: usize) -> bool;
+
+    /// Starts a transfer of `len` bytes (`0 < len <= max_len`).
+    ///
+    /// # Safety
+    /// Until `wait(cmd)` returns: `[ext, ext + len)` and `[loc, loc + len)` are valid and do not
+    /// overlap; the destination range is accessed by nobody else and the source range is not
+    /// written; `loc` satisfies [`DmaRaw::is_local`]; `cmd` is not moved, reused or dropped.
+    unsafe fn start(
+        &mut self,
+        dir: Dir,
+        ext: *mut u8,
+        loc: *mut u8,
+        len: usize,
+        cmd: &mut Self::Cmd,
+    );
+
+    /// Waits until the transfer started with `cmd` is complete.
+    ///
+    /// # Safety
+    /// `cmd` was passed to `start` on this engine and not waited on since.
+    unsafe fn wait(&mut self, cmd: &mut Self::Cmd);
+}
+
+/// Transfers one [`Scope`] can have in flight.
+pub const SCOPE_SLOTS: usize = 4;
+
+/// Safe handle on a backend's DMA engine.
+pub struct Dma<R: DmaRaw> {
+    raw: R,
+}
+
+impl<R: DmaRaw> Dma<R> {
+    /// Wraps a backend engine.
+    pub fn new(raw: R) -> Self {
+        Dma { raw }
+    }
+
+    /// The backend engine.
+    pub fn raw(&self) -> &R {
+        &self.raw
+    }
+
+    /// Runs `f` with a [`Scope`] in which transfers can be started; returns after `f` returned
+    /// and every transfer started in the scope is complete.
+    pub fn scope<'env, T, F>(&'env mut self, f: F) -> T
+    where
+        F: for<'s> FnOnce(&'s Scope<'s, 'env, R>) -> T,
+    {
+        let state = ScopeState {
+            raw: UnsafeCell::new(&mut self.raw),
+            cmds: core::array::from_fn(|_| UnsafeCell::new(R::new_cmd())),
+            busy: [const { Cell::new(false) }; SCOPE_SLOTS],
+        };
+        let scope = Scope {
+            state: &state,
+            _scope: PhantomData,
+        };
+        // `state` is dropped (and so waits for every transfer) after `f` returns or unwinds.
+        f(&scope)
+    }
+
+    /// Copies `ext` (L2) into `loc` (L1) and waits.
+    pub fn copy_in(&mut self, ext: &[u8], loc: &mut [u8]) -> Result<(), DmaError> {
+        self.scope(|s| s.copy_in(ext, loc).map(|t| t.wait()))
+    }
+
+    /// Copies `loc` (L1) into `ext` (L2) and waits.
+    pub fn copy_out(&mut self, loc: &[u8], ext: &mut [u8]) -> Result<(), DmaError> {
+        self.scope(|s| s.copy_out(loc, ext).map(|t| t.wait()))
+    }
+}
+
+/// The command records of a scope; waits for every transfer still in flight when dropped.
+struct ScopeState<'env, R: DmaRaw> {
+    raw: UnsafeCell<&'env mut R>,
+    cmds: [UnsafeCell<R::Cmd>; SCOPE_SLOTS],
+    busy: [Cell<bool>; SCOPE_SLOTS],
+}
+
+/// Transfers started in a scope borrow their buffers for `'s`; all are complete when the scope ends.
+pub struct Scope<'s, 'env: 's, R: DmaRaw> {
+    state: &'s ScopeState<'env, R>,
+    // Invariant in `'s`, as `std::thread::Scope`.
+    _scope: PhantomData<&'s mut &'s ()>,
+}
+
+/// A transfer in flight. [`Transfer::wait`] waits for it; dropping it does nothing (the scope waits).
+#[must_use = "a transfer is waited for at the end of its scope at the latest; call wait() to wait earlier"]
+pub struct Transfer<'s, 'env: 's, R: DmaRaw> {
+    state: &'s ScopeState<'env, R>,
+    slot: usize,
+}
+
+impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
+    /// Starts copying `ext` (L2) into `loc` (L1). Both stay borrowed until the scope ends.
+    pub fn copy_in(
+        &'s self,
+        ext: &'s [u8],
+        loc: &'s mut [u8],
+    ) -> Result<Transfer<'s, 'env, R>, DmaError> {
+        if ext.len() != loc.len() {
+            return Err(DmaError::Length);
+        }
+        self.start(
+            Dir::ExtToLoc,
+            ext.as_ptr() as *mut u8,
+            loc.as_mut_ptr(),
+            loc.len(),
+        )
+    }
+
+    /// Starts copying `loc` (L1) into `ext` (L2). Both stay borrowed until the scope ends.
+    pub fn copy_out(
+        &'s self,
+        loc: &'s [u8],
+        ext: &'s mut [u8],
+    ) -> Result<Transfer<'s, 'env, R>, DmaError> {
+        if ext.len() != loc.len() {
+            return Err(DmaError::Length);
+        }
+        self.start(
+            Dir::LocToExt,
+            ext.as_mut_ptr(),
+            loc.as_ptr() as *mut u8,
+            loc.len(),
+        )
+    }
+
+    fn start(
+        &'s self,
+        dir: Dir,
+        ext: *mut u8,
+        loc: *mut u8,
+        len: usize,
+    ) -> Result<Transfer<'s, 'env, R>, DmaError> {
+        let st = self.state;
+        // SAFETY: the state is `!Sync` (UnsafeCell) and none of its methods keeps a reference to
+        // `raw` across a call, so this is the only live reference to the engine.
+        let raw: &mut R = unsafe { &mut **st.raw.get() };
+        if len > raw.max_len() {
+            return Err(DmaError::TooLong);
+        }
+        if !raw.is_local(loc as usize, len) {
+            return Err(DmaError::NotLocal);
+        }
+        if len == 0 {
+            // Nothing to move: no command is issued, and so none is ever waited on.
+            return Ok(Transfer {
+                state: self.state,
+                slot: usize::MAX,
+            });
+        }
+        let slot = st
+            .busy
+            .iter()
+            .position(|b| !b.get())
+            .ok_or(DmaError::Busy)?;
+        st.busy[slot].set(true);
+        // SAFETY: `ext` and `loc` come from a `&'s` / `&'s mut` pair of equal length, borrowed until
+        // the scope ends, and the scope waits for this command before it ends (`Drop`), so both
+        // ranges stay valid and unaliased (they cannot overlap: one is shared, one is exclusive) and
+        // the destination is ours for the whole transfer. `loc` passed `is_local`, `len` is in
+        // range. The command record lives in `st.cmds[slot]`, which does not move (the state is
+        // borrowed by the scope until it is dropped) and is not reused while `busy[slot]` is set.
+        unsafe { raw.start(dir, ext, loc, len, &mut *st.cmds[slot].get()) };
+        Ok(Transfer {
+            state: self.state,
+            slot,
+        })
+    }
+
+    /// Transfers currently in flight.
+    pub fn in_flight(&self) -> usize {
+        self.state.busy.iter().filter(|b| b.get()).count()
+    }
+}
+
+impl<R: DmaRaw> ScopeState<'_, R> {
+    fn wait_slot(&self, slot: usize) {
+        if slot < SCOPE_SLOTS && self.busy[slot].get() {
+            self.busy[slot].set(false);
+            // SAFETY: `busy[slot]` was set by `start` on this engine with this record and is
+            // cleared here, so the command is waited on exactly once; no other reference to the
+            // engine or the record is live (see `start`).
+            unsafe { (**self.raw.get()).wait(&mut *self.cmds[slot].get()) };
+        }
+    }
+}
+
+impl<R: DmaRaw> Drop for ScopeState<'_, R> {
+    fn drop(&mut self) {
+        for slot in 0..SCOPE_SLOTS {
+            self.wait_slot(slot);
+        }
+    }
+}
+
+impl<R: DmaRaw> Transfer<'_, '_, R> {
+    /// Waits until this transfer is complete.
+    pub fn wait(self) {
+        self.state.wait_slot(self.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    extern crate std;
+    use std::vec::Vec;
+
+    /// A synchronous-at-wait engine that logs what it is asked to do.
+    #[derive(Default)]
+    struct Log {
+        started: usize,
+        waited: usize,
+    }
+    struct Cmd(Option<(Dir, *mut u8, *mut u8, usize)>);
+    // SAFETY: copies at wait, touching exactly the two ranges given to `start`.
+    unsafe impl DmaRaw for Log {
+        type Cmd = Cmd;
+        fn new_cmd() -> Cmd {
+            Cmd(None)
+        }
+        fn max_len(&self) -> usize {
+            1024
+        }
+        fn is_local(&self, _: usize, _: usize) -> bool {
+            true
+        }
+        unsafe fn start(
+            &mut self,
+            dir: Dir,
+            ext: *mut u8,
+            loc: *mut u8,
+            len: usize,
+            cmd: &mut Cmd,
+        ) {
+            assert!(cmd.0.is_none(), "record reused while in flight");
+            self.started += 1;
+            cmd.0 = Some((dir, ext, loc, len));
+        }
+        unsafe fn wait(&mut self, cmd: &mut Cmd) {
+            let (dir, ext, loc, len) = cmd.0.take().expect("waited on a command never started");
+            self.waited += 1;
+            // SAFETY: per `start`'s contract.
+            unsafe {
+                match dir {
+                    Dir::ExtToLoc => core::ptr::copy_nonoverlapping(ext, loc, len),
+                    Dir::LocToExt => core::ptr::copy_nonoverlapping(loc, ext, len),
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[allow(clippy::forget_non_drop)] // the point: forgetting a handle must be harmless
+    fn scope_waits_for_dropped_and_forgotten_transfers() {
+        let mut dma = Dma::new(Log::default());
+        let src: Vec<u8> = (0..100).collect();
+        let mut a = [0u8; 100];
+        let mut b = [0u8; 100];
+        dma.scope(|s| {
+            let t = s.copy_in(&src, &mut a).unwrap();
+            core::mem::forget(t);
+            let _ = s.copy_in(&src, &mut b).unwrap();
+            assert_eq!(s.in_flight(), 2);
+        });
+        assert_eq!(a[..], src[..]);
+        assert_eq!(b[..], src[..]);
+        assert_eq!((dma.raw().started, dma.raw().waited), (2, 2));
+    }
+
+    #[test]
+    fn zero_length_issues_nothing_and_errors_start_nothing() {
+        let mut dma = Dma::new(Log::default());
+        let mut a = [0u8; 2000];
+        dma.copy_in(&[], &mut a[..0]).unwrap();
+        assert_eq!(dma.copy_in(&[1, 2], &mut a[..3]), Err(DmaError::Length));
+        let big = [0u8; 2000];
+        assert_eq!(dma.copy_in(&big, &mut a), Err(DmaError::TooLong));
+        assert_eq!((dma.raw().started, dma.raw().waited), (0, 0));
+    }
+
+    #[test]
+    fn slots_are_bounded_and_reusable_after_wait() {
+        let mut dma = Dma::new(Log::default());
+        let src = [7u8; 8];
+        let mut bufs = [[0u8; 8]; SCOPE_SLOTS + 1];
+        dma.scope(|s| {
+            let (last, rest) = bufs.split_last_mut().unwrap();
+            let mut ts = Vec::new();
+            for b in rest.iter_mut() {
+                ts.push(s.copy_in(&src, b).unwrap());
+            }
+            assert_eq!(s.copy_in(&src, last).err(), Some(DmaError::Busy));
+            ts.pop().unwrap().wait();
+            assert_eq!(s.in_flight(), SCOPE_SLOTS - 1);
+        });
+        assert_eq!(
+            (dma.raw().started, dma.raw().waited),
+            (SCOPE_SLOTS, SCOPE_SLOTS)
+        );
+    }
+}
