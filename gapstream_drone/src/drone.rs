@@ -1,0 +1,352 @@
+//! The drone's main loop: double-buffered capture, seal, send as CPX packets, answer the receiver.
+//!
+//! Pipelining: two frame buffers. While frame N is sealed and sent (the slow SPI transfer), the
+//! camera already captures frame N+1 into the other buffer, so the frame period is bounded by the
+//! slower of capture and send, not their sum (the paper's ~8 fps came from doing them in turn).
+//!
+//! ```text
+//! start(B)            ... capture N+1 into B runs in the background ...
+//! wait() -> A  ──►  start(B)  ──►  seal A, send A  ──►  wait() -> B  ──►  start(A) ...
+//! ```
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use gap_rust_cipher_s::KeystreamApplier;
+use gapstream_protocol::cpx::{self, Function, LastFlag, Packetizer, Route, StreamDecoder, Target};
+
+use crate::traits::{Camera, Capture, Clock, Entropy, FrameFormat, Link};
+
+/// How frames leave the drone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Bitcraze's stock image stream in clear (11-byte `0xBC` header packet, then the image in
+    /// packets, `last_packet` on every packet): what a stock viewer shows. No security at all.
+    StockPlaintext,
+}
+
+/// Settings of the drone application.
+#[derive(Clone, Copy, Debug)]
+pub struct DroneConfig {
+    pub mode: Mode,
+    /// CPX payload bytes per packet (128, 256, 512 or 1020; the CPX maximum is 1020).
+    pub packet_payload: usize,
+}
+
+impl Default for DroneConfig {
+    fn default() -> Self {
+        DroneConfig { mode: Mode::StockPlaintext, packet_payload: cpx::MAX_PAYLOAD }
+    }
+}
+
+/// Time spent per stage and what was done, for the paper-style breakdown.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DroneStats {
+    pub frames_captured: u64,
+    pub frames_sent: u64,
+    /// Frames captured while no receiver was ready (not sent).
+    pub frames_skipped: u64,
+    pub bytes_sent: u64,
+    pub packets_sent: u64,
+    /// Time blocked waiting for the camera (capture not hidden behind the send).
+    pub capture_wait_ns: u64,
+    /// Time sealing (encrypt + tag).
+    pub seal_ns: u64,
+    /// Time in `Link::send`.
+    pub send_ns: u64,
+    /// Upstream bytes that were not valid CPX.
+    pub upstream_errors: u64,
+}
+
+/// Why the drone loop stopped.
+#[derive(Debug)]
+pub enum DroneError<CE, LE> {
+    Camera(CE),
+    Link(LE),
+    /// The configured packet size is outside 1..=1020.
+    Config(cpx::CpxError),
+}
+
+impl<CE: core::fmt::Display, LE: core::fmt::Display> core::fmt::Display for DroneError<CE, LE> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            DroneError::Camera(e) => write!(f, "camera: {e}"),
+            DroneError::Link(e) => write!(f, "link: {e}"),
+            DroneError::Config(e) => write!(f, "configuration: {e}"),
+        }
+    }
+}
+
+/// The stock image header: magic, width, height, depth, type (0 = raw), size. 11 bytes, LE.
+pub fn stock_header(fmt: FrameFormat) -> [u8; 11] {
+    let mut h = [0u8; 11];
+    h[0] = 0xBC;
+    h[1..3].copy_from_slice(&fmt.width.to_le_bytes());
+    h[3..5].copy_from_slice(&fmt.height.to_le_bytes());
+    h[5] = 1;
+    h[6] = 0;
+    h[7..11].copy_from_slice(&(fmt.bytes() as u32).to_le_bytes());
+    h
+}
+
+/// The drone application, generic over its hardware.
+pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> {
+    camera: C,
+    link: L,
+    clock: K,
+    #[allow(dead_code)]
+    entropy: E,
+    #[allow(dead_code)]
+    applier: A,
+    cfg: DroneConfig,
+    format: FrameFormat,
+    /// The buffer not in the camera (None while it is being processed or before the first start).
+    spare: Option<Vec<u8>>,
+    started: bool,
+    packet: Vec<u8>,
+    rx: StreamDecoder,
+    rx_buf: Vec<u8>,
+    stats: DroneStats,
+}
+
+impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
+    pub fn new(camera: C, link: L, clock: K, entropy: E, applier: A, cfg: DroneConfig) -> Result<Self, DroneError<C::Error, L::Error>> {
+        if !(1..=cpx::MAX_PAYLOAD).contains(&cfg.packet_payload) {
+            return Err(DroneError::Config(cpx::CpxError::BadPacketSize(cfg.packet_payload)));
+        }
+        let format = camera.format();
+        Ok(Drone {
+            camera,
+            link,
+            clock,
+            entropy,
+            applier,
+            cfg,
+            format,
+            spare: Some(vec![0u8; format.bytes()]),
+            started: false,
+            packet: vec![0u8; cpx::WIRE_OVERHEAD + cfg.packet_payload],
+            rx: StreamDecoder::new(),
+            rx_buf: vec![0u8; 2048],
+            stats: DroneStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> DroneStats {
+        self.stats
+    }
+
+    pub fn link_mut(&mut self) -> &mut L {
+        &mut self.link
+    }
+
+    pub fn camera_mut(&mut self) -> &mut C {
+        &mut self.camera
+    }
+
+    /// One frame period: wait for the capture in flight, start the next one into the other buffer,
+    /// service the receiver's messages, seal and send the captured frame.
+    pub fn step(&mut self) -> Result<(), DroneError<C::Error, L::Error>> {
+        if !self.started {
+            let b = self.spare.take().unwrap_or_else(|| vec![0u8; self.format.bytes()]);
+            self.camera.start(b).map_err(DroneError::Camera)?;
+            self.spare = Some(vec![0u8; self.format.bytes()]);
+            self.started = true;
+        }
+        let t0 = self.clock.now_ns();
+        let cap = self.camera.wait().map_err(DroneError::Camera)?;
+        let t1 = self.clock.now_ns();
+        self.stats.capture_wait_ns += t1.saturating_sub(t0);
+        self.stats.frames_captured += 1;
+        // Frame N+1 is captured while frame N is sealed and sent.
+        let next = self.spare.take().unwrap_or_else(|| vec![0u8; self.format.bytes()]);
+        self.camera.start(next).map_err(DroneError::Camera)?;
+        self.service_upstream()?;
+        let r = self.send_frame(&cap);
+        self.spare = Some(cap.buf);
+        r
+    }
+
+    /// Reads and handles whatever the receiver sent (handshake, rekey); never blocks.
+    pub fn service_upstream(&mut self) -> Result<(), DroneError<C::Error, L::Error>> {
+        loop {
+            let n = self.link.poll_recv(&mut self.rx_buf).map_err(DroneError::Link)?;
+            if n == 0 {
+                return Ok(());
+            }
+            let mut input = &self.rx_buf[..n];
+            while let Some(r) = self.rx.decode(&mut input) {
+                match r {
+                    // Stock mode has no upstream protocol: packets are ignored.
+                    Ok(_packet) => {}
+                    Err(_) => self.stats.upstream_errors += 1,
+                }
+            }
+        }
+    }
+
+    fn send_frame(&mut self, cap: &Capture) -> Result<(), DroneError<C::Error, L::Error>> {
+        match self.cfg.mode {
+            Mode::StockPlaintext => {
+                let route = Route::new(Target::Gap8, Target::WifiHost, Function::App);
+                let header = stock_header(self.format);
+                let t0 = self.clock.now_ns();
+                self.send_message(route, [&header, &[], &[]], LastFlag::Every)?;
+                self.send_message(route, [&cap.buf, &[], &[]], LastFlag::Every)?;
+                self.stats.send_ns += self.clock.now_ns().saturating_sub(t0);
+                self.stats.frames_sent += 1;
+                Ok(())
+            }
+        }
+    }
+
+    fn send_message(&mut self, route: Route, parts: [&[u8]; 3], last: LastFlag) -> Result<(), DroneError<C::Error, L::Error>> {
+        let mut p = Packetizer::new(route, parts, self.cfg.packet_payload, last).map_err(DroneError::Config)?;
+        while let Some(r) = p.next_packet(&mut self.packet) {
+            let n = r.map_err(DroneError::Config)?;
+            self.link.send(&self.packet[..n]).map_err(DroneError::Link)?;
+            self.stats.packets_sent += 1;
+            self.stats.bytes_sent += n as u64;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::testpattern::{self, Stamp};
+    use crate::traits::{EntropyError, PixelFormat};
+    use alloc::collections::VecDeque;
+    use core::cell::Cell;
+    use gap_rust_cipher_s::Sequential;
+
+    /// A camera that renders the test pattern; records the order of start / wait calls.
+    pub struct PatternCamera {
+        pub fmt: FrameFormat,
+        pub in_flight: Option<Vec<u8>>,
+        pub next_index: u32,
+        pub log: Vec<&'static str>,
+        pub buffers_seen: Vec<*const u8>,
+    }
+    impl Camera for PatternCamera {
+        type Error = &'static str;
+        fn format(&self) -> FrameFormat {
+            self.fmt
+        }
+        fn start(&mut self, buf: Vec<u8>) -> Result<(), &'static str> {
+            if self.in_flight.is_some() {
+                return Err("capture already in flight");
+            }
+            self.log.push("start");
+            self.buffers_seen.push(buf.as_ptr());
+            self.in_flight = Some(buf);
+            Ok(())
+        }
+        fn wait(&mut self) -> Result<Capture, &'static str> {
+            let mut buf = self.in_flight.take().ok_or("no capture in flight")?;
+            self.log.push("wait");
+            let (w, h) = (self.fmt.width as usize, self.fmt.height as usize);
+            let stamp = Stamp { frame: self.next_index, capture_ns: 1000 * self.next_index as u64 };
+            testpattern::render(&mut buf, w, h, stamp).map_err(|_| "render")?;
+            self.next_index += 1;
+            Ok(Capture { buf, capture_ns: stamp.capture_ns })
+        }
+    }
+
+    #[derive(Default)]
+    pub struct VecLink {
+        pub sent: Vec<u8>,
+        pub packets: usize,
+        pub inbox: VecDeque<u8>,
+    }
+    impl Link for VecLink {
+        type Error = &'static str;
+        fn send(&mut self, p: &[u8]) -> Result<(), &'static str> {
+            self.sent.extend_from_slice(p);
+            self.packets += 1;
+            Ok(())
+        }
+        fn poll_recv(&mut self, buf: &mut [u8]) -> Result<usize, &'static str> {
+            let n = buf.len().min(self.inbox.len());
+            for b in buf.iter_mut().take(n) {
+                *b = self.inbox.pop_front().unwrap_or(0);
+            }
+            Ok(n)
+        }
+    }
+
+    pub struct TickClock(pub Cell<u64>);
+    impl Clock for TickClock {
+        fn now_ns(&self) -> u64 {
+            self.0.set(self.0.get() + 10);
+            self.0.get()
+        }
+    }
+    pub struct CountingEntropy(pub u8);
+    impl Entropy for CountingEntropy {
+        fn fill(&mut self, d: &mut [u8]) -> Result<(), EntropyError> {
+            for b in d {
+                self.0 = self.0.wrapping_add(1);
+                *b = self.0;
+            }
+            Ok(())
+        }
+    }
+
+    pub fn camera() -> PatternCamera {
+        PatternCamera {
+            fmt: FrameFormat { width: 324, height: 244, pixel: PixelFormat::Grey8 },
+            in_flight: None,
+            next_index: 0,
+            log: Vec::new(),
+            buffers_seen: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn next_capture_starts_before_the_frame_is_sent_and_buffers_alternate() {
+        let mut d = Drone::new(camera(), VecLink::default(), TickClock(Cell::new(0)), CountingEntropy(0), Sequential, DroneConfig::default()).unwrap();
+        for _ in 0..4 {
+            let before = d.link.packets;
+            d.step().unwrap();
+            // After a step the next capture is in flight and the frame went out.
+            assert!(d.camera.in_flight.is_some());
+            assert!(d.link.packets > before);
+        }
+        assert_eq!(d.camera.log[..5], ["start", "wait", "start", "wait", "start"]);
+        // Two buffers, used alternately: A B A B ...
+        let seen = &d.camera.buffers_seen;
+        assert_ne!(seen[0], seen[1]);
+        assert_eq!(seen[0], seen[2]);
+        assert_eq!(seen[1], seen[3]);
+        assert_eq!(d.stats().frames_sent, 4);
+    }
+
+    #[test]
+    fn stock_stream_is_header_then_image_with_last_on_every_packet() {
+        let mut d = Drone::new(camera(), VecLink::default(), TickClock(Cell::new(0)), CountingEntropy(0), Sequential, DroneConfig { packet_payload: 512, ..DroneConfig::default() }).unwrap();
+        d.step().unwrap();
+        let mut dec = StreamDecoder::new();
+        let mut input = &d.link.sent[..];
+        let mut payloads: Vec<Vec<u8>> = Vec::new();
+        while let Some(r) = dec.decode(&mut input) {
+            let p = r.unwrap();
+            assert!(p.route.last_packet);
+            assert_eq!(p.route.function, Function::App as u8);
+            assert_eq!((p.route.source, p.route.destination), (Target::Gap8 as u8, Target::WifiHost as u8));
+            payloads.push(p.payload.to_vec());
+        }
+        assert_eq!(payloads[0], [0xBC, 0x44, 0x01, 0xF4, 0x00, 1, 0, 0xD0, 0x34, 0x01, 0x00]);
+        let image: Vec<u8> = payloads[1..].concat();
+        assert_eq!(image.len(), 324 * 244);
+        assert_eq!(payloads.len(), 1 + (324 * 244usize).div_ceil(512));
+        assert_eq!(testpattern::decode(&image, 324, 244).unwrap().frame, 0);
+    }
+
+    #[test]
+    fn bad_packet_size_is_refused() {
+        let r = Drone::new(camera(), VecLink::default(), TickClock(Cell::new(0)), CountingEntropy(0), Sequential, DroneConfig { packet_payload: 1021, ..DroneConfig::default() });
+        assert!(matches!(r, Err(DroneError::Config(cpx::CpxError::BadPacketSize(1021)))));
+    }
+}

@@ -1,0 +1,83 @@
+//! The small traits the drone logic is generic over. The GAP8 firmware (issue 7) implements them
+//! with pmsis (Himax camera, SPI with the ready lines, the FC timer, its entropy source); the host
+//! simulation implements them with std (synthetic or file camera, a socket paced like 10 MHz SPI,
+//! the system clock, the OS RNG).
+
+use alloc::vec::Vec;
+
+/// Pixel layout of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PixelFormat {
+    /// 8-bit greyscale (the mono HM01B0).
+    Grey8,
+    /// 8-bit RGGB Bayer mosaic (the colour HM01B0).
+    BayerRggb8,
+}
+
+/// What a camera delivers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameFormat {
+    pub width: u16,
+    pub height: u16,
+    pub pixel: PixelFormat,
+}
+
+impl FrameFormat {
+    /// The AI-deck's HM01B0: 324 × 244, 8 bits per pixel.
+    pub const HM01B0: FrameFormat = FrameFormat { width: 324, height: 244, pixel: PixelFormat::Grey8 };
+
+    /// Bytes of one frame.
+    pub const fn bytes(&self) -> usize {
+        self.width as usize * self.height as usize
+    }
+}
+
+/// A finished capture. The buffer is the one given to [`Camera::start`], now holding the frame.
+#[derive(Debug)]
+pub struct Capture {
+    pub buf: Vec<u8>,
+    /// When the frame was captured, on the drone's [`Clock`].
+    pub capture_ns: u64,
+}
+
+/// A camera that captures into a buffer it borrows by value, so the capture can run (DMA) while
+/// the caller works on the other buffer: [`Camera::start`] with buffer B, then work on A, then
+/// [`Camera::wait`] returns B filled.
+pub trait Camera {
+    type Error: core::fmt::Debug + core::fmt::Display;
+    fn format(&self) -> FrameFormat;
+    /// Starts capturing the next frame into `buf` (`format().bytes()` long). At most one capture is
+    /// in flight.
+    fn start(&mut self, buf: Vec<u8>) -> Result<(), Self::Error>;
+    /// Waits for the capture started last and returns its buffer.
+    fn wait(&mut self) -> Result<Capture, Self::Error>;
+}
+
+/// The byte link to the ESP32 (SPI on the AI-deck). Carries CPX wire packets both ways.
+pub trait Link {
+    type Error: core::fmt::Debug + core::fmt::Display;
+    /// Sends whole CPX wire packets (blocks until the link took them; SPI pacing happens here).
+    fn send(&mut self, packets: &[u8]) -> Result<(), Self::Error>;
+    /// Reads what the ESP32 has for the GAP8 without blocking; `Ok(0)` when nothing is pending.
+    fn poll_recv(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error>;
+}
+
+/// Monotonic time on the drone.
+pub trait Clock {
+    fn now_ns(&self) -> u64;
+}
+
+/// Why entropy could not be had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntropyError;
+
+impl core::fmt::Display for EntropyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("entropy source failed")
+    }
+}
+
+/// Random bytes for the handshake's ephemeral keys.
+pub trait Entropy {
+    fn fill(&mut self, dest: &mut [u8]) -> Result<(), EntropyError>;
+}
