@@ -101,8 +101,22 @@ pub struct Message {
 
 impl Message {
     fn from_wire(w: WireMessage) -> Self {
-        Message { droppable: w.packets > 1, bytes: Arc::from(w.bytes), packets: w.packets, first: w.first }
+        let droppable = is_droppable(&w);
+        Message { droppable, bytes: Arc::from(w.bytes), packets: w.packets, first: w.first }
     }
+}
+
+/// Frames may be dropped for a slow client, control messages (handshake, rekey, alerts) should not.
+/// Told apart without any key: a gapstream message starts with `"GS" 01 <type>` and type `0x10` is
+/// a frame (`gapstream_protocol::wire`); the stock image stream (function APP) is all frame data;
+/// anything else longer than one packet is treated as a frame.
+fn is_droppable(w: &WireMessage) -> bool {
+    let payload = w.bytes.get(cpx::WIRE_OVERHEAD..).unwrap_or(&[]);
+    let gs = gapstream_protocol::wire::MAGIC;
+    if w.first.function == gapstream_protocol::cpx::GAPSTREAM_FUNCTION as u8 && payload.len() >= 4 && payload[..2] == gs {
+        return payload[3] == gapstream_protocol::wire::MsgType::Frame as u8;
+    }
+    w.first.function == gapstream_protocol::cpx::Function::App as u8 || w.packets > 1
 }
 
 /// Counters of one client.
@@ -474,6 +488,20 @@ mod tests {
             assert_eq!(*m, frame((20 - cap_frames + 2 + k) as u8));
         }
         assert_eq!(b.client_stats(slow).unwrap().frames_dropped, 20 - (cap_frames as u64 - 1));
+    }
+
+    #[test]
+    fn frames_and_control_are_told_apart_without_a_key() {
+        let mk = |function: u8, payload: &[u8], packets: u32| {
+            let mut bytes = Vec::new();
+            encode_packet(Route { destination: 3, source: 4, last_packet: true, function }, payload, &mut bytes);
+            WireMessage { bytes, packets, first: Route { destination: 3, source: 4, last_packet: true, function } }
+        };
+        assert!(is_droppable(&mk(0x0E, &[0x47, 0x53, 1, 0x10, 0, 0], 1)));
+        assert!(!is_droppable(&mk(0x0E, &[0x47, 0x53, 1, 0x01, 0, 0], 3)));
+        assert!(!is_droppable(&mk(0x0E, &[0x47, 0x53, 1, 0x20], 1)));
+        assert!(is_droppable(&mk(0x05, &[0xBC, 1, 2], 1)));
+        assert!(!is_droppable(&mk(0x02, b"console", 1)));
     }
 
     #[test]
