@@ -6,15 +6,25 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`KeystreamApplier`], [`CipherId`] | the one interface the protocol uses to encrypt a payload, implemented by the sequential kernels here and by the cluster engine |
+//! | [`KeystreamApplier`], [`CipherId`] | the one interface the protocol uses to encrypt a payload, implemented by the sequential kernels here ([`Sequential`]) and by the cluster engine |
+//! | [`chacha`] | ChaCha20 (RFC 8439): portable (RustCrypto), RV32IMC assembly and PULP assembly backends; [`ChaCha20`] is the one chosen for this target |
 //! | [`aes`] | AES-128-CTR (SP 800-38A): constant-time bitsliced/fixsliced kernels with counter-mode caching, [`Aes128Ctr`] |
 //!
-//! (Module table completed by the kernel work: ChaCha20 backends, AES-128-CTR, C entry points.)
+//! Cargo feature `pulp`: on riscv32, [`ChaCha20`] (and so [`Sequential`]) uses the PULP kernel
+//! (RI5CY only: GAP8 / GVSOC; QEMU cannot run it). Without it riscv32 builds use the RV32IMC
+//! assembly, and host builds the portable backend.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod aes;
+pub mod chacha;
+
 pub use aes::Aes128Ctr;
+#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+pub use chacha::ChaCha20Pulp;
+#[cfg(target_arch = "riscv32")]
+pub use chacha::ChaCha20Rv32;
+pub use chacha::{ChaCha20, ChaCha20Portable};
 
 /// The keystream generators a payload can be XORed with.
 ///
@@ -139,10 +149,8 @@ impl KeystreamApplier for Sequential {
         if iv.len() != id.iv_len() {
             return Err(KeystreamError::IvLength);
         }
-        // Placeholder wiring to the RustCrypto reference; the kernel work replaces it with the
-        // compile-time selected backend of this crate.
         match id {
-            CipherId::ChaCha20 => run::<chacha20::ChaCha20>(key, iv, offset, data),
+            CipherId::ChaCha20 => run::<chacha::ChaCha20>(key, iv, offset, data),
             CipherId::Aes128Ctr => run::<aes::Aes128Ctr>(key, iv, offset, data),
         }
     }

@@ -1,0 +1,125 @@
+//! The per-(key, nonce) context of the assembly kernels: input state and the precomputed part of
+//! the first double round.
+use zeroize::Zeroize;
+
+/// "expand 32-byte k" (RFC 8439 §2.3).
+pub(crate) const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574];
+
+/// Byte offset of [`Ctx::pre`] in the `#[repr(C)]` layout (the kernels address it from the base).
+pub(crate) const PRE_OFFSET: usize = 64;
+
+/// Layout read by the kernels (offsets are part of the assembly, checked below).
+///
+/// * `init`: the RFC 8439 input state, counter word (12) zero: the kernels keep the counter in a
+///   register.
+/// * `pre`: state words after the first-round quarter-rounds of columns 1, 2, 3 (they do not
+///   involve word 12, the counter), in the order x1 x5 x9 x13, x2 x6 x10 x14, x3 x7 x11 x15.
+#[repr(C)]
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    pub(crate) init: [u32; 16],
+    pub(crate) pre: [u32; 12],
+}
+
+const _: () = {
+    assert!(core::mem::offset_of!(Ctx, init) == 0);
+    assert!(core::mem::offset_of!(Ctx, pre) == PRE_OFFSET);
+    assert!(core::mem::size_of::<Ctx>() == 112);
+    assert!(core::mem::align_of::<Ctx>() == 4);
+};
+
+/// Which state word each `pre` entry holds.
+pub(crate) const PRE_WORDS: [usize; 12] = [1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15];
+
+#[inline(always)]
+pub(crate) fn quarter_round(x: &mut [u32; 16], a: usize, b: usize, c: usize, d: usize) {
+    x[a] = x[a].wrapping_add(x[b]);
+    x[d] = (x[d] ^ x[a]).rotate_left(16);
+    x[c] = x[c].wrapping_add(x[d]);
+    x[b] = (x[b] ^ x[c]).rotate_left(12);
+    x[a] = x[a].wrapping_add(x[b]);
+    x[d] = (x[d] ^ x[a]).rotate_left(8);
+    x[c] = x[c].wrapping_add(x[d]);
+    x[b] = (x[b] ^ x[c]).rotate_left(7);
+}
+
+impl Ctx {
+    pub(crate) fn new(key: &[u8; 32], nonce: &[u8; 12]) -> Ctx {
+        let mut init = [0u32; 16];
+        init[..4].copy_from_slice(&SIGMA);
+        for (w, c) in init[4..12].iter_mut().zip(key.chunks_exact(4)) {
+            *w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        for (w, c) in init[13..16].iter_mut().zip(nonce.chunks_exact(4)) {
+            *w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        let mut x = init;
+        quarter_round(&mut x, 1, 5, 9, 13);
+        quarter_round(&mut x, 2, 6, 10, 14);
+        quarter_round(&mut x, 3, 7, 11, 15);
+        let mut pre = [0u32; 12];
+        for (p, &i) in pre.iter_mut().zip(PRE_WORDS.iter()) {
+            *p = x[i];
+        }
+        x.zeroize();
+        Ctx { init, pre }
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        self.init.zeroize();
+        self.pre.zeroize();
+    }
+}
+
+/// 4 blocks with 4-byte alignment: the bounce buffer for unaligned data.
+#[repr(C, align(4))]
+pub(crate) struct AlignedBlocks(pub(crate) [super::ChaChaBlock; BOUNCE_BLOCKS]);
+
+pub(crate) const BOUNCE_BLOCKS: usize = 4;
+
+impl Drop for AlignedBlocks {
+    fn drop(&mut self) {
+        for b in self.0.iter_mut() {
+            b.as_mut_slice().zeroize();
+        }
+    }
+}
+
+/// Runs `kernel` (which needs 4-byte aligned input and output) over `blocks`: directly when both
+/// pointers are aligned, else 4 blocks at a time through an aligned buffer.
+///
+/// `kernel(counter, input, output, n)` must process `n >= 1` whole blocks from `input` to
+/// `output` (equal or non-overlapping, 4-byte aligned, valid for `64 * n` bytes).
+#[cfg(any(target_arch = "riscv32", test))]
+pub(crate) fn run_aligned(
+    mut counter: u32,
+    mut blocks: cipher::inout::InOutBuf<'_, '_, super::ChaChaBlock>,
+    mut kernel: impl FnMut(u32, *const u8, *mut u8, usize),
+) {
+    let n = blocks.len();
+    if n == 0 {
+        return;
+    }
+    let aligned = {
+        let (i, o) = blocks.reborrow().into_raw();
+        (i as usize) % 4 == 0 && (o as usize) % 4 == 0
+    };
+    if aligned {
+        let (i, o) = blocks.into_raw();
+        kernel(counter, i.cast::<u8>(), o.cast::<u8>(), n);
+        return;
+    }
+    let mut buf = AlignedBlocks([Default::default(); BOUNCE_BLOCKS]);
+    while !blocks.is_empty() {
+        let k = blocks.len().min(BOUNCE_BLOCKS);
+        let (mut head, tail) = blocks.split_at(k);
+        buf.0[..k].copy_from_slice(head.get_in());
+        let p = buf.0.as_mut_ptr().cast::<u8>();
+        kernel(counter, p, p, k);
+        head.get_out().copy_from_slice(&buf.0[..k]);
+        counter = counter.wrapping_add(k as u32);
+        blocks = tail;
+    }
+}

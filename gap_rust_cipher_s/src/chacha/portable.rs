@@ -1,0 +1,23 @@
+//! The portable backend: RustCrypto `chacha20`'s own core (SIMD on x86/ARM hosts, its soft
+//! backend on RISC-V), driven block-range by block-range by [`ChaCha20Core`](super::ChaCha20Core).
+use super::{Backend, ChaChaBlock, sealed};
+use cipher::inout::InOutBuf;
+use cipher::{KeyIvInit, StreamCipherCore};
+
+/// RustCrypto `chacha20` (`ChaChaCore<R20, Ietf>`) as a [`Backend`].
+pub struct Portable(chacha20::ChaChaCore<chacha20::R20, chacha20::variants::Ietf>);
+
+impl sealed::Sealed for Portable {}
+
+impl Backend for Portable {
+    fn new(key: &[u8; 32], nonce: &[u8; 12]) -> Self {
+        Portable(chacha20::ChaChaCore::new(key.into(), nonce.into()))
+    }
+
+    fn apply_blocks(&mut self, counter: u32, blocks: InOutBuf<'_, '_, ChaChaBlock>) {
+        // Its own position wraps to 0 after block 0xFFFF_FFFF; ours does not, and we set it
+        // before every use.
+        self.0.set_block_pos(counter);
+        self.0.apply_keystream_blocks_inout(blocks);
+    }
+}
