@@ -5,7 +5,13 @@
 extern crate alloc;
 
 pub mod aead;
+#[cfg(feature = "alloc")]
+pub mod assembler;
 pub mod cpx;
+pub mod frame;
+#[cfg(feature = "alloc")]
+pub mod handshake;
+pub mod keys;
 #[cfg(feature = "alloc")]
 pub mod noise;
 pub mod replay;

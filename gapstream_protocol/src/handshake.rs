@@ -1,0 +1,761 @@
+//! The handshake: `Noise_KK_25519_ChaChaPoly_SHA256` with the key-establishment mode and the frame
+//! suite negotiated inside it.
+//!
+//! ```text
+//! receiver (initiator)                                   drone (responder)
+//! HELLO  = hdr(id) ‖ KK msg 1: e, es, ss, ENC(offer)  →
+//!                                                     ←  ACCEPT = hdr(id) ‖ KK msg 2: e, ee, se, ENC(choice)
+//! offer  = suites (receiver's preference order), modes with their key shares
+//!          (P-256: ephemeral point; RSA: the receiver's 2048-bit modulus)
+//! choice = suite, mode, the drone's share (P-256: ephemeral point; RSA: OAEP(secret))
+//! ```
+//!
+//! * Both sides know each other's static X25519 key from pairing (KK). The HELLO payload is
+//!   encrypted under `es` and `ss`, so only the paired receiver can make one the drone accepts; the
+//!   ACCEPT is encrypted under `ee` and `se`, so only the paired drone can answer it. Everything sent
+//!   (ephemerals, offer, choice, the hello id through the prologue) is hashed into the handshake
+//!   hash `h` that keys everything afterwards: an attacker who strips a suite or a mode from the
+//!   offer, or swaps a key share, makes the AEAD of the Noise message fail — the downgrade is
+//!   detected, not negotiated.
+//! * Frame keys come from `h`, Noise's split keys and the mode's secret ([`crate::keys`]), so the
+//!   P-256 and RSA modes are authenticated by the same static keys and the session stays secure if
+//!   either X25519 or the mode's primitive holds.
+//! * The receiver initiates because it is the one that learns when a connection exists (its TCP
+//!   connect to the ESP32, or its first UDP datagram); the drone answers and can stream the first
+//!   frame right after its ACCEPT — one round trip, no third message.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use p256::elliptic_curve::Generate;
+use p256::elliptic_curve::sec1::ToSec1Point;
+use rand_core::CryptoRng;
+use zeroize::{Zeroize, Zeroizing};
+
+use crate::keys::EpochSecret;
+use crate::noise;
+use crate::rsa_oaep;
+use crate::suite::{KexMode, Suite};
+use crate::wire::{self, AlertCode, HandshakeHeader, MsgType, WireError};
+
+/// P-256 uncompressed SEC1 point length.
+pub const P256_SHARE_LEN: usize = 65;
+/// Prologue of the Noise handshake, followed by the 8-byte hello id.
+pub const PROLOGUE: &[u8] = b"gapstream v1 hello ";
+
+/// A long-term X25519 secret key (one per device, made by pairing). Wiped on drop.
+#[derive(Clone, zeroize::ZeroizeOnDrop, Zeroize)]
+pub struct StaticSecret([u8; 32]);
+
+impl core::fmt::Debug for StaticSecret {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("StaticSecret(..)")
+    }
+}
+
+impl StaticSecret {
+    pub fn generate<R: CryptoRng + ?Sized>(rng: &mut R) -> Self {
+        let mut b = [0u8; 32];
+        rng.fill_bytes(&mut b);
+        StaticSecret(b)
+    }
+    pub const fn from_bytes(b: [u8; 32]) -> Self {
+        StaticSecret(b)
+    }
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0
+    }
+    pub fn public(&self) -> [u8; 32] {
+        noise::x25519_public(&self.0)
+    }
+}
+
+/// What pairing gives one device: its own secret key and the peer's public key.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub local: StaticSecret,
+    pub peer_public: [u8; 32],
+}
+
+/// Which end of the stream a device is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Drone,
+    Receiver,
+}
+
+impl Role {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Role::Drone => "drone",
+            Role::Receiver => "receiver",
+        }
+    }
+}
+
+/// Pairing: fresh static keys for a drone and a receiver that know each other.
+pub fn pair<R: CryptoRng + ?Sized>(rng: &mut R) -> (Identity, Identity) {
+    let d = StaticSecret::generate(rng);
+    let r = StaticSecret::generate(rng);
+    let (dp, rp) = (d.public(), r.public());
+    (Identity { local: d, peer_public: rp }, Identity { local: r, peer_public: dp })
+}
+
+/// Why a pairing file could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairingError {
+    MissingField(&'static str),
+    BadHex(&'static str),
+    BadRole,
+}
+
+impl core::fmt::Display for PairingError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PairingError::MissingField(k) => write!(f, "pairing file has no `{k}=` line"),
+            PairingError::BadHex(k) => write!(f, "pairing file field `{k}` is not 64 hex digits"),
+            PairingError::BadRole => f.write_str("pairing file role must be `drone` or `receiver`"),
+        }
+    }
+}
+
+impl core::error::Error for PairingError {}
+
+fn parse_hex32(s: &str, field: &'static str) -> Result<[u8; 32], PairingError> {
+    let s = s.trim().as_bytes();
+    if s.len() != 64 {
+        return Err(PairingError::BadHex(field));
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        let hi = (s[2 * i] as char).to_digit(16).ok_or(PairingError::BadHex(field))?;
+        let lo = (s[2 * i + 1] as char).to_digit(16).ok_or(PairingError::BadHex(field))?;
+        *o = (hi * 16 + lo) as u8;
+    }
+    Ok(out)
+}
+
+impl Identity {
+    /// The text of a pairing file:
+    ///
+    /// ```text
+    /// # gapstream pairing file: keep it secret (it holds this device's private key)
+    /// role=drone
+    /// local_secret=<64 hex>
+    /// local_public=<64 hex>
+    /// peer_public=<64 hex>
+    /// ```
+    pub fn to_pairing_text(&self, role: Role) -> alloc::string::String {
+        use core::fmt::Write;
+        let mut s = alloc::string::String::new();
+        let hex = |s: &mut alloc::string::String, b: &[u8]| {
+            for x in b {
+                let _ = write!(s, "{x:02x}");
+            }
+        };
+        s.push_str("# gapstream pairing file: keep it secret (it holds this device's private key)\n");
+        let _ = writeln!(s, "role={}", role.name());
+        s.push_str("local_secret=");
+        hex(&mut s, &self.local.0);
+        s.push_str("\nlocal_public=");
+        hex(&mut s, &self.local.public());
+        s.push_str("\npeer_public=");
+        hex(&mut s, &self.peer_public);
+        s.push('\n');
+        s
+    }
+
+    /// Parses [`Identity::to_pairing_text`] (`local_public`, when present, must match the secret).
+    pub fn from_pairing_text(text: &str) -> Result<(Role, Identity), PairingError> {
+        let field = |k: &'static str| {
+            text.lines()
+                .filter_map(|l| l.trim().strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+                .next()
+                .ok_or(PairingError::MissingField(k))
+        };
+        let role = match field("role")?.trim() {
+            "drone" => Role::Drone,
+            "receiver" => Role::Receiver,
+            _ => return Err(PairingError::BadRole),
+        };
+        let local = StaticSecret(parse_hex32(field("local_secret")?, "local_secret")?);
+        if let Ok(p) = field("local_public") {
+            if parse_hex32(p, "local_public")? != local.public() {
+                return Err(PairingError::BadHex("local_public"));
+            }
+        }
+        let peer_public = parse_hex32(field("peer_public")?, "peer_public")?;
+        Ok((role, Identity { local, peer_public }))
+    }
+}
+
+/// A set of suites (bit `suite as u8`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SuiteSet(u32);
+
+impl SuiteSet {
+    pub const fn empty() -> Self {
+        SuiteSet(0)
+    }
+    /// The authenticated suites (the default).
+    pub const fn authenticated() -> Self {
+        SuiteSet(1 << Suite::ChaCha20Poly1305 as u8 | 1 << Suite::Aes128Gcm as u8)
+    }
+    pub const fn all() -> Self {
+        let mut s = 0;
+        let mut i = 0;
+        while i < Suite::ALL.len() {
+            s |= 1 << Suite::ALL[i] as u8;
+            i += 1;
+        }
+        SuiteSet(s)
+    }
+    pub const fn with(self, s: Suite) -> Self {
+        SuiteSet(self.0 | 1 << s as u8)
+    }
+    pub const fn contains(self, s: Suite) -> bool {
+        self.0 & 1 << s as u8 != 0
+    }
+}
+
+impl FromIterator<Suite> for SuiteSet {
+    fn from_iter<T: IntoIterator<Item = Suite>>(iter: T) -> Self {
+        iter.into_iter().fold(SuiteSet::empty(), SuiteSet::with)
+    }
+}
+
+/// A set of key-establishment modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct KexSet(u8);
+
+impl KexSet {
+    pub const fn empty() -> Self {
+        KexSet(0)
+    }
+    pub const fn all() -> Self {
+        KexSet(1 << KexMode::X25519 as u8 | 1 << KexMode::P256 as u8 | 1 << KexMode::RsaOaep2048 as u8)
+    }
+    pub const fn with(self, m: KexMode) -> Self {
+        KexSet(self.0 | 1 << m as u8)
+    }
+    pub const fn contains(self, m: KexMode) -> bool {
+        self.0 & 1 << m as u8 != 0
+    }
+}
+
+impl FromIterator<KexMode> for KexSet {
+    fn from_iter<T: IntoIterator<Item = KexMode>>(iter: T) -> Self {
+        iter.into_iter().fold(KexSet::empty(), KexSet::with)
+    }
+}
+
+/// Why a handshake failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandshakeError {
+    /// The message is not a well-formed HELLO / ACCEPT.
+    Wire(WireError),
+    /// The Noise message did not authenticate: the peer does not hold the paired static key, or
+    /// the message was altered (including any attempt to change the offer or the choice).
+    Authentication,
+    /// The authenticated payload is malformed.
+    BadPayload,
+    /// No offered suite is allowed by the drone.
+    NoCommonSuite,
+    /// No offered mode is allowed by the drone.
+    NoCommonKexMode,
+    /// The drone chose a suite or mode that was not offered.
+    UnexpectedChoice,
+    /// The drone refused with an ALERT (unauthenticated: could also be an attacker's).
+    Refused(u8),
+    /// An ACCEPT / ALERT for another HELLO.
+    HelloIdMismatch,
+    /// A P-256 point is not on the curve.
+    BadP256Point,
+    /// RSA-OAEP failed.
+    Rsa(rsa_oaep::RsaError),
+    /// RSA mode offered but the receiver has no RSA key (or RSA decryption is not built for this
+    /// target).
+    RsaKeyMissing,
+    /// The receiver offered nothing.
+    EmptyOffer,
+    /// Internal Noise state error.
+    Noise,
+}
+
+impl From<WireError> for HandshakeError {
+    fn from(e: WireError) -> Self {
+        HandshakeError::Wire(e)
+    }
+}
+
+impl core::fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            HandshakeError::Wire(e) => write!(f, "malformed handshake message: {e}"),
+            HandshakeError::Authentication => f.write_str(
+                "handshake authentication failed: the peer does not hold the paired key (wrong pairing?) or the message was altered",
+            ),
+            HandshakeError::BadPayload => f.write_str("malformed handshake payload"),
+            HandshakeError::NoCommonSuite => f.write_str("no common frame suite"),
+            HandshakeError::NoCommonKexMode => f.write_str("no common key-establishment mode"),
+            HandshakeError::UnexpectedChoice => f.write_str("the drone chose a suite or mode that was not offered"),
+            HandshakeError::Refused(c) => match AlertCode::from_u8(*c) {
+                Some(a) => write!(f, "drone refused the handshake: {}", a.description()),
+                None => write!(f, "drone refused the handshake (alert code {c})"),
+            },
+            HandshakeError::HelloIdMismatch => f.write_str("answer to another HELLO"),
+            HandshakeError::BadP256Point => f.write_str("invalid P-256 point"),
+            HandshakeError::Rsa(e) => write!(f, "RSA key transport: {e}"),
+            HandshakeError::RsaKeyMissing => f.write_str("RSA mode offered without an RSA key"),
+            HandshakeError::EmptyOffer => f.write_str("no suite or no mode to offer"),
+            HandshakeError::Noise => f.write_str("internal Noise state error"),
+        }
+    }
+}
+
+impl core::error::Error for HandshakeError {}
+
+/// The result of a completed handshake.
+pub struct Established {
+    pub suite: Suite,
+    pub mode: KexMode,
+    pub hello_id: [u8; 8],
+    pub(crate) secret: EpochSecret,
+}
+
+impl core::fmt::Debug for Established {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Established")
+            .field("suite", &self.suite)
+            .field("mode", &self.mode)
+            .field("hello_id", &self.hello_id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn prologue(hello_id: &[u8; 8]) -> [u8; 27] {
+    let mut p = [0u8; 27];
+    p[..19].copy_from_slice(PROLOGUE);
+    p[19..].copy_from_slice(hello_id);
+    p
+}
+
+fn seed<R: CryptoRng + ?Sized>(rng: &mut R) -> [u8; 32] {
+    let mut s = [0u8; 32];
+    rng.fill_bytes(&mut s);
+    s
+}
+
+fn handshake_message(t: MsgType, hello_id: [u8; 8], noise: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(wire::HANDSHAKE_HEADER_LEN + noise.len());
+    m.extend_from_slice(&HandshakeHeader { msg_type: t, hello_id, noise_len: noise.len() as u16 }.encode());
+    m.extend_from_slice(noise);
+    m
+}
+
+fn split(hs: &mut snow::HandshakeState, kex_secret: &[u8]) -> EpochSecret {
+    let (mut k1, mut k2) = hs.dangerously_get_raw_split();
+    let s = EpochSecret::initial(hs.get_handshake_hash(), &k1, &k2, kex_secret);
+    k1.zeroize();
+    k2.zeroize();
+    s
+}
+
+/// Reads the share length-prefixed fields of the payloads.
+struct Reader<'a>(&'a [u8]);
+impl<'a> Reader<'a> {
+    fn u8(&mut self) -> Result<u8, HandshakeError> {
+        let (&b, rest) = self.0.split_first().ok_or(HandshakeError::BadPayload)?;
+        self.0 = rest;
+        Ok(b)
+    }
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], HandshakeError> {
+        if self.0.len() < n {
+            return Err(HandshakeError::BadPayload);
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u16(&mut self) -> Result<u16, HandshakeError> {
+        let b = self.bytes(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn end(&self) -> Result<(), HandshakeError> {
+        if self.0.is_empty() { Ok(()) } else { Err(HandshakeError::BadPayload) }
+    }
+}
+
+fn share_len(mode: KexMode) -> usize {
+    match mode {
+        KexMode::X25519 => 0,
+        KexMode::P256 => P256_SHARE_LEN,
+        KexMode::RsaOaep2048 => rsa_oaep::MODULUS_LEN,
+    }
+}
+
+/// The receiver's side of the handshake, between sending HELLO and reading ACCEPT.
+pub struct ReceiverHandshake {
+    hs: snow::HandshakeState,
+    hello_id: [u8; 8],
+    suites: Vec<Suite>,
+    modes: Vec<KexMode>,
+    p256: Option<p256::ecdh::EphemeralSecret>,
+}
+
+impl core::fmt::Debug for ReceiverHandshake {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ReceiverHandshake").field("hello_id", &self.hello_id).finish_non_exhaustive()
+    }
+}
+
+/// What the receiver offers.
+#[derive(Clone, Debug)]
+pub struct Offer<'a> {
+    /// Suites in preference order.
+    pub suites: &'a [Suite],
+    /// Modes in preference order.
+    pub modes: &'a [KexMode],
+    /// The receiver's RSA modulus (needed when `modes` has RSA).
+    pub rsa_modulus: Option<&'a [u8; rsa_oaep::MODULUS_LEN]>,
+}
+
+impl ReceiverHandshake {
+    /// Builds the HELLO.
+    pub fn start<R: CryptoRng + ?Sized>(
+        id: &Identity,
+        offer: &Offer<'_>,
+        rng: &mut R,
+    ) -> Result<(Self, Vec<u8>), HandshakeError> {
+        if offer.suites.is_empty() || offer.modes.is_empty() || offer.suites.len() > 8 || offer.modes.len() > 3 {
+            return Err(HandshakeError::EmptyOffer);
+        }
+        let mut hello_id = [0u8; 8];
+        rng.fill_bytes(&mut hello_id);
+        let mut payload = Vec::new();
+        payload.push(offer.suites.len() as u8);
+        payload.extend(offer.suites.iter().map(|s| *s as u8));
+        payload.push(offer.modes.len() as u8);
+        let mut p256_secret = None;
+        for &m in offer.modes {
+            payload.push(m as u8);
+            payload.extend_from_slice(&(share_len(m) as u16).to_le_bytes());
+            match m {
+                KexMode::X25519 => {}
+                KexMode::P256 => {
+                    let s = p256::ecdh::EphemeralSecret::generate_from_rng(rng);
+                    payload.extend_from_slice(s.public_key().to_sec1_point(false).as_bytes());
+                    p256_secret = Some(s);
+                }
+                KexMode::RsaOaep2048 => {
+                    payload.extend_from_slice(offer.rsa_modulus.ok_or(HandshakeError::RsaKeyMissing)?);
+                }
+            }
+        }
+        let mut hs = noise::builder(seed(rng))
+            .prologue(&prologue(&hello_id))
+            .and_then(|b| b.local_private_key(&id.local.0))
+            .and_then(|b| b.remote_public_key(&id.peer_public))
+            .and_then(|b| b.build_initiator())
+            .map_err(|_| HandshakeError::Noise)?;
+        let mut msg = vec![0u8; 32 + payload.len() + 16];
+        let n = hs.write_message(&payload, &mut msg).map_err(|_| HandshakeError::Noise)?;
+        msg.truncate(n);
+        let hello = handshake_message(MsgType::Hello, hello_id, &msg);
+        Ok((
+            ReceiverHandshake { hs, hello_id, suites: offer.suites.to_vec(), modes: offer.modes.to_vec(), p256: p256_secret },
+            hello,
+        ))
+    }
+
+    pub fn hello_id(&self) -> [u8; 8] {
+        self.hello_id
+    }
+
+    /// Reads an ALERT for this HELLO and returns the refusal it carries.
+    pub fn read_alert(&self, alert: &[u8]) -> Result<HandshakeError, HandshakeError> {
+        let (id, code) = wire::decode_alert(alert)?;
+        if id != self.hello_id {
+            return Err(HandshakeError::HelloIdMismatch);
+        }
+        Ok(HandshakeError::Refused(code))
+    }
+
+    /// Checks that `accept` answers this HELLO (without touching the Noise state).
+    pub fn answers(&self, accept: &[u8]) -> Result<(), HandshakeError> {
+        let (h, _) = HandshakeHeader::decode(accept)?;
+        if h.msg_type != MsgType::Accept {
+            return Err(HandshakeError::Wire(WireError::UnknownType(h.msg_type as u8)));
+        }
+        if h.hello_id != self.hello_id {
+            return Err(HandshakeError::HelloIdMismatch);
+        }
+        Ok(())
+    }
+
+    /// Reads the ACCEPT and derives the session. `decrypt_rsa` opens an RSA-OAEP ciphertext (the
+    /// receiver's RSA key) when the drone chose RSA.
+    pub fn finish(
+        mut self,
+        accept: &[u8],
+        decrypt_rsa: &mut dyn FnMut(&[u8]) -> Result<Zeroizing<Vec<u8>>, HandshakeError>,
+    ) -> Result<Established, HandshakeError> {
+        self.answers(accept)?;
+        let (_, noise_msg) = HandshakeHeader::decode(accept)?;
+        let mut payload = Zeroizing::new(vec![0u8; noise_msg.len()]);
+        let n = self.hs.read_message(noise_msg, &mut payload).map_err(|_| HandshakeError::Authentication)?;
+        let mut r = Reader(&payload[..n]);
+        let suite = Suite::from_u8(r.u8()?).ok_or(HandshakeError::UnexpectedChoice)?;
+        let mode = KexMode::from_u8(r.u8()?).ok_or(HandshakeError::UnexpectedChoice)?;
+        if !self.suites.contains(&suite) || !self.modes.contains(&mode) {
+            return Err(HandshakeError::UnexpectedChoice);
+        }
+        let len = r.u16()? as usize;
+        if len != share_len(mode) {
+            return Err(HandshakeError::BadPayload);
+        }
+        let share = r.bytes(len)?;
+        r.end()?;
+        let kex_secret: Zeroizing<Vec<u8>> = match mode {
+            KexMode::X25519 => Zeroizing::new(Vec::new()),
+            KexMode::P256 => {
+                let peer = p256::PublicKey::from_sec1_bytes(share).map_err(|_| HandshakeError::BadP256Point)?;
+                let mine = self.p256.take().ok_or(HandshakeError::Noise)?;
+                Zeroizing::new(mine.diffie_hellman(&peer).raw_secret_bytes().to_vec())
+            }
+            KexMode::RsaOaep2048 => {
+                let s = decrypt_rsa(share)?;
+                if s.len() != 32 {
+                    return Err(HandshakeError::Rsa(rsa_oaep::RsaError::Decrypt));
+                }
+                s
+            }
+        };
+        let secret = split(&mut self.hs, &kex_secret);
+        Ok(Established { suite, mode, hello_id: self.hello_id, secret })
+    }
+}
+
+/// The drone's policy for answering a HELLO.
+#[derive(Clone, Copy, Debug)]
+pub struct DronePolicy {
+    pub suites: SuiteSet,
+    pub modes: KexSet,
+}
+
+impl Default for DronePolicy {
+    fn default() -> Self {
+        DronePolicy { suites: SuiteSet::authenticated(), modes: KexSet::all() }
+    }
+}
+
+/// A refused HELLO: the error and the ALERT to send back (if the HELLO was readable enough).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub error: HandshakeError,
+    pub alert: Option<[u8; wire::ALERT_LEN]>,
+}
+
+/// The drone's side: reads a HELLO, answers with an ACCEPT.
+pub fn respond<R: CryptoRng + ?Sized>(
+    id: &Identity,
+    policy: &DronePolicy,
+    rng: &mut R,
+    hello: &[u8],
+) -> Result<(Established, Vec<u8>), Refusal> {
+    let (h, noise_msg) = HandshakeHeader::decode(hello).map_err(|e| Refusal { error: e.into(), alert: None })?;
+    if h.msg_type != MsgType::Hello {
+        return Err(Refusal { error: HandshakeError::Wire(WireError::UnknownType(h.msg_type as u8)), alert: None });
+    }
+    let refuse = |error: HandshakeError, code: AlertCode| Refusal { error, alert: Some(wire::encode_alert(h.hello_id, code)) };
+    let mut hs = noise::builder(seed(rng))
+        .prologue(&prologue(&h.hello_id))
+        .and_then(|b| b.local_private_key(&id.local.0))
+        .and_then(|b| b.remote_public_key(&id.peer_public))
+        .and_then(|b| b.build_responder())
+        .map_err(|_| refuse(HandshakeError::Noise, AlertCode::InternalError))?;
+    let mut payload = Zeroizing::new(vec![0u8; noise_msg.len()]);
+    let n = hs
+        .read_message(noise_msg, &mut payload)
+        .map_err(|_| refuse(HandshakeError::Authentication, AlertCode::AuthenticationFailed))?;
+    // Parse the offer.
+    let bad = |_| refuse(HandshakeError::BadPayload, AlertCode::BadHello);
+    let mut r = Reader(&payload[..n]);
+    let ns = r.u8().map_err(bad)? as usize;
+    let suites = r.bytes(ns).map_err(bad)?;
+    let suite = suites
+        .iter()
+        .filter_map(|b| Suite::from_u8(*b))
+        .find(|s| policy.suites.contains(*s))
+        .ok_or_else(|| refuse(HandshakeError::NoCommonSuite, AlertCode::NoCommonSuite))?;
+    let nm = r.u8().map_err(bad)?;
+    let mut chosen: Option<(KexMode, &[u8])> = None;
+    for _ in 0..nm {
+        let m = r.u8().map_err(bad)?;
+        let len = r.u16().map_err(bad)? as usize;
+        let share = r.bytes(len).map_err(bad)?;
+        let Some(mode) = KexMode::from_u8(m) else { continue };
+        if len != share_len(mode) {
+            return Err(refuse(HandshakeError::BadPayload, AlertCode::BadHello));
+        }
+        if chosen.is_none() && policy.modes.contains(mode) {
+            chosen = Some((mode, share));
+        }
+    }
+    r.end().map_err(bad)?;
+    let (mode, share) = chosen.ok_or_else(|| refuse(HandshakeError::NoCommonKexMode, AlertCode::NoCommonKexMode))?;
+    // The mode's secret and the drone's share.
+    let mut answer = Vec::with_capacity(4 + rsa_oaep::MODULUS_LEN);
+    answer.push(suite as u8);
+    answer.push(mode as u8);
+    answer.extend_from_slice(&(share_len(mode) as u16).to_le_bytes());
+    let kex_secret: Zeroizing<Vec<u8>> = match mode {
+        KexMode::X25519 => Zeroizing::new(Vec::new()),
+        KexMode::P256 => {
+            let peer = p256::PublicKey::from_sec1_bytes(share)
+                .map_err(|_| refuse(HandshakeError::BadP256Point, AlertCode::BadHello))?;
+            let mine = p256::ecdh::EphemeralSecret::generate_from_rng(rng);
+            answer.extend_from_slice(mine.public_key().to_sec1_point(false).as_bytes());
+            Zeroizing::new(mine.diffie_hellman(&peer).raw_secret_bytes().to_vec())
+        }
+        KexMode::RsaOaep2048 => {
+            let n: &[u8; rsa_oaep::MODULUS_LEN] =
+                share.try_into().map_err(|_| refuse(HandshakeError::BadPayload, AlertCode::BadHello))?;
+            let mut secret = Zeroizing::new(vec![0u8; 32]);
+            rng.fill_bytes(&mut secret);
+            let mut oaep_seed = [0u8; 32];
+            rng.fill_bytes(&mut oaep_seed);
+            let ct = rsa_oaep::encrypt(n, &secret, &oaep_seed)
+                .map_err(|e| refuse(HandshakeError::Rsa(e), AlertCode::BadHello))?;
+            oaep_seed.zeroize();
+            answer.extend_from_slice(&ct);
+            secret
+        }
+    };
+    let mut msg = vec![0u8; 32 + answer.len() + 16];
+    let n = hs.write_message(&answer, &mut msg).map_err(|_| refuse(HandshakeError::Noise, AlertCode::InternalError))?;
+    msg.truncate(n);
+    let secret = split(&mut hs, &kex_secret);
+    Ok((Established { suite, mode, hello_id: h.hello_id, secret }, handshake_message(MsgType::Accept, h.hello_id, &msg)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::TestRng;
+
+    fn no_rsa(_: &[u8]) -> Result<Zeroizing<Vec<u8>>, HandshakeError> {
+        Err(HandshakeError::RsaKeyMissing)
+    }
+
+    fn run(offer: &Offer<'_>, policy: &DronePolicy, seed: u64) -> Result<(Established, Established), HandshakeError> {
+        let mut rng = TestRng::new(seed);
+        let (d, r) = pair(&mut rng);
+        let (rh, hello) = ReceiverHandshake::start(&r, offer, &mut rng)?;
+        let (de, accept) = respond(&d, policy, &mut rng, &hello).map_err(|e| e.error)?;
+        let key = crate::rsa_oaep::tests::test_key();
+        let mut dec = |ct: &[u8]| -> Result<Zeroizing<Vec<u8>>, HandshakeError> {
+            key.decrypt(&mut TestRng::new(99), ct).map_err(HandshakeError::Rsa)
+        };
+        let re = rh.finish(&accept, &mut dec)?;
+        Ok((de, re))
+    }
+
+    #[test]
+    fn every_mode_and_suite_agrees() {
+        let n = *crate::rsa_oaep::tests::test_key().modulus();
+        for mode in KexMode::ALL {
+            for suite in Suite::ALL {
+                let offer = Offer { suites: &[suite], modes: &[mode], rsa_modulus: Some(&n) };
+                let policy = DronePolicy { suites: SuiteSet::all(), modes: KexSet::all() };
+                let (d, r) = run(&offer, &policy, 7).unwrap();
+                assert_eq!((d.suite, d.mode), (suite, mode));
+                assert_eq!((r.suite, r.mode), (suite, mode));
+                assert_eq!(d.secret.next().bytes(), r.secret.next().bytes(), "{mode} {suite}");
+            }
+        }
+    }
+
+    #[test]
+    fn negotiation_follows_receiver_preference_within_drone_policy() {
+        let offer = Offer {
+            suites: &[Suite::None, Suite::Aes128Gcm, Suite::ChaCha20Poly1305],
+            modes: &[KexMode::P256, KexMode::X25519],
+            rsa_modulus: None,
+        };
+        let (d, _) = run(&offer, &DronePolicy::default(), 1).unwrap();
+        assert_eq!((d.suite, d.mode), (Suite::Aes128Gcm, KexMode::P256));
+        let only_x = DronePolicy { suites: SuiteSet::authenticated(), modes: KexSet::empty().with(KexMode::X25519) };
+        let (d, _) = run(&offer, &only_x, 1).unwrap();
+        assert_eq!(d.mode, KexMode::X25519);
+        let offer = Offer { suites: &[Suite::None], modes: &[KexMode::X25519], rsa_modulus: None };
+        assert_eq!(run(&offer, &DronePolicy::default(), 1).unwrap_err(), HandshakeError::NoCommonSuite);
+    }
+
+    #[test]
+    fn wrong_pairing_is_refused_on_both_sides() {
+        let mut rng = TestRng::new(3);
+        let (d, r) = pair(&mut rng);
+        let (other_d, other_r) = pair(&mut rng);
+        let offer = Offer { suites: &Suite::AUTHENTICATED, modes: &[KexMode::X25519], rsa_modulus: None };
+        // A receiver the drone is not paired with: the drone cannot authenticate the HELLO.
+        let (_, hello) = ReceiverHandshake::start(&other_r, &offer, &mut rng).unwrap();
+        let refusal = respond(&d, &DronePolicy::default(), &mut rng, &hello).unwrap_err();
+        assert_eq!(refusal.error, HandshakeError::Authentication);
+        let alert = refusal.alert.unwrap();
+        assert_eq!(alert[12], AlertCode::AuthenticationFailed as u8);
+        // A drone impersonator holding the receiver's public key but another drone key: the
+        // receiver's HELLO is encrypted to the real drone key, so the impersonator cannot read it.
+        let impostor = Identity { local: other_d.local.clone(), peer_public: r.local.public() };
+        let (rh, hello) = ReceiverHandshake::start(&r, &offer, &mut rng).unwrap();
+        assert_eq!(rh.read_alert(&alert).unwrap_err(), HandshakeError::HelloIdMismatch);
+        assert_eq!(respond(&impostor, &DronePolicy::default(), &mut rng, &hello).unwrap_err().error, HandshakeError::Authentication);
+        // The real drone answers; the receiver accepts only that answer.
+        let (_, accept) = respond(&d, &DronePolicy::default(), &mut rng, &hello).unwrap();
+        let _ = other_r;
+        rh.finish(&accept, &mut no_rsa).unwrap();
+    }
+
+    /// The offer travels encrypted and authenticated: any change to HELLO or ACCEPT fails.
+    #[test]
+    fn tampered_hello_or_accept_fails() {
+        let mut rng = TestRng::new(4);
+        let (d, r) = pair(&mut rng);
+        let offer = Offer { suites: &Suite::AUTHENTICATED, modes: &[KexMode::P256, KexMode::X25519], rsa_modulus: None };
+        let (_, hello) = ReceiverHandshake::start(&r, &offer, &mut rng).unwrap();
+        for i in 0..hello.len() {
+            let mut h = hello.clone();
+            h[i] ^= 0x01;
+            assert!(respond(&d, &DronePolicy::default(), &mut rng, &h).is_err(), "HELLO byte {i}");
+        }
+        // Same seeds give the same HELLO/ACCEPT, so each flipped byte is tried on a fresh state.
+        let fresh = || {
+            let (rh, hello) = ReceiverHandshake::start(&r, &offer, &mut TestRng::new(40)).unwrap();
+            let (_, accept) = respond(&d, &DronePolicy::default(), &mut TestRng::new(41), &hello).unwrap();
+            (rh, accept)
+        };
+        let len = fresh().1.len();
+        for i in 0..len {
+            let (rh, mut accept) = fresh();
+            accept[i] ^= 0x01;
+            assert!(rh.finish(&accept, &mut no_rsa).is_err(), "ACCEPT byte {i}");
+        }
+        let (rh, accept) = fresh();
+        rh.finish(&accept, &mut no_rsa).unwrap();
+    }
+
+    #[test]
+    fn pairing_text_round_trip() {
+        let mut rng = TestRng::new(5);
+        let (d, r) = pair(&mut rng);
+        let text = d.to_pairing_text(Role::Drone);
+        let (role, d2) = Identity::from_pairing_text(&text).unwrap();
+        assert_eq!(role, Role::Drone);
+        assert_eq!(d2.local.to_bytes(), d.local.to_bytes());
+        assert_eq!(d2.peer_public, r.local.public());
+        let bad = text.replace("role=drone", "role=pilot");
+        assert_eq!(Identity::from_pairing_text(&bad).unwrap_err(), PairingError::BadRole);
+        let bad = text.replace("peer_public=", "peer_public=zz");
+        assert!(Identity::from_pairing_text(&bad).is_err());
+    }
+}
