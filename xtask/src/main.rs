@@ -7,6 +7,9 @@
 //! * `bench-qemu [FILTER]` — runs the `bench_*` programs under `-icount shift=0` (one count per
 //!   retired instruction, deterministic), parses their `BENCH` lines, prints a table and writes
 //!   `target/bench/qemu.csv` (`kernel,variant,bytes,instructions,instructions_per_byte`).
+//! * `pulp-disasm` — builds the PULP variant of `gap_rust_cipher_s` for riscv32imc and checks its
+//!   disassembly for the PULP words (see `pulp.rs`).
+mod pulp;
 mod qemu;
 
 use clap::{Parser, Subcommand};
@@ -31,6 +34,8 @@ enum Cmd {
         /// Only programs whose name contains this.
         filter: Option<String>,
     },
+    /// Build the PULP ChaCha20 kernel for riscv32imc and check its disassembly for the PULP words.
+    PulpDisasm,
 }
 
 fn main() -> ExitCode {
@@ -38,6 +43,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::QemuTest { filter } => qemu::test(filter.as_deref()),
         Cmd::BenchQemu { filter } => qemu::bench(filter.as_deref()),
+        Cmd::PulpDisasm => pulp::run(),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

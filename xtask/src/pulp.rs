@@ -1,0 +1,332 @@
+//! `cargo xtask pulp-disasm`: builds `gap_rust_cipher_s` with feature `pulp` for
+//! riscv32imc-unknown-none-elf and checks, in `riscv64-unknown-elf-objdump -d` of the object, that
+//!
+//! * the PULP ChaCha20 kernel (`gap_rust_cipher_s::chacha::pulp::blocks`) contains the PULP words:
+//!   52 `p.ror`, 16 post-increment `p.lw`, 16 post-increment `p.sw`, and exactly the hardware-loop
+//!   words its source asks for (expected words come from the `asm_macros` expansions, so this is
+//!   also the check that LLVM assembled the macros' `.insn` lines into those words);
+//! * they sit in the instruction stream (objdump shows an unknown 32-bit instruction as `.4byte`;
+//!   data would be `.word`);
+//! * the hardware-loop offsets land where intended: loop 0 starts at the first `add` of the double
+//!   round and ends on its last `p.ror`, loop 1 ends on the counter increment, both bodies hold only
+//!   32-bit instructions and start word-aligned;
+//! * `gap_pulp_encoding_table`, one word per encoder form (edge registers and immediates), holds
+//!   exactly the golden words of `asm_macros/tests/macros.rs`.
+//!
+//! QEMU cannot execute these instructions; GVSOC runs them (cluster-engine issue).
+use std::process::Command;
+
+use crate::qemu::TARGET;
+
+/// One disassembled instruction.
+#[derive(Debug, Clone)]
+struct Insn {
+    addr: u64,
+    /// 16- or 32-bit encoding.
+    word: u32,
+    wide: bool,
+    text: String,
+}
+
+fn word_of(expansion: &str) -> u32 {
+    let hex = expansion
+        .strip_prefix(".insn 4, 0x")
+        .expect("asm_macros expands to `.insn 4, 0x...`");
+    u32::from_str_radix(hex, 16).unwrap()
+}
+
+/// The golden table, in the order of `gap_pulp_encoding_table` (chacha/pulp.rs) and of
+/// `asm_macros/tests/macros.rs`.
+fn encoding_table() -> Vec<(&'static str, u32)> {
+    use asm_macros::*;
+    vec![
+        (p_ror!(a0, a0, a1), 0x08B5_5533),
+        (p_ror!(x31, x31, x31), 0x09FF_DFB3),
+        (p_ror!(zero, t6, ra), 0x081F_D033),
+        (p_lw!(a2, 4(a3!)), 0x0046_A60B),
+        (p_lw!(x31, 2047(x31!)), 0x7FFF_AF8B),
+        (p_lw!(ra, -2048(zero!)), 0x8000_208B),
+        (p_lw!(t0, -4(sp!)), 0xFFC1_228B),
+        (p_lw!(a0, a1(a2!)), 0x20B6_750B),
+        (p_lw!(x31, x31(x31!)), 0x21FF_FF8B),
+        (p_lw!(x1, x0(x31!)), 0x200F_F08B),
+        (p_sw!(a2, 4(a3!)), 0x00C6_A22B),
+        (p_sw!(x31, 2047(x31!)), 0x7FFF_AFAB),
+        (p_sw!(zero, -2048(ra!)), 0x8000_A02B),
+        (p_sw!(a0, a1(a2!)), 0x00A6_65AB),
+        (p_sw!(x31, x31(x31!)), 0x01FF_EFAB),
+        (p_sw!(x0, x31(x1!)), 0x0000_EFAB),
+        (lp_starti!(x0, 0), 0x0000_007B),
+        (lp_starti!(1, 8), 0x0040_00FB),
+        (lp_starti!(x0, 8190), 0xFFF0_007B),
+        (lp_endi!(x0, 0), 0x0000_107B),
+        (lp_endi!(x1, 384), 0x0C00_10FB),
+        (lp_endi!(0, 8190), 0xFFF0_107B),
+        (lp_count!(x0, zero), 0x0000_207B),
+        (lp_count!(x1, a0), 0x0005_20FB),
+        (lp_count!(x0, x31), 0x000F_A07B),
+        (lp_counti!(x0, 9), 0x0090_307B),
+        (lp_counti!(x1, 1), 0x0010_30FB),
+        (lp_counti!(x0, 4095), 0xFFF0_307B),
+        (lp_setup!(x1, t1, 8), 0x0043_40FB),
+        (lp_setup!(x0, a1, 384), 0x0C05_C07B),
+        (lp_setup!(x0, x31, 8190), 0xFFFF_C07B),
+        (lp_setupi!(x0, 10, 16), 0x00A4_507B),
+        (lp_setupi!(x1, 4095, 62), 0xFFFF_D0FB),
+        (lp_setupi!(0, 1, 8), 0x0012_507B),
+    ]
+}
+
+/// Builds the PULP variant and returns the path of the rlib cargo produced for it.
+fn build() -> Result<String, String> {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap(),
+        )
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "gap_rust_cipher_s",
+            "--features",
+            "pulp",
+        ])
+        .args(["--target", TARGET, "--message-format=json"])
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building gap_rust_cipher_s --features pulp for {TARGET} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // `{"reason":"compiler-artifact",...,"target":{..."name":"gap_rust_cipher_s"...},...,"filenames":["…/libgap_rust_cipher_s-<hash>.rlib", …]`
+    for line in stdout.lines().filter(|l| {
+        l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"gap_rust_cipher_s\"")
+    }) {
+        if let Some(i) = line.find("\"filenames\":[\"") {
+            let rest = &line[i + 14..];
+            if let Some(j) = rest.find('"') {
+                let path = &rest[..j];
+                if path.ends_with(".rlib") {
+                    return Ok(path.to_string());
+                }
+            }
+        }
+    }
+    Err("cargo did not report the gap_rust_cipher_s rlib".into())
+}
+
+/// `objdump -d -C` of the rlib, split into functions: (symbol, instructions).
+fn disassemble(rlib: &str) -> Result<Vec<(String, Vec<Insn>)>, String> {
+    let out = Command::new("riscv64-unknown-elf-objdump")
+        .args(["-d", "-C", rlib])
+        .output()
+        .map_err(|e| format!("cannot run riscv64-unknown-elf-objdump (run `make setup`): {e}"))?;
+    // objdump also meets the rlib's metadata member and says so on stderr; that is fine.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut funcs: Vec<(String, Vec<Insn>)> = Vec::new();
+    for line in text.lines() {
+        // "00000000 <gap_rust_cipher_s::chacha::pulp::blocks>:"
+        if let Some(name) = line
+            .strip_suffix(">:")
+            .and_then(|l| l.split_once(" <"))
+            .map(|(_, n)| n)
+        {
+            funcs.push((name.to_string(), Vec::new()));
+            continue;
+        }
+        // "  34:\t0a00007b          \t.4byte\t0xa00007b"
+        let mut cols = line.split('\t');
+        let (Some(addr), Some(hex), Some(mnem)) = (cols.next(), cols.next(), cols.next()) else {
+            continue;
+        };
+        let Some(addr) = addr.trim().strip_suffix(':') else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
+        let hex = hex.trim();
+        let Ok(word) = u32::from_str_radix(hex, 16) else {
+            continue;
+        };
+        let rest: Vec<&str> = cols.collect();
+        if let Some((_, insns)) = funcs.last_mut() {
+            insns.push(Insn {
+                addr,
+                word,
+                wide: hex.len() == 8,
+                text: format!("{} {}", mnem.trim(), rest.join(" "))
+                    .trim()
+                    .to_string(),
+            });
+        }
+    }
+    Ok(funcs)
+}
+
+fn is_p_ror(w: u32) -> bool {
+    w & 0xFE00_707F == 0x0800_5033
+}
+fn is_p_lw_post(w: u32) -> bool {
+    w & 0x707F == 0x200B
+}
+fn is_p_sw_post(w: u32) -> bool {
+    w & 0x707F == 0x202B
+}
+fn is_hwloop(w: u32) -> bool {
+    w & 0x7F == 0x7B
+}
+
+fn check_kernel(insns: &[Insn]) -> Result<Vec<String>, String> {
+    let mut report = Vec::new();
+    let count = |f: fn(u32) -> bool| insns.iter().filter(|i| i.wide && f(i.word)).count();
+    let (ror, lw, sw) = (count(is_p_ror), count(is_p_lw_post), count(is_p_sw_post));
+    // 13 quarter-rounds in the source (column 0, a diagonal round, the 8 of the loop body), 4 each.
+    if ror != 52 || lw != 16 || sw != 16 {
+        return Err(format!(
+            "kernel has {ror} p.ror (want 52), {lw} p.lw post-inc (want 16), {sw} p.sw post-inc (want 16)"
+        ));
+    }
+    report.push(format!(
+        "kernel: {ror} p.ror, {lw} p.lw rD, 4(rs1!), {sw} p.sw rs2, 4(rs1!)"
+    ));
+    for i in insns.iter().filter(|i| {
+        i.wide
+            && (is_p_ror(i.word)
+                || is_p_lw_post(i.word)
+                || is_p_sw_post(i.word)
+                || is_hwloop(i.word))
+    }) {
+        if !i.text.starts_with(".4byte") && !i.text.starts_with(".insn") {
+            return Err(format!(
+                "PULP word {:#010x} at {:#x} is not in the instruction stream: `{}`",
+                i.word, i.addr, i.text
+            ));
+        }
+    }
+    let hw: Vec<&Insn> = insns
+        .iter()
+        .filter(|i| i.wide && is_hwloop(i.word))
+        .collect();
+    let want = [
+        asm_macros::lp_starti!(x0, 320),
+        asm_macros::lp_endi!(x0, 696),
+        asm_macros::lp_setup!(x1, t1, 1012),
+        asm_macros::lp_counti!(x0, 9),
+    ];
+    let got: Vec<u32> = hw.iter().map(|i| i.word).collect();
+    let want_words: Vec<u32> = want.iter().map(|s| word_of(s)).collect();
+    if got != want_words {
+        return Err(format!(
+            "kernel hardware-loop words {got:08x?}, want {want_words:08x?} ({want:?})"
+        ));
+    }
+    report.push(format!("kernel: hardware-loop words {got:08x?} = {want:?}"));
+    // Resolve the loop addresses as the hardware will: pc + (uimm << 1).
+    let at = |addr: u64| insns.iter().find(|i| i.addr == addr);
+    let starti = hw[0];
+    let endi = hw[1];
+    let setup = hw[2];
+    let l0_start = starti.addr + 2 * u64::from(starti.word >> 20);
+    let l0_end = endi.addr + 2 * u64::from(endi.word >> 20);
+    let l1_start = setup.addr + 4;
+    let l1_end = setup.addr + 2 * u64::from(setup.word >> 20);
+    let first = at(l0_start).ok_or("loop 0 start is not an instruction boundary")?;
+    let last0 = at(l0_end).ok_or("loop 0 end is not an instruction boundary")?;
+    let last1 = at(l1_end).ok_or("loop 1 end is not an instruction boundary")?;
+    if !first.text.starts_with("add") || !first.text.contains("a0,a0,a4") {
+        return Err(format!(
+            "loop 0 starts on `{}`, want the first `add a0,a0,a4` of the double round",
+            first.text
+        ));
+    }
+    if !is_p_ror(last0.word) {
+        return Err(format!(
+            "loop 0 ends on `{}` ({:#010x}), want the round's last p.ror",
+            last0.text, last0.word
+        ));
+    }
+    if last1.word != 0x0012_8293 {
+        return Err(format!(
+            "loop 1 ends on `{}`, want `addi t0,t0,1` (the block counter)",
+            last1.text
+        ));
+    }
+    if (l0_end - l0_start) / 4 + 1 != 96 {
+        return Err(format!(
+            "loop 0 body is {} instructions, want 96",
+            (l0_end - l0_start) / 4 + 1
+        ));
+    }
+    if l0_start % 4 != 0 || l1_start % 4 != 0 {
+        return Err("a hardware loop does not start word-aligned".into());
+    }
+    if let Some(c) = insns
+        .iter()
+        .find(|i| i.addr >= setup.addr && i.addr <= l1_end && !i.wide)
+    {
+        return Err(format!(
+            "compressed instruction `{}` at {:#x} inside the hardware loops",
+            c.text, c.addr
+        ));
+    }
+    let per_block = (l1_end - l1_start) / 4 + 1 + 96 * 8;
+    report.push(format!(
+        "kernel: loop 0 = {l0_start:#x}..={l0_end:#x} (96 instructions x 9), loop 1 = {l1_start:#x}..={l1_end:#x}; {per_block} instructions per 64-byte block ({:.2}/byte)",
+        per_block as f64 / 64.0
+    ));
+    Ok(report)
+}
+
+pub fn run() -> Result<(), String> {
+    let rlib = build()?;
+    let funcs = disassemble(&rlib)?;
+    let kernel = funcs
+        .iter()
+        .find(|(n, _)| n == "gap_rust_cipher_s::chacha::pulp::blocks")
+        .ok_or("no gap_rust_cipher_s::chacha::pulp::blocks in the PULP build")?;
+    for line in check_kernel(&kernel.1)? {
+        println!("pulp-disasm {line}");
+    }
+    let table = funcs
+        .iter()
+        .find(|(n, _)| n == "gap_pulp_encoding_table")
+        .ok_or("no gap_pulp_encoding_table in the PULP build")?;
+    let want = encoding_table();
+    for (s, w) in &want {
+        if word_of(s) != *w {
+            return Err(format!(
+                "asm_macros expansion `{s}` is not the golden word {w:#010x}"
+            ));
+        }
+    }
+    let got: Vec<u32> = table.1.iter().map(|i| i.word).collect();
+    let want_words: Vec<u32> = want.iter().map(|&(_, w)| w).collect();
+    if got != want_words {
+        return Err(format!(
+            "gap_pulp_encoding_table words\n  {got:08x?}\nwant\n  {want_words:08x?}"
+        ));
+    }
+    if let Some(i) = table
+        .1
+        .iter()
+        .find(|i| !i.wide || !i.text.starts_with(".4byte"))
+    {
+        return Err(format!(
+            "encoding table entry at {:#x} is not a 32-bit instruction-stream word: `{}`",
+            i.addr, i.text
+        ));
+    }
+    println!(
+        "pulp-disasm encoding table: {} words assembled by rustc's LLVM = golden words",
+        got.len()
+    );
+    println!("pulp-disasm: ok ({rlib})");
+    Ok(())
+}
