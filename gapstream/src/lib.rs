@@ -6,7 +6,13 @@
 //! | [`metrics`] | counters, latency percentiles, CPU / RSS / SoC temperature sampling, the 0.5 s metrics CSV |
 //! | [`viewer`] | live web viewer on localhost (page, `/frame.png`, `/stats.json`) |
 //! | [`report`] | `gapstream report`: PNG plots from a metrics CSV |
+//! | [`sim`] | host simulation of the drone: std camera / SPI link / clock / entropy running `gapstream_drone::Drone` |
+//! | [`receiver`] | connect to the bridge (TCP / UDP), run the session, deliver frames, reconnect by itself |
+//! | [`run`] | `demo`, `view`, `node`, `bench`: node + bridge + receiver + viewer wired together |
 pub mod images;
 pub mod metrics;
+pub mod receiver;
 pub mod report;
+pub mod run;
+pub mod sim;
 pub mod viewer;

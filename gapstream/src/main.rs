@@ -1,2 +1,236 @@
-//! `gapstream` receiver CLI. See lib.rs for the module map.
-fn main() {}
+//! `gapstream`: the receiver CLI (live viewer, recording, metrics, reports) and the host simulation
+//! of the whole chain (`gapstream demo`). See the crate's lib.rs for the module map.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use gapstream::images::SourceSpec;
+use gapstream::receiver::Transport;
+use gapstream::run::{self, StreamSettings};
+
+#[derive(Parser)]
+#[command(name = "gapstream", version, about = "Authenticated, encrypted camera streaming for GAP8 nano-drones: receiver, viewer, metrics and the host simulation")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulated drone -> ESP32 bridge -> receiver on this machine, with the live viewer.
+    Demo(DemoArgs),
+    /// Receive from a bridge (a real AI-deck's ESP32, or `esp32-bridge`) and show the live viewer.
+    View(ViewArgs),
+    /// Receive and save every verified frame as PNG into DIR.
+    Record {
+        /// Folder for frame_NNNNNNNN.png files.
+        dir: PathBuf,
+        #[command(flatten)]
+        view: ViewArgs,
+    },
+    /// Turn a metrics CSV into PNG plots (fps, goodput, latency CDF, tag failures).
+    Report {
+        /// A metrics CSV written with --metrics.
+        csv: PathBuf,
+        /// Folder for the plots (default: next to the CSV, `<stem>_plots`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Run only the simulated drone node, streaming into a bridge's SPI-side socket.
+    Node(NodeArgs),
+    /// Measure fps, goodput and latency per suite and transport on localhost; writes a CSV.
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Clone)]
+struct StreamOpts {
+    /// Transport between bridge and receiver.
+    #[arg(long, value_parser = ["tcp", "udp"], default_value = "tcp")]
+    transport: String,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Metrics CSV written every 0.5 s (a per-frame log `<stem>.frames.csv` goes next to it).
+    #[arg(long)]
+    metrics: Option<PathBuf>,
+    /// Where the live viewer listens (`none` to disable).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    viewer: String,
+    /// The camera is the colour HM01B0: demosaic its RGGB frames in the viewer and recordings.
+    #[arg(long)]
+    bayer: bool,
+}
+
+#[derive(Args, Clone)]
+struct ViewArgs {
+    /// The bridge: a real AI-deck (192.168.4.1:5000) or `esp32-bridge`.
+    #[arg(long, default_value = "127.0.0.1:5000")]
+    connect: String,
+    #[command(flatten)]
+    stream: StreamOpts,
+}
+
+#[derive(Args, Clone)]
+struct SourceOpts {
+    /// Frames per second of the simulated camera (0: as fast as possible).
+    #[arg(long, default_value_t = 30.0)]
+    fps: f64,
+    /// Frame source: `synthetic`, a folder of PGM/PNG images, or `raw:FILE:WIDTHxHEIGHT`.
+    #[arg(long, default_value = "synthetic")]
+    source: String,
+    /// CPX payload bytes per packet.
+    #[arg(long, value_parser = ["128", "256", "512", "1020"], default_value = "1020")]
+    packet_size: String,
+    /// SPI clock of the GAP8 -> ESP32 link in Hz (0: no pacing, measures the software chain).
+    #[arg(long, default_value_t = 10_000_000)]
+    spi_hz: u64,
+}
+
+#[derive(Args, Clone)]
+struct DemoArgs {
+    #[command(flatten)]
+    source: SourceOpts,
+    #[command(flatten)]
+    stream: StreamOpts,
+    /// Save every verified frame as PNG into this folder.
+    #[arg(long)]
+    record: Option<PathBuf>,
+}
+
+#[derive(Args, Clone)]
+struct NodeArgs {
+    /// The bridge's SPI-side socket.
+    #[arg(long, default_value = "127.0.0.1:5100")]
+    bridge: String,
+    #[command(flatten)]
+    source: SourceOpts,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+#[derive(Args, Clone)]
+struct BenchArgs {
+    /// Frames per suite and transport.
+    #[arg(long, default_value_t = 300)]
+    frames: u64,
+    /// Camera frame rate of the runs (0: as fast as possible).
+    #[arg(long, default_value_t = 60.0)]
+    fps: f64,
+    /// SPI clock in Hz (0, the default: unpaced, the software chain is measured).
+    #[arg(long, default_value_t = 0)]
+    spi_hz: u64,
+    /// Output CSV.
+    #[arg(long, default_value = "target/bench/stream.csv")]
+    csv: PathBuf,
+}
+
+fn resolve(s: &str) -> Result<SocketAddr, String> {
+    s.to_socket_addrs()
+        .map_err(|e| format!("{s}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{s}: no address"))
+}
+
+fn source_spec(s: &str, bayer: bool) -> Result<SourceSpec, String> {
+    if s == "synthetic" {
+        return Ok(SourceSpec::Synthetic { width: 324, height: 244, bayer });
+    }
+    if let Some(rest) = s.strip_prefix("raw:") {
+        let (file, dims) = rest.rsplit_once(':').ok_or("raw source is raw:FILE:WIDTHxHEIGHT")?;
+        let (w, h) = dims.split_once('x').ok_or("raw source is raw:FILE:WIDTHxHEIGHT")?;
+        let w = w.parse().map_err(|_| format!("bad width {w:?}"))?;
+        let h = h.parse().map_err(|_| format!("bad height {h:?}"))?;
+        return Ok(SourceSpec::Raw { path: file.into(), width: w, height: h });
+    }
+    Ok(SourceSpec::Folder(s.into()))
+}
+
+fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
+    Ok(StreamSettings {
+        transport: if stream.transport == "udp" { Transport::Udp } else { Transport::Tcp },
+        duration: stream.duration.map(Duration::from_secs_f64),
+        metrics: stream.metrics.clone(),
+        viewer: (stream.viewer != "none").then(|| stream.viewer.clone()),
+        bayer: stream.bayer,
+        record: None,
+    })
+}
+
+/// Ctrl-C / SIGTERM set the flag.
+fn stop_on_signal(stop: Arc<AtomicBool>) {
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        rt.block_on(async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match &mut term { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        });
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stop = Arc::new(AtomicBool::new(false));
+    stop_on_signal(stop.clone());
+    let r = match cli.cmd {
+        Cmd::Demo(a) => (|| {
+            let mut s = settings(&a.stream)?;
+            s.record = a.record.clone();
+            let node = run::NodeSettings {
+                source: source_spec(&a.source.source, a.stream.bayer)?,
+                fps: a.source.fps,
+                packet_payload: a.source.packet_size.parse().map_err(|_| "bad packet size")?,
+                spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
+            };
+            run::demo(node, s, stop).map_err(|e| e.to_string())
+        })(),
+        Cmd::View(a) => (|| {
+            let s = settings(&a.stream)?;
+            run::view(resolve(&a.connect)?, s, stop).map_err(|e| e.to_string())
+        })(),
+        Cmd::Record { dir, view } => (|| {
+            let mut s = settings(&view.stream)?;
+            s.record = Some(dir.clone());
+            run::view(resolve(&view.connect)?, s, stop).map_err(|e| e.to_string())
+        })(),
+        Cmd::Report { csv, out } => (|| {
+            let out = out.unwrap_or_else(|| {
+                let stem = csv.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                csv.with_file_name(format!("{stem}_plots"))
+            });
+            let w = gapstream::report::report(&csv, &out).map_err(|e| e.to_string())?;
+            println!("{}", w.summary);
+            for f in w.files {
+                println!("wrote {}", f.display());
+            }
+            Ok(())
+        })(),
+        Cmd::Node(a) => (|| {
+            let node = run::NodeSettings {
+                source: source_spec(&a.source.source, false)?,
+                fps: a.source.fps,
+                packet_payload: a.source.packet_size.parse().map_err(|_| "bad packet size")?,
+                spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
+            };
+            run::node_only(resolve(&a.bridge)?, node, a.duration.map(Duration::from_secs_f64), stop).map_err(|e| e.to_string())
+        })(),
+        Cmd::Bench(a) => run::bench(a.frames, a.fps, (a.spi_hz > 0).then_some(a.spi_hz), &a.csv).map_err(|e| e.to_string()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gapstream: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

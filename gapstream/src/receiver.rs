@@ -1,0 +1,460 @@
+//! The receiver: connects to the bridge (TCP or UDP), runs the session (stock plaintext stream or
+//! the secure protocol), verifies and delivers frames to the viewer, the recorder, the metrics and
+//! the caller; reconnects (and re-handshakes) by itself when the connection drops.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gapstream_drone::testpattern;
+use gapstream_protocol::cpx::{Function, Route, StreamDecoder};
+
+use crate::images;
+use crate::metrics::{self, Counters, MetricsLog};
+use crate::sim::unix_ns;
+use crate::viewer::{Frame, ViewerState};
+
+/// How the receiver reaches the bridge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+        })
+    }
+}
+
+/// A verified frame handed to the caller.
+#[derive(Clone, Debug)]
+pub struct Delivered {
+    pub seq: u64,
+    pub capture_ns: Option<u64>,
+    pub width: usize,
+    pub height: usize,
+    pub pixels: Vec<u8>,
+}
+
+/// Why the receiver gave up (it retries connection problems by itself; these are final).
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiverError {
+    #[error("{0}")]
+    Fatal(String),
+    #[error("metrics: {0}")]
+    Metrics(#[from] io::Error),
+    #[error("recording: {0}")]
+    Record(#[from] images::ImageError),
+}
+
+/// What the receiver does with what it gets.
+pub struct Sinks {
+    pub viewer: Option<Arc<ViewerState>>,
+    pub metrics_csv: Option<PathBuf>,
+    pub record_dir: Option<PathBuf>,
+    pub frames: Option<mpsc::Sender<Delivered>>,
+    /// Print a status line on stderr every 0.5 s.
+    pub status_line: bool,
+    /// Print one line per error / reconnect on stderr.
+    pub log_errors: bool,
+}
+
+/// The receiver's settings.
+pub struct ReceiverConfig {
+    pub bridge: SocketAddr,
+    pub transport: Transport,
+    pub session: SessionKind,
+    pub stop: Arc<AtomicBool>,
+    pub duration: Option<Duration>,
+    /// Stop after this many delivered frames.
+    pub max_frames: Option<u64>,
+    /// Seconds of silence after which the connection is considered dead and re-established.
+    pub idle_timeout: Duration,
+}
+
+/// Which protocol the stream speaks.
+#[derive(Clone, Debug)]
+pub enum SessionKind {
+    /// Bitcraze's stock `0xBC` image stream, in clear (what an unmodified AI-deck sends).
+    StockPlaintext,
+}
+
+impl SessionKind {
+    pub fn label(&self) -> String {
+        match self {
+            SessionKind::StockPlaintext => "stock plaintext (no security)".into(),
+        }
+    }
+}
+
+/// Result of a run.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub counters: Counters,
+    pub latency: Option<metrics::Percentiles>,
+    pub elapsed_s: f64,
+    pub connects: u64,
+}
+
+/// Events a session reports for one packet.
+enum Event {
+    Frame(Delivered),
+    Malformed(String),
+    Lost(u64),
+}
+
+/// Per-connection protocol state.
+trait Session {
+    /// Bytes (CPX packets) to send when the connection opens (the handshake's first message).
+    fn opening(&mut self) -> Vec<u8>;
+    /// One CPX packet from the bridge.
+    fn packet(&mut self, route: Route, payload: &[u8], events: &mut Vec<Event>, reply: &mut Vec<u8>);
+}
+
+/// The stock image stream: an 11-byte `0xBC` header packet, then the image in packets.
+struct StockSession {
+    image: Option<(u16, u16, usize, Vec<u8>)>,
+    next_seq: u64,
+    last_stamp: Option<u32>,
+}
+
+impl Session for StockSession {
+    fn opening(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn packet(&mut self, route: Route, payload: &[u8], events: &mut Vec<Event>, _reply: &mut Vec<u8>) {
+        if route.function != Function::App as u8 {
+            return;
+        }
+        if payload.len() == 11 && payload[0] == 0xBC {
+            if let Some((_, _, _, partial)) = self.image.take()
+                && !partial.is_empty()
+            {
+                events.push(Event::Malformed("stock image cut short by the next header".into()));
+            }
+            let w = u16::from_le_bytes([payload[1], payload[2]]);
+            let h = u16::from_le_bytes([payload[3], payload[4]]);
+            let size = u32::from_le_bytes([payload[7], payload[8], payload[9], payload[10]]) as usize;
+            if payload[6] != 0 || size != w as usize * h as usize || size == 0 || size > 4 << 20 {
+                events.push(Event::Malformed(format!("unsupported stock image header ({w}x{h}, {size} bytes, type {})", payload[6])));
+                return;
+            }
+            self.image = Some((w, h, size, Vec::with_capacity(size)));
+            return;
+        }
+        let Some((_, _, size, buf)) = &mut self.image else { return };
+        buf.extend_from_slice(payload);
+        if buf.len() < *size {
+            return;
+        }
+        let (w, h, size, mut pixels) = self.image.take().expect("checked above");
+        if pixels.len() > size {
+            events.push(Event::Malformed("stock image longer than its header said".into()));
+            return;
+        }
+        pixels.truncate(size);
+        let stamp = testpattern::decode(&pixels, w as usize, h as usize);
+        let seq = match stamp {
+            Some(s) => {
+                if let Some(prev) = self.last_stamp {
+                    let gap = s.frame.wrapping_sub(prev).wrapping_sub(1);
+                    if gap > 0 && gap < 1 << 20 {
+                        events.push(Event::Lost(gap as u64));
+                    }
+                }
+                self.last_stamp = Some(s.frame);
+                s.frame as u64
+            }
+            None => self.next_seq,
+        };
+        self.next_seq = seq + 1;
+        events.push(Event::Frame(Delivered {
+            seq,
+            capture_ns: stamp.map(|s| s.capture_ns),
+            width: w as usize,
+            height: h as usize,
+            pixels,
+        }));
+    }
+}
+
+fn new_session(kind: &SessionKind) -> Box<dyn Session> {
+    match kind {
+        SessionKind::StockPlaintext => Box::new(StockSession { image: None, next_seq: 0, last_stamp: None }),
+    }
+}
+
+enum Conn {
+    Tcp(TcpStream),
+    Udp(UdpSocket, Instant),
+}
+
+impl Conn {
+    fn open(t: Transport, addr: SocketAddr) -> io::Result<Conn> {
+        match t {
+            Transport::Tcp => {
+                let s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(Duration::from_millis(100)))?;
+                Ok(Conn::Tcp(s))
+            }
+            Transport::Udp => {
+                let bind: SocketAddr = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("static");
+                let s = UdpSocket::bind(bind)?;
+                s.connect(addr)?;
+                s.set_read_timeout(Some(Duration::from_millis(100)))?;
+                // Registers this receiver with the bridge.
+                s.send(&[])?;
+                Ok(Conn::Udp(s, Instant::now()))
+            }
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Conn::Tcp(s) => s.write_all(bytes),
+            Conn::Udp(s, _) => {
+                // One CPX packet per datagram.
+                let mut rest = bytes;
+                while rest.len() >= 2 {
+                    let n = 2 + u16::from_le_bytes([rest[0], rest[1]]) as usize;
+                    let n = n.min(rest.len());
+                    s.send(&rest[..n])?;
+                    rest = &rest[n..];
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `Ok(0)` on timeout (nothing arrived), `Err` when the connection is gone.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let r = match self {
+            Conn::Tcp(s) => match s.read(buf) {
+                Ok(0) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, "bridge closed the connection")),
+                r => r,
+            },
+            Conn::Udp(s, keepalive) => {
+                if keepalive.elapsed() > Duration::from_secs(1) {
+                    *keepalive = Instant::now();
+                    s.send(&[])?;
+                }
+                s.recv(buf)
+            }
+        };
+        match r {
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(0),
+            r => r,
+        }
+    }
+}
+
+/// Saves delivered frames as PNG.
+struct Recorder {
+    dir: PathBuf,
+    bayer: bool,
+}
+
+impl Recorder {
+    fn save(&self, f: &Delivered) -> Result<(), images::ImageError> {
+        let png = if self.bayer {
+            images::encode_png(f.width, f.height, 3, &images::demosaic_rggb(&f.pixels, f.width, f.height))?
+        } else {
+            images::encode_png(f.width, f.height, 1, &f.pixels)?
+        };
+        let path = self.dir.join(format!("frame_{:08}.png", f.seq));
+        std::fs::write(&path, png).map_err(|source| images::ImageError::Io { path, source })
+    }
+}
+
+/// Runs the receiver until stopped, the duration is over or `max_frames` were delivered.
+pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, ReceiverError> {
+    let mut log = MetricsLog::new(sinks.metrics_csv.as_deref())?;
+    let recorder = match &sinks.record_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|source| images::ImageError::Io { path: d.clone(), source })?;
+            Some(Recorder { dir: d.clone(), bayer })
+        }
+        None => None,
+    };
+    let label = cfg.session.label();
+    let mut counters = Counters::default();
+    let start = Instant::now();
+    let mut connects = 0u64;
+    let mut last_error: Option<String> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut image_latency: Option<f64> = None;
+    let set_conn = |state: &str, err: Option<&str>| {
+        if let Some(v) = &sinks.viewer {
+            v.update_stats(|s| {
+                s.connection = state.into();
+                if let Some(e) = err {
+                    s.last_error = Some(e.into());
+                }
+            });
+        }
+    };
+    if let Some(v) = &sinks.viewer {
+        v.update_stats(|s| {
+            s.suite = label.clone();
+            s.transport = cfg.transport.to_string();
+        });
+    }
+    let done = |counters: &Counters| {
+        cfg.stop.load(Ordering::Relaxed)
+            || cfg.duration.is_some_and(|d| start.elapsed() >= d)
+            || cfg.max_frames.is_some_and(|m| counters.frames >= m)
+    };
+    let report_error = |last: &mut Option<String>, msg: String| {
+        if sinks.log_errors && last.as_deref() != Some(msg.as_str()) {
+            eprintln!("gapstream: error: {msg}");
+        }
+        *last = Some(msg);
+    };
+    'outer: while !done(&counters) {
+        set_conn("connecting", None);
+        let mut conn = match Conn::open(cfg.transport, cfg.bridge) {
+            Ok(c) => c,
+            Err(e) => {
+                let msg = format!("cannot reach the bridge at {} ({}): {e}; retrying", cfg.bridge, cfg.transport);
+                report_error(&mut last_error, msg.clone());
+                set_conn("bridge unreachable", Some(&msg));
+                tick(&mut log, &counters, &sinks, &label, image_latency)?;
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+        };
+        connects += 1;
+        if connects > 1 && sinks.log_errors {
+            eprintln!("gapstream: reconnected to the bridge at {} ({})", cfg.bridge, cfg.transport);
+        }
+        let mut session = new_session(&cfg.session);
+        let opening = session.opening();
+        if !opening.is_empty()
+            && let Err(e) = conn.send(&opening)
+        {
+            report_error(&mut last_error, format!("sending to the bridge: {e}"));
+            continue;
+        }
+        set_conn("streaming", None);
+        let mut decoder = StreamDecoder::new();
+        let mut events = Vec::new();
+        let mut reply = Vec::new();
+        let mut last_data = Instant::now();
+        while !done(&counters) {
+            let n = match conn.recv(&mut buf) {
+                Ok(n) => n,
+                Err(e) => {
+                    let msg = format!("connection to the bridge lost: {e}; reconnecting");
+                    report_error(&mut last_error, msg.clone());
+                    set_conn("reconnecting", Some(&msg));
+                    continue 'outer;
+                }
+            };
+            if n > 0 {
+                last_data = Instant::now();
+            } else if last_data.elapsed() > cfg.idle_timeout {
+                let msg = format!("no data from the bridge for {:.1} s; reconnecting", cfg.idle_timeout.as_secs_f64());
+                report_error(&mut last_error, msg.clone());
+                set_conn("reconnecting", Some(&msg));
+                continue 'outer;
+            }
+            let mut input = &buf[..n];
+            if let Conn::Udp(..) = conn {
+                // A datagram is exactly one packet: never carry a partial one across datagrams.
+                decoder.reset();
+            }
+            while let Some(r) = decoder.decode(&mut input) {
+                match r {
+                    Ok(p) => session.packet(p.route, p.payload, &mut events, &mut reply),
+                    Err(e) => events.push(Event::Malformed(format!("garbled CPX from the bridge: {e}"))),
+                }
+            }
+            if !reply.is_empty() {
+                let r = conn.send(&reply);
+                reply.clear();
+                if let Err(e) = r {
+                    report_error(&mut last_error, format!("sending to the bridge: {e}"));
+                    continue 'outer;
+                }
+            }
+            for ev in events.drain(..) {
+                match ev {
+                    Event::Frame(f) => {
+                        let now = unix_ns();
+                        let lat = f.capture_ns.and_then(|c| latency_ms(now, c));
+                        image_latency = testpattern::decode(&f.pixels, f.width, f.height)
+                            .and_then(|s| latency_ms(now, s.capture_ns))
+                            .or(image_latency);
+                        counters.frames += 1;
+                        counters.payload_bytes += f.pixels.len() as u64;
+                        log.frame(f.seq, f.pixels.len(), lat)?;
+                        if let Some(r) = &recorder {
+                            r.save(&f)?;
+                        }
+                        if let Some(v) = &sinks.viewer {
+                            let seq = f.seq;
+                            v.update_stats(|s| s.seq = Some(seq));
+                            v.publish_frame(Frame { seq: f.seq, width: f.width, height: f.height, pixels: Arc::new(f.pixels.clone()) });
+                        }
+                        if let Some(tx) = &sinks.frames {
+                            let _ = tx.send(f);
+                        }
+                    }
+                    Event::Malformed(m) => {
+                        counters.malformed += 1;
+                        report_error(&mut last_error, m);
+                    }
+                    Event::Lost(k) => counters.lost += k,
+                }
+            }
+            tick(&mut log, &counters, &sinks, &label, image_latency)?;
+        }
+    }
+    let row = log.tick(&counters, true)?;
+    if sinks.status_line {
+        eprintln!();
+    }
+    let _ = row;
+    let latency = metrics::Percentiles::of(&mut log.all_latencies_ms.clone());
+    Ok(Summary { counters, latency, elapsed_s: start.elapsed().as_secs_f64(), connects })
+}
+
+/// Latency in ms when the capture time is plausible on this clock (within an hour before now).
+fn latency_ms(now_ns: u64, capture_ns: u64) -> Option<f64> {
+    let d = now_ns.checked_sub(capture_ns)?;
+    (d < 3_600_000_000_000).then(|| d as f64 / 1e6)
+}
+
+fn tick(log: &mut MetricsLog, c: &Counters, sinks: &Sinks, label: &str, image_latency: Option<f64>) -> Result<(), ReceiverError> {
+    if let Some(row) = log.tick(c, false)? {
+        if sinks.status_line {
+            eprint!("\r{}\x1b[K", metrics::status_line(&row, label));
+        }
+        if let Some(v) = &sinks.viewer {
+            v.update_stats(|s| {
+                s.fps = row.fps;
+                s.goodput_mbps = row.goodput_mbps;
+                s.latency_p50_ms = row.latency.map(|p| p.p50);
+                s.latency_p95_ms = row.latency.map(|p| p.p95);
+                s.image_latency_ms = image_latency;
+                s.frames = c.frames;
+                s.lost = c.lost;
+                s.tag_failures = c.tag_failures;
+                s.replays = c.replays;
+                s.handshakes = c.handshakes;
+                s.rekeys = c.rekeys;
+                s.key_epoch = c.key_epoch;
+            });
+        }
+    }
+    Ok(())
+}

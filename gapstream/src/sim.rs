@@ -1,0 +1,330 @@
+//! The host simulation of the drone node: std implementations of `gapstream_drone`'s traits
+//! (camera from a [`FrameSource`] at a configurable frame rate, a TCP socket to the bridge's SPI
+//! side paced like the 10 MHz SPI link, the system clock, the OS RNG) running the very
+//! `gapstream_drone::Drone` loop the GAP8 firmware runs.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use gapstream_drone::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat};
+
+use crate::images::{FrameSource, ImageError};
+
+/// Nanoseconds since the UNIX epoch: the drone's and the receiver's clocks agree on one machine,
+/// even across processes, so latency is capture → verified on one time base.
+pub fn unix_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+/// The system clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ns(&self) -> u64 {
+        unix_ns()
+    }
+}
+
+/// The operating system's RNG.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OsEntropy;
+
+impl Entropy for OsEntropy {
+    fn fill(&mut self, dest: &mut [u8]) -> Result<(), EntropyError> {
+        getrandom::fill(dest).map_err(|_| EntropyError)
+    }
+}
+
+/// A camera reading a [`FrameSource`], one frame every `1 / fps` seconds (like the HM01B0's frame
+/// clock: a frame the application is too late for is skipped, not queued). `fps = 0`: no pacing.
+pub struct SimCamera {
+    source: FrameSource,
+    format: FrameFormat,
+    period: Option<Duration>,
+    next_due: Option<Instant>,
+    in_flight: Option<Vec<u8>>,
+    index: u64,
+    /// Frames skipped because the loop was late.
+    pub skipped: u64,
+}
+
+impl SimCamera {
+    pub fn new(source: FrameSource, fps: f64) -> Result<Self, ImageError> {
+        let format = FrameFormat {
+            width: source.width() as u16,
+            height: source.height() as u16,
+            pixel: if source.bayer() { PixelFormat::BayerRggb8 } else { PixelFormat::Grey8 },
+        };
+        let period = (fps > 0.0).then(|| Duration::from_secs_f64(1.0 / fps));
+        Ok(SimCamera { source, format, period, next_due: None, in_flight: None, index: 0, skipped: 0 })
+    }
+}
+
+impl Camera for SimCamera {
+    type Error = ImageError;
+    fn format(&self) -> FrameFormat {
+        self.format
+    }
+    fn start(&mut self, buf: Vec<u8>) -> Result<(), ImageError> {
+        self.in_flight = Some(buf);
+        Ok(())
+    }
+    fn wait(&mut self) -> Result<Capture, ImageError> {
+        let mut buf = self.in_flight.take().unwrap_or_else(|| vec![0; self.format.bytes()]);
+        if let Some(p) = self.period {
+            let now = Instant::now();
+            let due = *self.next_due.get_or_insert(now);
+            if due > now {
+                thread::sleep(due - now);
+            }
+            // Late by more than a period: those frames were never read out.
+            let mut next = due + p;
+            let now = Instant::now();
+            while next + p <= now {
+                next += p;
+                self.skipped += 1;
+            }
+            self.next_due = Some(next);
+        }
+        let capture_ns = unix_ns();
+        buf.resize(self.format.bytes(), 0);
+        self.source.fill(self.index, capture_ns, &mut buf)?;
+        self.index += 1;
+        Ok(Capture { buf, capture_ns })
+    }
+}
+
+/// Bit rate of the GAP8 → ESP32 SPI link in the stock firmware.
+pub const SPI_HZ: u64 = 10_000_000;
+
+/// Counters of the simulated SPI link.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LinkStats {
+    pub bytes_sent: u64,
+    /// Bytes dropped while the bridge was unreachable (the ESP32 was "in reset").
+    pub bytes_dropped: u64,
+    pub reconnects: u64,
+}
+
+/// The byte link to the bridge's SPI side, over TCP, paced to `hz` bits per second (`None`: as
+/// fast as the socket goes). While the bridge is down the link drops what it is given and
+/// reconnects by itself.
+pub struct SpiLink {
+    addr: SocketAddr,
+    hz: Option<u64>,
+    stream: Option<TcpStream>,
+    rx: Option<mpsc::Receiver<Vec<u8>>>,
+    pending: Vec<u8>,
+    next_free: Instant,
+    last_attempt: Option<Instant>,
+    ever_connected: bool,
+    pub stats: LinkStats,
+    stop: Arc<AtomicBool>,
+}
+
+impl SpiLink {
+    pub fn new(addr: SocketAddr, hz: Option<u64>, stop: Arc<AtomicBool>) -> Self {
+        SpiLink {
+            addr,
+            hz,
+            stream: None,
+            rx: None,
+            pending: Vec::new(),
+            next_free: Instant::now(),
+            last_attempt: None,
+            ever_connected: false,
+            stats: LinkStats::default(),
+            stop,
+        }
+    }
+
+    /// Connected to the bridge now (tries to connect at most every 100 ms).
+    fn ensure_connected(&mut self) -> bool {
+        if self.stream.is_some() {
+            return true;
+        }
+        if self.last_attempt.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) {
+            return false;
+        }
+        self.last_attempt = Some(Instant::now());
+        let Ok(s) = TcpStream::connect_timeout(&self.addr, Duration::from_millis(500)) else { return false };
+        let _ = s.set_nodelay(true);
+        let Ok(mut reader) = s.try_clone() else { return false };
+        let (tx, rx) = mpsc::channel();
+        let stop = self.stop.clone();
+        thread::spawn(move || {
+            let mut buf = vec![0u8; 4096];
+            let _ = reader.set_read_timeout(Some(Duration::from_millis(200)));
+            while !stop.load(Ordering::Relaxed) {
+                match reader.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        if tx.send(buf[..n].to_vec()).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        if self.ever_connected {
+            self.stats.reconnects += 1;
+        }
+        self.ever_connected = true;
+        self.stream = Some(s);
+        self.rx = Some(rx);
+        self.pending.clear();
+        true
+    }
+}
+
+impl Link for SpiLink {
+    type Error = io::Error;
+
+    fn send(&mut self, packets: &[u8]) -> io::Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped"));
+        }
+        if !self.ensure_connected() {
+            self.stats.bytes_dropped += packets.len() as u64;
+            return Ok(());
+        }
+        if let Some(hz) = self.hz {
+            // The SPI clock: the transfer ends bytes * 8 / hz after the link became free.
+            let now = Instant::now();
+            let start = self.next_free.max(now);
+            self.next_free = start + Duration::from_nanos(packets.len() as u64 * 8 * 1_000_000_000 / hz);
+            if self.next_free > now + Duration::from_micros(200) {
+                thread::sleep(self.next_free - now);
+            }
+        }
+        let s = self.stream.as_mut().expect("connected above");
+        if s.write_all(packets).is_err() {
+            // The bridge went away: the packet is lost, reconnect on the next send.
+            self.stream = None;
+            self.rx = None;
+            self.stats.bytes_dropped += packets.len() as u64;
+            return Ok(());
+        }
+        self.stats.bytes_sent += packets.len() as u64;
+        Ok(())
+    }
+
+    fn poll_recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.pending.is_empty() {
+            if !self.ensure_connected() {
+                return Ok(0);
+            }
+            let Some(rx) = &self.rx else { return Ok(0) };
+            match rx.try_recv() {
+                Ok(v) => self.pending = v,
+                Err(mpsc::TryRecvError::Empty) => return Ok(0),
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    self.stream = None;
+                    self.rx = None;
+                    return Ok(0);
+                }
+            }
+        }
+        let n = buf.len().min(self.pending.len());
+        buf[..n].copy_from_slice(&self.pending[..n]);
+        self.pending.drain(..n);
+        Ok(n)
+    }
+}
+
+/// Shared view of a running node, for the CLI and tests.
+#[derive(Clone, Debug, Default)]
+pub struct NodeReport {
+    pub drone: gapstream_drone::DroneStats,
+    pub link: LinkStats,
+    pub camera_skipped: u64,
+    pub error: Option<String>,
+}
+
+/// A running simulated drone (its own thread).
+pub struct Node {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+    pub report: Arc<Mutex<NodeReport>>,
+}
+
+impl Node {
+    /// Stops the node and waits for its thread.
+    pub fn stop(mut self) -> NodeReport {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.report.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the node runs.
+pub struct NodeConfig {
+    pub source: FrameSource,
+    pub fps: f64,
+    pub bridge_spi: SocketAddr,
+    /// SPI bit rate (`None`: unpaced, for measuring the software chain).
+    pub spi_hz: Option<u64>,
+    pub drone: gapstream_drone::DroneConfig,
+    /// Stop after this many frames (None: until stopped).
+    pub frames: Option<u64>,
+}
+
+/// Starts the simulated drone on its own thread.
+pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let report = Arc::new(Mutex::new(NodeReport::default()));
+    let camera = SimCamera::new(cfg.source, cfg.fps).map_err(|e| e.to_string())?;
+    let link = SpiLink::new(cfg.bridge_spi, cfg.spi_hz, stop.clone());
+    let mut drone = gapstream_drone::Drone::new(camera, link, SystemClock, OsEntropy, gap_rust_cipher_s::Sequential, cfg.drone)
+        .map_err(|e| e.to_string())?;
+    let (st, rep) = (stop.clone(), report.clone());
+    let thread = thread::Builder::new()
+        .name("drone".into())
+        .spawn(move || {
+            let mut n = 0u64;
+            while !st.load(Ordering::Relaxed) && cfg.frames.is_none_or(|f| n < f) {
+                if let Err(e) = drone.step() {
+                    if !st.load(Ordering::Relaxed) {
+                        rep.lock().unwrap_or_else(|e| e.into_inner()).error = Some(e.to_string());
+                    }
+                    break;
+                }
+                n += 1;
+                if n % 8 == 0 {
+                    let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());
+                    r.drone = drone.stats();
+                    r.link = drone.link_mut().stats;
+                    r.camera_skipped = drone.camera_mut().skipped;
+                }
+            }
+            let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());
+            r.drone = drone.stats();
+            r.link = drone.link_mut().stats;
+            r.camera_skipped = drone.camera_mut().skipped;
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(Node { stop, thread: Some(thread), report })
+}
