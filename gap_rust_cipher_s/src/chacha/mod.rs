@@ -3,8 +3,8 @@
 //! | type | backend | where it runs |
 //! |---|---|---|
 //! | [`ChaCha20Portable`] | RustCrypto `chacha20` (its `ChaChaCore`) | everywhere |
-//! | `ChaCha20Rv32` | hand-written RV32IMC assembly ([`rv32`](self)), no PULP instructions | `target_arch = "riscv32"` |
-//! | `ChaCha20Pulp` | RI5CY assembly: `p.ror`, hardware loops, post-increment loads/stores | `riscv32` + feature `pulp` (GAP8 / GVSOC, not QEMU) |
+//! | `ChaCha20Rv32` | hand-written RV32IMC assembly (`chacha/rv32.rs`), no PULP instructions | `target_arch = "riscv32"` |
+//! | `ChaCha20Pulp` | RI5CY assembly (`chacha/pulp.rs`): `p.ror`, hardware loops, post-increment loads/stores | `riscv32` + feature `pulp` (GAP8 / GVSOC, not QEMU) |
 //! | [`ChaCha20`] | the compile-time choice: PULP if `pulp`, else RV32 asm on riscv32, else portable | |
 //!
 //! All are `StreamCipherCoreWrapper<ChaCha20Core<B>>`, so they implement
@@ -25,7 +25,7 @@
 //!
 //! ## The assembly kernels
 //!
-//! Per (key, nonce) [`Ctx`](self) holds the input state and the first-round column
+//! Per (key, nonce) a context (`chacha/ctx.rs`) holds the input state and the first-round column
 //! quarter-rounds of columns 1-3, which do not depend on the counter (3 of 80 quarter-rounds saved
 //! per block). A kernel call processes `n` whole 64-byte blocks with input and output words
 //! loaded/stored with `lw`/`sw`: both pointers must be 4-byte aligned, so unaligned buffers go
