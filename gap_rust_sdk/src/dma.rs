@@ -160,7 +160,6 @@ pub struct Scope<'s, 'env: 's, R: DmaRaw> {
 }
 
 /// A transfer in flight. [`Transfer::wait`] waits for it; dropping it does nothing (the scope waits).
-#[must_use = "a transfer is waited for at the end of its scope at the latest; call wait() to wait earlier"]
 pub struct Transfer<'s, 'env: 's, R: DmaRaw> {
     state: &'s ScopeState<'env, R>,
     slot: usize,

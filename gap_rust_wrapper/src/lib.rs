@@ -1,1 +1,117 @@
+//! A seekable stream cipher spread over the cores of the GAP8 cluster.
+//!
+//! The payload is cut into rounds of one L1 buffer each. Three L1 buffers rotate through the roles
+//! *work* (the cores XOR the keystream into it), *prefetch* (the DMA loads the next round into it)
+//! and *commit* (the DMA writes the previous round back), as in §3.2 of the paper. Cluster core 0
+//! drives the DMA; inside a round every core takes one contiguous piece of the work buffer, seeks
+//! its own copy of the cipher to the piece's keystream position and applies the keystream.
+//!
+//! ```text
+//! round r:   work = B[r%3] (all cores)   prefetch = B[(r+1)%3] <- payload[r+1]   commit = B[(r-1)%3] -> payload[r-1]
+//! ```
+//!
+//! | module | what |
+//! |---|---|
+//! | [`Engine`] | owns the three L1 buffers; [`Engine::apply`] (in place), [`Engine::apply_b2b`] (separate output), [`Engine::apply_direct`] (no DMA: payload already in L1, or cores read L2 directly), [`Engine::apply_source`] (any [`Source`]) |
+//! | [`Config`] | cores (1..=8, changeable per call), buffer size, piece alignment |
+//! | [`source`] | [`Source`]: where the payload lives and how rounds reach L1 — [`InPlace`], [`Separate`] (L2 through the cluster DMA); external RAM drivers implement it too |
+//! | [`split`] | how a round is cut into per-core pieces aligned to keystream blocks |
+//!
+//! Generic over the backend ([`gap_rust_sdk::Cluster`]: pmsis, bare, host) and the cipher: any
+//! `C: KeyIvInit + StreamCipher + StreamCipherSeek` (e.g. `chacha20::ChaCha20`,
+//! `ctr::Ctr128BE<aes::Aes128>`), which every core builds for itself from the key and IV
+//! ([`KeyIv`], [`Engine::apply_keyiv`]) once per call and seeks per round; or a `Clone` cipher
+//! template ([`Cloned`]). See [`CipherFactory`].
+//!
+//! Guarantees: any core count 1..=8 and buffer size ≥ 1, any length including 0 (which touches
+//! nothing and issues no DMA), lengths not multiple of the core count, the block size or 4; no DMA
+//! command is waited on unless it was started (the DMA scopes of `gap_rust_sdk` make that
+//! structural); the L1 buffers are freed with exactly the layout they were allocated with. The
+//! engine itself contains no `unsafe`.
 #![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod engine;
+pub mod source;
+pub mod split;
+
+pub use engine::{CipherFactory, Cloned, Engine, KeyIv};
+pub use source::{InPlace, Separate, Source};
+
+use gap_rust_sdk::{AllocError, ClusterError, DmaError, ForkError};
+
+/// What an [`Engine`] is configured with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Config {
+    /// Cores per round, 1..=8 (1..=the cluster's core count).
+    pub cores: usize,
+    /// Bytes of each of the three L1 buffers (the round size).
+    pub buffer: usize,
+    /// Pieces start at keystream positions that are multiples of this (a multiple of every
+    /// cipher's block size: 64 covers ChaCha20 and AES). Must be a power of two.
+    pub split_align: usize,
+}
+
+impl Config {
+    /// `cores` cores, three L1 buffers of `buffer` bytes, pieces aligned to 64-byte keystream blocks.
+    pub const fn new(cores: usize, buffer: usize) -> Config {
+        Config {
+            cores,
+            buffer,
+            split_align: 64,
+        }
+    }
+
+    /// Same, with another piece alignment (a power of two).
+    pub const fn with_split_align(mut self, align: usize) -> Config {
+        self.split_align = align;
+        self
+    }
+}
+
+/// Why the engine did not (fully) run. On an error before the first round nothing was written;
+/// later errors (DMA or fork failures) can leave the payload partly processed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// Bad configuration: cores out of range, zero buffer, alignment not a power of two.
+    Config,
+    /// The L1 buffers could not be allocated.
+    Alloc(AllocError),
+    /// `offset + len` runs past the end of the cipher's keystream.
+    CounterOverflow,
+    /// The key or IV has the wrong length for the cipher.
+    KeyIv,
+    /// Input and output lengths differ.
+    Length,
+    /// The cluster refused the offload.
+    Cluster(ClusterError),
+    /// A fork failed.
+    Fork(ForkError),
+    /// A DMA transfer could not be started (e.g. buffer longer than one DMA command).
+    Dma(DmaError),
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Error::Config => f.write_str("invalid engine configuration"),
+            Error::Alloc(e) => write!(f, "L1 allocation failed: {e}"),
+            Error::CounterOverflow => {
+                f.write_str("keystream position past the end of the counter range")
+            }
+            Error::KeyIv => f.write_str("wrong key or IV length for the cipher"),
+            Error::Length => f.write_str("input and output lengths differ"),
+            Error::Cluster(e) => write!(f, "cluster: {e}"),
+            Error::Fork(e) => write!(f, "fork: {e}"),
+            Error::Dma(e) => write!(f, "DMA: {e}"),
+        }
+    }
+}
+
+impl From<DmaError> for Error {
+    fn from(e: DmaError) -> Self {
+        Error::Dma(e)
+    }
+}

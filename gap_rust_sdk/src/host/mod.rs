@@ -43,10 +43,27 @@ pub enum Fault {
 
 #[derive(Default)]
 struct Counters {
+    started: AtomicUsize,
+    waited: AtomicUsize,
+    bytes: AtomicUsize,
+    waited_idle: AtomicUsize,
     #[cfg(feature = "fault-injection")]
     skip_every: AtomicUsize,
     #[cfg(feature = "fault-injection")]
     waits: AtomicUsize,
+}
+
+/// What the DMA of a [`HostCluster`] was asked to do (see [`HostCluster::dma_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DmaStats {
+    /// Transfers started.
+    pub started: usize,
+    /// Waits on started transfers.
+    pub waited: usize,
+    /// Bytes of all started transfers.
+    pub bytes: usize,
+    /// Waits on a command record that had no transfer in flight (a bug in the caller).
+    pub waited_idle: usize,
 }
 
 /// The simulated 64 KiB L1: one heap block managed by an [`Arena`].
@@ -181,6 +198,17 @@ impl HostCluster {
             busy: Mutex::new(()),
             owner: Mutex::new(None),
             counters: Arc::new(Counters::default()),
+        }
+    }
+
+    /// Counts of the DMA commands issued on this cluster so far.
+    pub fn dma_stats(&self) -> DmaStats {
+        let c = &self.counters;
+        DmaStats {
+            started: c.started.load(Ordering::SeqCst),
+            waited: c.waited.load(Ordering::SeqCst),
+            bytes: c.bytes.load(Ordering::SeqCst),
+            waited_idle: c.waited_idle.load(Ordering::SeqCst),
         }
     }
 
@@ -393,12 +421,16 @@ unsafe impl DmaRaw for HostDma {
         // SAFETY: the contract makes `dst` valid and exclusively the transfer's for `len` bytes.
         unsafe { core::ptr::write_bytes(dst, POISON, len) };
         cmd.pending = Some((dir, ext, loc, len));
+        self.counters.started.fetch_add(1, Ordering::SeqCst);
+        self.counters.bytes.fetch_add(len, Ordering::SeqCst);
     }
 
     unsafe fn wait(&mut self, cmd: &mut HostCmd) {
         let Some((dir, ext, loc, len)) = cmd.pending.take() else {
+            self.counters.waited_idle.fetch_add(1, Ordering::SeqCst);
             return;
         };
+        self.counters.waited.fetch_add(1, Ordering::SeqCst);
         #[cfg(feature = "fault-injection")]
         {
             let every = self.counters.skip_every.load(Ordering::SeqCst);
@@ -407,7 +439,6 @@ unsafe impl DmaRaw for HostDma {
                 return;
             }
         }
-        let _ = &self.counters;
         // SAFETY: per `start`'s contract both ranges are still valid, disjoint, the source is not
         // written and the destination is not accessed by anyone else until this returns.
         unsafe {
@@ -427,7 +458,6 @@ unsafe impl Send for HostDma {}
 mod tests {
     use super::*;
     use crate::mem::Buf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn l1_is_bounded_and_frees_exactly() {

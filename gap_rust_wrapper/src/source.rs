@@ -1,0 +1,151 @@
+//! Where the payload lives, and how a round's bytes reach L1 and go back.
+//!
+//! The engine asks a [`Source`] once per round (on cluster core 0) to *exchange*: start fetching the
+//! next round into one L1 buffer and committing the previous round from another, run the cores'
+//! work meanwhile, and return only when both transfers are complete. Because the L1 buffers are
+//! borrowed for the call only, a `Source` cannot leave a transfer running into a buffer the engine
+//! reuses.
+//!
+//! | source | payload | transfers |
+//! |---|---|---|
+//! | [`InPlace`] | one `&mut [u8]` in L2, result written over it | cluster DMA |
+//! | [`Separate`] | `&[u8]` in, `&mut [u8]` out (same length), both in L2 | cluster DMA |
+//! | your driver | external RAM / flash (e.g. `pi_cl_ram_read` / `pi_cl_ram_write`) | the driver's own asynchronous requests; implement [`Source`] |
+use crate::Error;
+use gap_rust_sdk::{Dma, DmaRaw};
+
+/// A payload the engine encrypts round by round.
+pub trait Source: Send {
+    /// Payload length in bytes.
+    fn len(&self) -> usize;
+
+    /// True for an empty payload.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Starts copying payload bytes `[at, at + buf.len())` into `fetch`'s buffer and `commit`'s
+    /// buffer into the output bytes `[at, at + buf.len())`, runs `work` while both are in flight,
+    /// and returns `work`'s result once both are complete. The engine guarantees the two ranges do
+    /// not overlap and lie inside `0..self.len()`; an implementation still checks and returns
+    /// [`Error::Length`] rather than panicking.
+    fn exchange<D: DmaRaw, T>(
+        &mut self,
+        dma: &mut Dma<D>,
+        fetch: Option<(usize, &mut [u8])>,
+        commit: Option<(usize, &[u8])>,
+        work: impl FnOnce() -> T,
+    ) -> Result<T, Error>;
+}
+
+fn range(at: usize, len: usize, total: usize) -> Result<core::ops::Range<usize>, Error> {
+    let end = at.checked_add(len).ok_or(Error::Length)?;
+    if end > total {
+        return Err(Error::Length);
+    }
+    Ok(at..end)
+}
+
+/// A payload in L2, encrypted in place.
+pub struct InPlace<'a>(pub &'a mut [u8]);
+
+impl Source for InPlace<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn exchange<D: DmaRaw, T>(
+        &mut self,
+        dma: &mut Dma<D>,
+        fetch: Option<(usize, &mut [u8])>,
+        commit: Option<(usize, &[u8])>,
+        work: impl FnOnce() -> T,
+    ) -> Result<T, Error> {
+        let total = self.0.len();
+        let f = fetch
+            .as_ref()
+            .map(|(at, b)| range(*at, b.len(), total))
+            .transpose()?;
+        let c = commit
+            .as_ref()
+            .map(|(at, b)| range(*at, b.len(), total))
+            .transpose()?;
+        // Split the payload so that the fetched range (read) and the committed range (written)
+        // are disjoint borrows.
+        let (cut, commit_first) = match (&f, &c) {
+            (Some(f), Some(c)) if c.end <= f.start => (f.start, true),
+            (Some(f), Some(c)) if f.end <= c.start => (c.start, false),
+            (Some(_), Some(_)) => return Err(Error::Length),
+            (Some(f), None) => (f.start, true),
+            (None, Some(c)) => (c.end, true),
+            (None, None) => (0, true),
+        };
+        let (lo, hi) = self.0.split_at_mut(cut);
+        dma.scope(|s| {
+            let (fetch_src, commit_dst): (Option<&[u8]>, Option<&mut [u8]>) = if commit_first {
+                (
+                    f.as_ref().map(|r| &hi[r.start - cut..r.end - cut]),
+                    c.as_ref().map(|r| &mut lo[r.clone()]),
+                )
+            } else {
+                (
+                    f.as_ref().map(|r| &lo[r.clone()]),
+                    c.as_ref().map(|r| &mut hi[r.start - cut..r.end - cut]),
+                )
+            };
+            if let (Some(src), Some((_, buf))) = (fetch_src, fetch) {
+                s.copy_in(src, buf)?;
+            }
+            if let (Some(dst), Some((_, buf))) = (commit_dst, commit) {
+                s.copy_out(buf, dst)?;
+            }
+            Ok(work())
+        })
+    }
+}
+
+/// A payload read from `input` and written to `output` (same length), both in L2.
+pub struct Separate<'a> {
+    /// Plaintext (or ciphertext) to read.
+    pub input: &'a [u8],
+    /// Where the result goes.
+    pub output: &'a mut [u8],
+}
+
+impl Source for Separate<'_> {
+    fn len(&self) -> usize {
+        self.input.len()
+    }
+
+    fn exchange<D: DmaRaw, T>(
+        &mut self,
+        dma: &mut Dma<D>,
+        fetch: Option<(usize, &mut [u8])>,
+        commit: Option<(usize, &[u8])>,
+        work: impl FnOnce() -> T,
+    ) -> Result<T, Error> {
+        if self.input.len() != self.output.len() {
+            return Err(Error::Length);
+        }
+        let total = self.input.len();
+        let f = fetch
+            .as_ref()
+            .map(|(at, b)| range(*at, b.len(), total))
+            .transpose()?;
+        let c = commit
+            .as_ref()
+            .map(|(at, b)| range(*at, b.len(), total))
+            .transpose()?;
+        let input: &[u8] = self.input;
+        let output: &mut [u8] = self.output;
+        dma.scope(|s| {
+            if let (Some(r), Some((_, buf))) = (f, fetch) {
+                s.copy_in(&input[r], buf)?;
+            }
+            if let (Some(r), Some((_, buf))) = (c, commit) {
+                s.copy_out(buf, &mut output[r])?;
+            }
+            Ok(work())
+        })
+    }
+}

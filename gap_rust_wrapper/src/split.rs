@@ -1,0 +1,63 @@
+//! Cutting a range of the payload into per-core pieces.
+//!
+//! Piece `i` of a range `[start, end)` starts at the first position `p >= start + i * ceil(len / n)`
+//! whose keystream position `offset + p` is a multiple of `align`, clamped to `end`. So every piece
+//! but possibly the first starts on a keystream block boundary (no core computes a block another
+//! core also needs), the pieces cover the range exactly, and with few bytes some cores get nothing.
+
+/// Boundaries `b[0] = start <= b[1] <= … <= b[n] = end` of `n` pieces; piece `i` is `b[i]..b[i+1]`.
+/// `n` is 1..=8 and `align` a power of two.
+pub fn boundaries(start: usize, end: usize, n: usize, offset: u64, align: usize) -> [usize; 9] {
+    debug_assert!((1..=8).contains(&n) && align.is_power_of_two() && start <= end);
+    let mut b = [end; 9];
+    b[0] = start;
+    let per = (end - start).div_ceil(n);
+    let mask = align as u64 - 1;
+    for (i, slot) in b.iter_mut().enumerate().take(n).skip(1) {
+        let target = start + i * per;
+        if target >= end {
+            break;
+        }
+        let ks = offset.wrapping_add(target as u64);
+        let pad = ((align as u64 - (ks & mask)) & mask) as usize;
+        *slot = target.saturating_add(pad).min(end);
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn even_split_on_blocks() {
+        let b = boundaries(0, 512, 8, 0, 64);
+        assert_eq!(&b[..9], &[0, 64, 128, 192, 256, 320, 384, 448, 512]);
+    }
+
+    #[test]
+    fn unaligned_offset_moves_cuts_to_block_starts() {
+        // offset 5: keystream block boundaries are at payload positions 59, 123, ...
+        let b = boundaries(0, 256, 2, 5, 64);
+        assert_eq!(&b[..3], &[0, 187, 256]);
+        assert_eq!((5 + 187) % 64, 0);
+    }
+
+    proptest! {
+        #[test]
+        fn pieces_cover_range_in_order(start in 0usize..10_000, len in 0usize..20_000, n in 1usize..=8, offset in any::<u64>(), align_log in 0u32..7) {
+            let align = 1usize << align_log;
+            let end = start + len;
+            let b = boundaries(start, end, n, offset, align);
+            prop_assert_eq!(b[0], start);
+            prop_assert_eq!(b[n], end);
+            for i in 0..n {
+                prop_assert!(b[i] <= b[i + 1]);
+                if i > 0 && b[i] < end {
+                    prop_assert_eq!(offset.wrapping_add(b[i] as u64) % align as u64, 0);
+                }
+            }
+        }
+    }
+}
