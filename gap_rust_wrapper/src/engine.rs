@@ -40,6 +40,11 @@ impl<'c, C: Cluster> Engine<'c, C> {
         Ok(())
     }
 
+    /// The cluster the engine runs on.
+    pub fn cluster(&self) -> &'c C {
+        self.cluster
+    }
+
     /// The configuration.
     pub fn config(&self) -> Config {
         self.cfg

@@ -21,7 +21,6 @@ use crate::dma::{Dir, Dma, DmaRaw};
 use crate::mem::{Arena, RawAlloc};
 use core::alloc::Layout;
 use core::ptr::NonNull;
-#[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
