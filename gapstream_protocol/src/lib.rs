@@ -16,6 +16,8 @@ pub mod keys;
 pub mod noise;
 pub mod replay;
 pub mod rsa_oaep;
+#[cfg(feature = "alloc")]
+pub mod session;
 pub mod suite;
 pub mod wire;
 
