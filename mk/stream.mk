@@ -1,5 +1,14 @@
 # The stream on one machine (issue 6): simulated drone, ESP32 bridge, receiver with live viewer.
-## make demo          simulated drone -> ESP32 bridge -> receiver, live viewer on localhost (Ctrl-C stops)
-## make bench-stream  fps, goodput, latency per suite and transport; writes target/bench/stream.csv
+## make demo          simulated drone -> ESP32 bridge -> receiver, live viewer on localhost (Ctrl-C stops;
+##                    options: make demo DEMO_ARGS="--duration 10 --transport udp", see gapstream demo --help)
+## make bench-stream  fps, goodput, latency per suite and transport on localhost; writes target/bench/stream.csv
 .PHONY: bench-stream
 RV32_CRATES += gapstream_drone
+DEMO_ARGS ?=
+BENCH_STREAM_ARGS ?=
+
+demo: setup
+	$(CARGO) run --locked --release --quiet -p gapstream -- demo $(DEMO_ARGS)
+
+bench-stream: setup
+	$(CARGO) run --locked --release --quiet -p gapstream -- bench $(BENCH_STREAM_ARGS)

@@ -5,7 +5,9 @@
 
 use alloc::vec::Vec;
 
-pub use gapstream_protocol::cpx::{CpxError as CodecError, Route, StreamDecoder, Target, MAX_PAYLOAD, MTU, WIRE_OVERHEAD};
+pub use gapstream_protocol::cpx::{
+    CpxError as CodecError, MAX_PAYLOAD, MTU, Route, StreamDecoder, Target, WIRE_OVERHEAD,
+};
 
 /// Why bytes are not a usable CPX message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +46,8 @@ pub fn packet_len(b: &[u8]) -> Result<Option<usize>, CpxError> {
 pub fn encode_packet(route: Route, payload: &[u8], out: &mut Vec<u8>) {
     let at = out.len();
     out.resize(at + WIRE_OVERHEAD + payload.len(), 0);
-    let n = gapstream_protocol::cpx::encode_packet(route, payload, &mut out[at..]).expect("payload fits one packet");
+    let n = gapstream_protocol::cpx::encode_packet(route, payload, &mut out[at..])
+        .expect("payload fits one packet");
     out.truncate(at + n);
 }
 
@@ -104,7 +107,12 @@ impl MessageAssembler {
     }
 
     /// Feeds bytes; calls `on_message` for each completed message and `on_error` for each error.
-    pub fn push(&mut self, mut bytes: &[u8], mut on_message: impl FnMut(WireMessage), mut on_error: impl FnMut(CpxError)) {
+    pub fn push(
+        &mut self,
+        mut bytes: &[u8],
+        mut on_message: impl FnMut(WireMessage),
+        mut on_error: impl FnMut(CpxError),
+    ) {
         while let Some(r) = self.decoder.decode(&mut bytes) {
             let p = match r {
                 Ok(p) => p,
@@ -138,7 +146,11 @@ impl MessageAssembler {
             if route.last_packet {
                 let first = self.first.take().unwrap_or(route);
                 let packets = core::mem::replace(&mut self.packets, 0);
-                on_message(WireMessage { bytes: core::mem::take(&mut self.msg), packets, first });
+                on_message(WireMessage {
+                    bytes: core::mem::take(&mut self.msg),
+                    packets,
+                    first,
+                });
             }
         }
     }
@@ -152,9 +164,18 @@ mod tests {
 
     fn msg(payload: &[u8], per: usize, function: u8) -> Vec<u8> {
         let mut out = Vec::new();
-        let chunks: Vec<&[u8]> = if payload.is_empty() { vec![&[][..]] } else { payload.chunks(per).collect() };
+        let chunks: Vec<&[u8]> = if payload.is_empty() {
+            vec![&[][..]]
+        } else {
+            payload.chunks(per).collect()
+        };
         for (i, c) in chunks.iter().enumerate() {
-            let h = Route { destination: Target::WifiHost as u8, source: Target::Gap8 as u8, last_packet: i + 1 == chunks.len(), function };
+            let h = Route {
+                destination: Target::WifiHost as u8,
+                source: Target::Gap8 as u8,
+                last_packet: i + 1 == chunks.len(),
+                function,
+            };
             encode_packet(h, c, &mut out);
         }
         out

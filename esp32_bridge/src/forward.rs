@@ -102,7 +102,12 @@ pub struct Message {
 impl Message {
     fn from_wire(w: WireMessage) -> Self {
         let droppable = is_droppable(&w);
-        Message { droppable, bytes: Arc::from(w.bytes), packets: w.packets, first: w.first }
+        Message {
+            droppable,
+            bytes: Arc::from(w.bytes),
+            packets: w.packets,
+            first: w.first,
+        }
     }
 }
 
@@ -113,7 +118,10 @@ impl Message {
 fn is_droppable(w: &WireMessage) -> bool {
     let payload = w.bytes.get(cpx::WIRE_OVERHEAD..).unwrap_or(&[]);
     let gs = gapstream_protocol::wire::MAGIC;
-    if w.first.function == gapstream_protocol::cpx::GAPSTREAM_FUNCTION as u8 && payload.len() >= 4 && payload[..2] == gs {
+    if w.first.function == gapstream_protocol::cpx::GAPSTREAM_FUNCTION as u8
+        && payload.len() >= 4
+        && payload[..2] == gs
+    {
         return payload[3] == gapstream_protocol::wire::MsgType::Frame as u8;
     }
     w.first.function == gapstream_protocol::cpx::Function::App as u8 || w.packets > 1
@@ -240,7 +248,10 @@ impl Bridge {
     }
 
     fn client_mut(&mut self, id: ClientId) -> Result<&mut Client, BridgeError> {
-        self.clients.iter_mut().find(|c| c.id == id).ok_or(BridgeError::UnknownClient(id))
+        self.clients
+            .iter_mut()
+            .find(|c| c.id == id)
+            .ok_or(BridgeError::UnknownClient(id))
     }
 
     pub fn add_client(&mut self, transport: Transport) -> Result<ClientId, BridgeError> {
@@ -283,7 +294,8 @@ impl Bridge {
         self.stats.spi_bytes_in += bytes.len() as u64;
         let mut done = Vec::new();
         let mut errors = 0u64;
-        self.spi_rx.push(bytes, |m| done.push(Message::from_wire(m)), |_| errors += 1);
+        self.spi_rx
+            .push(bytes, |m| done.push(Message::from_wire(m)), |_| errors += 1);
         self.stats.spi_malformed += errors;
         let (cap, reserve) = (self.cfg.client_queue_bytes, self.cfg.control_reserve_bytes);
         for m in &done {
@@ -337,9 +349,13 @@ impl Bridge {
         let c = self.client_mut(id)?;
         let mut done = Vec::new();
         let mut first_err = None;
-        c.rx.push(bytes, |m| done.push(Message::from_wire(m)), |e| {
-            first_err.get_or_insert(e);
-        });
+        c.rx.push(
+            bytes,
+            |m| done.push(Message::from_wire(m)),
+            |e| {
+                first_err.get_or_insert(e);
+            },
+        );
         if first_err.is_some() {
             c.stats.malformed += 1;
         }
@@ -385,7 +401,9 @@ impl Bridge {
     /// The driver wrote `n` bytes (TCP) or one datagram of `n` bytes (UDP) to the client.
     pub fn client_sent(&mut self, id: ClientId, n: usize) {
         let Ok(c) = self.client_mut(id) else { return };
-        let Some(len) = c.queue.front().map(|m| m.bytes.len()) else { return };
+        let Some(len) = c.queue.front().map(|m| m.bytes.len()) else {
+            return;
+        };
         c.head_progress = (c.head_progress + n).min(len);
         c.stats.bytes_sent += n as u64;
         if c.head_progress == len {
@@ -409,7 +427,9 @@ impl Bridge {
 
     /// The driver wrote `n` bytes towards the GAP8.
     pub fn spi_sent(&mut self, n: usize) {
-        let Some(len) = self.to_spi.front().map(|m| m.bytes.len()) else { return };
+        let Some(len) = self.to_spi.front().map(|m| m.bytes.len()) else {
+            return;
+        };
         self.spi_head_progress = (self.spi_head_progress + n).min(len);
         if self.spi_head_progress == len {
             self.to_spi.pop_front();
@@ -422,16 +442,25 @@ impl Bridge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpx::{encode_packet, Target};
+    use crate::cpx::{Target, encode_packet};
     use alloc::vec;
     use proptest::prelude::*;
 
     fn message(tag: u8, len: usize, src: Target, dst: Target) -> Vec<u8> {
         let payload: Vec<u8> = (0..len).map(|i| tag ^ i as u8).collect();
-        let chunks: Vec<&[u8]> = if len == 0 { vec![&[][..]] } else { payload.chunks(1020).collect() };
+        let chunks: Vec<&[u8]> = if len == 0 {
+            vec![&[][..]]
+        } else {
+            payload.chunks(1020).collect()
+        };
         let mut out = Vec::new();
         for (i, c) in chunks.iter().enumerate() {
-            let h = Route { destination: dst as u8, source: src as u8, last_packet: i + 1 == chunks.len(), function: 0x0E };
+            let h = Route {
+                destination: dst as u8,
+                source: src as u8,
+                last_packet: i + 1 == chunks.len(),
+                function: 0x0E,
+            };
             encode_packet(h, c, &mut out);
         }
         out
@@ -487,15 +516,36 @@ mod tests {
         for (k, m) in msgs[1..].iter().enumerate() {
             assert_eq!(*m, frame((20 - cap_frames + 2 + k) as u8));
         }
-        assert_eq!(b.client_stats(slow).unwrap().frames_dropped, 20 - (cap_frames as u64 - 1));
+        assert_eq!(
+            b.client_stats(slow).unwrap().frames_dropped,
+            20 - (cap_frames as u64 - 1)
+        );
     }
 
     #[test]
     fn frames_and_control_are_told_apart_without_a_key() {
         let mk = |function: u8, payload: &[u8], packets: u32| {
             let mut bytes = Vec::new();
-            encode_packet(Route { destination: 3, source: 4, last_packet: true, function }, payload, &mut bytes);
-            WireMessage { bytes, packets, first: Route { destination: 3, source: 4, last_packet: true, function } }
+            encode_packet(
+                Route {
+                    destination: 3,
+                    source: 4,
+                    last_packet: true,
+                    function,
+                },
+                payload,
+                &mut bytes,
+            );
+            WireMessage {
+                bytes,
+                packets,
+                first: Route {
+                    destination: 3,
+                    source: 4,
+                    last_packet: true,
+                    function,
+                },
+            }
         };
         assert!(is_droppable(&mk(0x0E, &[0x47, 0x53, 1, 0x10, 0, 0], 1)));
         assert!(!is_droppable(&mk(0x0E, &[0x47, 0x53, 1, 0x01, 0, 0], 3)));
@@ -520,7 +570,10 @@ mod tests {
 
     #[test]
     fn listener_leaving_does_not_disturb_others_and_leader_moves_on() {
-        let mut b = Bridge::new(Config { upstream: UpstreamPolicy::LeaderOnly, ..Config::default() });
+        let mut b = Bridge::new(Config {
+            upstream: UpstreamPolicy::LeaderOnly,
+            ..Config::default()
+        });
         let leader = b.add_client(Transport::Tcp).unwrap();
         let l1 = b.add_client(Transport::Udp).unwrap();
         let l2 = b.add_client(Transport::Tcp).unwrap();
@@ -566,7 +619,10 @@ mod tests {
         assert_eq!(got, f);
         assert_eq!(n, f.len().div_ceil(1024));
         // A datagram that is not one packet is refused and counted, the next good one passes.
-        assert_eq!(b.client_datagram(u, &[5, 0, 0]), Err(BridgeError::Cpx(CpxError::BadDatagram)));
+        assert_eq!(
+            b.client_datagram(u, &[5, 0, 0]),
+            Err(BridgeError::Cpx(CpxError::BadDatagram))
+        );
         let up = message(3, 10, Target::WifiHost, Target::Gap8);
         assert_eq!(b.client_datagram(u, &up), Ok(1));
         assert_eq!(b.client_datagram(u, &[]), Ok(0));
@@ -631,10 +687,19 @@ mod tests {
             rest = &rest[n..];
         }
         assert_eq!(drain(&mut b, c, 1 << 20), f);
-        assert_eq!(b.client_received(99, &[]), Err(BridgeError::UnknownClient(99)));
-        let mut b2 = Bridge::new(Config { max_clients: 1, ..Config::default() });
+        assert_eq!(
+            b.client_received(99, &[]),
+            Err(BridgeError::UnknownClient(99))
+        );
+        let mut b2 = Bridge::new(Config {
+            max_clients: 1,
+            ..Config::default()
+        });
         b2.add_client(Transport::Tcp).unwrap();
-        assert_eq!(b2.add_client(Transport::Tcp), Err(BridgeError::TooManyClients));
+        assert_eq!(
+            b2.add_client(Transport::Tcp),
+            Err(BridgeError::TooManyClients)
+        );
     }
 
     proptest! {

@@ -62,7 +62,12 @@ impl Shared {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
     fn wake_clients(&self) {
-        for n in self.wakers.lock().unwrap_or_else(|e| e.into_inner()).values() {
+        for n in self
+            .wakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
             n.notify_one();
         }
         self.udp_notify.notify_one();
@@ -73,7 +78,10 @@ impl Shared {
         }
     }
     fn drop_client(&self, id: ClientId) {
-        self.wakers.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.wakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
         if let Some(st) = self.core().remove_client(id) {
             self.log(format_args!(
                 "client {id} left (sent {} messages, dropped {} frames for it)",
@@ -131,7 +139,13 @@ impl HostBridge {
             runtime.spawn(udp_writer(u, shared.clone()));
             runtime.spawn(udp_expiry(shared.clone(), cfg.udp_client_timeout));
         }
-        Ok(HostBridge { runtime: Some(runtime), shared, spi_addr, tcp_addr, udp_addr })
+        Ok(HostBridge {
+            runtime: Some(runtime),
+            shared,
+            spi_addr,
+            tcp_addr,
+            udp_addr,
+        })
     }
 
     /// Runs `f` on the core (for statistics).
@@ -160,7 +174,9 @@ impl Drop for HostBridge {
 async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
     let mut current: Option<tokio::task::JoinHandle<()>> = None;
     loop {
-        let Ok((sock, peer)) = listener.accept().await else { continue };
+        let Ok((sock, peer)) = listener.accept().await else {
+            continue;
+        };
         if let Some(old) = current.take() {
             old.abort();
         }
@@ -203,7 +219,9 @@ async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
 
 async fn tcp_side(listener: TcpListener, shared: Arc<Shared>, write_timeout: Duration) {
     loop {
-        let Ok((sock, peer)) = listener.accept().await else { continue };
+        let Ok((sock, peer)) = listener.accept().await else {
+            continue;
+        };
         let id = match shared.core().add_client(Transport::Tcp) {
             Ok(id) => id,
             Err(e) => {
@@ -213,25 +231,40 @@ async fn tcp_side(listener: TcpListener, shared: Arc<Shared>, write_timeout: Dur
         };
         let _ = sock.set_nodelay(true);
         let waker = Arc::new(Notify::new());
-        shared.wakers.lock().unwrap_or_else(|e| e.into_inner()).insert(id, waker.clone());
+        shared
+            .wakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, waker.clone());
         let leader = shared.core().leader() == Some(id);
-        shared.log(format_args!("client {id} connected over TCP from {peer}{}", if leader { " (leader)" } else { "" }));
+        shared.log(format_args!(
+            "client {id} connected over TCP from {peer}{}",
+            if leader { " (leader)" } else { "" }
+        ));
         tokio::spawn(tcp_client(sock, id, waker, shared.clone(), write_timeout));
     }
 }
 
-async fn tcp_client(sock: TcpStream, id: ClientId, waker: Arc<Notify>, shared: Arc<Shared>, write_timeout: Duration) {
+async fn tcp_client(
+    sock: TcpStream,
+    id: ClientId,
+    waker: Arc<Notify>,
+    shared: Arc<Shared>,
+    write_timeout: Duration,
+) {
     let (mut rd, mut wr) = sock.into_split();
     let sh = shared.clone();
     let mut writer = tokio::spawn(async move {
         loop {
             let work = sh.core().next_for_client(id);
             match work {
-                Some((bytes, r)) => match tokio::time::timeout(write_timeout, wr.write(&bytes[r])).await {
-                    Ok(Ok(n)) if n > 0 => sh.core().client_sent(id, n),
-                    Ok(_) => return "connection closed",
-                    Err(_) => return "too slow (write timed out)",
-                },
+                Some((bytes, r)) => {
+                    match tokio::time::timeout(write_timeout, wr.write(&bytes[r])).await {
+                        Ok(Ok(n)) if n > 0 => sh.core().client_sent(id, n),
+                        Ok(_) => return "connection closed",
+                        Err(_) => return "too slow (write timed out)",
+                    }
+                }
                 None => waker.notified().await,
             }
         }
@@ -262,8 +295,15 @@ async fn tcp_client(sock: TcpStream, id: ClientId, waker: Arc<Notify>, shared: A
 async fn udp_reader(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
     let mut buf = vec![0u8; 2048];
     loop {
-        let Ok((n, peer)) = sock.recv_from(&mut buf).await else { continue };
-        let known = shared.udp_peers.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).map(|p| p.0);
+        let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
+            continue;
+        };
+        let known = shared
+            .udp_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&peer)
+            .map(|p| p.0);
         let id = match known {
             Some(id) => id,
             None => {
@@ -275,7 +315,11 @@ async fn udp_reader(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
                 id
             }
         };
-        shared.udp_peers.lock().unwrap_or_else(|e| e.into_inner()).insert(peer, (id, Instant::now()));
+        shared
+            .udp_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(peer, (id, Instant::now()));
         let res = shared.core().client_datagram(id, &buf[..n]);
         match res {
             Ok(k) if k > 0 => shared.spi_notify.notify_one(),
@@ -287,8 +331,13 @@ async fn udp_reader(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
 
 async fn udp_writer(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
     loop {
-        let peers: Vec<(SocketAddr, ClientId)> =
-            shared.udp_peers.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(a, (id, _))| (*a, *id)).collect();
+        let peers: Vec<(SocketAddr, ClientId)> = shared
+            .udp_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(a, (id, _))| (*a, *id))
+            .collect();
         let mut sent_any = false;
         for (addr, id) in peers {
             // A few datagrams per client per round, so one client cannot starve the others.
@@ -320,7 +369,11 @@ async fn udp_expiry(shared: Arc<Shared>, timeout: Duration) {
             .map(|(a, (id, _))| (*a, *id))
             .collect();
         for (addr, id) in stale {
-            shared.udp_peers.lock().unwrap_or_else(|e| e.into_inner()).remove(&addr);
+            shared
+                .udp_peers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&addr);
             shared.log(format_args!("client {id} (UDP {addr}) timed out"));
             shared.drop_client(id);
         }
@@ -330,7 +383,7 @@ async fn udp_expiry(shared: Arc<Shared>, timeout: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpx::{encode_packet, MessageAssembler, Route, Target};
+    use crate::cpx::{MessageAssembler, Route, Target, encode_packet};
     use std::io::{Read, Write};
     use std::net::{TcpStream as StdTcp, UdpSocket as StdUdp};
 
@@ -339,7 +392,12 @@ mod tests {
         let chunks: Vec<&[u8]> = payload.chunks(1020).collect();
         let mut out = Vec::new();
         for (i, c) in chunks.iter().enumerate() {
-            let h = Route { destination: dst as u8, source: src as u8, last_packet: i + 1 == chunks.len(), function: 0x0E };
+            let h = Route {
+                destination: dst as u8,
+                source: src as u8,
+                last_packet: i + 1 == chunks.len(),
+                function: 0x0E,
+            };
             encode_packet(h, c, &mut out);
         }
         out
@@ -347,7 +405,12 @@ mod tests {
 
     fn local() -> HostConfig {
         let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        HostConfig { spi_listen: any, tcp_listen: any, udp_listen: Some(any), ..HostConfig::default() }
+        HostConfig {
+            spi_listen: any,
+            tcp_listen: any,
+            udp_listen: Some(any),
+            ..HostConfig::default()
+        }
     }
 
     fn read_messages(s: &mut StdTcp, n: usize) -> Vec<Vec<u8>> {
@@ -377,7 +440,9 @@ mod tests {
             assert!(t0.elapsed() < Duration::from_secs(5));
             std::thread::sleep(Duration::from_millis(5));
         }
-        let frames: Vec<Vec<u8>> = (0..3).map(|t| message(t, 20_000, Target::Gap8, Target::WifiHost)).collect();
+        let frames: Vec<Vec<u8>> = (0..3)
+            .map(|t| message(t, 20_000, Target::Gap8, Target::WifiHost))
+            .collect();
         for f in &frames {
             gap8.write_all(f).unwrap();
         }
@@ -407,7 +472,9 @@ mod tests {
         b.stop();
         // Stopped: connections are closed.
         let mut one = [0u8; 1];
-        leader.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        leader
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
         assert!(matches!(leader.read(&mut one), Ok(0) | Err(_)));
     }
 

@@ -12,7 +12,7 @@
 #![cfg_attr(not(feature = "host"), no_std)]
 extern crate alloc;
 
+pub mod cpx;
 pub mod forward;
 #[cfg(feature = "host")]
 pub mod host;
-pub mod cpx;

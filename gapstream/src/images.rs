@@ -11,15 +11,29 @@ use gapstream_drone::testpattern::{self, Stamp};
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: not a PGM or PNG image ({why})")]
     Format { path: PathBuf, why: String },
     #[error("{path}: image is {w}x{h} but the stream is {sw}x{sh}")]
-    SizeMismatch { path: PathBuf, w: usize, h: usize, sw: usize, sh: usize },
+    SizeMismatch {
+        path: PathBuf,
+        w: usize,
+        h: usize,
+        sw: usize,
+        sh: usize,
+    },
     #[error("{path}: no .pgm or .png images in this folder")]
     EmptyFolder { path: PathBuf },
     #[error("{path}: raw file of {len} bytes holds no whole {w}x{h} frame")]
-    RawTooShort { path: PathBuf, len: u64, w: usize, h: usize },
+    RawTooShort {
+        path: PathBuf,
+        len: u64,
+        w: usize,
+        h: usize,
+    },
     #[error("PNG encoding failed: {0}")]
     Encode(String),
 }
@@ -66,11 +80,16 @@ pub fn parse_pgm(bytes: &[u8]) -> Result<Grey, String> {
     if maxval == 0 || maxval > 255 {
         return Err(format!("maxval {maxval} not supported (8-bit only)"));
     }
-    let n = width.checked_mul(height).filter(|&n| n > 0 && n <= 1 << 26).ok_or("bad size")?;
+    let n = width
+        .checked_mul(height)
+        .filter(|&n| n > 0 && n <= 1 << 26)
+        .ok_or("bad size")?;
     let scale = |v: usize| ((v * 255 + maxval / 2) / maxval) as u8;
     let pixels = match magic.as_str() {
         "P5" => {
-            let data = bytes.get(pos + 1..pos + 1 + n).ok_or("truncated pixel data")?;
+            let data = bytes
+                .get(pos + 1..pos + 1 + n)
+                .ok_or("truncated pixel data")?;
             data.iter().map(|&v| scale(v as usize)).collect()
         }
         "P2" => {
@@ -83,7 +102,11 @@ pub fn parse_pgm(bytes: &[u8]) -> Result<Grey, String> {
         }
         m => return Err(format!("magic {m:?} is not P5 or P2")),
     };
-    Ok(Grey { width, height, pixels })
+    Ok(Grey {
+        width,
+        height,
+        pixels,
+    })
 }
 
 /// Binary PGM (P5).
@@ -119,27 +142,53 @@ pub fn parse_png(bytes: &[u8]) -> Result<Grey, String> {
     if pixels.len() != w * h {
         return Err("unexpected PNG row layout".into());
     }
-    Ok(Grey { width: w, height: h, pixels })
+    Ok(Grey {
+        width: w,
+        height: h,
+        pixels,
+    })
 }
 
 /// Encodes grey (1 channel) or RGB (3 channels) pixels as PNG with fast compression.
-pub fn encode_png(width: usize, height: usize, channels: usize, pixels: &[u8]) -> Result<Vec<u8>, ImageError> {
+pub fn encode_png(
+    width: usize,
+    height: usize,
+    channels: usize,
+    pixels: &[u8],
+) -> Result<Vec<u8>, ImageError> {
     let mut out = Vec::with_capacity(pixels.len() / 2 + 1024);
     let mut enc = png::Encoder::new(&mut out, width as u32, height as u32);
-    enc.set_color(if channels == 3 { png::ColorType::Rgb } else { png::ColorType::Grayscale });
+    enc.set_color(if channels == 3 {
+        png::ColorType::Rgb
+    } else {
+        png::ColorType::Grayscale
+    });
     enc.set_depth(png::BitDepth::Eight);
     enc.set_compression(png::Compression::Fast);
-    let mut w = enc.write_header().map_err(|e| ImageError::Encode(e.to_string()))?;
-    w.write_image_data(pixels).map_err(|e| ImageError::Encode(e.to_string()))?;
+    let mut w = enc
+        .write_header()
+        .map_err(|e| ImageError::Encode(e.to_string()))?;
+    w.write_image_data(pixels)
+        .map_err(|e| ImageError::Encode(e.to_string()))?;
     w.finish().map_err(|e| ImageError::Encode(e.to_string()))?;
     Ok(out)
 }
 
 /// Reads a PGM or PNG file (chosen by content).
 pub fn load_image(path: &Path) -> Result<Grey, ImageError> {
-    let bytes = fs::read(path).map_err(|source| ImageError::Io { path: path.into(), source })?;
-    let r = if bytes.starts_with(b"\x89PNG") { parse_png(&bytes) } else { parse_pgm(&bytes) };
-    r.map_err(|why| ImageError::Format { path: path.into(), why })
+    let bytes = fs::read(path).map_err(|source| ImageError::Io {
+        path: path.into(),
+        source,
+    })?;
+    let r = if bytes.starts_with(b"\x89PNG") {
+        parse_png(&bytes)
+    } else {
+        parse_pgm(&bytes)
+    };
+    r.map_err(|why| ImageError::Format {
+        path: path.into(),
+        why,
+    })
 }
 
 /// Bilinear demosaicing of an RGGB Bayer mosaic into RGB (3 bytes per pixel).
@@ -153,15 +202,16 @@ pub fn demosaic_rggb(raw: &[u8], width: usize, height: usize) -> Vec<u8> {
     for y in 0..height as isize {
         for x in 0..width as isize {
             let cross = (at(x - 1, y) + at(x + 1, y) + at(x, y - 1) + at(x, y + 1)) / 4;
-            let diag = (at(x - 1, y - 1) + at(x + 1, y - 1) + at(x - 1, y + 1) + at(x + 1, y + 1)) / 4;
+            let diag =
+                (at(x - 1, y - 1) + at(x + 1, y - 1) + at(x - 1, y + 1) + at(x + 1, y + 1)) / 4;
             let horiz = (at(x - 1, y) + at(x + 1, y)) / 2;
             let vert = (at(x, y - 1) + at(x, y + 1)) / 2;
             let c = at(x, y);
             let (r, g, b) = match (y & 1, x & 1) {
-                (0, 0) => (c, cross, diag),  // red site
-                (1, 1) => (diag, cross, c),  // blue site
-                (0, _) => (horiz, c, vert),  // green on a red row
-                _ => (vert, c, horiz),       // green on a blue row
+                (0, 0) => (c, cross, diag), // red site
+                (1, 1) => (diag, cross, c), // blue site
+                (0, _) => (horiz, c, vert), // green on a red row
+                _ => (vert, c, horiz),      // green on a blue row
             };
             let i = (y as usize * width + x as usize) * 3;
             out[i] = r as u8;
@@ -177,11 +227,19 @@ pub fn demosaic_rggb(raw: &[u8], width: usize, height: usize) -> Vec<u8> {
 pub enum SourceSpec {
     /// The moving test pattern with frame number and capture time burned in (optionally as an RGGB
     /// Bayer mosaic, like the colour HM01B0).
-    Synthetic { width: usize, height: usize, bayer: bool },
+    Synthetic {
+        width: usize,
+        height: usize,
+        bayer: bool,
+    },
     /// Every `.pgm` / `.png` in a folder, in name order, looped.
     Folder(PathBuf),
     /// A file of concatenated `width * height` 8-bit frames, looped.
-    Raw { path: PathBuf, width: usize, height: usize },
+    Raw {
+        path: PathBuf,
+        width: usize,
+        height: usize,
+    },
 }
 
 /// A loaded frame source.
@@ -199,34 +257,63 @@ enum Kind {
 impl FrameSource {
     pub fn open(spec: &SourceSpec) -> Result<Self, ImageError> {
         match spec {
-            SourceSpec::Synthetic { width, height, bayer } => {
-                Ok(FrameSource { width: *width, height: *height, kind: Kind::Synthetic { bayer: *bayer } })
-            }
+            SourceSpec::Synthetic {
+                width,
+                height,
+                bayer,
+            } => Ok(FrameSource {
+                width: *width,
+                height: *height,
+                kind: Kind::Synthetic { bayer: *bayer },
+            }),
             SourceSpec::Folder(dir) => {
-                let rd = fs::read_dir(dir).map_err(|source| ImageError::Io { path: dir.clone(), source })?;
+                let rd = fs::read_dir(dir).map_err(|source| ImageError::Io {
+                    path: dir.clone(),
+                    source,
+                })?;
                 let mut files: Vec<PathBuf> = rd
                     .filter_map(|e| e.ok().map(|e| e.path()))
                     .filter(|p| {
-                        p.extension()
-                            .is_some_and(|e| e.eq_ignore_ascii_case("pgm") || e.eq_ignore_ascii_case("png"))
+                        p.extension().is_some_and(|e| {
+                            e.eq_ignore_ascii_case("pgm") || e.eq_ignore_ascii_case("png")
+                        })
                     })
                     .collect();
                 files.sort();
-                let first = files.first().ok_or_else(|| ImageError::EmptyFolder { path: dir.clone() })?;
+                let first = files
+                    .first()
+                    .ok_or_else(|| ImageError::EmptyFolder { path: dir.clone() })?;
                 let g0 = load_image(first)?;
                 let (w, h) = (g0.width, g0.height);
                 let mut frames = vec![g0.pixels];
                 for f in &files[1..] {
                     let g = load_image(f)?;
                     if (g.width, g.height) != (w, h) {
-                        return Err(ImageError::SizeMismatch { path: f.clone(), w: g.width, h: g.height, sw: w, sh: h });
+                        return Err(ImageError::SizeMismatch {
+                            path: f.clone(),
+                            w: g.width,
+                            h: g.height,
+                            sw: w,
+                            sh: h,
+                        });
                     }
                     frames.push(g.pixels);
                 }
-                Ok(FrameSource { width: w, height: h, kind: Kind::Frames(frames) })
+                Ok(FrameSource {
+                    width: w,
+                    height: h,
+                    kind: Kind::Frames(frames),
+                })
             }
-            SourceSpec::Raw { path, width, height } => {
-                let bytes = fs::read(path).map_err(|source| ImageError::Io { path: path.clone(), source })?;
+            SourceSpec::Raw {
+                path,
+                width,
+                height,
+            } => {
+                let bytes = fs::read(path).map_err(|source| ImageError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
                 let n = width * height;
                 if n == 0 || bytes.len() < n {
                     return Err(ImageError::RawTooShort {
@@ -237,7 +324,11 @@ impl FrameSource {
                     });
                 }
                 let frames = bytes.chunks_exact(n).map(<[u8]>::to_vec).collect();
-                Ok(FrameSource { width: *width, height: *height, kind: Kind::Frames(frames) })
+                Ok(FrameSource {
+                    width: *width,
+                    height: *height,
+                    kind: Kind::Frames(frames),
+                })
             }
         }
     }
@@ -264,13 +355,19 @@ impl FrameSource {
     pub fn fill(&self, index: u64, capture_ns: u64, out: &mut [u8]) -> Result<(), ImageError> {
         match &self.kind {
             Kind::Synthetic { bayer } => {
-                let stamp = Stamp { frame: index as u32, capture_ns };
+                let stamp = Stamp {
+                    frame: index as u32,
+                    capture_ns,
+                };
                 let r = if *bayer {
                     testpattern::render_bayer(out, self.width, self.height, stamp)
                 } else {
                     testpattern::render(out, self.width, self.height, stamp)
                 };
-                r.map_err(|e| ImageError::Format { path: "<synthetic>".into(), why: e.to_string() })
+                r.map_err(|e| ImageError::Format {
+                    path: "<synthetic>".into(),
+                    why: e.to_string(),
+                })
             }
             Kind::Frames(frames) => {
                 let f = &frames[(index % frames.len() as u64) as usize];
@@ -289,14 +386,33 @@ mod tests {
     #[test]
     fn pgm_ascii_with_comments_and_maxval() {
         let g = parse_pgm(b"P2\n# comment\n3 1\n# another\n15\n0 15 7\n").unwrap();
-        assert_eq!(g, Grey { width: 3, height: 1, pixels: vec![0, 255, 119] });
+        assert_eq!(
+            g,
+            Grey {
+                width: 3,
+                height: 1,
+                pixels: vec![0, 255, 119]
+            }
+        );
     }
 
     #[test]
     fn pgm_errors_are_clear() {
-        assert!(parse_pgm(b"P6\n1 1\n255\n\0\0\0").unwrap_err().contains("P6"));
-        assert!(parse_pgm(b"P5\n4 4\n255\n\0").unwrap_err().contains("truncated"));
-        assert!(parse_pgm(b"P5\n4 4\n65535\n").unwrap_err().contains("8-bit"));
+        assert!(
+            parse_pgm(b"P6\n1 1\n255\n\0\0\0")
+                .unwrap_err()
+                .contains("P6")
+        );
+        assert!(
+            parse_pgm(b"P5\n4 4\n255\n\0")
+                .unwrap_err()
+                .contains("truncated")
+        );
+        assert!(
+            parse_pgm(b"P5\n4 4\n65535\n")
+                .unwrap_err()
+                .contains("8-bit")
+        );
         assert!(parse_pgm(b"").is_err());
     }
 
@@ -311,20 +427,45 @@ mod tests {
     #[test]
     fn folder_source_loops_in_name_order_and_checks_sizes() {
         let d = tempfile::tempdir().unwrap();
-        let a = Grey { width: 2, height: 2, pixels: vec![1, 2, 3, 4] };
-        let b = Grey { width: 2, height: 2, pixels: vec![5, 6, 7, 8] };
-        fs::write(d.path().join("b.png"), encode_png(2, 2, 1, &b.pixels).unwrap()).unwrap();
+        let a = Grey {
+            width: 2,
+            height: 2,
+            pixels: vec![1, 2, 3, 4],
+        };
+        let b = Grey {
+            width: 2,
+            height: 2,
+            pixels: vec![5, 6, 7, 8],
+        };
+        fs::write(
+            d.path().join("b.png"),
+            encode_png(2, 2, 1, &b.pixels).unwrap(),
+        )
+        .unwrap();
         fs::write(d.path().join("a.pgm"), encode_pgm(&a)).unwrap();
         fs::write(d.path().join("notes.txt"), "ignored").unwrap();
         let src = FrameSource::open(&SourceSpec::Folder(d.path().into())).unwrap();
-        assert_eq!((src.width(), src.height(), src.distinct_frames()), (2, 2, Some(2)));
+        assert_eq!(
+            (src.width(), src.height(), src.distinct_frames()),
+            (2, 2, Some(2))
+        );
         let mut out = [0u8; 4];
         src.fill(0, 0, &mut out).unwrap();
         assert_eq!(out, [1, 2, 3, 4]);
         src.fill(3, 0, &mut out).unwrap();
         assert_eq!(out, [5, 6, 7, 8]);
-        fs::write(d.path().join("c.pgm"), encode_pgm(&Grey { width: 1, height: 1, pixels: vec![0] })).unwrap();
-        let e = FrameSource::open(&SourceSpec::Folder(d.path().into())).err().unwrap();
+        fs::write(
+            d.path().join("c.pgm"),
+            encode_pgm(&Grey {
+                width: 1,
+                height: 1,
+                pixels: vec![0],
+            }),
+        )
+        .unwrap();
+        let e = FrameSource::open(&SourceSpec::Folder(d.path().into()))
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("1x1 but the stream is 2x2"), "{e}");
         let empty = tempfile::tempdir().unwrap();
         assert!(matches!(
@@ -338,23 +479,49 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("f.raw");
         fs::write(&p, [1u8, 2, 3, 4, 5, 6, 7]).unwrap();
-        let src = FrameSource::open(&SourceSpec::Raw { path: p.clone(), width: 3, height: 1 }).unwrap();
+        let src = FrameSource::open(&SourceSpec::Raw {
+            path: p.clone(),
+            width: 3,
+            height: 1,
+        })
+        .unwrap();
         assert_eq!(src.distinct_frames(), Some(2));
         let mut out = [0u8; 3];
         src.fill(1, 0, &mut out).unwrap();
         assert_eq!(out, [4, 5, 6]);
-        assert!(FrameSource::open(&SourceSpec::Raw { path: p, width: 8, height: 1 }).is_err());
+        assert!(
+            FrameSource::open(&SourceSpec::Raw {
+                path: p,
+                width: 8,
+                height: 1
+            })
+            .is_err()
+        );
     }
 
     #[test]
     fn synthetic_bayer_demosaics_to_colour_and_keeps_the_stamp() {
-        let src = FrameSource::open(&SourceSpec::Synthetic { width: 324, height: 244, bayer: true }).unwrap();
+        let src = FrameSource::open(&SourceSpec::Synthetic {
+            width: 324,
+            height: 244,
+            bayer: true,
+        })
+        .unwrap();
         let mut raw = vec![0u8; 324 * 244];
         src.fill(9, 42, &mut raw).unwrap();
-        assert_eq!(testpattern::decode(&raw, 324, 244), Some(Stamp { frame: 9, capture_ns: 42 }));
+        assert_eq!(
+            testpattern::decode(&raw, 324, 244),
+            Some(Stamp {
+                frame: 9,
+                capture_ns: 42
+            })
+        );
         let rgb = demosaic_rggb(&raw, 324, 244);
         // Somewhere in the scene (below the stamp) the channels must differ: it is colour.
-        let coloured = rgb[60 * 324 * 3..].chunks(3).filter(|p| p[0].abs_diff(p[1]) > 40 || p[1].abs_diff(p[2]) > 40).count();
+        let coloured = rgb[60 * 324 * 3..]
+            .chunks(3)
+            .filter(|p| p[0].abs_diff(p[1]) > 40 || p[1].abs_diff(p[2]) > 40)
+            .count();
         assert!(coloured > 1000, "{coloured}");
     }
 

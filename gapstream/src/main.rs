@@ -4,8 +4,8 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -15,7 +15,11 @@ use gapstream::receiver::Transport;
 use gapstream::run::{self, StreamSettings};
 
 #[derive(Parser)]
-#[command(name = "gapstream", version, about = "Authenticated, encrypted camera streaming for GAP8 nano-drones: receiver, viewer, metrics and the host simulation")]
+#[command(
+    name = "gapstream",
+    version,
+    about = "Authenticated, encrypted camera streaming for GAP8 nano-drones: receiver, viewer, metrics and the host simulation"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -140,21 +144,37 @@ fn resolve(s: &str) -> Result<SocketAddr, String> {
 
 fn source_spec(s: &str, bayer: bool) -> Result<SourceSpec, String> {
     if s == "synthetic" {
-        return Ok(SourceSpec::Synthetic { width: 324, height: 244, bayer });
+        return Ok(SourceSpec::Synthetic {
+            width: 324,
+            height: 244,
+            bayer,
+        });
     }
     if let Some(rest) = s.strip_prefix("raw:") {
-        let (file, dims) = rest.rsplit_once(':').ok_or("raw source is raw:FILE:WIDTHxHEIGHT")?;
-        let (w, h) = dims.split_once('x').ok_or("raw source is raw:FILE:WIDTHxHEIGHT")?;
+        let (file, dims) = rest
+            .rsplit_once(':')
+            .ok_or("raw source is raw:FILE:WIDTHxHEIGHT")?;
+        let (w, h) = dims
+            .split_once('x')
+            .ok_or("raw source is raw:FILE:WIDTHxHEIGHT")?;
         let w = w.parse().map_err(|_| format!("bad width {w:?}"))?;
         let h = h.parse().map_err(|_| format!("bad height {h:?}"))?;
-        return Ok(SourceSpec::Raw { path: file.into(), width: w, height: h });
+        return Ok(SourceSpec::Raw {
+            path: file.into(),
+            width: w,
+            height: h,
+        });
     }
     Ok(SourceSpec::Folder(s.into()))
 }
 
 fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
     Ok(StreamSettings {
-        transport: if stream.transport == "udp" { Transport::Udp } else { Transport::Tcp },
+        transport: if stream.transport == "udp" {
+            Transport::Udp
+        } else {
+            Transport::Tcp
+        },
         duration: stream.duration.map(Duration::from_secs_f64),
         metrics: stream.metrics.clone(),
         viewer: (stream.viewer != "none").then(|| stream.viewer.clone()),
@@ -166,7 +186,12 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
 /// Ctrl-C / SIGTERM set the flag.
 fn stop_on_signal(stop: Arc<AtomicBool>) {
     std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
         rt.block_on(async {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             tokio::select! {
@@ -189,7 +214,11 @@ fn main() -> ExitCode {
             let node = run::NodeSettings {
                 source: source_spec(&a.source.source, a.stream.bayer)?,
                 fps: a.source.fps,
-                packet_payload: a.source.packet_size.parse().map_err(|_| "bad packet size")?,
+                packet_payload: a
+                    .source
+                    .packet_size
+                    .parse()
+                    .map_err(|_| "bad packet size")?,
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
             };
             run::demo(node, s, stop).map_err(|e| e.to_string())
@@ -205,7 +234,10 @@ fn main() -> ExitCode {
         })(),
         Cmd::Report { csv, out } => (|| {
             let out = out.unwrap_or_else(|| {
-                let stem = csv.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let stem = csv
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 csv.with_file_name(format!("{stem}_plots"))
             });
             let w = gapstream::report::report(&csv, &out).map_err(|e| e.to_string())?;
@@ -219,12 +251,23 @@ fn main() -> ExitCode {
             let node = run::NodeSettings {
                 source: source_spec(&a.source.source, false)?,
                 fps: a.source.fps,
-                packet_payload: a.source.packet_size.parse().map_err(|_| "bad packet size")?,
+                packet_payload: a
+                    .source
+                    .packet_size
+                    .parse()
+                    .map_err(|_| "bad packet size")?,
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
             };
-            run::node_only(resolve(&a.bridge)?, node, a.duration.map(Duration::from_secs_f64), stop).map_err(|e| e.to_string())
+            run::node_only(
+                resolve(&a.bridge)?,
+                node,
+                a.duration.map(Duration::from_secs_f64),
+                stop,
+            )
+            .map_err(|e| e.to_string())
         })(),
-        Cmd::Bench(a) => run::bench(a.frames, a.fps, (a.spi_hz > 0).then_some(a.spi_hz), &a.csv).map_err(|e| e.to_string()),
+        Cmd::Bench(a) => run::bench(a.frames, a.fps, (a.spi_hz > 0).then_some(a.spi_hz), &a.csv)
+            .map_err(|e| e.to_string()),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -83,7 +83,10 @@ impl Default for ProcSampler {
 
 impl ProcSampler {
     pub fn new() -> Self {
-        ProcSampler { last_cpu_s: Self::cpu_seconds(), last_at: Instant::now() }
+        ProcSampler {
+            last_cpu_s: Self::cpu_seconds(),
+            last_at: Instant::now(),
+        }
     }
 
     /// utime + stime of this process in seconds (USER_HZ is 100 on every Linux architecture this
@@ -134,11 +137,18 @@ fn soc_temperature_in(root: &Path) -> Option<f64> {
     let mut zones: Vec<PathBuf> = fs::read_dir(root)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("thermal_zone")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("thermal_zone"))
+        })
         .collect();
     zones.sort();
     let read = |z: &PathBuf| -> Option<f64> {
-        let milli: f64 = fs::read_to_string(z.join("temp")).ok()?.trim().parse().ok()?;
+        let milli: f64 = fs::read_to_string(z.join("temp"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
         Some(milli / 1000.0)
     };
     let preferred = zones.iter().find(|z| {
@@ -149,7 +159,9 @@ fn soc_temperature_in(root: &Path) -> Option<f64> {
             })
             .unwrap_or(false)
     });
-    preferred.and_then(read).or_else(|| zones.iter().find_map(read))
+    preferred
+        .and_then(read)
+        .or_else(|| zones.iter().find_map(read))
 }
 
 /// Rolling window of what happened since the last CSV row.
@@ -193,7 +205,10 @@ pub const INTERVAL: Duration = Duration::from_millis(500);
 
 /// Path of the per-frame log written next to a metrics CSV: `run.csv` -> `run.frames.csv`.
 pub fn frames_path(metrics: &Path) -> PathBuf {
-    let stem = metrics.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = metrics
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     metrics.with_file_name(format!("{stem}.frames.csv"))
 }
 
@@ -227,7 +242,12 @@ impl MetricsLog {
     }
 
     /// Records one delivered frame.
-    pub fn frame(&mut self, seq: u64, payload_bytes: usize, latency_ms: Option<f64>) -> io::Result<()> {
+    pub fn frame(
+        &mut self,
+        seq: u64,
+        payload_bytes: usize,
+        latency_ms: Option<f64>,
+    ) -> io::Result<()> {
         self.window.frames += 1;
         self.window.payload_bytes += payload_bytes as u64;
         if let Some(l) = latency_ms {
@@ -290,7 +310,11 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 pub fn csv_line(r: &Row) -> String {
     let c = &r.counters;
     let (p50, p95, p99) = match r.latency {
-        Some(p) => (format!("{:.3}", p.p50), format!("{:.3}", p.p95), format!("{:.3}", p.p99)),
+        Some(p) => (
+            format!("{:.3}", p.p50),
+            format!("{:.3}", p.p95),
+            format!("{:.3}", p.p99),
+        ),
         None => Default::default(),
     };
     format!(
@@ -345,7 +369,10 @@ mod tests {
 
     #[test]
     fn vmrss_parses() {
-        assert_eq!(parse_vmrss("Name:\tx\nVmRSS:\t   1234 kB\nVmSwap: 0 kB\n"), Some(1234));
+        assert_eq!(
+            parse_vmrss("Name:\tx\nVmRSS:\t   1234 kB\nVmSwap: 0 kB\n"),
+            Some(1234)
+        );
         assert_eq!(parse_vmrss("Name: x\n"), None);
     }
 
@@ -367,7 +394,10 @@ mod tests {
     #[test]
     fn thermal_zone_preference() {
         let d = tempfile::tempdir().unwrap();
-        for (zone, ty, temp) in [("thermal_zone0", "acpitz", "30000"), ("thermal_zone1", "x86_pkg_temp", "51500")] {
+        for (zone, ty, temp) in [
+            ("thermal_zone0", "acpitz", "30000"),
+            ("thermal_zone1", "x86_pkg_temp", "51500"),
+        ] {
             let z = d.path().join(zone);
             fs::create_dir(&z).unwrap();
             fs::write(z.join("type"), ty).unwrap();
@@ -384,13 +414,25 @@ mod tests {
         let mut log = MetricsLog::new(Some(&p)).unwrap();
         log.frame(0, 79056, Some(1.5)).unwrap();
         log.frame(1, 79056, None).unwrap();
-        log.tick(&Counters { frames: 2, ..Default::default() }, true).unwrap().unwrap();
+        log.tick(
+            &Counters {
+                frames: 2,
+                ..Default::default()
+            },
+            true,
+        )
+        .unwrap()
+        .unwrap();
         drop(log);
         let text = fs::read_to_string(&p).unwrap();
         let mut lines = text.lines();
         assert_eq!(lines.next(), Some(CSV_HEADER));
         let row = lines.next().unwrap();
-        assert_eq!(row.split(',').count(), CSV_HEADER.split(',').count(), "{row}");
+        assert_eq!(
+            row.split(',').count(),
+            CSV_HEADER.split(',').count(),
+            "{row}"
+        );
         let frames = fs::read_to_string(frames_path(&p)).unwrap();
         assert_eq!(frames.lines().count(), 3);
     }

@@ -5,9 +5,9 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gapstream_drone::testpattern;
@@ -116,7 +116,13 @@ trait Session {
     /// Bytes (CPX packets) to send when the connection opens (the handshake's first message).
     fn opening(&mut self) -> Vec<u8>;
     /// One CPX packet from the bridge.
-    fn packet(&mut self, route: Route, payload: &[u8], events: &mut Vec<Event>, reply: &mut Vec<u8>);
+    fn packet(
+        &mut self,
+        route: Route,
+        payload: &[u8],
+        events: &mut Vec<Event>,
+        reply: &mut Vec<u8>,
+    );
 }
 
 /// The stock image stream: an 11-byte `0xBC` header packet, then the image in packets.
@@ -130,7 +136,13 @@ impl Session for StockSession {
     fn opening(&mut self) -> Vec<u8> {
         Vec::new()
     }
-    fn packet(&mut self, route: Route, payload: &[u8], events: &mut Vec<Event>, _reply: &mut Vec<u8>) {
+    fn packet(
+        &mut self,
+        route: Route,
+        payload: &[u8],
+        events: &mut Vec<Event>,
+        _reply: &mut Vec<u8>,
+    ) {
         if route.function != Function::App as u8 {
             return;
         }
@@ -138,26 +150,36 @@ impl Session for StockSession {
             if let Some((_, _, _, partial)) = self.image.take()
                 && !partial.is_empty()
             {
-                events.push(Event::Malformed("stock image cut short by the next header".into()));
+                events.push(Event::Malformed(
+                    "stock image cut short by the next header".into(),
+                ));
             }
             let w = u16::from_le_bytes([payload[1], payload[2]]);
             let h = u16::from_le_bytes([payload[3], payload[4]]);
-            let size = u32::from_le_bytes([payload[7], payload[8], payload[9], payload[10]]) as usize;
+            let size =
+                u32::from_le_bytes([payload[7], payload[8], payload[9], payload[10]]) as usize;
             if payload[6] != 0 || size != w as usize * h as usize || size == 0 || size > 4 << 20 {
-                events.push(Event::Malformed(format!("unsupported stock image header ({w}x{h}, {size} bytes, type {})", payload[6])));
+                events.push(Event::Malformed(format!(
+                    "unsupported stock image header ({w}x{h}, {size} bytes, type {})",
+                    payload[6]
+                )));
                 return;
             }
             self.image = Some((w, h, size, Vec::with_capacity(size)));
             return;
         }
-        let Some((_, _, size, buf)) = &mut self.image else { return };
+        let Some((_, _, size, buf)) = &mut self.image else {
+            return;
+        };
         buf.extend_from_slice(payload);
         if buf.len() < *size {
             return;
         }
         let (w, h, size, mut pixels) = self.image.take().expect("checked above");
         if pixels.len() > size {
-            events.push(Event::Malformed("stock image longer than its header said".into()));
+            events.push(Event::Malformed(
+                "stock image longer than its header said".into(),
+            ));
             return;
         }
         pixels.truncate(size);
@@ -188,7 +210,11 @@ impl Session for StockSession {
 
 fn new_session(kind: &SessionKind) -> Box<dyn Session> {
     match kind {
-        SessionKind::StockPlaintext => Box::new(StockSession { image: None, next_seq: 0, last_stamp: None }),
+        SessionKind::StockPlaintext => Box::new(StockSession {
+            image: None,
+            next_seq: 0,
+            last_stamp: None,
+        }),
     }
 }
 
@@ -207,7 +233,13 @@ impl Conn {
                 Ok(Conn::Tcp(s))
             }
             Transport::Udp => {
-                let bind: SocketAddr = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("static");
+                let bind: SocketAddr = if addr.is_ipv4() {
+                    "0.0.0.0:0"
+                } else {
+                    "[::]:0"
+                }
+                .parse()
+                .expect("static");
                 let s = UdpSocket::bind(bind)?;
                 s.connect(addr)?;
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
@@ -239,7 +271,10 @@ impl Conn {
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let r = match self {
             Conn::Tcp(s) => match s.read(buf) {
-                Ok(0) => Err(io::Error::new(io::ErrorKind::ConnectionAborted, "bridge closed the connection")),
+                Ok(0) => Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "bridge closed the connection",
+                )),
                 r => r,
             },
             Conn::Udp(s, keepalive) => {
@@ -251,7 +286,14 @@ impl Conn {
             }
         };
         match r {
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(0),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(0)
+            }
             r => r,
         }
     }
@@ -266,7 +308,12 @@ struct Recorder {
 impl Recorder {
     fn save(&self, f: &Delivered) -> Result<(), images::ImageError> {
         let png = if self.bayer {
-            images::encode_png(f.width, f.height, 3, &images::demosaic_rggb(&f.pixels, f.width, f.height))?
+            images::encode_png(
+                f.width,
+                f.height,
+                3,
+                &images::demosaic_rggb(&f.pixels, f.width, f.height),
+            )?
         } else {
             images::encode_png(f.width, f.height, 1, &f.pixels)?
         };
@@ -280,8 +327,14 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
     let mut log = MetricsLog::new(sinks.metrics_csv.as_deref())?;
     let recorder = match &sinks.record_dir {
         Some(d) => {
-            std::fs::create_dir_all(d).map_err(|source| images::ImageError::Io { path: d.clone(), source })?;
-            Some(Recorder { dir: d.clone(), bayer })
+            std::fs::create_dir_all(d).map_err(|source| images::ImageError::Io {
+                path: d.clone(),
+                source,
+            })?;
+            Some(Recorder {
+                dir: d.clone(),
+                bayer,
+            })
         }
         None => None,
     };
@@ -324,7 +377,10 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
         let mut conn = match Conn::open(cfg.transport, cfg.bridge) {
             Ok(c) => c,
             Err(e) => {
-                let msg = format!("cannot reach the bridge at {} ({}): {e}; retrying", cfg.bridge, cfg.transport);
+                let msg = format!(
+                    "cannot reach the bridge at {} ({}): {e}; retrying",
+                    cfg.bridge, cfg.transport
+                );
                 report_error(&mut last_error, msg.clone());
                 set_conn("bridge unreachable", Some(&msg));
                 tick(&mut log, &counters, &sinks, &label, image_latency)?;
@@ -334,7 +390,10 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
         };
         connects += 1;
         if connects > 1 && sinks.log_errors {
-            eprintln!("gapstream: reconnected to the bridge at {} ({})", cfg.bridge, cfg.transport);
+            eprintln!(
+                "gapstream: reconnected to the bridge at {} ({})",
+                cfg.bridge, cfg.transport
+            );
         }
         let mut session = new_session(&cfg.session);
         let opening = session.opening();
@@ -349,6 +408,7 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
         let mut events = Vec::new();
         let mut reply = Vec::new();
         let mut last_data = Instant::now();
+        let mut garbled = false;
         while !done(&counters) {
             let n = match conn.recv(&mut buf) {
                 Ok(n) => n,
@@ -362,7 +422,10 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
             if n > 0 {
                 last_data = Instant::now();
             } else if last_data.elapsed() > cfg.idle_timeout {
-                let msg = format!("no data from the bridge for {:.1} s; reconnecting", cfg.idle_timeout.as_secs_f64());
+                let msg = format!(
+                    "no data from the bridge for {:.1} s; reconnecting",
+                    cfg.idle_timeout.as_secs_f64()
+                );
                 report_error(&mut last_error, msg.clone());
                 set_conn("reconnecting", Some(&msg));
                 continue 'outer;
@@ -374,8 +437,18 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
             }
             while let Some(r) = decoder.decode(&mut input) {
                 match r {
-                    Ok(p) => session.packet(p.route, p.payload, &mut events, &mut reply),
-                    Err(e) => events.push(Event::Malformed(format!("garbled CPX from the bridge: {e}"))),
+                    Ok(p) => {
+                        garbled = false;
+                        session.packet(p.route, p.payload, &mut events, &mut reply)
+                    }
+                    // One line and one count per garbled stretch (the decoder slides byte by byte).
+                    Err(e) if !garbled => {
+                        garbled = true;
+                        events.push(Event::Malformed(format!(
+                            "garbled CPX from the bridge: {e}; resynchronising"
+                        )))
+                    }
+                    Err(_) => {}
                 }
             }
             if !reply.is_empty() {
@@ -403,7 +476,12 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
                         if let Some(v) = &sinks.viewer {
                             let seq = f.seq;
                             v.update_stats(|s| s.seq = Some(seq));
-                            v.publish_frame(Frame { seq: f.seq, width: f.width, height: f.height, pixels: Arc::new(f.pixels.clone()) });
+                            v.publish_frame(Frame {
+                                seq: f.seq,
+                                width: f.width,
+                                height: f.height,
+                                pixels: Arc::new(f.pixels.clone()),
+                            });
                         }
                         if let Some(tx) = &sinks.frames {
                             let _ = tx.send(f);
@@ -425,7 +503,12 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
     }
     let _ = row;
     let latency = metrics::Percentiles::of(&mut log.all_latencies_ms.clone());
-    Ok(Summary { counters, latency, elapsed_s: start.elapsed().as_secs_f64(), connects })
+    Ok(Summary {
+        counters,
+        latency,
+        elapsed_s: start.elapsed().as_secs_f64(),
+        connects,
+    })
 }
 
 /// Latency in ms when the capture time is plausible on this clock (within an hour before now).
@@ -434,7 +517,13 @@ fn latency_ms(now_ns: u64, capture_ns: u64) -> Option<f64> {
     (d < 3_600_000_000_000).then(|| d as f64 / 1e6)
 }
 
-fn tick(log: &mut MetricsLog, c: &Counters, sinks: &Sinks, label: &str, image_latency: Option<f64>) -> Result<(), ReceiverError> {
+fn tick(
+    log: &mut MetricsLog,
+    c: &Counters,
+    sinks: &Sinks,
+    label: &str,
+    image_latency: Option<f64>,
+) -> Result<(), ReceiverError> {
     if let Some(row) = log.tick(c, false)? {
         if sinks.status_line {
             eprint!("\r{}\x1b[K", metrics::status_line(&row, label));

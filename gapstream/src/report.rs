@@ -15,7 +15,10 @@ use crate::metrics::{self, Percentiles};
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: not a gapstream metrics CSV ({why})")]
     Csv { path: PathBuf, why: String },
     #[error("{path}: no rows to plot")]
@@ -45,7 +48,11 @@ fn ensure_font() -> Result<(), ReportError> {
             Err(_) => false,
         })
     });
-    if ok { Ok(()) } else { Err(ReportError::Font(FONT_PATHS.join(", "))) }
+    if ok {
+        Ok(())
+    } else {
+        Err(ReportError::Font(FONT_PATHS.join(", ")))
+    }
 }
 
 /// A parsed metrics CSV: column name -> values (empty cells are `None`).
@@ -58,18 +65,34 @@ pub struct Table {
 impl Table {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-        let header: Vec<String> = lines.next().ok_or("empty file")?.split(',').map(|s| s.trim().to_owned()).collect();
+        let header: Vec<String> = lines
+            .next()
+            .ok_or("empty file")?
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect();
         let mut rows = Vec::new();
         for (i, l) in lines.enumerate() {
             let cells: Vec<&str> = l.split(',').collect();
             if cells.len() != header.len() {
-                return Err(format!("line {} has {} fields, header has {}", i + 2, cells.len(), header.len()));
+                return Err(format!(
+                    "line {} has {} fields, header has {}",
+                    i + 2,
+                    cells.len(),
+                    header.len()
+                ));
             }
             let row = cells
                 .iter()
                 .map(|c| {
                     let c = c.trim();
-                    if c.is_empty() { Ok(None) } else { c.parse::<f64>().map(Some).map_err(|_| format!("line {}: {c:?} is not a number", i + 2)) }
+                    if c.is_empty() {
+                        Ok(None)
+                    } else {
+                        c.parse::<f64>()
+                            .map(Some)
+                            .map_err(|_| format!("line {}: {c:?} is not a number", i + 2))
+                    }
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             rows.push(row);
@@ -84,7 +107,11 @@ impl Table {
 
     fn series(&self, x: &str, y: &str) -> Vec<(f64, f64)> {
         match (self.col(x), self.col(y)) {
-            (Some(xs), Some(ys)) => xs.into_iter().zip(ys).filter_map(|(a, b)| Some((a?, b?))).collect(),
+            (Some(xs), Some(ys)) => xs
+                .into_iter()
+                .zip(ys)
+                .filter_map(|(a, b)| Some((a?, b?)))
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -93,19 +120,33 @@ impl Table {
 const W: u32 = 800;
 const H: u32 = 480;
 
-fn render(path: &Path, draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> Result<(), String>) -> Result<(), ReportError> {
+fn render(
+    path: &Path,
+    draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> Result<(), String>,
+) -> Result<(), ReportError> {
     let mut buf = vec![0u8; (W * H * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| ReportError::Plot(e.to_string()))?;
+        root.fill(&WHITE)
+            .map_err(|e| ReportError::Plot(e.to_string()))?;
         draw(root.clone()).map_err(ReportError::Plot)?;
-        root.present().map_err(|e| ReportError::Plot(e.to_string()))?;
+        root.present()
+            .map_err(|e| ReportError::Plot(e.to_string()))?;
     }
     let png = images::encode_png(W as usize, H as usize, 3, &buf)?;
-    fs::write(path, png).map_err(|source| ReportError::Io { path: path.into(), source })
+    fs::write(path, png).map_err(|source| ReportError::Io {
+        path: path.into(),
+        source,
+    })
 }
 
-fn time_plot(path: &Path, title: &str, ylabel: &str, pts: &[(f64, f64)], colour: RGBColor) -> Result<(), ReportError> {
+fn time_plot(
+    path: &Path,
+    title: &str,
+    ylabel: &str,
+    pts: &[(f64, f64)],
+    colour: RGBColor,
+) -> Result<(), ReportError> {
     let xmax = pts.iter().map(|p| p.0).fold(0.5, f64::max);
     let ymax = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.15;
     render(path, |root| {
@@ -116,8 +157,13 @@ fn time_plot(path: &Path, title: &str, ylabel: &str, pts: &[(f64, f64)], colour:
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..xmax, 0.0..ymax)
             .map_err(|e| e.to_string())?;
-        c.configure_mesh().x_desc("time (s)").y_desc(ylabel).draw().map_err(|e| e.to_string())?;
-        c.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2))).map_err(|e| e.to_string())?;
+        c.configure_mesh()
+            .x_desc("time (s)")
+            .y_desc(ylabel)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        c.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
+            .map_err(|e| e.to_string())?;
         Ok(())
     })
 }
@@ -132,34 +178,83 @@ pub struct Written {
 /// Reads `metrics_csv` (and `<stem>.frames.csv` beside it when present) and writes PNG plots into `out_dir`.
 pub fn report(metrics_csv: &Path, out_dir: &Path) -> Result<Written, ReportError> {
     ensure_font()?;
-    let text = fs::read_to_string(metrics_csv).map_err(|source| ReportError::Io { path: metrics_csv.into(), source })?;
-    let t = Table::parse(&text).map_err(|why| ReportError::Csv { path: metrics_csv.into(), why })?;
+    let text = fs::read_to_string(metrics_csv).map_err(|source| ReportError::Io {
+        path: metrics_csv.into(),
+        source,
+    })?;
+    let t = Table::parse(&text).map_err(|why| ReportError::Csv {
+        path: metrics_csv.into(),
+        why,
+    })?;
     for needed in ["t_s", "fps", "goodput_mbps", "tag_failures"] {
         if t.col(needed).is_none() {
-            return Err(ReportError::Csv { path: metrics_csv.into(), why: format!("no column {needed}") });
+            return Err(ReportError::Csv {
+                path: metrics_csv.into(),
+                why: format!("no column {needed}"),
+            });
         }
     }
     if t.rows.is_empty() {
-        return Err(ReportError::Empty { path: metrics_csv.into() });
+        return Err(ReportError::Empty {
+            path: metrics_csv.into(),
+        });
     }
-    fs::create_dir_all(out_dir).map_err(|source| ReportError::Io { path: out_dir.into(), source })?;
+    fs::create_dir_all(out_dir).map_err(|source| ReportError::Io {
+        path: out_dir.into(),
+        source,
+    })?;
     let mut files = Vec::new();
 
     let p = out_dir.join("fps.png");
-    time_plot(&p, "Frames per second", "fps", &t.series("t_s", "fps"), BLUE)?;
+    time_plot(
+        &p,
+        "Frames per second",
+        "fps",
+        &t.series("t_s", "fps"),
+        BLUE,
+    )?;
     files.push(p);
     let p = out_dir.join("goodput.png");
-    time_plot(&p, "Goodput", "Mb/s", &t.series("t_s", "goodput_mbps"), RGBColor(0, 140, 70))?;
+    time_plot(
+        &p,
+        "Goodput",
+        "Mb/s",
+        &t.series("t_s", "goodput_mbps"),
+        RGBColor(0, 140, 70),
+    )?;
     files.push(p);
     let p = out_dir.join("tag_failures.png");
-    time_plot(&p, "Tag failures (cumulative)", "frames", &t.series("t_s", "tag_failures"), RED)?;
+    time_plot(
+        &p,
+        "Tag failures (cumulative)",
+        "frames",
+        &t.series("t_s", "tag_failures"),
+        RED,
+    )?;
     files.push(p);
 
     // Latency CDF: per-frame latencies from the frame log when there is one, else the window p50s.
     let frames_csv = metrics::frames_path(metrics_csv);
-    let (mut lat, source) = match fs::read_to_string(&frames_csv).ok().and_then(|s| Table::parse(&s).ok()) {
-        Some(ft) => (ft.col("latency_ms").unwrap_or_default().into_iter().flatten().collect::<Vec<f64>>(), "per frame"),
-        None => (t.col("latency_p50_ms").unwrap_or_default().into_iter().flatten().collect(), "window medians"),
+    let (mut lat, source) = match fs::read_to_string(&frames_csv)
+        .ok()
+        .and_then(|s| Table::parse(&s).ok())
+    {
+        Some(ft) => (
+            ft.col("latency_ms")
+                .unwrap_or_default()
+                .into_iter()
+                .flatten()
+                .collect::<Vec<f64>>(),
+            "per frame",
+        ),
+        None => (
+            t.col("latency_p50_ms")
+                .unwrap_or_default()
+                .into_iter()
+                .flatten()
+                .collect(),
+            "window medians",
+        ),
     };
     let pct = Percentiles::of(&mut lat);
     let p = out_dir.join("latency_cdf.png");
@@ -167,15 +262,24 @@ pub fn report(metrics_csv: &Path, out_dir: &Path) -> Result<Written, ReportError
     let xmax = lat.last().copied().unwrap_or(1.0).max(0.001) * 1.05;
     render(&p, |root| {
         let mut c = ChartBuilder::on(&root)
-            .caption(format!("Latency CDF ({source}, n = {n})"), ("sans-serif", 22))
+            .caption(
+                format!("Latency CDF ({source}, n = {n})"),
+                ("sans-serif", 22),
+            )
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..xmax, 0.0..1.0)
             .map_err(|e| e.to_string())?;
-        c.configure_mesh().x_desc("latency (ms)").y_desc("fraction of frames").draw().map_err(|e| e.to_string())?;
+        c.configure_mesh()
+            .x_desc("latency (ms)")
+            .y_desc("fraction of frames")
+            .draw()
+            .map_err(|e| e.to_string())?;
         c.draw_series(LineSeries::new(
-            lat.iter().enumerate().map(|(i, &v)| (v, (i + 1) as f64 / n as f64)),
+            lat.iter()
+                .enumerate()
+                .map(|(i, &v)| (v, (i + 1) as f64 / n as f64)),
             BLUE.stroke_width(2),
         ))
         .map_err(|e| e.to_string())?;
@@ -197,8 +301,17 @@ pub fn report(metrics_csv: &Path, out_dir: &Path) -> Result<Written, ReportError
     })?;
     files.push(p);
 
-    let fps = t.col("fps").unwrap_or_default().into_iter().flatten().collect::<Vec<_>>();
-    let mean_fps = if fps.is_empty() { 0.0 } else { fps.iter().sum::<f64>() / fps.len() as f64 };
+    let fps = t
+        .col("fps")
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
+    let mean_fps = if fps.is_empty() {
+        0.0
+    } else {
+        fps.iter().sum::<f64>() / fps.len() as f64
+    };
     let summary = match pct {
         Some(pc) => format!(
             "{} rows, mean fps {mean_fps:.1}, latency p50 {:.2} ms p95 {:.2} ms p99 {:.2} ms ({source}, n = {n})",
@@ -207,7 +320,10 @@ pub fn report(metrics_csv: &Path, out_dir: &Path) -> Result<Written, ReportError
             pc.p95,
             pc.p99
         ),
-        None => format!("{} rows, mean fps {mean_fps:.1}, no latency samples", t.rows.len()),
+        None => format!(
+            "{} rows, mean fps {mean_fps:.1}, no latency samples",
+            t.rows.len()
+        ),
     };
     Ok(Written { files, summary })
 }
@@ -220,8 +336,16 @@ mod tests {
     #[test]
     fn csv_errors_are_clear() {
         assert!(Table::parse("").is_err());
-        assert!(Table::parse("a,b\n1\n").unwrap_err().contains("line 2 has 1 fields"));
-        assert!(Table::parse("a,b\n1,x\n").unwrap_err().contains("\"x\" is not a number"));
+        assert!(
+            Table::parse("a,b\n1\n")
+                .unwrap_err()
+                .contains("line 2 has 1 fields")
+        );
+        assert!(
+            Table::parse("a,b\n1,x\n")
+                .unwrap_err()
+                .contains("\"x\" is not a number")
+        );
         let t = Table::parse("a,b\n1,\n2,3\n").unwrap();
         assert_eq!(t.col("b").unwrap(), vec![None, Some(3.0)]);
     }
@@ -233,7 +357,8 @@ mod tests {
         let mut log = MetricsLog::new(Some(&csv)).unwrap();
         let mut c = Counters::default();
         for i in 0..40u64 {
-            log.frame(i, 79056, Some(1.0 + (i % 7) as f64 * 0.3)).unwrap();
+            log.frame(i, 79056, Some(1.0 + (i % 7) as f64 * 0.3))
+                .unwrap();
             c.frames += 1;
             if i % 10 == 0 {
                 c.tag_failures += 1;
@@ -249,10 +374,19 @@ mod tests {
             let g = images::parse_png(&fs::read(f).unwrap()).unwrap();
             assert_eq!((g.width, g.height), (W as usize, H as usize));
             // Not a blank image: some dark pixels (axes, text, lines).
-            assert!(g.pixels.iter().filter(|&&p| p < 100).count() > 500, "{}", f.display());
+            assert!(
+                g.pixels.iter().filter(|&&p| p < 100).count() > 500,
+                "{}",
+                f.display()
+            );
         }
         let bad = d.path().join("bad.csv");
         fs::write(&bad, "x,y\n1,2\n").unwrap();
-        assert!(report(&bad, &out).unwrap_err().to_string().contains("no column t_s"));
+        assert!(
+            report(&bad, &out)
+                .unwrap_err()
+                .to_string()
+                .contains("no column t_s")
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use esp32_bridge::host::{HostBridge, HostConfig};
@@ -58,7 +58,8 @@ fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), R
         Ok(v) => v,
         Err(e) if addr.starts_with("127.0.0.1:") => {
             eprintln!("gapstream: {e}; using a free port instead");
-            Viewer::start("127.0.0.1:0", state.clone()).map_err(|e| RunError::Setup(e.to_string()))?
+            Viewer::start("127.0.0.1:0", state.clone())
+                .map_err(|e| RunError::Setup(e.to_string()))?
         }
         Err(e) => return Err(RunError::Setup(e.to_string())),
     };
@@ -68,20 +69,31 @@ fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), R
 /// Starts the host bridge on the stock ports (SPI side 5100, TCP/UDP 5000), or on free ports when
 /// those are taken.
 pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
-    let cfg = HostConfig { verbose, ..HostConfig::default() };
+    let cfg = HostConfig {
+        verbose,
+        ..HostConfig::default()
+    };
     match HostBridge::start(cfg.clone()) {
         Ok(b) => Ok(b),
         Err(e) => {
             eprintln!("gapstream: ports 5000/5100 unavailable ({e}); the bridge uses free ports");
             let any: SocketAddr = "127.0.0.1:0".parse().expect("static");
-            HostBridge::start(HostConfig { spi_listen: any, tcp_listen: any, udp_listen: Some(any), ..cfg })
-                .map_err(|e| RunError::Setup(format!("cannot start the bridge: {e}")))
+            HostBridge::start(HostConfig {
+                spi_listen: any,
+                tcp_listen: any,
+                udp_listen: Some(any),
+                ..cfg
+            })
+            .map_err(|e| RunError::Setup(format!("cannot start the bridge: {e}")))
         }
     }
 }
 
 fn drone_config(n: &NodeSettings) -> DroneConfig {
-    DroneConfig { mode: Mode::StockPlaintext, packet_payload: n.packet_payload }
+    DroneConfig {
+        mode: Mode::StockPlaintext,
+        packet_payload: n.packet_payload,
+    }
 }
 
 fn session_kind() -> SessionKind {
@@ -91,7 +103,10 @@ fn session_kind() -> SessionKind {
 fn print_summary(s: &Summary) {
     let c = &s.counters;
     let lat = match s.latency {
-        Some(p) => format!("latency p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms", p.p50, p.p95, p.p99),
+        Some(p) => format!(
+            "latency p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms",
+            p.p50, p.p95, p.p99
+        ),
         None => "no latency samples".into(),
     };
     eprintln!(
@@ -121,7 +136,10 @@ pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
         "  bridge   SPI side {}, TCP {}, UDP {}",
         bridge.spi_addr,
         bridge.tcp_addr,
-        bridge.udp_addr.map(|u| u.to_string()).unwrap_or_else(|| "off".into())
+        bridge
+            .udp_addr
+            .map(|u| u.to_string())
+            .unwrap_or_else(|| "off".into())
     );
     eprintln!(
         "  drone    {} {w}x{h} at {} fps, CPX packets of {} bytes, SPI {}",
@@ -139,7 +157,10 @@ pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
     );
     eprintln!("  session  {} over {}", session_kind().label(), s.transport);
     if let Some((_, v)) = &viewer {
-        eprintln!("  viewer   {}   (open it in a browser; Ctrl-C stops)", v.url());
+        eprintln!(
+            "  viewer   {}   (open it in a browser; Ctrl-C stops)",
+            v.url()
+        );
     }
     let n = sim::start_node(NodeConfig {
         source,
@@ -152,7 +173,9 @@ pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
     .map_err(RunError::Node)?;
     let bridge_addr = match s.transport {
         Transport::Tcp => bridge.tcp_addr,
-        Transport::Udp => bridge.udp_addr.ok_or_else(|| RunError::Setup("the bridge has no UDP socket".into()))?,
+        Transport::Udp => bridge
+            .udp_addr
+            .ok_or_else(|| RunError::Setup("the bridge has no UDP socket".into()))?,
     };
     let summary = receiver::run(
         ReceiverConfig {
@@ -192,7 +215,11 @@ pub fn view(bridge: SocketAddr, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
-    eprintln!("gapstream view: receiving from {bridge} over {} ({})", s.transport, session_kind().label());
+    eprintln!(
+        "gapstream view: receiving from {bridge} over {} ({})",
+        s.transport,
+        session_kind().label()
+    );
     if let Some((_, v)) = &viewer {
         eprintln!("  viewer   {}   (Ctrl-C stops)", v.url());
     }
@@ -224,19 +251,38 @@ pub fn view(bridge: SocketAddr, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
 }
 
 /// `gapstream node`: the simulated drone alone.
-pub fn node_only(bridge_spi: SocketAddr, node: NodeSettings, duration: Option<Duration>, stop: Arc<AtomicBool>) -> Result<(), RunError> {
+pub fn node_only(
+    bridge_spi: SocketAddr,
+    node: NodeSettings,
+    duration: Option<Duration>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), RunError> {
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
     eprintln!("gapstream node: streaming into {bridge_spi} (Ctrl-C stops)");
-    let n = sim::start_node(NodeConfig { source, fps: node.fps, bridge_spi, spi_hz: node.spi_hz, drone: drone_config(&node), frames: None })
-        .map_err(RunError::Node)?;
+    let n = sim::start_node(NodeConfig {
+        source,
+        fps: node.fps,
+        bridge_spi,
+        spi_hz: node.spi_hz,
+        drone: drone_config(&node),
+        frames: None,
+    })
+    .map_err(RunError::Node)?;
     let t0 = Instant::now();
-    while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| t0.elapsed() < d) && !n.is_finished() {
+    while !stop.load(Ordering::Relaxed)
+        && duration.is_none_or(|d| t0.elapsed() < d)
+        && !n.is_finished()
+    {
         std::thread::sleep(Duration::from_millis(100));
     }
     let r = n.stop();
     eprintln!(
         "gapstream node: {} frames captured, {} sent, {} bytes; {} bytes dropped while the bridge was away, {} reconnects",
-        r.drone.frames_captured, r.drone.frames_sent, r.drone.bytes_sent, r.link.bytes_dropped, r.link.reconnects
+        r.drone.frames_captured,
+        r.drone.frames_sent,
+        r.drone.bytes_sent,
+        r.link.bytes_dropped,
+        r.link.reconnects
     );
     match r.error {
         Some(e) => Err(RunError::Node(e)),
@@ -263,9 +309,20 @@ pub struct BenchRow {
 pub const BENCH_HEADER: &str = "suite,transport,frames,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,lost,tag_failures";
 
 /// Streams `frames` frames through node -> bridge -> receiver on localhost and measures.
-pub fn bench_one(suite: &str, transport: Transport, frames: u64, fps: f64, spi_hz: Option<u64>) -> Result<BenchRow, RunError> {
+pub fn bench_one(
+    suite: &str,
+    transport: Transport,
+    frames: u64,
+    fps: f64,
+    spi_hz: Option<u64>,
+) -> Result<BenchRow, RunError> {
     let any: SocketAddr = "127.0.0.1:0".parse().expect("static");
-    let bridge = HostBridge::start(HostConfig { spi_listen: any, tcp_listen: any, udp_listen: Some(any), ..HostConfig::default() })?;
+    let bridge = HostBridge::start(HostConfig {
+        spi_listen: any,
+        tcp_listen: any,
+        udp_listen: Some(any),
+        ..HostConfig::default()
+    })?;
     let (tx, rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let addr = match transport {
@@ -284,19 +341,34 @@ pub fn bench_one(suite: &str, transport: Transport, frames: u64, fps: f64, spi_h
                 max_frames: None,
                 idle_timeout: Duration::from_secs(3),
             },
-            Sinks { viewer: None, metrics_csv: None, record_dir: None, frames: Some(tx), status_line: false, log_errors: false },
+            Sinks {
+                viewer: None,
+                metrics_csv: None,
+                record_dir: None,
+                frames: Some(tx),
+                status_line: false,
+                log_errors: false,
+            },
             false,
         )
     });
     // Let the receiver connect (and handshake) before frames flow.
     std::thread::sleep(Duration::from_millis(300));
-    let source = FrameSource::open(&SourceSpec::Synthetic { width: 324, height: 244, bayer: false }).map_err(|e| RunError::Setup(e.to_string()))?;
+    let source = FrameSource::open(&SourceSpec::Synthetic {
+        width: 324,
+        height: 244,
+        bayer: false,
+    })
+    .map_err(|e| RunError::Setup(e.to_string()))?;
     let node = sim::start_node(NodeConfig {
         source,
         fps,
         bridge_spi: bridge.spi_addr,
         spi_hz,
-        drone: DroneConfig { mode: Mode::StockPlaintext, packet_payload: 1020 },
+        drone: DroneConfig {
+            mode: Mode::StockPlaintext,
+            packet_payload: 1020,
+        },
         frames: Some(frames),
     })
     .map_err(RunError::Node)?;
@@ -305,7 +377,8 @@ pub fn bench_one(suite: &str, transport: Transport, frames: u64, fps: f64, spi_h
     let mut last = Instant::now();
     let mut got = 0u64;
     let mut bytes = 0u64;
-    let deadline = Instant::now() + Duration::from_secs_f64(frames as f64 / fps.max(1.0) * 3.0 + 10.0);
+    let deadline =
+        Instant::now() + Duration::from_secs_f64(frames as f64 / fps.max(1.0) * 3.0 + 10.0);
     while got < frames && Instant::now() < deadline {
         match rx.recv_timeout(Duration::from_millis(500)) {
             Ok(d) => {
@@ -333,20 +406,32 @@ pub fn bench_one(suite: &str, transport: Transport, frames: u64, fps: f64, spi_h
     }
     let rep = node.stop();
     stop.store(true, Ordering::Relaxed);
-    let summary = recv.join().map_err(|_| RunError::Setup("receiver thread panicked".into()))??;
+    let summary = recv
+        .join()
+        .map_err(|_| RunError::Setup("receiver thread panicked".into()))??;
     bridge.stop();
     if let Some(e) = rep.error {
         return Err(RunError::Node(e));
     }
-    let span = first.map(|f| last.duration_since(f).as_secs_f64()).unwrap_or(0.0);
-    let rate = if got > 1 && span > 0.0 { (got - 1) as f64 / span } else { 0.0 };
+    let span = first
+        .map(|f| last.duration_since(f).as_secs_f64())
+        .unwrap_or(0.0);
+    let rate = if got > 1 && span > 0.0 {
+        (got - 1) as f64 / span
+    } else {
+        0.0
+    };
     let p = crate::metrics::Percentiles::of(&mut lat).unwrap_or_default();
     Ok(BenchRow {
         suite: suite.into(),
         transport,
         frames: got,
         fps: rate,
-        goodput_mbps: if span > 0.0 { bytes as f64 * 8.0 / span / 1e6 } else { 0.0 },
+        goodput_mbps: if span > 0.0 {
+            bytes as f64 * 8.0 / span / 1e6
+        } else {
+            0.0
+        },
         p50: p.p50,
         p95: p.p95,
         p99: p.p99,
@@ -369,7 +454,10 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
     for suite in suites {
         for t in [Transport::Tcp, Transport::Udp] {
             let r = bench_one(suite, t, frames, fps, spi_hz)?;
-            eprintln!("  {suite:<26} {t}: {} frames, {:.1} fps, p95 {:.2} ms", r.frames, r.fps, r.p95);
+            eprintln!(
+                "  {suite:<26} {t}: {} frames, {:.1} fps, p95 {:.2} ms",
+                r.frames, r.fps, r.p95
+            );
             rows.push(r);
         }
     }
@@ -379,7 +467,16 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
         writeln!(
             out,
             "{},{},{},{:.2},{:.3},{:.3},{:.3},{:.3},{},{}",
-            r.suite, r.transport, r.frames, r.fps, r.goodput_mbps, r.p50, r.p95, r.p99, r.lost, r.tag_failures
+            r.suite,
+            r.transport,
+            r.frames,
+            r.fps,
+            r.goodput_mbps,
+            r.p50,
+            r.p95,
+            r.p99,
+            r.lost,
+            r.tag_failures
         )
         .expect("string");
     }
@@ -389,12 +486,30 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
     fs::write(csv, &out)?;
     println!(
         "{:<26} {:<9} {:>6} {:>7} {:>9} {:>8} {:>8} {:>8} {:>5} {:>8}",
-        "suite", "transport", "frames", "fps", "Mb/s", "p50 ms", "p95 ms", "p99 ms", "lost", "tag-fail"
+        "suite",
+        "transport",
+        "frames",
+        "fps",
+        "Mb/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "lost",
+        "tag-fail"
     );
     for r in &rows {
         println!(
             "{:<26} {:<9} {:>6} {:>7.1} {:>9.2} {:>8.3} {:>8.3} {:>8.3} {:>5} {:>8}",
-            r.suite, r.transport.to_string(), r.frames, r.fps, r.goodput_mbps, r.p50, r.p95, r.p99, r.lost, r.tag_failures
+            r.suite,
+            r.transport.to_string(),
+            r.frames,
+            r.fps,
+            r.goodput_mbps,
+            r.p50,
+            r.p95,
+            r.p99,
+            r.lost,
+            r.tag_failures
         );
     }
     println!("wrote {}", csv.display());

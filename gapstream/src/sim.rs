@@ -11,14 +11,19 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use gapstream_drone::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat};
+use gapstream_drone::{
+    Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat,
+};
 
 use crate::images::{FrameSource, ImageError};
 
 /// Nanoseconds since the UNIX epoch: the drone's and the receiver's clocks agree on one machine,
 /// even across processes, so latency is capture → verified on one time base.
 pub fn unix_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 /// The system clock.
@@ -59,10 +64,22 @@ impl SimCamera {
         let format = FrameFormat {
             width: source.width() as u16,
             height: source.height() as u16,
-            pixel: if source.bayer() { PixelFormat::BayerRggb8 } else { PixelFormat::Grey8 },
+            pixel: if source.bayer() {
+                PixelFormat::BayerRggb8
+            } else {
+                PixelFormat::Grey8
+            },
         };
         let period = (fps > 0.0).then(|| Duration::from_secs_f64(1.0 / fps));
-        Ok(SimCamera { source, format, period, next_due: None, in_flight: None, index: 0, skipped: 0 })
+        Ok(SimCamera {
+            source,
+            format,
+            period,
+            next_due: None,
+            in_flight: None,
+            index: 0,
+            skipped: 0,
+        })
     }
 }
 
@@ -76,7 +93,10 @@ impl Camera for SimCamera {
         Ok(())
     }
     fn wait(&mut self) -> Result<Capture, ImageError> {
-        let mut buf = self.in_flight.take().unwrap_or_else(|| vec![0; self.format.bytes()]);
+        let mut buf = self
+            .in_flight
+            .take()
+            .unwrap_or_else(|| vec![0; self.format.bytes()]);
         if let Some(p) = self.period {
             let now = Instant::now();
             let due = *self.next_due.get_or_insert(now);
@@ -149,13 +169,20 @@ impl SpiLink {
         if self.stream.is_some() {
             return true;
         }
-        if self.last_attempt.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) {
+        if self
+            .last_attempt
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+        {
             return false;
         }
         self.last_attempt = Some(Instant::now());
-        let Ok(s) = TcpStream::connect_timeout(&self.addr, Duration::from_millis(500)) else { return false };
+        let Ok(s) = TcpStream::connect_timeout(&self.addr, Duration::from_millis(500)) else {
+            return false;
+        };
         let _ = s.set_nodelay(true);
-        let Ok(mut reader) = s.try_clone() else { return false };
+        let Ok(mut reader) = s.try_clone() else {
+            return false;
+        };
         let (tx, rx) = mpsc::channel();
         let stop = self.stop.clone();
         thread::spawn(move || {
@@ -169,7 +196,11 @@ impl SpiLink {
                             return;
                         }
                     }
-                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) => {}
                     Err(_) => return,
                 }
             }
@@ -200,7 +231,8 @@ impl Link for SpiLink {
             // The SPI clock: the transfer ends bytes * 8 / hz after the link became free.
             let now = Instant::now();
             let start = self.next_free.max(now);
-            self.next_free = start + Duration::from_nanos(packets.len() as u64 * 8 * 1_000_000_000 / hz);
+            self.next_free =
+                start + Duration::from_nanos(packets.len() as u64 * 8 * 1_000_000_000 / hz);
             if self.next_free > now + Duration::from_micros(200) {
                 thread::sleep(self.next_free - now);
             }
@@ -263,7 +295,10 @@ impl Node {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        self.report.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.report
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn is_finished(&self) -> bool {
@@ -298,8 +333,15 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
     let report = Arc::new(Mutex::new(NodeReport::default()));
     let camera = SimCamera::new(cfg.source, cfg.fps).map_err(|e| e.to_string())?;
     let link = SpiLink::new(cfg.bridge_spi, cfg.spi_hz, stop.clone());
-    let mut drone = gapstream_drone::Drone::new(camera, link, SystemClock, OsEntropy, gap_rust_cipher_s::Sequential, cfg.drone)
-        .map_err(|e| e.to_string())?;
+    let mut drone = gapstream_drone::Drone::new(
+        camera,
+        link,
+        SystemClock,
+        OsEntropy,
+        gap_rust_cipher_s::Sequential,
+        cfg.drone,
+    )
+    .map_err(|e| e.to_string())?;
     let (st, rep) = (stop.clone(), report.clone());
     let thread = thread::Builder::new()
         .name("drone".into())
@@ -326,5 +368,9 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
             r.camera_skipped = drone.camera_mut().skipped;
         })
         .map_err(|e| e.to_string())?;
-    Ok(Node { stop, thread: Some(thread), report })
+    Ok(Node {
+        stop,
+        thread: Some(thread),
+        report,
+    })
 }

@@ -78,7 +78,9 @@ impl Stats {
             json_str(&self.suite),
             json_str(&self.transport),
             self.key_epoch,
-            self.seq.map(|s| s.to_string()).unwrap_or_else(|| "null".into()),
+            self.seq
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "null".into()),
             json_num(Some(self.fps)),
             json_num(Some(self.goodput_mbps)),
             json_num(self.latency_p50_ms),
@@ -90,7 +92,10 @@ impl Stats {
             self.replays,
             self.handshakes,
             self.rekeys,
-            self.last_error.as_deref().map(json_str).unwrap_or_else(|| "null".into()),
+            self.last_error
+                .as_deref()
+                .map(json_str)
+                .unwrap_or_else(|| "null".into()),
         )
     }
 }
@@ -114,7 +119,10 @@ impl ViewerState {
             bayer,
             frame: Mutex::new((None, None)),
             new_frame: Condvar::new(),
-            stats: Mutex::new(Stats { connection: "starting".into(), ..Default::default() }),
+            stats: Mutex::new(Stats {
+                connection: "starting".into(),
+                ..Default::default()
+            }),
         })
     }
 
@@ -147,7 +155,12 @@ impl ViewerState {
         }
         drop(g);
         let png = if self.bayer && f.width >= 2 && f.height >= 2 {
-            images::encode_png(f.width, f.height, 3, &images::demosaic_rggb(&f.pixels, f.width, f.height))
+            images::encode_png(
+                f.width,
+                f.height,
+                3,
+                &images::demosaic_rggb(&f.pixels, f.width, f.height),
+            )
         } else {
             images::encode_png(f.width, f.height, 1, &f.pixels)
         };
@@ -175,11 +188,14 @@ pub struct ViewerError {
 impl Viewer {
     /// Serves on `addr` (port 0 picks a free port) with a few worker threads.
     pub fn start(addr: &str, state: Arc<ViewerState>) -> Result<Self, ViewerError> {
-        let server = tiny_http::Server::http(addr).map_err(|e| ViewerError { addr: addr.into(), why: e.to_string() })?;
-        let local = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| ViewerError { addr: addr.into(), why: "not an IP socket".into() })?;
+        let server = tiny_http::Server::http(addr).map_err(|e| ViewerError {
+            addr: addr.into(),
+            why: e.to_string(),
+        })?;
+        let local = server.server_addr().to_ip().ok_or_else(|| ViewerError {
+            addr: addr.into(),
+            why: "not an IP socket".into(),
+        })?;
         let server = Arc::new(server);
         let threads = (0..4)
             .map(|_| {
@@ -191,7 +207,11 @@ impl Viewer {
                 })
             })
             .collect();
-        Ok(Viewer { server, threads, addr: local })
+        Ok(Viewer {
+            server,
+            threads,
+            addr: local,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -246,11 +266,18 @@ mod tests {
 
     fn get(addr: SocketAddr, path: &str) -> (String, Vec<u8>) {
         let mut s = TcpStream::connect(addr).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).unwrap();
         let split = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-        (String::from_utf8_lossy(&buf[..split]).into_owned(), buf[split + 4..].to_vec())
+        (
+            String::from_utf8_lossy(&buf[..split]).into_owned(),
+            buf[split + 4..].to_vec(),
+        )
     }
 
     #[test]
@@ -266,10 +293,21 @@ mod tests {
         });
         let (_, body) = get(v.addr(), "/stats.json");
         let j = String::from_utf8(body).unwrap();
-        assert!(j.contains("\"suite\":\"chacha20-poly1305\"") && j.contains("say \\\"hi\\\""), "{j}");
-        state.publish_frame(Frame { seq: 5, width: 3, height: 2, pixels: Arc::new(vec![0, 50, 100, 150, 200, 250]) });
+        assert!(
+            j.contains("\"suite\":\"chacha20-poly1305\"") && j.contains("say \\\"hi\\\""),
+            "{j}"
+        );
+        state.publish_frame(Frame {
+            seq: 5,
+            width: 3,
+            height: 2,
+            pixels: Arc::new(vec![0, 50, 100, 150, 200, 250]),
+        });
         let (h, body) = get(v.addr(), "/frame.png?n=1");
-        assert!(h.contains("image/png") && h.to_ascii_lowercase().contains("x-frame-seq: 5"), "{h}");
+        assert!(
+            h.contains("image/png") && h.to_ascii_lowercase().contains("x-frame-seq: 5"),
+            "{h}"
+        );
         let g = images::parse_png(&body).unwrap();
         assert_eq!(g.pixels, vec![0, 50, 100, 150, 200, 250]);
         assert!(get(v.addr(), "/nope").0.contains("404"));
@@ -278,9 +316,16 @@ mod tests {
     #[test]
     fn bayer_frames_are_served_in_colour() {
         let state = ViewerState::new(true);
-        state.publish_frame(Frame { seq: 1, width: 4, height: 4, pixels: Arc::new(vec![200; 16]) });
+        state.publish_frame(Frame {
+            seq: 1,
+            width: 4,
+            height: 4,
+            pixels: Arc::new(vec![200; 16]),
+        });
         let (_, png) = state.frame_png(Duration::ZERO).unwrap();
-        let mut dec = png::Decoder::new(std::io::BufReader::new(std::io::Cursor::new(png.as_ref().clone())));
+        let mut dec = png::Decoder::new(std::io::BufReader::new(std::io::Cursor::new(
+            png.as_ref().clone(),
+        )));
         dec.set_transformations(png::Transformations::normalize_to_color8());
         let r = dec.read_info().unwrap();
         assert_eq!(r.info().color_type, png::ColorType::Rgb);

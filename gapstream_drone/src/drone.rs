@@ -35,7 +35,10 @@ pub struct DroneConfig {
 
 impl Default for DroneConfig {
     fn default() -> Self {
-        DroneConfig { mode: Mode::StockPlaintext, packet_payload: cpx::MAX_PAYLOAD }
+        DroneConfig {
+            mode: Mode::StockPlaintext,
+            packet_payload: cpx::MAX_PAYLOAD,
+        }
     }
 }
 
@@ -110,9 +113,18 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
-    pub fn new(camera: C, link: L, clock: K, entropy: E, applier: A, cfg: DroneConfig) -> Result<Self, DroneError<C::Error, L::Error>> {
+    pub fn new(
+        camera: C,
+        link: L,
+        clock: K,
+        entropy: E,
+        applier: A,
+        cfg: DroneConfig,
+    ) -> Result<Self, DroneError<C::Error, L::Error>> {
         if !(1..=cpx::MAX_PAYLOAD).contains(&cfg.packet_payload) {
-            return Err(DroneError::Config(cpx::CpxError::BadPacketSize(cfg.packet_payload)));
+            return Err(DroneError::Config(cpx::CpxError::BadPacketSize(
+                cfg.packet_payload,
+            )));
         }
         let format = camera.format();
         Ok(Drone {
@@ -148,7 +160,10 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
     /// service the receiver's messages, seal and send the captured frame.
     pub fn step(&mut self) -> Result<(), DroneError<C::Error, L::Error>> {
         if !self.started {
-            let b = self.spare.take().unwrap_or_else(|| vec![0u8; self.format.bytes()]);
+            let b = self
+                .spare
+                .take()
+                .unwrap_or_else(|| vec![0u8; self.format.bytes()]);
             self.camera.start(b).map_err(DroneError::Camera)?;
             self.spare = Some(vec![0u8; self.format.bytes()]);
             self.started = true;
@@ -159,7 +174,10 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         self.stats.capture_wait_ns += t1.saturating_sub(t0);
         self.stats.frames_captured += 1;
         // Frame N+1 is captured while frame N is sealed and sent.
-        let next = self.spare.take().unwrap_or_else(|| vec![0u8; self.format.bytes()]);
+        let next = self
+            .spare
+            .take()
+            .unwrap_or_else(|| vec![0u8; self.format.bytes()]);
         self.camera.start(next).map_err(DroneError::Camera)?;
         self.service_upstream()?;
         let r = self.send_frame(&cap);
@@ -170,7 +188,10 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
     /// Reads and handles whatever the receiver sent (handshake, rekey); never blocks.
     pub fn service_upstream(&mut self) -> Result<(), DroneError<C::Error, L::Error>> {
         loop {
-            let n = self.link.poll_recv(&mut self.rx_buf).map_err(DroneError::Link)?;
+            let n = self
+                .link
+                .poll_recv(&mut self.rx_buf)
+                .map_err(DroneError::Link)?;
             if n == 0 {
                 return Ok(());
             }
@@ -200,11 +221,19 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         }
     }
 
-    fn send_message(&mut self, route: Route, parts: [&[u8]; 3], last: LastFlag) -> Result<(), DroneError<C::Error, L::Error>> {
-        let mut p = Packetizer::new(route, parts, self.cfg.packet_payload, last).map_err(DroneError::Config)?;
+    fn send_message(
+        &mut self,
+        route: Route,
+        parts: [&[u8]; 3],
+        last: LastFlag,
+    ) -> Result<(), DroneError<C::Error, L::Error>> {
+        let mut p = Packetizer::new(route, parts, self.cfg.packet_payload, last)
+            .map_err(DroneError::Config)?;
         while let Some(r) = p.next_packet(&mut self.packet) {
             let n = r.map_err(DroneError::Config)?;
-            self.link.send(&self.packet[..n]).map_err(DroneError::Link)?;
+            self.link
+                .send(&self.packet[..n])
+                .map_err(DroneError::Link)?;
             self.stats.packets_sent += 1;
             self.stats.bytes_sent += n as u64;
         }
@@ -247,10 +276,16 @@ pub(crate) mod tests {
             let mut buf = self.in_flight.take().ok_or("no capture in flight")?;
             self.log.push("wait");
             let (w, h) = (self.fmt.width as usize, self.fmt.height as usize);
-            let stamp = Stamp { frame: self.next_index, capture_ns: 1000 * self.next_index as u64 };
+            let stamp = Stamp {
+                frame: self.next_index,
+                capture_ns: 1000 * self.next_index as u64,
+            };
             testpattern::render(&mut buf, w, h, stamp).map_err(|_| "render")?;
             self.next_index += 1;
-            Ok(Capture { buf, capture_ns: stamp.capture_ns })
+            Ok(Capture {
+                buf,
+                capture_ns: stamp.capture_ns,
+            })
         }
     }
 
@@ -296,7 +331,11 @@ pub(crate) mod tests {
 
     pub fn camera() -> PatternCamera {
         PatternCamera {
-            fmt: FrameFormat { width: 324, height: 244, pixel: PixelFormat::Grey8 },
+            fmt: FrameFormat {
+                width: 324,
+                height: 244,
+                pixel: PixelFormat::Grey8,
+            },
             in_flight: None,
             next_index: 0,
             log: Vec::new(),
@@ -306,7 +345,15 @@ pub(crate) mod tests {
 
     #[test]
     fn next_capture_starts_before_the_frame_is_sent_and_buffers_alternate() {
-        let mut d = Drone::new(camera(), VecLink::default(), TickClock(Cell::new(0)), CountingEntropy(0), Sequential, DroneConfig::default()).unwrap();
+        let mut d = Drone::new(
+            camera(),
+            VecLink::default(),
+            TickClock(Cell::new(0)),
+            CountingEntropy(0),
+            Sequential,
+            DroneConfig::default(),
+        )
+        .unwrap();
         for _ in 0..4 {
             let before = d.link.packets;
             d.step().unwrap();
@@ -314,7 +361,10 @@ pub(crate) mod tests {
             assert!(d.camera.in_flight.is_some());
             assert!(d.link.packets > before);
         }
-        assert_eq!(d.camera.log[..5], ["start", "wait", "start", "wait", "start"]);
+        assert_eq!(
+            d.camera.log[..5],
+            ["start", "wait", "start", "wait", "start"]
+        );
         // Two buffers, used alternately: A B A B ...
         let seen = &d.camera.buffers_seen;
         assert_ne!(seen[0], seen[1]);
@@ -325,7 +375,18 @@ pub(crate) mod tests {
 
     #[test]
     fn stock_stream_is_header_then_image_with_last_on_every_packet() {
-        let mut d = Drone::new(camera(), VecLink::default(), TickClock(Cell::new(0)), CountingEntropy(0), Sequential, DroneConfig { packet_payload: 512, ..DroneConfig::default() }).unwrap();
+        let mut d = Drone::new(
+            camera(),
+            VecLink::default(),
+            TickClock(Cell::new(0)),
+            CountingEntropy(0),
+            Sequential,
+            DroneConfig {
+                packet_payload: 512,
+                ..DroneConfig::default()
+            },
+        )
+        .unwrap();
         d.step().unwrap();
         let mut dec = StreamDecoder::new();
         let mut input = &d.link.sent[..];
@@ -334,10 +395,16 @@ pub(crate) mod tests {
             let p = r.unwrap();
             assert!(p.route.last_packet);
             assert_eq!(p.route.function, Function::App as u8);
-            assert_eq!((p.route.source, p.route.destination), (Target::Gap8 as u8, Target::WifiHost as u8));
+            assert_eq!(
+                (p.route.source, p.route.destination),
+                (Target::Gap8 as u8, Target::WifiHost as u8)
+            );
             payloads.push(p.payload.to_vec());
         }
-        assert_eq!(payloads[0], [0xBC, 0x44, 0x01, 0xF4, 0x00, 1, 0, 0xD0, 0x34, 0x01, 0x00]);
+        assert_eq!(
+            payloads[0],
+            [0xBC, 0x44, 0x01, 0xF4, 0x00, 1, 0, 0xD0, 0x34, 0x01, 0x00]
+        );
         let image: Vec<u8> = payloads[1..].concat();
         assert_eq!(image.len(), 324 * 244);
         assert_eq!(payloads.len(), 1 + (324 * 244usize).div_ceil(512));
@@ -346,7 +413,20 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_packet_size_is_refused() {
-        let r = Drone::new(camera(), VecLink::default(), TickClock(Cell::new(0)), CountingEntropy(0), Sequential, DroneConfig { packet_payload: 1021, ..DroneConfig::default() });
-        assert!(matches!(r, Err(DroneError::Config(cpx::CpxError::BadPacketSize(1021)))));
+        let r = Drone::new(
+            camera(),
+            VecLink::default(),
+            TickClock(Cell::new(0)),
+            CountingEntropy(0),
+            Sequential,
+            DroneConfig {
+                packet_payload: 1021,
+                ..DroneConfig::default()
+            },
+        );
+        assert!(matches!(
+            r,
+            Err(DroneError::Config(cpx::CpxError::BadPacketSize(1021)))
+        ));
     }
 }

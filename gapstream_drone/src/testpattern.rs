@@ -58,10 +58,20 @@ fn crc8(bytes: &[u8]) -> u8 {
     for &b in bytes {
         crc ^= b;
         for _ in 0..8 {
-            crc = if crc & 0x80 != 0 { (crc << 1) ^ 0x07 } else { crc << 1 };
+            crc = if crc & 0x80 != 0 {
+                (crc << 1) ^ 0x07
+            } else {
+                crc << 1
+            };
         }
     }
     crc
+}
+
+/// The check byte after each code: CRC-8 XOR 0xA5, so an all-black or all-white area never
+/// decodes as a stamp.
+fn check_byte(bytes: &[u8]) -> u8 {
+    crc8(bytes) ^ 0xA5
 }
 
 fn check(buf: &[u8], width: usize, height: usize) -> Result<(), PatternError> {
@@ -75,7 +85,12 @@ fn check(buf: &[u8], width: usize, height: usize) -> Result<(), PatternError> {
 }
 
 /// Renders frame `stamp.frame` of the moving greyscale scene with `stamp` burned in.
-pub fn render(buf: &mut [u8], width: usize, height: usize, stamp: Stamp) -> Result<(), PatternError> {
+pub fn render(
+    buf: &mut [u8],
+    width: usize,
+    height: usize,
+    stamp: Stamp,
+) -> Result<(), PatternError> {
     check(buf, width, height)?;
     render_with(buf, width, height, stamp, |x, y, v| {
         let _ = (x, y);
@@ -87,7 +102,12 @@ pub fn render(buf: &mut [u8], width: usize, height: usize, stamp: Stamp) -> Resu
 /// Renders the scene as the colour HM01B0 variant would deliver it: an RGGB Bayer mosaic of a
 /// coloured version of the scene (red, green and blue bands move at different speeds). The burned-in
 /// code and digits are pure black / white in every channel.
-pub fn render_bayer(buf: &mut [u8], width: usize, height: usize, stamp: Stamp) -> Result<(), PatternError> {
+pub fn render_bayer(
+    buf: &mut [u8],
+    width: usize,
+    height: usize,
+    stamp: Stamp,
+) -> Result<(), PatternError> {
     check(buf, width, height)?;
     let f = stamp.frame as usize;
     render_with(buf, width, height, stamp, |x, y, v| {
@@ -120,7 +140,11 @@ fn render_with(
     let sq = 40usize.min(height / 4);
     let span = width - sq;
     let phase = (f * 5) % (2 * span);
-    let sq_x = if phase < span { phase } else { 2 * span - phase };
+    let sq_x = if phase < span {
+        phase
+    } else {
+        2 * span - phase
+    };
     let sq_y = (TEXT_ROW + 20).min(height - sq) + (f % 8);
     let sq_y = sq_y.min(height - sq);
     for y in 0..height {
@@ -137,11 +161,11 @@ fn render_with(
     // Block codes (pure black/white, not passed through `colour`).
     let mut fbits = [0u8; 5];
     fbits[..4].copy_from_slice(&stamp.frame.to_le_bytes());
-    fbits[4] = crc8(&fbits[..4]);
+    fbits[4] = check_byte(&fbits[..4]);
     draw_code(buf, width, FRAME_ROW, FRAME_BLOCK_W, &fbits);
     let mut tbits = [0u8; 9];
     tbits[..8].copy_from_slice(&stamp.capture_ns.to_le_bytes());
-    tbits[8] = crc8(&tbits[..8]);
+    tbits[8] = check_byte(&tbits[..8]);
     draw_code(buf, width, TIME_ROW, TIME_BLOCK_W, &tbits);
     // Digits: "#frame  s.micro" on a black band.
     for y in TEXT_ROW - 1..TEXT_ROW + 15 {
@@ -190,7 +214,9 @@ fn draw_code(buf: &mut [u8], width: usize, row: usize, block_w: usize, bytes: &[
 }
 
 fn bits(bytes: &[u8]) -> impl Iterator<Item = bool> + '_ {
-    bytes.iter().flat_map(|b| (0..8).map(move |k| (b >> k) & 1 == 1))
+    bytes
+        .iter()
+        .flat_map(|b| (0..8).map(move |k| (b >> k) & 1 == 1))
 }
 
 fn read_code<const N: usize>(buf: &[u8], width: usize, row: usize, block_w: usize) -> [u8; N] {
@@ -216,14 +242,17 @@ pub fn decode(buf: &[u8], width: usize, height: usize) -> Option<Stamp> {
     check(buf, width, height).ok()?;
     let f: [u8; 5] = read_code(buf, width, FRAME_ROW, FRAME_BLOCK_W);
     let t: [u8; 9] = read_code(buf, width, TIME_ROW, TIME_BLOCK_W);
-    if crc8(&f[..4]) != f[4] || crc8(&t[..8]) != t[8] {
+    if check_byte(&f[..4]) != f[4] || check_byte(&t[..8]) != t[8] {
         return None;
     }
     let mut fb = [0u8; 4];
     fb.copy_from_slice(&f[..4]);
     let mut tb = [0u8; 8];
     tb.copy_from_slice(&t[..8]);
-    Some(Stamp { frame: u32::from_le_bytes(fb), capture_ns: u64::from_le_bytes(tb) })
+    Some(Stamp {
+        frame: u32::from_le_bytes(fb),
+        capture_ns: u64::from_le_bytes(tb),
+    })
 }
 
 /// 5 × 7 glyphs, one byte per row, bit 4 = leftmost column.
@@ -282,18 +311,49 @@ mod tests {
     }
 
     #[test]
+    fn flat_areas_are_not_stamps() {
+        assert_eq!(decode(&vec![0u8; 324 * 244], 324, 244), None);
+        assert_eq!(decode(&vec![255u8; 324 * 244], 324, 244), None);
+    }
+
+    #[test]
     fn too_small_is_an_error() {
         let mut b = vec![0u8; 100 * 100];
-        assert_eq!(render(&mut b, 100, 100, Stamp { frame: 1, capture_ns: 2 }), Err(PatternError::TooSmall));
+        assert_eq!(
+            render(
+                &mut b,
+                100,
+                100,
+                Stamp {
+                    frame: 1,
+                    capture_ns: 2
+                }
+            ),
+            Err(PatternError::TooSmall)
+        );
         let mut b = vec![0u8; 10];
-        assert_eq!(render(&mut b, 324, 244, Stamp { frame: 1, capture_ns: 2 }), Err(PatternError::BufferSize));
+        assert_eq!(
+            render(
+                &mut b,
+                324,
+                244,
+                Stamp {
+                    frame: 1,
+                    capture_ns: 2
+                }
+            ),
+            Err(PatternError::BufferSize)
+        );
         assert_eq!(decode(&b, 324, 244), None);
     }
 
     #[test]
     fn corrupted_code_is_not_decoded() {
         let mut b = vec![0u8; 324 * 244];
-        let s = Stamp { frame: 77, capture_ns: 123_456_789 };
+        let s = Stamp {
+            frame: 77,
+            capture_ns: 123_456_789,
+        };
         render(&mut b, 324, 244, s).unwrap();
         assert_eq!(decode(&b, 324, 244), Some(s));
         // Invert one block of the time code.
@@ -310,8 +370,26 @@ mod tests {
     fn consecutive_frames_differ() {
         let mut a = vec![0u8; 324 * 244];
         let mut b = vec![0u8; 324 * 244];
-        render(&mut a, 324, 244, Stamp { frame: 1, capture_ns: 0 }).unwrap();
-        render(&mut b, 324, 244, Stamp { frame: 2, capture_ns: 0 }).unwrap();
+        render(
+            &mut a,
+            324,
+            244,
+            Stamp {
+                frame: 1,
+                capture_ns: 0,
+            },
+        )
+        .unwrap();
+        render(
+            &mut b,
+            324,
+            244,
+            Stamp {
+                frame: 2,
+                capture_ns: 0,
+            },
+        )
+        .unwrap();
         let differing = a.iter().zip(&b).filter(|(x, y)| x != y).count();
         assert!(differing > 1000, "only {differing} pixels changed");
     }

@@ -24,7 +24,11 @@ pub struct FrameFormat {
 
 impl FrameFormat {
     /// The AI-deck's HM01B0: 324 × 244, 8 bits per pixel.
-    pub const HM01B0: FrameFormat = FrameFormat { width: 324, height: 244, pixel: PixelFormat::Grey8 };
+    pub const HM01B0: FrameFormat = FrameFormat {
+        width: 324,
+        height: 244,
+        pixel: PixelFormat::Grey8,
+    };
 
     /// Bytes of one frame.
     pub const fn bytes(&self) -> usize {

@@ -9,7 +9,10 @@ use esp32_bridge::forward::{Config, UpstreamPolicy};
 use esp32_bridge::host::{HostBridge, HostConfig};
 
 #[derive(Parser)]
-#[command(version, about = "ESP32 bridge on the host: CPX between the (simulated) GAP8 and WiFi clients, no keys")]
+#[command(
+    version,
+    about = "ESP32 bridge on the host: CPX between the (simulated) GAP8 and WiFi clients, no keys"
+)]
 struct Args {
     /// Where the simulated GAP8 connects (stands in for the SPI link).
     #[arg(long, default_value = "127.0.0.1:5100")]
@@ -51,7 +54,11 @@ fn main() -> ExitCode {
         core: Config {
             client_queue_bytes: a.queue_frames.max(1) * 82_000,
             max_clients: a.max_clients,
-            upstream: if a.leader_only { UpstreamPolicy::LeaderOnly } else { UpstreamPolicy::All },
+            upstream: if a.leader_only {
+                UpstreamPolicy::LeaderOnly
+            } else {
+                UpstreamPolicy::All
+            },
             ..Config::default()
         },
         verbose: true,
@@ -68,7 +75,10 @@ fn main() -> ExitCode {
         "esp32-bridge: SPI side {}  TCP {}  UDP {}  (Ctrl-C stops)",
         bridge.spi_addr,
         bridge.tcp_addr,
-        bridge.udp_addr.map(|u| u.to_string()).unwrap_or_else(|| "off".into())
+        bridge
+            .udp_addr
+            .map(|u| u.to_string())
+            .unwrap_or_else(|| "off".into())
     );
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let _ = ctrlc_wait(tx);
@@ -85,7 +95,9 @@ fn main() -> ExitCode {
 
 /// Sends on `tx` at Ctrl-C / SIGTERM.
 fn ctrlc_wait(tx: std::sync::mpsc::Sender<()>) -> std::io::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     std::thread::spawn(move || {
         rt.block_on(async {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();

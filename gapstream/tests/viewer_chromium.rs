@@ -1,0 +1,157 @@
+//! The live viewer in a real browser: headless Chromium (Debian's `chromium`, installed by
+//! `scripts/setup.sh` from `scripts/setup.d/stream.apt`) loads the page, and its screenshot must
+//! show the decoded frame: the test finds the frame in the screenshot's pixels and reads the frame
+//! number burned into it back out.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gapstream::viewer::{Frame, Viewer, ViewerState};
+use gapstream_drone::testpattern::{self, Stamp};
+
+/// RGB screenshot.
+struct Shot {
+    w: usize,
+    h: usize,
+    rgb: Vec<u8>,
+}
+
+fn load_rgb(p: &Path) -> Shot {
+    let bytes = std::fs::read(p).unwrap();
+    let mut dec = png::Decoder::new(std::io::BufReader::new(std::io::Cursor::new(bytes)));
+    dec.set_transformations(png::Transformations::normalize_to_color8());
+    let mut r = dec.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    let ch = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        c => panic!("unexpected screenshot colour type {c:?}"),
+    };
+    let rgb = buf[..info.buffer_size()]
+        .chunks(ch)
+        .flat_map(|p| [p[0], p[1], p[2]])
+        .collect();
+    Shot {
+        w: info.width as usize,
+        h: info.height as usize,
+        rgb,
+    }
+}
+
+pub fn run_chromium(url: &str, out: &Path, profile: &Path) {
+    let st = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+            "--window-size=1100,620",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", out.display()))
+        .arg(url)
+        .output()
+        .expect("Debian's `chromium` must be installed (make setup installs it from scripts/setup.d/stream.apt)");
+    assert!(
+        out.exists(),
+        "chromium wrote no screenshot: {}\n{}",
+        st.status,
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
+#[test]
+fn headless_chromium_shows_a_decoded_frame() {
+    let state = ViewerState::new(false);
+    let v = Viewer::start("127.0.0.1:0", state.clone()).unwrap();
+    let mut pixels = vec![0u8; 324 * 244];
+    let stamp = Stamp {
+        frame: 1234,
+        capture_ns: 5_000_000_000,
+    };
+    testpattern::render(&mut pixels, 324, 244, stamp).unwrap();
+    state.publish_frame(Frame {
+        seq: 1234,
+        width: 324,
+        height: 244,
+        pixels: Arc::new(pixels.clone()),
+    });
+    state.update_stats(|s| {
+        s.connection = "streaming".into();
+        s.suite = "chacha20poly1305".into();
+    });
+    let d = tempfile::tempdir().unwrap();
+    let shot_path = d.path().join("shot.png");
+    run_chromium(&v.url(), &shot_path, &d.path().join("profile"));
+    let shot = load_rgb(&shot_path);
+    // The frame is drawn at 2x (648 x 488). Find its top-left corner: the first pixel from which
+    // sampling every second pixel gives back a frame whose burned-in stamp decodes.
+    let mut found = None;
+    'search: for y0 in 0..shot.h.saturating_sub(488) {
+        for x0 in 0..shot.w.saturating_sub(648).min(200) {
+            // Quick reject on two pixels of the code strip before sampling the whole crop.
+            let grey = |x: usize, y: usize| shot.rgb[(y * shot.w + x) * 3];
+            if grey(x0 + 2 * 11, y0 + 2 * 8).abs_diff(pixels[8 * 324 + 11]) > 40
+                || grey(x0 + 2 * 17, y0 + 2 * 8).abs_diff(pixels[8 * 324 + 17]) > 40
+            {
+                continue;
+            }
+            let mut crop = vec![0u8; 324 * 244];
+            for y in 0..244 {
+                for x in 0..324 {
+                    crop[y * 324 + x] = grey(x0 + 2 * x, y0 + 2 * y);
+                }
+            }
+            if let Some(s) = testpattern::decode(&crop, 324, 244) {
+                found = Some((x0, y0, s, crop));
+                break 'search;
+            }
+        }
+    }
+    let keep = std::env::var_os("GAPSTREAM_KEEP_SCREENSHOT");
+    if let Some(k) = &keep {
+        std::fs::copy(&shot_path, k).unwrap();
+    }
+    let (x0, y0, s, _) = found
+        .unwrap_or_else(|| panic!("no decoded frame in the screenshot ({}x{})", shot.w, shot.h));
+    assert_eq!(s, stamp, "frame found at ({x0},{y0}) carries another stamp");
+    // And the picture itself is the frame, not just its stamp: at the exact 2x offset (the search
+    // stops at the first offset whose sampling decodes, which may be a pixel early) nearly every
+    // pixel matches.
+    // The search stops at the first offset whose sampling decodes; the exact 2x origin is within
+    // a code block (12 x 16 screen pixels) of it. Pick the origin where the most pixels match.
+    let matches = |ox: usize, oy: usize, step: usize| {
+        (0..244)
+            .step_by(step)
+            .flat_map(|y| (0..324).step_by(step).map(move |x| (x, y)))
+            .filter(|&(x, y)| {
+                let (sx, sy) = (ox + 2 * x, oy + 2 * y);
+                sx < shot.w
+                    && sy < shot.h
+                    && shot.rgb[(sy * shot.w + sx) * 3].abs_diff(pixels[y * 324 + x]) <= 8
+            })
+            .count()
+    };
+    let (bx, by) = (x0.saturating_sub(12)..x0 + 12)
+        .flat_map(|x| (y0.saturating_sub(16)..y0 + 16).map(move |y| (x, y)))
+        .max_by_key(|&(x, y)| matches(x, y, 5))
+        .unwrap();
+    let best = matches(bx, by, 1);
+    assert!(
+        best * 100 >= 99 * pixels.len(),
+        "only {best} of {} pixels match",
+        pixels.len()
+    );
+    drop(v);
+    std::thread::sleep(Duration::from_millis(10));
+}
