@@ -64,6 +64,7 @@
 //!
 //! Measured with `cargo xtask bench-qemu aes` (instructions per byte under QEMU, `minstret`);
 //! see `docs/aes.md` for the figures and the hot-path code sizes.
+mod asm;
 mod ctr;
 mod key;
 mod slice;
@@ -71,6 +72,10 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
+#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+pub use asm::Pulp;
+#[cfg(target_arch = "riscv32")]
+pub use asm::Rv32;
 pub use ctr::PairJob;
 pub use key::RoundKeys;
 pub use stream::{Aes128CtrCore, Backend, Portable};
@@ -85,7 +90,15 @@ pub type Aes128CtrWith<B> = cipher::StreamCipherCoreWrapper<Aes128CtrCore<B>>;
 /// `ctr::Ctr128BE<aes::Aes128>`.
 pub type Reference = ::ctr::Ctr128BE<::aes::Aes128>;
 
+/// The backend [`Aes128Ctr`] uses on this target: [`Pulp`] on riscv32 with feature `pulp`, the
+/// rv32imc assembly [`Rv32`] on other riscv32 builds, [`Portable`] elsewhere.
+#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+pub type Best = Pulp;
 /// The backend [`Aes128Ctr`] uses on this target.
+#[cfg(all(target_arch = "riscv32", not(feature = "pulp")))]
+pub type Best = Rv32;
+/// The backend [`Aes128Ctr`] uses on this target.
+#[cfg(not(target_arch = "riscv32"))]
 pub type Best = Portable;
 
 /// Encrypts two blocks with AES-128 (the block function the CTR kernels are built on; no

@@ -113,6 +113,7 @@ fn main() -> Result<(), &'static str> {
     vectors::<aes::Reference>("rustcrypto")?;
     vectors::<aes::Aes128Ctr>("best")?;
     variant::<aes::Portable>()?;
+    variant::<aes::Rv32>()?;
     Ok(())
 }
 rv32_qemu::entry!(main);

@@ -54,6 +54,7 @@ fn main() -> Result<(), &'static str> {
         .collect();
     let _ = Rng::new(1);
     run::<aes::Portable>(&mut buf, &check)?;
+    run::<aes::Rv32>(&mut buf, &check)?;
     measure::<aes::Reference>("rustcrypto", &mut buf, &check)?;
     Ok(())
 }

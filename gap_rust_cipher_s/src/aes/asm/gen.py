@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""Generates the AES-128-CTR pair kernels `rv32.rs` (rv32imc) and `pulp.rs` (p.ror) next to it.
+
+    python3 gap_rust_cipher_s/src/aes/asm/gen.py          # rewrite the two files
+    python3 gap_rust_cipher_s/src/aes/asm/gen.py --check  # exit 1 if they are out of date
+
+The kernels run the same computation as `ctr::xor_pairs_generic` (see `ctr.rs`), which the tests
+compare with the reference crates: per pair of blocks, rebuild the round-1 state from the run
+constant and the pair's two batch words, run rounds 2..=10 (fixsliced, one S-box subroutine and
+four MixColumns+AddRoundKey blocks), unpack, XOR into the data.
+
+The S-box gate list is read from `slice.rs` (`sub_bytes`), so the Rust and assembly circuits are
+the same text. Straight-line blocks are written on virtual registers and given machine registers
+by a small linear-scan allocator (with spills to the stack frame if it ever runs out); the script
+prints per-block instruction counts and fails if a block no longer fits.
+"""
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SLICE_RS = os.path.join(HERE, "..", "slice.rs")
+
+ABI = {1: "ra", 5: "t0", 6: "t1", 7: "t2", 8: "s0", 9: "s1"}
+ABI.update({10 + i: "a%d" % i for i in range(8)})
+ABI.update({18 + i: "s%d" % (2 + i) for i in range(10)})
+ABI.update({28 + i: "t%d" % (3 + i) for i in range(4)})
+
+
+def rname(r):
+    return ABI[r]
+
+
+# Registers x8..x15 first: two-operand ops on them compress to 16 bits.
+ALL_REGS = list(range(8, 16)) + [5, 6, 7] + list(range(16, 32))
+
+# ---------------------------------------------------------------------------------------------
+# Stack frame of the kernel (words from sp).
+F_CST = 0  # 8 words: run constant
+F_MV = 8  # VARYING_MASK
+F_M1, F_M2, F_M3 = 9, 10, 11  # 0x3F3F3F3F, 0x0F0F0F0F, 0x03030303
+F_M55, F_M33 = 12, 13  # 0x55555555, 0x33333333 (0x0F0F0F0F is F_M2)
+F_RKCUR = 14  # current round-key pointer
+F_RK2 = 15  # &rk[2]
+F_DATA = 16
+F_WPTR = 17
+F_NPAIRS = 18
+F_CNT = 19
+F_SPILL = 20  # 4 spill slots
+N_SPILL = 4
+F_SAVE = 24  # s0..s11, ra: 13 words
+FRAME_WORDS = 40  # 160 bytes, 16-byte aligned
+CALLEE_SAVED = [8, 9] + list(range(18, 28)) + [1]
+
+
+# ---------------------------------------------------------------------------------------------
+class Block:
+    """A straight-line block on virtual registers (strings)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.ops = []  # (op, dst, srcs, imm)
+        self.n = 0
+
+    def tmp(self, hint="t"):
+        self.n += 1
+        return "%%%s%d" % (hint, self.n)
+
+    def emit(self, op, dst, srcs=(), imm=None):
+        self.ops.append((op, dst, tuple(srcs), imm))
+        return dst
+
+    # arithmetic helpers returning the new vreg
+    def xor(self, a, b, d=None):
+        return self.emit("xor", d or self.tmp(), (a, b))
+
+    def and_(self, a, b, d=None):
+        return self.emit("and", d or self.tmp(), (a, b))
+
+    def or_(self, a, b, d=None):
+        return self.emit("or", d or self.tmp(), (a, b))
+
+    def srli(self, a, n):
+        return self.emit("srli", self.tmp(), (a,), n)
+
+    def slli(self, a, n):
+        return self.emit("slli", self.tmp(), (a,), n)
+
+    def li(self, v):
+        return self.emit("li", self.tmp("k"), (), v)
+
+    def lw(self, base, off, d=None):
+        return self.emit("lw", d or self.tmp("m"), (base,), off)
+
+    def lwsp(self, slot, d=None):
+        return self.emit("lw", d or self.tmp("m"), ("sp",), 4 * slot)
+
+    def sw(self, v, base, off):
+        self.emit("sw", None, (v, base), off)
+
+    def swsp(self, v, slot):
+        self.emit("sw", None, (v, "sp"), 4 * slot)
+
+    def addi(self, a, imm):
+        return self.emit("addi", self.tmp(), (a,), imm)
+
+    def pror(self, a, amt):
+        return self.emit("p.ror", self.tmp(), (a, amt))
+
+
+def allocate(block, avail, pin_in, pin_out, keep=()):
+    """Linear-scan allocation of `block`.
+
+    `pin_in`: vreg -> register holding it on entry. `pin_out`: vreg -> register it must be in on
+    exit (moves are added if the allocator put it elsewhere). `keep`: vregs live on exit wherever
+    they are. Returns (instructions, {vreg: register} for pin_out and keep).
+    """
+    ops = block.ops
+    n = len(ops)
+    uses = {}
+    for i, (op, d, srcs, imm) in enumerate(ops):
+        for s in srcs:
+            if s != "sp":
+                uses.setdefault(s, []).append(i)
+    for v in list(pin_out) + list(keep):
+        uses.setdefault(v, []).append(n)
+    reg_of = dict(pin_in)
+    owner = {r: v for v, r in pin_in.items()}
+    free = [r for r in avail if r not in owner]
+    spilled = {}
+    slots = list(range(N_SPILL))
+    out = []
+    targets = dict(pin_out)
+
+    def next_use(v, i):
+        for u in uses.get(v, []):
+            if u >= i:
+                return u
+        return None
+
+    def release(v):
+        r = reg_of.pop(v)
+        del owner[r]
+        free.append(r)
+
+    def spill_one(i, protect):
+        cands = sorted(((next_use(v, i) or n + 1), v) for v in reg_of if v not in protect)
+        if not cands:
+            raise SystemExit("%s: out of registers" % block.name)
+        _, v = cands[-1]
+        if not slots:
+            raise SystemExit("%s: out of spill slots" % block.name)
+        slot = slots.pop(0)
+        out.append(("sw", None, (rname(reg_of[v]), "sp"), 4 * (F_SPILL + slot)))
+        spilled[v] = slot
+        release(v)
+
+    def pick(i, prefer, protect):
+        pending = {t for v, t in targets.items() if v not in reg_of and v not in spilled}
+        for r in prefer:
+            if r in free:
+                free.remove(r)
+                return r
+        for r in free:
+            if r not in pending:
+                free.remove(r)
+                return r
+        if free:
+            return free.pop(0)
+        spill_one(i, protect)
+        return pick(i, prefer, protect)
+
+    for i, (op, d, srcs, imm) in enumerate(ops):
+        protect = set(srcs)
+        for s in srcs:
+            if s in spilled:
+                slot = spilled.pop(s)
+                r = pick(i, (), protect)
+                out.append(("lw", rname(r), ("sp",), 4 * (F_SPILL + slot)))
+                slots.append(slot)
+                reg_of[s] = r
+                owner[r] = s
+        sregs = tuple("sp" if s == "sp" else rname(reg_of[s]) for s in srcs)
+        dying = []
+        for s in dict.fromkeys(srcs):
+            if s != "sp" and next_use(s, i + 1) is None:
+                dying.append(reg_of[s])
+                release(s)
+        dreg = None
+        if d is not None:
+            prefer = ([targets[d]] if d in targets else []) + dying
+            r = pick(i, prefer, protect)
+            reg_of[d] = r
+            owner[r] = d
+            dreg = rname(r)
+            if next_use(d, i + 1) is None:
+                raise SystemExit("%s: %s is never used" % (block.name, d))
+        out.append((op, dreg, sregs, imm))
+    result = {}
+    for v in keep:
+        result[v] = reg_of[v]
+    moves = {}
+    for v, t in targets.items():
+        if v in spilled:
+            raise SystemExit("%s: output %s spilled" % (block.name, v))
+        if reg_of[v] != t:
+            moves[t] = reg_of[v]
+        result[v] = t
+    while moves:
+        ready = [t for t in moves if t not in moves.values()]
+        if not ready:
+            raise SystemExit("%s: cyclic output moves %r" % (block.name, moves))
+        for t in ready:
+            out.append(("mv", rname(t), (rname(moves.pop(t)),), None))
+    return out, result
+
+
+ABI_INV = {v: k for k, v in ABI.items()}
+
+
+def fmt(ins, pulp_macro):
+    op, d, s, imm = ins
+    if op in ("xor", "and", "or"):
+        return "%s %s, %s, %s" % (op, d, s[0], s[1])
+    if op in ("srli", "slli", "addi"):
+        return "%s %s, %s, %d" % (op, d, s[0], imm)
+    if op == "li":
+        return "li %s, 0x%x" % (d, imm)
+    if op == "lw":
+        return "lw %s, %d(%s)" % (d, imm, s[0])
+    if op == "sw":
+        return "sw %s, %d(%s)" % (s[0], imm, s[1])
+    if op == "mv":
+        return "mv %s, %s" % (d, s[0])
+    if op == "p.ror":
+        return pulp_macro("p_ror", "%s, %s, %s" % (d, s[0], s[1]))
+    raise ValueError(op)
+
+
+# ---------------------------------------------------------------------------------------------
+def sbox_gates():
+    src = open(SLICE_RS).read()
+    body = src[src.index("pub(crate) fn sub_bytes"):]
+    body = body[: body.index("*s = [")]
+    gates = re.findall(r"let (\w+) = (\w+) ([\^&]) (\w+);", body)
+    assert len(gates) == 113, len(gates)
+    return gates
+
+
+def build_sbox(gates):
+    b = Block("sbox")
+    names = {}
+    for k in range(8):  # u7 = plane 0 ... u0 = plane 7
+        names["u%d" % (7 - k)] = "%%in%d" % k
+    for d, x, o, y in gates:
+        v = "%%%s" % d
+        names[d] = v
+        b.emit("xor" if o == "^" else "and", v, (names[x], names[y]))
+    outs = [names["s%d" % (7 - k)] for k in range(8)]  # plane k = s(7-k)
+    return b, ["%%in%d" % k for k in range(8)], outs
+
+
+class Rot:
+    """Rotation strategies."""
+
+    def __init__(self, pulp):
+        self.pulp = pulp
+        self.amt = {}
+        self.masks = {}
+
+    def reset(self, b):
+        self.b = b
+        self.amt = {}
+        self.masks = {}
+
+    def amount(self, n):
+        if n not in self.amt:
+            self.amt[n] = self.b.li(n)
+        return self.amt[n]
+
+    def mask(self, slot):
+        if slot not in self.masks:
+            self.masks[slot] = self.b.lwsp(slot)
+        return self.masks[slot]
+
+    def ror(self, x, n):
+        b = self.b
+        if self.pulp:
+            return b.pror(x, self.amount(n))
+        lo = b.srli(x, n)
+        hi = b.slli(x, 32 - n)
+        return b.or_(lo, hi)
+
+    def sel(self, t, u, m):
+        """u where m is set, t elsewhere."""
+        b = self.b
+        return b.xor(t, b.and_(b.xor(t, u), m))
+
+    def colrot(self, x, k, mslot):
+        """Rotate each row's columns: (C_k a)(r, c) = a(r, c + k)."""
+        b = self.b
+        w = b.srli(x, 2 * k)
+        v = b.slli(x, 8 - 2 * k)
+        return self.sel(v, w, self.mask(mslot))
+
+    def row(self, x, k):
+        """R_k: next row, k columns further."""
+        if k == 0:
+            return self.ror(x, 8)
+        mslot = {1: F_M1, 2: F_M2, 3: F_M3}[k]
+        if self.pulp:
+            return self.sel(self.ror(x, 2 * k), self.ror(x, 8 + 2 * k), self.mask(mslot))
+        return self.ror(self.colrot(x, k, mslot), 8)
+
+    def row2(self, x, k):
+        if k % 2 == 0:
+            return self.ror(x, 16)
+        if self.pulp:
+            return self.sel(self.ror(x, 12), self.ror(x, 20), self.mask(F_M2))
+        return self.ror(self.colrot(x, 2, F_M2), 16)
+
+
+def build_mc(k, rot, ark_off, advance):
+    """MixColumns_k then AddRoundKey (round key at cursor + ark_off)."""
+    b = Block("mc%d" % k)
+    rot.reset(b)
+    a = ["%%a%d" % i for i in range(8)]
+    out = ["%%o%d" % i for i in range(8)]
+    cur = b.lwsp(F_RKCUR)
+    keys = [b.lw(cur, ark_off + 4 * i) for i in range(8)]
+    if advance:
+        b.swsp(b.addi(cur, advance), F_RKCUR)
+    bb = [None] * 8
+    cc = [None] * 8
+    bb[7] = rot.row(a[7], k)
+    cc[7] = b.xor(a[7], bb[7])
+    for i in range(8):
+        if i < 7:
+            bb[i] = rot.row(a[i], k)
+            cc[i] = b.xor(a[i], bb[i])
+        r2 = rot.row2(cc[i], k)
+        acc = b.xor(bb[i], r2)
+        if i > 0:
+            acc = b.xor(acc, cc[i - 1])
+        if i in (0, 1, 3, 4):
+            acc = b.xor(acc, cc[7])
+        b.xor(acc, keys[i], d=out[i])
+    return b, a, out
+
+
+def build_pair_state(rot):
+    b = Block("pair")
+    rot.reset(b)
+    out = ["%%o%d" % i for i in range(8)]
+    wp = b.lwsp(F_WPTR)
+    w0 = b.lw(wp, 0)
+    w1 = b.lw(wp, 4)
+    b.swsp(b.addi(wp, 8), F_WPTR)
+    m = b.lwsp(F_MV)
+    rk2 = b.lwsp(F_RK2)
+    b.swsp(rk2, F_RKCUR)
+    two = b.li(2)
+    b.swsp(two, F_CNT)
+    for h, w in enumerate((w0, w1)):
+        for i in range(4):
+            x = w if i == 0 else rot.ror(w, 8 * i)
+            c = b.lwsp(F_CST + 4 * h + i)
+            b.xor(c, b.and_(x, m), d=out[4 * h + i])
+    return b, out
+
+
+def build_final():
+    """AddRoundKey 10, unpack, XOR into the data, advance."""
+    b = Block("final")
+    a = ["%%a%d" % i for i in range(8)]
+    cur = b.lwsp(F_RKCUR)
+    w = [b.xor(a[i], b.lw(cur, 4 * i)) for i in range(8)]
+    m55 = b.lwsp(F_M55)
+    m33 = b.lwsp(F_M33)
+    m0f = b.lwsp(F_M2)
+
+    def swapmove(i, j, m, n):
+        t = b.and_(b.xor(b.srli(w[i], n), w[j]), m)
+        w[j] = b.xor(w[j], t)
+        w[i] = b.xor(w[i], b.slli(t, n))
+
+    for i, j in ((0, 1), (2, 3), (4, 5), (6, 7)):
+        swapmove(i, j, m55, 1)
+    for i, j in ((0, 2), (1, 3), (4, 6), (5, 7)):
+        swapmove(i, j, m33, 2)
+    for i, j in ((0, 4), (1, 5), (2, 6), (3, 7)):
+        swapmove(i, j, m0f, 4)
+    dp = b.lwsp(F_DATA)
+    # Memory: block 0 columns 0..3 = w0 w2 w4 w6, block 1 = w1 w3 w5 w7.
+    order = [0, 2, 4, 6, 1, 3, 5, 7]
+    for k in range(8):
+        d = b.lw(dp, 4 * k)
+        b.sw(b.xor(d, w[order[k]]), dp, 4 * k)
+    b.swsp(b.addi(dp, 32), F_DATA)
+    return b, a
+
+
+# ---------------------------------------------------------------------------------------------
+def generate(variant):
+    pulp = variant == "pulp"
+    sym = "gapstream_aes128ctr_pairs_%s" % variant
+    L = ".Laes_%s_" % variant
+    lines = []
+    counts = {}
+
+    def asm(s):
+        lines.append(s)
+
+    def macro(name, args):
+        return "\x00MACRO %s!(%s)" % (name, args)
+
+    def put(block, out):
+        counts[block.name] = counts.get(block.name, 0) + len(out)
+        for ins in out:
+            asm("    " + fmt(ins, macro))
+
+    rot = Rot(pulp)
+    gates = sbox_gates()
+    sb, sb_in, sb_out = build_sbox(gates)
+    s_in_regs = [ABI_INV[x] for x in ("a0", "a1", "a2", "a3", "a4", "a5", "s0", "s1")]
+    # The S-box runs inside `jal ra`: ra is off limits there.
+    sbox_avail = [r for r in ALL_REGS if r != 1]
+    sbox_code, where = allocate(sb, sbox_avail, dict(zip(sb_in, s_in_regs)), {}, keep=sb_out)
+    sb_out_regs = [where[v] for v in sb_out]
+    blk_avail = [1] + ALL_REGS
+
+    asm('.section .text.%s,"ax",@progbits' % sym)
+    asm(".globl %s" % sym)
+    asm(".type %s,@function" % sym)
+    asm(".p2align 2")
+    asm("%s:" % sym)
+    # Prologue: a0 = &rk[0][0], a1 = cst, a2 = w, a3 = data, a4 = npairs.
+    asm("    addi sp, sp, -%d" % (4 * FRAME_WORDS))
+    for k, r in enumerate(CALLEE_SAVED):
+        asm("    sw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
+    for i in range(8):
+        asm("    lw t0, %d(a1)" % (4 * i))
+        asm("    sw t0, %d(sp)" % (4 * (F_CST + i)))
+    for slot, val in ((F_MV, 0x0C30C003), (F_M1, 0x3F3F3F3F), (F_M2, 0x0F0F0F0F),
+                      (F_M3, 0x03030303), (F_M55, 0x55555555), (F_M33, 0x33333333)):
+        asm("    li t0, 0x%08x" % val)
+        asm("    sw t0, %d(sp)" % (4 * slot))
+    asm("    addi t0, a0, 64")
+    asm("    sw t0, %d(sp)" % (4 * F_RK2))
+    asm("    sw a2, %d(sp)" % (4 * F_WPTR))
+    asm("    sw a3, %d(sp)" % (4 * F_DATA))
+    asm("    sw a4, %d(sp)" % (4 * F_NPAIRS))
+    asm("    beqz a4, %sdone" % L)
+    asm("%spair:" % L)
+    pb, pout = build_pair_state(rot)
+    put(pb, allocate(pb, blk_avail, {}, dict(zip(pout, s_in_regs)))[0])
+    asm("%sround:" % L)
+    for k, off, adv in ((0, 0, 0), (1, 32, 0), (2, 64, 0), (3, 96, 128)):
+        asm("    jal ra, %ssbox" % L)
+        mb, ain, mout = build_mc(k, rot, off, adv)
+        put(mb, allocate(mb, blk_avail, dict(zip(ain, sb_out_regs)), dict(zip(mout, s_in_regs)))[0])
+    asm("    lw t0, %d(sp)" % (4 * F_CNT))
+    asm("    addi t0, t0, -1")
+    asm("    sw t0, %d(sp)" % (4 * F_CNT))
+    asm("    bnez t0, %sround" % L)
+    asm("    jal ra, %ssbox" % L)
+    fb, fin = build_final()
+    put(fb, allocate(fb, blk_avail, dict(zip(fin, sb_out_regs)), {})[0])
+    asm("    lw t0, %d(sp)" % (4 * F_NPAIRS))
+    asm("    addi t0, t0, -1")
+    asm("    sw t0, %d(sp)" % (4 * F_NPAIRS))
+    asm("    bnez t0, %spair" % L)
+    asm("%sdone:" % L)
+    for k, r in enumerate(CALLEE_SAVED):
+        asm("    lw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
+    asm("    addi sp, sp, %d" % (4 * FRAME_WORDS))
+    asm("    ret")
+    asm("%ssbox:" % L)
+    put(sb, sbox_code)
+    asm("    ret")
+    asm(".size %s, .-%s" % (sym, sym))
+    return lines, counts
+
+
+def to_rust(variant, lines, counts):
+    doc = {
+        "rv32": "rv32imc (no PULP instructions): rotations are `srli`/`slli`/`or`.",
+        "pulp": "PULP (`p.ror` from `asm_macros`); the rest is rv32imc.",
+    }[variant]
+    cfg = {
+        "rv32": '#![cfg(target_arch = "riscv32")]',
+        "pulp": '#![cfg(all(target_arch = "riscv32", feature = "pulp"))]',
+    }[variant]
+    total = sum(counts.values())
+    out = []
+    out.append("//! GENERATED by `gen.py` in this directory; do not edit. AES-128-CTR pair kernel, %s" % doc)
+    out.append("//!")
+    out.append("//! Instructions per block (static): %s; total %d."
+               % (", ".join("%s %d" % kv for kv in sorted(counts.items())), total))
+    out.append(cfg)
+    out.append("")
+    out.append("core::arch::global_asm!(")
+    for l in lines:
+        if l.startswith("    \x00MACRO "):
+            m = l[len("    \x00MACRO "):]
+            out.append("    asm_macros::%s," % m)
+        else:
+            out.append('    r#"%s"#,' % l)
+    out.append(");")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    check = "--check" in sys.argv
+    stale = False
+    for variant in ("rv32", "pulp"):
+        lines, counts = generate(variant)
+        text = to_rust(variant, lines, counts)
+        path = os.path.join(HERE, "%s.rs" % variant)
+        old = open(path).read() if os.path.exists(path) else None
+        print("%s: %s" % (variant, ", ".join("%s %d" % kv for kv in sorted(counts.items()))))
+        if check:
+            if old != text:
+                print("%s is out of date: run %s" % (path, sys.argv[0]))
+                stale = True
+        elif old != text:
+            open(path, "w").write(text)
+    sys.exit(1 if stale else 0)
+
+
+if __name__ == "__main__":
+    main()
