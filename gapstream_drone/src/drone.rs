@@ -9,24 +9,42 @@
 //! wait() -> A  ──►  start(B)  ──►  seal A, send A  ──►  wait() -> B  ──►  start(A) ...
 //! ```
 
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use gap_rust_cipher_s::KeystreamApplier;
-use gapstream_protocol::cpx::{self, Function, LastFlag, Packetizer, Route, StreamDecoder, Target};
+use gapstream_protocol::assembler::Assembler;
+use gapstream_protocol::cpx::{self, Function, LastFlag, Packetizer, Route, StreamDecoder, Target, GAPSTREAM_FUNCTION};
+use gapstream_protocol::frame::FrameMeta;
+use gapstream_protocol::handshake::Identity;
+use gapstream_protocol::session::{self, DroneEvent, DroneSession};
+use gapstream_protocol::wire;
 
-use crate::traits::{Camera, Capture, Clock, Entropy, FrameFormat, Link};
+use crate::rng::DrbgRng;
+use crate::traits::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat};
+
+/// The secure mode's settings: the pairing identity (the drone's static key and the receiver's
+/// public key, from `gapstream pair`) and the protocol's session settings (suites, rekey policy).
+#[derive(Clone, Debug)]
+pub struct SecureConfig {
+    pub identity: Identity,
+    pub session: session::DroneConfig,
+}
 
 /// How frames leave the drone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Mode {
     /// Bitcraze's stock image stream in clear (11-byte `0xBC` header packet, then the image in
     /// packets, `last_packet` on every packet): what a stock viewer shows. No security at all.
     StockPlaintext,
+    /// gapstream's protocol: Noise_KK handshake with the paired receiver, every frame sealed with
+    /// the negotiated suite, rekeying, all through `gapstream_protocol::session::DroneSession`.
+    Secure(Box<SecureConfig>),
 }
 
 /// Settings of the drone application.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct DroneConfig {
     pub mode: Mode,
     /// CPX payload bytes per packet (128, 256, 512 or 1020; the CPX maximum is 1020).
@@ -57,8 +75,12 @@ pub struct DroneStats {
     pub seal_ns: u64,
     /// Time in `Link::send`.
     pub send_ns: u64,
-    /// Upstream bytes that were not valid CPX.
+    /// Upstream bytes that were not valid CPX, or messages the session rejected.
     pub upstream_errors: u64,
+    /// Handshakes completed / HELLOs refused / rekeys acknowledged (secure mode).
+    pub handshakes: u64,
+    pub hellos_refused: u64,
+    pub rekeys_acked: u64,
 }
 
 /// Why the drone loop stopped.
@@ -68,6 +90,10 @@ pub enum DroneError<CE, LE> {
     Link(LE),
     /// The configured packet size is outside 1..=1020.
     Config(cpx::CpxError),
+    /// The entropy source failed (no handshake can be answered).
+    Entropy(EntropyError),
+    /// A frame could not be sealed (for example the sequence numbers are used up).
+    Seal(session::SealError),
 }
 
 impl<CE: core::fmt::Display, LE: core::fmt::Display> core::fmt::Display for DroneError<CE, LE> {
@@ -76,7 +102,18 @@ impl<CE: core::fmt::Display, LE: core::fmt::Display> core::fmt::Display for Dron
             DroneError::Camera(e) => write!(f, "camera: {e}"),
             DroneError::Link(e) => write!(f, "link: {e}"),
             DroneError::Config(e) => write!(f, "configuration: {e}"),
+            DroneError::Entropy(e) => write!(f, "{e}"),
+            DroneError::Seal(e) => write!(f, "sealing a frame: {e}"),
         }
+    }
+}
+
+/// The drone's clock as the protocol session's clock.
+struct ClockRef<'a, K: Clock>(&'a K);
+
+impl<K: Clock> session::Clock for ClockRef<'_, K> {
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
     }
 }
 
@@ -97,10 +134,10 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     camera: C,
     link: L,
     clock: K,
-    #[allow(dead_code)]
     entropy: E,
-    #[allow(dead_code)]
     applier: A,
+    session: Option<DroneSession>,
+    assembler: Assembler,
     cfg: DroneConfig,
     format: FrameFormat,
     /// The buffer not in the camera (None while it is being processed or before the first start).
@@ -127,17 +164,27 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             )));
         }
         let format = camera.format();
+        let session = match &cfg.mode {
+            Mode::StockPlaintext => None,
+            Mode::Secure(sc) => {
+                let mut scfg = sc.session.clone();
+                scfg.packet_payload = cfg.packet_payload;
+                Some(DroneSession::new(sc.identity.clone(), scfg))
+            }
+        };
         Ok(Drone {
+            session,
+            assembler: Assembler::new(4096),
             camera,
             link,
             clock,
             entropy,
             applier,
-            cfg,
             format,
             spare: Some(vec![0u8; format.bytes()]),
             started: false,
             packet: vec![0u8; cpx::WIRE_OVERHEAD + cfg.packet_payload],
+            cfg,
             rx: StreamDecoder::new(),
             rx_buf: vec![0u8; 2048],
             stats: DroneStats::default(),
@@ -154,6 +201,11 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
 
     pub fn camera_mut(&mut self) -> &mut C {
         &mut self.camera
+    }
+
+    /// The protocol session (secure mode).
+    pub fn session(&self) -> Option<&DroneSession> {
+        self.session.as_ref()
     }
 
     /// One frame period: wait for the capture in flight, start the next one into the other buffer,
@@ -180,7 +232,8 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             .unwrap_or_else(|| vec![0u8; self.format.bytes()]);
         self.camera.start(next).map_err(DroneError::Camera)?;
         self.service_upstream()?;
-        let r = self.send_frame(&cap);
+        let mut cap = cap;
+        let r = self.send_frame(&mut cap);
         self.spare = Some(cap.buf);
         r
     }
@@ -198,27 +251,85 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             let mut input = &self.rx_buf[..n];
             while let Some(r) = self.rx.decode(&mut input) {
                 match r {
-                    // Stock mode has no upstream protocol: packets are ignored.
-                    Ok(_packet) => {}
+                    // Stock mode has no upstream protocol; in secure mode gapstream packets are
+                    // grouped into messages (lost or garbled packets cost only their message).
+                    Ok(p) => {
+                        if self.session.is_some() && self.assembler.push(p.route, p.payload).is_err() {
+                            self.stats.upstream_errors += 1;
+                        }
+                    }
                     Err(_) => self.stats.upstream_errors += 1,
                 }
+            }
+            while let Some(msg) = self.assembler.next_message() {
+                self.handle_message(&msg)?;
             }
         }
     }
 
-    fn send_frame(&mut self, cap: &Capture) -> Result<(), DroneError<C::Error, L::Error>> {
-        match self.cfg.mode {
-            Mode::StockPlaintext => {
-                let route = Route::new(Target::Gap8, Target::WifiHost, Function::App);
-                let header = stock_header(self.format);
-                let t0 = self.clock.now_ns();
-                self.send_message(route, [&header, &[], &[]], LastFlag::Every)?;
-                self.send_message(route, [&cap.buf, &[], &[]], LastFlag::Every)?;
-                self.stats.send_ns += self.clock.now_ns().saturating_sub(t0);
-                self.stats.frames_sent += 1;
-                Ok(())
-            }
+    fn handle_message(&mut self, msg: &[u8]) -> Result<(), DroneError<C::Error, L::Error>> {
+        let Some(s) = self.session.as_mut() else { return Ok(()) };
+        // A fresh generator per message, seeded from the entropy source (messages are rare:
+        // HELLO, REKEY_ACK, REKEY_REQUEST, CLOSE).
+        let mut rng = DrbgRng::from_entropy(&mut self.entropy).map_err(DroneError::Entropy)?;
+        let clock = ClockRef(&self.clock);
+        match s.handle_message(&mut self.applier, &mut rng, &clock, msg) {
+            Ok(Some(DroneEvent::Established { .. })) => self.stats.handshakes += 1,
+            Ok(Some(DroneEvent::HelloRefused(_))) => self.stats.hellos_refused += 1,
+            Ok(Some(DroneEvent::RekeyAcked { .. })) => self.stats.rekeys_acked += 1,
+            Ok(_) => {}
+            Err(_) => self.stats.upstream_errors += 1,
         }
+        self.flush_session()
+    }
+
+    /// Sends what the session queued (ACCEPT, ALERT, REKEY, CLOSE) as gapstream CPX messages.
+    fn flush_session(&mut self) -> Result<(), DroneError<C::Error, L::Error>> {
+        let route = Route::new(Target::Gap8, Target::WifiHost, GAPSTREAM_FUNCTION);
+        while let Some(m) = self.session.as_mut().and_then(|s| s.poll_transmit()) {
+            self.send_message(route, [&m, &[], &[]], LastFlag::Final)?;
+        }
+        Ok(())
+    }
+
+    fn send_frame(&mut self, cap: &mut Capture) -> Result<(), DroneError<C::Error, L::Error>> {
+        if self.session.is_none() {
+            let route = Route::new(Target::Gap8, Target::WifiHost, Function::App);
+            let header = stock_header(self.format);
+            let t0 = self.clock.now_ns();
+            self.send_message(route, [&header, &[], &[]], LastFlag::Every)?;
+            self.send_message(route, [&cap.buf, &[], &[]], LastFlag::Every)?;
+            self.stats.send_ns += self.clock.now_ns().saturating_sub(t0);
+            self.stats.frames_sent += 1;
+            return Ok(());
+        }
+        let clock = ClockRef(&self.clock);
+        let s = self.session.as_mut().expect("checked above");
+        s.handle_timeout(&mut self.applier, &clock);
+        if !s.is_established() {
+            self.stats.frames_skipped += 1;
+            return self.flush_session();
+        }
+        let meta = FrameMeta {
+            pixel_format: match self.format.pixel {
+                PixelFormat::Grey8 => wire::PixelFormat::GRAY8,
+                PixelFormat::BayerRggb8 => wire::PixelFormat::BAYER_RGGB8,
+            },
+            width: self.format.width,
+            height: self.format.height,
+            capture_ns: cap.capture_ns,
+        };
+        let t0 = self.clock.now_ns();
+        let sealed = s.seal_frame(&mut self.applier, &clock, meta, &mut cap.buf).map_err(DroneError::Seal)?;
+        let t1 = self.clock.now_ns();
+        self.stats.seal_ns += t1.saturating_sub(t0);
+        // A REKEY queued by sealing goes out before the first frame of the new epoch.
+        self.flush_session()?;
+        let route = Route::new(Target::Gap8, Target::WifiHost, GAPSTREAM_FUNCTION);
+        self.send_message(route, [&sealed.header, &cap.buf, sealed.tag()], LastFlag::Final)?;
+        self.stats.send_ns += self.clock.now_ns().saturating_sub(t1);
+        self.stats.frames_sent += 1;
+        Ok(())
     }
 
     fn send_message(
@@ -428,5 +539,93 @@ pub(crate) mod tests {
             r,
             Err(DroneError::Config(cpx::CpxError::BadPacketSize(1021)))
         ));
+    }
+
+    /// A deterministic test RNG for the receiver side.
+    struct TestRng(DrbgRng);
+    impl rand_core::TryRng for TestRng {
+        type Error = core::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            self.0.try_next_u32()
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            self.0.try_next_u64()
+        }
+        fn try_fill_bytes(&mut self, d: &mut [u8]) -> Result<(), Self::Error> {
+            self.0.try_fill_bytes(d)
+        }
+    }
+    impl rand_core::TryCryptoRng for TestRng {}
+
+    /// Packets -> messages on the receiver side.
+    fn messages(bytes: &[u8]) -> Vec<Vec<u8>> {
+        let mut dec = StreamDecoder::new();
+        let mut asm = Assembler::new(1 << 20);
+        let mut input = bytes;
+        while let Some(r) = dec.decode(&mut input) {
+            let p = r.unwrap();
+            asm.push(p.route, p.payload).unwrap();
+        }
+        let mut out = Vec::new();
+        while let Some(m) = asm.next_message() {
+            out.push(m);
+        }
+        out
+    }
+
+    fn secure_pair(suite: gapstream_protocol::suite::Suite) -> (Drone<PatternCamera, VecLink, TickClock, CountingEntropy, Sequential>, gapstream_protocol::session::ReceiverSession) {
+        use gapstream_protocol::handshake;
+        use gapstream_protocol::session::{ReceiverConfig, ReceiverSession};
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(9)).unwrap());
+        let (drone_id, rx_id) = handshake::pair(&mut rng);
+        let mut scfg = session::DroneConfig::default();
+        scfg.policy.suites = handshake::SuiteSet::all();
+        let cfg = DroneConfig { mode: Mode::Secure(Box::new(SecureConfig { identity: drone_id, session: scfg })), packet_payload: 1020 };
+        let d = Drone::new(camera(), VecLink::default(), TickClock(Cell::new(0)), CountingEntropy(0), Sequential, cfg).unwrap();
+        let rx = ReceiverSession::new(rx_id, ReceiverConfig { suites: vec![suite], ..ReceiverConfig::default() });
+        (d, rx)
+    }
+
+    #[test]
+    fn secure_mode_handshakes_then_sends_frames_the_receiver_opens() {
+        use gapstream_protocol::session::ReceiverEvent;
+        use gapstream_protocol::suite::Suite;
+        for suite in [Suite::ChaCha20Poly1305, Suite::Aes128Gcm, Suite::None] {
+            let (mut d, mut rx) = secure_pair(suite);
+            let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
+            let clock = || 0u64;
+            // Before any receiver: frames are captured but not sent.
+            d.step().unwrap();
+            assert_eq!((d.stats().frames_sent, d.stats().frames_skipped), (0, 1));
+            // The receiver's HELLO arrives over the link as CPX packets.
+            rx.connect(&mut rng, &clock).unwrap();
+            let hello = rx.poll_transmit().unwrap();
+            let mut p = Packetizer::new(Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION), [&hello, &[], &[]], 1020, LastFlag::Final).unwrap();
+            let mut buf = [0u8; 1024];
+            while let Some(n) = p.next_packet(&mut buf) {
+                d.link.inbox.extend(&buf[..n.unwrap()]);
+            }
+            d.step().unwrap();
+            d.step().unwrap();
+            assert_eq!(d.stats().handshakes, 1);
+            let msgs = messages(&d.link.sent);
+            let mut frames = Vec::new();
+            for m in msgs {
+                match rx.handle_message(&mut Sequential, &mut rng, &clock, m).unwrap() {
+                    Some(ReceiverEvent::Frame(f)) => frames.push(f),
+                    Some(ReceiverEvent::Established { suite: s, .. }) => assert_eq!(s, suite),
+                    other => panic!("{other:?}"),
+                }
+            }
+            // Frames 1 and 2 of the camera (frame 0 was captured before the handshake).
+            assert_eq!(frames.len(), 2);
+            for (k, f) in frames.iter().enumerate() {
+                assert_eq!(f.header.sequence, k as u64);
+                assert_eq!((f.header.width, f.header.height), (324, 244));
+                let stamp = testpattern::decode(f.pixels(), 324, 244).unwrap();
+                assert_eq!(stamp.frame, k as u32 + 1);
+                assert_eq!(f.header.capture_ns, stamp.capture_ns);
+            }
+        }
     }
 }

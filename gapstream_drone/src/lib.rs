@@ -7,13 +7,15 @@
 //! |---|---|
 //! | [`traits`] | `Camera`, `Link`, `Clock`, `Entropy`: what the firmware and the host simulation implement |
 //! | [`drone`] | the main loop: double-buffered capture, seal, CPX packets over the link, upstream messages |
+//! | [`rng`] | ChaCha20 DRBG seeded from `Entropy` for the handshake's randomness |
 //! | [`testpattern`] | synthetic camera scene with the frame number and capture time burned in, and its decoder |
 #![no_std]
 extern crate alloc;
 
 pub mod drone;
+pub mod rng;
 pub mod testpattern;
 pub mod traits;
 
-pub use drone::{Drone, DroneConfig, DroneError, DroneStats, Mode};
+pub use drone::{Drone, DroneConfig, DroneError, DroneStats, Mode, SecureConfig};
 pub use traits::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat};
