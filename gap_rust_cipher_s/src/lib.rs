@@ -9,6 +9,8 @@
 //! | [`KeystreamApplier`], [`CipherId`] | the one interface the protocol uses to encrypt a payload, implemented by the sequential kernels here ([`Sequential`]) and by the cluster engine |
 //! | [`chacha`] | ChaCha20 (RFC 8439): portable (RustCrypto), RV32IMC assembly and PULP assembly backends; [`ChaCha20`] is the one chosen for this target |
 //! | [`aes`] | AES-128-CTR (SP 800-38A): constant-time bitsliced/fixsliced kernels with counter-mode caching, [`Aes128Ctr`] |
+//! | [`engine`] | [`engine::ClusterEngine`]: the same [`KeystreamApplier`] spread over the GAP8 cluster by `gap_rust_wrapper` (any `gap_rust_sdk` backend) |
+//! | `capi` (features `host` / `pmsis` / `bare`) | C entry points `gapcs_*` for C firmware; header `include/gap_rust_cipher_s.h` |
 //!
 //! Cargo feature `pulp`: on riscv32, [`ChaCha20`] (and so [`Sequential`]) uses the PULP kernel
 //! (RI5CY only: GAP8 / GVSOC; QEMU cannot run it). Without it riscv32 builds use the RV32IMC
@@ -18,6 +20,9 @@
 
 pub mod aes;
 pub mod chacha;
+pub mod engine;
+#[cfg(any(feature = "host", feature = "pmsis", feature = "bare"))]
+pub mod capi;
 
 pub use aes::Aes128Ctr;
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]

@@ -1,0 +1,197 @@
+//! The cluster engine behind [`KeystreamApplier`]: the same interface as [`Sequential`], with the
+//! payload spread over the cluster cores by `gap_rust_wrapper` (triple-buffered DMA rounds, or
+//! directly in place without DMA).
+//!
+//! ```ignore
+//! let cluster = gap_rust_sdk::host::HostCluster::new();      // or PmsisCluster / BareCluster
+//! let mut eng = ClusterEngine::new(&cluster, Config::new(8, 8192))?;
+//! eng.apply_keystream(CipherId::ChaCha20, &key, &nonce, 64, &mut payload)?;
+//! ```
+//!
+//! Ciphers: [`crate::ChaCha20`] and [`crate::Aes128Ctr`] (this crate's kernels, so on GAP8 with the
+//! `pulp` feature the PULP ChaCha20), each core building its own instance from key and IV.
+//!
+//! [`Sequential`]: crate::Sequential
+use crate::{CipherId, KeystreamApplier, KeystreamError};
+use gap_rust_sdk::Cluster;
+pub use gap_rust_wrapper::Config;
+use gap_rust_wrapper::{Engine, Error, KeyIv};
+
+/// How the engine moves the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transfer {
+    /// Payload in L2, rounds of L1 buffers filled and drained by the cluster DMA.
+    Dma,
+    /// No DMA: cores read and write the payload where it is (already in L1, or L2 directly).
+    Direct,
+}
+
+/// A cluster engine usable wherever a [`KeystreamApplier`] is expected.
+pub struct ClusterEngine<'c, C: Cluster> {
+    engine: Engine<'c, C>,
+    transfer: Transfer,
+}
+
+impl<'c, C: Cluster> ClusterEngine<'c, C> {
+    /// Allocates the engine's L1 buffers on `cluster` (DMA rounds).
+    pub fn new(cluster: &'c C, cfg: Config) -> Result<Self, Error> {
+        Ok(ClusterEngine {
+            engine: Engine::new(cluster, cfg)?,
+            transfer: Transfer::Dma,
+        })
+    }
+
+    /// Chooses DMA rounds or direct access for the next calls.
+    pub fn set_transfer(&mut self, transfer: Transfer) {
+        self.transfer = transfer;
+    }
+
+    /// The cluster the engine runs on.
+    pub fn cluster(&self) -> &'c C {
+        self.engine.cluster()
+    }
+
+    /// The wrapped engine (core count, configuration, other payload sources).
+    pub fn engine(&mut self) -> &mut Engine<'c, C> {
+        &mut self.engine
+    }
+}
+
+impl<C: Cluster> ClusterEngine<'_, C> {
+    /// Reads `input`, writes `input ⊕ keystream` to `output` (same length, both in L2).
+    pub fn apply_keystream_b2b(
+        &mut self,
+        id: CipherId,
+        key: &[u8],
+        iv: &[u8],
+        offset: u64,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), KeystreamError> {
+        if key.len() != id.key_len() {
+            return Err(KeystreamError::KeyLength);
+        }
+        if iv.len() != id.iv_len() {
+            return Err(KeystreamError::IvLength);
+        }
+        if input.len() != output.len() {
+            return Err(KeystreamError::Engine);
+        }
+        let r = match id {
+            CipherId::ChaCha20 => self.engine.apply_b2b(
+                &KeyIv::<crate::ChaCha20>::new(key, iv),
+                offset,
+                input,
+                output,
+            ),
+            CipherId::Aes128Ctr => self.engine.apply_b2b(
+                &KeyIv::<crate::Aes128Ctr>::new(key, iv),
+                offset,
+                input,
+                output,
+            ),
+        };
+        r.map_err(keystream_error)
+    }
+}
+
+fn keystream_error(e: Error) -> KeystreamError {
+    match e {
+        Error::CounterOverflow => KeystreamError::CounterOverflow,
+        Error::KeyIv => KeystreamError::KeyLength,
+        _ => KeystreamError::Engine,
+    }
+}
+
+impl<C: Cluster> KeystreamApplier for ClusterEngine<'_, C> {
+    fn apply_keystream(
+        &mut self,
+        id: CipherId,
+        key: &[u8],
+        iv: &[u8],
+        offset: u64,
+        data: &mut [u8],
+    ) -> Result<(), KeystreamError> {
+        if key.len() != id.key_len() {
+            return Err(KeystreamError::KeyLength);
+        }
+        if iv.len() != id.iv_len() {
+            return Err(KeystreamError::IvLength);
+        }
+        let r = match (id, self.transfer) {
+            (CipherId::ChaCha20, Transfer::Dma) => {
+                self.engine
+                    .apply(&KeyIv::<crate::ChaCha20>::new(key, iv), offset, data)
+            }
+            (CipherId::ChaCha20, Transfer::Direct) => {
+                self.engine
+                    .apply_direct(&KeyIv::<crate::ChaCha20>::new(key, iv), offset, data)
+            }
+            (CipherId::Aes128Ctr, Transfer::Dma) => {
+                self.engine
+                    .apply(&KeyIv::<crate::Aes128Ctr>::new(key, iv), offset, data)
+            }
+            (CipherId::Aes128Ctr, Transfer::Direct) => {
+                self.engine
+                    .apply_direct(&KeyIv::<crate::Aes128Ctr>::new(key, iv), offset, data)
+            }
+        };
+        r.map_err(keystream_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::Sequential;
+    use gap_rust_sdk::host::HostCluster;
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Same bytes and same errors as the sequential kernels, for both ciphers and transfers.
+        #[test]
+        fn cluster_engine_equals_sequential(len in prop_oneof![0usize..200, 0usize..70_000], cores in 1usize..=8,
+                                            buffer in prop_oneof![Just(64usize), Just(8192), 64usize..16384],
+                                            aes in any::<bool>(), direct in any::<bool>(),
+                                            offset in prop_oneof![Just(0u64), 0u64..1000, Just((64u64 << 32) - 100)],
+                                            key in any::<[u8; 32]>(), iv in any::<[u8; 16]>()) {
+            let id = if aes { CipherId::Aes128Ctr } else { CipherId::ChaCha20 };
+            let (key, iv) = (&key[..id.key_len()], &iv[..id.iv_len()]);
+            let input: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+            let mut expect = input.clone();
+            let want = Sequential.apply_keystream(id, key, iv, offset, &mut expect);
+            let cl = HostCluster::new();
+            let mut eng = ClusterEngine::new(&cl, Config::new(cores, buffer)).unwrap();
+            if direct {
+                eng.set_transfer(Transfer::Direct);
+            }
+            let mut got = input.clone();
+            let r = eng.apply_keystream(id, key, iv, offset, &mut got);
+            prop_assert_eq!(r, want);
+            if r.is_ok() {
+                prop_assert!(got == expect);
+            } else {
+                prop_assert!(got == input, "an error must leave the data untouched");
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_lengths_are_reported_like_sequential() {
+        let cl = HostCluster::new();
+        let mut eng = ClusterEngine::new(&cl, Config::new(8, 1024)).unwrap();
+        let mut d = [0u8; 10];
+        assert_eq!(
+            eng.apply_keystream(CipherId::ChaCha20, &[0; 16], &[0; 12], 0, &mut d),
+            Err(KeystreamError::KeyLength)
+        );
+        assert_eq!(
+            eng.apply_keystream(CipherId::Aes128Ctr, &[0; 16], &[0; 12], 0, &mut d),
+            Err(KeystreamError::IvLength)
+        );
+    }
+}
