@@ -1,38 +1,105 @@
-//! Counter mode with round-1 caching: the parts of the first round that do not depend on the
-//! counter's low byte are computed once per 256-block run, the rest once per 32 blocks.
+//! Counter mode with round-1 and round-2 caching: the parts of the first two rounds that do not
+//! depend on the counter's low byte are computed once per 256-block run ([`RunCtx`]), the rest
+//! once per group of 8 blocks ([`group_z`]) with two bitsliced S-boxes instead of eight.
 //!
-//! # Round 1 of a counter block
+//! # Round 1
 //!
 //! Blocks are processed in pairs `(2j, 2j+1)` of the counter's low byte, so both lanes of a state
-//! share bytes 0..=14 of the counter block (`P`, the "run", changes every 256 blocks) and differ
+//! share bytes 0..=14 of the counter block (the "run", which changes every 256 blocks) and differ
 //! only in byte 15 (`v`). The state starts at drift 2 (`X0 = SR²(S0)`, so byte 15 sits at row 3,
-//! column 1) and round 1 is `X1 = MC_3(SB(X0 ^ K0)) ^ K1`. SubBytes works byte by byte and MC_3 is
-//! linear, so
+//! column 1) and round 1 is `X1 = MC_3(SB(X0 ^ K0)) ^ K1`. SubBytes works byte by byte and MC_3
+//! is linear, so
 //!
 //! ```text
-//! X1 = C ^ MC_3(e(3,1) · y(v)),   y(v) = S(v ^ K0[15]) ^ 0x63
-//! C  = MC_3(SB(X0 ^ K0) with byte (3,1) cleared) ^ K1          (once per run: [`run_const`])
+//! X1 = C1 ^ MC_3(e(3,1) · y(v)),   y(v) = S(v ^ K0[15]) ^ 0x63
+//! C1 = MC_3(SB(X0 ^ K0) with byte (3,1) cleared) ^ K1
 //! ```
 //!
-//! and `MC_3(e(3,1)·y)` puts `y`, `y`, `3y`, `2y` at (row, column) (0,0), (1,3), (2,2), (3,1).
-//! [`batch`] computes `y` for 32 consecutive low bytes with one bitsliced S-box (lane ℓ = low byte
-//! `base + ℓ`), forms `2y` and `3y`, and transposes the result so that each pair gets two words
-//! `W = [W_lo, W_hi]`: plane `i` of the pair's varying bits, rotated left by `8·(i mod 4)`, in
-//! `W_lo` (`i < 4`) or `W_hi`. [`pair_state`] rebuilds `X1` with one rotate, one AND and one XOR
-//! per plane, which replaces AddRoundKey 0, SubBytes 1, MixColumns 1 and AddRoundKey 1
-//! (about 250 instructions per pair) by about 30.
+//! and `MC_3(e(3,1)·y)` puts `y`, `y`, `3y`, `2y` at (row r, column c_r) = (0,0), (1,3), (2,2),
+//! (3,1): the set `P` of varying positions ([`VARYING_MASK`]).
+//!
+//! # Round 2
+//!
+//! Round 2 runs at drift 0. SubBytes changes only the bytes in `P`, so with
+//! `A = SB(C1)` cleared on `P` and `D` = SubBytes of the four varying bytes (zero elsewhere),
+//!
+//! ```text
+//! X2 = C2 ^ MC_0(D),   C2 = MC_0(A) ^ K2,   D(r, c_r) = S(C1(r, c_r) ^ m_r · y(v)) ^ 0x63
+//! ```
+//!
+//! with `m = (1, 1, 3, 2)`. `C2` is per run; `D` needs four S-boxes per block.
+//!
+//! # Groups of 8 blocks
+//!
+//! A group is the 8 blocks with low bytes `8g..8g+8`: pairs `p = 0..4`, lanes `b`. One bitsliced
+//! S-box evaluates 32 lanes; [`group_z`] places lane `(p, r, b)` at bit
+//! `q = 8·((r + p) mod 4) + 2·c_r + b` and runs two S-boxes: first `y(8g + 2p + b)` (the same for
+//! all `r`), then `D` (each lane picks its multiple `m_r` of `y` with two masks, since row `r`
+//! is column `c_r` of every byte). For pair `p`, `ror(z, 8p)` moves its lanes to exactly the bits
+//! of `P` ([`pair_state`]): one rotate and one AND per plane, no transposition. Rounds 1 and 2
+//! of 8 blocks then cost 2 S-boxes, about 50 other instructions, and per pair one MixColumns,
+//! instead of 8 S-boxes and 8 MixColumns.
 //!
 //! Every index and branch here depends on the counter and the length only, which are public.
 use super::key::RoundKeys;
 use super::slice::{self, Rotate, State};
 
-/// Bits of a plane that round 1 changes with the counter's low byte:
+/// Bits of a plane in `P`, the positions round 1 changes with the counter's low byte:
 /// (row, column) (0,0), (1,3), (2,2), (3,1), both lanes.
 pub(crate) const VARYING_MASK: u32 = 0x0C30_C003;
 
-/// Round-1 state with the counter's low byte removed, for the run of 256 counter blocks whose
-/// bytes 0..=14 are those of `ctr` (its byte 15 is ignored).
-pub(crate) fn run_const(keys: &RoundKeys, ctr: u128) -> State {
+/// Column `c` of every row, both lanes.
+const fn col(c: u32) -> u32 {
+    0x0303_0303 << (2 * c)
+}
+
+/// Which rows of a group layout take `3y` (columns 2) and `2y` (column 1).
+pub(crate) const ROWS_23: u32 = col(2) | col(1);
+pub(crate) const ROW_3: u32 = col(1);
+
+/// The group lane layout's constant input planes: bit `i` of `2p + b` at lane `(p, r, b)`.
+const fn pattern(i: u32) -> u32 {
+    let mut w = 0u32;
+    let mut s = 0;
+    while s < 4 {
+        let mut c = 0;
+        while c < 4 {
+            let r = (4 - c) % 4;
+            let p = (s + 4 - r) % 4;
+            let mut b = 0;
+            while b < 2 {
+                if ((2 * p + b) >> i) & 1 == 1 {
+                    w |= 1 << (8 * s + 2 * c + b);
+                }
+                b += 1;
+            }
+            c += 1;
+        }
+        s += 1;
+    }
+    w
+}
+
+/// All ones if bit `i` of `x` is set, else zero.
+#[inline(always)]
+fn bcast(x: u32, i: u32) -> u32 {
+    0u32.wrapping_sub((x >> i) & 1)
+}
+
+/// What a 256-block run needs: `repr(C)` because the assembly kernels read it.
+#[repr(C)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunCtx {
+    /// `C2`, the round-2 state without the varying part.
+    pub(crate) c2: State,
+    /// `C1` on `P` in the group layout: plane `i`, lanes of row `r` = bit `i` of `C1(r, c_r)`.
+    pub(crate) bconst: State,
+    /// The group layout's input planes for `y` without the group number: `pattern(i) ^ K0[15]_i`.
+    pub(crate) yin: State,
+}
+
+/// Round-1 state without the counter's low byte, for the run of `ctr` (its byte 15 is ignored).
+pub(crate) fn round1_const(keys: &RoundKeys, ctr: u128) -> State {
     let p = (ctr & !0xff).to_be_bytes();
     let x0 = slice::shift_rows_bytes(&p, 2);
     let mut s = slice::pack(&x0, &x0);
@@ -47,83 +114,59 @@ pub(crate) fn run_const(keys: &RoundKeys, ctr: u128) -> State {
     s
 }
 
-/// Field `f` (bits `2f`, `2f+1`) of a pair word that holds plane `i` (mod 4) of row `r`.
-const fn field(r: usize, i: usize) -> usize {
-    4 * ((r + i) % 4) + (4 - r) % 4
-}
-
-/// Transposes a 16×16 matrix of 2-bit fields: word `f`, field `j` ↔ word `j`, field `f`.
-fn transpose16x2(a: &mut [u32; 16]) {
-    fn stage(a: &mut [u32; 16], d: usize, mask: u32) {
-        let sh = 2 * d as u32;
-        for f in 0..16 {
-            if f & d == 0 {
-                let t = ((a[f] >> sh) ^ a[f + d]) & mask;
-                a[f + d] ^= t;
-                a[f] ^= t << sh;
-            }
+impl RunCtx {
+    /// The run of 256 counter blocks whose bytes 0..=14 are those of `ctr`.
+    pub(crate) fn new(keys: &RoundKeys, ctr: u128) -> Self {
+        let c1 = round1_const(keys, ctr);
+        let mut a = c1;
+        slice::sub_bytes(&mut a);
+        for x in a.iter_mut() {
+            *x &= !VARYING_MASK;
         }
+        slice::mix_columns::<slice::NativeRotate, 0>(&mut a);
+        slice::add_round_key(&mut a, &keys.rk[2]);
+        let bconst = core::array::from_fn(|i| {
+            let mut w = 0;
+            for r in 0..4u32 {
+                let c = (4 - r) % 4;
+                w |= bcast(c1[i], 8 * r + 2 * c) & col(c);
+            }
+            w
+        });
+        let k15 = u32::from(keys.k15);
+        let yin = core::array::from_fn(|i| pattern(i as u32) ^ bcast(k15, i as u32));
+        RunCtx { c2: a, bconst, yin }
     }
-    stage(a, 8, 0x0000_FFFF);
-    stage(a, 4, 0x00FF_00FF);
-    stage(a, 2, 0x0F0F_0F0F);
-    stage(a, 1, 0x3333_3333);
 }
 
-/// The varying round-1 words of the 16 pairs whose low bytes are `base..base + 32`
-/// (`base` a multiple of 32): element `j` belongs to low bytes `base + 2j`, `base + 2j + 1`.
-pub(crate) fn batch(keys: &RoundKeys, base: u8) -> [[u32; 2]; 16] {
-    debug_assert_eq!(base % 32, 0);
-    const PATTERN: [u32; 8] = [
-        0xAAAA_AAAA,
-        0xCCCC_CCCC,
-        0xF0F0_F0F0,
-        0xFF00_FF00,
-        0xFFFF_0000,
-        0,
-        0,
-        0,
-    ];
-    let v = base ^ keys.k15;
-    let mut y: State =
-        core::array::from_fn(|i| PATTERN[i] ^ 0u32.wrapping_sub(u32::from((v >> i) & 1)));
+/// The round-2 S-box outputs `D` of the group of low bytes `g..g+8` (`g` a multiple of 8), in the
+/// group layout.
+#[inline(always)]
+pub(crate) fn group_z(run: &RunCtx, g: u8) -> State {
+    debug_assert_eq!(g % 8, 0);
+    let g = u32::from(g);
+    let mut y: State = core::array::from_fn(|i| run.yin[i] ^ bcast(g, i as u32));
     slice::sub_bytes(&mut y);
     let x2 = slice::xtime(&y);
-    let x3: State = core::array::from_fn(|i| x2[i] ^ y[i]);
-    let rows = [&y, &y, &x3, &x2];
-    let mut lo = [0u32; 16];
-    let mut hi = [0u32; 16];
-    for (r, q) in rows.iter().enumerate() {
-        for i in 0..4 {
-            lo[field(r, i)] = q[i];
-            hi[field(r, i)] = q[4 + i];
-        }
-    }
-    transpose16x2(&mut lo);
-    transpose16x2(&mut hi);
-    core::array::from_fn(|j| [lo[j], hi[j]])
+    let mut z: State =
+        core::array::from_fn(|i| y[i] ^ (x2[i] & ROWS_23) ^ (y[i] & ROW_3) ^ run.bconst[i]);
+    slice::sub_bytes(&mut z);
+    z
 }
 
-/// State after round 1 of a pair, from the run constant and the pair's batch words.
+/// State after round 2 of pair `p` (0..4) of a group.
 #[inline(always)]
-pub(crate) fn pair_state<R: Rotate>(cst: &State, w: &[u32; 2]) -> State {
-    let m = VARYING_MASK;
-    [
-        cst[0] ^ (w[0] & m),
-        cst[1] ^ (R::ror::<8>(w[0]) & m),
-        cst[2] ^ (R::ror::<16>(w[0]) & m),
-        cst[3] ^ (R::ror::<24>(w[0]) & m),
-        cst[4] ^ (w[1] & m),
-        cst[5] ^ (R::ror::<8>(w[1]) & m),
-        cst[6] ^ (R::ror::<16>(w[1]) & m),
-        cst[7] ^ (R::ror::<24>(w[1]) & m),
-    ]
+pub(crate) fn pair_state<R: Rotate>(run: &RunCtx, z: &State, p: u32) -> State {
+    let mut d: State = core::array::from_fn(|i| z[i].rotate_right(8 * p) & VARYING_MASK);
+    slice::mix_columns::<R, 0>(&mut d);
+    slice::add_round_key(&mut d, &run.c2);
+    d
 }
 
-/// Rounds 2..=10 (round `r` runs at drift `(2 + r) mod 4`); the result is in byte order.
+/// Rounds `from..=10` (round `r` runs at drift `(2 + r) mod 4`); the result is in byte order.
 #[inline(always)]
-pub(crate) fn rounds_2_to_10<R: Rotate>(s: &mut State, keys: &RoundKeys) {
-    for r in 2..10 {
+pub(crate) fn rounds_to_10<R: Rotate>(s: &mut State, keys: &RoundKeys, from: usize) {
+    for r in from..10 {
         slice::sub_bytes(s);
         match r % 4 {
             2 => slice::mix_columns::<R, 0>(s),
@@ -137,8 +180,7 @@ pub(crate) fn rounds_2_to_10<R: Rotate>(s: &mut State, keys: &RoundKeys) {
     slice::add_round_key(s, &keys.rk[10]);
 }
 
-/// Encrypts two arbitrary blocks (no caching). The block function of the tests and of
-/// [`super::Aes128Block`]-style users; not on the CTR hot path.
+/// Encrypts two arbitrary blocks (no caching): the block function, for tests and diagnostics.
 pub(crate) fn encrypt_pair(keys: &RoundKeys, b0: &[u8; 16], b1: &[u8; 16]) -> ([u8; 16], [u8; 16]) {
     let x0 = slice::shift_rows_bytes(b0, 2);
     let x1 = slice::shift_rows_bytes(b1, 2);
@@ -147,31 +189,40 @@ pub(crate) fn encrypt_pair(keys: &RoundKeys, b0: &[u8; 16], b1: &[u8; 16]) -> ([
     slice::sub_bytes(&mut s);
     slice::mix_columns::<slice::NativeRotate, 3>(&mut s);
     slice::add_round_key(&mut s, &keys.rk[1]);
-    rounds_2_to_10::<slice::NativeRotate>(&mut s, keys);
+    rounds_to_10::<slice::NativeRotate>(&mut s, keys, 2);
     slice::unpack(&s)
 }
 
-/// One call of a kernel: XOR the keystream of `w.len()` consecutive pairs of one batch into
-/// `data` (8 little-endian words per pair: block `2j` then block `2j + 1`).
+/// One call of a kernel: XOR the keystream of `npairs` consecutive pairs of one run, the first
+/// with low bytes `v0`, `v0 + 1` (`v0` even), into `data` (8 little-endian words per pair:
+/// block `v0` then block `v0 + 1`).
 #[derive(Debug)]
 pub struct PairJob<'a> {
     pub(crate) keys: &'a RoundKeys,
-    pub(crate) cst: &'a State,
-    pub(crate) w: &'a [[u32; 2]],
+    pub(crate) run: &'a RunCtx,
+    pub(crate) v0: u8,
+    pub(crate) npairs: usize,
 }
 
 /// The portable kernel, generic over the rotate.
 #[inline(always)]
 pub(crate) fn xor_pairs_generic<R: Rotate>(job: &PairJob<'_>, data: &mut [u32]) {
-    debug_assert_eq!(data.len(), 8 * job.w.len());
-    for (w, d) in job.w.iter().zip(data.chunks_exact_mut(8)) {
-        let mut s = pair_state::<R>(job.cst, w);
-        rounds_2_to_10::<R>(&mut s, job.keys);
+    debug_assert_eq!(data.len(), 8 * job.npairs);
+    debug_assert!(job.v0 % 2 == 0 && usize::from(job.v0) + 2 * job.npairs <= 256);
+    let mut v = job.v0;
+    let mut z = group_z(job.run, v & !7);
+    for d in data.chunks_exact_mut(8) {
+        if v % 8 == 0 {
+            z = group_z(job.run, v);
+        }
+        let mut s = pair_state::<R>(job.run, &z, u32::from(v >> 1) & 3);
+        rounds_to_10::<R>(&mut s, job.keys, 3);
         slice::transpose(&mut s);
         // s[2c + b] is column c of block b; memory holds block 0 then block 1.
         for c in 0..4 {
             d[c] ^= s[2 * c];
             d[4 + c] ^= s[2 * c + 1];
         }
+        v = v.wrapping_add(2);
     }
 }

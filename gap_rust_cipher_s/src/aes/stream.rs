@@ -1,7 +1,6 @@
 //! The RustCrypto `cipher` 0.5 core traits for AES-128-CTR, over a compile-time [`Backend`].
-use super::ctr::{self, PairJob};
+use super::ctr::{PairJob, RunCtx};
 use super::key::RoundKeys;
-use super::slice::State;
 use cipher::consts::{U1, U16};
 use cipher::{
     AlgorithmName, Block, BlockSizeUser, IvSizeUser, KeyIvInit, KeySizeUser, ParBlocksSizeUser,
@@ -161,73 +160,81 @@ fn as_words(bytes: &mut [u8]) -> Option<&mut [u32]> {
     }
 }
 
-/// XORs into `data` the keystream of the pairs `job` describes, skipping the first block of the
-/// first pair (`skip_first`) and the second block of the last pair (`skip_last`).
+/// Pairs a scratch keystream buffer holds (512 bytes).
+const SCRATCH_PAIRS: usize = 16;
+
+/// XORs into `data` the keystream of pairs `p0..p1` of `run` (pair `p` = low bytes `2p`,
+/// `2p + 1`), skipping the first block of the first pair (`skip_first`) and the second block of
+/// the last pair (`skip_last`).
+///
+/// Word-aligned data is XORed in place by the kernel. Partial pairs of long messages cost one
+/// extra single-pair call each; short messages with a partial pair and unaligned data go through
+/// a scratch keystream buffer, so that each group of 8 blocks is computed once.
 fn xor_pairs_partial<B: Backend>(
-    job: &PairJob<'_>,
+    keys: &RoundKeys,
+    run: &RunCtx,
+    (mut p0, mut p1): (usize, usize),
     skip_first: bool,
     skip_last: bool,
     mut data: &mut [u8],
 ) {
-    let mut w = job.w;
-    let one = |pw: &[[u32; 2]]| {
-        let mut ks = [0u32; 8];
-        B::xor_pairs(
-            &PairJob {
-                keys: job.keys,
-                cst: job.cst,
-                w: pw,
-            },
-            &mut ks,
-        );
-        ks
+    let job = |p: usize, n: usize| PairJob {
+        keys,
+        run,
+        v0: (2 * p) as u8,
+        npairs: n,
     };
+    let partial = skip_first || skip_last;
+    if as_words(data).is_none() || (partial && p1 - p0 <= SCRATCH_PAIRS) {
+        let mut ks = [0u32; 8 * SCRATCH_PAIRS];
+        let mut skip = if skip_first { 16 } else { 0 };
+        while !data.is_empty() {
+            let n = core::cmp::min(SCRATCH_PAIRS, p1 - p0);
+            ks[..8 * n].fill(0);
+            B::xor_pairs(&job(p0, n), &mut ks[..8 * n]);
+            let take = core::cmp::min(32 * n - skip, data.len());
+            let (now, rest) = data.split_at_mut(take);
+            xor_keystream(&ks[skip / 4..8 * n], now);
+            data = rest;
+            p0 += n;
+            skip = 0;
+        }
+        return;
+    }
     if skip_first {
-        let ks = one(&w[..1]);
+        let mut ks = [0u32; 8];
+        B::xor_pairs(&job(p0, 1), &mut ks);
         let (head, rest) = data.split_at_mut(16);
-        xor_words_into_bytes(&ks[4..], head);
+        xor_keystream(&ks[4..], head);
         data = rest;
-        w = &w[1..];
+        p0 += 1;
     }
     let mut last = None;
     if skip_last {
         let (body, tail) = data.split_at_mut(data.len() - 16);
-        last = Some((tail, &w[w.len() - 1..]));
+        last = Some(tail);
         data = body;
-        w = &w[..w.len() - 1];
+        p1 -= 1;
     }
-    if !w.is_empty() {
-        if let Some(words) = as_words(data) {
-            B::xor_pairs(
-                &PairJob {
-                    keys: job.keys,
-                    cst: job.cst,
-                    w,
-                },
-                words,
-            );
-        } else {
-            let mut ks = [0u32; 8 * 16];
-            let n = w.len();
-            B::xor_pairs(
-                &PairJob {
-                    keys: job.keys,
-                    cst: job.cst,
-                    w,
-                },
-                &mut ks[..8 * n],
-            );
-            xor_words_into_bytes(&ks[..8 * n], data);
-        }
+    if let Some(words) = as_words(data) {
+        B::xor_pairs(&job(p0, p1 - p0), words);
     }
-    if let Some((tail, pw)) = last {
-        let ks = one(pw);
-        xor_words_into_bytes(&ks[..4], tail);
+    if let Some(tail) = last {
+        let mut ks = [0u32; 8];
+        B::xor_pairs(&job(p1, 1), &mut ks);
+        xor_keystream(&ks[..4], tail);
     }
 }
 
-fn xor_words_into_bytes(ks: &[u32], data: &mut [u8]) {
-    for (k, d) in ks.iter().zip(data.chunks_exact_mut(4)) {
+/// `data ^= keystream` for `data.len() ≤ 4·ks.len()`: by words when `data` is word aligned.
+fn xor_keystream(ks: &[u32], data: &mut [u8]) {
+    if let Some(words) = as_words(data) {
+        for (d, k) in words.iter_mut().zip(ks) {
+            *d ^= *k;
+        }
+        return;
+    }
+    for (k, d) in ks.iter().zip(data.chunks_mut(4)) {
         for (kb, db) in k.to_le_bytes().iter().zip(d) {
             *db ^= kb;
         }
@@ -236,28 +243,13 @@ fn xor_words_into_bytes(ks: &[u32], data: &mut [u8]) {
 
 /// XORs the keystream for counter blocks `ctr, ctr + 1, …` (mod 2^128) into `data` (whole blocks).
 pub(crate) fn xor_blocks<B: Backend>(keys: &RoundKeys, mut ctr: u128, mut data: &mut [u8]) {
-    let mut run: Option<(u128, State)> = None;
     while !data.is_empty() {
-        let low = (ctr & 31) as usize;
-        let nb = core::cmp::min(data.len() / 16, 32 - low);
-        let hi = ctr >> 8;
-        let cst = match run {
-            Some((h, c)) if h == hi => c,
-            _ => {
-                let c = ctr::run_const(keys, ctr);
-                run = Some((hi, c));
-                c
-            }
-        };
-        let w = ctr::batch(keys, (ctr as u8) & 0xE0);
+        let low = (ctr & 0xff) as usize;
+        let nb = core::cmp::min(data.len() / 16, 256 - low);
+        let run = RunCtx::new(keys, ctr);
         let (chunk, rest) = core::mem::take(&mut data).split_at_mut(16 * nb);
-        let (j0, j1) = (low / 2, (low + nb).div_ceil(2));
-        let job = PairJob {
-            keys,
-            cst: &cst,
-            w: &w[j0..j1],
-        };
-        xor_pairs_partial::<B>(&job, low % 2 == 1, (low + nb) % 2 == 1, chunk);
+        let pairs = (low / 2, (low + nb).div_ceil(2));
+        xor_pairs_partial::<B>(keys, &run, pairs, low % 2 == 1, (low + nb) % 2 == 1, chunk);
         data = rest;
         ctr = ctr.wrapping_add(nb as u128);
     }
@@ -271,6 +263,6 @@ impl Backend for Portable {
     const NAME: &'static str = "portable";
     #[inline(never)]
     fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]) {
-        ctr::xor_pairs_generic::<super::slice::NativeRotate>(job, data);
+        super::ctr::xor_pairs_generic::<super::slice::NativeRotate>(job, data);
     }
 }

@@ -8,7 +8,7 @@
 extern crate alloc;
 use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use gap_rust_cipher_s::aes::{self, Aes128CtrWith, Backend};
-use rv32_qemu::{println, Rng};
+use rv32_qemu::{Rng, println};
 
 const F5_KEY: [u8; 16] = [
     0x2b, 0x7e, 0x15, 0x16, 0x28, 0xae, 0xd2, 0xa6, 0xab, 0xf7, 0x15, 0x88, 0x09, 0xcf, 0x4f, 0x3c,
@@ -31,12 +31,16 @@ const F5_CT: [u8; 64] = [
 
 fn vectors<C: KeyIvInit + StreamCipher>(name: &str) -> Result<(), &'static str> {
     let mut buf = F5_PT;
-    C::new_from_slices(&F5_KEY, &F5_CTR).map_err(|_| "key/IV length")?.apply_keystream(&mut buf);
+    C::new_from_slices(&F5_KEY, &F5_CTR)
+        .map_err(|_| "key/IV length")?
+        .apply_keystream(&mut buf);
     if buf != F5_CT {
         println!("{name}: SP 800-38A F.5.1 (CTR-AES128.Encrypt) FAILED");
         return Err("SP 800-38A F.5.1");
     }
-    C::new_from_slices(&F5_KEY, &F5_CTR).map_err(|_| "key/IV length")?.apply_keystream(&mut buf);
+    C::new_from_slices(&F5_KEY, &F5_CTR)
+        .map_err(|_| "key/IV length")?
+        .apply_keystream(&mut buf);
     if buf != F5_PT {
         println!("{name}: SP 800-38A F.5.2 (CTR-AES128.Decrypt) FAILED");
         return Err("SP 800-38A F.5.2");
@@ -65,7 +69,11 @@ fn cross_check<B: Backend>(seed: u64, rounds: usize) -> Result<(), &'static str>
         let mut key = [0u8; 16];
         rng.fill(&mut key);
         let iv = random_iv(&mut rng);
-        let seek = if rng.below(2) == 0 { rng.below(80) } else { rng.below(20_000) } as u64;
+        let seek = if rng.below(2) == 0 {
+            rng.below(80)
+        } else {
+            rng.below(20_000)
+        } as u64;
         let len = rng.below(2049);
         let off = rng.below(4);
         rng.fill(&mut a[off..off + len]);
@@ -85,12 +93,18 @@ fn cross_check<B: Backend>(seed: u64, rounds: usize) -> Result<(), &'static str>
         }
         c.apply_keystream(rest);
         if a[off..off + len] != b[off..off + len] || c.current_pos::<u64>() != seek + len as u64 {
-            println!("{}: mismatch key={key:02x?} iv={iv:02x?} seek={seek} len={len} off={off}", B::NAME);
+            println!(
+                "{}: mismatch key={key:02x?} iv={iv:02x?} seek={seek} len={len} off={off}",
+                B::NAME
+            );
             return Err("randomized cross-check against ctr::Ctr128BE<aes::Aes128> failed");
         }
         total += len;
     }
-    println!("{}: {rounds} random cases ({total} bytes) match ctr::Ctr128BE<aes::Aes128>", B::NAME);
+    println!(
+        "{}: {rounds} random cases ({total} bytes) match ctr::Ctr128BE<aes::Aes128>",
+        B::NAME
+    );
     Ok(())
 }
 
@@ -104,7 +118,8 @@ fn main() -> Result<(), &'static str> {
     let key: [u8; 16] = core::array::from_fn(|i| i as u8);
     let pt: [u8; 16] = core::array::from_fn(|i| (i as u8) * 0x11);
     let want = [
-        0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30, 0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4, 0xc5, 0x5a,
+        0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30, 0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4, 0xc5,
+        0x5a,
     ];
     if aes::encrypt_blocks(&key, &pt, &pt) != (want, want) {
         return Err("FIPS-197 C.1");

@@ -10,14 +10,20 @@ extern crate alloc;
 use alloc::vec::Vec;
 use cipher::{KeyIvInit, StreamCipher};
 use gap_rust_cipher_s::aes::{self, Aes128CtrWith, Backend};
-use rv32_qemu::{bench, count_instructions, metric, Rng};
+use rv32_qemu::{Rng, bench, count_instructions, metric};
 
 const SIZES: [usize; 4] = [64, 1024, 8 * 1024, 32 * 1024];
 const KEY: [u8; 16] = *b"gapstream-aes-k!";
 /// A counter whose low byte is odd, so the first pair is partial as in general use.
-const IV: [u8; 16] = [0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0x12, 0x35];
+const IV: [u8; 16] = [
+    0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0x12, 0x35,
+];
 
-fn measure<C: KeyIvInit + StreamCipher>(variant: &str, buf: &mut [u8], check: &[Vec<u8>]) -> Result<(), &'static str> {
+fn measure<C: KeyIvInit + StreamCipher>(
+    variant: &str,
+    buf: &mut [u8],
+    check: &[Vec<u8>],
+) -> Result<(), &'static str> {
     let (c, setup) = count_instructions(|| C::new_from_slices(&KEY, &IV));
     c.map_err(|_| "key/IV length")?;
     metric(&alloc::format!("aes128ctr_key_setup_{variant}"), setup);
@@ -25,7 +31,8 @@ fn measure<C: KeyIvInit + StreamCipher>(variant: &str, buf: &mut [u8], check: &[
         let data = &mut buf[..n];
         data.fill(0);
         let mut c = C::new_from_slices(&KEY, &IV).map_err(|_| "key/IV length")?;
-        let ((), instr) = count_instructions(|| c.apply_keystream(core::hint::black_box(&mut *data)));
+        let ((), instr) =
+            count_instructions(|| c.apply_keystream(core::hint::black_box(&mut *data)));
         if data != &check[i][..] {
             return Err("keystream differs from the reference");
         }

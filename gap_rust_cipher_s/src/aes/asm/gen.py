@@ -5,9 +5,10 @@
     python3 gap_rust_cipher_s/src/aes/asm/gen.py --check  # exit 1 if they are out of date
 
 The kernels run the same computation as `ctr::xor_pairs_generic` (see `ctr.rs`), which the tests
-compare with the reference crates: per pair of blocks, rebuild the round-1 state from the run
-constant and the pair's two batch words, run rounds 2..=10 (fixsliced, one S-box subroutine and
-four MixColumns+AddRoundKey blocks), unpack, XOR into the data.
+compare with the reference crates: per group of 8 blocks, two S-boxes give the round-2 S-box
+outputs of its four pairs; per pair, rebuild the round-2 state (`C2 ^ MC_0(ror(z, 8p) & P)`),
+run rounds 3..=10 (fixsliced: one S-box subroutine, four MixColumns+AddRoundKey blocks), unpack,
+XOR into the data.
 
 The S-box gate list is read from `slice.rs` (`sub_bytes`), so the Rust and assembly circuits are
 the same text. Straight-line blocks are written on virtual registers and given machine registers
@@ -36,20 +37,24 @@ ALL_REGS = list(range(8, 16)) + [5, 6, 7] + list(range(16, 32))
 
 # ---------------------------------------------------------------------------------------------
 # Stack frame of the kernel (words from sp).
-F_CST = 0  # 8 words: run constant
+F_Z = 0  # 8 words: the current group's round-2 S-box outputs
 F_MV = 8  # VARYING_MASK
 F_M1, F_M2, F_M3 = 9, 10, 11  # 0x3F3F3F3F, 0x0F0F0F0F, 0x03030303
 F_M55, F_M33 = 12, 13  # 0x55555555, 0x33333333 (0x0F0F0F0F is F_M2)
-F_RKCUR = 14  # current round-key pointer
-F_RK2 = 15  # &rk[2]
-F_DATA = 16
-F_WPTR = 17
-F_NPAIRS = 18
-F_CNT = 19
-F_SPILL = 20  # 4 spill slots
+F_R23, F_R3 = 14, 15  # group layout rows 2-3 (0x3C3C3C3C) and row 3 (0x0C0C0C0C)
+F_RKCUR = 16  # current round-key pointer
+F_RK3 = 17  # &rk[3]
+F_RUN = 18  # &RunCtx
+F_DATA = 19
+F_V = 20  # low byte of the current pair's first block
+F_NPAIRS = 21
+F_CNT = 22
+F_SPILL = 23  # 4 spill slots
 N_SPILL = 4
-F_SAVE = 24  # s0..s11, ra: 13 words
+F_SAVE = 27  # s0..s11, ra: 13 words
 FRAME_WORDS = 40  # 160 bytes, 16-byte aligned
+# RunCtx (ctr.rs): c2 at word 0, bconst at 8, yin at 16.
+RUN_C2, RUN_BCONST, RUN_YIN = 0, 8, 16
 CALLEE_SAVED = [8, 9] + list(range(18, 28)) + [1]
 
 
@@ -103,6 +108,18 @@ class Block:
 
     def addi(self, a, imm):
         return self.emit("addi", self.tmp(), (a,), imm)
+
+    def andi(self, a, imm):
+        return self.emit("andi", self.tmp(), (a,), imm)
+
+    def neg(self, a):
+        return self.emit("neg", self.tmp(), (a,))
+
+    def srl(self, a, n):
+        return self.emit("srl", self.tmp(), (a, n))
+
+    def sll(self, a, n):
+        return self.emit("sll", self.tmp(), (a, n))
 
     def pror(self, a, amt):
         return self.emit("p.ror", self.tmp(), (a, amt))
@@ -220,9 +237,11 @@ ABI_INV = {v: k for k, v in ABI.items()}
 
 def fmt(ins, pulp_macro):
     op, d, s, imm = ins
-    if op in ("xor", "and", "or"):
+    if op in ("xor", "and", "or", "srl", "sll"):
         return "%s %s, %s, %s" % (op, d, s[0], s[1])
-    if op in ("srli", "slli", "addi"):
+    if op == "neg":
+        return "neg %s, %s" % (d, s[0])
+    if op in ("srli", "slli", "addi", "andi"):
         return "%s %s, %s, %d" % (op, d, s[0], imm)
     if op == "li":
         return "li %s, 0x%x" % (d, imm)
@@ -320,16 +339,8 @@ class Rot:
         return self.ror(self.colrot(x, 2, F_M2), 16)
 
 
-def build_mc(k, rot, ark_off, advance):
-    """MixColumns_k then AddRoundKey (round key at cursor + ark_off)."""
-    b = Block("mc%d" % k)
-    rot.reset(b)
-    a = ["%%a%d" % i for i in range(8)]
-    out = ["%%o%d" % i for i in range(8)]
-    cur = b.lwsp(F_RKCUR)
-    keys = [b.lw(cur, ark_off + 4 * i) for i in range(8)]
-    if advance:
-        b.swsp(b.addi(cur, advance), F_RKCUR)
+def mix_columns(b, rot, k, a, keys, out):
+    """out_i = MC_k(a)_i ^ keys_i (fixsliced MixColumns, then AddRoundKey)."""
     bb = [None] * 8
     cc = [None] * 8
     bb[7] = rot.row(a[7], k)
@@ -345,27 +356,82 @@ def build_mc(k, rot, ark_off, advance):
         if i in (0, 1, 3, 4):
             acc = b.xor(acc, cc[7])
         b.xor(acc, keys[i], d=out[i])
+
+
+def build_mc(k, rot, ark_off, advance):
+    """MixColumns_k then AddRoundKey (round key at cursor + ark_off)."""
+    b = Block("mc%d" % k)
+    rot.reset(b)
+    a = ["%%a%d" % i for i in range(8)]
+    out = ["%%o%d" % i for i in range(8)]
+    cur = b.lwsp(F_RKCUR)
+    keys = [b.lw(cur, ark_off + 4 * i) for i in range(8)]
+    if advance:
+        b.swsp(b.addi(cur, advance), F_RKCUR)
+    mix_columns(b, rot, k, a, keys, out)
     return b, a, out
 
 
-def build_pair_state(rot):
+def build_group_y():
+    """Input planes of the group's first S-box: yin ^ bcast(bits of the group's low byte)."""
+    b = Block("group_y")
+    out = ["%%o%d" % i for i in range(8)]
+    run = b.lwsp(F_RUN)
+    g = b.andi(b.lwsp(F_V), -8)
+    for i in range(8):
+        if i < 3:
+            b.lw(run, 4 * (RUN_YIN + i), d=out[i])
+        else:
+            y = b.lw(run, 4 * (RUN_YIN + i))
+            bit = b.neg(b.andi(b.srli(g, i), 1))
+            b.xor(y, bit, d=out[i])
+    return b, out
+
+
+def build_group_z():
+    """Input planes of the group's second S-box: y, y, 3y, 2y by row, ^ C1 on P."""
+    b = Block("group_z")
+    y = ["%%a%d" % i for i in range(8)]
+    out = ["%%o%d" % i for i in range(8)]
+    run = b.lwsp(F_RUN)
+    m23 = b.lwsp(F_R23)
+    m3 = b.lwsp(F_R3)
+    x2 = [y[7], b.xor(y[0], y[7]), y[1], b.xor(y[2], y[7]), b.xor(y[3], y[7]), y[4], y[5], y[6]]
+    for i in range(8):
+        t = b.xor(y[i], b.and_(x2[i], m23))
+        t = b.xor(t, b.and_(y[i], m3))
+        b.xor(t, b.lw(run, 4 * (RUN_BCONST + i)), d=out[i])
+    return b, y, out
+
+
+def build_group_store():
+    b = Block("group_store")
+    z = ["%%a%d" % i for i in range(8)]
+    for i in range(8):
+        b.swsp(z[i], F_Z + i)
+    return b, z
+
+
+def build_pair(rot):
+    """Round-2 state of the pair: C2 ^ MC_0(ror(z, 8p) & VARYING_MASK); resets the round loop."""
     b = Block("pair")
     rot.reset(b)
     out = ["%%o%d" % i for i in range(8)]
-    wp = b.lwsp(F_WPTR)
-    w0 = b.lw(wp, 0)
-    w1 = b.lw(wp, 4)
-    b.swsp(b.addi(wp, 8), F_WPTR)
+    n = b.slli(b.andi(b.lwsp(F_V), 6), 2)
     m = b.lwsp(F_MV)
-    rk2 = b.lwsp(F_RK2)
-    b.swsp(rk2, F_RKCUR)
-    two = b.li(2)
-    b.swsp(two, F_CNT)
-    for h, w in enumerate((w0, w1)):
-        for i in range(4):
-            x = w if i == 0 else rot.ror(w, 8 * i)
-            c = b.lwsp(F_CST + 4 * h + i)
-            b.xor(c, b.and_(x, m), d=out[4 * h + i])
+    if rot.pulp:
+        d = [b.and_(b.pror(b.lwsp(F_Z + i), n), m) for i in range(8)]
+    else:
+        nn = b.neg(n)
+        d = []
+        for i in range(8):
+            z = b.lwsp(F_Z + i)
+            d.append(b.and_(b.or_(b.srl(z, n), b.sll(z, nn)), m))
+    run = b.lwsp(F_RUN)
+    keys = [b.lw(run, 4 * (RUN_C2 + i)) for i in range(8)]
+    b.swsp(b.lwsp(F_RK3), F_RKCUR)
+    b.swsp(b.li(2), F_CNT)
+    mix_columns(b, rot, 0, d, keys, out)
     return b, out
 
 
@@ -374,7 +440,7 @@ def build_final():
     b = Block("final")
     a = ["%%a%d" % i for i in range(8)]
     cur = b.lwsp(F_RKCUR)
-    w = [b.xor(a[i], b.lw(cur, 4 * i)) for i in range(8)]
+    w = [b.xor(a[i], b.lw(cur, 96 + 4 * i)) for i in range(8)]
     m55 = b.lwsp(F_M55)
     m33 = b.lwsp(F_M33)
     m0f = b.lwsp(F_M2)
@@ -434,42 +500,61 @@ def generate(variant):
     asm(".type %s,@function" % sym)
     asm(".p2align 2")
     asm("%s:" % sym)
-    # Prologue: a0 = &rk[0][0], a1 = cst, a2 = w, a3 = data, a4 = npairs.
+    # Prologue: a0 = &rk[0][0], a1 = &RunCtx, a2 = first low byte (even), a3 = data, a4 = pairs.
     asm("    addi sp, sp, -%d" % (4 * FRAME_WORDS))
     for k, r in enumerate(CALLEE_SAVED):
         asm("    sw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
-    for i in range(8):
-        asm("    lw t0, %d(a1)" % (4 * i))
-        asm("    sw t0, %d(sp)" % (4 * (F_CST + i)))
     for slot, val in ((F_MV, 0x0C30C003), (F_M1, 0x3F3F3F3F), (F_M2, 0x0F0F0F0F),
-                      (F_M3, 0x03030303), (F_M55, 0x55555555), (F_M33, 0x33333333)):
+                      (F_M3, 0x03030303), (F_M55, 0x55555555), (F_M33, 0x33333333),
+                      (F_R23, 0x3C3C3C3C), (F_R3, 0x0C0C0C0C)):
         asm("    li t0, 0x%08x" % val)
         asm("    sw t0, %d(sp)" % (4 * slot))
-    asm("    addi t0, a0, 64")
-    asm("    sw t0, %d(sp)" % (4 * F_RK2))
-    asm("    sw a2, %d(sp)" % (4 * F_WPTR))
+    asm("    addi t0, a0, 96")
+    asm("    sw t0, %d(sp)" % (4 * F_RK3))
+    asm("    sw a1, %d(sp)" % (4 * F_RUN))
+    asm("    sw a2, %d(sp)" % (4 * F_V))
     asm("    sw a3, %d(sp)" % (4 * F_DATA))
     asm("    sw a4, %d(sp)" % (4 * F_NPAIRS))
     asm("    beqz a4, %sdone" % L)
+    asm("%sgroup:" % L)
+    gy, gy_out = build_group_y()
+    put(gy, allocate(gy, blk_avail, {}, dict(zip(gy_out, s_in_regs)))[0])
+    asm("    jal ra, %ssbox" % L)
+    gz, gz_in, gz_out = build_group_z()
+    put(gz, allocate(gz, blk_avail, dict(zip(gz_in, sb_out_regs)), dict(zip(gz_out, s_in_regs)))[0])
+    asm("    jal ra, %ssbox" % L)
+    gs, gs_in = build_group_store()
+    put(gs, allocate(gs, blk_avail, dict(zip(gs_in, sb_out_regs)), {})[0])
     asm("%spair:" % L)
-    pb, pout = build_pair_state(rot)
+    pb, pout = build_pair(rot)
     put(pb, allocate(pb, blk_avail, {}, dict(zip(pout, s_in_regs)))[0])
     asm("%sround:" % L)
-    for k, off, adv in ((0, 0, 0), (1, 32, 0), (2, 64, 0), (3, 96, 128)):
+    for k, off, adv in ((1, 0, 0), (2, 32, 0), (3, 64, 0)):
         asm("    jal ra, %ssbox" % L)
         mb, ain, mout = build_mc(k, rot, off, adv)
         put(mb, allocate(mb, blk_avail, dict(zip(ain, sb_out_regs)), dict(zip(mout, s_in_regs)))[0])
     asm("    lw t0, %d(sp)" % (4 * F_CNT))
     asm("    addi t0, t0, -1")
     asm("    sw t0, %d(sp)" % (4 * F_CNT))
-    asm("    bnez t0, %sround" % L)
+    asm("    beqz t0, %slast" % L)
+    asm("    jal ra, %ssbox" % L)
+    mb, ain, mout = build_mc(0, rot, 96, 128)
+    put(mb, allocate(mb, blk_avail, dict(zip(ain, sb_out_regs)), dict(zip(mout, s_in_regs)))[0])
+    asm("    j %sround" % L)
+    asm("%slast:" % L)
     asm("    jal ra, %ssbox" % L)
     fb, fin = build_final()
     put(fb, allocate(fb, blk_avail, dict(zip(fin, sb_out_regs)), {})[0])
     asm("    lw t0, %d(sp)" % (4 * F_NPAIRS))
     asm("    addi t0, t0, -1")
     asm("    sw t0, %d(sp)" % (4 * F_NPAIRS))
-    asm("    bnez t0, %spair" % L)
+    asm("    beqz t0, %sdone" % L)
+    asm("    lw t1, %d(sp)" % (4 * F_V))
+    asm("    addi t1, t1, 2")
+    asm("    sw t1, %d(sp)" % (4 * F_V))
+    asm("    andi t1, t1, 7")
+    asm("    beqz t1, %sgroup" % L)
+    asm("    j %spair" % L)
     asm("%sdone:" % L)
     for k, r in enumerate(CALLEE_SAVED):
         asm("    lw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))

@@ -6,8 +6,9 @@
 //! | `rv32.rs` | [`Rv32`] | rv32imc only; runs on QEMU and any RV32IMC core |
 //! | `pulp.rs` | [`Pulp`] (feature `pulp`) | rv32imc + `p.ror` (from `asm_macros`); GAP8 / GVSOC only |
 //!
-//! Kernel ABI (C): `a0` = `&rk[0][0]` (11 × 8 words), `a1` = run constant (8 words), `a2` = batch
-//! words (2 per pair), `a3` = data (8 words per pair, updated in place), `a4` = number of pairs.
+//! Kernel ABI (C): `a0` = `&rk[0][0]` (11 × 8 words), `a1` = `&RunCtx` (24 words), `a2` = low
+//! byte of the first pair's first block (even), `a3` = data (8 words per pair, updated in place),
+//! `a4` = number of pairs (all in one run: `a2 + 2·a4 ≤ 256`).
 //! The kernel saves what the ABI asks it to save, keeps a 160-byte frame on the stack, and does
 //! not touch `gp` or `tp`.
 #[cfg(target_arch = "riscv32")]
@@ -20,8 +21,8 @@ mod rv32;
 unsafe extern "C" {
     fn gapstream_aes128ctr_pairs_rv32(
         rk: *const u32,
-        cst: *const u32,
-        w: *const u32,
+        run: *const u32,
+        v0: u32,
         data: *mut u32,
         npairs: usize,
     );
@@ -29,25 +30,27 @@ unsafe extern "C" {
 
 #[cfg(target_arch = "riscv32")]
 fn call(
-    kernel: unsafe extern "C" fn(*const u32, *const u32, *const u32, *mut u32, usize),
+    kernel: unsafe extern "C" fn(*const u32, *const u32, u32, *mut u32, usize),
     job: &PairJob<'_>,
     data: &mut [u32],
 ) {
-    assert_eq!(data.len(), 8 * job.w.len());
-    if job.w.is_empty() {
+    assert_eq!(data.len(), 8 * job.npairs);
+    assert!(job.v0 % 2 == 0 && usize::from(job.v0) + 2 * job.npairs <= 256);
+    if job.npairs == 0 {
         return;
     }
-    // SAFETY: the kernel reads 88 words at `rk` (`[[u32; 8]; 11]`), 8 at `cst`, `2·n` at `w` and
-    // reads and writes `8·n` words at `data` (checked above), all word aligned by their types;
-    // it follows the C calling convention (callee-saved registers restored, `gp`/`tp` untouched,
-    // stack balanced) and touches no other memory than its own stack frame.
+    // SAFETY: the kernel reads 88 words at `rk` (`[[u32; 8]; 11]`) and 24 at `run` (`RunCtx`,
+    // `repr(C)`, three `[u32; 8]`), and reads and writes `8·npairs` words at `data` (checked
+    // above), all word aligned by their types; it follows the C calling convention
+    // (callee-saved registers restored, `gp`/`tp` untouched, stack balanced) and touches no
+    // other memory than its own stack frame.
     unsafe {
         kernel(
             job.keys.rk.as_ptr().cast(),
-            job.cst.as_ptr(),
-            job.w.as_ptr().cast(),
+            (job.run as *const super::ctr::RunCtx).cast(),
+            u32::from(job.v0),
             data.as_mut_ptr(),
-            job.w.len(),
+            job.npairs,
         )
     }
 }
@@ -69,8 +72,8 @@ impl Backend for Rv32 {
 unsafe extern "C" {
     fn gapstream_aes128ctr_pairs_pulp(
         rk: *const u32,
-        cst: *const u32,
-        w: *const u32,
+        run: *const u32,
+        v0: u32,
         data: *mut u32,
         npairs: usize,
     );
