@@ -23,3 +23,5 @@ capi-test:
 engine-rv32:
 	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gap_rust_sdk --features pmsis
 	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gap_rust_cipher_s --features pmsis
+	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gap_rust_sdk --features bare
+	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gap_rust_cipher_s --features bare

@@ -36,6 +36,9 @@ pub mod host;
 #[cfg(feature = "pmsis")]
 pub mod pmsis;
 
+#[cfg(feature = "bare")]
+pub mod bare;
+
 pub use cluster::{Cluster, ClusterError, Controller, ForkError, MAX_CORES, Team};
 pub use dma::{Dir, Dma, DmaError, DmaRaw};
 pub use mem::{AllocError, Arena, Buf, RawAlloc};

@@ -1,0 +1,111 @@
+//! `make gvsoc-check`: the cluster engine on the GAP8 model over 128 KiB in L2, 1, 2, 4 and 8
+//! cores, for each ChaCha20 kernel built in. The output digest is compared with the one build.rs
+//! computed on the host with RustCrypto; cycles are cluster core 0's PULP counter around the
+//! engine's offload. One line per run:
+//! `gvsoc kernel=<name> cores=<n> bytes=<n> cycles=<n> cpb=<x.xx> ok` (or `FAIL`).
+#![cfg_attr(target_arch = "riscv32", no_std, no_main)]
+
+#[cfg(target_arch = "riscv32")]
+mod app {
+    use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+    use gap_rust_sdk::bare::{BareCluster, BareL2};
+    use gap_rust_sdk::{Buf, bare_println};
+    use gap_rust_wrapper::{Config, Engine, KeyIv};
+    use gvsoc::*;
+
+    /// L1 buffer of the engine (three are allocated).
+    const BUFFER: usize = 8 * 1024;
+
+    fn run<S>(
+        cl: &BareCluster,
+        eng: &mut Engine<'_, BareCluster>,
+        data: &mut [u8],
+        name: &str,
+        cores: usize,
+    ) -> bool
+    where
+        S: KeyIvInit + StreamCipher + StreamCipherSeek + Send,
+    {
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = pattern(i);
+        }
+        let ran = eng.set_cores(cores).and_then(|_| {
+            eng.apply(
+                &KeyIv::<S>::new(&CHECK_KEY, &CHECK_NONCE),
+                CHECK_OFFSET,
+                data,
+            )
+        });
+        let stats = cl.last_run();
+        let ok = ran.is_ok() && digest(data) == CHACHA20_DIGEST;
+        let cpb100 = stats.cycles as u64 * 100 / data.len() as u64;
+        bare_println!(
+            "gvsoc kernel={} cores={} bytes={} cycles={} cpb={}.{:02} {}",
+            name,
+            cores,
+            data.len(),
+            stats.cycles,
+            cpb100 / 100,
+            cpb100 % 100,
+            if ok { "ok" } else { "FAIL" }
+        );
+        if let Err(e) = ran {
+            bare_println!("gvsoc engine error: {e}");
+        }
+        ok
+    }
+
+    fn main() -> u32 {
+        let Some(cl) = BareCluster::take() else {
+            bare_println!("gvsoc FAIL: the cluster did not boot");
+            return 1;
+        };
+        let Ok(mut data) = Buf::zeroed(&BareL2, CHECK_BYTES, 8) else {
+            bare_println!("gvsoc FAIL: no L2 for the payload");
+            return 2;
+        };
+        let mut eng = match Engine::new(&cl, Config::new(1, BUFFER)) {
+            Ok(e) => e,
+            Err(e) => {
+                bare_println!("gvsoc FAIL: engine: {e}");
+                return 3;
+            }
+        };
+        // The check must notice an engine that leaves the payload alone.
+        if PLAIN_DIGEST == CHACHA20_DIGEST {
+            return 4;
+        }
+        let mut all = true;
+        for cores in [1, 2, 4, 8] {
+            #[cfg(feature = "pulp")]
+            {
+                all &= run::<gap_rust_cipher_s::ChaCha20Pulp>(
+                    &cl,
+                    &mut eng,
+                    &mut data,
+                    "chacha20-pulp",
+                    cores,
+                );
+            }
+            all &= run::<gap_rust_cipher_s::ChaCha20Rv32>(
+                &cl,
+                &mut eng,
+                &mut data,
+                "chacha20-rv32",
+                cores,
+            );
+            all &=
+                run::<chacha20::ChaCha20>(&cl, &mut eng, &mut data, "chacha20-rustcrypto", cores);
+        }
+        if all { 0 } else { 5 }
+    }
+
+    gap_rust_sdk::bare_main!(main);
+}
+
+#[cfg(not(target_arch = "riscv32"))]
+fn main() {
+    eprintln!(
+        "a GAP8 program: build with --target riscv32imc-unknown-none-elf and run on GVSOC (make gvsoc-check)"
+    );
+}

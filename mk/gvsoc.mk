@@ -1,0 +1,18 @@
+# Bare-metal GAP8 programs on the GVSOC model (gvsoc/ crate, gap_rust_sdk's bare backend).
+## make gvsoc-check   cluster engine on the GAP8 model (1/2/4/8 cores, 128 KiB in L2), needs the GAP SDK env
+## make gvsoc-hello   hello from all 8 cluster cores on the GAP8 model
+.PHONY: gvsoc-check gvsoc-hello gvsoc-build
+RV32_GVSOC := --target $(RV32_TARGET) --profile rv32 -p gvsoc
+
+gvsoc-check:
+	@gvsoc/check.sh
+
+gvsoc-hello:
+	@if ! command -v gapy >/dev/null 2>&1; then echo "gvsoc-hello: skipped: gapy is not on PATH (load the GAP SDK environment)"; exit 0; fi; \
+	$(CARGO) build --locked --quiet $(RV32_GVSOC) --bin gvsoc_hello && \
+	gvsoc/run.sh target/$(RV32_TARGET)/rv32/gvsoc_hello target/gvsoc/hello
+
+# The GAP8 programs must keep building (no simulator needed): part of make test.
+TEST_TARGETS += gvsoc-build
+gvsoc-build:
+	$(CARGO) build --locked --quiet $(RV32_GVSOC) --features pulp --bins
