@@ -56,7 +56,9 @@ impl core::fmt::Display for CryptoError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             CryptoError::Keystream(e) => write!(f, "keystream: {e}"),
-            CryptoError::PayloadTooLong => f.write_str("payload too long for one nonce of this suite"),
+            CryptoError::PayloadTooLong => {
+                f.write_str("payload too long for one nonce of this suite")
+            }
             CryptoError::KeyLength => f.write_str("wrong key length for the suite"),
             CryptoError::BadTag => f.write_str("authentication tag mismatch"),
         }
@@ -76,18 +78,28 @@ pub struct PayloadKey {
 
 impl core::fmt::Debug for PayloadKey {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("PayloadKey").field("suite", &self.suite).finish_non_exhaustive()
+        f.debug_struct("PayloadKey")
+            .field("suite", &self.suite)
+            .finish_non_exhaustive()
     }
 }
 
 impl PayloadKey {
     /// `key` must be [`Suite::key_len`] bytes (empty for `None`). For GCM this computes `H` through
     /// the applier.
-    pub fn new<K: KeystreamApplier + ?Sized>(k: &mut K, suite: Suite, key: &[u8]) -> Result<Self, CryptoError> {
+    pub fn new<K: KeystreamApplier + ?Sized>(
+        k: &mut K,
+        suite: Suite,
+        key: &[u8],
+    ) -> Result<Self, CryptoError> {
         if key.len() != suite.key_len() {
             return Err(CryptoError::KeyLength);
         }
-        let mut pk = PayloadKey { suite, key: [0; 32], ghash_h: [0; 16] };
+        let mut pk = PayloadKey {
+            suite,
+            key: [0; 32],
+            ghash_h: [0; 16],
+        };
         pk.key[..key.len()].copy_from_slice(key);
         if suite == Suite::Aes128Gcm {
             let mut h = [0u8; 16];
@@ -126,7 +138,13 @@ impl PayloadKey {
                 Ok([0; TAG_LEN])
             }
             Suite::Aes128CtrUnauthenticated => {
-                k.apply_keystream(CipherId::Aes128Ctr, self.key(), &ctr_block(nonce, 0), 0, data)?;
+                k.apply_keystream(
+                    CipherId::Aes128Ctr,
+                    self.key(),
+                    &ctr_block(nonce, 0),
+                    0,
+                    data,
+                )?;
                 Ok([0; TAG_LEN])
             }
             Suite::ChaCha20Poly1305 => {
@@ -136,7 +154,13 @@ impl PayloadKey {
             }
             Suite::Aes128Gcm => {
                 let mask = self.gcm_mask(k, nonce)?;
-                k.apply_keystream(CipherId::Aes128Ctr, self.key(), &ctr_block(nonce, 1), 16, data)?;
+                k.apply_keystream(
+                    CipherId::Aes128Ctr,
+                    self.key(),
+                    &ctr_block(nonce, 1),
+                    16,
+                    data,
+                )?;
                 Ok(self.gcm_tag(&mask, aad, data))
             }
         }
@@ -180,13 +204,23 @@ impl PayloadKey {
                 if !bool::from(want.ct_eq(tag)) {
                     return Err(CryptoError::BadTag);
                 }
-                k.apply_keystream(CipherId::Aes128Ctr, self.key(), &ctr_block(nonce, 1), 16, data)?;
+                k.apply_keystream(
+                    CipherId::Aes128Ctr,
+                    self.key(),
+                    &ctr_block(nonce, 1),
+                    16,
+                    data,
+                )?;
                 Ok(())
             }
         }
     }
 
-    fn poly1305<K: KeystreamApplier + ?Sized>(&self, k: &mut K, nonce: &[u8; 12]) -> Result<Poly1305, CryptoError> {
+    fn poly1305<K: KeystreamApplier + ?Sized>(
+        &self,
+        k: &mut K,
+        nonce: &[u8; 12],
+    ) -> Result<Poly1305, CryptoError> {
         let mut otk = [0u8; 32];
         k.apply_keystream(CipherId::ChaCha20, self.key(), nonce, 0, &mut otk)?;
         let mac = Poly1305::new(&otk.into());
@@ -194,9 +228,19 @@ impl PayloadKey {
         Ok(mac)
     }
 
-    fn gcm_mask<K: KeystreamApplier + ?Sized>(&self, k: &mut K, nonce: &[u8; 12]) -> Result<[u8; 16], CryptoError> {
+    fn gcm_mask<K: KeystreamApplier + ?Sized>(
+        &self,
+        k: &mut K,
+        nonce: &[u8; 12],
+    ) -> Result<[u8; 16], CryptoError> {
         let mut mask = [0u8; 16];
-        k.apply_keystream(CipherId::Aes128Ctr, self.key(), &ctr_block(nonce, 1), 0, &mut mask)?;
+        k.apply_keystream(
+            CipherId::Aes128Ctr,
+            self.key(),
+            &ctr_block(nonce, 1),
+            0,
+            &mut mask,
+        )?;
         Ok(mask)
     }
 
@@ -311,20 +355,33 @@ mod tests {
                     i => t[i - 136] ^= 0x10,
                 }
                 let before = c.clone();
-                assert_eq!(k.open(&mut s, &nonce, &a, &mut c, &t), Err(CryptoError::BadTag), "{suite} byte {i}");
+                assert_eq!(
+                    k.open(&mut s, &nonce, &a, &mut c, &t),
+                    Err(CryptoError::BadTag),
+                    "{suite} byte {i}"
+                );
                 assert_eq!(c, before);
             }
             // Wrong nonce, truncated tag.
             let mut c = ct.clone();
-            assert_eq!(k.open(&mut s, &[4; 12], &aad, &mut c, &tag), Err(CryptoError::BadTag));
-            assert_eq!(k.open(&mut s, &nonce, &aad, &mut c, &tag[..15]), Err(CryptoError::BadTag));
+            assert_eq!(
+                k.open(&mut s, &[4; 12], &aad, &mut c, &tag),
+                Err(CryptoError::BadTag)
+            );
+            assert_eq!(
+                k.open(&mut s, &nonce, &aad, &mut c, &tag[..15]),
+                Err(CryptoError::BadTag)
+            );
         }
     }
 
     #[test]
     fn key_length_checked() {
         let mut s = Sequential;
-        assert_eq!(PayloadKey::new(&mut s, Suite::Aes128Gcm, &[0; 32]).unwrap_err(), CryptoError::KeyLength);
+        assert_eq!(
+            PayloadKey::new(&mut s, Suite::Aes128Gcm, &[0; 32]).unwrap_err(),
+            CryptoError::KeyLength
+        );
         assert!(PayloadKey::new(&mut s, Suite::None, &[]).is_ok());
     }
 
@@ -384,7 +441,8 @@ mod tests {
         k.seal(&mut s, &nonce, &[], &mut ours).unwrap();
         let mut theirs = pt;
         let k16: [u8; 16] = key[..16].try_into().unwrap();
-        ctr::Ctr128BE::<aes::Aes128>::new(&k16.into(), &ctr_block(&nonce, 0).into()).apply_keystream(&mut theirs);
+        ctr::Ctr128BE::<aes::Aes128>::new(&k16.into(), &ctr_block(&nonce, 0).into())
+            .apply_keystream(&mut theirs);
         assert_eq!(ours, theirs);
     }
 }

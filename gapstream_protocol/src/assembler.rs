@@ -42,13 +42,23 @@ impl core::fmt::Display for AssemblyError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             AssemblyError::Wire(e) => write!(f, "not a gapstream message: {e}"),
-            AssemblyError::Oversize { len, max } => write!(f, "message of {len} bytes exceeds the maximum {max}"),
-            AssemblyError::Truncated { expected, got } => {
-                write!(f, "message truncated ({got} of {expected} bytes): packets were lost")
+            AssemblyError::Oversize { len, max } => {
+                write!(f, "message of {len} bytes exceeds the maximum {max}")
             }
-            AssemblyError::Stray => f.write_str("packet without the start of its message (lost packets)"),
+            AssemblyError::Truncated { expected, got } => {
+                write!(
+                    f,
+                    "message truncated ({got} of {expected} bytes): packets were lost"
+                )
+            }
+            AssemblyError::Stray => {
+                f.write_str("packet without the start of its message (lost packets)")
+            }
             AssemblyError::Overrun { expected, got } => {
-                write!(f, "packet holds {got} bytes, its message header announces {expected}")
+                write!(
+                    f,
+                    "packet holds {got} bytes, its message header announces {expected}"
+                )
             }
         }
     }
@@ -140,14 +150,23 @@ impl Assembler {
         match self.state {
             State::Skipping(left) if payload.len() <= left => {
                 let left = left - payload.len();
-                self.state = if route.last_packet || left == 0 { State::Idle } else { State::Skipping(left) };
+                self.state = if route.last_packet || left == 0 {
+                    State::Idle
+                } else {
+                    State::Skipping(left)
+                };
                 return Ok(());
             }
             // Longer than the rest of the oversize message: a new message starts here.
             State::Skipping(_) => self.state = State::Idle,
             State::Collecting(Some(exp)) if self.buf.len() + payload.len() > exp => {
                 // Cannot belong to this message: its end was lost. Retry the packet as a start.
-                earlier = self.drop_message(AssemblyError::Truncated { expected: exp, got: self.buf.len() }).err();
+                earlier = self
+                    .drop_message(AssemblyError::Truncated {
+                        expected: exp,
+                        got: self.buf.len(),
+                    })
+                    .err();
             }
             _ => {}
         }
@@ -180,8 +199,15 @@ impl Assembler {
                     let left = len.saturating_sub(self.buf.len());
                     self.counters.dropped_messages += 1;
                     self.buf.clear();
-                    self.state = if route.last_packet || left == 0 { State::Idle } else { State::Skipping(left) };
-                    return Err(AssemblyError::Oversize { len, max: self.max_message });
+                    self.state = if route.last_packet || left == 0 {
+                        State::Idle
+                    } else {
+                        State::Skipping(left)
+                    };
+                    return Err(AssemblyError::Oversize {
+                        len,
+                        max: self.max_message,
+                    });
                 }
                 Ok(Some(len)) => expected = Some(len),
                 Ok(None) => {}
@@ -206,7 +232,10 @@ impl Assembler {
             }
             None if route.last_packet => {
                 let got = self.buf.len();
-                self.drop_message(AssemblyError::Truncated { expected: got + 1, got })
+                self.drop_message(AssemblyError::Truncated {
+                    expected: got + 1,
+                    got,
+                })
             }
             _ => Ok(()),
         }
@@ -246,12 +275,20 @@ mod tests {
             }
             1 => {
                 let b = &body[..body.len().min(64)];
-                let h = ControlHeader { msg_type: MsgType::Rekey, epoch: 1, sequence: seq, body_len: b.len() as u16 };
+                let h = ControlHeader {
+                    msg_type: MsgType::Rekey,
+                    epoch: 1,
+                    sequence: seq,
+                    body_len: b.len() as u16,
+                };
                 m.extend_from_slice(&h.encode());
                 m.extend_from_slice(b);
                 m.extend_from_slice(&[0xDD; 16]);
             }
-            _ => m.extend_from_slice(&crate::wire::encode_alert([seq as u8; 8], crate::wire::AlertCode::BadHello)),
+            _ => m.extend_from_slice(&crate::wire::encode_alert(
+                [seq as u8; 8],
+                crate::wire::AlertCode::BadHello,
+            )),
         }
         m
     }
@@ -357,8 +394,12 @@ mod tests {
         let big = message(0, &[1u8; 5000], 1);
         let small = message(1, &[2u8; 10], 2);
         let mut wire = Vec::new();
-        for p in packets(&big, 1020) { wire.extend_from_slice(&p); }
-        for p in packets(&small, 1020) { wire.extend_from_slice(&p); }
+        for p in packets(&big, 1020) {
+            wire.extend_from_slice(&p);
+        }
+        for p in packets(&small, 1020) {
+            wire.extend_from_slice(&p);
+        }
         let mut asm = Assembler::new(1000);
         let got = feed(&wire, 4096, &mut asm);
         assert_eq!(got, vec![small]);
@@ -376,7 +417,13 @@ mod tests {
         let mut asm = Assembler::new(10_000);
         assert_eq!(feed(&wire, 1024, &mut asm), vec![b]);
         // Other functions are ignored.
-        assert!(asm.push(Route::new(Target::Gap8, Target::WifiHost, Function::App), &[0xBC]).is_ok());
+        assert!(
+            asm.push(
+                Route::new(Target::Gap8, Target::WifiHost, Function::App),
+                &[0xBC]
+            )
+            .is_ok()
+        );
         assert_eq!(asm.counters().ignored_packets, 1);
     }
 }

@@ -106,11 +106,16 @@ impl core::fmt::Display for CpxError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             CpxError::BadLength(l) => write!(f, "CPX length field {l} outside 2..=1022"),
-            CpxError::UnsupportedVersion(v) => write!(f, "CPX version {v} is not supported (only 0)"),
+            CpxError::UnsupportedVersion(v) => {
+                write!(f, "CPX version {v} is not supported (only 0)")
+            }
             CpxError::PayloadTooLong(n) => write!(f, "CPX payload of {n} bytes exceeds 1020"),
             CpxError::BadPacketSize(n) => write!(f, "CPX packet payload size {n} outside 1..=1020"),
             CpxError::BufferTooSmall { needed, have } => {
-                write!(f, "buffer of {have} bytes cannot hold a {needed}-byte CPX packet")
+                write!(
+                    f,
+                    "buffer of {have} bytes cannot hold a {needed}-byte CPX packet"
+                )
             }
         }
     }
@@ -134,12 +139,20 @@ pub struct Route {
 impl Route {
     /// A route with `last_packet` set, like the firmware's `cpxInitRoute`.
     pub const fn new(source: Target, destination: Target, function: Function) -> Self {
-        Route { destination: destination as u8, source: source as u8, last_packet: true, function: function as u8 }
+        Route {
+            destination: destination as u8,
+            source: source as u8,
+            last_packet: true,
+            function: function as u8,
+        }
     }
 
     /// The same route with `last_packet` changed.
     pub const fn with_last(self, last_packet: bool) -> Self {
-        Route { last_packet, ..self }
+        Route {
+            last_packet,
+            ..self
+        }
     }
 
     /// Wire bytes (version 0).
@@ -156,7 +169,12 @@ impl Route {
         if version != VERSION {
             return Err(CpxError::UnsupportedVersion(version));
         }
-        Ok(Route { destination: b[0] & 7, source: (b[0] >> 3) & 7, last_packet: b[0] & 0x40 != 0, function: b[1] & 0x3F })
+        Ok(Route {
+            destination: b[0] & 7,
+            source: (b[0] >> 3) & 7,
+            last_packet: b[0] & 0x40 != 0,
+            function: b[1] & 0x3F,
+        })
     }
 }
 
@@ -167,7 +185,10 @@ pub fn encode_packet(route: Route, payload: &[u8], out: &mut [u8]) -> Result<usi
     }
     let n = WIRE_OVERHEAD + payload.len();
     if out.len() < n {
-        return Err(CpxError::BufferTooSmall { needed: n, have: out.len() });
+        return Err(CpxError::BufferTooSmall {
+            needed: n,
+            have: out.len(),
+        });
     }
     out[..2].copy_from_slice(&((payload.len() + 2) as u16).to_le_bytes());
     out[2..4].copy_from_slice(&route.to_bytes());
@@ -178,7 +199,11 @@ pub fn encode_packet(route: Route, payload: &[u8], out: &mut [u8]) -> Result<usi
 /// Bytes on the wire for a message of `message_len` bytes sent in packets of at most
 /// `packet_payload` bytes (a zero-length message still takes one packet).
 pub const fn wire_len(message_len: usize, packet_payload: usize) -> usize {
-    let packets = if message_len == 0 { 1 } else { message_len.div_ceil(packet_payload) };
+    let packets = if message_len == 0 {
+        1
+    } else {
+        message_len.div_ceil(packet_payload)
+    };
     message_len + packets * WIRE_OVERHEAD
 }
 
@@ -212,13 +237,21 @@ impl Default for StreamDecoder {
 
 impl core::fmt::Debug for StreamDecoder {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("StreamDecoder").field("buffered", &self.have).field("packets", &self.packets).finish()
+        f.debug_struct("StreamDecoder")
+            .field("buffered", &self.have)
+            .field("packets", &self.packets)
+            .finish()
     }
 }
 
 impl StreamDecoder {
     pub const fn new() -> Self {
-        StreamDecoder { buf: [0; MAX_WIRE_PACKET], have: 0, packets: 0, errors: 0 }
+        StreamDecoder {
+            buf: [0; MAX_WIRE_PACKET],
+            have: 0,
+            packets: 0,
+            errors: 0,
+        }
     }
 
     /// Bytes of a partial packet held (at most 1024).
@@ -242,44 +275,45 @@ impl StreamDecoder {
     /// Consumes bytes from the front of `input` until one packet is complete (returned), an error
     /// is found (returned; decoding can go on with the next call), or `input` is empty (`None`).
     pub fn decode<'s>(&'s mut self, input: &mut &[u8]) -> Option<Result<PacketRef<'s>, CpxError>> {
-        loop {
-            if self.have < 2 {
-                let take = (2 - self.have).min(input.len());
-                self.buf[self.have..self.have + take].copy_from_slice(&input[..take]);
-                self.have += take;
-                *input = &input[take..];
-                if self.have < 2 {
-                    return None;
-                }
-                let len = u16::from_le_bytes([self.buf[0], self.buf[1]]);
-                if !(2..=MTU as u16).contains(&len) {
-                    // Slide by one byte: the second byte may start the real length.
-                    self.buf[0] = self.buf[1];
-                    self.have = 1;
-                    self.errors += 1;
-                    return Some(Err(CpxError::BadLength(len)));
-                }
-            }
-            let total = 2 + u16::from_le_bytes([self.buf[0], self.buf[1]]) as usize;
-            let take = (total - self.have).min(input.len());
+        if self.have < 2 {
+            let take = (2 - self.have).min(input.len());
             self.buf[self.have..self.have + take].copy_from_slice(&input[..take]);
             self.have += take;
             *input = &input[take..];
-            if self.have < total {
+            if self.have < 2 {
                 return None;
             }
-            self.have = 0;
-            return Some(match Route::from_bytes([self.buf[2], self.buf[3]]) {
-                Ok(route) => {
-                    self.packets += 1;
-                    Ok(PacketRef { route, payload: &self.buf[4..total] })
-                }
-                Err(e) => {
-                    self.errors += 1;
-                    Err(e)
-                }
-            });
+            let len = u16::from_le_bytes([self.buf[0], self.buf[1]]);
+            if !(2..=MTU as u16).contains(&len) {
+                // Slide by one byte: the second byte may start the real length.
+                self.buf[0] = self.buf[1];
+                self.have = 1;
+                self.errors += 1;
+                return Some(Err(CpxError::BadLength(len)));
+            }
         }
+        let total = 2 + u16::from_le_bytes([self.buf[0], self.buf[1]]) as usize;
+        let take = (total - self.have).min(input.len());
+        self.buf[self.have..self.have + take].copy_from_slice(&input[..take]);
+        self.have += take;
+        *input = &input[take..];
+        if self.have < total {
+            return None;
+        }
+        self.have = 0;
+        Some(match Route::from_bytes([self.buf[2], self.buf[3]]) {
+            Ok(route) => {
+                self.packets += 1;
+                Ok(PacketRef {
+                    route,
+                    payload: &self.buf[4..total],
+                })
+            }
+            Err(e) => {
+                self.errors += 1;
+                Err(e)
+            }
+        })
     }
 }
 
@@ -308,12 +342,26 @@ pub struct Packetizer<'a> {
 
 impl<'a> Packetizer<'a> {
     /// `packet_payload` must be in `1..=1020`.
-    pub fn new(route: Route, parts: [&'a [u8]; 3], packet_payload: usize, last: LastFlag) -> Result<Self, CpxError> {
+    pub fn new(
+        route: Route,
+        parts: [&'a [u8]; 3],
+        packet_payload: usize,
+        last: LastFlag,
+    ) -> Result<Self, CpxError> {
         if !(1..=MAX_PAYLOAD).contains(&packet_payload) {
             return Err(CpxError::BadPacketSize(packet_payload));
         }
         let remaining = parts.iter().map(|p| p.len()).sum();
-        Ok(Packetizer { parts, part: 0, offset: 0, remaining, packet_payload, route, last, started: false })
+        Ok(Packetizer {
+            parts,
+            part: 0,
+            offset: 0,
+            remaining,
+            packet_payload,
+            route,
+            last,
+            started: false,
+        })
     }
 
     /// Packets still to come.
@@ -334,7 +382,10 @@ impl<'a> Packetizer<'a> {
         self.started = true;
         let n = self.remaining.min(self.packet_payload);
         if out.len() < WIRE_OVERHEAD + n {
-            return Some(Err(CpxError::BufferTooSmall { needed: WIRE_OVERHEAD + n, have: out.len() }));
+            return Some(Err(CpxError::BufferTooSmall {
+                needed: WIRE_OVERHEAD + n,
+                have: out.len(),
+            }));
         }
         let mut w = WIRE_OVERHEAD;
         let mut left = n;
@@ -376,7 +427,10 @@ mod tests {
         // WIFI_HOST -> GAP8, TEST, not last: 4 | 3 << 3 = 0x1C; 0x0E.
         let r = Route::new(Target::WifiHost, Target::Gap8, Function::Test).with_last(false);
         assert_eq!(r.to_bytes(), [0x1C, 0x0E]);
-        assert_eq!(Route::from_bytes([0x1C, 0x4E]), Err(CpxError::UnsupportedVersion(1)));
+        assert_eq!(
+            Route::from_bytes([0x1C, 0x4E]),
+            Err(CpxError::UnsupportedVersion(1))
+        );
         // The reserved bit is ignored.
         assert_eq!(Route::from_bytes([0x9C, 0x0E]).unwrap(), r);
     }
@@ -387,8 +441,17 @@ mod tests {
         let r = Route::new(Target::Gap8, Target::WifiHost, Function::App);
         let n = encode_packet(r, &[0xAA, 0xBB, 0xCC], &mut out).unwrap();
         assert_eq!(&out[..n], &[5, 0, 0x63, 0x05, 0xAA, 0xBB, 0xCC]);
-        assert_eq!(encode_packet(r, &[0; 1021], &mut [0; 2000]), Err(CpxError::PayloadTooLong(1021)));
-        assert_eq!(encode_packet(r, &[0; 13], &mut out), Err(CpxError::BufferTooSmall { needed: 17, have: 16 }));
+        assert_eq!(
+            encode_packet(r, &[0; 1021], &mut [0; 2000]),
+            Err(CpxError::PayloadTooLong(1021))
+        );
+        assert_eq!(
+            encode_packet(r, &[0; 13], &mut out),
+            Err(CpxError::BufferTooSmall {
+                needed: 17,
+                have: 16
+            })
+        );
     }
 
     #[test]
@@ -409,7 +472,10 @@ mod tests {
     fn decoder_skips_unknown_version_whole() {
         let mut d = StreamDecoder::new();
         let mut wire: &[u8] = &[4, 0, 0x63, 0x45, 1, 2, 3, 0, 0x63, 0x05, 9];
-        assert_eq!(d.decode(&mut wire), Some(Err(CpxError::UnsupportedVersion(1))));
+        assert_eq!(
+            d.decode(&mut wire),
+            Some(Err(CpxError::UnsupportedVersion(1)))
+        );
         let p = d.decode(&mut wire).unwrap().unwrap();
         assert_eq!(p.payload, &[9]);
         assert!(wire.is_empty());

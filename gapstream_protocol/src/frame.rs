@@ -10,7 +10,9 @@ use gap_rust_cipher_s::KeystreamApplier;
 use crate::aead::{CryptoError, TAG_LEN};
 use crate::keys::DirectionKey;
 use crate::suite::Suite;
-use crate::wire::{self, CONTROL_HEADER_LEN, ControlHeader, FRAME_HEADER_LEN, FrameHeader, MsgType, WireError};
+use crate::wire::{
+    self, CONTROL_HEADER_LEN, ControlHeader, FRAME_HEADER_LEN, FrameHeader, MsgType, WireError,
+};
 
 /// What the camera side knows about a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +48,12 @@ impl SealedFrame {
         route: crate::cpx::Route,
         packet_payload: usize,
     ) -> Result<crate::cpx::Packetizer<'a>, crate::cpx::CpxError> {
-        crate::cpx::Packetizer::new(route, [&self.header, payload, self.tag()], packet_payload, crate::cpx::LastFlag::Final)
+        crate::cpx::Packetizer::new(
+            route,
+            [&self.header, payload, self.tag()],
+            packet_payload,
+            crate::cpx::LastFlag::Final,
+        )
     }
 }
 
@@ -62,7 +69,11 @@ pub fn seal_frame<K: KeystreamApplier + ?Sized>(
     }
     let hb = header.encode();
     let tag = key.key.seal(k, &key.nonce(header.sequence), &hb, payload)?;
-    Ok(SealedFrame { header: hb, tag, tag_len: key.key.suite().tag_len() })
+    Ok(SealedFrame {
+        header: hb,
+        tag,
+        tag_len: key.key.suite().tag_len(),
+    })
 }
 
 /// Why a frame or control message was not opened.
@@ -70,7 +81,10 @@ pub fn seal_frame<K: KeystreamApplier + ?Sized>(
 pub enum OpenError {
     Wire(WireError),
     /// The message length disagrees with its header.
-    Length { expected: usize, have: usize },
+    Length {
+        expected: usize,
+        have: usize,
+    },
     Crypto(CryptoError),
 }
 
@@ -89,7 +103,9 @@ impl core::fmt::Display for OpenError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             OpenError::Wire(e) => e.fmt(f),
-            OpenError::Length { expected, have } => write!(f, "message is {have} bytes, its header says {expected}"),
+            OpenError::Length { expected, have } => {
+                write!(f, "message is {have} bytes, its header says {expected}")
+            }
             OpenError::Crypto(e) => e.fmt(f),
         }
     }
@@ -100,7 +116,10 @@ pub fn frame_layout(msg: &[u8], suite: Suite) -> Result<FrameHeader, OpenError> 
     let h = FrameHeader::decode(msg)?;
     let expected = FRAME_HEADER_LEN + h.payload_len as usize + suite.tag_len();
     if msg.len() != expected {
-        return Err(OpenError::Length { expected, have: msg.len() });
+        return Err(OpenError::Length {
+            expected,
+            have: msg.len(),
+        });
     }
     Ok(h)
 }
@@ -135,7 +154,13 @@ pub fn seal_control<K: KeystreamApplier + ?Sized>(
     if body.len() > wire::MAX_CONTROL_BODY || out.len() < n || !msg_type.is_control() {
         return Err(CryptoError::PayloadTooLong);
     }
-    let h = ControlHeader { msg_type, epoch, sequence, body_len: body.len() as u16 }.encode();
+    let h = ControlHeader {
+        msg_type,
+        epoch,
+        sequence,
+        body_len: body.len() as u16,
+    }
+    .encode();
     out[..CONTROL_HEADER_LEN].copy_from_slice(&h);
     let (hb, rest) = out[..n].split_at_mut(CONTROL_HEADER_LEN);
     let (b, t) = rest.split_at_mut(body.len());
@@ -150,7 +175,10 @@ pub fn control_header(msg: &[u8]) -> Result<ControlHeader, OpenError> {
     let h = ControlHeader::decode(msg)?;
     let expected = CONTROL_HEADER_LEN + h.body_len as usize + TAG_LEN;
     if msg.len() != expected {
-        return Err(OpenError::Length { expected, have: msg.len() });
+        return Err(OpenError::Length {
+            expected,
+            have: msg.len(),
+        });
     }
     Ok(h)
 }
@@ -198,7 +226,8 @@ mod tests {
             let k = keys(suite);
             let pixels: alloc::vec::Vec<u8> = (0..128u8).collect();
             let mut payload = pixels.clone();
-            let sealed = seal_frame(&mut Sequential, &k.frame, &header(suite, 128), &mut payload).unwrap();
+            let sealed =
+                seal_frame(&mut Sequential, &k.frame, &header(suite, 128), &mut payload).unwrap();
             if suite != Suite::None {
                 assert_ne!(payload, pixels);
             }
@@ -217,7 +246,16 @@ mod tests {
     fn control_round_trip_and_tamper() {
         let k = keys(Suite::ChaCha20Poly1305);
         let mut out = [0u8; 64];
-        let n = seal_control(&mut Sequential, &k.d2r_control, MsgType::Rekey, 3, 9, &4u32.to_le_bytes(), &mut out).unwrap();
+        let n = seal_control(
+            &mut Sequential,
+            &k.d2r_control,
+            MsgType::Rekey,
+            3,
+            9,
+            &4u32.to_le_bytes(),
+            &mut out,
+        )
+        .unwrap();
         assert_eq!(n, 18 + 4 + 16);
         let mut m = out;
         let (h, body) = open_control(&mut Sequential, &k.d2r_control, &mut m[..n]).unwrap();
@@ -226,7 +264,10 @@ mod tests {
         for i in 0..n {
             let mut m = out;
             m[i] ^= 0x04;
-            assert!(open_control(&mut Sequential, &k.d2r_control, &mut m[..n]).is_err(), "byte {i}");
+            assert!(
+                open_control(&mut Sequential, &k.d2r_control, &mut m[..n]).is_err(),
+                "byte {i}"
+            );
         }
         // The other direction's key does not open it.
         let mut m = out;

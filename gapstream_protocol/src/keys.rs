@@ -125,7 +125,11 @@ impl EpochKeys {
         epoch: u32,
         suite: Suite,
     ) -> Result<Self, CryptoError> {
-        let dir = |k: &mut K, suite: Suite, key_label: &[&[u8]], iv_label: &[u8]| -> Result<DirectionKey, CryptoError> {
+        let dir = |k: &mut K,
+                   suite: Suite,
+                   key_label: &[&[u8]],
+                   iv_label: &[u8]|
+         -> Result<DirectionKey, CryptoError> {
             let mut key = [0u8; 32];
             let kl = suite.key_len();
             expand(&secret.0, key_label, &mut key[..kl]);
@@ -164,7 +168,9 @@ pub struct KeyLogLine {
 
 impl core::fmt::Debug for KeyLogLine {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("KeyLogLine").field("epoch", &self.keys.epoch).finish_non_exhaustive()
+        f.debug_struct("KeyLogLine")
+            .field("epoch", &self.keys.epoch)
+            .finish_non_exhaustive()
     }
 }
 
@@ -236,7 +242,10 @@ mod tests {
         let keys = EpochKeys::derive(&mut Sequential, &ours1, 1, Suite::ChaCha20Poly1305).unwrap();
         assert_eq!(keys.frame.key.key(), &fk);
         let gcm = EpochKeys::derive(&mut Sequential, &ours1, 1, Suite::Aes128Gcm).unwrap();
-        assert_eq!(gcm.frame.key.key(), &hmac(&s1, &[b"gapstream v1 d2r frame key", &[0x12], &[1]])[..16]);
+        assert_eq!(
+            gcm.frame.key.key(),
+            &hmac(&s1, &[b"gapstream v1 d2r frame key", &[0x12], &[1]])[..16]
+        );
         // Different purposes never share a key.
         assert_ne!(keys.frame.key.key(), keys.d2r_control.key.key());
         assert_ne!(keys.d2r_control.key.key(), keys.r2d_control.key.key());
@@ -247,7 +256,14 @@ mod tests {
     fn keylog_line_format() {
         let s = EpochSecret::from_bytes([9; 32]);
         let keys = EpochKeys::derive(&mut Sequential, &s, 7, Suite::None).unwrap();
-        let line = alloc::format!("{}", KeyLogLine { hello_id: [0xAB; 8], suite: Suite::None, keys });
+        let line = alloc::format!(
+            "{}",
+            KeyLogLine {
+                hello_id: [0xAB; 8],
+                suite: Suite::None,
+                keys
+            }
+        );
         let f: alloc::vec::Vec<&str> = line.split(' ').collect();
         assert_eq!(f.len(), 10);
         assert_eq!(f[0], "GAPSTREAM_KEYLOG_V1");

@@ -1,5 +1,32 @@
+//! The gapstream wire protocol: authenticated, encrypted camera frames from a GAP8 drone through an
+//! untrusted ESP32 / WiFi to a receiver. `no_std`; the handshake and the session state machines need
+//! `alloc` (feature `alloc`, on by default). The full specification, byte by byte, with the security
+//! argument and test vectors, is `docs/protocol.md` (its hex examples are checked by `spec_vectors`).
+//!
+//! | module | concern |
+//! |---|---|
+//! | [`cpx`] | CPX packets as the AI-deck speaks them: routing header, stream decoder, packetizer |
+//! | [`assembler`] | CPX packets → protocol messages, recovering from lost packets, bounded memory |
+//! | [`wire`] | byte layouts of every message (frame / control / handshake headers, alerts), nonces |
+//! | [`suite`] | frame suites (ChaCha20-Poly1305, AES-128-GCM, unauthenticated ChaCha20 / AES-CTR, none) and key-establishment modes |
+//! | [`aead`] | payload sealing over [`gap_rust_cipher_s::KeystreamApplier`] + `poly1305` / `ghash` |
+//! | [`frame`] | sealing / opening frames and control messages on caller buffers |
+//! | [`keys`] | HKDF-SHA256 key schedule, epoch ratchet, key-log lines |
+//! | [`noise`] | `snow` resolver for `Noise_KK_25519_ChaChaPoly_SHA256` on riscv32imc-friendly crates |
+//! | [`rsa_oaep`] | RSA-OAEP-2048 encryption without allocation (drone), `rsa`-crate decryption (receiver) |
+//! | [`handshake`] | pairing, HELLO / ACCEPT, negotiation of suite and mode inside the Noise handshake |
+//! | [`session`] | the I/O-free [`session::DroneSession`] and [`session::ReceiverSession`], counters |
+//! | [`replay`] | sliding replay window over u64 sequence numbers, loss from gaps |
+//! | [`compat`] | the stock plaintext `0xBC` image stream, for stock viewers and A/B runs |
+//!
+//! The drone calls [`session::DroneSession::handle_message`] for what the receiver sends,
+//! [`session::DroneSession::seal_frame`] per frame and sends `header ‖ payload ‖ tag` through
+//! [`frame::SealedFrame::packetizer`]; the receiver feeds bytes to [`cpx::StreamDecoder`], packets to
+//! [`assembler::Assembler`] and messages to [`session::ReceiverSession::handle_message`]. Both
+//! drain [`session::DroneSession::poll_transmit`] / [`session::ReceiverSession::poll_transmit`].
 #![no_std]
 #![deny(unsafe_code)]
+#![warn(missing_debug_implementations)]
 
 #[cfg(any(feature = "alloc", test))]
 extern crate alloc;
@@ -7,6 +34,7 @@ extern crate alloc;
 pub mod aead;
 #[cfg(feature = "alloc")]
 pub mod assembler;
+pub mod compat;
 pub mod cpx;
 pub mod frame;
 #[cfg(feature = "alloc")]
@@ -21,13 +49,32 @@ pub mod session;
 pub mod suite;
 pub mod wire;
 
+#[cfg(all(test, feature = "alloc"))]
+mod rv32_golden;
+#[cfg(all(test, feature = "alloc"))]
+mod spec_vectors;
+
+pub use gap_rust_cipher_s::{CipherId, KeystreamApplier, KeystreamError, Sequential};
+#[cfg(feature = "alloc")]
+pub use handshake::{Identity, Role, StaticSecret, pair};
+/// The `rand_core` this crate takes entropy through (`CryptoRng`).
+pub use rand_core;
+#[cfg(feature = "alloc")]
+pub use session::{
+    Clock, DroneConfig, DroneEvent, DroneSession, Frame, HandshakeStats, ReceiverConfig,
+    ReceiverCounters, ReceiverEvent, ReceiverSession, Rejected, SealError,
+};
+pub use suite::{KexMode, Suite};
+
 #[cfg(test)]
 pub(crate) mod test_util {
     use alloc::vec::Vec;
     /// Hex to bytes; whitespace ignored. Panics on bad input (tests only).
     pub fn hex(s: &str) -> Vec<u8> {
         let s: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        s.chunks(2).map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap()).collect()
+        s.chunks(2)
+            .map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap())
+            .collect()
     }
 
     /// Bytes to lower-case hex.
@@ -68,7 +115,13 @@ pub(crate) mod test_util {
             use gap_rust_cipher_s::KeystreamApplier;
             dst.fill(0);
             gap_rust_cipher_s::Sequential
-                .apply_keystream(gap_rust_cipher_s::CipherId::ChaCha20, &self.key, &[0; 12], self.offset, dst)
+                .apply_keystream(
+                    gap_rust_cipher_s::CipherId::ChaCha20,
+                    &self.key,
+                    &[0; 12],
+                    self.offset,
+                    dst,
+                )
                 .unwrap();
             self.offset += dst.len() as u64;
             Ok(())

@@ -38,6 +38,12 @@ pub struct Resolver {
     seed: [u8; 32],
 }
 
+impl core::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Resolver(..)")
+    }
+}
+
 impl Resolver {
     /// `seed` keys the ChaCha20 generator snow draws its ephemeral key from.
     pub fn new(seed: [u8; 32]) -> Self {
@@ -53,7 +59,10 @@ impl Drop for Resolver {
 
 impl CryptoResolver for Resolver {
     fn resolve_rng(&self) -> Option<Box<dyn Random>> {
-        Some(Box::new(ChaChaRng { key: self.seed, offset: 0 }))
+        Some(Box::new(ChaChaRng {
+            key: self.seed,
+            offset: 0,
+        }))
     }
     fn resolve_dh(&self, choice: &DHChoice) -> Option<Box<dyn Dh>> {
         matches!(choice, DHChoice::Curve25519).then(|| Box::new(X25519::default()) as Box<dyn Dh>)
@@ -62,7 +71,8 @@ impl CryptoResolver for Resolver {
         matches!(choice, HashChoice::SHA256).then(|| Box::new(Sha256::default()) as Box<dyn Hash>)
     }
     fn resolve_cipher(&self, choice: &CipherChoice) -> Option<Box<dyn Cipher>> {
-        matches!(choice, CipherChoice::ChaChaPoly).then(|| Box::new(ChaChaPoly { key: [0; 32] }) as Box<dyn Cipher>)
+        matches!(choice, CipherChoice::ChaChaPoly)
+            .then(|| Box::new(ChaChaPoly { key: [0; 32] }) as Box<dyn Cipher>)
     }
 }
 
@@ -119,12 +129,17 @@ impl Dh for X25519 {
         &self.secret
     }
     fn dh(&self, pubkey: &[u8], out: &mut [u8]) -> Result<(), snow::Error> {
-        let peer: [u8; 32] = pubkey.get(..32).and_then(|p| p.try_into().ok()).ok_or(snow::Error::Dh)?;
+        let peer: [u8; 32] = pubkey
+            .get(..32)
+            .and_then(|p| p.try_into().ok())
+            .ok_or(snow::Error::Dh)?;
         let shared = MontgomeryPoint(peer).mul_clamped(self.secret).to_bytes();
         if bool::from(shared.ct_eq(&[0u8; 32])) {
             return Err(snow::Error::Dh);
         }
-        out.get_mut(..32).ok_or(snow::Error::Dh)?.copy_from_slice(&shared);
+        out.get_mut(..32)
+            .ok_or(snow::Error::Dh)?
+            .copy_from_slice(&shared);
         Ok(())
     }
 }
@@ -182,16 +197,39 @@ impl Cipher for ChaChaPoly {
         let n = plaintext.len();
         out[..n].copy_from_slice(plaintext);
         // Sequential never fails for a 32-byte key, 12-byte nonce and a handshake-sized message.
-        let tag = self.key().seal(&mut Sequential, &Self::nonce(nonce), authtext, &mut out[..n]).expect("keystream");
+        let tag = self
+            .key()
+            .seal(
+                &mut Sequential,
+                &Self::nonce(nonce),
+                authtext,
+                &mut out[..n],
+            )
+            .expect("keystream");
         out[n..n + 16].copy_from_slice(&tag);
         n + 16
     }
-    fn decrypt(&self, nonce: u64, authtext: &[u8], ciphertext: &[u8], out: &mut [u8]) -> Result<usize, snow::Error> {
-        let n = ciphertext.len().checked_sub(16).ok_or(snow::Error::Decrypt)?;
+    fn decrypt(
+        &self,
+        nonce: u64,
+        authtext: &[u8],
+        ciphertext: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, snow::Error> {
+        let n = ciphertext
+            .len()
+            .checked_sub(16)
+            .ok_or(snow::Error::Decrypt)?;
         let out = out.get_mut(..n).ok_or(snow::Error::Decrypt)?;
         out.copy_from_slice(&ciphertext[..n]);
         self.key()
-            .open(&mut Sequential, &Self::nonce(nonce), authtext, out, &ciphertext[n..])
+            .open(
+                &mut Sequential,
+                &Self::nonce(nonce),
+                authtext,
+                out,
+                &ciphertext[n..],
+            )
             .map_err(|_| snow::Error::Decrypt)?;
         Ok(n)
     }
@@ -200,7 +238,8 @@ impl Cipher for ChaChaPoly {
 /// A snow builder for [`PROTOCOL_NAME`] with our resolver.
 pub(crate) fn builder<'a>(seed: [u8; 32]) -> snow::Builder<'a> {
     // The name is a constant that parses.
-    let params: snow::params::NoiseParams = PROTOCOL_NAME.parse().expect("valid Noise protocol name");
+    let params: snow::params::NoiseParams =
+        PROTOCOL_NAME.parse().expect("valid Noise protocol name");
     snow::Builder::with_resolver(params, Box::new(Resolver::new(seed)))
 }
 
@@ -220,8 +259,14 @@ mod tests {
         let resp_eph = hex("bbdb4cdbd309f1a1f2e1456967fe288cadd6f712d65dc7b7793d5e63da6b375b");
         let init_remote = hex("31e0303fd6418d2f8c0e78b91f22e8caed0fbe48656dcf4767e4834f701b8f62");
         let resp_remote = hex("6bc3822a2aa7f4e6981d6538692b3cdf3e6df9eea6ed269eb41d93c22757b75a");
-        assert_eq!(x25519_public(&resp_static.clone().try_into().unwrap()).to_vec(), init_remote);
-        assert_eq!(x25519_public(&init_static.clone().try_into().unwrap()).to_vec(), resp_remote);
+        assert_eq!(
+            x25519_public(&resp_static.clone().try_into().unwrap()).to_vec(),
+            init_remote
+        );
+        assert_eq!(
+            x25519_public(&init_static.clone().try_into().unwrap()).to_vec(),
+            resp_remote
+        );
         let mut i = builder([1; 32])
             .prologue(&prologue)
             .unwrap()
@@ -244,17 +289,25 @@ mod tests {
             .unwrap();
         let mut m = [0u8; 200];
         let mut p = [0u8; 200];
-        let n = i.write_message(&hex("4c756477696720766f6e204d69736573"), &mut m).unwrap();
+        let n = i
+            .write_message(&hex("4c756477696720766f6e204d69736573"), &mut m)
+            .unwrap();
         assert_eq!(
             m[..n].to_vec(),
-            hex("ca35def5ae56cec33dc2036731ab14896bc4c75dbb07a61f879f8e3afa4c79440177015efc1fe7a37c629af7120a96274e6ab7afcc9261901d0e09ae32a5bb96")
+            hex(
+                "ca35def5ae56cec33dc2036731ab14896bc4c75dbb07a61f879f8e3afa4c79440177015efc1fe7a37c629af7120a96274e6ab7afcc9261901d0e09ae32a5bb96"
+            )
         );
         let pn = r.read_message(&m[..n], &mut p).unwrap();
         assert_eq!(p[..pn].to_vec(), hex("4c756477696720766f6e204d69736573"));
-        let n = r.write_message(&hex("4d757272617920526f746862617264"), &mut m).unwrap();
+        let n = r
+            .write_message(&hex("4d757272617920526f746862617264"), &mut m)
+            .unwrap();
         assert_eq!(
             m[..n].to_vec(),
-            hex("95ebc60d2b1fa672c1f46a8aa265ef51bfe38e7ccb39ec5be34069f144808843b274d3429adc47ca093ba63ef90f8da89fda108db471dccfa4894aa7b00003")
+            hex(
+                "95ebc60d2b1fa672c1f46a8aa265ef51bfe38e7ccb39ec5be34069f144808843b274d3429adc47ca093ba63ef90f8da89fda108db471dccfa4894aa7b00003"
+            )
         );
         i.read_message(&m[..n], &mut p).unwrap();
         let want = hex("24c6b51ecb76277140ca018b5985bc9f03de321dae2d34dcae433dafef0131d9");
@@ -262,8 +315,13 @@ mod tests {
         assert_eq!(r.get_handshake_hash().to_vec(), want);
         // Transport message 3 (initiator -> responder) from the vector checks the split keys.
         let mut t = i.into_transport_mode().unwrap();
-        let n = t.write_message(&hex("462e20412e20486179656b"), &mut m).unwrap();
-        assert_eq!(m[..n].to_vec(), hex("966b05bc69ec01b8454d3160a214e6f24a3d884eb31ec2408af63f"));
+        let n = t
+            .write_message(&hex("462e20412e20486179656b"), &mut m)
+            .unwrap();
+        assert_eq!(
+            m[..n].to_vec(),
+            hex("966b05bc69ec01b8454d3160a214e6f24a3d884eb31ec2408af63f")
+        );
     }
 
     #[test]

@@ -54,7 +54,12 @@ pub struct ReplayWindow {
 
 impl ReplayWindow {
     pub const fn new() -> Self {
-        ReplayWindow { top: 0, bits: [0; WORDS], accepted: 0, late: 0 }
+        ReplayWindow {
+            top: 0,
+            bits: [0; WORDS],
+            accepted: 0,
+            late: 0,
+        }
     }
 
     /// Would `seq` be accepted? (Does not change the window.)
@@ -125,8 +130,14 @@ impl ReplayWindow {
         for i in (0..WORDS).rev() {
             let src = i.checked_sub(words);
             let hi = src.map_or(0, |s| self.bits[s]);
-            let lo = src.and_then(|s| s.checked_sub(1)).map_or(0, |s| self.bits[s]);
-            self.bits[i] = if bits == 0 { hi } else { hi << bits | lo >> (64 - bits) };
+            let lo = src
+                .and_then(|s| s.checked_sub(1))
+                .map_or(0, |s| self.bits[s]);
+            self.bits[i] = if bits == 0 {
+                hi
+            } else {
+                hi << bits | lo >> (64 - bits)
+            };
         }
     }
 }

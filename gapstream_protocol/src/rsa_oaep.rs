@@ -62,7 +62,11 @@ fn mgf1_xor(out: &mut [u8], seed: &[u8]) {
 
 /// RSA-OAEP-SHA256 encryption of `msg` under the public key `(n, 65537)` with the OAEP `seed`
 /// (32 random bytes; the caller draws them from its `CryptoRng`) and [`LABEL`].
-pub fn encrypt(n: &[u8; MODULUS_LEN], msg: &[u8], seed: &[u8; H]) -> Result<[u8; MODULUS_LEN], RsaError> {
+pub fn encrypt(
+    n: &[u8; MODULUS_LEN],
+    msg: &[u8],
+    seed: &[u8; H],
+) -> Result<[u8; MODULUS_LEN], RsaError> {
     if n[0] & 0x80 == 0 || n[MODULUS_LEN - 1] & 1 == 0 {
         return Err(RsaError::BadModulus);
     }
@@ -81,11 +85,15 @@ pub fn encrypt(n: &[u8; MODULUS_LEN], msg: &[u8], seed: &[u8; H]) -> Result<[u8;
         mgf1_xor(db, seed_part);
         mgf1_xor(seed_part, db);
     }
-    let modulus = Odd::new(U2048::from_be_slice(n)).into_option().ok_or(RsaError::BadModulus)?;
+    let modulus = Odd::new(U2048::from_be_slice(n))
+        .into_option()
+        .ok_or(RsaError::BadModulus)?;
     let params = FixedMontyParams::new_vartime(modulus);
     let mut m = U2048::from_be_slice(&em);
     em.zeroize();
-    let c = FixedMontyForm::new(&m, &params).pow_vartime(&U2048::from_u32(PUBLIC_EXPONENT)).retrieve();
+    let c = FixedMontyForm::new(&m, &params)
+        .pow_vartime(&U2048::from_u32(PUBLIC_EXPONENT))
+        .retrieve();
     m.zeroize();
     let mut out = [0u8; MODULUS_LEN];
     out.copy_from_slice(&c.to_be_bytes());
@@ -140,8 +148,9 @@ mod decrypt {
 
         /// Generates a fresh key (slow: tens to hundreds of milliseconds on a PC).
         pub fn generate<R: rand_core::CryptoRng + ?Sized>(rng: &mut R) -> Result<Self, RsaError> {
-            let key = RsaPrivateKey::new_with_exp(rng, 2048, BoxedUint::from(PUBLIC_EXPONENT as u64))
-                .map_err(|_| RsaError::BadKey)?;
+            let key =
+                RsaPrivateKey::new_with_exp(rng, 2048, BoxedUint::from(PUBLIC_EXPONENT as u64))
+                    .map_err(|_| RsaError::BadKey)?;
             Self::new(key)
         }
 
@@ -188,7 +197,10 @@ pub(crate) mod tests {
         Decryptor::from_primes(&p, &q).unwrap()
     }
     pub(crate) fn test_primes() -> (alloc::vec::Vec<u8>, alloc::vec::Vec<u8>) {
-        (hex(crate::test_util::RSA_TEST_P), hex(crate::test_util::RSA_TEST_Q))
+        (
+            hex(crate::test_util::RSA_TEST_P),
+            hex(crate::test_util::RSA_TEST_Q),
+        )
     }
 
     /// Replays fixed bytes as randomness (so `rsa` uses our seed).
@@ -219,7 +231,11 @@ pub(crate) mod tests {
         let ours = encrypt(key.modulus(), &msg, &seed).unwrap();
         let theirs = key
             .public_key()
-            .encrypt(&mut Fixed(&seed), Oaep::<Sha256>::new_with_label(LABEL), &msg)
+            .encrypt(
+                &mut Fixed(&seed),
+                Oaep::<Sha256>::new_with_label(LABEL),
+                &msg,
+            )
             .unwrap();
         assert_eq!(ours.to_vec(), theirs);
         let mut rng = crate::test_util::TestRng::new(1);
@@ -234,7 +250,10 @@ pub(crate) mod tests {
     fn rejects_bad_inputs() {
         let mut n = [0xFFu8; 256];
         assert!(encrypt(&n, &[0; 190], &[0; 32]).is_ok());
-        assert_eq!(encrypt(&n, &[0; 191], &[0; 32]), Err(RsaError::MessageTooLong));
+        assert_eq!(
+            encrypt(&n, &[0; 191], &[0; 32]),
+            Err(RsaError::MessageTooLong)
+        );
         n[255] = 0xFE;
         assert_eq!(encrypt(&n, &[0; 32], &[0; 32]), Err(RsaError::BadModulus));
         n[255] = 0xFF;

@@ -18,6 +18,7 @@
 //! Frames that fail (tag, replay, epoch, suite, layout) are rejected with a typed [`Rejected`],
 //! counted in [`ReceiverCounters`], and the stream goes on.
 
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
@@ -128,7 +129,11 @@ impl Default for DroneConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DroneEvent {
     /// A receiver completed the handshake (an ACCEPT is queued); frames may be sealed.
-    Established { suite: Suite, mode: KexMode, stats: HandshakeStats },
+    Established {
+        suite: Suite,
+        mode: KexMode,
+        stats: HandshakeStats,
+    },
     /// A HELLO was refused (an ALERT may be queued); any running session is kept.
     HelloRefused(HandshakeError),
     /// The receiver acknowledged the epoch; the previous epoch's control keys are wiped.
@@ -161,7 +166,9 @@ impl core::fmt::Display for DroneError {
             DroneError::Wire(e) => e.fmt(f),
             DroneError::NotEstablished => f.write_str("control message before the handshake"),
             DroneError::Control(e) => write!(f, "control message rejected: {e}"),
-            DroneError::Unexpected(t) => write!(f, "unexpected message type {:#04x} on the drone", *t as u8),
+            DroneError::Unexpected(t) => {
+                write!(f, "unexpected message type {:#04x} on the drone", *t as u8)
+            }
             DroneError::ControlReplay => f.write_str("replayed control message"),
             DroneError::BadControl => f.write_str("control message does not fit the session state"),
         }
@@ -194,7 +201,9 @@ impl core::fmt::Display for SealError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             SealError::NotEstablished => f.write_str("no receiver has completed the handshake"),
-            SealError::SequenceExhausted => f.write_str("sequence numbers exhausted: handshake again"),
+            SealError::SequenceExhausted => {
+                f.write_str("sequence numbers exhausted: handshake again")
+            }
             SealError::EpochExhausted => f.write_str("key epochs exhausted: handshake again"),
             SealError::RekeyStalled => f.write_str("rekey not acknowledged and the epoch is full"),
             SealError::PayloadTooLong => f.write_str("payload longer than 2^32 - 1 bytes"),
@@ -307,7 +316,11 @@ impl DroneSession {
     fn log_keys(&mut self) {
         if self.cfg.keylog {
             if let Some(l) = &self.link {
-                self.keylog.push_back(KeyLogLine { hello_id: l.hello_id, suite: l.suite, keys: l.keys.clone() });
+                self.keylog.push_back(KeyLogLine {
+                    hello_id: l.hello_id,
+                    suite: l.suite,
+                    keys: l.keys.clone(),
+                });
             }
         }
     }
@@ -332,7 +345,13 @@ impl DroneSession {
         r
     }
 
-    fn handle_inner<K, R, C>(&mut self, k: &mut K, rng: &mut R, clock: &C, msg: &[u8]) -> Result<Option<DroneEvent>, DroneError>
+    fn handle_inner<K, R, C>(
+        &mut self,
+        k: &mut K,
+        rng: &mut R,
+        clock: &C,
+        msg: &[u8],
+    ) -> Result<Option<DroneEvent>, DroneError>
     where
         K: KeystreamApplier + ?Sized,
         R: CryptoRng + ?Sized,
@@ -353,13 +372,27 @@ impl DroneSession {
         C: Clock + ?Sized,
     {
         let t0 = clock.now_ns();
-        let est = handshake::respond(&self.id, &self.cfg.policy, rng, hello).and_then(|(e, accept)| {
-            let keys = EpochKeys::derive(k, &e.secret, 0, e.suite)
-                .map_err(|_| handshake::Refusal { error: HandshakeError::Noise, alert: None })?;
-            Ok((e, keys, accept))
-        });
+        let est =
+            handshake::respond(&self.id, &self.cfg.policy, rng, hello).and_then(|(e, accept)| {
+                let keys = EpochKeys::derive(k, &e.secret, 0, e.suite).map_err(|_| {
+                    handshake::Refusal {
+                        error: HandshakeError::Noise,
+                        alert: None,
+                    }
+                })?;
+                Ok((e, keys, accept))
+            });
         match est {
-            Ok((Established { suite, mode, hello_id, secret }, keys, accept)) => {
+            Ok((
+                Established {
+                    suite,
+                    mode,
+                    hello_id,
+                    secret,
+                },
+                keys,
+                accept,
+            )) => {
                 let stats = HandshakeStats {
                     suite,
                     mode,
@@ -400,7 +433,11 @@ impl DroneSession {
         }
     }
 
-    fn on_control<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K, msg: &[u8]) -> Result<Option<DroneEvent>, DroneError> {
+    fn on_control<K: KeystreamApplier + ?Sized>(
+        &mut self,
+        k: &mut K,
+        msg: &[u8],
+    ) -> Result<Option<DroneEvent>, DroneError> {
         let link = self.link.as_mut().ok_or(DroneError::NotEstablished)?;
         let h = frame::control_header(msg).map_err(DroneError::Control)?;
         let key = if h.epoch == link.keys.epoch {
@@ -441,15 +478,30 @@ impl DroneSession {
     }
 
     /// Resends an unacknowledged REKEY when due. Call it now and then (for example per frame).
-    pub fn handle_timeout<K: KeystreamApplier + ?Sized, C: Clock + ?Sized>(&mut self, k: &mut K, clock: &C) {
+    pub fn handle_timeout<K: KeystreamApplier + ?Sized, C: Clock + ?Sized>(
+        &mut self,
+        k: &mut K,
+        clock: &C,
+    ) {
         let now = clock.now_ns();
-        let Some(link) = self.link.as_mut() else { return };
-        let (Some(sent), Some(prev)) = (link.rekey_sent_ns, link.prev.as_ref()) else { return };
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        let (Some(sent), Some(prev)) = (link.rekey_sent_ns, link.prev.as_ref()) else {
+            return;
+        };
         if now.saturating_sub(sent) < self.cfg.rekey_retransmit_ns {
             return;
         }
         let new_epoch = link.keys.epoch;
-        if let Ok(m) = control(k, &prev.d2r, MsgType::Rekey, prev.epoch, &mut link.ctrl_out, &new_epoch.to_le_bytes()) {
+        if let Ok(m) = control(
+            k,
+            &prev.d2r,
+            MsgType::Rekey,
+            prev.epoch,
+            &mut link.ctrl_out,
+            &new_epoch.to_le_bytes(),
+        ) {
             self.outbox.push_back(m);
             link.rekey_sent_ns = Some(now);
             self.counters.rekey_retransmits += 1;
@@ -457,7 +509,11 @@ impl DroneSession {
     }
 
     /// Starts epoch + 1 if the policy says so and no rekey is waiting for its acknowledgement.
-    fn maybe_rekey<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K, now: u64) -> Result<(), SealError> {
+    fn maybe_rekey<K: KeystreamApplier + ?Sized>(
+        &mut self,
+        k: &mut K,
+        now: u64,
+    ) -> Result<(), SealError> {
         let cfg = &self.cfg;
         let link = self.link.as_mut().ok_or(SealError::NotEstablished)?;
         let due = link.rekey_requested
@@ -470,11 +526,22 @@ impl DroneSession {
         let new_epoch = old.checked_add(1).ok_or(SealError::EpochExhausted)?;
         let secret = link.secret.next();
         let keys = EpochKeys::derive(k, &secret, new_epoch, link.suite)?;
-        let m = control(k, &link.keys.d2r_control, MsgType::Rekey, old, &mut link.ctrl_out, &new_epoch.to_le_bytes())?;
+        let m = control(
+            k,
+            &link.keys.d2r_control,
+            MsgType::Rekey,
+            old,
+            &mut link.ctrl_out,
+            &new_epoch.to_le_bytes(),
+        )?;
         self.outbox.push_back(m);
         let old_keys = core::mem::replace(&mut link.keys, keys);
         // The old frame key is dropped (wiped) here; its control keys stay until the ack.
-        link.prev = Some(ControlKeys { epoch: old, d2r: old_keys.d2r_control, r2d: old_keys.r2d_control });
+        link.prev = Some(ControlKeys {
+            epoch: old,
+            d2r: old_keys.d2r_control,
+            r2d: old_keys.r2d_control,
+        });
         link.secret = secret; // the old secret is wiped on drop
         link.epoch_frames = 0;
         link.epoch_start_ns = now;
@@ -525,7 +592,14 @@ impl DroneSession {
     /// Ends the session: queues a CLOSE and wipes the keys.
     pub fn close<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) {
         if let Some(mut l) = self.link.take() {
-            if let Ok(m) = control(k, &l.keys.d2r_control, MsgType::Close, l.keys.epoch, &mut l.ctrl_out, &[0]) {
+            if let Ok(m) = control(
+                k,
+                &l.keys.d2r_control,
+                MsgType::Close,
+                l.keys.epoch,
+                &mut l.ctrl_out,
+                &[0],
+            ) {
                 self.outbox.push_back(m);
             }
         }
@@ -625,7 +699,10 @@ pub struct Frame {
 
 impl core::fmt::Debug for Frame {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Frame").field("header", &self.header).field("authenticated", &self.authenticated).finish()
+        f.debug_struct("Frame")
+            .field("header", &self.header)
+            .field("authenticated", &self.authenticated)
+            .finish()
     }
 }
 
@@ -637,7 +714,8 @@ impl Frame {
     /// The pixels as an owned buffer (reuses the message's allocation).
     pub fn into_pixels(mut self) -> Vec<u8> {
         let n = self.header.payload_len as usize;
-        self.buf.copy_within(wire::FRAME_HEADER_LEN..wire::FRAME_HEADER_LEN + n, 0);
+        self.buf
+            .copy_within(wire::FRAME_HEADER_LEN..wire::FRAME_HEADER_LEN + n, 0);
         self.buf.truncate(n);
         self.buf
     }
@@ -647,15 +725,23 @@ impl Frame {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReceiverEvent {
     /// The handshake completed.
-    Established { suite: Suite, mode: KexMode, stats: HandshakeStats },
+    Established {
+        suite: Suite,
+        mode: KexMode,
+        stats: HandshakeStats,
+    },
     /// The handshake failed for good (authentication, refusal): the caller reports it and may
     /// [`ReceiverSession::connect`] again.
     HandshakeFailed(HandshakeError),
     /// No ACCEPT in time: a new HELLO was queued.
-    HandshakeRetry { attempt: u32 },
+    HandshakeRetry {
+        attempt: u32,
+    },
     Frame(Frame),
     /// The drone announced a new epoch (REKEY) and it was acknowledged.
-    Rekeyed { epoch: u32 },
+    Rekeyed {
+        epoch: u32,
+    },
     /// The drone closed the session.
     Closed,
 }
@@ -665,13 +751,22 @@ pub enum ReceiverEvent {
 pub enum Rejected {
     Wire(WireError),
     /// A frame whose length disagrees with its header or exceeds the configured maximum.
-    Length { expected: usize, have: usize },
+    Length {
+        expected: usize,
+        have: usize,
+    },
     TagFailure,
     Replay(ReplayError),
     /// A frame of an epoch that is neither current, previous (within grace) nor next.
-    BadEpoch { epoch: u32, current: u32 },
+    BadEpoch {
+        epoch: u32,
+        current: u32,
+    },
     /// A frame with another suite than the negotiated one.
-    WrongSuite { got: u8, negotiated: Suite },
+    WrongSuite {
+        got: u8,
+        negotiated: Suite,
+    },
     /// A frame or control message while no session is established.
     NotEstablished,
     Control(OpenError),
@@ -684,17 +779,28 @@ impl core::fmt::Display for Rejected {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Rejected::Wire(e) => e.fmt(f),
-            Rejected::Length { expected, have } => write!(f, "frame of {have} bytes, expected {expected}"),
+            Rejected::Length { expected, have } => {
+                write!(f, "frame of {have} bytes, expected {expected}")
+            }
             Rejected::TagFailure => f.write_str("frame failed authentication (tag mismatch)"),
             Rejected::Replay(e) => e.fmt(f),
-            Rejected::BadEpoch { epoch, current } => write!(f, "frame of key epoch {epoch}, current is {current}"),
+            Rejected::BadEpoch { epoch, current } => {
+                write!(f, "frame of key epoch {epoch}, current is {current}")
+            }
             Rejected::WrongSuite { got, negotiated } => {
-                write!(f, "frame with suite {got:#04x}, negotiated {negotiated} (downgrade attempt?)")
+                write!(
+                    f,
+                    "frame with suite {got:#04x}, negotiated {negotiated} (downgrade attempt?)"
+                )
             }
             Rejected::NotEstablished => f.write_str("no session established"),
             Rejected::Control(e) => write!(f, "control message rejected: {e}"),
             Rejected::StaleHandshake => f.write_str("handshake message for another HELLO"),
-            Rejected::Unexpected(t) => write!(f, "unexpected message type {:#04x} on the receiver", *t as u8),
+            Rejected::Unexpected(t) => write!(
+                f,
+                "unexpected message type {:#04x} on the receiver",
+                *t as u8
+            ),
         }
     }
 }
@@ -713,8 +819,13 @@ struct RxLink {
 
 enum RxState {
     Idle,
-    Handshaking { hs: ReceiverHandshake, hello_len: usize, sent_ns: u64, attempts: u32 },
-    Established(RxLink),
+    Handshaking {
+        hs: Box<ReceiverHandshake>,
+        hello_len: usize,
+        sent_ns: u64,
+        attempts: u32,
+    },
+    Established(Box<RxLink>),
     Closed,
 }
 
@@ -734,7 +845,9 @@ pub struct ReceiverSession {
 
 impl core::fmt::Debug for ReceiverSession {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("ReceiverSession").field("counters", &self.counters).finish_non_exhaustive()
+        f.debug_struct("ReceiverSession")
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
     }
 }
 
@@ -803,7 +916,11 @@ impl ReceiverSession {
     }
 
     /// Starts (or restarts) the handshake: a HELLO is queued. Any running session ends.
-    pub fn connect<R: CryptoRng + ?Sized, C: Clock + ?Sized>(&mut self, rng: &mut R, clock: &C) -> Result<(), HandshakeError> {
+    pub fn connect<R: CryptoRng + ?Sized, C: Clock + ?Sized>(
+        &mut self,
+        rng: &mut R,
+        clock: &C,
+    ) -> Result<(), HandshakeError> {
         self.end_link();
         self.state = RxState::Idle;
         self.first_hello_ns = clock.now_ns();
@@ -820,11 +937,20 @@ impl ReceiverSession {
         let rsa_modulus = self.cfg.rsa_key.as_ref().map(|k| k.modulus());
         #[cfg(not(target_has_atomic = "ptr"))]
         let rsa_modulus = None;
-        let offer = Offer { suites: &self.cfg.suites, modes: &self.cfg.modes, rsa_modulus };
+        let offer = Offer {
+            suites: &self.cfg.suites,
+            modes: &self.cfg.modes,
+            rsa_modulus,
+        };
         let (hs, hello) = ReceiverHandshake::start(&self.id, &offer, rng)?;
         let hello_len = hello.len();
         self.outbox.push_back(hello);
-        self.state = RxState::Handshaking { hs, hello_len, sent_ns: clock.now_ns(), attempts };
+        self.state = RxState::Handshaking {
+            hs: Box::new(hs),
+            hello_len,
+            sent_ns: clock.now_ns(),
+            attempts,
+        };
         Ok(())
     }
 
@@ -837,7 +963,9 @@ impl ReceiverSession {
     ) -> Option<ReceiverEvent> {
         let now = clock.now_ns();
         match &mut self.state {
-            RxState::Handshaking { sent_ns, attempts, .. } if now.saturating_sub(*sent_ns) >= self.cfg.handshake_timeout_ns => {
+            RxState::Handshaking {
+                sent_ns, attempts, ..
+            } if now.saturating_sub(*sent_ns) >= self.cfg.handshake_timeout_ns => {
                 let attempt = *attempts + 1;
                 match self.send_hello(rng, clock, attempt) {
                     Ok(()) => Some(ReceiverEvent::HandshakeRetry { attempt }),
@@ -858,10 +986,22 @@ impl ReceiverSession {
     }
 
     /// Asks the drone to start a new epoch.
-    pub fn request_rekey<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) -> Result<(), Rejected> {
-        let RxState::Established(l) = &mut self.state else { return Err(Rejected::NotEstablished) };
-        let m = control(k, &l.keys.r2d_control, MsgType::RekeyRequest, l.keys.epoch, &mut l.ctrl_out, &[0])
-            .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
+    pub fn request_rekey<K: KeystreamApplier + ?Sized>(
+        &mut self,
+        k: &mut K,
+    ) -> Result<(), Rejected> {
+        let RxState::Established(l) = &mut self.state else {
+            return Err(Rejected::NotEstablished);
+        };
+        let m = control(
+            k,
+            &l.keys.r2d_control,
+            MsgType::RekeyRequest,
+            l.keys.epoch,
+            &mut l.ctrl_out,
+            &[0],
+        )
+        .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
         self.outbox.push_back(m);
         Ok(())
     }
@@ -869,7 +1009,14 @@ impl ReceiverSession {
     /// Ends the session: queues a CLOSE and wipes the keys.
     pub fn close<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) {
         if let RxState::Established(l) = &mut self.state {
-            if let Ok(m) = control(k, &l.keys.r2d_control, MsgType::Close, l.keys.epoch, &mut l.ctrl_out, &[0]) {
+            if let Ok(m) = control(
+                k,
+                &l.keys.r2d_control,
+                MsgType::Close,
+                l.keys.epoch,
+                &mut l.ctrl_out,
+                &[0],
+            ) {
                 self.outbox.push_back(m);
             }
         }
@@ -901,16 +1048,23 @@ impl ReceiverSession {
                 Rejected::WrongSuite { .. } => c.wrong_suite += 1,
                 Rejected::BadEpoch { .. } => c.bad_epoch += 1,
                 Rejected::Control(_) => c.control_rejected += 1,
-                Rejected::Wire(_) | Rejected::Length { .. } | Rejected::Unexpected(_) | Rejected::StaleHandshake => {
-                    c.malformed += 1
-                }
+                Rejected::Wire(_)
+                | Rejected::Length { .. }
+                | Rejected::Unexpected(_)
+                | Rejected::StaleHandshake => c.malformed += 1,
                 Rejected::NotEstablished => c.malformed += 1,
             }
         }
         r
     }
 
-    fn handle_inner<K, R, C>(&mut self, k: &mut K, rng: &mut R, clock: &C, msg: Vec<u8>) -> Result<Option<ReceiverEvent>, Rejected>
+    fn handle_inner<K, R, C>(
+        &mut self,
+        k: &mut K,
+        rng: &mut R,
+        clock: &C,
+        msg: Vec<u8>,
+    ) -> Result<Option<ReceiverEvent>, Rejected>
     where
         K: KeystreamApplier + ?Sized,
         R: CryptoRng + ?Sized,
@@ -919,14 +1073,18 @@ impl ReceiverSession {
         match wire::parse_prefix(&msg).map_err(Rejected::Wire)? {
             MsgType::Accept => self.on_accept(k, rng, clock, &msg),
             MsgType::Alert => self.on_alert(&msg),
-            MsgType::Frame => self.on_frame(k, clock, msg).map(|f| Some(ReceiverEvent::Frame(f))),
+            MsgType::Frame => self
+                .on_frame(k, clock, msg)
+                .map(|f| Some(ReceiverEvent::Frame(f))),
             MsgType::Rekey | MsgType::Close => self.on_control(k, clock, &msg),
             other => Err(Rejected::Unexpected(other)),
         }
     }
 
     fn on_alert(&mut self, msg: &[u8]) -> Result<Option<ReceiverEvent>, Rejected> {
-        let RxState::Handshaking { hs, .. } = &self.state else { return Err(Rejected::StaleHandshake) };
+        let RxState::Handshaking { hs, .. } = &self.state else {
+            return Err(Rejected::StaleHandshake);
+        };
         let e = hs.read_alert(msg).map_err(|e| match e {
             HandshakeError::Wire(w) => Rejected::Wire(w),
             _ => Rejected::StaleHandshake,
@@ -936,19 +1094,33 @@ impl ReceiverSession {
         Ok(Some(ReceiverEvent::HandshakeFailed(e)))
     }
 
-    fn on_accept<K, R, C>(&mut self, k: &mut K, rng: &mut R, clock: &C, msg: &[u8]) -> Result<Option<ReceiverEvent>, Rejected>
+    fn on_accept<K, R, C>(
+        &mut self,
+        k: &mut K,
+        rng: &mut R,
+        clock: &C,
+        msg: &[u8],
+    ) -> Result<Option<ReceiverEvent>, Rejected>
     where
         K: KeystreamApplier + ?Sized,
         R: CryptoRng + ?Sized,
         C: Clock + ?Sized,
     {
-        let RxState::Handshaking { hs, .. } = &self.state else { return Err(Rejected::StaleHandshake) };
+        let RxState::Handshaking { hs, .. } = &self.state else {
+            return Err(Rejected::StaleHandshake);
+        };
         match hs.answers(msg) {
             Ok(()) => {}
             Err(HandshakeError::Wire(w)) => return Err(Rejected::Wire(w)),
             Err(_) => return Err(Rejected::StaleHandshake),
         }
-        let RxState::Handshaking { hs, hello_len, attempts, .. } = core::mem::replace(&mut self.state, RxState::Idle) else {
+        let RxState::Handshaking {
+            hs,
+            hello_len,
+            attempts,
+            ..
+        } = core::mem::replace(&mut self.state, RxState::Idle)
+        else {
             unreachable!("checked above")
         };
         #[cfg(target_has_atomic = "ptr")]
@@ -966,11 +1138,20 @@ impl ReceiverSession {
             }
         };
         let est = hs.finish(msg, &mut decrypt).and_then(|e| {
-            let keys = EpochKeys::derive(k, &e.secret, 0, e.suite).map_err(|_| HandshakeError::Noise)?;
+            let keys =
+                EpochKeys::derive(k, &e.secret, 0, e.suite).map_err(|_| HandshakeError::Noise)?;
             Ok((e, keys))
         });
         match est {
-            Ok((Established { suite, mode, hello_id, secret }, keys)) => {
+            Ok((
+                Established {
+                    suite,
+                    mode,
+                    hello_id,
+                    secret,
+                },
+                keys,
+            )) => {
                 let stats = HandshakeStats {
                     suite,
                     mode,
@@ -987,7 +1168,7 @@ impl ReceiverSession {
                 c.handshake_bytes_sent = stats.bytes_sent;
                 c.handshake_bytes_received = stats.bytes_received;
                 c.handshake_ns = stats.duration_ns;
-                self.state = RxState::Established(RxLink {
+                self.state = RxState::Established(Box::new(RxLink {
                     suite,
                     hello_id,
                     secret,
@@ -996,7 +1177,7 @@ impl ReceiverSession {
                     window: ReplayWindow::new(),
                     ctrl_out: 0,
                     ctrl_in_top: None,
-                });
+                }));
                 self.log_keys();
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats }))
             }
@@ -1010,28 +1191,53 @@ impl ReceiverSession {
     fn log_keys(&mut self) {
         if self.cfg.keylog {
             if let RxState::Established(l) = &self.state {
-                self.keylog.push_back(KeyLogLine { hello_id: l.hello_id, suite: l.suite, keys: l.keys.clone() });
+                self.keylog.push_back(KeyLogLine {
+                    hello_id: l.hello_id,
+                    suite: l.suite,
+                    keys: l.keys.clone(),
+                });
             }
         }
     }
 
     /// Moves to epoch + 1 with already derived keys; queues the REKEY_ACK.
-    fn ratchet<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K, now: u64, secret: EpochSecret, keys: EpochKeys) {
+    fn ratchet<K: KeystreamApplier + ?Sized>(
+        &mut self,
+        k: &mut K,
+        now: u64,
+        secret: EpochSecret,
+        keys: EpochKeys,
+    ) {
         let grace = self.cfg.grace_ns;
-        let RxState::Established(l) = &mut self.state else { return };
+        let RxState::Established(l) = &mut self.state else {
+            return;
+        };
         let epoch = keys.epoch;
         let old = core::mem::replace(&mut l.keys, keys);
         l.previous = Some((old, now.saturating_add(grace)));
         l.secret = secret;
-        if let Ok(m) = control(k, &l.keys.r2d_control, MsgType::RekeyAck, epoch, &mut l.ctrl_out, &epoch.to_le_bytes()) {
+        if let Ok(m) = control(
+            k,
+            &l.keys.r2d_control,
+            MsgType::RekeyAck,
+            epoch,
+            &mut l.ctrl_out,
+            &epoch.to_le_bytes(),
+        ) {
             self.outbox.push_back(m);
         }
         self.counters.rekeys += 1;
         self.log_keys();
     }
 
-    fn next_epoch<K: KeystreamApplier + ?Sized>(k: &mut K, l: &RxLink) -> Result<(EpochSecret, EpochKeys), Rejected> {
-        let epoch = l.keys.epoch.checked_add(1).ok_or(Rejected::BadEpoch { epoch: u32::MAX, current: l.keys.epoch })?;
+    fn next_epoch<K: KeystreamApplier + ?Sized>(
+        k: &mut K,
+        l: &RxLink,
+    ) -> Result<(EpochSecret, EpochKeys), Rejected> {
+        let epoch = l.keys.epoch.checked_add(1).ok_or(Rejected::BadEpoch {
+            epoch: u32::MAX,
+            current: l.keys.epoch,
+        })?;
         let s = l.secret.next();
         let keys = EpochKeys::derive(k, &s, epoch, l.suite).map_err(|_| Rejected::TagFailure)?;
         Ok((s, keys))
@@ -1045,13 +1251,21 @@ impl ReceiverSession {
     ) -> Result<Frame, Rejected> {
         let now = clock.now_ns();
         let max = self.cfg.max_payload;
-        let RxState::Established(l) = &mut self.state else { return Err(Rejected::NotEstablished) };
+        let RxState::Established(l) = &mut self.state else {
+            return Err(Rejected::NotEstablished);
+        };
         let h = FrameHeader::decode(&msg).map_err(Rejected::Wire)?;
         if h.suite != l.suite as u8 {
-            return Err(Rejected::WrongSuite { got: h.suite, negotiated: l.suite });
+            return Err(Rejected::WrongSuite {
+                got: h.suite,
+                negotiated: l.suite,
+            });
         }
         if h.payload_len > max {
-            return Err(Rejected::Length { expected: max as usize, have: h.payload_len as usize });
+            return Err(Rejected::Length {
+                expected: max as usize,
+                have: h.payload_len as usize,
+            });
         }
         frame::frame_layout(&msg, l.suite).map_err(|e| match e {
             OpenError::Length { expected, have } => Rejected::Length { expected, have },
@@ -1061,12 +1275,18 @@ impl ReceiverSession {
         l.window.check(h.sequence).map_err(Rejected::Replay)?;
         let authenticated = l.suite.is_authenticated();
         let open = |k: &mut K, key: &DirectionKey, msg: &mut [u8]| {
-            frame::open_frame(k, key, msg).map(|_| ()).map_err(|_| Rejected::TagFailure)
+            frame::open_frame(k, key, msg)
+                .map(|_| ())
+                .map_err(|_| Rejected::TagFailure)
         };
         let cur = l.keys.epoch;
         if h.epoch == cur {
             open(k, &l.keys.frame, &mut msg)?;
-        } else if l.previous.as_ref().is_some_and(|(p, until)| p.epoch == h.epoch && now < *until) {
+        } else if l
+            .previous
+            .as_ref()
+            .is_some_and(|(p, until)| p.epoch == h.epoch && now < *until)
+        {
             let (p, _) = l.previous.as_ref().expect("checked");
             open(k, &p.frame, &mut msg)?;
         } else if Some(h.epoch) == cur.checked_add(1) {
@@ -1076,13 +1296,22 @@ impl ReceiverSession {
             open(k, &keys.frame, &mut msg)?;
             self.ratchet(k, now, s, keys);
         } else {
-            return Err(Rejected::BadEpoch { epoch: h.epoch, current: cur });
+            return Err(Rejected::BadEpoch {
+                epoch: h.epoch,
+                current: cur,
+            });
         }
-        let RxState::Established(l) = &mut self.state else { unreachable!("still established") };
+        let RxState::Established(l) = &mut self.state else {
+            unreachable!("still established")
+        };
         l.window.commit(h.sequence).map_err(Rejected::Replay)?;
         self.counters.frames += 1;
         self.counters.payload_bytes += h.payload_len as u64;
-        Ok(Frame { header: h, authenticated, buf: msg })
+        Ok(Frame {
+            header: h,
+            authenticated,
+            buf: msg,
+        })
     }
 
     fn on_control<K: KeystreamApplier + ?Sized, C: Clock + ?Sized>(
@@ -1092,7 +1321,9 @@ impl ReceiverSession {
         msg: &[u8],
     ) -> Result<Option<ReceiverEvent>, Rejected> {
         let now = clock.now_ns();
-        let RxState::Established(l) = &mut self.state else { return Err(Rejected::NotEstablished) };
+        let RxState::Established(l) = &mut self.state else {
+            return Err(Rejected::NotEstablished);
+        };
         let h = frame::control_header(msg).map_err(Rejected::Control)?;
         let key = if h.epoch == l.keys.epoch {
             &l.keys.d2r_control
@@ -1110,15 +1341,25 @@ impl ReceiverSession {
         l.ctrl_in_top = Some(h.sequence);
         match h.msg_type {
             MsgType::Rekey => {
-                let new = control_body_u32(body).ok_or(Rejected::Control(OpenError::Wire(WireError::Reserved)))?;
+                let new = control_body_u32(body)
+                    .ok_or(Rejected::Control(OpenError::Wire(WireError::Reserved)))?;
                 if h.epoch == l.keys.epoch && Some(new) == l.keys.epoch.checked_add(1) {
                     let (s, keys) = Self::next_epoch(k, l)?;
                     self.ratchet(k, now, s, keys);
                     Ok(Some(ReceiverEvent::Rekeyed { epoch: new }))
-                } else if new == l.keys.epoch && l.previous.as_ref().is_some_and(|(p, _)| p.epoch == h.epoch) {
+                } else if new == l.keys.epoch
+                    && l.previous.as_ref().is_some_and(|(p, _)| p.epoch == h.epoch)
+                {
                     // A retransmitted REKEY (our ACK was lost, or a frame already moved us): ACK again.
-                    let m = control(k, &l.keys.r2d_control, MsgType::RekeyAck, new, &mut l.ctrl_out, &new.to_le_bytes())
-                        .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
+                    let m = control(
+                        k,
+                        &l.keys.r2d_control,
+                        MsgType::RekeyAck,
+                        new,
+                        &mut l.ctrl_out,
+                        &new.to_le_bytes(),
+                    )
+                    .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
                     self.outbox.push_back(m);
                     Ok(None)
                 } else {

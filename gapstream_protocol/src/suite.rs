@@ -97,7 +97,9 @@ impl Suite {
         Some(match s {
             "none" => Suite::None,
             "chacha20-unauthenticated" | "chacha20" => Suite::ChaCha20Unauthenticated,
-            "aes128ctr-unauthenticated" | "aes128ctr" | "aes-128-ctr" => Suite::Aes128CtrUnauthenticated,
+            "aes128ctr-unauthenticated" | "aes128ctr" | "aes-128-ctr" => {
+                Suite::Aes128CtrUnauthenticated
+            }
             "chacha20poly1305" | "chacha20-poly1305" => Suite::ChaCha20Poly1305,
             "aes128gcm" | "aes-128-gcm" => Suite::Aes128Gcm,
             _ => return None,

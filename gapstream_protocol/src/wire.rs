@@ -65,7 +65,10 @@ impl MsgType {
         }
     }
     pub const fn is_control(self) -> bool {
-        matches!(self, MsgType::Rekey | MsgType::RekeyAck | MsgType::RekeyRequest | MsgType::Close)
+        matches!(
+            self,
+            MsgType::Rekey | MsgType::RekeyAck | MsgType::RekeyRequest | MsgType::Close
+        )
     }
 }
 
@@ -94,12 +97,20 @@ impl core::fmt::Display for WireError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             WireError::BadMagic => f.write_str("not a gapstream message (bad magic)"),
-            WireError::UnsupportedVersion(v) => write!(f, "gapstream protocol version {v} is not supported (only 1)"),
+            WireError::UnsupportedVersion(v) => write!(
+                f,
+                "gapstream protocol version {v} is not supported (only 1)"
+            ),
             WireError::UnknownType(t) => write!(f, "unknown gapstream message type {t:#04x}"),
             WireError::UnknownSuite(s) => write!(f, "unknown suite {s:#04x}"),
-            WireError::Truncated { needed, have } => write!(f, "message truncated: {have} of {needed} bytes"),
+            WireError::Truncated { needed, have } => {
+                write!(f, "message truncated: {have} of {needed} bytes")
+            }
             WireError::TrailingBytes { expected, have } => {
-                write!(f, "message has {have} bytes, its header announces {expected}")
+                write!(
+                    f,
+                    "message has {have} bytes, its header announces {expected}"
+                )
             }
             WireError::TooLong { len, max } => write!(f, "length {len} exceeds the limit {max}"),
             WireError::Reserved => f.write_str("reserved field is not zero"),
@@ -121,7 +132,10 @@ pub fn parse_prefix(b: &[u8]) -> Result<MsgType, WireError> {
         if b.first().is_some_and(|x| *x != MAGIC[0]) || b.get(1).is_some_and(|x| *x != MAGIC[1]) {
             return Err(WireError::BadMagic);
         }
-        return Err(WireError::Truncated { needed: PREFIX_LEN, have: b.len() });
+        return Err(WireError::Truncated {
+            needed: PREFIX_LEN,
+            have: b.len(),
+        });
     }
     if b[..2] != MAGIC {
         return Err(WireError::BadMagic);
@@ -150,7 +164,9 @@ pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
         return Ok(None);
     }
     Ok(Some(match t {
-        MsgType::Hello | MsgType::Accept => HANDSHAKE_HEADER_LEN + u16::from_le_bytes([head[12], head[13]]) as usize,
+        MsgType::Hello | MsgType::Accept => {
+            HANDSHAKE_HEADER_LEN + u16::from_le_bytes([head[12], head[13]]) as usize
+        }
         MsgType::Frame => {
             let h = FrameHeader::decode(head)?;
             FRAME_HEADER_LEN + h.payload_len as usize + h.suite_tag_len()?
@@ -227,7 +243,10 @@ impl FrameHeader {
             return Err(WireError::UnknownType(b[3]));
         }
         if b.len() < FRAME_HEADER_LEN {
-            return Err(WireError::Truncated { needed: FRAME_HEADER_LEN, have: b.len() });
+            return Err(WireError::Truncated {
+                needed: FRAME_HEADER_LEN,
+                have: b.len(),
+            });
         }
         if b[10] != 0 || b[11] != 0 {
             return Err(WireError::Reserved);
@@ -249,7 +268,9 @@ impl FrameHeader {
 
     /// Tag length implied by the suite byte.
     pub fn suite_tag_len(&self) -> Result<usize, WireError> {
-        crate::suite::Suite::from_u8(self.suite).map(|s| s.tag_len()).ok_or(WireError::UnknownSuite(self.suite))
+        crate::suite::Suite::from_u8(self.suite)
+            .map(|s| s.tag_len())
+            .ok_or(WireError::UnknownSuite(self.suite))
     }
 }
 
@@ -288,11 +309,17 @@ impl ControlHeader {
             return Err(WireError::UnknownType(t as u8));
         }
         if b.len() < CONTROL_HEADER_LEN {
-            return Err(WireError::Truncated { needed: CONTROL_HEADER_LEN, have: b.len() });
+            return Err(WireError::Truncated {
+                needed: CONTROL_HEADER_LEN,
+                have: b.len(),
+            });
         }
         let body_len = u16::from_le_bytes([b[16], b[17]]);
         if body_len as usize > MAX_CONTROL_BODY {
-            return Err(WireError::TooLong { len: body_len as u64, max: MAX_CONTROL_BODY as u64 });
+            return Err(WireError::TooLong {
+                len: body_len as u64,
+                max: MAX_CONTROL_BODY as u64,
+            });
         }
         Ok(ControlHeader {
             msg_type: t,
@@ -328,18 +355,34 @@ impl HandshakeHeader {
             return Err(WireError::UnknownType(t as u8));
         }
         if b.len() < HANDSHAKE_HEADER_LEN {
-            return Err(WireError::Truncated { needed: HANDSHAKE_HEADER_LEN, have: b.len() });
+            return Err(WireError::Truncated {
+                needed: HANDSHAKE_HEADER_LEN,
+                have: b.len(),
+            });
         }
         let noise_len = u16::from_le_bytes([b[12], b[13]]);
         let want = HANDSHAKE_HEADER_LEN + noise_len as usize;
         if b.len() < want {
-            return Err(WireError::Truncated { needed: want, have: b.len() });
+            return Err(WireError::Truncated {
+                needed: want,
+                have: b.len(),
+            });
         }
         if b.len() > want {
-            return Err(WireError::TrailingBytes { expected: want, have: b.len() });
+            return Err(WireError::TrailingBytes {
+                expected: want,
+                have: b.len(),
+            });
         }
         let hello_id = b[4..12].try_into().unwrap();
-        Ok((HandshakeHeader { msg_type: t, hello_id, noise_len }, &b[HANDSHAKE_HEADER_LEN..]))
+        Ok((
+            HandshakeHeader {
+                msg_type: t,
+                hello_id,
+                noise_len,
+            },
+            &b[HANDSHAKE_HEADER_LEN..],
+        ))
     }
 }
 
@@ -376,7 +419,9 @@ impl AlertCode {
                 "the drone could not authenticate this receiver (paired with a different receiver key?)"
             }
             AlertCode::NoCommonSuite => "the drone allows none of the offered frame suites",
-            AlertCode::NoCommonKexMode => "the drone allows none of the offered key-establishment modes",
+            AlertCode::NoCommonKexMode => {
+                "the drone allows none of the offered key-establishment modes"
+            }
             AlertCode::BadHello => "the drone found the HELLO malformed",
             AlertCode::InternalError => "the drone failed internally during the handshake",
         }
@@ -399,9 +444,15 @@ pub fn decode_alert(b: &[u8]) -> Result<([u8; 8], u8), WireError> {
     }
     if b.len() != ALERT_LEN {
         return Err(if b.len() < ALERT_LEN {
-            WireError::Truncated { needed: ALERT_LEN, have: b.len() }
+            WireError::Truncated {
+                needed: ALERT_LEN,
+                have: b.len(),
+            }
         } else {
-            WireError::TrailingBytes { expected: ALERT_LEN, have: b.len() }
+            WireError::TrailingBytes {
+                expected: ALERT_LEN,
+                have: b.len(),
+            }
         });
     }
     Ok((b[4..12].try_into().unwrap(), b[12]))
@@ -422,17 +473,30 @@ mod tests {
     use proptest::prelude::*;
 
     fn arb_header() -> impl Strategy<Value = FrameHeader> {
-        (any::<u8>(), any::<u8>(), any::<u16>(), any::<u16>(), any::<u32>(), any::<u64>(), any::<u64>(), any::<u32>())
-            .prop_map(|(suite, pf, width, height, epoch, sequence, capture_ns, payload_len)| FrameHeader {
-                suite,
-                pixel_format: PixelFormat(pf),
-                width,
-                height,
-                epoch,
-                sequence,
-                capture_ns,
-                payload_len,
-            })
+        (
+            any::<u8>(),
+            any::<u8>(),
+            any::<u16>(),
+            any::<u16>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u32>(),
+        )
+            .prop_map(
+                |(suite, pf, width, height, epoch, sequence, capture_ns, payload_len)| {
+                    FrameHeader {
+                        suite,
+                        pixel_format: PixelFormat(pf),
+                        width,
+                        height,
+                        epoch,
+                        sequence,
+                        capture_ns,
+                        payload_len,
+                    }
+                },
+            )
     }
 
     proptest! {
@@ -473,12 +537,24 @@ mod tests {
         assert_eq!(message_len(&h0.encode()), Ok(Some(36 + 79056)));
         let hx = FrameHeader { suite: 0x07, ..h };
         assert_eq!(message_len(&hx.encode()), Err(WireError::UnknownSuite(7)));
-        let c = ControlHeader { msg_type: MsgType::Rekey, epoch: 3, sequence: 9, body_len: 4 }.encode();
+        let c = ControlHeader {
+            msg_type: MsgType::Rekey,
+            epoch: 3,
+            sequence: 9,
+            body_len: 4,
+        }
+        .encode();
         assert_eq!(message_len(&c), Ok(Some(18 + 4 + 16)));
         assert_eq!(message_len(&[0x47]), Ok(None));
         assert_eq!(message_len(&[0xBC]), Err(WireError::BadMagic));
-        assert_eq!(message_len(&[0x47, 0x53, 0x02, 0x10]), Err(WireError::UnsupportedVersion(2)));
-        assert_eq!(message_len(&encode_alert([1; 8], AlertCode::NoCommonSuite)), Ok(Some(13)));
+        assert_eq!(
+            message_len(&[0x47, 0x53, 0x02, 0x10]),
+            Err(WireError::UnsupportedVersion(2))
+        );
+        assert_eq!(
+            message_len(&encode_alert([1; 8], AlertCode::NoCommonSuite)),
+            Ok(Some(13))
+        );
         let mut b = h.encode();
         b[10] = 1;
         assert_eq!(FrameHeader::decode(&b), Err(WireError::Reserved));
@@ -488,6 +564,11 @@ mod tests {
     fn nonce_is_iv_xor_sequence() {
         let iv = [0xFFu8; 12];
         let n = nonce(&iv, 0x0102_0304_0506_0708);
-        assert_eq!(n, [0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xFD, 0xFC, 0xFB, 0xFA, 0xF9, 0xF8, 0xF7]);
+        assert_eq!(
+            n,
+            [
+                0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0xFD, 0xFC, 0xFB, 0xFA, 0xF9, 0xF8, 0xF7
+            ]
+        );
     }
 }

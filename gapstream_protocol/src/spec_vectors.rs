@@ -1,0 +1,258 @@
+//! `docs/protocol.md` is checked here: every fenced block tagged ```` ```hex <name> ```` in the
+//! document is parsed and compared with what the encoders of this crate produce for the inputs the
+//! document states. Every vector the code defines must appear in the document and vice versa.
+//!
+//! `cargo test -p gapstream_protocol print_spec_vectors -- --ignored --nocapture` prints them.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::aead::PayloadKey;
+use crate::compat::StockStreamer;
+use crate::cpx::{self, Function, Route, Target};
+use crate::frame;
+use crate::handshake::{encode_choice, encode_offer};
+use crate::keys::{DirectionKey, EpochKeys, EpochSecret, IvBytes};
+use crate::suite::{KexMode, Suite};
+use crate::test_util::hex;
+use crate::wire::{self, AlertCode, FrameHeader, MsgType, PixelFormat};
+use gap_rust_cipher_s::Sequential;
+use sha2::Digest;
+
+const DOC: &str = include_str!("../../docs/protocol.md");
+
+fn seq_bytes(start: u8, n: usize) -> Vec<u8> {
+    (0..n).map(|i| start.wrapping_add(i as u8)).collect()
+}
+
+fn dkey(suite: Suite, key: &[u8], iv_start: u8) -> DirectionKey {
+    DirectionKey {
+        key: PayloadKey::new(&mut Sequential, suite, key).unwrap(),
+        iv: IvBytes(seq_bytes(iv_start, 12).try_into().unwrap()),
+    }
+}
+
+fn small_header(suite: Suite) -> FrameHeader {
+    FrameHeader {
+        suite: suite as u8,
+        pixel_format: PixelFormat::GRAY8,
+        width: 4,
+        height: 4,
+        epoch: 0,
+        sequence: 1,
+        capture_ns: 1000,
+        payload_len: 16,
+    }
+}
+
+fn sealed(suite: Suite, key: &[u8]) -> Vec<u8> {
+    let k = dkey(suite, key, 0xA0);
+    let mut payload = b"gapstream frame!".to_vec();
+    let s = frame::seal_frame(&mut Sequential, &k, &small_header(suite), &mut payload).unwrap();
+    let mut m = s.header.to_vec();
+    m.extend_from_slice(&payload);
+    m.extend_from_slice(s.tag());
+    m
+}
+
+/// Every vector of the document: (name, bytes).
+fn vectors() -> Vec<(&'static str, Vec<u8>)> {
+    let mut v = Vec::new();
+    let route = Route::new(Target::Gap8, Target::WifiHost, Function::Test);
+    v.push(("cpx-route", route.to_bytes().to_vec()));
+    let mut out = [0u8; 16];
+    let n = cpx::encode_packet(route.with_last(false), &[0x47, 0x53, 0x01], &mut out).unwrap();
+    v.push(("cpx-packet", out[..n].to_vec()));
+    let image = [0u8; 324 * 244];
+    let mut st = StockStreamer::raw(&image, 324, 244, 1020).unwrap();
+    let mut out = [0u8; cpx::MAX_WIRE_PACKET];
+    let n = st.next_packet(&mut out).unwrap().unwrap();
+    v.push(("stock-header-packet", out[..n].to_vec()));
+    let h = FrameHeader {
+        suite: Suite::ChaCha20Poly1305 as u8,
+        pixel_format: PixelFormat::GRAY8,
+        width: 324,
+        height: 244,
+        epoch: 2,
+        sequence: 0x0102_0304_0506_0708,
+        capture_ns: 1_700_000_000_123_456_789,
+        payload_len: 79_056,
+    };
+    v.push(("frame-header", h.encode().to_vec()));
+    v.push((
+        "nonce",
+        wire::nonce(
+            &seq_bytes(0xA0, 12).try_into().unwrap(),
+            0x0102_0304_0506_0708,
+        )
+        .to_vec(),
+    ));
+    v.push((
+        "frame-chacha20poly1305",
+        sealed(Suite::ChaCha20Poly1305, &seq_bytes(0, 32)),
+    ));
+    v.push((
+        "frame-aes128gcm",
+        sealed(Suite::Aes128Gcm, &seq_bytes(0, 16)),
+    ));
+    v.push((
+        "frame-chacha20-unauthenticated",
+        sealed(Suite::ChaCha20Unauthenticated, &seq_bytes(0, 32)),
+    ));
+    v.push((
+        "frame-aes128ctr-unauthenticated",
+        sealed(Suite::Aes128CtrUnauthenticated, &seq_bytes(0, 16)),
+    ));
+    v.push(("frame-none", sealed(Suite::None, &[])));
+    let ck = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0x40, 32), 0xC0);
+    let mut out = [0u8; 64];
+    let n = frame::seal_control(
+        &mut Sequential,
+        &ck,
+        MsgType::Rekey,
+        3,
+        5,
+        &4u32.to_le_bytes(),
+        &mut out,
+    )
+    .unwrap();
+    v.push(("control-rekey", out[..n].to_vec()));
+    v.push((
+        "alert",
+        wire::encode_alert(
+            seq_bytes(1, 8).try_into().unwrap(),
+            AlertCode::AuthenticationFailed,
+        )
+        .to_vec(),
+    ));
+    v.push((
+        "hello-header",
+        wire::HandshakeHeader {
+            msg_type: MsgType::Hello,
+            hello_id: seq_bytes(1, 8).try_into().unwrap(),
+            noise_len: 71,
+        }
+        .encode()
+        .to_vec(),
+    ));
+    v.push((
+        "offer-payload",
+        encode_offer(
+            &[Suite::ChaCha20Poly1305, Suite::Aes128Gcm],
+            &[(KexMode::X25519, &[])],
+        ),
+    ));
+    v.push((
+        "choice-payload",
+        encode_choice(Suite::ChaCha20Poly1305, KexMode::X25519, &[]),
+    ));
+    // Key schedule.
+    let h = sha2::Sha256::digest(b"gapstream test vector transcript");
+    let s0 = EpochSecret::initial(&h, &[0x11; 32], &[0x22; 32], &[]);
+    let s1 = s0.next();
+    let k0 = EpochKeys::derive(&mut Sequential, &s0, 0, Suite::ChaCha20Poly1305).unwrap();
+    let k1 = EpochKeys::derive(&mut Sequential, &s1, 1, Suite::Aes128Gcm).unwrap();
+    v.push(("schedule-s0", s0.bytes().to_vec()));
+    v.push(("schedule-s1", s1.bytes().to_vec()));
+    v.push(("schedule-epoch0-frame-key", k0.frame.key.key().to_vec()));
+    v.push(("schedule-epoch0-frame-iv", k0.frame.iv.0.to_vec()));
+    v.push((
+        "schedule-epoch0-d2r-control-key",
+        k0.d2r_control.key.key().to_vec(),
+    ));
+    v.push((
+        "schedule-epoch0-r2d-control-key",
+        k0.r2d_control.key.key().to_vec(),
+    ));
+    v.push(("schedule-epoch1-gcm-frame-key", k1.frame.key.key().to_vec()));
+    v
+}
+
+/// The ```` ```hex name ```` blocks of the document.
+fn doc_blocks() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut lines = DOC.lines();
+    while let Some(l) = lines.next() {
+        let Some(name) = l.trim().strip_prefix("```hex ") else {
+            continue;
+        };
+        let mut text = String::new();
+        for l in lines.by_ref() {
+            if l.trim() == "```" {
+                break;
+            }
+            // `#` starts a comment on a hex line.
+            text.push_str(l.split('#').next().unwrap());
+            text.push(' ');
+        }
+        out.push((String::from(name.trim()), hex(&text)));
+    }
+    out
+}
+
+#[test]
+fn doc_hex_blocks_match_the_encoders() {
+    let doc = doc_blocks();
+    let code = vectors();
+    for (name, bytes) in &code {
+        let Some((_, d)) = doc.iter().find(|(n, _)| n == name) else {
+            panic!("docs/protocol.md lacks ```hex {name}")
+        };
+        assert_eq!(
+            d, bytes,
+            "docs/protocol.md block `{name}` differs from the encoder"
+        );
+    }
+    for (name, _) in &doc {
+        assert!(
+            code.iter().any(|(n, _)| n == name),
+            "docs/protocol.md block `{name}` is not checked"
+        );
+    }
+}
+
+/// The documented sealed frames open again, and the documented layout tables agree with the
+/// constants.
+#[test]
+fn doc_frames_open_and_constants_agree() {
+    for (name, suite, key) in [
+        (
+            "frame-chacha20poly1305",
+            Suite::ChaCha20Poly1305,
+            seq_bytes(0, 32),
+        ),
+        ("frame-aes128gcm", Suite::Aes128Gcm, seq_bytes(0, 16)),
+    ] {
+        let (_, mut m) = doc_blocks().into_iter().find(|(n, _)| n == name).unwrap();
+        let k = dkey(suite, &key, 0xA0);
+        frame::open_frame(&mut Sequential, &k, &mut m).unwrap();
+        assert_eq!(&m[36..52], b"gapstream frame!");
+    }
+    assert_eq!(wire::FRAME_HEADER_LEN, 36);
+    assert_eq!(wire::CONTROL_HEADER_LEN, 18);
+    assert_eq!(wire::HANDSHAKE_HEADER_LEN, 14);
+    assert_eq!(wire::ALERT_LEN, 13);
+    assert!(DOC.contains(crate::noise::PROTOCOL_NAME));
+    assert!(DOC.contains(core::str::from_utf8(crate::rsa_oaep::LABEL).unwrap()));
+    assert!(
+        DOC.contains(
+            core::str::from_utf8(crate::handshake::PROLOGUE)
+                .unwrap()
+                .trim_end()
+        )
+    );
+}
+
+#[test]
+#[ignore = "prints the vectors for docs/protocol.md"]
+fn print_spec_vectors() {
+    extern crate std;
+    for (name, bytes) in vectors() {
+        std::println!("```hex {name}");
+        for chunk in bytes.chunks(16) {
+            let line: Vec<String> = chunk.iter().map(|b| alloc::format!("{b:02x}")).collect();
+            std::println!("{}", line.join(" "));
+        }
+        std::println!("```");
+    }
+}
