@@ -12,7 +12,9 @@ use clap::{Args, Parser, Subcommand};
 
 use gapstream::images::SourceSpec;
 use gapstream::receiver::Transport;
-use gapstream::run::{self, StreamSettings};
+use gapstream::run::{self, Security, StreamSettings};
+use gapstream_protocol::handshake::Role;
+use gapstream_protocol::suite::{KexMode, Suite};
 
 #[derive(Parser)]
 #[command(
@@ -38,6 +40,15 @@ enum Cmd {
         #[command(flatten)]
         view: ViewArgs,
     },
+    /// Make a drone / receiver key pair: writes DIR/drone.key and DIR/receiver.key.
+    Pair {
+        /// Folder for the two key files.
+        #[arg(long, default_value = "keys")]
+        dir: PathBuf,
+        /// Replace an existing pairing.
+        #[arg(long)]
+        force: bool,
+    },
     /// Turn a metrics CSV into PNG plots (fps, goodput, latency CDF, tag failures).
     Report {
         /// A metrics CSV written with --metrics.
@@ -50,6 +61,38 @@ enum Cmd {
     Node(NodeArgs),
     /// Measure fps, goodput and latency per suite and transport on localhost; writes a CSV.
     Bench(BenchArgs),
+}
+
+#[derive(Args, Clone)]
+struct SecurityOpts {
+    /// Frame suite (`none` = encryption off, for A/B latency; the unauthenticated ones detect NO tampering).
+    #[arg(long, default_value = "chacha20poly1305", value_parser = ["chacha20poly1305", "aes128gcm", "chacha20", "aes128ctr", "none"])]
+    suite: String,
+    /// Encryption off (same as --suite none).
+    #[arg(long)]
+    no_encryption: bool,
+    /// Key establishment inside the Noise_KK handshake.
+    #[arg(long, default_value = "x25519", value_parser = ["x25519", "p256", "rsa2048"])]
+    kex: String,
+    /// Bitcraze's stock plaintext 0xBC stream instead of gapstream's protocol (no security at all;
+    /// for a deck running the stock firmware).
+    #[arg(long)]
+    stock: bool,
+}
+
+impl SecurityOpts {
+    fn security(&self) -> Result<Security, String> {
+        if self.stock {
+            return Ok(Security::StockPlaintext);
+        }
+        let suite = if self.no_encryption {
+            Suite::None
+        } else {
+            Suite::from_name(&self.suite).ok_or("unknown suite")?
+        };
+        let kex = KexMode::from_name(&self.kex).ok_or("unknown key-establishment mode")?;
+        Ok(Security::Secure { suite, kex })
+    }
 }
 
 #[derive(Args, Clone)]
@@ -76,6 +119,14 @@ struct ViewArgs {
     /// The bridge: a real AI-deck (192.168.4.1:5000) or `esp32-bridge`.
     #[arg(long, default_value = "127.0.0.1:5000")]
     connect: String,
+    /// The receiver's key file from `gapstream pair`.
+    #[arg(long, default_value = "keys/receiver.key")]
+    keys: PathBuf,
+    /// CPX payload bytes per packet for what the receiver sends.
+    #[arg(long, value_parser = ["128", "256", "512", "1020"], default_value = "1020")]
+    packet_size: String,
+    #[command(flatten)]
+    security: SecurityOpts,
     #[command(flatten)]
     stream: StreamOpts,
 }
@@ -101,6 +152,8 @@ struct DemoArgs {
     #[command(flatten)]
     source: SourceOpts,
     #[command(flatten)]
+    security: SecurityOpts,
+    #[command(flatten)]
     stream: StreamOpts,
     /// Save every verified frame as PNG into this folder.
     #[arg(long)]
@@ -112,6 +165,11 @@ struct NodeArgs {
     /// The bridge's SPI-side socket.
     #[arg(long, default_value = "127.0.0.1:5100")]
     bridge: String,
+    /// The drone's key file from `gapstream pair`.
+    #[arg(long, default_value = "keys/drone.key")]
+    keys: PathBuf,
+    #[command(flatten)]
+    security: SecurityOpts,
     #[command(flatten)]
     source: SourceOpts,
     /// Stop after this many seconds.
@@ -183,6 +241,16 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
     })
 }
 
+fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String> {
+    let security = a.security.security()?;
+    let id = match security {
+        Security::StockPlaintext => None,
+        _ => Some(run::load_identity(&a.keys, Role::Receiver).map_err(|e| e.to_string())?),
+    };
+    let packet: usize = a.packet_size.parse().map_err(|_| "bad packet size")?;
+    run::receiver_session(&security, id, packet).map_err(|e| e.to_string())
+}
+
 /// Ctrl-C / SIGTERM set the flag.
 fn stop_on_signal(stop: Arc<AtomicBool>) {
     std::thread::spawn(move || {
@@ -220,18 +288,21 @@ fn main() -> ExitCode {
                     .parse()
                     .map_err(|_| "bad packet size")?,
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
+                security: a.security.security()?,
             };
             run::demo(node, s, stop).map_err(|e| e.to_string())
         })(),
         Cmd::View(a) => (|| {
             let s = settings(&a.stream)?;
-            run::view(resolve(&a.connect)?, s, stop).map_err(|e| e.to_string())
+            run::view(resolve(&a.connect)?, view_session(&a)?, s, stop).map_err(|e| e.to_string())
         })(),
         Cmd::Record { dir, view } => (|| {
             let mut s = settings(&view.stream)?;
             s.record = Some(dir.clone());
-            run::view(resolve(&view.connect)?, s, stop).map_err(|e| e.to_string())
+            run::view(resolve(&view.connect)?, view_session(&view)?, s, stop)
+                .map_err(|e| e.to_string())
         })(),
+        Cmd::Pair { dir, force } => run::pair(&dir, force).map_err(|e| e.to_string()),
         Cmd::Report { csv, out } => (|| {
             let out = out.unwrap_or_else(|| {
                 let stem = csv
@@ -257,10 +328,16 @@ fn main() -> ExitCode {
                     .parse()
                     .map_err(|_| "bad packet size")?,
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
+                security: a.security.security()?,
+            };
+            let id = match node.security {
+                Security::StockPlaintext => None,
+                _ => Some(run::load_identity(&a.keys, Role::Drone).map_err(|e| e.to_string())?),
             };
             run::node_only(
                 resolve(&a.bridge)?,
                 node,
+                id,
                 a.duration.map(Duration::from_secs_f64),
                 stop,
             )

@@ -10,12 +10,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use gap_rust_cipher_s::Sequential;
+use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::testpattern;
-use gapstream_protocol::cpx::{Function, Route, StreamDecoder};
+use gapstream_protocol::assembler::Assembler;
+use gapstream_protocol::cpx::{
+    Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
+};
+use gapstream_protocol::handshake::Identity;
+use gapstream_protocol::session::{self, ReceiverEvent, ReceiverSession};
+use gapstream_protocol::suite::{KexMode, Suite};
 
 use crate::images;
 use crate::metrics::{self, Counters, MetricsLog};
-use crate::sim::unix_ns;
+use crate::sim::{OsEntropy, unix_ns};
 use crate::viewer::{Frame, ViewerState};
 
 /// How the receiver reaches the bridge.
@@ -85,12 +93,39 @@ pub struct ReceiverConfig {
 pub enum SessionKind {
     /// Bitcraze's stock `0xBC` image stream, in clear (what an unmodified AI-deck sends).
     StockPlaintext,
+    /// gapstream's authenticated protocol with the paired drone.
+    Secure(Box<SecureSettings>),
+}
+
+/// The receiver's side of the secure protocol.
+#[derive(Clone, Debug)]
+pub struct SecureSettings {
+    /// This receiver's static key and the paired drone's public key.
+    pub identity: Identity,
+    /// Suites offered, preferred first.
+    pub suites: Vec<Suite>,
+    /// Key-establishment modes offered, preferred first.
+    pub modes: Vec<KexMode>,
+    /// CPX payload bytes per packet for what the receiver sends.
+    pub packet_payload: usize,
+    /// The receiver's RSA-2048 key (only for the RSA-OAEP mode).
+    pub rsa_key: Option<gapstream_protocol::rsa_oaep::Decryptor>,
 }
 
 impl SessionKind {
     pub fn label(&self) -> String {
         match self {
             SessionKind::StockPlaintext => "stock plaintext (no security)".into(),
+            SessionKind::Secure(s) => {
+                let names: Vec<&str> = s.suites.iter().map(|x| x.name()).collect();
+                let modes: Vec<&str> = s.modes.iter().map(|x| x.name()).collect();
+                let warn = if s.suites.iter().all(|x| !x.is_authenticated()) {
+                    " (detects NO tampering)"
+                } else {
+                    ""
+                };
+                format!("{} / {}{warn}", names.join(","), modes.join(","))
+            }
         }
     }
 }
@@ -109,12 +144,20 @@ enum Event {
     Frame(Delivered),
     Malformed(String),
     Lost(u64),
+    /// A rejected message (counted by the session); one line on stderr.
+    Rejected(String),
+    /// Something worth one line (handshake done, retry).
+    Info(String),
+    /// The session ended (the drone closed it): reconnect and handshake again.
+    Restart(String),
+    /// Cannot go on (wrong pairing keys, no common suite).
+    Fatal(String),
 }
 
 /// Per-connection protocol state.
 trait Session {
     /// Bytes (CPX packets) to send when the connection opens (the handshake's first message).
-    fn opening(&mut self) -> Vec<u8>;
+    fn opening(&mut self) -> Result<Vec<u8>, String>;
     /// One CPX packet from the bridge.
     fn packet(
         &mut self,
@@ -123,6 +166,18 @@ trait Session {
         events: &mut Vec<Event>,
         reply: &mut Vec<u8>,
     );
+    /// Timers (handshake retry, end of the rekey grace window); called about every 100 ms.
+    fn tick(&mut self, _events: &mut Vec<Event>, _reply: &mut Vec<u8>) {}
+    /// Adds the session's counters into the metrics counters.
+    fn counters(&self, _c: &mut Counters) {}
+    /// The negotiated suite, for the viewer.
+    fn suite_label(&self) -> Option<String> {
+        None
+    }
+    /// The protocol session's own counters (to carry them over a reconnect).
+    fn raw_counters(&self) -> Option<session::ReceiverCounters> {
+        None
+    }
 }
 
 /// The stock image stream: an 11-byte `0xBC` header packet, then the image in packets.
@@ -133,8 +188,8 @@ struct StockSession {
 }
 
 impl Session for StockSession {
-    fn opening(&mut self) -> Vec<u8> {
-        Vec::new()
+    fn opening(&mut self) -> Result<Vec<u8>, String> {
+        Ok(Vec::new())
     }
     fn packet(
         &mut self,
@@ -208,13 +263,192 @@ impl Session for StockSession {
     }
 }
 
-fn new_session(kind: &SessionKind) -> Box<dyn Session> {
+/// The secure protocol through `gapstream_protocol::session::ReceiverSession`.
+struct SecureSession {
+    rs: ReceiverSession,
+    asm: Assembler,
+    packet_payload: usize,
+    /// Counters of earlier connections (each connection has a new session).
+    base: session::ReceiverCounters,
+}
+
+/// A generator seeded from the OS for one call into the session.
+fn rng() -> Result<DrbgRng, String> {
+    DrbgRng::from_entropy(&mut OsEntropy).map_err(|e| e.to_string())
+}
+
+fn proto_clock() -> u64 {
+    unix_ns()
+}
+
+impl SecureSession {
+    fn new(s: &SecureSettings, base: session::ReceiverCounters) -> Self {
+        let cfg = session::ReceiverConfig {
+            suites: s.suites.clone(),
+            modes: s.modes.clone(),
+            rsa_key: s.rsa_key.clone(),
+            packet_payload: s.packet_payload,
+            ..session::ReceiverConfig::default()
+        };
+        let asm = Assembler::new(cfg.max_message());
+        SecureSession {
+            rs: ReceiverSession::new(s.identity.clone(), cfg),
+            asm,
+            packet_payload: s.packet_payload,
+            base,
+        }
+    }
+
+    fn flush(&mut self, reply: &mut Vec<u8>) {
+        let route = Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION);
+        let mut buf = vec![0u8; 4 + self.packet_payload];
+        while let Some(m) = self.rs.poll_transmit() {
+            if let Ok(mut p) =
+                Packetizer::new(route, [&m, &[], &[]], self.packet_payload, LastFlag::Final)
+            {
+                while let Some(Ok(n)) = p.next_packet(&mut buf) {
+                    reply.extend_from_slice(&buf[..n]);
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, ev: ReceiverEvent, events: &mut Vec<Event>) {
+        match ev {
+            ReceiverEvent::Established { suite, mode, stats } => events.push(Event::Info(format!(
+                "handshake with the drone done: suite {suite}, key establishment {mode}, {:.2} ms, {} bytes sent, {} received",
+                stats.duration_ns as f64 / 1e6,
+                stats.bytes_sent,
+                stats.bytes_received
+            ))),
+            ReceiverEvent::HandshakeFailed(e) => events.push(Event::Fatal(format!("handshake refused: {e}"))),
+            ReceiverEvent::HandshakeRetry { attempt } => {
+                events.push(Event::Info(format!("no answer from the drone yet; HELLO attempt {attempt}")))
+            }
+            ReceiverEvent::Frame(f) => {
+                let h = f.header;
+                events.push(Event::Frame(Delivered {
+                    seq: h.sequence,
+                    capture_ns: Some(h.capture_ns),
+                    width: h.width as usize,
+                    height: h.height as usize,
+                    pixels: f.into_pixels(),
+                }))
+            }
+            ReceiverEvent::Rekeyed { .. } => {}
+            ReceiverEvent::Closed => events.push(Event::Restart("the drone closed the session".into())),
+        }
+    }
+}
+
+impl Session for SecureSession {
+    fn opening(&mut self) -> Result<Vec<u8>, String> {
+        self.rs
+            .connect(&mut rng()?, &proto_clock)
+            .map_err(|e| format!("cannot start the handshake: {e}"))?;
+        let mut out = Vec::new();
+        self.flush(&mut out);
+        Ok(out)
+    }
+
+    fn packet(
+        &mut self,
+        route: Route,
+        payload: &[u8],
+        events: &mut Vec<Event>,
+        reply: &mut Vec<u8>,
+    ) {
+        if let Err(e) = self.asm.push(route, payload) {
+            events.push(Event::Rejected(format!("CPX message dropped: {e}")));
+        }
+        while let Some(msg) = self.asm.next_message() {
+            let mut r = match rng() {
+                Ok(r) => r,
+                Err(e) => return events.push(Event::Fatal(e)),
+            };
+            match self
+                .rs
+                .handle_message(&mut Sequential, &mut r, &proto_clock, msg)
+            {
+                Ok(Some(ev)) => self.event(ev, events),
+                Ok(None) => {}
+                Err(e) => events.push(Event::Rejected(format!("message rejected: {e}"))),
+            }
+        }
+        self.flush(reply);
+    }
+
+    fn tick(&mut self, events: &mut Vec<Event>, reply: &mut Vec<u8>) {
+        let Ok(mut r) = rng() else { return };
+        if let Some(ev) = self.rs.handle_timeout(&mut r, &proto_clock) {
+            self.event(ev, events);
+        }
+        self.flush(reply);
+    }
+
+    fn counters(&self, c: &mut Counters) {
+        let s = self.rs.counters();
+        let b = &self.base;
+        c.tag_failures = b.tag_failures + s.tag_failures;
+        c.replays = b.replays + s.replays + b.too_old + s.too_old;
+        c.lost = b.lost_frames + s.lost_frames;
+        c.handshakes = b.handshakes + s.handshakes;
+        c.rekeys = b.rekeys + s.rekeys;
+        c.malformed += b.malformed
+            + s.malformed
+            + b.bad_epoch
+            + s.bad_epoch
+            + b.wrong_suite
+            + s.wrong_suite
+            + b.control_rejected
+            + s.control_rejected;
+        if let Some(h) = self.rs.handshake_stats() {
+            c.handshake_ms = h.duration_ns as f64 / 1e6;
+            c.handshake_tx_bytes = h.wire_bytes_sent;
+            c.handshake_rx_bytes = h.wire_bytes_received;
+        }
+        if let Some(e) = self.rs.epoch() {
+            c.key_epoch = e as u64;
+        }
+    }
+
+    fn suite_label(&self) -> Option<String> {
+        let h = self.rs.handshake_stats()?;
+        let warn = if h.suite.is_authenticated() {
+            ""
+        } else {
+            " (detects NO tampering)"
+        };
+        Some(format!("{} / {}{warn}", h.suite, h.mode))
+    }
+
+    fn raw_counters(&self) -> Option<session::ReceiverCounters> {
+        Some(self.rs.counters())
+    }
+}
+
+/// Sums the counters of a finished session into `base`.
+fn accumulate(base: &mut session::ReceiverCounters, s: &session::ReceiverCounters) {
+    base.tag_failures += s.tag_failures;
+    base.replays += s.replays;
+    base.too_old += s.too_old;
+    base.lost_frames += s.lost_frames;
+    base.handshakes += s.handshakes;
+    base.rekeys += s.rekeys;
+    base.malformed += s.malformed;
+    base.bad_epoch += s.bad_epoch;
+    base.wrong_suite += s.wrong_suite;
+    base.control_rejected += s.control_rejected;
+}
+
+fn new_session(kind: &SessionKind, base: session::ReceiverCounters) -> Box<dyn Session> {
     match kind {
         SessionKind::StockPlaintext => Box::new(StockSession {
             image: None,
             next_seq: 0,
             last_stamp: None,
         }),
+        SessionKind::Secure(s) => Box::new(SecureSession::new(s, base)),
     }
 }
 
@@ -338,8 +572,10 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
         }
         None => None,
     };
-    let label = cfg.session.label();
+    let mut label = cfg.session.label();
     let mut counters = Counters::default();
+    let mut own_malformed = 0u64;
+    let mut base = session::ReceiverCounters::default();
     let start = Instant::now();
     let mut connects = 0u64;
     let mut last_error: Option<String> = None;
@@ -395,8 +631,8 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
                 cfg.bridge, cfg.transport
             );
         }
-        let mut session = new_session(&cfg.session);
-        let opening = session.opening();
+        let mut session = new_session(&cfg.session, base);
+        let opening = session.opening().map_err(ReceiverError::Fatal)?;
         if !opening.is_empty()
             && let Err(e) = conn.send(&opening)
         {
@@ -416,6 +652,7 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
                     let msg = format!("connection to the bridge lost: {e}; reconnecting");
                     report_error(&mut last_error, msg.clone());
                     set_conn("reconnecting", Some(&msg));
+                    carry(&mut base, &*session);
                     continue 'outer;
                 }
             };
@@ -451,14 +688,17 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
                     Err(_) => {}
                 }
             }
+            session.tick(&mut events, &mut reply);
             if !reply.is_empty() {
                 let r = conn.send(&reply);
                 reply.clear();
                 if let Err(e) = r {
                     report_error(&mut last_error, format!("sending to the bridge: {e}"));
+                    carry(&mut base, &*session);
                     continue 'outer;
                 }
             }
+            let mut restart = None;
             for ev in events.drain(..) {
                 match ev {
                     Event::Frame(f) => {
@@ -488,13 +728,39 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
                         }
                     }
                     Event::Malformed(m) => {
-                        counters.malformed += 1;
+                        own_malformed += 1;
                         report_error(&mut last_error, m);
                     }
                     Event::Lost(k) => counters.lost += k,
+                    Event::Rejected(m) => report_error(&mut last_error, m),
+                    Event::Info(m) => {
+                        if sinks.log_errors {
+                            eprintln!("gapstream: {m}");
+                        }
+                    }
+                    Event::Restart(m) => restart = Some(m),
+                    Event::Fatal(m) => {
+                        set_conn("stopped", Some(&m));
+                        return Err(ReceiverError::Fatal(m));
+                    }
+                }
+            }
+            counters.malformed = own_malformed;
+            session.counters(&mut counters);
+            if let Some(l) = session.suite_label()
+                && l != label
+            {
+                label = l;
+                if let Some(v) = &sinks.viewer {
+                    v.update_stats(|s| s.suite = label.clone());
                 }
             }
             tick(&mut log, &counters, &sinks, &label, image_latency)?;
+            if let Some(m) = restart {
+                report_error(&mut last_error, format!("{m}; reconnecting"));
+                carry(&mut base, &*session);
+                continue 'outer;
+            }
         }
     }
     let row = log.tick(&counters, true)?;
@@ -509,6 +775,14 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
         elapsed_s: start.elapsed().as_secs_f64(),
         connects,
     })
+}
+
+/// Adds a finished connection's session counters to the running totals.
+fn carry(base: &mut session::ReceiverCounters, s: &dyn Session) {
+    if let Some(c) = s.raw_counters() {
+        // `new_session` started from `base`, but the session's own counters start at 0.
+        accumulate(base, &c);
+    }
 }
 
 /// Latency in ms when the capture time is plausible on this clock (within an hour before now).

@@ -15,14 +15,18 @@ use alloc::vec::Vec;
 
 use gap_rust_cipher_s::KeystreamApplier;
 use gapstream_protocol::assembler::Assembler;
-use gapstream_protocol::cpx::{self, Function, LastFlag, Packetizer, Route, StreamDecoder, Target, GAPSTREAM_FUNCTION};
+use gapstream_protocol::cpx::{
+    self, Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
+};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::Identity;
 use gapstream_protocol::session::{self, DroneEvent, DroneSession};
 use gapstream_protocol::wire;
 
 use crate::rng::DrbgRng;
-use crate::traits::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat};
+use crate::traits::{
+    Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat,
+};
 
 /// The secure mode's settings: the pairing identity (the drone's static key and the receiver's
 /// public key, from `gapstream pair`) and the protocol's session settings (suites, rekey policy).
@@ -254,7 +258,9 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                     // Stock mode has no upstream protocol; in secure mode gapstream packets are
                     // grouped into messages (lost or garbled packets cost only their message).
                     Ok(p) => {
-                        if self.session.is_some() && self.assembler.push(p.route, p.payload).is_err() {
+                        if self.session.is_some()
+                            && self.assembler.push(p.route, p.payload).is_err()
+                        {
                             self.stats.upstream_errors += 1;
                         }
                     }
@@ -268,7 +274,9 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
     }
 
     fn handle_message(&mut self, msg: &[u8]) -> Result<(), DroneError<C::Error, L::Error>> {
-        let Some(s) = self.session.as_mut() else { return Ok(()) };
+        let Some(s) = self.session.as_mut() else {
+            return Ok(());
+        };
         // A fresh generator per message, seeded from the entropy source (messages are rare:
         // HELLO, REKEY_ACK, REKEY_REQUEST, CLOSE).
         let mut rng = DrbgRng::from_entropy(&mut self.entropy).map_err(DroneError::Entropy)?;
@@ -320,13 +328,19 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             capture_ns: cap.capture_ns,
         };
         let t0 = self.clock.now_ns();
-        let sealed = s.seal_frame(&mut self.applier, &clock, meta, &mut cap.buf).map_err(DroneError::Seal)?;
+        let sealed = s
+            .seal_frame(&mut self.applier, &clock, meta, &mut cap.buf)
+            .map_err(DroneError::Seal)?;
         let t1 = self.clock.now_ns();
         self.stats.seal_ns += t1.saturating_sub(t0);
         // A REKEY queued by sealing goes out before the first frame of the new epoch.
         self.flush_session()?;
         let route = Route::new(Target::Gap8, Target::WifiHost, GAPSTREAM_FUNCTION);
-        self.send_message(route, [&sealed.header, &cap.buf, sealed.tag()], LastFlag::Final)?;
+        self.send_message(
+            route,
+            [&sealed.header, &cap.buf, sealed.tag()],
+            LastFlag::Final,
+        )?;
         self.stats.send_ns += self.clock.now_ns().saturating_sub(t1);
         self.stats.frames_sent += 1;
         Ok(())
@@ -573,16 +587,41 @@ pub(crate) mod tests {
         out
     }
 
-    fn secure_pair(suite: gapstream_protocol::suite::Suite) -> (Drone<PatternCamera, VecLink, TickClock, CountingEntropy, Sequential>, gapstream_protocol::session::ReceiverSession) {
+    fn secure_pair(
+        suite: gapstream_protocol::suite::Suite,
+    ) -> (
+        Drone<PatternCamera, VecLink, TickClock, CountingEntropy, Sequential>,
+        gapstream_protocol::session::ReceiverSession,
+    ) {
         use gapstream_protocol::handshake;
         use gapstream_protocol::session::{ReceiverConfig, ReceiverSession};
         let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(9)).unwrap());
         let (drone_id, rx_id) = handshake::pair(&mut rng);
         let mut scfg = session::DroneConfig::default();
         scfg.policy.suites = handshake::SuiteSet::all();
-        let cfg = DroneConfig { mode: Mode::Secure(Box::new(SecureConfig { identity: drone_id, session: scfg })), packet_payload: 1020 };
-        let d = Drone::new(camera(), VecLink::default(), TickClock(Cell::new(0)), CountingEntropy(0), Sequential, cfg).unwrap();
-        let rx = ReceiverSession::new(rx_id, ReceiverConfig { suites: vec![suite], ..ReceiverConfig::default() });
+        let cfg = DroneConfig {
+            mode: Mode::Secure(Box::new(SecureConfig {
+                identity: drone_id,
+                session: scfg,
+            })),
+            packet_payload: 1020,
+        };
+        let d = Drone::new(
+            camera(),
+            VecLink::default(),
+            TickClock(Cell::new(0)),
+            CountingEntropy(0),
+            Sequential,
+            cfg,
+        )
+        .unwrap();
+        let rx = ReceiverSession::new(
+            rx_id,
+            ReceiverConfig {
+                suites: vec![suite],
+                ..ReceiverConfig::default()
+            },
+        );
         (d, rx)
     }
 
@@ -600,7 +639,13 @@ pub(crate) mod tests {
             // The receiver's HELLO arrives over the link as CPX packets.
             rx.connect(&mut rng, &clock).unwrap();
             let hello = rx.poll_transmit().unwrap();
-            let mut p = Packetizer::new(Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION), [&hello, &[], &[]], 1020, LastFlag::Final).unwrap();
+            let mut p = Packetizer::new(
+                Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION),
+                [&hello, &[], &[]],
+                1020,
+                LastFlag::Final,
+            )
+            .unwrap();
             let mut buf = [0u8; 1024];
             while let Some(n) = p.next_packet(&mut buf) {
                 d.link.inbox.extend(&buf[..n.unwrap()]);
@@ -611,7 +656,10 @@ pub(crate) mod tests {
             let msgs = messages(&d.link.sent);
             let mut frames = Vec::new();
             for m in msgs {
-                match rx.handle_message(&mut Sequential, &mut rng, &clock, m).unwrap() {
+                match rx
+                    .handle_message(&mut Sequential, &mut rng, &clock, m)
+                    .unwrap()
+                {
                     Some(ReceiverEvent::Frame(f)) => frames.push(f),
                     Some(ReceiverEvent::Established { suite: s, .. }) => assert_eq!(s, suite),
                     other => panic!("{other:?}"),

@@ -50,9 +50,13 @@ impl rand_core::TryRng for DrbgRng {
         // The keystream position stays far below ChaCha20's 256 GiB limit: each generator serves
         // one handshake message (a few hundred bytes). Should it ever be reached, re-key from the
         // last output block rather than repeat or panic.
-        if Sequential.apply_keystream(CipherId::ChaCha20, &self.key, &[0; 12], self.offset, dst).is_err() {
+        if Sequential
+            .apply_keystream(CipherId::ChaCha20, &self.key, &[0; 12], self.offset, dst)
+            .is_err()
+        {
             let mut next = [0u8; 32];
-            let _ = Sequential.apply_keystream(CipherId::ChaCha20, &self.key, &[1; 12], 0, &mut next);
+            let _ =
+                Sequential.apply_keystream(CipherId::ChaCha20, &self.key, &[1; 12], 0, &mut next);
             self.key = next;
             next.zeroize();
             self.offset = 0;
