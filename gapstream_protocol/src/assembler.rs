@@ -209,7 +209,11 @@ impl Assembler {
                         max: self.max_message,
                     });
                 }
-                Ok(Some(len)) => expected = Some(len),
+                Ok(Some(len)) => {
+                    // Bounded by `max_message` (checked above): one allocation per message.
+                    self.buf.reserve_exact(len.saturating_sub(self.buf.len()));
+                    expected = Some(len)
+                }
                 Ok(None) => {}
                 Err(e) => return self.drop_message(AssemblyError::Wire(e)),
             }
@@ -375,6 +379,10 @@ mod tests {
             }
         }
 
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
         /// Arbitrary packets never panic and never make the assembler hold more than the bound.
         #[test]
         fn garbage_is_bounded(pkts in proptest::collection::vec(

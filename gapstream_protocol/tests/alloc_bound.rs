@@ -1,0 +1,144 @@
+//! The receive path never allocates without bound, whatever bytes arrive: a counting global
+//! allocator records the peak of live heap bytes while megabytes of hostile input (random bytes,
+//! packets that announce huge messages, packets that start valid messages and never end them)
+//! go through `StreamDecoder` → `Assembler` → `ReceiverSession`.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gapstream_protocol::assembler::Assembler;
+use gapstream_protocol::cpx::{self, Function, Route, StreamDecoder, Target};
+use gapstream_protocol::wire::{FrameHeader, PixelFormat};
+use gapstream_protocol::{ReceiverConfig, ReceiverSession, Sequential, pair};
+
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(l.size(), Ordering::SeqCst) + l.size();
+        PEAK.fetch_max(live, Ordering::SeqCst);
+        // SAFETY: same layout contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::SeqCst);
+        // SAFETY: `p` came from `alloc` with this layout.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// xorshift for the hostile bytes (not crypto).
+struct X(u64);
+impl X {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Deterministic CryptoRng for the session (test only).
+struct Rng(u64);
+impl gapstream_protocol::rand_core::TryRng for Rng {
+    type Error = core::convert::Infallible;
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok(self.try_next_u64()? as u32)
+    }
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        Ok(self.0)
+    }
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        for b in dst {
+            *b = (self.try_next_u64()? >> 56) as u8;
+        }
+        Ok(())
+    }
+}
+impl gapstream_protocol::rand_core::TryCryptoRng for Rng {}
+
+#[test]
+fn hostile_input_keeps_the_heap_bounded() {
+    let mut rng = Rng(1);
+    let (_d, r) = pair(&mut rng);
+    let cfg = ReceiverConfig {
+        max_payload: 100_000,
+        ..ReceiverConfig::default()
+    };
+    let max_message = cfg.max_message();
+    let mut rx = ReceiverSession::new(r, cfg);
+    let clock = || 0u64;
+    rx.connect(&mut rng, &clock).unwrap();
+    let _ = rx.poll_transmit();
+    let mut dec = StreamDecoder::new();
+    let mut asm = Assembler::new(max_message);
+    let route = Route::new(Target::Gap8, Target::WifiHost, Function::Test);
+    let mut x = X(0x9E37_79B9_7F4A_7C15);
+    let mut wire = Vec::new();
+    let mut out = [0u8; cpx::MAX_WIRE_PACKET];
+    for i in 0..6000 {
+        let len = (x.next() % 1021) as usize;
+        let mut payload: Vec<u8> = (0..len).map(|_| x.next() as u8).collect();
+        match i % 4 {
+            // A frame header announcing up to 4 GiB.
+            0 if len >= 36 => {
+                let h = FrameHeader {
+                    suite: 0x11,
+                    pixel_format: PixelFormat::GRAY8,
+                    width: 1,
+                    height: 1,
+                    epoch: 0,
+                    sequence: i,
+                    capture_ns: 0,
+                    // Half within the limit (buffered), half far beyond (refused up front).
+                    payload_len: if i % 8 == 0 {
+                        (x.next() % 100_000) as u32
+                    } else {
+                        x.next() as u32
+                    },
+                };
+                payload[..36].copy_from_slice(&h.encode());
+            }
+            // A plausible start of a message, never finished.
+            1 if len >= 4 => payload[..4].copy_from_slice(&[0x47, 0x53, 0x01, 0x10]),
+            _ => {}
+        }
+        let last = x.next() % 8 == 0;
+        let n = cpx::encode_packet(route.with_last(last), &payload, &mut out).unwrap();
+        wire.extend_from_slice(&out[..n]);
+        // Now and then raw garbage between packets (desynchronises the decoder).
+        if i % 50 == 0 {
+            wire.extend((0..(x.next() % 300)).map(|_| x.next() as u8));
+        }
+    }
+    let baseline = LIVE.load(Ordering::SeqCst);
+    PEAK.store(baseline, Ordering::SeqCst);
+    let total = wire.len();
+    for chunk in wire.chunks(1460) {
+        let mut c = chunk;
+        while let Some(p) = dec.decode(&mut c) {
+            let Ok(p) = p else { continue };
+            let _ = asm.push(p.route, p.payload);
+            while let Some(m) = asm.next_message() {
+                let _ = rx.handle_message(&mut Sequential, &mut rng, &clock, m);
+            }
+        }
+    }
+    let peak = PEAK.load(Ordering::SeqCst) - baseline;
+    println!("{total} hostile bytes, peak extra heap {peak} bytes (max message {max_message})");
+    // At most one message in progress plus one completed message and small bookkeeping.
+    assert!(
+        peak <= 2 * max_message + 64 * 1024,
+        "peak heap {peak} > bound"
+    );
+}
