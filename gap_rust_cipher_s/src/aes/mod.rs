@@ -72,7 +72,10 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+#[cfg(all(
+    target_arch = "riscv32",
+    any(feature = "pulp", feature = "aes-pulp-kernel")
+))]
 pub use asm::Pulp;
 #[cfg(target_arch = "riscv32")]
 pub use asm::Rv32;

@@ -574,7 +574,7 @@ def to_rust(variant, lines, counts):
     }[variant]
     cfg = {
         "rv32": '#![cfg(target_arch = "riscv32")]',
-        "pulp": '#![cfg(all(target_arch = "riscv32", feature = "pulp"))]',
+        "pulp": '#![cfg(all(\n    target_arch = "riscv32",\n    any(feature = "pulp", feature = "aes-pulp-kernel")\n))]',
     }[variant]
     total = sum(counts.values())
     out = []

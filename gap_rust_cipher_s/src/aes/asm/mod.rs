@@ -4,7 +4,7 @@
 //! | file | backend | instructions |
 //! |---|---|---|
 //! | `rv32.rs` | [`Rv32`] | rv32imc only; runs on QEMU and any RV32IMC core |
-//! | `pulp.rs` | [`Pulp`] (feature `pulp`) | rv32imc + `p.ror` (from `asm_macros`); GAP8 / GVSOC only |
+//! | `pulp.rs` | [`Pulp`] (feature `pulp`, or `aes-pulp-kernel` to compile it without selecting it) | rv32imc + `p.ror` (from `asm_macros`); GAP8 / GVSOC, or QEMU with `p.ror` emulated |
 //!
 //! Kernel ABI (C): `a0` = `&rk[0][0]` (11 × 8 words), `a1` = `&RunCtx` (24 words), `a2` = low
 //! byte of the first pair's first block (even), `a3` = data (8 words per pair, updated in place),
@@ -68,7 +68,10 @@ impl Backend for Rv32 {
     }
 }
 
-#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+#[cfg(all(
+    target_arch = "riscv32",
+    any(feature = "pulp", feature = "aes-pulp-kernel")
+))]
 unsafe extern "C" {
     fn gapstream_aes128ctr_pairs_pulp(
         rk: *const u32,
@@ -81,11 +84,17 @@ unsafe extern "C" {
 
 /// The PULP kernel: the rv32imc kernel with every rotation a single `p.ror`. GAP8 / GVSOC only
 /// (QEMU cannot execute `p.ror`).
-#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+#[cfg(all(
+    target_arch = "riscv32",
+    any(feature = "pulp", feature = "aes-pulp-kernel")
+))]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pulp;
 
-#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+#[cfg(all(
+    target_arch = "riscv32",
+    any(feature = "pulp", feature = "aes-pulp-kernel")
+))]
 impl Backend for Pulp {
     const NAME: &'static str = "pulp";
     fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]) {
