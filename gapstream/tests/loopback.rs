@@ -12,8 +12,11 @@ use gapstream::images::{FrameSource, SourceSpec};
 use gapstream::receiver::{
     self, Delivered, ReceiverConfig, SessionKind, Sinks, Summary, Transport,
 };
+use gapstream::run::{self, Security};
 use gapstream::sim::{self, Node, NodeConfig};
 use gapstream_drone::{DroneConfig, Mode};
+use gapstream_protocol::cpx::{LastFlag, Packetizer, StreamDecoder};
+use gapstream_protocol::suite::{KexMode, Suite};
 
 fn any() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -69,18 +72,42 @@ fn raw_frames(dir: &std::path::Path, n: usize) -> (SourceSpec, Vec<Vec<u8>>) {
 }
 
 fn node(spec: &SourceSpec, spi: SocketAddr, fps: f64, frames: Option<u64>, packet: usize) -> Node {
+    node_with(spec, spi, fps, frames, packet, Mode::StockPlaintext)
+}
+
+fn node_with(
+    spec: &SourceSpec,
+    spi: SocketAddr,
+    fps: f64,
+    frames: Option<u64>,
+    packet: usize,
+    mode: Mode,
+) -> Node {
     sim::start_node(NodeConfig {
         source: FrameSource::open(spec).unwrap(),
         fps,
         bridge_spi: spi,
         spi_hz: None,
         drone: DroneConfig {
-            mode: Mode::StockPlaintext,
+            mode,
             packet_payload: packet,
         },
         frames,
     })
     .unwrap()
+}
+
+/// A drone mode and a receiver session paired with each other.
+fn secure(suite: Suite, packet: usize) -> (Mode, SessionKind) {
+    let (d, r) = run::fresh_pairing().unwrap();
+    let sec = Security::Secure {
+        suite,
+        kex: KexMode::X25519,
+    };
+    (
+        run::drone_mode(&sec, Some(d)).unwrap(),
+        run::receiver_session(&sec, Some(r), packet).unwrap(),
+    )
 }
 
 struct Rx {
@@ -136,8 +163,13 @@ impl Rx {
         got
     }
     fn finish(self) -> Summary {
+        self.finish_all().0
+    }
+    /// Stops the receiver; also returns the frames delivered but not taken yet.
+    fn finish_all(self) -> (Summary, Vec<Delivered>) {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap().unwrap()
+        let s = self.thread.join().unwrap().unwrap();
+        (s, self.frames.try_iter().collect())
     }
 }
 
@@ -157,21 +189,53 @@ fn wait_clients(b: &HostBridge, n: usize) {
 fn n_frames_in_the_identical_n_frames_out() {
     let d = tempfile::tempdir().unwrap();
     let (spec, frames) = raw_frames(d.path(), 12);
-    for (transport, packet) in [(Transport::Tcp, 1020), (Transport::Tcp, 128)] {
+    let cases = [
+        (Some(Suite::ChaCha20Poly1305), 1020),
+        (Some(Suite::ChaCha20Poly1305), 128),
+        (Some(Suite::Aes128Gcm), 512),
+        (Some(Suite::None), 256),
+        (None, 1020), // the stock plaintext stream
+    ];
+    for (suite, packet) in cases {
+        let (mode, session) = match suite {
+            Some(s) => secure(s, packet),
+            None => (Mode::StockPlaintext, SessionKind::StockPlaintext),
+        };
         let b = bridge_at(any(), any(), any());
-        let rx = receiver_on(b.tcp_addr, transport, SessionKind::StockPlaintext);
+        let rx = receiver_on(b.tcp_addr, Transport::Tcp, session);
         wait_clients(&b, 1);
-        // 60 fps keeps the bridge queue (4 frames) from overflowing on a loaded machine.
-        let n = node(&spec, b.spi_addr, 60.0, Some(frames.len() as u64), packet);
+        // 60 fps keeps the bridge queue (4 frames) from overflowing on a loaded machine. The first
+        // frames may go out before the handshake completes (skipped), so run the source twice.
+        let n = node_with(&spec, b.spi_addr, 60.0, None, packet, mode);
         let got = rx.take(frames.len(), Duration::from_secs(30));
         let s = rx.finish();
         n.stop();
-        assert_eq!(got.len(), frames.len(), "packet size {packet}: {s:?}");
-        for (i, (g, f)) in got.iter().zip(&frames).enumerate() {
-            assert!(g.pixels == *f, "frame {i} differs (packet size {packet})");
+        assert_eq!(
+            got.len(),
+            frames.len(),
+            "{suite:?} packet size {packet}: {s:?}"
+        );
+        // Consecutive frames of the source, in order, byte-identical.
+        let start = frames
+            .iter()
+            .position(|f| *f == got[0].pixels)
+            .expect("first frame is a source frame");
+        for (k, g) in got.iter().enumerate() {
+            assert!(
+                g.pixels == frames[(start + k) % frames.len()],
+                "{suite:?}/{packet}: frame {k} differs"
+            );
             assert_eq!((g.width, g.height), (324, 244));
         }
-        assert_eq!(s.counters.malformed, 0);
+        assert_eq!(
+            (
+                s.counters.malformed,
+                s.counters.tag_failures,
+                s.counters.lost
+            ),
+            (0, 0, 0),
+            "{suite:?}"
+        );
     }
 }
 
@@ -184,9 +248,10 @@ fn bridge_restarted_mid_stream_receiver_reconnects_by_itself() {
     };
     let b = bridge_at(any(), any(), any());
     let (spi, tcp, udp) = (b.spi_addr, b.tcp_addr, b.udp_addr.unwrap());
-    let rx = receiver_on(tcp, Transport::Tcp, SessionKind::StockPlaintext);
+    let (mode, session) = secure(Suite::ChaCha20Poly1305, 1020);
+    let rx = receiver_on(tcp, Transport::Tcp, session);
     wait_clients(&b, 1);
-    let n = node(&spec, spi, 30.0, None, 1020);
+    let n = node_with(&spec, spi, 30.0, None, 1020, mode);
     let before = rx.take(5, Duration::from_secs(20));
     assert_eq!(before.len(), 5);
     // Pull the ESP32's power, then bring it back on the same ports.
@@ -209,6 +274,14 @@ fn bridge_restarted_mid_stream_receiver_reconnects_by_itself() {
     b2.stop();
     assert_eq!(after, 5, "no frames after the bridge restart: {s:?} {r:?}");
     assert!(s.connects >= 2, "receiver did not reconnect: {s:?}");
+    assert!(
+        s.counters.handshakes >= 2,
+        "receiver did not handshake again: {s:?}"
+    );
+    assert!(
+        r.drone.handshakes >= 2,
+        "drone did not accept the new handshake: {r:?}"
+    );
     assert!(r.link.reconnects >= 1, "node did not reconnect: {r:?}");
 }
 
@@ -291,4 +364,326 @@ fn truncated_or_garbled_cpx_gives_a_clear_error_and_the_connection_recovers() {
         "garbled input not counted: {s:?}"
     );
     assert!(s.connects >= 2, "{s:?}");
+}
+
+/// A TCP relay between the bridge and the receiver that can alter the drone's messages: every
+/// whole gapstream message (CPX packets up to `last_packet`) goes through `hook(index, message)`,
+/// which returns the messages to forward in its place.
+fn tampering_relay(
+    bridge: SocketAddr,
+    hook: impl FnMut(usize, Vec<u8>) -> Vec<Vec<u8>> + Send + 'static,
+) -> (SocketAddr, Arc<AtomicBool>) {
+    let l = TcpListener::bind(any()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    thread::spawn(move || {
+        let mut hook = hook;
+        let Ok((client, _)) = l.accept() else { return };
+        let up = std::net::TcpStream::connect(bridge).unwrap();
+        let (mut c_rd, mut up_wr) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+        thread::spawn(move || {
+            let _ = std::io::copy(&mut c_rd, &mut up_wr);
+        });
+        let (mut up_rd, mut c_wr) = (up, client);
+        up_rd
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut dec = StreamDecoder::new();
+        let mut msg = Vec::new();
+        let mut route = None;
+        let mut index = 0;
+        let mut buf = vec![0u8; 65536];
+        let mut pkt = vec![0u8; 1024];
+        while !st.load(Ordering::Relaxed) {
+            let n = match up_rd.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => n,
+                Err(_) => continue,
+            };
+            let mut input = &buf[..n];
+            while let Some(r) = dec.decode(&mut input) {
+                let p = r.unwrap();
+                route.get_or_insert(p.route);
+                msg.extend_from_slice(p.payload);
+                if p.route.last_packet {
+                    let r0 = route.take().unwrap();
+                    for m in hook(index, std::mem::take(&mut msg)) {
+                        let mut pz =
+                            Packetizer::new(r0, [&m, &[], &[]], 1020, LastFlag::Final).unwrap();
+                        while let Some(k) = pz.next_packet(&mut pkt) {
+                            if c_wr.write_all(&pkt[..k.unwrap()]).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    index += 1;
+                }
+            }
+        }
+    });
+    (addr, stop)
+}
+
+/// Is this gapstream message a FRAME ("GS" 01 10)?
+fn is_frame(m: &[u8]) -> bool {
+    m.len() > 4 && m[..4] == [0x47, 0x53, 1, 0x10]
+}
+
+#[test]
+fn a_flipped_byte_anywhere_rejects_that_frame_and_the_stream_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    let (spec, frames) = raw_frames(d.path(), 10);
+    let b = bridge_at(any(), any(), any());
+    let (mode, session) = secure(Suite::ChaCha20Poly1305, 1020);
+    // Flip one byte in every third frame: in the header, the payload or the tag.
+    let flipped = Arc::new(std::sync::Mutex::new(0usize));
+    let fl = flipped.clone();
+    let mut nframe = 0usize;
+    let (relay, stop) = tampering_relay(b.tcp_addr, move |_, mut m| {
+        if is_frame(&m) {
+            nframe += 1;
+            // Alter every third of the first 24 frames, then leave the stream alone so every
+            // altered frame is processed before the test stops.
+            if nframe % 3 == 0 && nframe <= 24 {
+                let len = m.len();
+                let pos = match (nframe / 3) % 3 {
+                    0 => 4 + nframe % 32,               // header (after the prefix)
+                    1 => 36 + (nframe * 7919) % 79_056, // payload
+                    _ => len - 1 - nframe % 16,         // tag
+                };
+                m[pos] ^= 0x20;
+                *fl.lock().unwrap() += 1;
+            }
+        }
+        vec![m]
+    });
+    let rx = receiver_on(relay, Transport::Tcp, session);
+    wait_clients(&b, 1);
+    let n = node_with(&spec, b.spi_addr, 60.0, None, 1020, mode);
+    let mut got = rx.take(20, Duration::from_secs(30));
+    assert_eq!(got.len(), 20);
+    thread::sleep(Duration::from_millis(500));
+    let (s, rest) = rx.finish_all();
+    got.extend(rest);
+    n.stop();
+    stop.store(true, Ordering::Relaxed);
+    let flipped = *flipped.lock().unwrap();
+    assert_eq!(flipped, 8, "the relay saw fewer than 24 frames");
+    // Every delivered frame is intact; each altered one was rejected and counted.
+    for g in &got {
+        assert!(
+            frames.contains(&g.pixels),
+            "an altered frame was delivered (seq {})",
+            g.seq
+        );
+    }
+    let rejected = s.counters.tag_failures + s.counters.malformed;
+    assert_eq!(
+        rejected, flipped as u64,
+        "{flipped} altered, {rejected} rejected: {s:?}"
+    );
+    assert!(s.counters.tag_failures >= 1, "{s:?}");
+}
+
+#[test]
+fn a_replayed_frame_is_rejected() {
+    let spec = SourceSpec::Synthetic {
+        width: 324,
+        height: 244,
+        bayer: false,
+    };
+    let b = bridge_at(any(), any(), any());
+    let (mode, session) = secure(Suite::Aes128Gcm, 1020);
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    let mut nframe = 0;
+    let (relay, stop) = tampering_relay(b.tcp_addr, move |_, m| {
+        if !is_frame(&m) {
+            return vec![m];
+        }
+        nframe += 1;
+        kept.push(m.clone());
+        // Frame 5 is sent again right after itself, and frame 2 again after frame 8.
+        match nframe {
+            5 => vec![m.clone(), m],
+            8 => vec![m, kept[1].clone()],
+            _ => vec![m],
+        }
+    });
+    let rx = receiver_on(relay, Transport::Tcp, session);
+    wait_clients(&b, 1);
+    let n = node_with(&spec, b.spi_addr, 60.0, None, 1020, mode);
+    let got = rx.take(12, Duration::from_secs(30));
+    let s = rx.finish();
+    n.stop();
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(got.len(), 12);
+    let mut seqs: Vec<u64> = got.iter().map(|f| f.seq).collect();
+    seqs.dedup();
+    assert_eq!(
+        seqs.len(),
+        12,
+        "a replay was delivered: {:?}",
+        got.iter().map(|f| f.seq).collect::<Vec<_>>()
+    );
+    assert_eq!(s.counters.replays, 2, "{s:?}");
+}
+
+#[test]
+fn wrong_pairing_keys_are_refused_with_a_clear_message() {
+    let spec = SourceSpec::Synthetic {
+        width: 324,
+        height: 244,
+        bayer: false,
+    };
+    let b = bridge_at(any(), any(), any());
+    let (mode, _) = secure(Suite::ChaCha20Poly1305, 1020);
+    let (_, other_receiver) = secure(Suite::ChaCha20Poly1305, 1020);
+    let n = node_with(&spec, b.spi_addr, 30.0, None, 1020, mode);
+    let r = receiver::run(
+        ReceiverConfig {
+            bridge: b.tcp_addr,
+            transport: Transport::Tcp,
+            session: other_receiver,
+            stop: Arc::new(AtomicBool::new(false)),
+            duration: Some(Duration::from_secs(20)),
+            max_frames: None,
+            idle_timeout: Duration::from_secs(2),
+        },
+        Sinks {
+            viewer: None,
+            metrics_csv: None,
+            record_dir: None,
+            frames: None,
+            status_line: false,
+            log_errors: false,
+        },
+        false,
+    );
+    let rep = n.stop();
+    let e = r
+        .expect_err("a receiver with the wrong keys must be refused")
+        .to_string();
+    assert!(
+        e.contains("handshake refused") && e.contains("pair"),
+        "unclear message: {e}"
+    );
+    assert_eq!(rep.drone.handshakes, 0);
+    assert!(rep.drone.hellos_refused >= 1, "{rep:?}");
+}
+
+#[test]
+fn udp_with_5_percent_loss_counts_lost_frames_and_delivers_the_rest_intact() {
+    // Small frames (64 x 32 = 2 KiB, 3 CPX packets) so that a useful share survives 5 % packet
+    // loss; each frame carries its index in its first bytes.
+    let d = tempfile::tempdir().unwrap();
+    let mut all = Vec::new();
+    let frames: Vec<Vec<u8>> = (0..400u32)
+        .map(|i| {
+            let mut f: Vec<u8> = (0..64 * 32)
+                .map(|k| (k as u32 ^ i.wrapping_mul(2654435761)) as u8)
+                .collect();
+            f[..4].copy_from_slice(&i.to_le_bytes());
+            all.extend_from_slice(&f);
+            f
+        })
+        .collect();
+    let p = d.path().join("small.raw");
+    std::fs::write(&p, all).unwrap();
+    let spec = SourceSpec::Raw {
+        path: p,
+        width: 64,
+        height: 32,
+    };
+    let b = bridge_at(any(), any(), any());
+    let bridge_udp = b.udp_addr.unwrap();
+    // The lossy UDP relay: receiver <-> relay <-> bridge, dropping 5 % of the bridge's datagrams
+    // (seeded, so the run is reproducible).
+    let relay = std::net::UdpSocket::bind(any()).unwrap();
+    let relay_addr = relay.local_addr().unwrap();
+    let to_bridge = std::net::UdpSocket::bind(any()).unwrap();
+    to_bridge.connect(bridge_udp).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (st1, st2) = (stop.clone(), stop.clone());
+    let receiver_addr = Arc::new(std::sync::Mutex::new(None::<SocketAddr>));
+    let ra = receiver_addr.clone();
+    let (r1, b1) = (relay.try_clone().unwrap(), to_bridge.try_clone().unwrap());
+    thread::spawn(move || {
+        r1.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        while !st1.load(Ordering::Relaxed) {
+            if let Ok((n, from)) = r1.recv_from(&mut buf) {
+                *ra.lock().unwrap() = Some(from);
+                let _ = b1.send(&buf[..n]);
+            }
+        }
+    });
+    let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let dr = dropped.clone();
+    thread::spawn(move || {
+        to_bridge
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        let mut x = 0x9E37_79B9u32;
+        while !st2.load(Ordering::Relaxed) {
+            if let Ok(n) = to_bridge.recv(&mut buf) {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                if x % 100 < 5 {
+                    dr.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if let Some(to) = *receiver_addr.lock().unwrap() {
+                    let _ = relay.send_to(&buf[..n], to);
+                }
+            }
+        }
+    });
+    let (mode, session) = secure(Suite::ChaCha20Poly1305, 1020);
+    let rx = receiver_on(relay_addr, Transport::Udp, session);
+    wait_clients(&b, 1);
+    // The handshake itself may lose a datagram: the receiver retries its HELLO after 2 s.
+    let n = node_with(
+        &spec,
+        b.spi_addr,
+        200.0,
+        Some(frames.len() as u64 + 400),
+        1020,
+        mode,
+    );
+    let mut got = rx.take(200, Duration::from_secs(60));
+    thread::sleep(Duration::from_millis(200));
+    let (s, rest) = rx.finish_all();
+    got.extend(rest);
+    n.stop();
+    stop.store(true, Ordering::Relaxed);
+    assert!(
+        got.len() >= 100,
+        "only {} frames delivered: {s:?}",
+        got.len()
+    );
+    for g in &got {
+        let i = u32::from_le_bytes(g.pixels[..4].try_into().unwrap()) as usize;
+        assert!(
+            i < frames.len() && g.pixels == frames[i],
+            "frame seq {} damaged",
+            g.seq
+        );
+    }
+    // Every sequence number up to the last delivered one was either delivered or counted lost.
+    let last = got.iter().map(|f| f.seq).max().unwrap();
+    assert!(
+        s.counters.lost > 0,
+        "5 % loss but nothing counted lost: {s:?}"
+    );
+    assert_eq!(got.len() as u64, s.counters.frames);
+    assert_eq!(
+        got.len() as u64 + s.counters.lost,
+        last + 1,
+        "delivered + lost must cover 0..=last: {s:?}"
+    );
+    assert!(dropped.load(Ordering::Relaxed) > 0);
 }
