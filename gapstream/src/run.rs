@@ -20,7 +20,7 @@ use crate::images::{FrameSource, SourceSpec};
 use crate::receiver::{
     self, ReceiverConfig, SecureSettings, SessionKind, Sinks, Summary, Transport,
 };
-use crate::sim::{self, NodeConfig, OsEntropy};
+use crate::sim::{self, EngineChoice, NodeConfig, OsEntropy};
 use crate::viewer::{Viewer, ViewerState};
 
 /// Errors of a composite run, one line each.
@@ -199,6 +199,10 @@ pub fn drone_mode(security: &Security, identity: Option<Identity>) -> Result<Mod
     }
 }
 
+/// The engine of the simulated drone: `gap_rust_wrapper`'s cluster engine on the host backend
+/// with 8 cores, the GAP8 code path.
+const ENGINE: EngineChoice = EngineChoice::Cluster { cores: 8 };
+
 /// The simulated drone's settings.
 #[derive(Clone, Debug)]
 pub struct NodeSettings {
@@ -339,6 +343,7 @@ pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
             packet_payload: node.packet_payload,
         },
         frames: None,
+        engine: ENGINE,
     })
     .map_err(RunError::Node)?;
     let bridge_addr = match s.transport {
@@ -433,6 +438,7 @@ pub fn node_only(
             packet_payload: node.packet_payload,
         },
         frames: None,
+        engine: ENGINE,
     })
     .map_err(RunError::Node)?;
     let t0 = Instant::now();
@@ -549,6 +555,7 @@ pub fn bench_one(
             packet_payload: 1020,
         },
         frames: None,
+        engine: ENGINE,
     })
     .map_err(RunError::Node)?;
     let mut lat = Vec::new();

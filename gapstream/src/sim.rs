@@ -315,6 +315,22 @@ impl Drop for Node {
     }
 }
 
+/// Which keystream engine seals the frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// `gap_rust_wrapper`'s cluster engine on `gap_rust_sdk`'s host backend (threads as cluster
+    /// cores, a 64 KiB L1 arena, DMA rounds): the code path of the GAP8 cluster.
+    Cluster { cores: usize },
+    /// The single-core kernels of `gap_rust_cipher_s` on the calling thread.
+    Sequential,
+}
+
+impl Default for EngineChoice {
+    fn default() -> Self {
+        EngineChoice::Cluster { cores: 8 }
+    }
+}
+
 /// What the node runs.
 pub struct NodeConfig {
     pub source: FrameSource,
@@ -325,7 +341,11 @@ pub struct NodeConfig {
     pub drone: gapstream_drone::DroneConfig,
     /// Stop after this many frames (None: until stopped).
     pub frames: Option<u64>,
+    pub engine: EngineChoice,
 }
+
+/// L1 buffer per engine round on the host cluster (three of them must fit the 64 KiB L1).
+pub const ENGINE_BUFFER: usize = 16 * 1024;
 
 /// Starts the simulated drone on its own thread.
 pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
@@ -333,39 +353,40 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
     let report = Arc::new(Mutex::new(NodeReport::default()));
     let camera = SimCamera::new(cfg.source, cfg.fps).map_err(|e| e.to_string())?;
     let link = SpiLink::new(cfg.bridge_spi, cfg.spi_hz, stop.clone());
-    let mut drone = gapstream_drone::Drone::new(
-        camera,
-        link,
-        SystemClock,
-        OsEntropy,
-        gap_rust_cipher_s::Sequential,
-        cfg.drone,
-    )
-    .map_err(|e| e.to_string())?;
+    // Checked here so a bad configuration is an error of this call, not of the thread.
+    if !(1..=gapstream_protocol::cpx::MAX_PAYLOAD).contains(&cfg.drone.packet_payload) {
+        return Err(format!(
+            "CPX packet payload size {} outside 1..=1020",
+            cfg.drone.packet_payload
+        ));
+    }
     let (st, rep) = (stop.clone(), report.clone());
+    let (drone_cfg, frames, engine) = (cfg.drone, cfg.frames, cfg.engine);
     let thread = thread::Builder::new()
         .name("drone".into())
-        .spawn(move || {
-            let mut n = 0u64;
-            while !st.load(Ordering::Relaxed) && cfg.frames.is_none_or(|f| n < f) {
-                if let Err(e) = drone.step() {
-                    if !st.load(Ordering::Relaxed) {
-                        rep.lock().unwrap_or_else(|e| e.into_inner()).error = Some(e.to_string());
+        .spawn(move || match engine {
+            EngineChoice::Cluster { cores } => {
+                let cluster = gap_rust_sdk::host::HostCluster::new();
+                match gap_rust_cipher_s::engine::ClusterEngine::new(
+                    &cluster,
+                    gap_rust_cipher_s::engine::Config::new(cores.clamp(1, 8), ENGINE_BUFFER),
+                ) {
+                    Ok(eng) => drive(camera, link, eng, drone_cfg, frames, &st, &rep),
+                    Err(e) => {
+                        rep.lock().unwrap_or_else(|e| e.into_inner()).error =
+                            Some(format!("cluster engine: {e:?}"))
                     }
-                    break;
-                }
-                n += 1;
-                if n % 8 == 0 {
-                    let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());
-                    r.drone = drone.stats();
-                    r.link = drone.link_mut().stats;
-                    r.camera_skipped = drone.camera_mut().skipped;
                 }
             }
-            let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());
-            r.drone = drone.stats();
-            r.link = drone.link_mut().stats;
-            r.camera_skipped = drone.camera_mut().skipped;
+            EngineChoice::Sequential => drive(
+                camera,
+                link,
+                gap_rust_cipher_s::Sequential,
+                drone_cfg,
+                frames,
+                &st,
+                &rep,
+            ),
         })
         .map_err(|e| e.to_string())?;
     Ok(Node {
@@ -373,4 +394,45 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
         thread: Some(thread),
         report,
     })
+}
+
+/// The drone loop with one engine.
+fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
+    camera: SimCamera,
+    link: SpiLink,
+    engine: A,
+    cfg: gapstream_drone::DroneConfig,
+    frames: Option<u64>,
+    st: &AtomicBool,
+    rep: &Mutex<NodeReport>,
+) {
+    let mut drone =
+        match gapstream_drone::Drone::new(camera, link, SystemClock, OsEntropy, engine, cfg) {
+            Ok(d) => d,
+            Err(e) => {
+                rep.lock().unwrap_or_else(|e| e.into_inner()).error = Some(e.to_string());
+                return;
+            }
+        };
+    let publish =
+        |drone: &mut gapstream_drone::Drone<SimCamera, SpiLink, SystemClock, OsEntropy, A>| {
+            let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());
+            r.drone = drone.stats();
+            r.link = drone.link_mut().stats;
+            r.camera_skipped = drone.camera_mut().skipped;
+        };
+    let mut n = 0u64;
+    while !st.load(Ordering::Relaxed) && frames.is_none_or(|f| n < f) {
+        if let Err(e) = drone.step() {
+            if !st.load(Ordering::Relaxed) {
+                rep.lock().unwrap_or_else(|e| e.into_inner()).error = Some(e.to_string());
+            }
+            break;
+        }
+        n += 1;
+        if n % 8 == 0 {
+            publish(&mut drone);
+        }
+    }
+    publish(&mut drone);
 }

@@ -93,6 +93,7 @@ fn node_with(
             packet_payload: packet,
         },
         frames,
+        engine: sim::EngineChoice::default(),
     })
     .unwrap()
 }
