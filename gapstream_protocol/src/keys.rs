@@ -75,7 +75,7 @@ impl EpochSecret {
     pub(crate) fn from_bytes(b: [u8; 32]) -> Self {
         EpochSecret(b)
     }
-    #[cfg(test)]
+    #[cfg(all(test, feature = "alloc"))]
     pub(crate) fn bytes(&self) -> [u8; 32] {
         self.0
     }

@@ -67,6 +67,7 @@ pub use session::{
 pub use suite::{KexMode, Suite};
 
 #[cfg(test)]
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
 pub(crate) mod test_util {
     use alloc::vec::Vec;
     /// Hex to bytes; whitespace ignored. Panics on bad input (tests only).

@@ -187,7 +187,7 @@ mod decrypt {
     }
 }
 
-#[cfg(all(test, target_has_atomic = "ptr"))]
+#[cfg(all(test, feature = "alloc", target_has_atomic = "ptr"))]
 pub(crate) mod tests {
     use super::*;
     use crate::test_util::hex;
