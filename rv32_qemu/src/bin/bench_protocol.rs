@@ -14,8 +14,8 @@ use gapstream_protocol::keys::{EpochKeys, EpochSecret};
 use gapstream_protocol::rand_core::{TryCryptoRng, TryRng};
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
-    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, KeystreamApplier, ReceiverConfig, ReceiverEvent,
-    ReceiverSession, Sequential, StaticSecret, Suite,
+    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, KeystreamApplier, ReceiverConfig,
+    ReceiverEvent, ReceiverSession, Sequential, StaticSecret, Suite,
 };
 use rv32_qemu::{bench, count_instructions, metric, println};
 
@@ -46,7 +46,13 @@ impl TryRng for TestRng {
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
         dst.fill(0);
         Sequential
-            .apply_keystream(gapstream_protocol::CipherId::ChaCha20, &self.key, &[0; 12], self.offset, dst)
+            .apply_keystream(
+                gapstream_protocol::CipherId::ChaCha20,
+                &self.key,
+                &[0; 12],
+                self.offset,
+                dst,
+            )
             .expect("keystream");
         self.offset += dst.len() as u64;
         Ok(())
@@ -58,13 +64,24 @@ const RSA_TEST_N: &str = include_str!("../../../gapstream_protocol/testdata/rsa_
 
 fn hex(s: &str) -> Vec<u8> {
     let s = s.trim().as_bytes();
-    s.chunks(2).map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap()).collect()
+    s.chunks(2)
+        .map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap())
+        .collect()
 }
 
 fn identities() -> (Identity, Identity) {
     let d = StaticSecret::from_bytes([0xD1; 32]);
     let r = StaticSecret::from_bytes([0x2E; 32]);
-    (Identity { peer_public: r.public(), local: d.clone() }, Identity { peer_public: d.public(), local: r })
+    (
+        Identity {
+            peer_public: r.public(),
+            local: d.clone(),
+        },
+        Identity {
+            peer_public: d.public(),
+            local: r,
+        },
+    )
 }
 
 fn zero() -> u64 {
@@ -75,15 +92,34 @@ fn zero() -> u64 {
 fn drone_handshake(mode: KexMode) -> Result<(), &'static str> {
     let (d, r) = identities();
     let n: [u8; 256] = hex(RSA_TEST_N).try_into().map_err(|_| "modulus")?;
-    let offer = Offer { suites: &[Suite::ChaCha20Poly1305], modes: &[mode], rsa_modulus: Some(&n) };
-    let (_rh, hello) = ReceiverHandshake::start(&r, &offer, &mut TestRng::new(1)).map_err(|_| "HELLO")?;
+    let offer = Offer {
+        suites: &[Suite::ChaCha20Poly1305],
+        modes: &[mode],
+        rsa_modulus: Some(&n),
+    };
+    let (_rh, hello) =
+        ReceiverHandshake::start(&r, &offer, &mut TestRng::new(1)).map_err(|_| "HELLO")?;
     let mut drone = DroneSession::new(d, DroneConfig::default());
     let mut rng = TestRng::new(2);
-    let (ev, n) = count_instructions(|| drone.handle_message(&mut Sequential, &mut rng, &zero, &hello));
-    let Ok(Some(DroneEvent::Established { stats, .. })) = ev else { return Err("drone refused the HELLO") };
-    bench("handshake_drone", mode.name(), (stats.bytes_sent + stats.bytes_received) as usize, n);
-    metric(&alloc::format!("handshake_{}_bytes_receiver_to_drone", mode.name()), stats.bytes_received);
-    metric(&alloc::format!("handshake_{}_bytes_drone_to_receiver", mode.name()), stats.bytes_sent);
+    let (ev, n) =
+        count_instructions(|| drone.handle_message(&mut Sequential, &mut rng, &zero, &hello));
+    let Ok(Some(DroneEvent::Established { stats, .. })) = ev else {
+        return Err("drone refused the HELLO");
+    };
+    bench(
+        "handshake_drone",
+        mode.name(),
+        (stats.bytes_sent + stats.bytes_received) as usize,
+        n,
+    );
+    metric(
+        &alloc::format!("handshake_{}_bytes_receiver_to_drone", mode.name()),
+        stats.bytes_received,
+    );
+    metric(
+        &alloc::format!("handshake_{}_bytes_drone_to_receiver", mode.name()),
+        stats.bytes_sent,
+    );
     Ok(())
 }
 
@@ -92,20 +128,30 @@ fn receiver_handshake(mode: KexMode) -> Result<(), &'static str> {
     let (d, r) = identities();
     let mut rx = ReceiverSession::new(
         r,
-        ReceiverConfig { suites: alloc::vec![Suite::ChaCha20Poly1305], modes: alloc::vec![mode], ..ReceiverConfig::default() },
+        ReceiverConfig {
+            suites: alloc::vec![Suite::ChaCha20Poly1305],
+            modes: alloc::vec![mode],
+            ..ReceiverConfig::default()
+        },
     );
     let mut drone = DroneSession::new(d, DroneConfig::default());
     let mut rrng = TestRng::new(3);
     let (r1, n1) = count_instructions(|| rx.connect(&mut rrng, &zero));
     r1.map_err(|_| "connect")?;
     let hello = rx.poll_transmit().ok_or("HELLO")?;
-    drone.handle_message(&mut Sequential, &mut TestRng::new(4), &zero, &hello).map_err(|_| "drone")?;
+    drone
+        .handle_message(&mut Sequential, &mut TestRng::new(4), &zero, &hello)
+        .map_err(|_| "drone")?;
     let accept = drone.poll_transmit().ok_or("ACCEPT")?;
-    let (ev, n2) = count_instructions(|| rx.handle_message(&mut Sequential, &mut rrng, &zero, accept));
+    let (ev, n2) =
+        count_instructions(|| rx.handle_message(&mut Sequential, &mut rrng, &zero, accept));
     if !matches!(ev, Ok(Some(ReceiverEvent::Established { .. }))) {
         return Err("receiver did not complete");
     }
-    metric(&alloc::format!("handshake_receiver_{}_instructions", mode.name()), n1 + n2);
+    metric(
+        &alloc::format!("handshake_receiver_{}_instructions", mode.name()),
+        n1 + n2,
+    );
     Ok(())
 }
 
@@ -113,7 +159,8 @@ fn frames() -> Result<(), &'static str> {
     let secret = EpochSecret::initial(&[7; 32], &[1; 32], &[2; 32], &[]);
     let pixels: Vec<u8> = (0..324 * 244u32).map(|i| (i * 29) as u8).collect();
     for suite in Suite::ALL {
-        let (keys, n) = count_instructions(|| EpochKeys::derive(&mut Sequential, &secret, 0, suite));
+        let (keys, n) =
+            count_instructions(|| EpochKeys::derive(&mut Sequential, &secret, 0, suite));
         let keys = keys.map_err(|_| "derive")?;
         if suite == Suite::ChaCha20Poly1305 {
             metric("epoch_key_derivation_instructions", n);
@@ -129,13 +176,17 @@ fn frames() -> Result<(), &'static str> {
             payload_len: pixels.len() as u32,
         };
         let mut buf = pixels.clone();
-        let (sealed, n) = count_instructions(|| gapstream_protocol::frame::seal_frame(&mut Sequential, &keys.frame, &h, &mut buf));
+        let (sealed, n) = count_instructions(|| {
+            gapstream_protocol::frame::seal_frame(&mut Sequential, &keys.frame, &h, &mut buf)
+        });
         let sealed = sealed.map_err(|_| "seal")?;
         bench("seal_frame", suite.name(), pixels.len(), n);
         let mut msg = sealed.header.to_vec();
         msg.extend_from_slice(&buf);
         msg.extend_from_slice(sealed.tag());
-        let (r, n) = count_instructions(|| gapstream_protocol::frame::open_frame(&mut Sequential, &keys.frame, &mut msg));
+        let (r, n) = count_instructions(|| {
+            gapstream_protocol::frame::open_frame(&mut Sequential, &keys.frame, &mut msg)
+        });
         r.map_err(|_| "open")?;
         if msg[36..36 + pixels.len()] != pixels[..] {
             return Err("frame round trip");
@@ -157,14 +208,28 @@ fn main() -> Result<(), &'static str> {
     let (d, r) = identities();
     let mut drone = DroneSession::new(
         d,
-        DroneConfig { policy: DronePolicy { suites: SuiteSet::all(), modes: KexSet::all() }, ..DroneConfig::default() },
+        DroneConfig {
+            policy: DronePolicy {
+                suites: SuiteSet::all(),
+                modes: KexSet::all(),
+            },
+            ..DroneConfig::default()
+        },
     );
     let mut rx = ReceiverSession::new(r, ReceiverConfig::default());
-    rx.connect(&mut TestRng::new(5), &zero).map_err(|_| "connect")?;
+    rx.connect(&mut TestRng::new(5), &zero)
+        .map_err(|_| "connect")?;
     let hello = rx.poll_transmit().ok_or("HELLO")?;
-    drone.handle_message(&mut Sequential, &mut TestRng::new(6), &zero, &hello).map_err(|_| "hello")?;
+    drone
+        .handle_message(&mut Sequential, &mut TestRng::new(6), &zero, &hello)
+        .map_err(|_| "hello")?;
     let mut p = alloc::vec![0u8; 324 * 244];
-    let meta = FrameMeta { pixel_format: PixelFormat::GRAY8, width: 324, height: 244, capture_ns: 0 };
+    let meta = FrameMeta {
+        pixel_format: PixelFormat::GRAY8,
+        width: 324,
+        height: 244,
+        capture_ns: 0,
+    };
     let (s, n) = count_instructions(|| drone.seal_frame(&mut Sequential, &zero, meta, &mut p));
     s.map_err(|_| "session seal")?;
     bench("session_seal_frame", "chacha20poly1305", p.len(), n);

@@ -11,12 +11,14 @@ extern crate alloc;
 use alloc::vec::Vec;
 use gapstream_protocol::cpx::{Function, MAX_WIRE_PACKET, Route, StreamDecoder, Target};
 use gapstream_protocol::frame::FrameMeta;
-use gapstream_protocol::handshake::{DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet, respond};
+use gapstream_protocol::handshake::{
+    DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet, respond,
+};
 use gapstream_protocol::rand_core::{TryCryptoRng, TryRng};
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
-    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, KeystreamApplier, ReceiverConfig, ReceiverEvent,
-    ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
+    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, KeystreamApplier, ReceiverConfig,
+    ReceiverEvent, ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
 };
 use rv32_qemu::println;
 
@@ -48,7 +50,13 @@ impl TryRng for TestRng {
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
         dst.fill(0);
         Sequential
-            .apply_keystream(gapstream_protocol::CipherId::ChaCha20, &self.key, &[0; 12], self.offset, dst)
+            .apply_keystream(
+                gapstream_protocol::CipherId::ChaCha20,
+                &self.key,
+                &[0; 12],
+                self.offset,
+                dst,
+            )
             .expect("keystream");
         self.offset += dst.len() as u64;
         Ok(())
@@ -59,16 +67,28 @@ impl TryCryptoRng for TestRng {}
 fn identities() -> (Identity, Identity) {
     let d = StaticSecret::from_bytes([0xD1; 32]);
     let r = StaticSecret::from_bytes([0x2E; 32]);
-    (Identity { peer_public: r.public(), local: d.clone() }, Identity { peer_public: d.public(), local: r })
+    (
+        Identity {
+            peer_public: r.public(),
+            local: d.clone(),
+        },
+        Identity {
+            peer_public: d.public(),
+            local: r,
+        },
+    )
 }
 
 fn hex(s: &str) -> Vec<u8> {
     let s = s.trim().as_bytes();
-    s.chunks(2).map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap()).collect()
+    s.chunks(2)
+        .map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap())
+        .collect()
 }
 
 const RSA_TEST_N: &str = include_str!("../../../gapstream_protocol/testdata/rsa_test_n.hex");
-const GOLDEN_RSA_ACCEPT: &str = include_str!("../../../gapstream_protocol/testdata/rv32_rsa_accept.hex");
+const GOLDEN_RSA_ACCEPT: &str =
+    include_str!("../../../gapstream_protocol/testdata/rv32_rsa_accept.hex");
 
 fn now() -> u64 {
     rv32_qemu::instret()
@@ -79,35 +99,61 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
     let (d, r) = identities();
     let mut rng = TestRng::new(seed);
     let dcfg = DroneConfig {
-        policy: DronePolicy { suites: SuiteSet::all(), modes: KexSet::all() },
+        policy: DronePolicy {
+            suites: SuiteSet::all(),
+            modes: KexSet::all(),
+        },
         packet_payload: packet,
         ..DroneConfig::default()
     };
     let mut drone = DroneSession::new(d, dcfg);
-    let rcfg =
-        ReceiverConfig { suites: alloc::vec![suite], modes: alloc::vec![mode], packet_payload: packet, ..ReceiverConfig::default() };
+    let rcfg = ReceiverConfig {
+        suites: alloc::vec![suite],
+        modes: alloc::vec![mode],
+        packet_payload: packet,
+        ..ReceiverConfig::default()
+    };
     let mut rx = ReceiverSession::new(r, rcfg);
     let k = &mut Sequential;
     rx.connect(&mut rng, &now).map_err(|_| "connect failed")?;
     let hello = rx.poll_transmit().ok_or("no HELLO")?;
-    let ev = drone.handle_message(k, &mut rng, &now, &hello).map_err(|_| "drone rejected HELLO")?;
-    let Some(DroneEvent::Established { stats: ds, .. }) = ev else { return Err("drone not established") };
+    let ev = drone
+        .handle_message(k, &mut rng, &now, &hello)
+        .map_err(|_| "drone rejected HELLO")?;
+    let Some(DroneEvent::Established { stats: ds, .. }) = ev else {
+        return Err("drone not established");
+    };
     let accept = drone.poll_transmit().ok_or("no ACCEPT")?;
-    let ev = rx.handle_message(k, &mut rng, &now, accept).map_err(|_| "receiver rejected ACCEPT")?;
-    let Some(ReceiverEvent::Established { stats: rs, .. }) = ev else { return Err("receiver not established") };
+    let ev = rx
+        .handle_message(k, &mut rng, &now, accept)
+        .map_err(|_| "receiver rejected ACCEPT")?;
+    let Some(ReceiverEvent::Established { stats: rs, .. }) = ev else {
+        return Err("receiver not established");
+    };
     if (rs.suite, rs.mode) != (suite, mode) {
         return Err("negotiated the wrong suite or mode");
     }
     // One frame through CPX.
-    let pixels: Vec<u8> = (0..324 * 244u32).map(|i| (i * 13 + seed as u32) as u8).collect();
+    let pixels: Vec<u8> = (0..324 * 244u32)
+        .map(|i| (i * 13 + seed as u32) as u8)
+        .collect();
     let mut payload = pixels.clone();
-    let meta = FrameMeta { pixel_format: PixelFormat::GRAY8, width: 324, height: 244, capture_ns: 5 };
-    let sealed = drone.seal_frame(k, &now, meta, &mut payload).map_err(|_| "seal failed")?;
+    let meta = FrameMeta {
+        pixel_format: PixelFormat::GRAY8,
+        width: 324,
+        height: 244,
+        capture_ns: 5,
+    };
+    let sealed = drone
+        .seal_frame(k, &now, meta, &mut payload)
+        .map_err(|_| "seal failed")?;
     if suite != Suite::None && payload == pixels {
         return Err("payload not encrypted");
     }
     let route = Route::new(Target::Gap8, Target::WifiHost, Function::Test);
-    let mut pk = sealed.packetizer(&payload, route, packet).map_err(|_| "packetizer")?;
+    let mut pk = sealed
+        .packetizer(&payload, route, packet)
+        .map_err(|_| "packetizer")?;
     let mut wire = Vec::new();
     let mut out = [0u8; MAX_WIRE_PACKET];
     while let Some(n) = pk.next_packet(&mut out) {
@@ -133,13 +179,17 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
             return Err("tampered frame not rejected");
         }
     }
-    let Ok(Some(ReceiverEvent::Frame(f))) = rx.handle_message(k, &mut rng, &now, msg.clone()) else {
+    let Ok(Some(ReceiverEvent::Frame(f))) = rx.handle_message(k, &mut rng, &now, msg.clone())
+    else {
         return Err("frame not delivered");
     };
     if f.pixels() != &pixels[..] {
         return Err("frame differs after the round trip");
     }
-    if !matches!(rx.handle_message(k, &mut rng, &now, msg), Err(Rejected::Replay(_))) {
+    if !matches!(
+        rx.handle_message(k, &mut rng, &now, msg),
+        Err(Rejected::Replay(_))
+    ) {
         return Err("replay not rejected");
     }
     println!(
@@ -159,14 +209,25 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
 fn rsa_drone_side() -> Result<(), &'static str> {
     let (d, r) = identities();
     let n: [u8; 256] = hex(RSA_TEST_N).try_into().map_err(|_| "modulus")?;
-    let offer = Offer { suites: &[Suite::ChaCha20Poly1305], modes: &[KexMode::RsaOaep2048], rsa_modulus: Some(&n) };
-    let (_rh, hello) = ReceiverHandshake::start(&r, &offer, &mut TestRng::new(100)).map_err(|_| "HELLO")?;
-    let (res, n) = rv32_qemu::count_instructions(|| respond(&d, &DronePolicy::default(), &mut TestRng::new(200), &hello));
+    let offer = Offer {
+        suites: &[Suite::ChaCha20Poly1305],
+        modes: &[KexMode::RsaOaep2048],
+        rsa_modulus: Some(&n),
+    };
+    let (_rh, hello) =
+        ReceiverHandshake::start(&r, &offer, &mut TestRng::new(100)).map_err(|_| "HELLO")?;
+    let (res, n) = rv32_qemu::count_instructions(|| {
+        respond(&d, &DronePolicy::default(), &mut TestRng::new(200), &hello)
+    });
     let (_, accept) = res.map_err(|_| "drone refused the RSA-mode HELLO")?;
     if accept != hex(GOLDEN_RSA_ACCEPT) {
         return Err("RSA-mode ACCEPT differs from the host's golden bytes");
     }
-    println!("protocol rsa2048 drone side: ACCEPT ({} bytes) = host golden; {} instructions", accept.len(), n);
+    println!(
+        "protocol rsa2048 drone side: ACCEPT ({} bytes) = host golden; {} instructions",
+        accept.len(),
+        n
+    );
     Ok(())
 }
 
