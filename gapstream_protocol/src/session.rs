@@ -62,7 +62,8 @@ pub struct HandshakeStats {
     /// The same on the wire, with CPX framing at the configured packet size.
     pub wire_bytes_sent: u64,
     pub wire_bytes_received: u64,
-    /// Receiver: from sending HELLO to having read ACCEPT (round trip and the drone's work).
+    /// Receiver: from sending the first HELLO of this handshake (retries included) to having read
+    /// ACCEPT: round trips and the drone's work.
     /// Drone: from reading HELLO to having built ACCEPT (its computation).
     pub duration_ns: u64,
     /// HELLOs sent for this handshake (receiver; 1 on the drone).
