@@ -44,6 +44,8 @@ pub enum CryptoError {
     KeyLength,
     /// The tag did not verify: the header, payload or tag were altered, or the key is wrong.
     BadTag,
+    /// A sequence number would wrap: no further message can get a fresh nonce under this key.
+    SequenceExhausted,
 }
 
 impl From<KeystreamError> for CryptoError {
@@ -61,6 +63,7 @@ impl core::fmt::Display for CryptoError {
             }
             CryptoError::KeyLength => f.write_str("wrong key length for the suite"),
             CryptoError::BadTag => f.write_str("authentication tag mismatch"),
+            CryptoError::SequenceExhausted => f.write_str("sequence numbers exhausted: handshake again"),
         }
     }
 }

@@ -87,9 +87,10 @@ fn control<K: KeystreamApplier + ?Sized>(
     seq: &mut u64,
     body: &[u8],
 ) -> Result<Vec<u8>, CryptoError> {
+    let next = seq.checked_add(1).ok_or(CryptoError::SequenceExhausted)?;
     let mut out = alloc::vec![0u8; wire::CONTROL_HEADER_LEN + body.len() + crate::aead::TAG_LEN];
     frame::seal_control(k, key, t, epoch, *seq, body, &mut out)?;
-    *seq += 1;
+    *seq = next;
     Ok(out)
 }
 
