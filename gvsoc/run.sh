@@ -6,5 +6,5 @@ set -euo pipefail
 elf=$(readlink -f "$1")
 wd=$(readlink -m "${2:-$(dirname "$elf")/gvsoc_$(basename "$elf")}")
 mkdir -p "$wd"
-exec gapy --target="${GAPY_TARGET:-ai_deck}" --platform=gvsoc --work-dir="$wd" \
+exec stdbuf -oL -eL gapy --target="${GAPY_TARGET:-ai_deck}" --platform=gvsoc --work-dir="$wd" \
     run --image --flash --exec-prepare --exec --binary="$elf"

@@ -45,8 +45,12 @@ pub const CL_ICACHE_CTRL: usize = CL_CTRL + 0x1400;
 
 /// Event unit, core-local demux (`ARCHI_EU_DEMUX_ADDR`, cluster cores only).
 pub const EU_DEMUX: usize = 0x0020_4000;
-/// OR into this core's event mask (`EU_CORE_MASK_OR`, archi/eu/eu_v3.h).
+/// This core's event mask (`EU_CORE_MASK`, archi/eu/eu_v3.h): the events that end a wait.
+pub const EU_CORE_MASK: usize = EU_DEMUX + 0x00;
+/// OR into this core's event mask (`EU_CORE_MASK_OR`).
 pub const EU_CORE_MASK_OR: usize = EU_DEMUX + 0x08;
+/// Clear events from this core's event buffer (`EU_CORE_BUFFER_CLEAR`).
+pub const EU_CORE_BUFFER_CLEAR: usize = EU_DEMUX + 0x28;
 /// Hardware barrier `b` through the demux (`EU_BARRIER_DEMUX_OFFSET` 0x200, `EU_BARRIER_SIZE` 0x20).
 pub const fn eu_barrier(b: usize) -> usize {
     EU_DEMUX + 0x200 + b * 0x20
@@ -72,9 +76,10 @@ pub const MCHAN_STATUS: usize = MCHAN_DEMUX + 0x4;
 pub const DMA_EXT2LOC: u32 = 1 << 16;
 /// Incrementing addresses.
 pub const DMA_INCR: u32 = 1 << 17;
-/// Event at the end of the transfer.
+/// Event at the end of the transfer (`ELE`; not used: a broadcast DMA event would wake cores
+/// sleeping in a barrier).
 pub const DMA_ELE: u32 = 1 << 19;
-/// Broadcast (`BLE`), as the SDK sets it.
+/// Broadcast the end event (`BLE`; not used, see [`DMA_ELE`]).
 pub const DMA_BLE: u32 = 1 << 21;
 /// Largest size of one command (16-bit size field; kept below 32 KiB like the SDK's 1D path).
 pub const DMA_MAX_LEN: usize = (1 << 15) - 1;

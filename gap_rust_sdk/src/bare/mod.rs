@@ -66,9 +66,15 @@ static READY: [Word; MAX_CORES] = [const { Word::new() }; MAX_CORES];
 static POWERED: Word = Word::new();
 static TAKEN: Word = Word::new();
 
+/// Waits about `n` cycles. (Not `core::hint::spin_loop`: its `pause` is a `fence` encoding, on
+/// which the GAP8 model's FC stops for good.)
 fn spin(n: u32) {
     for _ in 0..n {
-        core::hint::spin_loop();
+        #[cfg(target_arch = "riscv32")]
+        // SAFETY: a `nop`.
+        unsafe {
+            core::arch::asm!("nop", options(nomem, nostack, preserves_flags))
+        };
         compiler_fence(Ordering::SeqCst);
     }
 }
@@ -95,13 +101,13 @@ fn barrier_setup(b: usize, mask: u32) {
 #[cfg(target_arch = "riscv32")]
 #[unsafe(no_mangle)]
 extern "C" fn __bare_cluster_start(core: usize) -> ! {
-    // SAFETY: enabling this core's barrier and DMA events in its event mask; no memory effect.
+    // SAFETY: this core's event mask and buffer (no memory effect): only the barrier event may end
+    // a wait (a DMA end event, broadcast to all cores, must not wake a core that sleeps in a
+    // barrier), and nothing stale is pending.
     unsafe {
-        mmio::write(
-            mmio::EU_CORE_MASK_OR,
-            (1 << mmio::EVT_BARRIER) | (1 << mmio::EVT_DMA),
-        )
-    };
+        mmio::write(mmio::EU_CORE_MASK, 1 << mmio::EVT_BARRIER);
+        mmio::write(mmio::EU_CORE_BUFFER_CLEAR, 0xFFFF_FFFF);
+    }
     // Barrier 0 spans all 8 cores; every core writes the same masks (idempotent).
     barrier_setup(0, 0xFF);
     perf::start();
@@ -443,10 +449,7 @@ unsafe impl DmaRaw for BareDma {
         // word, L1 address and L2 address are pushed. The caller guarantees the ranges.
         let tid = unsafe {
             let tid = mmio::read(mmio::MCHAN_CMD);
-            mmio::write(
-                mmio::MCHAN_CMD,
-                len as u32 | ty | mmio::DMA_INCR | mmio::DMA_ELE | mmio::DMA_BLE,
-            );
+            mmio::write(mmio::MCHAN_CMD, len as u32 | ty | mmio::DMA_INCR);
             mmio::write(mmio::MCHAN_CMD, loc as u32);
             mmio::write(mmio::MCHAN_CMD, ext as u32);
             tid
@@ -459,9 +462,7 @@ unsafe impl DmaRaw for BareDma {
             let bit = 1u32 << (tid & 0x1F);
             // SAFETY: status register of the DMA; writing the bit frees the transfer id.
             unsafe {
-                while mmio::read(mmio::MCHAN_STATUS) & bit != 0 {
-                    core::hint::spin_loop();
-                }
+                while mmio::read(mmio::MCHAN_STATUS) & bit != 0 {}
                 mmio::write(mmio::MCHAN_STATUS, bit);
             }
             compiler_fence(Ordering::SeqCst);
