@@ -696,5 +696,18 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
         );
     }
     println!("wrote {}", csv.display());
+    // Headroom: the default suite with the camera unpaced (frames as fast as the drone seals them;
+    // the bridge drops whole frames when the receiver falls behind, counted as lost).
+    for t in [Transport::Tcp, Transport::Udp] {
+        let sec = Security::Secure {
+            suite: Suite::ChaCha20Poly1305,
+            kex: KexMode::X25519,
+        };
+        let r = bench_one(&sec, t, frames, 0.0, spi_hz)?;
+        println!(
+            "headroom: {} over {t} with the camera unpaced: {:.1} fps, {:.1} Mb/s, p50 {:.2} ms, p95 {:.2} ms, lost {}",
+            r.suite, r.fps, r.goodput_mbps, r.p50, r.p95, r.lost
+        );
+    }
     Ok(())
 }
