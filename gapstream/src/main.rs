@@ -145,6 +145,21 @@ struct SourceOpts {
     /// SPI clock of the GAP8 -> ESP32 link in Hz (0: no pacing, measures the software chain).
     #[arg(long, default_value_t = 10_000_000)]
     spi_hz: u64,
+    /// The drone starts a new key epoch after this many frames...
+    #[arg(long, default_value_t = 10_000)]
+    rekey_frames: u64,
+    /// ...or after this many seconds, whichever comes first.
+    #[arg(long, default_value_t = 60.0)]
+    rekey_secs: f64,
+}
+
+impl SourceOpts {
+    fn rekey(&self) -> run::Rekey {
+        run::Rekey {
+            after_frames: self.rekey_frames,
+            after: Duration::from_secs_f64(self.rekey_secs.max(0.001)),
+        }
+    }
 }
 
 #[derive(Args, Clone)]
@@ -289,6 +304,7 @@ fn main() -> ExitCode {
                     .map_err(|_| "bad packet size")?,
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
                 security: a.security.security()?,
+                rekey: a.source.rekey(),
             };
             run::demo(node, s, stop).map_err(|e| e.to_string())
         })(),
@@ -329,6 +345,7 @@ fn main() -> ExitCode {
                     .map_err(|_| "bad packet size")?,
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
                 security: a.security.security()?,
+                rekey: a.source.rekey(),
             };
             let id = match node.security {
                 Security::StockPlaintext => None,

@@ -763,11 +763,10 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
             }
         }
     }
-    let row = log.tick(&counters, true)?;
-    if sinks.status_line {
+    log.tick(&counters, true)?;
+    if sinks.status_line && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!();
     }
-    let _ = row;
     let latency = metrics::Percentiles::of(&mut log.all_latencies_ms.clone());
     Ok(Summary {
         counters,
@@ -800,7 +799,12 @@ fn tick(
 ) -> Result<(), ReceiverError> {
     if let Some(row) = log.tick(c, false)? {
         if sinks.status_line {
-            eprint!("\r{}\x1b[K", metrics::status_line(&row, label));
+            // On a terminal one line rewritten in place; in a log one line per interval.
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprint!("\r{}\x1b[K", metrics::status_line(&row, label));
+            } else {
+                eprintln!("{}", metrics::status_line(&row, label));
+            }
         }
         if let Some(v) = &sinks.viewer {
             v.update_stats(|s| {

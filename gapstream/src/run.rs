@@ -180,6 +180,32 @@ pub fn receiver_session(
 /// The drone's mode for `security` with `identity`. The simulated drone accepts every suite, so
 /// the receiver's choice decides (a real drone's policy accepts only the authenticated ones).
 pub fn drone_mode(security: &Security, identity: Option<Identity>) -> Result<Mode, RunError> {
+    drone_mode_with(security, identity, Rekey::default())
+}
+
+/// When the drone starts a new key epoch.
+#[derive(Clone, Copy, Debug)]
+pub struct Rekey {
+    pub after_frames: u64,
+    pub after: Duration,
+}
+
+impl Default for Rekey {
+    fn default() -> Self {
+        let d = session::DroneConfig::default();
+        Rekey {
+            after_frames: d.rekey_after_frames,
+            after: Duration::from_nanos(d.rekey_after_ns),
+        }
+    }
+}
+
+/// [`drone_mode`] with a rekey policy.
+pub fn drone_mode_with(
+    security: &Security,
+    identity: Option<Identity>,
+    rekey: Rekey,
+) -> Result<Mode, RunError> {
     match security {
         Security::StockPlaintext => Ok(Mode::StockPlaintext),
         Security::Secure { .. } => {
@@ -191,6 +217,8 @@ pub fn drone_mode(security: &Security, identity: Option<Identity>) -> Result<Mod
             })?;
             let mut s = session::DroneConfig::default();
             s.policy.suites = SuiteSet::all();
+            s.rekey_after_frames = rekey.after_frames.max(1);
+            s.rekey_after_ns = rekey.after.as_nanos().min(u64::MAX as u128) as u64;
             Ok(Mode::Secure(Box::new(SecureConfig {
                 identity,
                 session: s,
@@ -211,6 +239,7 @@ pub struct NodeSettings {
     pub packet_payload: usize,
     pub spi_hz: Option<u64>,
     pub security: Security,
+    pub rekey: Rekey,
 }
 
 fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
@@ -290,7 +319,7 @@ fn receiver_sinks(viewer: &Option<(Arc<ViewerState>, Viewer)>, s: &StreamSetting
 pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Result<(), RunError> {
     let (drone_id, rx_id) = fresh_pairing()?;
     let session = receiver_session(&node.security, Some(rx_id), node.packet_payload)?;
-    let mode = drone_mode(&node.security, Some(drone_id))?;
+    let mode = drone_mode_with(&node.security, Some(drone_id), node.rekey)?;
     let bridge = start_bridge(false)?;
     let viewer = match &s.viewer {
         Some(a) => Some(start_viewer(a, s.bayer)?),
@@ -426,7 +455,7 @@ pub fn node_only(
     stop: Arc<AtomicBool>,
 ) -> Result<(), RunError> {
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
-    let mode = drone_mode(&node.security, identity)?;
+    let mode = drone_mode_with(&node.security, identity, node.rekey)?;
     eprintln!("gapstream node: streaming into {bridge_spi} (Ctrl-C stops)");
     let n = sim::start_node(NodeConfig {
         source,
