@@ -71,10 +71,6 @@ fn raw_frames(dir: &std::path::Path, n: usize) -> (SourceSpec, Vec<Vec<u8>>) {
     )
 }
 
-fn node(spec: &SourceSpec, spi: SocketAddr, fps: f64, frames: Option<u64>, packet: usize) -> Node {
-    node_with(spec, spi, fps, frames, packet, Mode::StockPlaintext)
-}
-
 fn node_with(
     spec: &SourceSpec,
     spi: SocketAddr,
