@@ -35,7 +35,8 @@ pub enum Dir {
 pub enum DmaError {
     /// Source and destination lengths differ.
     Length,
-    /// The transfer is longer than the engine accepts in one command ([`DmaRaw::max_len`]).
+    /// Kept for compatibility: transfers longer than [`DmaRaw::max_len`] are split into several
+    /// commands and never fail with this.
     TooLong,
     /// The local side is not in the cluster's L1.
     NotLocal,
@@ -96,18 +97,26 @@ pub unsafe trait DmaRaw {
     unsafe fn wait(&mut self, cmd: &mut Self::Cmd);
 }
 
-/// Transfers one [`Scope`] can have in flight.
-pub const SCOPE_SLOTS: usize = 4;
+/// DMA commands one [`Scope`] can have in flight (mchan has 16 transfer ids).
+pub const SCOPE_SLOTS: usize = 16;
 
 /// Safe handle on a backend's DMA engine.
 pub struct Dma<R: DmaRaw> {
     raw: R,
+    chunk: usize,
 }
 
 impl<R: DmaRaw> Dma<R> {
     /// Wraps a backend engine.
     pub fn new(raw: R) -> Self {
-        Dma { raw }
+        Dma { raw, chunk: 0 }
+    }
+
+    /// Splits every later copy into commands of at most `bytes` (0: only as the engine's
+    /// [`DmaRaw::max_len`] requires). On GAP8 a long command occupies L2 until it is done, and an
+    /// instruction-cache refill waits behind it; shorter commands let refills in between.
+    pub fn set_chunk(&mut self, bytes: usize) {
+        self.chunk = bytes;
     }
 
     /// The backend engine.
@@ -122,6 +131,7 @@ impl<R: DmaRaw> Dma<R> {
         F: for<'s> FnOnce(&'s Scope<'s, 'env, R>) -> T,
     {
         let state = ScopeState {
+            chunk: self.chunk,
             raw: UnsafeCell::new(&mut self.raw),
             cmds: core::array::from_fn(|_| UnsafeCell::new(R::new_cmd())),
             busy: [const { Cell::new(false) }; SCOPE_SLOTS],
@@ -147,6 +157,7 @@ impl<R: DmaRaw> Dma<R> {
 
 /// The command records of a scope; waits for every transfer still in flight when dropped.
 struct ScopeState<'env, R: DmaRaw> {
+    chunk: usize,
     raw: UnsafeCell<&'env mut R>,
     cmds: [UnsafeCell<R::Cmd>; SCOPE_SLOTS],
     busy: [Cell<bool>; SCOPE_SLOTS],
@@ -162,7 +173,8 @@ pub struct Scope<'s, 'env: 's, R: DmaRaw> {
 /// A transfer in flight. [`Transfer::wait`] waits for it; dropping it does nothing (the scope waits).
 pub struct Transfer<'s, 'env: 's, R: DmaRaw> {
     state: &'s ScopeState<'env, R>,
-    slot: usize,
+    /// The slots of its commands (one bit per slot).
+    slots: u32,
 }
 
 impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
@@ -211,35 +223,54 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
         // SAFETY: the state is `!Sync` (UnsafeCell) and none of its methods keeps a reference to
         // `raw` across a call, so this is the only live reference to the engine.
         let raw: &mut R = unsafe { &mut **st.raw.get() };
-        if len > raw.max_len() {
-            return Err(DmaError::TooLong);
-        }
         if !raw.is_local(loc as usize, len) {
             return Err(DmaError::NotLocal);
         }
-        if len == 0 {
-            // Nothing to move: no command is issued, and so none is ever waited on.
-            return Ok(Transfer {
-                state: self.state,
-                slot: usize::MAX,
-            });
+        let max = raw.max_len().max(1);
+        let chunk = if st.chunk == 0 {
+            max
+        } else {
+            st.chunk.min(max)
+        };
+        let commands = len.div_ceil(chunk);
+        let free = st.busy.iter().filter(|b| !b.get()).count();
+        if commands > free {
+            // Nothing started: either the whole transfer is issued or none of it.
+            return Err(DmaError::Busy);
         }
-        let slot = st
-            .busy
-            .iter()
-            .position(|b| !b.get())
-            .ok_or(DmaError::Busy)?;
-        st.busy[slot].set(true);
-        // SAFETY: `ext` and `loc` come from a `&'s` / `&'s mut` pair of equal length, borrowed until
-        // the scope ends, and the scope waits for this command before it ends (`Drop`), so both
-        // ranges stay valid and unaliased (they cannot overlap: one is shared, one is exclusive) and
-        // the destination is ours for the whole transfer. `loc` passed `is_local`, `len` is in
-        // range. The command record lives in `st.cmds[slot]`, which does not move (the state is
-        // borrowed by the scope until it is dropped) and is not reused while `busy[slot]` is set.
-        unsafe { raw.start(dir, ext, loc, len, &mut *st.cmds[slot].get()) };
+        // Zero length: no command is issued, and so none is ever waited on.
+        let mut slots = 0u32;
+        let mut done = 0;
+        while done < len {
+            let n = chunk.min(len - done);
+            let slot = st
+                .busy
+                .iter()
+                .position(|b| !b.get())
+                .ok_or(DmaError::Busy)?;
+            st.busy[slot].set(true);
+            slots |= 1 << slot;
+            // SAFETY: `ext` and `loc` come from a `&'s` / `&'s mut` pair of equal length `len`,
+            // borrowed until the scope ends, and the scope waits for this command before it ends
+            // (`Drop`), so both ranges stay valid and unaliased (they cannot overlap: one is
+            // shared, one is exclusive) and the destination is ours for the whole transfer;
+            // `done + n <= len`. `loc` passed `is_local`, `n <= max_len`. The command record lives
+            // in `st.cmds[slot]`, which does not move (the state is borrowed by the scope until
+            // it is dropped) and is not reused while `busy[slot]` is set.
+            unsafe {
+                raw.start(
+                    dir,
+                    ext.add(done),
+                    loc.add(done),
+                    n,
+                    &mut *st.cmds[slot].get(),
+                )
+            };
+            done += n;
+        }
         Ok(Transfer {
             state: self.state,
-            slot,
+            slots,
         })
     }
 
@@ -272,7 +303,11 @@ impl<R: DmaRaw> Drop for ScopeState<'_, R> {
 impl<R: DmaRaw> Transfer<'_, '_, R> {
     /// Waits until this transfer is complete.
     pub fn wait(self) {
-        self.state.wait_slot(self.slot);
+        for slot in 0..SCOPE_SLOTS {
+            if self.slots & (1 << slot) != 0 {
+                self.state.wait_slot(slot);
+            }
+        }
     }
 }
 
@@ -350,9 +385,21 @@ mod tests {
         let mut a = [0u8; 2000];
         dma.copy_in(&[], &mut a[..0]).unwrap();
         assert_eq!(dma.copy_in(&[1, 2], &mut a[..3]), Err(DmaError::Length));
-        let big = [0u8; 2000];
-        assert_eq!(dma.copy_in(&big, &mut a), Err(DmaError::TooLong));
         assert_eq!((dma.raw().started, dma.raw().waited), (0, 0));
+        // Longer than one command (1024): split into two, both waited for.
+        let big: Vec<u8> = (0..2000).map(|i| i as u8).collect();
+        dma.copy_in(&big, &mut a).unwrap();
+        assert_eq!(a[..], big[..]);
+        assert_eq!((dma.raw().started, dma.raw().waited), (2, 2));
+        // A chunk size splits further; a transfer that needs more slots than are free starts nothing.
+        dma.set_chunk(200);
+        a.fill(0);
+        dma.copy_in(&big, &mut a).unwrap();
+        assert_eq!(a[..], big[..]);
+        assert_eq!((dma.raw().started, dma.raw().waited), (12, 12));
+        dma.set_chunk(100); // 20 commands > 16 slots
+        assert_eq!(dma.copy_in(&big, &mut a), Err(DmaError::Busy));
+        assert_eq!((dma.raw().started, dma.raw().waited), (12, 12));
     }
 
     #[test]

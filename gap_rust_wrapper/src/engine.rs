@@ -1,10 +1,11 @@
 //! The engine: three L1 buffers and the round loop.
+use crate::rotation::Rotation;
 use crate::source::{InPlace, Separate, Source};
 use crate::split::boundaries;
 use crate::{Config, Error};
 use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use core::marker::PhantomData;
-use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaRaw, MAX_CORES};
+use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaRaw, MAX_CORES, Team};
 
 /// The parallel stream-cipher engine of one cluster.
 ///
@@ -218,55 +219,44 @@ fn apply_piece<F: CipherFactory>(
         .map_err(|_| Error::CounterOverflow)
 }
 
-/// What core 0 does besides its piece: the round's DMA exchange.
-struct Exchange<'a, P, D: DmaRaw> {
-    payload: &'a mut P,
-    dma: &'a mut Dma<D>,
-    fetch: Option<(usize, &'a mut [u8])>,
-    commit: Option<(usize, &'a [u8])>,
+/// The rounds of one call: where each round's bytes and each core's piece are.
+#[derive(Clone, Copy)]
+struct Plan {
+    len: usize,
+    buf: usize,
+    chunks: usize,
+    cores: usize,
+    offset: u64,
+    align: usize,
+    lead: usize,
 }
 
-/// One core's part of a round.
-struct Slot<'a, C, P, D: DmaRaw> {
-    cipher: &'a mut Option<C>,
-    piece: &'a mut [u8],
-    /// Payload position of `piece[0]` (the keystream position is `offset + pos`).
-    pos: usize,
-    exchange: Option<Exchange<'a, P, D>>,
-    result: Result<(), Error>,
+impl Plan {
+    /// Payload range `[start, end)` of round `r`.
+    fn chunk(&self, r: usize) -> (usize, usize) {
+        let start = (r * self.buf).min(self.len);
+        (start, self.len.min(start + self.buf))
+    }
+
+    /// Payload range of core `core`'s piece of round `r` (pieces of one round are disjoint).
+    fn piece(&self, r: usize, core: usize) -> (usize, usize) {
+        let (w0, w1) = self.chunk(r);
+        let b = boundaries(w0, w1, self.cores, self.offset, self.align);
+        (b[core], b[core + 1])
+    }
 }
 
-/// Cuts `work` (payload positions `b[0]..b[n]`) into the slots of `n` cores.
-fn pieces<'a, C, P, D: DmaRaw>(
-    ciphers: &'a mut [Option<C>; MAX_CORES],
-    work: &'a mut [u8],
-    b: &[usize; 9],
-    n: usize,
-) -> [Slot<'a, C, P, D>; MAX_CORES] {
-    let mut rest = work;
-    let base = b[0];
-    let mut ciphers = ciphers.iter_mut();
-    core::array::from_fn(|i| {
-        let len = if i < n { b[i + 1] - b[i] } else { 0 };
-        let (piece, tail) = core::mem::take(&mut rest).split_at_mut(len);
-        rest = tail;
-        let cipher = ciphers.next().expect("MAX_CORES ciphers");
-        Slot {
-            cipher,
-            piece,
-            pos: if i < n { b[i] } else { base },
-            exchange: None,
-            result: Ok(()),
-        }
-    })
-}
-
-fn collect<C, P, D: DmaRaw>(
-    fork: Result<(), gap_rust_sdk::ForkError>,
-    slots: &[Slot<'_, C, P, D>],
-) -> Result<(), Error> {
-    fork.map_err(Error::Fork)?;
-    slots.iter().try_for_each(|s| s.result)
+/// Applies the keystream to one piece, keeping the core's first error.
+fn work<F: CipherFactory>(
+    factory: &F,
+    cipher: &mut Option<F::Cipher>,
+    pos: u64,
+    piece: &mut [u8],
+    result: &mut Result<(), Error>,
+) {
+    if result.is_ok() {
+        *result = apply_piece(factory, cipher, pos, piece);
+    }
 }
 
 /// The no-DMA path, on cluster core 0: one fork, each core on its piece of `data` where it is.
@@ -282,16 +272,52 @@ where
     F: CipherFactory,
 {
     let b = boundaries(0, data.len(), cfg.cores, offset, cfg.split_align);
-    let mut ciphers: [Option<F::Cipher>; MAX_CORES] = Default::default();
-    let mut slots: [Slot<'_, F::Cipher, InPlace<'_>, Ctl::DmaRaw>; MAX_CORES] =
-        pieces(&mut ciphers, data, &b, cfg.cores);
-    let fork = ctrl.fork_each(cfg.cores, factory, &mut slots, |_, factory, slot| {
-        slot.result = apply_piece(factory, slot.cipher, offset + slot.pos as u64, slot.piece);
+    // Core i gets `(payload position, piece)` in slot i.
+    let mut rest = data;
+    let mut slots: [(usize, &mut [u8], Result<(), Error>); MAX_CORES] = core::array::from_fn(|i| {
+        let len = if i < cfg.cores { b[i + 1] - b[i] } else { 0 };
+        let (piece, tail) = core::mem::take(&mut rest).split_at_mut(len);
+        rest = tail;
+        (b[i.min(cfg.cores)], piece, Ok(()))
     });
-    collect(fork, &slots)
+    let fork = ctrl.fork_each(cfg.cores, factory, &mut slots, |_, factory, slot| {
+        let (pos, piece, result) = slot;
+        work(factory, &mut None, offset + *pos as u64, piece, result);
+    });
+    fork.map_err(Error::Fork)?;
+    slots.iter().try_for_each(|s| s.2)
 }
 
-/// The round loop, on cluster core 0.
+/// What every core of a round fork reads.
+struct Shared<'a, F> {
+    plan: Plan,
+    factory: &'a F,
+    rot: Rotation<'a>,
+}
+
+/// Per-core slot of the round fork: core 0's driver, and the core's result.
+type RoundSlot<'a, P, D> = (Option<Driver<'a, P, D>>, Result<(), Error>);
+
+/// Core 0's extra duties: the payload and the DMA.
+struct Driver<'a, P, D: DmaRaw> {
+    payload: &'a mut P,
+    dma: &'a mut Dma<D>,
+}
+
+/// The round loop. One fork for the whole call; inside it every core loops over the rounds, and
+/// the team barrier ends each round:
+///
+/// ```text
+/// core 0:     exchange(fetch r+1 -> B[(r+1)%3], commit B[(r+2)%3] -> r-1, work on its piece of B[r%3])  barrier
+/// cores 1..:  work on its piece of B[r%3]                                                                 barrier
+/// ```
+///
+/// Core 0 waits for both transfers before it reaches the barrier, so when round r+1 starts the
+/// buffer it works on has landed, the buffer it fetches into has been written back, and nobody
+/// touches the buffer it commits any more. Each core builds its own cipher once (on its own stack)
+/// and seeks it per piece. Errors do not leave the loop early (every core must pass every
+/// barrier); a core that failed skips its later work and core 0 its later transfers.
+#[allow(unsafe_code)] // the `Rotation` accessors; their contract is in rotation.rs
 fn rounds<Ctl, F, P>(
     ctrl: &mut Ctl,
     cfg: Config,
@@ -305,66 +331,93 @@ where
     F: CipherFactory,
     P: Source,
 {
-    let mut ciphers: [Option<F::Cipher>; MAX_CORES] = Default::default();
     let len = payload.len();
     let mut dma = ctrl.dma();
-    // A round is one DMA command each way: at most the engine's per-command limit.
-    let buf = cfg.buffer.min(dma.raw().max_len());
-    let chunks = len.div_ceil(buf);
-    let chunk = |j: usize| (j * buf, len.min((j + 1) * buf));
+    let buf = cfg.buffer;
+    // At most half the scope's command slots per direction and round.
+    let per_direction = gap_rust_sdk::dma::SCOPE_SLOTS / 2;
+    let chunk = match cfg.dma_chunk {
+        0 => 0,
+        c => c.max(buf.div_ceil(per_direction)),
+    };
+    dma.set_chunk(chunk);
+    let plan = Plan {
+        len,
+        buf,
+        chunks: len.div_ceil(buf),
+        cores: cfg.cores,
+        offset,
+        align: cfg.split_align,
+        lead: cfg.dma_lead.next_multiple_of(cfg.split_align),
+    };
     let [b0, b1, b2] = bufs;
-    let mut bufs = [b0, b1, b2];
 
-    // Prologue: round 0's data into buffer 0.
-    let (s0, e0) = chunk(0);
-    payload.exchange(&mut dma, Some((s0, &mut bufs[0][..e0 - s0])), None, || ())?;
+    // Prologue: round 0's data into buffer 0 (nothing to overlap with).
+    let (s0, e0) = plan.chunk(0);
+    payload.exchange(&mut dma, Some((s0, &mut b0[..e0 - s0])), None, || ())?;
 
-    for r in 0..chunks {
-        let [work, fetch_buf, commit_buf] = rotate(&mut bufs, r);
-        let (w0, w1) = chunk(r);
-        let fetch = (r + 1 < chunks).then(|| {
-            let (f0, f1) = chunk(r + 1);
-            (f0, &mut fetch_buf[..f1 - f0])
-        });
-        let commit = (r >= 1).then(|| {
-            let (c0, c1) = chunk(r - 1);
-            (c0, &commit_buf[..c1 - c0])
-        });
-        let b = boundaries(w0, w1, cfg.cores, offset, cfg.split_align);
-        let mut slots = pieces(&mut ciphers, &mut work[..w1 - w0], &b, cfg.cores);
-        slots[0].exchange = Some(Exchange {
-            payload: &mut *payload,
-            dma: &mut dma,
-            fetch,
-            commit,
-        });
-        let fork = ctrl.fork_each(cfg.cores, factory, &mut slots, |_, factory, slot| {
-            let (cipher, piece, pos) = (&mut *slot.cipher, &mut *slot.piece, slot.pos);
-            let mut work = || apply_piece(factory, cipher, offset + pos as u64, piece);
-            slot.result = match slot.exchange.take() {
-                Some(x) => x
-                    .payload
-                    .exchange(x.dma, x.fetch, x.commit, work)
-                    .and_then(|r| r),
-                None => work(),
-            };
-        });
-        collect(fork, &slots)?;
-    }
+    let shared = Shared {
+        plan,
+        factory,
+        rot: Rotation::new([b0, b1, b2], buf),
+    };
+    let mut slots: [RoundSlot<'_, P, Ctl::DmaRaw>; MAX_CORES] =
+        core::array::from_fn(|_| (None, Ok(())));
+    slots[0].0 = Some(Driver {
+        payload: &mut *payload,
+        dma: &mut dma,
+    });
+    let fork = ctrl.fork_each(cfg.cores, &shared, &mut slots, |team, sh, slot| {
+        let core = team.core_id();
+        let plan = &sh.plan;
+        let mut cipher = None;
+        let (driver, result) = slot;
+        for r in 0..plan.chunks {
+            let (w0, _) = plan.chunk(r);
+            let (p0, p1) = plan.piece(r, core);
+            // SAFETY: round r; this core's piece `[p0, p1)` of the work buffer is disjoint from
+            // every other core's (`Plan::piece`), and the reference is dropped before the
+            // barrier that ends the round.
+            let piece = unsafe { sh.rot.work(r, p0 - w0, p1 - w0) };
+            let pos = offset + p0 as u64;
+            match driver {
+                Some(d) if result.is_ok() => {
+                    let fetch = (r + 1 < plan.chunks).then(|| {
+                        let (f0, f1) = plan.chunk(r + 1);
+                        // SAFETY: round r; only core 0 touches the prefetch buffer, until the
+                        // exchange below returns (it waits for the transfer).
+                        (f0, unsafe { sh.rot.prefetch(r, f1 - f0) })
+                    });
+                    let commit = (r >= 1).then(|| {
+                        let (c0, c1) = plan.chunk(r - 1);
+                        // SAFETY: round r; the commit buffer was the work buffer of round r - 1,
+                        // finished by every core before the last barrier; only core 0 reads it.
+                        (c0, unsafe { sh.rot.commit(r, c1 - c0) })
+                    });
+                    // The first `lead` bytes before the transfers start (see `Config::dma_lead`).
+                    let lead = plan.lead.min(piece.len());
+                    let (head, tail) = piece.split_at_mut(lead);
+                    let mut res = Ok(());
+                    work(sh.factory, &mut cipher, pos, head, &mut res);
+                    let x = d.payload.exchange(d.dma, fetch, commit, || {
+                        work(sh.factory, &mut cipher, pos + lead as u64, tail, &mut res)
+                    });
+                    *result = x.and(res);
+                }
+                Some(_) => {}
+                None => work(sh.factory, &mut cipher, pos, piece, result),
+            }
+            team.barrier();
+        }
+    });
+    fork.map_err(Error::Fork)?;
+    slots.iter().try_for_each(|s| s.1)?;
+    drop(slots);
 
     // Epilogue: the last round back to the payload.
-    let last = chunks - 1;
-    let (c0, c1) = chunk(last);
-    let commit_buf: &[u8] = &bufs[last % 3][..c1 - c0];
+    let last = plan.chunks - 1;
+    let (c0, c1) = plan.chunk(last);
+    // SAFETY: the fork is over; nothing else references the buffers.
+    let commit_buf: &[u8] = unsafe { shared.rot.commit(last + 1, c1 - c0) };
     payload.exchange(&mut dma, None, Some((c0, commit_buf)), || ())
-}
-
-/// `[work, prefetch, commit]` = buffers `r % 3`, `(r + 1) % 3`, `(r + 2) % 3` as disjoint borrows.
-fn rotate<'b>(bufs: &'b mut [&mut [u8]; 3], r: usize) -> [&'b mut [u8]; 3] {
-    let [a, b, c] = bufs;
-    match r % 3 {
-        0 => [&mut **a, &mut **b, &mut **c],
-        1 => [&mut **b, &mut **c, &mut **a],
-        _ => [&mut **c, &mut **a, &mut **b],
-    }
 }

