@@ -132,8 +132,17 @@ fn main() -> Result<(), &'static str> {
     vectors::<aes::Aes128Ctr>("best")?;
     variant::<aes::Portable>(120)?;
     variant::<aes::Rv32>(120)?;
-    // The PULP kernel, with p.ror emulated by a trap handler.
+    // The PULP kernel, with p.ror emulated by a trap handler. First anchor the emulator's decoding
+    // to the golden word of platform-facts / asm_macros: p.ror a0, a0, a1 = 0x08B55533.
     let emu = pulp_emu::PulpEmu::install()?;
+    let mut a0 = 0x8000_0001u32;
+    // SAFETY: a register-only instruction, emulated while `emu` is alive.
+    unsafe {
+        core::arch::asm!(".insn 4, 0x08b55533", inout("a0") a0, in("a1") 4u32, options(nomem, nostack))
+    };
+    if a0 != 0x1800_0000 {
+        return Err("p.ror a0, a0, a1 (0x08B55533) emulated wrongly");
+    }
     let t0 = emu.traps();
     // Fewer cases: every emulated p.ror costs about a hundred QEMU instructions.
     variant::<aes::Pulp>(25)?;
