@@ -108,6 +108,7 @@ extern "C" fn __bare_cluster_start(core: usize) -> ! {
         mmio::write(mmio::EU_CORE_MASK, 1 << mmio::EVT_BARRIER);
         mmio::write(mmio::EU_CORE_BUFFER_CLEAR, 0xFFFF_FFFF);
     }
+    paint_stack(core);
     // Barrier 0 spans all 8 cores; every core writes the same masks (idempotent).
     barrier_setup(0, 0xFF);
     perf::start();
@@ -155,6 +156,55 @@ fn worker_loop(core: usize) -> ! {
         }
         barrier_wait(0); // the fork ends
     }
+}
+
+const STACK_PAINT: u32 = 0x5AC5_5AC5;
+
+/// `[bottom, top)` of cluster core `core`'s stack (linker script).
+fn stack_range(core: usize) -> (usize, usize) {
+    unsafe extern "C" {
+        static __cl_stack0_bottom: u8;
+        static __cl_stack0_top: u8;
+        static __cl_slave_stacks: u8;
+        static __cl_slave_stack_size: u8;
+    }
+    let size = core::ptr::addr_of!(__cl_slave_stack_size) as usize;
+    if core == 0 {
+        (
+            core::ptr::addr_of!(__cl_stack0_bottom) as usize,
+            core::ptr::addr_of!(__cl_stack0_top) as usize,
+        )
+    } else {
+        let base = core::ptr::addr_of!(__cl_slave_stacks) as usize + (core - 1) * size;
+        (base, base + size)
+    }
+}
+
+/// Fills the unused part of this core's stack (below the current frame, minus a margin) with a
+/// pattern, so that [`stack_used`] can report the high-water mark.
+#[cfg(target_arch = "riscv32")]
+fn paint_stack(core: usize) {
+    let (bottom, _) = stack_range(core);
+    let marker = 0u32;
+    let below = (&raw const marker as usize).saturating_sub(256) & !3;
+    let mut p = bottom;
+    while p < below {
+        // SAFETY: `[bottom, below)` is this core's own stack below the live frames (a 256-byte
+        // margin under the current local), not used by anyone yet.
+        unsafe { core::ptr::write_volatile(p as *mut u32, STACK_PAINT) };
+        p += 4;
+    }
+}
+
+/// Bytes of cluster core `core`'s stack used so far (high-water mark, from the paint), and its size.
+pub fn stack_used(core: usize) -> (usize, usize) {
+    let (bottom, top) = stack_range(core.min(MAX_CORES - 1));
+    let mut p = bottom;
+    // SAFETY: reading words of the stack region of the linker script (L1, powered).
+    while p < top && unsafe { core::ptr::read_volatile(p as *const u32) } == STACK_PAINT {
+        p += 4;
+    }
+    (top - p, top - bottom)
 }
 
 /// The cluster, seen from the FC. Only one exists at a time ([`BareCluster::take`]).

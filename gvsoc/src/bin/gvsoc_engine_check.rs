@@ -111,6 +111,10 @@ mod app {
             all &=
                 run::<chacha20::ChaCha20>(&cl, &mut eng, &mut data, "chacha20-rustcrypto", cores);
         }
+        for core in 0..8 {
+            let (used, size) = gap_rust_sdk::bare::stack_used(core);
+            bare_println!("gvsoc stack core={core} used={used} size={size}");
+        }
         if all { 0 } else { 5 }
     }
 
