@@ -46,7 +46,7 @@ pub const CL_ICACHE_CTRL: usize = CL_CTRL + 0x1400;
 /// Event unit, core-local demux (`ARCHI_EU_DEMUX_ADDR`, cluster cores only).
 pub const EU_DEMUX: usize = 0x0020_4000;
 /// This core's event mask (`EU_CORE_MASK`, archi/eu/eu_v3.h): the events that end a wait.
-pub const EU_CORE_MASK: usize = EU_DEMUX + 0x00;
+pub const EU_CORE_MASK: usize = EU_DEMUX;
 /// OR into this core's event mask (`EU_CORE_MASK_OR`).
 pub const EU_CORE_MASK_OR: usize = EU_DEMUX + 0x08;
 /// Clear events from this core's event buffer (`EU_CORE_BUFFER_CLEAR`).
