@@ -63,7 +63,9 @@ impl core::fmt::Display for CryptoError {
             }
             CryptoError::KeyLength => f.write_str("wrong key length for the suite"),
             CryptoError::BadTag => f.write_str("authentication tag mismatch"),
-            CryptoError::SequenceExhausted => f.write_str("sequence numbers exhausted: handshake again"),
+            CryptoError::SequenceExhausted => {
+                f.write_str("sequence numbers exhausted: handshake again")
+            }
         }
     }
 }
