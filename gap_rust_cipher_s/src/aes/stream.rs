@@ -160,20 +160,21 @@ fn as_words(bytes: &mut [u8]) -> Option<&mut [u32]> {
     }
 }
 
-/// Pairs a scratch keystream buffer holds (512 bytes).
-const SCRATCH_PAIRS: usize = 16;
+/// Pairs the scratch keystream buffer holds (128 bytes: cluster cores have 2 KiB stacks).
+const SCRATCH_PAIRS: usize = 4;
 
 /// XORs into `data` the keystream of pairs `p0..p1` of `run` (pair `p` = low bytes `2p`,
 /// `2p + 1`), skipping the first block of the first pair (`skip_first`) and the second block of
 /// the last pair (`skip_last`).
 ///
-/// Word-aligned data is XORed in place by the kernel. Partial pairs of long messages cost one
-/// extra single-pair call each; short messages with a partial pair and unaligned data go through
-/// a scratch keystream buffer, so that each group of 8 blocks is computed once.
+/// Word-aligned data is XORed in place by the kernel. A partial first or last pair goes through
+/// the scratch buffer (a message of at most [`SCRATCH_PAIRS`] pairs in one call, so that its group
+/// of 8 blocks is computed once); unaligned data goes through it entirely.
+#[inline(never)]
 fn xor_pairs_partial<B: Backend>(
     keys: &RoundKeys,
     run: &RunCtx,
-    (mut p0, mut p1): (usize, usize),
+    (mut p0, p1): (usize, usize),
     skip_first: bool,
     skip_last: bool,
     mut data: &mut [u8],
@@ -184,45 +185,31 @@ fn xor_pairs_partial<B: Backend>(
         v0: (2 * p) as u8,
         npairs: n,
     };
-    let partial = skip_first || skip_last;
-    if as_words(data).is_none() || (partial && p1 - p0 <= SCRATCH_PAIRS) {
-        let mut ks = [0u32; 8 * SCRATCH_PAIRS];
-        let mut skip = if skip_first { 16 } else { 0 };
-        while !data.is_empty() {
-            let n = core::cmp::min(SCRATCH_PAIRS, p1 - p0);
-            ks[..8 * n].fill(0);
-            B::xor_pairs(&job(p0, n), &mut ks[..8 * n]);
-            let take = core::cmp::min(32 * n - skip, data.len());
-            let (now, rest) = data.split_at_mut(take);
-            xor_keystream(&ks[skip / 4..8 * n], now);
+    let mut ks = [0u32; 8 * SCRATCH_PAIRS];
+    let aligned = as_words(data).is_some();
+    let mut skip = if skip_first { 16 } else { 0 };
+    while !data.is_empty() {
+        let left = p1 - p0;
+        // Pairs that can go straight into the data: all but a partial last one.
+        let direct = left - usize::from(skip_last);
+        if aligned && skip == 0 && direct > 0 && !(skip_last && left <= SCRATCH_PAIRS) {
+            let (now, rest) = data.split_at_mut(32 * direct);
+            if let Some(words) = as_words(now) {
+                B::xor_pairs(&job(p0, direct), words);
+            }
             data = rest;
-            p0 += n;
-            skip = 0;
+            p0 += direct;
+            continue;
         }
-        return;
-    }
-    if skip_first {
-        let mut ks = [0u32; 8];
-        B::xor_pairs(&job(p0, 1), &mut ks);
-        let (head, rest) = data.split_at_mut(16);
-        xor_keystream(&ks[4..], head);
+        let n = core::cmp::min(SCRATCH_PAIRS, left);
+        ks[..8 * n].fill(0);
+        B::xor_pairs(&job(p0, n), &mut ks[..8 * n]);
+        let take = core::cmp::min(32 * n - skip, data.len());
+        let (now, rest) = data.split_at_mut(take);
+        xor_keystream(&ks[skip / 4..8 * n], now);
         data = rest;
-        p0 += 1;
-    }
-    let mut last = None;
-    if skip_last {
-        let (body, tail) = data.split_at_mut(data.len() - 16);
-        last = Some(tail);
-        data = body;
-        p1 -= 1;
-    }
-    if let Some(words) = as_words(data) {
-        B::xor_pairs(&job(p0, p1 - p0), words);
-    }
-    if let Some(tail) = last {
-        let mut ks = [0u32; 8];
-        B::xor_pairs(&job(p1, 1), &mut ks);
-        xor_keystream(&ks[..4], tail);
+        p0 += n;
+        skip = 0;
     }
 }
 

@@ -125,6 +125,60 @@ class Block:
         return self.emit("p.ror", self.tmp(), (a, amt))
 
 
+def schedule(block):
+    """Reorders a block so that no instruction uses the result of the load just before it (RI5CY
+    stalls one cycle on a load-use), keeping the original order wherever possible (register
+    pressure). Loads and stores keep their relative order around stores."""
+    ops = block.ops
+    n = len(ops)
+    deps = [set() for _ in range(n)]
+    last_def = {}
+    last_store = None
+    mem_since_store = []
+    for i, (op, d, srcs, imm) in enumerate(ops):
+        for s in srcs:
+            if s in last_def:
+                deps[i].add(last_def[s])
+        if op == "sw":
+            if last_store is not None:
+                deps[i].add(last_store)
+            deps[i].update(mem_since_store)
+            last_store = i
+            mem_since_store = []
+        elif op == "lw":
+            if last_store is not None:
+                deps[i].add(last_store)
+            mem_since_store.append(i)
+        if d is not None:
+            last_def[d] = i
+    done = [False] * n
+    order = []
+    prev_load_dst = None
+    while len(order) < n:
+        ready = [i for i in range(n) if not done[i] and all(done[j] for j in deps[i])]
+        pick = None
+        for i in ready:
+            if prev_load_dst is None or prev_load_dst not in ops[i][2]:
+                pick = i
+                break
+        if pick is None:
+            pick = ready[0]
+        done[pick] = True
+        order.append(pick)
+        op, d = ops[pick][0], ops[pick][1]
+        prev_load_dst = d if op == "lw" else None
+    block.ops = [ops[i] for i in order]
+
+
+def stalls(code):
+    """Load-use stalls of straight-line allocated code."""
+    k = 0
+    for a, b in zip(code, code[1:]):
+        if a[0] == "lw" and a[1] in b[2]:
+            k += 1
+    return k
+
+
 def allocate(block, avail, pin_in, pin_out, keep=()):
     """Linear-scan allocation of `block`.
 
@@ -132,6 +186,7 @@ def allocate(block, avail, pin_in, pin_out, keep=()):
     exit (moves are added if the allocator put it elsewhere). `keep`: vregs live on exit wherever
     they are. Returns (instructions, {vreg: register} for pin_out and keep).
     """
+    schedule(block)
     ops = block.ops
     n = len(ops)
     uses = {}
@@ -454,14 +509,16 @@ def build_final():
         swapmove(i, j, m55, 1)
     for i, j in ((0, 2), (1, 3), (4, 6), (5, 7)):
         swapmove(i, j, m33, 2)
+    dp = b.lwsp(F_DATA)
+    data = []
     for i, j in ((0, 4), (1, 5), (2, 6), (3, 7)):
         swapmove(i, j, m0f, 4)
-    dp = b.lwsp(F_DATA)
+        # Load the data words early (no load-use stall at the XORs).
+        data += [b.lw(dp, 8 * i), b.lw(dp, 8 * i + 4)]
     # Memory: block 0 columns 0..3 = w0 w2 w4 w6, block 1 = w1 w3 w5 w7.
     order = [0, 2, 4, 6, 1, 3, 5, 7]
     for k in range(8):
-        d = b.lw(dp, 4 * k)
-        b.sw(b.xor(d, w[order[k]]), dp, 4 * k)
+        b.sw(b.xor(data[k], w[order[k]]), dp, 4 * k)
     b.swsp(b.addi(dp, 32), F_DATA)
     return b, a
 
@@ -473,6 +530,7 @@ def generate(variant):
     L = ".Laes_%s_" % variant
     lines = []
     counts = {}
+    stall_counts = {}
 
     def asm(s):
         lines.append(s)
@@ -482,6 +540,7 @@ def generate(variant):
 
     def put(block, out):
         counts[block.name] = counts.get(block.name, 0) + len(out)
+        stall_counts[block.name] = stall_counts.get(block.name, 0) + stalls(out)
         for ins in out:
             asm("    " + fmt(ins, macro))
 
@@ -564,6 +623,7 @@ def generate(variant):
     put(sb, sbox_code)
     asm("    ret")
     asm(".size %s, .-%s" % (sym, sym))
+    print("%s load-use stalls: %s" % (variant, ", ".join("%s %d" % kv for kv in sorted(stall_counts.items()))))
     return lines, counts
 
 
