@@ -9,13 +9,67 @@
 //! ```
 //!
 //! Ciphers: [`crate::ChaCha20`] and [`crate::Aes128Ctr`] (this crate's kernels, so on GAP8 with the
-//! `pulp` feature the PULP ChaCha20), each core building its own instance from key and IV.
+//! `pulp` feature the PULP kernels), through the engine's block-level fast path
+//! (`gap_rust_wrapper::Blocks`): the cipher core is built once per call on cluster core 0, every
+//! core clones it, and each piece is one "apply these whole blocks at this counter" call.
 //!
 //! [`Sequential`]: crate::Sequential
 use crate::{CipherId, KeystreamApplier, KeystreamError};
 use gap_rust_sdk::Cluster;
 pub use gap_rust_wrapper::Config;
-use gap_rust_wrapper::{Engine, Error, KeyIv};
+use gap_rust_wrapper::{Blocks, Engine, Error, Keystream};
+
+/// The ChaCha20 core of this target's kernel ([`crate::ChaCha20`] without the byte-level wrapper).
+pub type ChaCha20Core = crate::chacha::ChaCha20Core<ChaChaBackend>;
+/// The AES-128-CTR core of this target's best kernel.
+pub type Aes128CtrCore = crate::aes::Aes128CtrCore<crate::aes::Best>;
+
+/// Per-core worker of [`ChaCha20Core`]: the engine's fast path, its code linked on GAP8 next to
+/// the ChaCha20 kernel (`.text.hot.1.chacha`), after the engine's round loop.
+pub type ChaCha20Blocks<'a> = Blocks<'a, ChaCha20Core, ChaCha20Worker>;
+/// Per-core worker of [`Aes128CtrCore`] (`.text.hot.2.aes`).
+pub type Aes128CtrBlocks<'a> = Blocks<'a, Aes128CtrCore, Aes128CtrWorker>;
+
+macro_rules! hot_worker {
+    ($(#[$m:meta])* $name:ident, $core:ty, $section:literal) => {
+        $(#[$m])*
+        pub struct $name($core);
+
+        impl From<$core> for $name {
+            fn from(core: $core) -> Self {
+                $name(core)
+            }
+        }
+
+        impl Keystream for $name {
+            #[inline(never)]
+            #[cfg_attr(target_arch = "riscv32", unsafe(link_section = $section))]
+            fn apply_at(&mut self, pos: u64, data: &mut [u8]) -> Result<(), Error> {
+                gap_rust_wrapper::cipher::apply_blocks_at(&mut self.0, pos, data)
+            }
+        }
+    };
+}
+
+hot_worker!(
+    /// A cluster core's ChaCha20 for one call (see [`ChaCha20Blocks`]).
+    ChaCha20Worker,
+    ChaCha20Core,
+    ".text.hot.1.chacha"
+);
+hot_worker!(
+    /// A cluster core's AES-128-CTR for one call (see [`Aes128CtrBlocks`]).
+    Aes128CtrWorker,
+    Aes128CtrCore,
+    ".text.hot.2.aes"
+);
+
+#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+type ChaChaBackend = crate::chacha::PulpAsm;
+#[cfg(all(target_arch = "riscv32", not(feature = "pulp")))]
+type ChaChaBackend = crate::chacha::Rv32Asm;
+#[cfg(not(target_arch = "riscv32"))]
+type ChaChaBackend = crate::chacha::Portable;
 
 /// How the engine moves the payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,18 +132,14 @@ impl<C: Cluster> ClusterEngine<'_, C> {
             return Err(KeystreamError::Engine);
         }
         let r = match id {
-            CipherId::ChaCha20 => self.engine.apply_b2b(
-                &KeyIv::<crate::ChaCha20>::new(key, iv),
-                offset,
-                input,
-                output,
-            ),
-            CipherId::Aes128Ctr => self.engine.apply_b2b(
-                &KeyIv::<crate::Aes128Ctr>::new(key, iv),
-                offset,
-                input,
-                output,
-            ),
+            CipherId::ChaCha20 => {
+                self.engine
+                    .apply_b2b(&ChaCha20Blocks::new(key, iv), offset, input, output)
+            }
+            CipherId::Aes128Ctr => {
+                self.engine
+                    .apply_b2b(&Aes128CtrBlocks::new(key, iv), offset, input, output)
+            }
         };
         r.map_err(keystream_error)
     }
@@ -121,19 +171,19 @@ impl<C: Cluster> KeystreamApplier for ClusterEngine<'_, C> {
         let r = match (id, self.transfer) {
             (CipherId::ChaCha20, Transfer::Dma) => {
                 self.engine
-                    .apply(&KeyIv::<crate::ChaCha20>::new(key, iv), offset, data)
+                    .apply(&ChaCha20Blocks::new(key, iv), offset, data)
             }
             (CipherId::ChaCha20, Transfer::Direct) => {
                 self.engine
-                    .apply_direct(&KeyIv::<crate::ChaCha20>::new(key, iv), offset, data)
+                    .apply_direct(&ChaCha20Blocks::new(key, iv), offset, data)
             }
             (CipherId::Aes128Ctr, Transfer::Dma) => {
                 self.engine
-                    .apply(&KeyIv::<crate::Aes128Ctr>::new(key, iv), offset, data)
+                    .apply(&Aes128CtrBlocks::new(key, iv), offset, data)
             }
             (CipherId::Aes128Ctr, Transfer::Direct) => {
                 self.engine
-                    .apply_direct(&KeyIv::<crate::Aes128Ctr>::new(key, iv), offset, data)
+                    .apply_direct(&Aes128CtrBlocks::new(key, iv), offset, data)
             }
         };
         r.map_err(keystream_error)

@@ -20,6 +20,7 @@
 //! A scope never waits on a command it did not start.
 use core::cell::{Cell, UnsafeCell};
 use core::marker::PhantomData;
+use core::mem::MaybeUninit;
 
 /// Direction of a transfer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +127,7 @@ impl<R: DmaRaw> Dma<R> {
 
     /// Runs `f` with a [`Scope`] in which transfers can be started; returns after `f` returned
     /// and every transfer started in the scope is complete.
+    #[inline(always)]
     pub fn scope<'env, T, F>(&'env mut self, f: F) -> T
     where
         F: for<'s> FnOnce(&'s Scope<'s, 'env, R>) -> T,
@@ -133,8 +135,8 @@ impl<R: DmaRaw> Dma<R> {
         let state = ScopeState {
             chunk: self.chunk,
             raw: UnsafeCell::new(&mut self.raw),
-            cmds: core::array::from_fn(|_| UnsafeCell::new(R::new_cmd())),
-            busy: [const { Cell::new(false) }; SCOPE_SLOTS],
+            cmds: [const { UnsafeCell::new(MaybeUninit::uninit()) }; SCOPE_SLOTS],
+            busy: Cell::new(0),
         };
         let scope = Scope {
             state: &state,
@@ -156,11 +158,15 @@ impl<R: DmaRaw> Dma<R> {
 }
 
 /// The command records of a scope; waits for every transfer still in flight when dropped.
+///
+/// Bit `i` of `busy` is set exactly while `cmds[i]` holds a started, not yet waited command (and
+/// only then is `cmds[i]` initialised). Records are written only when a command starts, so a scope
+/// costs nothing for the slots it does not use (this runs every round on the GAP8 cluster).
 struct ScopeState<'env, R: DmaRaw> {
     chunk: usize,
     raw: UnsafeCell<&'env mut R>,
-    cmds: [UnsafeCell<R::Cmd>; SCOPE_SLOTS],
-    busy: [Cell<bool>; SCOPE_SLOTS],
+    cmds: [UnsafeCell<MaybeUninit<R::Cmd>>; SCOPE_SLOTS],
+    busy: Cell<u32>,
 }
 
 /// Transfers started in a scope borrow their buffers for `'s`; all are complete when the scope ends.
@@ -179,6 +185,7 @@ pub struct Transfer<'s, 'env: 's, R: DmaRaw> {
 
 impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
     /// Starts copying `ext` (L2) into `loc` (L1). Both stay borrowed until the scope ends.
+    #[inline(always)]
     pub fn copy_in(
         &'s self,
         ext: &'s [u8],
@@ -196,6 +203,7 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
     }
 
     /// Starts copying `loc` (L1) into `ext` (L2). Both stay borrowed until the scope ends.
+    #[inline(always)]
     pub fn copy_out(
         &'s self,
         loc: &'s [u8],
@@ -212,6 +220,9 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
         )
     }
 
+    // On GAP8 this runs every round of the cluster engine: linked with the engine's hot code.
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+    #[inline(never)]
     fn start(
         &'s self,
         dir: Dir,
@@ -233,39 +244,36 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
             st.chunk.min(max)
         };
         let commands = len.div_ceil(chunk);
-        let free = st.busy.iter().filter(|b| !b.get()).count();
-        if commands > free {
+        let busy = st.busy.get();
+        if commands > SCOPE_SLOTS - busy.count_ones() as usize {
             // Nothing started: either the whole transfer is issued or none of it.
             return Err(DmaError::Busy);
         }
         // Zero length: no command is issued, and so none is ever waited on.
         let mut slots = 0u32;
         let mut done = 0;
+        let mut slot = 0;
         while done < len {
             let n = chunk.min(len - done);
-            let slot = st
-                .busy
-                .iter()
-                .position(|b| !b.get())
-                .ok_or(DmaError::Busy)?;
-            st.busy[slot].set(true);
-            slots |= 1 << slot;
+            while (busy | slots) & (1 << slot) != 0 {
+                slot += 1;
+            }
+            let Some(cell) = st.cmds.get(slot) else {
+                break; // unreachable: enough free slots were counted above
+            };
+            // SAFETY: slot `slot` is free (its bit is clear), so nobody holds its record; the
+            // write initialises it.
+            let cmd: &mut R::Cmd = unsafe { (*cell.get()).write(R::new_cmd()) };
             // SAFETY: `ext` and `loc` come from a `&'s` / `&'s mut` pair of equal length `len`,
             // borrowed until the scope ends, and the scope waits for this command before it ends
             // (`Drop`), so both ranges stay valid and unaliased (they cannot overlap: one is
             // shared, one is exclusive) and the destination is ours for the whole transfer;
             // `done + n <= len`. `loc` passed `is_local`, `n <= max_len`. The command record lives
             // in `st.cmds[slot]`, which does not move (the state is borrowed by the scope until
-            // it is dropped) and is not reused while `busy[slot]` is set.
-            unsafe {
-                raw.start(
-                    dir,
-                    ext.add(done),
-                    loc.add(done),
-                    n,
-                    &mut *st.cmds[slot].get(),
-                )
-            };
+            // it is dropped) and is not reused while its `busy` bit is set.
+            unsafe { raw.start(dir, ext.add(done), loc.add(done), n, cmd) };
+            slots |= 1 << slot;
+            st.busy.set(busy | slots);
             done += n;
         }
         Ok(Transfer {
@@ -276,38 +284,45 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
 
     /// Transfers currently in flight.
     pub fn in_flight(&self) -> usize {
-        self.state.busy.iter().filter(|b| b.get()).count()
+        self.state.busy.get().count_ones() as usize
     }
 }
 
 impl<R: DmaRaw> ScopeState<'_, R> {
-    fn wait_slot(&self, slot: usize) {
-        if slot < SCOPE_SLOTS && self.busy[slot].get() {
-            self.busy[slot].set(false);
-            // SAFETY: `busy[slot]` was set by `start` on this engine with this record and is
-            // cleared here, so the command is waited on exactly once; no other reference to the
-            // engine or the record is live (see `start`).
-            unsafe { (**self.raw.get()).wait(&mut *self.cmds[slot].get()) };
+    /// Waits for the commands of the slots in `mask` that are still in flight.
+    #[inline(always)]
+    fn wait_slots(&self, mask: u32) {
+        let mut pending = self.busy.get() & mask;
+        let mut slot = 0;
+        while pending != 0 {
+            if pending & 1 != 0 {
+                self.busy.set(self.busy.get() & !(1 << slot));
+                // SAFETY: the slot's busy bit was set by `start` on this engine with this record
+                // (initialised there) and is cleared here, so the command is waited on exactly
+                // once; no other reference to the engine or the record is live (see `start`).
+                unsafe {
+                    let cmd = (*self.cmds[slot].get()).assume_init_mut();
+                    (**self.raw.get()).wait(cmd);
+                    (*self.cmds[slot].get()).assume_init_drop();
+                }
+            }
+            pending >>= 1;
+            slot += 1;
         }
     }
 }
 
 impl<R: DmaRaw> Drop for ScopeState<'_, R> {
+    #[inline(always)]
     fn drop(&mut self) {
-        for slot in 0..SCOPE_SLOTS {
-            self.wait_slot(slot);
-        }
+        self.wait_slots(u32::MAX);
     }
 }
 
 impl<R: DmaRaw> Transfer<'_, '_, R> {
     /// Waits until this transfer is complete.
     pub fn wait(self) {
-        for slot in 0..SCOPE_SLOTS {
-            if self.slots & (1 << slot) != 0 {
-                self.state.wait_slot(slot);
-            }
-        }
+        self.state.wait_slots(self.slots);
     }
 }
 

@@ -1,17 +1,18 @@
 //! The engine: three L1 buffers and the round loop.
-use crate::rotation::Rotation;
+use crate::cipher::{CipherFactory, KeyIv};
+use crate::erase::Worker;
+use crate::rotation::{Rotation, Turn};
 use crate::source::{InPlace, Separate, Source};
-use crate::split::boundaries;
-use crate::{Config, Error};
+use crate::split::{boundaries, piece};
+use crate::{Config, Error, Rounds};
 use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
-use core::marker::PhantomData;
 use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaRaw, MAX_CORES, Team};
 
 /// The parallel stream-cipher engine of one cluster.
 ///
 /// It allocates its three L1 buffers once (in [`Engine::new`]) and frees them when dropped; every
-/// call reuses them. A call offloads once to the cluster ([`Cluster::run`]) and forks the team once
-/// per round.
+/// call reuses them. A call offloads once to the cluster ([`Cluster::run`]) and forks the team once;
+/// the team barrier separates the rounds.
 pub struct Engine<'c, C: Cluster> {
     cluster: &'c C,
     bufs: [Buf<'c, C::L1>; 3],
@@ -57,6 +58,11 @@ impl<'c, C: Cluster> Engine<'c, C> {
         Self::check(self.cluster, &cfg)?;
         self.cfg = cfg;
         Ok(())
+    }
+
+    /// Uses `rounds` from the next call on (see [`Rounds`]).
+    pub fn set_rounds(&mut self, rounds: Rounds) {
+        self.cfg.rounds = rounds;
     }
 
     /// XORs the keystream of the ciphers `factory` makes, from keystream position `offset`, into
@@ -106,9 +112,8 @@ impl<'c, C: Cluster> Engine<'c, C> {
         offset: u64,
         data: &mut [u8],
     ) -> Result<(), Error> {
-        check_range(factory, offset, data.len())?;
         if data.is_empty() {
-            return Ok(());
+            return factory.prepare(offset, 0).map(drop);
         }
         let cfg = self.cfg;
         self.cluster
@@ -127,10 +132,8 @@ impl<'c, C: Cluster> Engine<'c, C> {
         F: CipherFactory,
         P: Source,
     {
-        let len = payload.len();
-        check_range(factory, offset, len)?;
-        if len == 0 {
-            return Ok(());
+        if payload.is_empty() {
+            return factory.prepare(offset, 0).map(drop);
         }
         let cfg = self.cfg;
         let [a, b, c] = &mut self.bufs;
@@ -141,90 +144,14 @@ impl<'c, C: Cluster> Engine<'c, C> {
     }
 }
 
-/// Makes the cipher instance each core seeks and applies (once per core per call).
-///
-/// RustCrypto's ciphers are deliberately not `Clone`, so each core builds its own from the key and
-/// IV ([`KeyIv`]); a cipher that is `Clone` can be shared as a template with [`Cloned`].
-pub trait CipherFactory: Sync {
-    /// The cipher.
-    type Cipher: StreamCipher + StreamCipherSeek + Send;
-    /// A fresh instance at keystream position 0.
-    fn make(&self) -> Result<Self::Cipher, Error>;
-}
-
-/// A key and IV from which every core builds its own `S`.
-pub struct KeyIv<'a, S> {
-    key: &'a [u8],
-    iv: &'a [u8],
-    _s: PhantomData<fn() -> S>,
-}
-
-impl<'a, S> KeyIv<'a, S> {
-    /// Key and IV for cipher `S` (lengths are checked when a cipher is made).
-    pub fn new(key: &'a [u8], iv: &'a [u8]) -> Self {
-        KeyIv {
-            key,
-            iv,
-            _s: PhantomData,
-        }
-    }
-}
-
-impl<S: KeyIvInit + StreamCipher + StreamCipherSeek + Send> CipherFactory for KeyIv<'_, S> {
-    type Cipher = S;
-    fn make(&self) -> Result<S, Error> {
-        S::new_from_slices(self.key, self.iv).map_err(|_| Error::KeyIv)
-    }
-}
-
-/// A cipher template that every core clones.
-pub struct Cloned<'a, S>(pub &'a S);
-
-impl<S: StreamCipher + StreamCipherSeek + Clone + Send + Sync> CipherFactory for Cloned<'_, S> {
-    type Cipher = S;
-    fn make(&self) -> Result<S, Error> {
-        Ok(self.0.clone())
-    }
-}
-
-/// `offset + len` must stay inside the cipher's keystream (as `Sequential` checks it).
-fn check_range<F: CipherFactory>(factory: &F, offset: u64, len: usize) -> Result<(), Error> {
-    offset
-        .checked_add(len as u64)
-        .ok_or(Error::CounterOverflow)?;
-    let mut probe = factory.make()?;
-    probe.try_seek(offset).map_err(|_| Error::CounterOverflow)?;
-    probe
-        .check_remaining(len)
-        .map_err(|_| Error::CounterOverflow)
-}
-
-/// Core `i`'s work: its own cipher (made on first use, kept for the rounds of this call), seeked to
-/// the piece's keystream position.
-fn apply_piece<F: CipherFactory>(
-    factory: &F,
-    cipher: &mut Option<F::Cipher>,
-    pos: u64,
-    piece: &mut [u8],
-) -> Result<(), Error> {
-    if piece.is_empty() {
-        return Ok(());
-    }
-    let c = match cipher {
-        Some(c) => c,
-        None => cipher.insert(factory.make()?),
-    };
-    c.try_seek(pos).map_err(|_| Error::CounterOverflow)?;
-    c.try_apply_keystream(piece)
-        .map_err(|_| Error::CounterOverflow)
-}
-
-/// The rounds of one call: where each round's bytes and each core's piece are.
-#[derive(Clone, Copy)]
-struct Plan {
-    len: usize,
-    buf: usize,
-    chunks: usize,
+/// Rounds of one call: round 0 covers `[0, first)`, round `r >= 1` covers
+/// `[first + (r - 1) * round, first + r * round)`, clamped to the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub(crate) len: usize,
+    pub(crate) first: usize,
+    pub(crate) round: usize,
+    pub(crate) chunks: usize,
     cores: usize,
     offset: u64,
     align: usize,
@@ -232,30 +159,101 @@ struct Plan {
 }
 
 impl Plan {
-    /// Payload range `[start, end)` of round `r`.
-    fn chunk(&self, r: usize) -> (usize, usize) {
-        let start = (r * self.buf).min(self.len);
-        (start, self.len.min(start + self.buf))
+    /// The rounds `cfg` gives a payload of `len > 0` bytes at keystream position `offset`.
+    pub(crate) fn new(cfg: &Config, len: usize, offset: u64) -> Plan {
+        let (first, round) = round_sizes(cfg, len);
+        let chunks = 1 + len.saturating_sub(first).div_ceil(round);
+        Plan {
+            len,
+            first,
+            round,
+            chunks,
+            cores: cfg.cores,
+            offset,
+            align: cfg.split_align,
+            lead: cfg.dma_lead.next_multiple_of(cfg.split_align),
+        }
     }
 
-    /// Payload range of core `core`'s piece of round `r` (pieces of one round are disjoint).
-    fn piece(&self, r: usize, core: usize) -> (usize, usize) {
-        let (w0, w1) = self.chunk(r);
-        let b = boundaries(w0, w1, self.cores, self.offset, self.align);
-        (b[core], b[core + 1])
+    /// Payload range `[start, end)` of round `r`.
+    #[inline(always)]
+    fn chunk(&self, r: usize) -> (usize, usize) {
+        if r == 0 {
+            return (0, self.first.min(self.len));
+        }
+        let start = (self.first + (r - 1) * self.round).min(self.len);
+        (start, self.len.min(start + self.round))
+    }
+
+    /// The round after the one that ends at `end` (empty after the last round).
+    #[inline(always)]
+    fn after(&self, end: usize) -> (usize, usize) {
+        (end, self.len.min(end + self.round))
+    }
+
+    /// Payload range of core `core`'s piece of the round `[w0, w1)` (pieces of one round are
+    /// disjoint).
+    #[inline(always)]
+    fn piece(&self, (w0, w1): (usize, usize), core: usize) -> (usize, usize) {
+        piece(w0, w1, self.cores, core, self.offset, self.align)
     }
 }
 
-/// Applies the keystream to one piece, keeping the core's first error.
-fn work<F: CipherFactory>(
-    factory: &F,
-    cipher: &mut Option<F::Cipher>,
-    pos: u64,
-    piece: &mut [u8],
-    result: &mut Result<(), Error>,
-) {
+/// `(first, round)` byte sizes for a payload of `len` bytes: both in `1..=cfg.buffer`.
+pub(crate) fn round_sizes(cfg: &Config, len: usize) -> (usize, usize) {
+    let buf = cfg.buffer.max(1);
+    let (first, round) = match cfg.rounds {
+        Rounds::Fixed => (buf, buf),
+        Rounds::Sized { first, round } => (first, round),
+        Rounds::Auto => {
+            // Each round costs a barrier and the DMA issue (a few hundred cycles); the first
+            // fetch and the last write-back are not overlapped with work (round / 8 cycles each
+            // at the DMA's ~8 bytes per cycle). The round minimising the sum is about
+            // sqrt(len * AUTO_K), in whole blocks per core.
+            let unit = cfg.cores.saturating_mul(cfg.split_align).max(1);
+            let r = isqrt(len.saturating_mul(AUTO_K)).next_multiple_of(unit);
+            (r, r)
+        }
+    };
+    let round = round.clamp(1, buf);
+    (first.clamp(1, round), round)
+}
+
+/// See [`Rounds::Auto`].
+const AUTO_K: usize = 512;
+
+fn isqrt(n: usize) -> usize {
+    if n < 2 {
+        return n;
+    }
+    let mut x = 1usize << (usize::BITS - n.leading_zeros()).div_ceil(2);
+    loop {
+        let y = (x + n / x) / 2;
+        if y >= x {
+            return x;
+        }
+        x = y;
+    }
+}
+
+/// A core's piece: applies the keystream unless the core already failed or has no cipher.
+#[inline(always)]
+fn work(ks: &mut Option<Worker<'_>>, pos: u64, piece: &mut [u8], result: &mut Result<(), Error>) {
+    if let (Ok(()), Some(k)) = (&*result, ks) {
+        if !piece.is_empty() {
+            if let Err(e) = k.apply_at(pos, piece) {
+                fail(result, e);
+            }
+        }
+    }
+}
+
+/// Records a core's first error (out of line: the round loop's code stays small).
+#[cold]
+#[inline(never)]
+fn fail(result: &mut Result<(), Error>, e: Error) {
     if result.is_ok() {
-        *result = apply_piece(factory, cipher, pos, piece);
+        *result = Err(e);
     }
 }
 
@@ -271,6 +269,7 @@ where
     Ctl: Controller,
     F: CipherFactory,
 {
+    let shared = factory.prepare(offset, data.len())?;
     let b = boundaries(0, data.len(), cfg.cores, offset, cfg.split_align);
     // Core i gets `(payload position, piece)` in slot i.
     let mut rest = data;
@@ -280,18 +279,28 @@ where
         rest = tail;
         (b[i.min(cfg.cores)], piece, Ok(()))
     });
-    let fork = ctrl.fork_each(cfg.cores, factory, &mut slots, |_, factory, slot| {
-        let (pos, piece, result) = slot;
-        work(factory, &mut None, offset + *pos as u64, piece, result);
-    });
+    let fork = ctrl.fork_each(
+        cfg.cores,
+        &(factory, &shared),
+        &mut slots,
+        |_, &(factory, shared), slot| {
+            let (pos, piece, result) = slot;
+            match factory.worker(shared) {
+                Ok(mut w) => {
+                    let mut ks = Some(Worker::new(&mut w));
+                    work(&mut ks, offset + *pos as u64, piece, result)
+                }
+                Err(e) => *result = Err(e),
+            }
+        },
+    );
     fork.map_err(Error::Fork)?;
     slots.iter().try_for_each(|s| s.2)
 }
 
 /// What every core of a round fork reads.
-struct Shared<'a, F> {
+struct RoundCtx<'a> {
     plan: Plan,
-    factory: &'a F,
     rot: Rotation<'a>,
 }
 
@@ -304,20 +313,9 @@ struct Driver<'a, P, D: DmaRaw> {
     dma: &'a mut Dma<D>,
 }
 
-/// The round loop. One fork for the whole call; inside it every core loops over the rounds, and
-/// the team barrier ends each round:
-///
-/// ```text
-/// core 0:     exchange(fetch r+1 -> B[(r+1)%3], commit B[(r+2)%3] -> r-1, work on its piece of B[r%3])  barrier
-/// cores 1..:  work on its piece of B[r%3]                                                                 barrier
-/// ```
-///
-/// Core 0 waits for both transfers before it reaches the barrier, so when round r+1 starts the
-/// buffer it works on has landed, the buffer it fetches into has been written back, and nobody
-/// touches the buffer it commits any more. Each core builds its own cipher once (on its own stack)
-/// and seeks it per piece. Errors do not leave the loop early (every core must pass every
-/// barrier); a core that failed skips its later work and core 0 its later transfers.
-#[allow(unsafe_code)] // the `Rotation` accessors; their contract is in rotation.rs
+/// One call: check and build the ciphers, fetch round 0, fork the round loop, write the last
+/// round back.
+#[allow(unsafe_code)] // the `Rotation` accessor of the epilogue (contract in rotation.rs)
 fn rounds<Ctl, F, P>(
     ctrl: &mut Ctl,
     cfg: Config,
@@ -332,34 +330,25 @@ where
     P: Source,
 {
     let len = payload.len();
+    let shared = factory.prepare(offset, len)?;
     let mut dma = ctrl.dma();
-    let buf = cfg.buffer;
     // At most half the scope's command slots per direction and round.
     let per_direction = gap_rust_sdk::dma::SCOPE_SLOTS / 2;
     let chunk = match cfg.dma_chunk {
         0 => 0,
-        c => c.max(buf.div_ceil(per_direction)),
+        c => c.max(cfg.buffer.div_ceil(per_direction)),
     };
     dma.set_chunk(chunk);
-    let plan = Plan {
-        len,
-        buf,
-        chunks: len.div_ceil(buf),
-        cores: cfg.cores,
-        offset,
-        align: cfg.split_align,
-        lead: cfg.dma_lead.next_multiple_of(cfg.split_align),
-    };
+    let plan = Plan::new(&cfg, len, offset);
     let [b0, b1, b2] = bufs;
 
     // Prologue: round 0's data into buffer 0 (nothing to overlap with).
     let (s0, e0) = plan.chunk(0);
     payload.exchange(&mut dma, Some((s0, &mut b0[..e0 - s0])), None, || ())?;
 
-    let shared = Shared {
+    let ctx = RoundCtx {
         plan,
-        factory,
-        rot: Rotation::new([b0, b1, b2], buf),
+        rot: Rotation::new([b0, b1, b2], cfg.buffer),
     };
     let mut slots: [RoundSlot<'_, P, Ctl::DmaRaw>; MAX_CORES] =
         core::array::from_fn(|_| (None, Ok(())));
@@ -367,49 +356,22 @@ where
         payload: &mut *payload,
         dma: &mut dma,
     });
-    let fork = ctrl.fork_each(cfg.cores, &shared, &mut slots, |team, sh, slot| {
-        let core = team.core_id();
-        let plan = &sh.plan;
-        let mut cipher = None;
-        let (driver, result) = slot;
-        for r in 0..plan.chunks {
-            let (w0, _) = plan.chunk(r);
-            let (p0, p1) = plan.piece(r, core);
-            // SAFETY: round r; this core's piece `[p0, p1)` of the work buffer is disjoint from
-            // every other core's (`Plan::piece`), and the reference is dropped before the
-            // barrier that ends the round.
-            let piece = unsafe { sh.rot.work(r, p0 - w0, p1 - w0) };
-            let pos = offset + p0 as u64;
-            match driver {
-                Some(d) if result.is_ok() => {
-                    let fetch = (r + 1 < plan.chunks).then(|| {
-                        let (f0, f1) = plan.chunk(r + 1);
-                        // SAFETY: round r; only core 0 touches the prefetch buffer, until the
-                        // exchange below returns (it waits for the transfer).
-                        (f0, unsafe { sh.rot.prefetch(r, f1 - f0) })
-                    });
-                    let commit = (r >= 1).then(|| {
-                        let (c0, c1) = plan.chunk(r - 1);
-                        // SAFETY: round r; the commit buffer was the work buffer of round r - 1,
-                        // finished by every core before the last barrier; only core 0 reads it.
-                        (c0, unsafe { sh.rot.commit(r, c1 - c0) })
-                    });
-                    // The first `lead` bytes before the transfers start (see `Config::dma_lead`).
-                    let lead = plan.lead.min(piece.len());
-                    let (head, tail) = piece.split_at_mut(lead);
-                    let mut res = Ok(());
-                    work(sh.factory, &mut cipher, pos, head, &mut res);
-                    let x = d.payload.exchange(d.dma, fetch, commit, || {
-                        work(sh.factory, &mut cipher, pos + lead as u64, tail, &mut res)
-                    });
-                    *result = x.and(res);
+    let fork = ctrl.fork_each(
+        cfg.cores,
+        &(&ctx, factory, &shared),
+        &mut slots,
+        |team, &(ctx, factory, shared), slot| {
+            let mut worker = factory.worker(shared);
+            let ks = match &mut worker {
+                Ok(w) => Some(Worker::new(w)),
+                Err(e) => {
+                    slot.1 = Err(*e);
+                    None
                 }
-                Some(_) => {}
-                None => work(sh.factory, &mut cipher, pos, piece, result),
-            }
-            team.barrier();
-        }
-    });
+            };
+            round_loop(team, ctx, slot, ks);
+        },
+    );
     fork.map_err(Error::Fork)?;
     slots.iter().try_for_each(|s| s.1)?;
     drop(slots);
@@ -418,6 +380,132 @@ where
     let last = plan.chunks - 1;
     let (c0, c1) = plan.chunk(last);
     // SAFETY: the fork is over; nothing else references the buffers.
-    let commit_buf: &[u8] = unsafe { shared.rot.commit(last + 1, c1 - c0) };
+    let commit_buf: &[u8] = unsafe { ctx.rot.commit(Turn::of(last + 1), c1 - c0) };
     payload.exchange(&mut dma, None, Some((c0, commit_buf)), || ())
+}
+
+/// The round loop of one core. Every core loops over the rounds, and the team barrier ends each
+/// round:
+///
+/// ```text
+/// core 0:     exchange(fetch r+1 -> B[(r+1)%3], commit B[(r+2)%3] -> r-1, work on its piece of B[r%3])  barrier
+/// cores 1..:  work on its piece of B[r%3]                                                                 barrier
+/// ```
+///
+/// Core 0 waits for both transfers before it reaches the barrier, so when round r+1 starts the
+/// buffer it works on has landed, the buffer it fetches into has been written back, and nobody
+/// touches the buffer it commits any more. Errors do not leave the loop early (every core must
+/// pass every barrier); a core that failed skips its later work and core 0 its later transfers.
+///
+/// Not generic over the cipher (the worker is type-erased, `erase.rs`): one copy of this loop
+/// serves every cipher, and
+/// on GAP8 it is linked at the start of the hot code (`.text.hot.0.engine`), followed by the
+/// kernels' per-piece code and the kernels themselves (`.text.hot.1.*`), so that the code of a
+/// round stays in the cluster's 4 KiB instruction cache.
+#[inline(never)]
+#[allow(unsafe_code)] // the `Rotation` accessors (contract in rotation.rs); `link_section`
+#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+fn round_loop<T: Team, P: Source, D: DmaRaw>(
+    team: &T,
+    ctx: &RoundCtx<'_>,
+    slot: &mut RoundSlot<'_, P, D>,
+    mut ks: Option<Worker<'_>>,
+) {
+    let core = team.core_id();
+    let plan = &ctx.plan;
+    let (driver, result) = slot;
+    // Round r's turn, payload range, and the ranges of rounds r - 1 and r + 1 (empty when they
+    // do not exist), kept incrementally.
+    let mut turn = Turn::of(0);
+    let mut now = plan.chunk(0);
+    let mut prev = (0, 0);
+    for _ in 0..plan.chunks {
+        let next = plan.after(now.1);
+        let (p0, p1) = plan.piece(now, core);
+        // SAFETY: this round; this core's piece `[p0, p1)` of the work buffer is disjoint from
+        // every other core's (`Plan::piece`), and the reference is dropped before the barrier
+        // that ends the round.
+        let piece = unsafe { ctx.rot.work(turn, p0 - now.0, p1 - now.0) };
+        let pos = plan.offset + p0 as u64;
+        match driver {
+            Some(d) if result.is_ok() => {
+                let fetch = (next.1 > next.0).then(|| {
+                    // SAFETY: this round; only core 0 touches the prefetch buffer, until the
+                    // exchange below returns (it waits for the transfer).
+                    (next.0, unsafe { ctx.rot.prefetch(turn, next.1 - next.0) })
+                });
+                let commit = (prev.1 > prev.0).then(|| {
+                    // SAFETY: this round; the commit buffer was the work buffer of the previous
+                    // round, finished by every core before the last barrier; only core 0 reads it.
+                    (prev.0, unsafe { ctx.rot.commit(turn, prev.1 - prev.0) })
+                });
+                // The first `lead` bytes before the transfers start (see `Config::dma_lead`).
+                let lead = plan.lead.min(piece.len());
+                let (head, tail) = piece.split_at_mut(lead);
+                work(&mut ks, pos, head, result);
+                let x = d.payload.exchange(d.dma, fetch, commit, || {
+                    work(&mut ks, pos + lead as u64, tail, result)
+                });
+                if let Err(e) = x {
+                    fail(result, e);
+                }
+            }
+            Some(_) => {}
+            None => work(&mut ks, pos, piece, result),
+        }
+        team.barrier();
+        prev = now;
+        now = next;
+        turn = turn.next();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn isqrt_is_floor_sqrt() {
+        for n in (0..100_000).chain([usize::MAX, usize::MAX - 1, 1 << 40]) {
+            let r = isqrt(n);
+            assert!(r.checked_mul(r).is_some_and(|v| v <= n), "{n}");
+            assert!((r + 1).checked_mul(r + 1).is_none_or(|v| v > n), "{n}");
+        }
+    }
+
+    #[test]
+    fn plans_cover_the_payload_in_rounds_that_fit_the_buffer() {
+        for rounds in [
+            Rounds::Fixed,
+            Rounds::Auto,
+            Rounds::Sized {
+                first: 512,
+                round: 4096,
+            },
+            Rounds::Sized { first: 1, round: 3 },
+        ] {
+            for cores in 1..=8 {
+                for buffer in [64, 1000, 4096, 8192] {
+                    for len in [1, 63, 64, 65, 999, 4096, 16_384, 79_056, 131_072] {
+                        let cfg = Config {
+                            rounds,
+                            ..Config::new(cores, buffer)
+                        };
+                        let p = Plan::new(&cfg, len, 0);
+                        let mut at = 0;
+                        for r in 0..p.chunks {
+                            let (s, e) = p.chunk(r);
+                            assert_eq!(s, at);
+                            assert!(
+                                e > s && e - s <= buffer,
+                                "{rounds:?} {cores} {buffer} {len} r{r}"
+                            );
+                            at = e;
+                        }
+                        assert_eq!(at, len);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -14,7 +14,8 @@
 //! | module | what |
 //! |---|---|
 //! | [`Engine`] | owns the three L1 buffers; [`Engine::apply`] (in place), [`Engine::apply_b2b`] (separate output), [`Engine::apply_direct`] (no DMA: payload already in L1, or cores read L2 directly), [`Engine::apply_source`] (any [`Source`]) |
-//! | [`Config`] | cores (1..=8, changeable per call), buffer size, piece alignment |
+//! | [`Config`], [`Rounds`] | cores (1..=8, changeable per call), buffer size, round sizes (fixed, chosen from the payload, or given), piece alignment, DMA timing |
+//! | [`cipher`] | [`CipherFactory`] and [`Keystream`]: each core's cipher for a call — the generic `StreamCipher + StreamCipherSeek` path ([`KeyIv`], [`Cloned`]) and the block-level fast path ([`Blocks`]) |
 //! | [`source`] | [`Source`]: where the payload lives and how rounds reach L1 — [`InPlace`], [`Separate`] (L2 through the cluster DMA); external RAM drivers implement it too |
 //! | [`split`] | how a round is cut into per-core pieces aligned to keystream blocks |
 //!
@@ -22,24 +23,38 @@
 //! `C: KeyIvInit + StreamCipher + StreamCipherSeek` (e.g. `chacha20::ChaCha20`,
 //! `ctr::Ctr128BE<aes::Aes128>`), which every core builds for itself from the key and IV
 //! ([`KeyIv`], [`Engine::apply_keyiv`]) once per call and seeks per round; or a `Clone` cipher
-//! template ([`Cloned`]). See [`CipherFactory`].
+//! template ([`Cloned`]). Ciphers whose block-level core (`StreamCipherCore +
+//! StreamCipherSeekCore`) is `Clone` take the fast path ([`Blocks`]): the core is built once per
+//! call, cloned by every core, and each piece (cut on block boundaries) is one "apply these whole
+//! blocks at this counter" call, without the byte-level wrapper. See [`CipherFactory`].
+//!
+//! The round loop is not generic over the cipher (each core's [`Keystream`] worker is resolved to a
+//! function pointer once per call), so one copy
+//! of it serves every cipher; on riscv32 it and the fast path's per-piece code are placed in
+//! `.text.hot`, which the bare-metal link script puts at the start of `.text`: on GAP8 the code of
+//! a round must stay in the cluster's shared 4 KiB instruction cache.
 //!
 //! Guarantees: any core count 1..=8 and buffer size ≥ 1, any length including 0 (which touches
 //! nothing and issues no DMA), lengths not multiple of the core count, the block size or 4; no DMA
 //! command is waited on unless it was started (the DMA scopes of `gap_rust_sdk` make that
 //! structural); the L1 buffers are freed with exactly the layout they were allocated with. The
-//! only `unsafe` is `rotation.rs` (the three buffers shared by the cores of the round fork, whose
-//! roles rotate at each team barrier), with the access rule it relies on spelled out there.
+//! only `unsafe` is in `rotation.rs` (the three buffers shared by the cores of the round fork, whose
+//! roles rotate at each team barrier), with the access rule it relies on spelled out there, and
+//! `erase.rs` (a worker borrowed as a data pointer plus its own method's address, so that the round
+//! loop does not read a vtable from L2 while the DMA occupies it).
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cipher;
 mod engine;
+mod erase;
 mod rotation;
 pub mod source;
 pub mod split;
 
-pub use engine::{CipherFactory, Cloned, Engine, KeyIv};
+pub use cipher::{Blocks, CipherFactory, Cloned, KeyIv, Keystream};
+pub use engine::Engine;
 pub use source::{InPlace, Separate, Source};
 
 use gap_rust_sdk::{AllocError, ClusterError, DmaError, ForkError};
@@ -50,8 +65,10 @@ use gap_rust_sdk::{AllocError, ClusterError, DmaError, ForkError};
 pub struct Config {
     /// Cores per round, 1..=8 (1..=the cluster's core count).
     pub cores: usize,
-    /// Bytes of each of the three L1 buffers (the round size).
+    /// Bytes of each of the three L1 buffers (the largest round).
     pub buffer: usize,
+    /// How long the rounds are (see [`Rounds`]).
+    pub rounds: Rounds,
     /// Pieces start at keystream positions that are multiples of this (a multiple of every
     /// cipher's block size: 64 covers ChaCha20 and AES). Must be a power of two.
     pub split_align: usize,
@@ -68,11 +85,13 @@ pub struct Config {
 }
 
 impl Config {
-    /// `cores` cores, three L1 buffers of `buffer` bytes, pieces aligned to 64-byte keystream blocks.
+    /// `cores` cores, three L1 buffers of `buffer` bytes, round sizes chosen from the payload
+    /// ([`Rounds::Auto`]), pieces aligned to 64-byte keystream blocks.
     pub const fn new(cores: usize, buffer: usize) -> Config {
         Config {
             cores,
             buffer,
+            rounds: Rounds::Auto,
             split_align: 64,
             dma_lead: 64,
             dma_chunk: 0,
@@ -91,11 +110,55 @@ impl Config {
         self
     }
 
+    /// Same, with another round policy (see [`Rounds`]).
+    pub const fn with_rounds(mut self, rounds: Rounds) -> Config {
+        self.rounds = rounds;
+        self
+    }
+
+    /// `(first, round)`: the byte sizes of round 0 and of every later round for a payload of
+    /// `len` bytes (each at most [`Config::buffer`]).
+    pub fn round_sizes(&self, len: usize) -> (usize, usize) {
+        engine::round_sizes(self, len)
+    }
+
+    /// Rounds a call over `len > 0` bytes makes (0 for an empty payload).
+    pub fn round_count(&self, len: usize) -> usize {
+        if len == 0 {
+            return 0;
+        }
+        let (first, round) = self.round_sizes(len);
+        1 + len.saturating_sub(first).div_ceil(round)
+    }
+
     /// Same, with another piece alignment (a power of two).
     pub const fn with_split_align(mut self, align: usize) -> Config {
         self.split_align = align;
         self
     }
+}
+
+/// How a call cuts its payload into rounds. Every round is at most [`Config::buffer`] bytes.
+///
+/// The first round's fetch and the last round's write-back cannot overlap with work, and every
+/// round ends with a team barrier and starts two DMA transfers; small payloads therefore want
+/// small rounds, large ones large rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rounds {
+    /// Every round is one whole buffer (the paper's scheme).
+    Fixed,
+    /// Chosen from the payload length and the core count: about `sqrt(512 * len)` bytes rounded
+    /// up to whole 64-byte blocks per core, at most the buffer (default). For 8 cores that is
+    /// 4 KiB rounds at 16 KiB, 8 KiB from 128 KiB on.
+    Auto,
+    /// Round 0 is `first` bytes, every later round `round` bytes (both clamped to `1..=buffer`,
+    /// `first <= round`).
+    Sized {
+        /// Bytes of round 0.
+        first: usize,
+        /// Bytes of every later round.
+        round: usize,
+    },
 }
 
 /// Why the engine did not (fully) run. On an error before the first round nothing was written;

@@ -23,6 +23,23 @@ pub(crate) struct Rotation<'a> {
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
+/// Which buffer is round `r`'s work buffer: `r % 3`, kept incrementally by the round loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Turn(u8);
+
+impl Turn {
+    /// Round `r`'s turn.
+    pub(crate) fn of(r: usize) -> Turn {
+        Turn((r % 3) as u8)
+    }
+
+    /// The next round's turn.
+    #[inline(always)]
+    pub(crate) fn next(self) -> Turn {
+        Turn(if self.0 == 2 { 0 } else { self.0 + 1 })
+    }
+}
+
 // SAFETY: `Rotation` is only a set of pointers into buffers it borrows mutably for `'a`; sharing it
 // between cores is sound under the access rule of the module docs, which every `unsafe fn` states
 // as its contract.
@@ -40,47 +57,72 @@ impl<'a> Rotation<'a> {
         }
     }
 
-    fn range(&self, which: usize, start: usize, end: usize) -> (*mut u8, usize) {
+    /// Bytes `[start, end)` of buffer `which` (0, 1, 2), clamped to the buffer.
+    #[inline(always)]
+    fn range(&self, which: u8, start: usize, end: usize) -> (*mut u8, usize) {
         // Out-of-range requests are clamped (the engine never makes one); no panic on the chip.
         let end = end.min(self.len);
         let start = start.min(end);
+        let base = match which {
+            0 => self.bufs[0],
+            1 => self.bufs[1],
+            _ => self.bufs[2],
+        };
         // SAFETY: `start <= len`, inside the buffer.
-        (unsafe { self.bufs[which % 3].add(start) }, end - start)
+        (unsafe { base.add(start) }, end - start)
     }
 
-    /// Bytes `[start, end)` of round `r`'s work buffer.
+    /// Bytes `[start, end)` of round `r`'s work buffer, `t` being round `r`'s turn.
     ///
     /// # Safety
     /// Called in round `r` (between the barriers that delimit it) by the core that owns this
     /// piece; no other reference to these bytes exists until the reference is dropped, which
     /// happens before the round ends.
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn work(&self, r: usize, start: usize, end: usize) -> &mut [u8] {
-        let (p, n) = self.range(r, start, end);
+    #[inline(always)]
+    pub(crate) unsafe fn work(&self, t: Turn, start: usize, end: usize) -> &mut [u8] {
+        let (p, n) = self.range(t.0, start, end);
         // SAFETY: in bounds (`range`); exclusive per the caller's contract.
         unsafe { core::slice::from_raw_parts_mut(p, n) }
     }
 
-    /// The first `len` bytes of round `r`'s prefetch buffer.
+    /// The first `len` bytes of round `r`'s prefetch buffer (`t`: round `r`'s turn).
     ///
     /// # Safety
     /// Called by core 0 in round `r`; the reference (and any transfer into it) ends before the
     /// round ends.
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn prefetch(&self, r: usize, len: usize) -> &mut [u8] {
-        let (p, n) = self.range(r + 1, 0, len);
+    #[inline(always)]
+    pub(crate) unsafe fn prefetch(&self, t: Turn, len: usize) -> &mut [u8] {
+        let (p, n) = self.range(t.next().0, 0, len);
         // SAFETY: in bounds; only core 0 touches this buffer in round `r` (caller's contract).
         unsafe { core::slice::from_raw_parts_mut(p, n) }
     }
 
-    /// The first `len` bytes of round `r`'s commit buffer (round `r - 1`'s work buffer).
+    /// The first `len` bytes of round `r`'s commit buffer (round `r - 1`'s work buffer; `t`:
+    /// round `r`'s turn).
     ///
     /// # Safety
-    /// Called by core 0 in round `r` (or after the fork); nobody writes the buffer until the
-    /// reference ends, before the round ends.
-    pub(crate) unsafe fn commit(&self, r: usize, len: usize) -> &[u8] {
-        let (p, n) = self.range(r + 2, 0, len);
+    /// Called by core 0 in round `r` (or after the fork, with `r` = the number of rounds);
+    /// nobody writes the buffer until the reference ends, before the round ends.
+    #[inline(always)]
+    pub(crate) unsafe fn commit(&self, t: Turn, len: usize) -> &[u8] {
+        let (p, n) = self.range(t.next().next().0, 0, len);
         // SAFETY: in bounds; no writer while the reference lives (caller's contract).
         unsafe { core::slice::from_raw_parts(p, n) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Turn;
+
+    #[test]
+    fn turns_follow_the_round_modulo_three() {
+        let mut t = Turn::of(0);
+        for r in 0..20 {
+            assert_eq!(t, Turn::of(r));
+            t = t.next();
+        }
     }
 }

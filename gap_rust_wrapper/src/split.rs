@@ -9,20 +9,58 @@
 /// `n` is 1..=8 and `align` a power of two.
 pub fn boundaries(start: usize, end: usize, n: usize, offset: u64, align: usize) -> [usize; 9] {
     debug_assert!((1..=8).contains(&n) && align.is_power_of_two() && start <= end);
-    let mut b = [end; 9];
-    b[0] = start;
+    core::array::from_fn(|i| cut(start, end, n, i, offset, align))
+}
+
+/// Boundary `i` (`0..=n`, larger values give `end`) of [`boundaries`], computed on its own.
+#[inline(always)]
+pub fn cut(start: usize, end: usize, n: usize, i: usize, offset: u64, align: usize) -> usize {
+    cut_per(start, end, (end - start).div_ceil(n), n, i, offset, align)
+}
+
+/// Piece `i` (`i < n`) of [`boundaries`]: `(b[i], b[i + 1])`, what a core needs each round,
+/// without building the whole array (one division).
+#[inline(always)]
+pub fn piece(
+    start: usize,
+    end: usize,
+    n: usize,
+    i: usize,
+    offset: u64,
+    align: usize,
+) -> (usize, usize) {
     let per = (end - start).div_ceil(n);
-    let mask = align as u64 - 1;
-    for (i, slot) in b.iter_mut().enumerate().take(n).skip(1) {
-        let target = start + i * per;
-        if target >= end {
-            break;
-        }
-        let ks = offset.wrapping_add(target as u64);
-        let pad = ((align as u64 - (ks & mask)) & mask) as usize;
-        *slot = target.saturating_add(pad).min(end);
+    (
+        cut_per(start, end, per, n, i, offset, align),
+        cut_per(start, end, per, n, i + 1, offset, align),
+    )
+}
+
+#[inline(always)]
+fn cut_per(
+    start: usize,
+    end: usize,
+    per: usize,
+    n: usize,
+    i: usize,
+    offset: u64,
+    align: usize,
+) -> usize {
+    if i == 0 {
+        return start;
     }
-    b
+    if i >= n {
+        return end;
+    }
+    let target = start + i * per;
+    if target >= end {
+        return end;
+    }
+    // Only the low bits of the keystream position matter (`align` is a power of two).
+    let mask = align.wrapping_sub(1);
+    let ks = (offset as usize).wrapping_add(target);
+    let pad = align.wrapping_sub(ks & mask) & mask;
+    target.saturating_add(pad).min(end)
 }
 
 #[cfg(test)]
@@ -44,7 +82,35 @@ mod tests {
         assert_eq!((5 + 187) % 64, 0);
     }
 
+    /// The closed form above against the straightforward loop it replaced.
+    fn reference(start: usize, end: usize, n: usize, offset: u64, align: usize) -> [usize; 9] {
+        let mut b = [end; 9];
+        b[0] = start;
+        let per = (end - start).div_ceil(n);
+        let mask = align as u64 - 1;
+        for (i, slot) in b.iter_mut().enumerate().take(n).skip(1) {
+            let target = start + i * per;
+            if target >= end {
+                break;
+            }
+            let ks = offset.wrapping_add(target as u64);
+            let pad = ((align as u64 - (ks & mask)) & mask) as usize;
+            *slot = target.saturating_add(pad).min(end);
+        }
+        b
+    }
+
     proptest! {
+        #[test]
+        fn cut_equals_the_loop(start in 0usize..100_000, len in 0usize..200_000, n in 1usize..=8, offset in any::<u64>(), align_log in 0u32..7) {
+            let align = 1usize << align_log;
+            let b = reference(start, start + len, n, offset, align);
+            prop_assert_eq!(boundaries(start, start + len, n, offset, align), b);
+            for i in 0..n {
+                prop_assert_eq!(piece(start, start + len, n, i, offset, align), (b[i], b[i + 1]));
+            }
+        }
+
         #[test]
         fn pieces_cover_range_in_order(start in 0usize..10_000, len in 0usize..20_000, n in 1usize..=8, offset in any::<u64>(), align_log in 0u32..7) {
             let align = 1usize << align_log;

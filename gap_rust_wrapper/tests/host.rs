@@ -1,12 +1,74 @@
 //! The engine on the host backend against the single-threaded RustCrypto reference.
+use cipher::{
+    BlockSizeUser, IvSizeUser, KeySizeUser, StreamCipherClosure, StreamCipherCore,
+    StreamCipherSeekCore,
+};
 use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use gap_rust_sdk::host::{DmaStats, Fault, HostCluster, HostConfig};
 use gap_rust_sdk::{Buf, Cluster};
-use gap_rust_wrapper::{Config, Engine, Error, KeyIv, Source};
+use gap_rust_wrapper::{Blocks, Config, Engine, Error, KeyIv, Rounds, Source};
 use proptest::prelude::*;
 
 type ChaCha = chacha20::ChaCha20;
 type AesCtr = ctr::Ctr128BE<aes::Aes128>;
+type ChaChaCore = chacha20::ChaChaCore<chacha20::R20, chacha20::variants::Ietf>;
+type AesCtrCore = ctr::CtrCore<aes::Aes128, ctr::flavors::Ctr128BE>;
+
+/// RustCrypto's cores are not `Clone`; this one clones by rebuilding from the key and IV and
+/// restoring the block position, so the fast path ([`Blocks`]) can be checked against the
+/// reference (including RustCrypto's own end-of-keystream behaviour).
+struct Rebuild<C: KeyIvInit> {
+    key: cipher::Key<C>,
+    iv: cipher::Iv<C>,
+    core: C,
+}
+
+impl<C: KeyIvInit + StreamCipherSeekCore> Clone for Rebuild<C> {
+    fn clone(&self) -> Self {
+        let mut core = C::new(&self.key, &self.iv);
+        core.set_block_pos(self.core.get_block_pos());
+        Rebuild {
+            key: self.key.clone(),
+            iv: self.iv.clone(),
+            core,
+        }
+    }
+}
+impl<C: KeyIvInit> KeySizeUser for Rebuild<C> {
+    type KeySize = C::KeySize;
+}
+impl<C: KeyIvInit> IvSizeUser for Rebuild<C> {
+    type IvSize = C::IvSize;
+}
+impl<C: KeyIvInit + BlockSizeUser> BlockSizeUser for Rebuild<C> {
+    type BlockSize = C::BlockSize;
+}
+impl<C: KeyIvInit> KeyIvInit for Rebuild<C> {
+    fn new(key: &cipher::Key<Self>, iv: &cipher::Iv<Self>) -> Self {
+        Rebuild {
+            key: key.clone(),
+            iv: iv.clone(),
+            core: C::new(key, iv),
+        }
+    }
+}
+impl<C: KeyIvInit + StreamCipherCore> StreamCipherCore for Rebuild<C> {
+    fn remaining_blocks(&self) -> Option<usize> {
+        self.core.remaining_blocks()
+    }
+    fn process_with_backend(&mut self, f: impl StreamCipherClosure<BlockSize = Self::BlockSize>) {
+        self.core.process_with_backend(f)
+    }
+}
+impl<C: KeyIvInit + StreamCipherSeekCore> StreamCipherSeekCore for Rebuild<C> {
+    type Counter = C::Counter;
+    fn get_block_pos(&self) -> Self::Counter {
+        self.core.get_block_pos()
+    }
+    fn set_block_pos(&mut self, pos: Self::Counter) {
+        self.core.set_block_pos(pos)
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 enum Which {
@@ -41,43 +103,87 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// The engine with configuration `cfg`; `fast` takes the block-level path ([`Blocks`]).
 #[allow(clippy::too_many_arguments)]
-fn run_engine(
+fn run_engine_cfg(
     cl: &HostCluster,
     which: Which,
+    fast: bool,
     key: &[u8; 32],
     iv: &[u8; 16],
     offset: u64,
-    cores: usize,
-    buffer: usize,
+    cfg: Config,
     in_place: bool,
     input: &[u8],
 ) -> Result<Vec<u8>, Error> {
-    let mut eng = Engine::new(cl, Config::new(cores, buffer))?;
+    let mut eng = Engine::new(cl, cfg)?;
     let mut out = if in_place {
         input.to_vec()
     } else {
         vec![0x5a; input.len()]
     };
-    match which {
-        Which::ChaCha => {
-            let f = KeyIv::<ChaCha>::new(key, &iv[..12]);
-            if in_place {
-                eng.apply(&f, offset, &mut out)?
-            } else {
-                eng.apply_b2b(&f, offset, input, &mut out)?
-            }
-        }
-        Which::Aes => {
-            let f = KeyIv::<AesCtr>::new(&key[..16], iv);
-            if in_place {
-                eng.apply(&f, offset, &mut out)?
-            } else {
-                eng.apply_b2b(&f, offset, input, &mut out)?
-            }
+    fn go<F: gap_rust_wrapper::CipherFactory>(
+        eng: &mut Engine<'_, HostCluster>,
+        f: &F,
+        offset: u64,
+        in_place: bool,
+        input: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), Error> {
+        if in_place {
+            eng.apply(f, offset, out)
+        } else {
+            eng.apply_b2b(f, offset, input, out)
         }
     }
+    let (k, v) = match which {
+        Which::ChaCha => (&key[..], &iv[..12]),
+        Which::Aes => (&key[..16], &iv[..]),
+    };
+    match (which, fast) {
+        (Which::ChaCha, false) => go(
+            &mut eng,
+            &KeyIv::<ChaCha>::new(k, v),
+            offset,
+            in_place,
+            input,
+            &mut out,
+        )?,
+        (Which::Aes, false) => go(
+            &mut eng,
+            &KeyIv::<AesCtr>::new(k, v),
+            offset,
+            in_place,
+            input,
+            &mut out,
+        )?,
+        (Which::ChaCha, true) => go(
+            &mut eng,
+            &Blocks::<Rebuild<ChaChaCore>>::new(k, v),
+            offset,
+            in_place,
+            input,
+            &mut out,
+        )?,
+        (Which::Aes, true) => go(
+            &mut eng,
+            &Blocks::<Rebuild<AesCtrCore>>::new(k, v),
+            offset,
+            in_place,
+            input,
+            &mut out,
+        )?,
+    }
     Ok(out)
+}
+
+/// Any round policy within the buffer.
+fn rounds_policy() -> impl Strategy<Value = Rounds> {
+    prop_oneof![
+        2 => Just(Rounds::Auto),
+        1 => Just(Rounds::Fixed),
+        1 => (1usize..20_000, 1usize..20_000).prop_map(|(first, round)| Rounds::Sized { first, round }),
+    ]
 }
 
 /// Lengths biased to the edges of the round structure.
@@ -125,6 +231,8 @@ proptest! {
         (buffer, len) in buffer_size().prop_flat_map(|b| (Just(b), length(b))),
         cores in 1usize..=8,
         aes in any::<bool>(),
+        fast in any::<bool>(),
+        rounds in rounds_policy(),
         in_place in any::<bool>(),
         offset in offset(),
         key in any::<[u8; 32]>(),
@@ -134,14 +242,15 @@ proptest! {
         let which = if aes { Which::Aes } else { Which::ChaCha };
         let cl = HostCluster::new();
         let input = pattern(len, seed);
-        let out = run_engine(&cl, which, &key, &iv, offset, cores, buffer, in_place, &input).unwrap();
+        let cfg = Config::new(cores, buffer).with_rounds(rounds);
+        let out = run_engine_cfg(&cl, which, fast, &key, &iv, offset, cfg, in_place, &input).unwrap();
         let mut expect = input.clone();
         reference(which, &key, &iv, offset, &mut expect);
-        prop_assert!(out == expect, "mismatch: {which:?} len {len} buffer {buffer} cores {cores} in_place {in_place} offset {offset}");
+        prop_assert!(out == expect, "mismatch: {which:?} fast {fast} {rounds:?} len {len} buffer {buffer} cores {cores} in_place {in_place} offset {offset}");
         prop_assert_eq!(cl.l1().allocated(), 0, "L1 not freed exactly");
         // Every round fetched once and committed once; every wait was on a started transfer.
         let st = cl.dma_stats();
-        prop_assert!(st.started >= 2 * len.div_ceil(buffer));
+        prop_assert!(st.started >= 2 * cfg.round_count(len));
         prop_assert_eq!(st.bytes, 2 * len);
         prop_assert_eq!(st.waited, st.started);
         prop_assert_eq!(st.waited_idle, 0);
@@ -172,9 +281,11 @@ proptest! {
         let mut l1 = Buf::zeroed(cl.l1(), if in_l1 { len } else { 0 }, 8).unwrap();
         let mut heap = input.clone();
         let data: &mut [u8] = if in_l1 { l1.copy_from_slice(&input); &mut l1 } else { &mut heap };
-        match which {
-            Which::ChaCha => eng.apply_direct(&KeyIv::<ChaCha>::new(&key, &iv[..12]), offset, data).unwrap(),
-            Which::Aes => eng.apply_direct(&KeyIv::<AesCtr>::new(&key[..16], &iv), offset, data).unwrap(),
+        match (which, offset % 2 == 0) {
+            (Which::ChaCha, false) => eng.apply_direct(&KeyIv::<ChaCha>::new(&key, &iv[..12]), offset, data).unwrap(),
+            (Which::Aes, false) => eng.apply_direct(&KeyIv::<AesCtr>::new(&key[..16], &iv), offset, data).unwrap(),
+            (Which::ChaCha, true) => eng.apply_direct(&Blocks::<Rebuild<ChaChaCore>>::new(&key, &iv[..12]), offset, data).unwrap(),
+            (Which::Aes, true) => eng.apply_direct(&Blocks::<Rebuild<AesCtrCore>>::new(&key[..16], &iv), offset, data).unwrap(),
         }
         prop_assert!(*data == expect[..]);
         prop_assert_eq!(cl.dma_stats().started, 0);
@@ -191,19 +302,20 @@ fn fault_injection_skipped_wait_is_caught() {
     let mut expect = input.clone();
     reference(Which::ChaCha, &key, &iv, 0, &mut expect);
     for every in [1, 2, 3, 5] {
-        for cores in [1, 8] {
+        for (cores, fast) in [(1, false), (8, false), (1, true), (8, true)] {
             let cl = HostCluster::new();
+            let cfg = Config::new(cores, 4096);
             cl.inject(Fault::SkipWait(every));
             let out =
-                run_engine(&cl, Which::ChaCha, &key, &iv, 0, cores, 4096, true, &input).unwrap();
+                run_engine_cfg(&cl, Which::ChaCha, fast, &key, &iv, 0, cfg, true, &input).unwrap();
             assert_ne!(
                 out, expect,
-                "skipping every {every}th DMA wait went unnoticed ({cores} cores)"
+                "skipping every {every}th DMA wait went unnoticed ({cores} cores, fast {fast})"
             );
             // The same engine without the fault is right again.
             cl.inject(Fault::None);
             let out =
-                run_engine(&cl, Which::ChaCha, &key, &iv, 0, cores, 4096, true, &input).unwrap();
+                run_engine_cfg(&cl, Which::ChaCha, fast, &key, &iv, 0, cfg, true, &input).unwrap();
             assert_eq!(out, expect);
         }
     }
@@ -311,6 +423,51 @@ fn bad_configurations_and_inputs_are_errors() {
     assert_eq!(cl.dma_stats().started, 0);
 }
 
+/// The fast path refuses exactly what the generic path refuses at the end of the keystream
+/// (RustCrypto's ChaCha20 stops one block before its 32-bit counter wraps), for aligned and
+/// unaligned positions, and leaves the data alone when it does.
+#[test]
+fn fast_path_keystream_end_matches_the_generic_path() {
+    let cl = HostCluster::new();
+    let mut eng = Engine::new(&cl, Config::new(3, 256)).unwrap();
+    let (key, iv) = ([1u8; 32], [2u8; 12]);
+    let end = 64u64 << 32;
+    for offset in [
+        end - 1000,
+        end - 128,
+        end - 64,
+        end - 65,
+        end - 63,
+        end,
+        end + 1,
+        u64::MAX - 3,
+    ] {
+        for len in [0usize, 1, 63, 64, 65, 128, 1000, 1001] {
+            let mut slow = vec![0xEEu8; len];
+            let mut fast = slow.clone();
+            let a = eng.apply(&KeyIv::<ChaCha>::new(&key, &iv), offset, &mut slow);
+            let b = eng.apply(
+                &Blocks::<Rebuild<ChaChaCore>>::new(&key, &iv),
+                offset,
+                &mut fast,
+            );
+            assert_eq!(a, b, "offset {offset} len {len}");
+            assert_eq!(slow, fast, "offset {offset} len {len}");
+            if a.is_err() {
+                assert!(fast.iter().all(|&x| x == 0xEE));
+            }
+        }
+    }
+    assert_eq!(
+        eng.apply(
+            &Blocks::<Rebuild<ChaChaCore>>::new(&key[..31], &iv),
+            0,
+            &mut [0u8; 4]
+        ),
+        Err(Error::KeyIv)
+    );
+}
+
 /// An external-RAM payload behind the `Source` abstraction: a simulated device whose transfers,
 /// like the host DMA's, land only when waited for (and poison their destination until then).
 struct SimRam {
@@ -375,7 +532,10 @@ fn external_ram_source() {
         reference(Which::ChaCha, &key, &iv, 0, &mut expect);
         assert_eq!(&ram.mem[ram.output..ram.output + len], &expect[..]);
         assert_eq!(&ram.mem[17..17 + len], &input[..], "input left alone");
-        assert_eq!(ram.requests, 2 * len.div_ceil(buffer));
+        assert_eq!(
+            ram.requests,
+            2 * Config::new(cores, buffer).round_count(len)
+        );
     }
     assert_eq!(
         cl.dma_stats().started,

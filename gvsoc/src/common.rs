@@ -32,3 +32,90 @@ pub fn digest(data: &[u8]) -> u64 {
     }
     h
 }
+
+// ---- gvsoc_bench: the run list the host runner (`cargo xtask gvsoc-bench`) patches into the ELF.
+
+/// First word of [`BenchConfig`] ("GVBC").
+pub const BENCH_MAGIC: u32 = 0x4342_5647;
+/// Layout version of [`BenchConfig`].
+pub const BENCH_VERSION: u32 = 1;
+/// Runs one launch can hold.
+pub const BENCH_MAX_RUNS: usize = 512;
+/// Largest payload of a run (the L2 payload buffer).
+pub const BENCH_MAX_BYTES: usize = 128 * 1024;
+/// Guard bytes before and after the payload, checked after every run.
+pub const BENCH_GUARD: usize = 64;
+/// Name of the config symbol in the ELF.
+pub const BENCH_SYMBOL: &str = "GVSOC_BENCH_CONFIG";
+
+/// AES-128 key of the benchmark (ChaCha20 uses [`CHECK_KEY`] / [`CHECK_NONCE`]).
+pub const BENCH_AES_KEY: [u8; 16] = [
+    0x2b, 0x7e, 0x15, 0x16, 0x28, 0xae, 0xd2, 0xa6, 0xab, 0xf7, 0x15, 0x88, 0x09, 0xcf, 0x4f, 0x3c,
+];
+/// AES-CTR initial counter block of the benchmark.
+pub const BENCH_AES_IV: [u8; 16] = [
+    0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
+];
+
+/// One benchmark run. All fields little-endian `u32`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunSpec {
+    /// Index into [`BENCH_KERNELS`].
+    pub kernel: u32,
+    /// One of [`BENCH_MODES`]' indices.
+    pub mode: u32,
+    /// Cluster cores, 1..=8.
+    pub cores: u32,
+    /// L1 buffer bytes (each of three); ignored by the no-DMA mode.
+    pub buffer: u32,
+    /// Payload bytes, at most [`BENCH_MAX_BYTES`].
+    pub bytes: u32,
+    /// Keystream byte offset of the payload.
+    pub offset: u32,
+    /// Expected [`digest`] of the output (low word).
+    pub digest_lo: u32,
+    /// Expected [`digest`] of the output (high word).
+    pub digest_hi: u32,
+}
+
+/// The run list.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BenchConfig {
+    /// [`BENCH_MAGIC`].
+    pub magic: u32,
+    /// [`BENCH_VERSION`].
+    pub version: u32,
+    /// Runs used in `runs`.
+    pub count: u32,
+    /// Bit 0: no warm-up call before each measured run.
+    pub flags: u32,
+    /// The runs.
+    pub runs: [RunSpec; BENCH_MAX_RUNS],
+}
+
+/// [`BenchConfig::flags`]: measure cold (no warm-up call).
+pub const BENCH_FLAG_COLD: u32 = 1;
+
+/// Byte size of [`BenchConfig`] (what the runner patches).
+pub const BENCH_CONFIG_BYTES: usize = 16 + 32 * BENCH_MAX_RUNS;
+
+/// `(kernel, variant)` of each kernel index; the cipher is ChaCha20 for `kernel == "chacha20"`,
+/// AES-128-CTR for `"aes128ctr"`.
+pub const BENCH_KERNELS: [(&str, &str); 9] = [
+    ("chacha20", "portable"),
+    ("chacha20", "rv32-asm"),
+    ("chacha20", "pulp"),
+    ("chacha20", "rustcrypto"),
+    ("chacha20", "pulp-generic"),
+    ("aes128ctr", "portable"),
+    ("aes128ctr", "rv32-asm"),
+    ("aes128ctr", "pulp"),
+    ("aes128ctr", "rustcrypto"),
+];
+
+/// Modes: the engine's DMA rounds with round sizes chosen from the payload (`dma`), with every
+/// round one whole buffer as in the paper (`fixed`), or no DMA (`nodma`: cores read and write
+/// the payload in L2 directly).
+pub const BENCH_MODES: [&str; 3] = ["dma", "fixed", "nodma"];

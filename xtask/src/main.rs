@@ -9,8 +9,13 @@
 //!   `target/bench/qemu.csv` (`kernel,variant,bytes,instructions,instructions_per_byte`).
 //! * `pulp-disasm` — builds the PULP variant of `gap_rust_cipher_s` for riscv32imc and checks its
 //!   disassembly for the PULP words (see `pulp.rs`).
+//! * `gvsoc-bench [--quick] [filters]` — the cycle-level sweep on the GAP8 GVSOC model (`gvsoc.rs`):
+//!   writes `target/bench/gvsoc.csv` and prints a summary.
+//! * `bench-report [--csv PATH]` — PNG plots and `target/bench/report.md` from the CSVs (`report.rs`).
+mod gvsoc;
 mod pulp;
 mod qemu;
+mod report;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -36,6 +41,48 @@ enum Cmd {
     },
     /// Build the PULP ChaCha20 kernel for riscv32imc and check its disassembly for the PULP words.
     PulpDisasm,
+    /// Cycle-level benchmark sweep on the GAP8 GVSOC model; writes target/bench/gvsoc.csv.
+    GvsocBench(GvsocBenchArgs),
+    /// PNG plots and target/bench/report.md from the benchmark CSVs.
+    BenchReport {
+        /// The GVSOC CSV (default target/bench/gvsoc.csv).
+        #[arg(long)]
+        csv: Option<std::path::PathBuf>,
+        /// Output directory (default target/bench).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct GvsocBenchArgs {
+    /// The subset that finishes in under two minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Only kernels whose `kernel/variant` contains this (e.g. `chacha20/pulp`).
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Only these core counts (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<u32>,
+    /// Only these payload sizes in bytes (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    bytes: Vec<u32>,
+    /// Only these L1 buffer sizes in bytes (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    buffer: Vec<u32>,
+    /// Only these modes: dma, fixed, nodma (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    mode: Vec<String>,
+    /// Measure without the warm-up call.
+    #[arg(long)]
+    cold: bool,
+    /// GVSOC trace: `--trace REGEX FILE` (e.g. `--trace insn /tmp/t.log`); keep FILE outside the repository.
+    #[arg(long, num_args = 2, value_names = ["REGEX", "FILE"])]
+    trace: Vec<String>,
+    /// CSV to write (default target/bench/gvsoc.csv; gvsoc-adhoc.csv when filtered).
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -44,6 +91,18 @@ fn main() -> ExitCode {
         Cmd::QemuTest { filter } => qemu::test(filter.as_deref()),
         Cmd::BenchQemu { filter } => qemu::bench(filter.as_deref()),
         Cmd::PulpDisasm => pulp::run(),
+        Cmd::GvsocBench(a) => gvsoc::bench(&gvsoc::Options {
+            quick: a.quick,
+            kernel: a.kernel,
+            cores: a.cores,
+            bytes: a.bytes,
+            buffer: a.buffer,
+            mode: a.mode,
+            cold: a.cold,
+            trace: (a.trace.len() == 2).then(|| (a.trace[0].clone(), a.trace[1].clone().into())),
+            csv: a.csv,
+        }),
+        Cmd::BenchReport { csv, out } => report::run(csv, out),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

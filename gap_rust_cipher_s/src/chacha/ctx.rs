@@ -94,7 +94,7 @@ impl Drop for AlignedBlocks {
 /// `output` (equal or non-overlapping, 4-byte aligned, valid for `64 * n` bytes).
 #[cfg(any(target_arch = "riscv32", test))]
 pub(crate) fn run_aligned(
-    mut counter: u32,
+    counter: u32,
     mut blocks: cipher::inout::InOutBuf<'_, '_, super::ChaChaBlock>,
     mut kernel: impl FnMut(u32, *const u8, *mut u8, usize),
 ) {
@@ -111,6 +111,19 @@ pub(crate) fn run_aligned(
         kernel(counter, i.cast::<u8>(), o.cast::<u8>(), n);
         return;
     }
+    bounce(counter, blocks, kernel);
+}
+
+/// The unaligned case of [`run_aligned`] (out of line and cold: the cluster engine's pieces are
+/// aligned, and this keeps the code of a round small).
+#[cfg(any(target_arch = "riscv32", test))]
+#[cold]
+#[inline(never)]
+fn bounce(
+    mut counter: u32,
+    mut blocks: cipher::inout::InOutBuf<'_, '_, super::ChaChaBlock>,
+    mut kernel: impl FnMut(u32, *const u8, *mut u8, usize),
+) {
     let mut buf = AlignedBlocks([Default::default(); BOUNCE_BLOCKS]);
     while !blocks.is_empty() {
         let k = blocks.len().min(BOUNCE_BLOCKS);

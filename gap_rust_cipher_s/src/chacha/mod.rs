@@ -45,6 +45,7 @@ use cipher::{
     StreamCipherError, StreamCipherSeekCore,
 };
 
+#[cfg(any(target_arch = "riscv32", test))]
 mod ctx;
 mod portable;
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
@@ -73,8 +74,9 @@ mod sealed {
 }
 
 /// A way to compute ChaCha20 keystream blocks for one (key, nonce). Sealed: the backends are
-/// [`Portable`], `Rv32Asm` and `PulpAsm`.
-pub trait Backend: sealed::Sealed + Sized {
+/// [`Portable`], `Rv32Asm` and `PulpAsm`. `Clone`, so that the cluster engine can build a core once
+/// per message and give every cluster core a copy (`gap_rust_wrapper::Blocks`).
+pub trait Backend: sealed::Sealed + Sized + Clone {
     /// Set up for one key and nonce (the per-message work, e.g. the precomputed column round).
     fn new(key: &[u8; 32], nonce: &[u8; 12]) -> Self;
     /// XORs the keystream of blocks `counter, counter + 1, …` into `blocks` (in place or in to
@@ -83,7 +85,9 @@ pub trait Backend: sealed::Sealed + Sized {
 }
 
 /// The ChaCha20 stream-cipher core over backend `B`; wrap it in `StreamCipherCoreWrapper` (the
-/// aliases below do) for `StreamCipher + StreamCipherSeek`.
+/// aliases below do) for `StreamCipher + StreamCipherSeek`. The cluster engine uses the core
+/// itself (block-level fast path, `gap_rust_wrapper::Blocks`).
+#[derive(Clone)]
 pub struct ChaCha20Core<B: Backend> {
     backend: B,
     /// Next block to produce, `0..=2^32` (2^32: keystream used up).

@@ -3,21 +3,46 @@
 use super::{Backend, ChaChaBlock, sealed};
 use cipher::inout::InOutBuf;
 use cipher::{KeyIvInit, StreamCipherCore};
+use zeroize::Zeroize;
 
 /// RustCrypto `chacha20` (`ChaChaCore<R20, Ietf>`) as a [`Backend`].
-pub struct Portable(chacha20::ChaChaCore<chacha20::R20, chacha20::variants::Ietf>);
+///
+/// RustCrypto's core is not `Clone`; this backend keeps the key and nonce (zeroised on drop) and
+/// clones by rebuilding the core from them.
+pub struct Portable {
+    core: chacha20::ChaChaCore<chacha20::R20, chacha20::variants::Ietf>,
+    key: [u8; 32],
+    nonce: [u8; 12],
+}
 
 impl sealed::Sealed for Portable {}
 
 impl Backend for Portable {
     fn new(key: &[u8; 32], nonce: &[u8; 12]) -> Self {
-        Portable(chacha20::ChaChaCore::new(key.into(), nonce.into()))
+        Portable {
+            core: chacha20::ChaChaCore::new(key.into(), nonce.into()),
+            key: *key,
+            nonce: *nonce,
+        }
     }
 
     fn apply_blocks(&mut self, counter: u32, blocks: InOutBuf<'_, '_, ChaChaBlock>) {
         // Its own position wraps to 0 after block 0xFFFF_FFFF; ours does not, and we set it
         // before every use.
-        self.0.set_block_pos(counter);
-        self.0.apply_keystream_blocks_inout(blocks);
+        self.core.set_block_pos(counter);
+        self.core.apply_keystream_blocks_inout(blocks);
+    }
+}
+
+impl Clone for Portable {
+    fn clone(&self) -> Self {
+        Portable::new(&self.key, &self.nonce)
+    }
+}
+
+impl Drop for Portable {
+    fn drop(&mut self) {
+        self.key.zeroize();
+        self.nonce.zeroize();
     }
 }

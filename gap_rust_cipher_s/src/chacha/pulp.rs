@@ -78,6 +78,9 @@ macro_rules! ff {
 /// overwritten, so it must not be called from inside a hardware loop.
 #[rustfmt::skip]
 #[inline(never)]
+// Runs every round of the cluster engine: linked with its hot code (GAP8's 4 KiB instruction
+// cache), next to `engine::ChaCha20Worker::apply_at`.
+#[unsafe(link_section = ".text.hot.1.chacha")]
 unsafe fn blocks(ctx: &Ctx, counter: u32, input: *const u8, output: *mut u8, n: usize) {
     // SAFETY: the asm reads the 112-byte `ctx` (valid: a reference) and `64 * n` bytes at
     // `input`, writes `64 * n` bytes at `output`, all word-aligned (caller contract). It uses only
@@ -130,6 +133,7 @@ unsafe fn blocks(ctx: &Ctx, counter: u32, input: *const u8, output: *mut u8, n: 
 }
 
 /// The PULP assembly kernel as a [`Backend`].
+#[derive(Clone)]
 pub struct PulpAsm(Ctx);
 
 impl sealed::Sealed for PulpAsm {}

@@ -112,6 +112,7 @@ unsafe fn blocks(ctx: &Ctx, counter: u32, input: *const u8, output: *mut u8, n: 
 }
 
 /// The RV32IMC assembly kernel as a [`Backend`].
+#[derive(Clone)]
 pub struct Rv32Asm(Ctx);
 
 impl sealed::Sealed for Rv32Asm {}

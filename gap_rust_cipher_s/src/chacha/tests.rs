@@ -14,6 +14,7 @@ use std::vec;
 use std::vec::Vec;
 
 /// The assembly kernels' dataflow in Rust (test only).
+#[derive(Clone)]
 pub(super) struct Model(Ctx);
 
 impl sealed::Sealed for Model {}

@@ -80,6 +80,7 @@ fn spin(n: u32) {
 }
 
 /// Hardware barrier `b` (0: all 8 cores, dispatch; 1: the current team).
+#[inline(always)]
 fn barrier_wait(b: usize) {
     compiler_fence(Ordering::SeqCst);
     // SAFETY: reading the barrier's trigger-wait-clear register through the core-local demux
@@ -365,6 +366,7 @@ impl Team for BareTeam {
     fn cores(&self) -> usize {
         self.cores
     }
+    #[inline(always)]
     fn barrier(&self) {
         barrier_wait(1)
     }
@@ -475,6 +477,7 @@ unsafe impl DmaRaw for BareDma {
         mmio::DMA_MAX_LEN
     }
 
+    #[inline(always)]
     fn is_local(&self, addr: usize, len: usize) -> bool {
         addr >= mmio::L1_BASE
             && addr
@@ -482,6 +485,7 @@ unsafe impl DmaRaw for BareDma {
                 .is_some_and(|e| e <= mmio::L1_BASE + mmio::L1_SIZE)
     }
 
+    #[inline(always)]
     unsafe fn start(
         &mut self,
         dir: Dir,
@@ -507,6 +511,7 @@ unsafe impl DmaRaw for BareDma {
         cmd.tid = Some(tid);
     }
 
+    #[inline(always)]
     unsafe fn wait(&mut self, cmd: &mut BareCmd) {
         if let Some(tid) = cmd.tid.take() {
             let bit = 1u32 << (tid & 0x1F);

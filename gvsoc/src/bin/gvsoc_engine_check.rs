@@ -7,10 +7,9 @@
 
 #[cfg(target_arch = "riscv32")]
 mod app {
-    use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
     use gap_rust_sdk::bare::{BareCluster, BareL2};
     use gap_rust_sdk::{Buf, bare_println};
-    use gap_rust_wrapper::{Config, Engine, KeyIv};
+    use gap_rust_wrapper::{Blocks, CipherFactory, Config, Engine, KeyIv};
     use gvsoc::*;
 
     /// L1 buffer of the engine (three are allocated); `GVSOC_BUFFER` at build time overrides.
@@ -30,26 +29,20 @@ mod app {
         n
     }
 
-    fn run<S>(
+    fn run<F: CipherFactory>(
         cl: &BareCluster,
         eng: &mut Engine<'_, BareCluster>,
         data: &mut [u8],
         name: &str,
         cores: usize,
-    ) -> bool
-    where
-        S: KeyIvInit + StreamCipher + StreamCipherSeek + Send,
-    {
+        factory: &F,
+    ) -> bool {
         for (i, b) in data.iter_mut().enumerate() {
             *b = pattern(i);
         }
-        let ran = eng.set_cores(cores).and_then(|_| {
-            eng.apply(
-                &KeyIv::<S>::new(&CHECK_KEY, &CHECK_NONCE),
-                CHECK_OFFSET,
-                data,
-            )
-        });
+        let ran = eng
+            .set_cores(cores)
+            .and_then(|_| eng.apply(factory, CHECK_OFFSET, data));
         let stats = cl.last_run();
         let ok = ran.is_ok() && digest(data) == CHACHA20_DIGEST;
         let cpb100 = stats.cycles as u64 * 100 / data.len() as u64;
@@ -91,25 +84,20 @@ mod app {
         }
         let mut all = true;
         for cores in [1, 2, 4, 8] {
+            use gap_rust_cipher_s::chacha::{ChaCha20Core, Rv32Asm};
             #[cfg(feature = "pulp")]
             {
-                all &= run::<gap_rust_cipher_s::ChaCha20Pulp>(
-                    &cl,
-                    &mut eng,
-                    &mut data,
-                    "chacha20-pulp",
-                    cores,
+                let f = Blocks::<ChaCha20Core<gap_rust_cipher_s::chacha::PulpAsm>>::new(
+                    &CHECK_KEY,
+                    &CHECK_NONCE,
                 );
+                all &= run(&cl, &mut eng, &mut data, "chacha20-pulp", cores, &f);
             }
-            all &= run::<gap_rust_cipher_s::ChaCha20Rv32>(
-                &cl,
-                &mut eng,
-                &mut data,
-                "chacha20-rv32",
-                cores,
-            );
-            all &=
-                run::<chacha20::ChaCha20>(&cl, &mut eng, &mut data, "chacha20-rustcrypto", cores);
+            let f = Blocks::<ChaCha20Core<Rv32Asm>>::new(&CHECK_KEY, &CHECK_NONCE);
+            all &= run(&cl, &mut eng, &mut data, "chacha20-rv32", cores, &f);
+            // RustCrypto's cipher through the generic `StreamCipher + StreamCipherSeek` path.
+            let f = KeyIv::<chacha20::ChaCha20>::new(&CHECK_KEY, &CHECK_NONCE);
+            all &= run(&cl, &mut eng, &mut data, "chacha20-rustcrypto", cores, &f);
         }
         for core in 0..8 {
             let (used, size) = gap_rust_sdk::bare::stack_used(core);

@@ -1,0 +1,325 @@
+//! `make gvsoc-bench`: one ELF that runs a list of benchmark configurations on the GAP8 model.
+//!
+//! The host runner (`cargo xtask gvsoc-bench`) writes the list into [`GVSOC_BENCH_CONFIG`] (a
+//! symbol in L2, found through the ELF's symbol table) together with the digest each run's output
+//! must have, computed on the host with RustCrypto. Without a patched list the ELF runs a default
+//! (PULP ChaCha20, 128 KiB, 1 and 8 cores) checked against build.rs's digest.
+//!
+//! Per run, on the FC: fill the payload (in L2, between two guard areas), make one warm-up call of
+//! the same configuration over at most 2 KiB (so the cluster's instruction cache holds the call's
+//! code, as in a streaming loop; flag [`BENCH_FLAG_COLD`] skips it), refill, make the measured
+//! call, check the output digest and both guards, print one line:
+//!
+//! `bench i=<n> kernel=<k> variant=<v> mode=<dma|fixed|nodma> cores=<n> buffer=<b> bytes=<n>
+//! cycles=<c> instructions=<i> fc_cycles=<f> rounds=<r> digest=<hex> ok` (or `FAIL <why>`)
+//!
+//! `cycles` and `instructions` are cluster core 0's PULP performance counters around the engine's
+//! cluster job (the offloaded function: cipher set-up, DMA, fork, rounds); `fc_cycles` is the FC's
+//! view of the whole `Engine` call (argument checks and the FC → cluster hand-over included).
+#![cfg_attr(target_arch = "riscv32", no_std, no_main)]
+
+#[cfg(target_arch = "riscv32")]
+mod app {
+    use gap_rust_cipher_s::aes::Aes128CtrCore;
+    use gap_rust_cipher_s::chacha::{ChaCha20Core, Portable, Rv32Asm};
+    #[cfg(feature = "pulp")]
+    use gap_rust_cipher_s::engine::{Aes128CtrBlocks, ChaCha20Blocks};
+    use gap_rust_sdk::bare::{BareCluster, BareL2, perf};
+    use gap_rust_sdk::{Buf, bare_println};
+    use gap_rust_wrapper::{Blocks, CipherFactory, Config, Engine, Error, KeyIv, Rounds};
+    use gvsoc::*;
+
+    const _: () = assert!(core::mem::size_of::<RunSpec>() == 32);
+    const _: () = assert!(core::mem::size_of::<BenchConfig>() == BENCH_CONFIG_BYTES);
+
+    /// The run list (patched by the host runner; see the module docs).
+    #[unsafe(no_mangle)]
+    #[used]
+    pub static GVSOC_BENCH_CONFIG: BenchConfig = BenchConfig {
+        magic: BENCH_MAGIC,
+        version: BENCH_VERSION,
+        count: 0,
+        flags: 0,
+        runs: [RunSpec {
+            kernel: 0,
+            mode: 0,
+            cores: 0,
+            buffer: 0,
+            bytes: 0,
+            offset: 0,
+            digest_lo: 0,
+            digest_hi: 0,
+        }; BENCH_MAX_RUNS],
+    };
+
+    fn config_word(i: usize) -> u32 {
+        let base = (&raw const GVSOC_BENCH_CONFIG).cast::<u32>();
+        // SAFETY: `i` indexes a word of the config static (callers stay below its size); a
+        // volatile read, because the runner changes the bytes after compilation.
+        unsafe { core::ptr::read_volatile(base.add(i)) }
+    }
+
+    fn spec(i: usize) -> RunSpec {
+        let w = |k: usize| config_word(4 + 8 * i + k);
+        RunSpec {
+            kernel: w(0),
+            mode: w(1),
+            cores: w(2),
+            buffer: w(3),
+            bytes: w(4),
+            offset: w(5),
+            digest_lo: w(6),
+            digest_hi: w(7),
+        }
+    }
+
+    /// Without a patched list: PULP ChaCha20 over 128 KiB on 1 and 8 cores (build.rs's digest).
+    fn default_spec(i: usize) -> RunSpec {
+        RunSpec {
+            kernel: 2,
+            mode: 0,
+            cores: if i == 0 { 1 } else { 8 },
+            buffer: 8192,
+            bytes: CHECK_BYTES as u32,
+            offset: CHECK_OFFSET as u32,
+            digest_lo: CHACHA20_DIGEST as u32,
+            digest_hi: (CHACHA20_DIGEST >> 32) as u32,
+        }
+    }
+
+    /// Warm-up calls cover at most this many bytes.
+    const WARM_BYTES: usize = 2048;
+
+    struct Outcome {
+        cycles: u32,
+        instructions: u32,
+        fc_cycles: u32,
+    }
+
+    fn call<F: CipherFactory>(
+        eng: &mut Engine<'_, BareCluster>,
+        f: &F,
+        mode: u32,
+        offset: u64,
+        data: &mut [u8],
+    ) -> Result<(), Error> {
+        if mode == 2 {
+            eng.apply_direct(f, offset, data)
+        } else {
+            eng.apply(f, offset, data)
+        }
+    }
+
+    fn measure<F: CipherFactory>(
+        cl: &BareCluster,
+        eng: &mut Engine<'_, BareCluster>,
+        f: &F,
+        s: &RunSpec,
+        region: &mut [u8],
+        warm: bool,
+    ) -> Result<Outcome, Error> {
+        let len = s.bytes as usize;
+        let offset = s.offset as u64;
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        if warm {
+            call(eng, f, s.mode, offset, &mut payload[..len.min(WARM_BYTES)])?;
+        }
+        fill(region, len);
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        let fc0 = perf::cycles();
+        call(eng, f, s.mode, offset, payload)?;
+        let fc1 = perf::cycles();
+        let st = cl.last_run();
+        Ok(Outcome {
+            cycles: st.cycles,
+            instructions: st.instructions,
+            fc_cycles: fc1.wrapping_sub(fc0),
+        })
+    }
+
+    /// Guards, payload pattern, guards.
+    fn fill(region: &mut [u8], len: usize) {
+        for (i, b) in region.iter_mut().enumerate() {
+            *b = guard_byte(i);
+        }
+        for (i, b) in region[BENCH_GUARD..BENCH_GUARD + len]
+            .iter_mut()
+            .enumerate()
+        {
+            *b = pattern(i);
+        }
+    }
+
+    fn guard_byte(i: usize) -> u8 {
+        0xA5 ^ (i as u8).wrapping_mul(7)
+    }
+
+    fn run_one(
+        cl: &BareCluster,
+        eng: &mut Engine<'_, BareCluster>,
+        s: &RunSpec,
+        region: &mut [u8],
+        warm: bool,
+    ) -> Result<Outcome, Error> {
+        let (ck, cn) = (&CHECK_KEY[..], &CHECK_NONCE[..]);
+        let (ak, ai) = (&BENCH_AES_KEY[..], &BENCH_AES_IV[..]);
+        use gap_rust_cipher_s::aes;
+        match s.kernel {
+            0 => measure(
+                cl,
+                eng,
+                &Blocks::<ChaCha20Core<Portable>>::new(ck, cn),
+                s,
+                region,
+                warm,
+            ),
+            1 => measure(
+                cl,
+                eng,
+                &Blocks::<ChaCha20Core<Rv32Asm>>::new(ck, cn),
+                s,
+                region,
+                warm,
+            ),
+            // The PULP kernels through the workers `ClusterEngine` uses (linked next to them).
+            #[cfg(feature = "pulp")]
+            2 => measure(cl, eng, &ChaCha20Blocks::new(ck, cn), s, region, warm),
+            3 => measure(
+                cl,
+                eng,
+                &KeyIv::<chacha20::ChaCha20>::new(ck, cn),
+                s,
+                region,
+                warm,
+            ),
+            #[cfg(feature = "pulp")]
+            4 => {
+                let f = KeyIv::<gap_rust_cipher_s::ChaCha20Pulp>::new(ck, cn);
+                measure(cl, eng, &f, s, region, warm)
+            }
+            5 => measure(
+                cl,
+                eng,
+                &Blocks::<Aes128CtrCore<aes::Portable>>::new(ak, ai),
+                s,
+                region,
+                warm,
+            ),
+            6 => measure(
+                cl,
+                eng,
+                &Blocks::<Aes128CtrCore<aes::Rv32>>::new(ak, ai),
+                s,
+                region,
+                warm,
+            ),
+            #[cfg(feature = "pulp")]
+            7 => measure(cl, eng, &Aes128CtrBlocks::new(ak, ai), s, region, warm),
+            8 => {
+                let f = KeyIv::<ctr::Ctr128BE<::aes::Aes128>>::new(ak, ai);
+                measure(cl, eng, &f, s, region, warm)
+            }
+            _ => Err(Error::Config),
+        }
+    }
+
+    fn main() -> u32 {
+        let Some(cl) = BareCluster::take() else {
+            bare_println!("bench FAIL: the cluster did not boot");
+            return 1;
+        };
+        let Ok(mut region) = Buf::zeroed(&BareL2, BENCH_MAX_BYTES + 2 * BENCH_GUARD, 8) else {
+            bare_println!("bench FAIL: no L2 for the payload");
+            return 2;
+        };
+        let patched = config_word(0) == BENCH_MAGIC && config_word(1) == BENCH_VERSION;
+        let count = if patched {
+            (config_word(2) as usize).min(BENCH_MAX_RUNS)
+        } else {
+            0
+        };
+        let (count, get): (usize, fn(usize) -> RunSpec) = if count == 0 {
+            (2, default_spec)
+        } else {
+            (count, spec)
+        };
+        let warm = config_word(3) & BENCH_FLAG_COLD == 0;
+        let mut failed = 0u32;
+        let mut engine: Option<(u32, Engine<'_, BareCluster>)> = None;
+        for i in 0..count {
+            let s = get(i);
+            let (kernel, variant) = BENCH_KERNELS
+                .get(s.kernel as usize)
+                .copied()
+                .unwrap_or(("?", "?"));
+            let mode = BENCH_MODES.get(s.mode as usize).copied().unwrap_or("?");
+            let bad = s.bytes as usize > BENCH_MAX_BYTES
+                || !(1..=8).contains(&s.cores)
+                || s.buffer == 0
+                || s.mode as usize >= BENCH_MODES.len();
+            let rounds = match s.mode {
+                1 => Rounds::Fixed,
+                _ => Rounds::Auto,
+            };
+            // One engine (three L1 buffers) per buffer size; rebuilt when the size changes.
+            if engine.as_ref().is_none_or(|(b, _)| *b != s.buffer) && !bad {
+                engine = None;
+                match Engine::new(&cl, Config::new(1, s.buffer as usize)) {
+                    Ok(e) => engine = Some((s.buffer, e)),
+                    Err(e) => bare_println!("bench i={i} engine: {e}"),
+                }
+            }
+            let result = match (&mut engine, bad) {
+                (Some((_, eng)), false) => eng.set_cores(s.cores as usize).and_then(|_| {
+                    eng.set_rounds(rounds);
+                    run_one(&cl, eng, &s, &mut region, warm)
+                }),
+                _ => Err(Error::Config),
+            };
+            let len = s.bytes as usize;
+            let d = digest(&region[BENCH_GUARD..BENCH_GUARD + len]);
+            let want = (s.digest_hi as u64) << 32 | s.digest_lo as u64;
+            let guards_ok = (0..BENCH_GUARD)
+                .chain(BENCH_GUARD + len..region.len())
+                .all(|j| region[j] == guard_byte(j));
+            let verdict = match &result {
+                Err(_) => "FAIL engine-error",
+                Ok(_) if !guards_ok => "FAIL guard-overwritten",
+                Ok(_) if d != want => "FAIL digest",
+                Ok(_) => "ok",
+            };
+            if verdict != "ok" {
+                failed += 1;
+            }
+            let (c, n, f) = match &result {
+                Ok(o) => (o.cycles, o.instructions, o.fc_cycles),
+                Err(_) => (0, 0, 0),
+            };
+            let rounds = match (s.mode, &engine) {
+                (2, _) => 1,
+                (_, Some((_, eng))) => eng.config().round_count(len),
+                _ => 0,
+            };
+            bare_println!(
+                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} cycles={c} instructions={n} fc_cycles={f} rounds={rounds} digest={d:016x} {verdict}",
+                s.cores,
+                s.buffer,
+                s.bytes
+            );
+            if let Err(e) = result {
+                bare_println!("bench i={i} error: {e}");
+            }
+        }
+        bare_println!("bench done runs={count} failed={failed}");
+        if failed == 0 { 0 } else { 5 }
+    }
+
+    gap_rust_sdk::bare_main!(main);
+}
+
+#[cfg(not(target_arch = "riscv32"))]
+fn main() {
+    eprintln!(
+        "a GAP8 program: build with --target riscv32imc-unknown-none-elf and run on GVSOC (make gvsoc-bench)"
+    );
+}
