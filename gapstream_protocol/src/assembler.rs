@@ -280,8 +280,8 @@ mod tests {
             1 => {
                 let b = &body[..body.len().min(64)];
                 let h = ControlHeader {
-                    msg_type: MsgType::Rekey,
-                    epoch: 1,
+                    msg_type: MsgType::GroupKey,
+                    session: [1; 8],
                     sequence: seq,
                     body_len: b.len() as u16,
                 };
@@ -389,7 +389,7 @@ mod tests {
             (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..1020), any::<bool>()), 0..60)) {
             let mut asm = Assembler::new(2000);
             for (start, mut p, last) in pkts {
-                if start && p.len() >= 4 { p[..4].copy_from_slice(&[0x47, 0x53, 0x01, 0x10]); }
+                if start && p.len() >= 4 { p[..4].copy_from_slice(&[0x47, 0x53, 0x02, 0x10]); }
                 let _ = asm.push(route().with_last(last), &p);
                 prop_assert!(asm.buffered() <= 2000 + 1020);
                 while let Some(m) = asm.next_message() { prop_assert!(m.len() <= 2000); }

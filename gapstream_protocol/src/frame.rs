@@ -2,8 +2,8 @@
 //!
 //! A FRAME on the wire is `header (36) ‖ payload (payload_len) ‖ tag (16, AEAD suites only)`; the
 //! header is the associated data, the nonce is `frame iv XOR be64(sequence)` of the header's epoch.
-//! A control message is `header (18) ‖ body ‖ tag (16)`, always ChaCha20-Poly1305 under the
-//! direction's control key, nonce `control iv XOR be64(control sequence)`.
+//! A control message is `header (22) ‖ body ‖ tag (16)`, always ChaCha20-Poly1305 under the
+//! session's control key of its direction, nonce `control iv XOR be64(control sequence)`.
 
 use gap_rust_cipher_s::KeystreamApplier;
 
@@ -139,13 +139,14 @@ pub fn open_frame<K: KeystreamApplier + ?Sized>(
     Ok(h)
 }
 
-/// Seals a control message into `out` (which must hold `18 + body.len() + 16` bytes); returns its
-/// length.
+/// Seals a control message of session `session` into `out` (which must hold
+/// `22 + body.len() + 16` bytes); returns its length.
+#[allow(clippy::too_many_arguments)]
 pub fn seal_control<K: KeystreamApplier + ?Sized>(
     k: &mut K,
     key: &DirectionKey,
     msg_type: MsgType,
-    epoch: u32,
+    session: wire::SessionId,
     sequence: u64,
     body: &[u8],
     out: &mut [u8],
@@ -156,7 +157,7 @@ pub fn seal_control<K: KeystreamApplier + ?Sized>(
     }
     let h = ControlHeader {
         msg_type,
-        epoch,
+        session,
         sequence,
         body_len: body.len() as u16,
     }
@@ -199,12 +200,15 @@ pub fn open_control<'m, K: KeystreamApplier + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::{EpochKeys, EpochSecret};
+    use crate::keys::{GroupKeys, GroupSecret, SessionKeys, SessionSecret};
     use crate::wire::PixelFormat;
     use gap_rust_cipher_s::Sequential;
 
-    fn keys(suite: Suite) -> EpochKeys {
-        EpochKeys::derive(&mut Sequential, &EpochSecret::from_bytes([1; 32]), 0, suite).unwrap()
+    fn keys(suite: Suite) -> GroupKeys {
+        GroupKeys::derive(&mut Sequential, &GroupSecret::from_bytes([1; 32]), 0, suite).unwrap()
+    }
+    fn session_keys() -> SessionKeys {
+        SessionKeys::derive(&mut Sequential, &SessionSecret::from_bytes([1; 32])).unwrap()
     }
 
     fn header(suite: Suite, len: u32) -> FrameHeader {
@@ -244,22 +248,25 @@ mod tests {
 
     #[test]
     fn control_round_trip_and_tamper() {
-        let k = keys(Suite::ChaCha20Poly1305);
+        let k = session_keys();
         let mut out = [0u8; 64];
         let n = seal_control(
             &mut Sequential,
             &k.d2r_control,
-            MsgType::Rekey,
-            3,
+            MsgType::KeyAck,
+            [3; 8],
             9,
             &4u32.to_le_bytes(),
             &mut out,
         )
         .unwrap();
-        assert_eq!(n, 18 + 4 + 16);
+        assert_eq!(n, 22 + 4 + 16);
         let mut m = out;
         let (h, body) = open_control(&mut Sequential, &k.d2r_control, &mut m[..n]).unwrap();
-        assert_eq!((h.msg_type, h.epoch, h.sequence), (MsgType::Rekey, 3, 9));
+        assert_eq!(
+            (h.msg_type, h.session, h.sequence),
+            (MsgType::KeyAck, [3; 8], 9)
+        );
         assert_eq!(body, &4u32.to_le_bytes());
         for i in 0..n {
             let mut m = out;

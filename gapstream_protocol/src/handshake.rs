@@ -2,15 +2,17 @@
 //! suite negotiated inside it.
 //!
 //! ```text
-//! receiver (initiator)                                   drone (responder)
-//! HELLO  = hdr(id) ‖ KK msg 1: e, es, ss, ENC(offer)  →
-//!                                                     ←  ACCEPT = hdr(id) ‖ KK msg 2: e, ee, se, ENC(choice)
+//! receiver (initiator)                                         drone (responder)
+//! HELLO  = hdr(hello id, key id) ‖ KK msg 1: e, es, ss, ENC(offer)  →
+//!                                                          ←  ACCEPT = hdr(hello id, key id) ‖ KK msg 2: e, ee, se, ENC(choice)
 //! offer  = suites (receiver's preference order), modes with their key shares
 //!          (P-256: ephemeral point; RSA: the receiver's 2048-bit modulus)
 //! choice = suite, mode, the drone's share (P-256: ephemeral point; RSA: OAEP(secret))
 //! ```
 //!
-//! * Both sides know each other's static X25519 key from pairing (KK). The HELLO payload is
+//! * Both sides know each other's static X25519 key from pairing (KK); a drone may be paired with
+//!   several receivers ([`DroneIdentity`]): the HELLO's key id says which of their keys to use. The
+//!   HELLO payload is
 //!   encrypted under `es` and `ss`, so only the paired receiver can make one the drone accepts; the
 //!   ACCEPT is encrypted under `ee` and `se`, so only the paired drone can answer it. Everything sent
 //!   (ephemerals, offer, choice, the hello id through the prologue) is hashed into the handshake
@@ -32,7 +34,7 @@ use p256::elliptic_curve::sec1::ToSec1Point;
 use rand_core::CryptoRng;
 use zeroize::{Zeroize, Zeroizing};
 
-use crate::keys::EpochSecret;
+use crate::keys::SessionSecret;
 use crate::noise;
 use crate::rsa_oaep;
 use crate::suite::{KexMode, Suite};
@@ -40,8 +42,22 @@ use crate::wire::{self, AlertCode, HandshakeHeader, MsgType, WireError};
 
 /// P-256 uncompressed SEC1 point length.
 pub const P256_SHARE_LEN: usize = 65;
-/// Prologue of the Noise handshake, followed by the 8-byte hello id.
-pub const PROLOGUE: &[u8] = b"gapstream v1 hello ";
+/// Prologue of the Noise handshake, followed by the 8-byte hello id and the 4-byte receiver key id.
+pub const PROLOGUE: &[u8] = b"gapstream v2 hello ";
+/// Most receiver keys a drone can be paired with.
+pub const MAX_RECEIVER_KEYS: usize = 8;
+
+/// A receiver's 4-byte key id: the first bytes of `SHA-256("gapstream v2 receiver key id" ‖ its
+/// static public key)`. The HELLO carries it so a drone paired with several receivers knows which
+/// public key the Noise_KK handshake uses without trying them all.
+pub fn receiver_key_id(public: &[u8; 32]) -> [u8; 4] {
+    use sha2::Digest;
+    let d = sha2::Sha256::new()
+        .chain_update(b"gapstream v2 receiver key id")
+        .chain_update(public)
+        .finalize();
+    [d[0], d[1], d[2], d[3]]
+}
 
 /// A long-term X25519 secret key (one per device, made by pairing). Wiped on drop.
 #[derive(Clone, zeroize::ZeroizeOnDrop, Zeroize)]
@@ -110,12 +126,124 @@ pub fn pair<R: CryptoRng + ?Sized>(rng: &mut R) -> (Identity, Identity) {
     )
 }
 
+/// Pairing of a drone with `n` receivers (1..=[`MAX_RECEIVER_KEYS`]), each with its own key.
+pub fn pair_group<R: CryptoRng + ?Sized>(rng: &mut R, n: usize) -> (DroneIdentity, Vec<Identity>) {
+    let n = n.clamp(1, MAX_RECEIVER_KEYS);
+    let d = StaticSecret::generate(rng);
+    let dp = d.public();
+    let receivers: Vec<Identity> = (0..n)
+        .map(|_| Identity {
+            local: StaticSecret::generate(rng),
+            peer_public: dp,
+        })
+        .collect();
+    let keys = receivers.iter().map(|r| r.local.public()).collect();
+    (
+        DroneIdentity {
+            local: d,
+            receivers: keys,
+        },
+        receivers,
+    )
+}
+
+/// A drone's pairing: its static key and the public keys of the receivers it accepts (at most
+/// [`MAX_RECEIVER_KEYS`], each with a distinct [`receiver_key_id`]).
+///
+/// Why one key per receiver rather than one receiver identity shared by a group: each receiver
+/// authenticates as itself, so the drone can tell a receiver that reconnects (its new session
+/// replaces only its own) from a new member (which triggers a rekey), a stolen receiver file lets
+/// the thief impersonate that receiver only, and re-pairing one receiver does not touch the others.
+/// A shared identity is simpler to hand out (one file copied to every listener) but the drone
+/// could not tell members apart, so one member could evict another's session, and a leak of the
+/// file compromises the whole group. The cost of per-receiver keys is provisioning: the drone's
+/// pairing file lists every receiver's public key (`gapstream pair --receivers N`).
+#[derive(Clone, Debug)]
+pub struct DroneIdentity {
+    pub local: StaticSecret,
+    pub receivers: Vec<[u8; 32]>,
+}
+
+impl From<Identity> for DroneIdentity {
+    fn from(id: Identity) -> Self {
+        DroneIdentity {
+            local: id.local,
+            receivers: alloc::vec![id.peer_public],
+        }
+    }
+}
+
+impl DroneIdentity {
+    /// The Noise identity for receiver `index`.
+    pub fn for_receiver(&self, index: usize) -> Option<Identity> {
+        Some(Identity {
+            local: self.local.clone(),
+            peer_public: *self.receivers.get(index)?,
+        })
+    }
+
+    /// The index of the receiver whose key id is `key_id`.
+    pub fn receiver_index(&self, key_id: &[u8; 4]) -> Option<usize> {
+        self.receivers
+            .iter()
+            .position(|p| receiver_key_id(p) == *key_id)
+    }
+
+    /// Checks the bounds: 1..=[`MAX_RECEIVER_KEYS`] receivers with distinct key ids.
+    pub fn check(&self) -> Result<(), PairingError> {
+        if self.receivers.is_empty() || self.receivers.len() > MAX_RECEIVER_KEYS {
+            return Err(PairingError::ReceiverCount(self.receivers.len()));
+        }
+        for (i, a) in self.receivers.iter().enumerate() {
+            if self.receivers[..i]
+                .iter()
+                .any(|b| receiver_key_id(a) == receiver_key_id(b))
+            {
+                return Err(PairingError::DuplicateReceiver);
+            }
+        }
+        Ok(())
+    }
+
+    /// The drone's pairing file: like [`Identity::to_pairing_text`], one `peer_public=` line per
+    /// receiver.
+    pub fn to_pairing_text(&self) -> alloc::string::String {
+        let mut s = Identity {
+            local: self.local.clone(),
+            peer_public: self.receivers[0],
+        }
+        .to_pairing_text(Role::Drone);
+        for p in &self.receivers[1..] {
+            s.push_str("peer_public=");
+            push_hex(&mut s, p);
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Parses a drone's pairing file (one or more `peer_public=` lines).
+    pub fn from_pairing_text(text: &str) -> Result<Self, PairingError> {
+        let (role, local, receivers) = parse_pairing(text)?;
+        if role != Role::Drone {
+            return Err(PairingError::BadRole);
+        }
+        let id = DroneIdentity { local, receivers };
+        id.check()?;
+        Ok(id)
+    }
+}
+
 /// Why a pairing file could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PairingError {
     MissingField(&'static str),
     BadHex(&'static str),
     BadRole,
+    /// A drone file lists no receiver or more than [`MAX_RECEIVER_KEYS`]; a receiver file lists
+    /// more than one drone.
+    ReceiverCount(usize),
+    /// Two receiver keys with the same key id.
+    DuplicateReceiver,
 }
 
 impl core::fmt::Display for PairingError {
@@ -124,6 +252,13 @@ impl core::fmt::Display for PairingError {
             PairingError::MissingField(k) => write!(f, "pairing file has no `{k}=` line"),
             PairingError::BadHex(k) => write!(f, "pairing file field `{k}` is not 64 hex digits"),
             PairingError::BadRole => f.write_str("pairing file role must be `drone` or `receiver`"),
+            PairingError::ReceiverCount(n) => write!(
+                f,
+                "pairing file has {n} `peer_public=` lines (a drone: 1..={MAX_RECEIVER_KEYS}, a receiver: 1)"
+            ),
+            PairingError::DuplicateReceiver => {
+                f.write_str("pairing file lists the same receiver key twice")
+            }
         }
     }
 }
@@ -148,6 +283,41 @@ fn parse_hex32(s: &str, field: &'static str) -> Result<[u8; 32], PairingError> {
     Ok(out)
 }
 
+fn push_hex(s: &mut alloc::string::String, b: &[u8]) {
+    use core::fmt::Write;
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+}
+
+/// Role, local secret and every `peer_public=` of a pairing file.
+fn parse_pairing(text: &str) -> Result<(Role, StaticSecret, Vec<[u8; 32]>), PairingError> {
+    let values = |k: &'static str| {
+        text.lines()
+            .filter_map(move |l| l.trim().strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+    };
+    let field = |k: &'static str| values(k).next().ok_or(PairingError::MissingField(k));
+    let role = match field("role")?.trim() {
+        "drone" => Role::Drone,
+        "receiver" => Role::Receiver,
+        _ => return Err(PairingError::BadRole),
+    };
+    let local = StaticSecret(parse_hex32(field("local_secret")?, "local_secret")?);
+    if let Ok(p) = field("local_public") {
+        if parse_hex32(p, "local_public")? != local.public() {
+            return Err(PairingError::BadHex("local_public"));
+        }
+    }
+    let peers = values("peer_public")
+        .take(MAX_RECEIVER_KEYS + 1)
+        .map(|p| parse_hex32(p, "peer_public"))
+        .collect::<Result<Vec<_>, _>>()?;
+    if peers.is_empty() {
+        return Err(PairingError::MissingField("peer_public"));
+    }
+    Ok((role, local, peers))
+}
+
 impl Identity {
     /// The text of a pairing file:
     ///
@@ -161,46 +331,35 @@ impl Identity {
     pub fn to_pairing_text(&self, role: Role) -> alloc::string::String {
         use core::fmt::Write;
         let mut s = alloc::string::String::new();
-        let hex = |s: &mut alloc::string::String, b: &[u8]| {
-            for x in b {
-                let _ = write!(s, "{x:02x}");
-            }
-        };
         s.push_str(
             "# gapstream pairing file: keep it secret (it holds this device's private key)\n",
         );
         let _ = writeln!(s, "role={}", role.name());
         s.push_str("local_secret=");
-        hex(&mut s, &self.local.0);
+        push_hex(&mut s, &self.local.0);
         s.push_str("\nlocal_public=");
-        hex(&mut s, &self.local.public());
+        push_hex(&mut s, &self.local.public());
         s.push_str("\npeer_public=");
-        hex(&mut s, &self.peer_public);
+        push_hex(&mut s, &self.peer_public);
         s.push('\n');
         s
     }
 
     /// Parses [`Identity::to_pairing_text`] (`local_public`, when present, must match the secret).
+    /// A drone file that lists several receivers is refused here
+    /// ([`PairingError::ReceiverCount`]): read it with [`DroneIdentity::from_pairing_text`].
     pub fn from_pairing_text(text: &str) -> Result<(Role, Identity), PairingError> {
-        let field = |k: &'static str| {
-            text.lines()
-                .filter_map(|l| l.trim().strip_prefix(k).and_then(|r| r.strip_prefix('=')))
-                .next()
-                .ok_or(PairingError::MissingField(k))
-        };
-        let role = match field("role")?.trim() {
-            "drone" => Role::Drone,
-            "receiver" => Role::Receiver,
-            _ => return Err(PairingError::BadRole),
-        };
-        let local = StaticSecret(parse_hex32(field("local_secret")?, "local_secret")?);
-        if let Ok(p) = field("local_public") {
-            if parse_hex32(p, "local_public")? != local.public() {
-                return Err(PairingError::BadHex("local_public"));
-            }
+        let (role, local, peers) = parse_pairing(text)?;
+        if peers.len() != 1 {
+            return Err(PairingError::ReceiverCount(peers.len()));
         }
-        let peer_public = parse_hex32(field("peer_public")?, "peer_public")?;
-        Ok((role, Identity { local, peer_public }))
+        Ok((
+            role,
+            Identity {
+                local,
+                peer_public: peers[0],
+            },
+        ))
     }
 }
 
@@ -295,6 +454,8 @@ pub enum HandshakeError {
     RsaKeyMissing,
     /// The receiver offered nothing.
     EmptyOffer,
+    /// Every receiver slot of the drone is taken by other receivers.
+    GroupFull,
     /// Internal Noise state error.
     Noise,
 }
@@ -325,6 +486,7 @@ impl core::fmt::Display for HandshakeError {
             HandshakeError::Rsa(e) => write!(f, "RSA key transport: {e}"),
             HandshakeError::RsaKeyMissing => f.write_str("RSA mode offered without an RSA key"),
             HandshakeError::EmptyOffer => f.write_str("no suite or no mode to offer"),
+            HandshakeError::GroupFull => f.write_str("every receiver slot of the drone is taken"),
             HandshakeError::Noise => f.write_str("internal Noise state error"),
         }
     }
@@ -336,8 +498,9 @@ impl core::error::Error for HandshakeError {}
 pub struct Established {
     pub suite: Suite,
     pub mode: KexMode,
+    /// The hello id, which is the session's id from now on.
     pub hello_id: [u8; 8],
-    pub(crate) secret: EpochSecret,
+    pub(crate) secret: SessionSecret,
 }
 
 impl core::fmt::Debug for Established {
@@ -350,10 +513,11 @@ impl core::fmt::Debug for Established {
     }
 }
 
-fn prologue(hello_id: &[u8; 8]) -> [u8; 27] {
-    let mut p = [0u8; 27];
+fn prologue(hello_id: &[u8; 8], key_id: &[u8; 4]) -> [u8; 31] {
+    let mut p = [0u8; 31];
     p[..19].copy_from_slice(PROLOGUE);
-    p[19..].copy_from_slice(hello_id);
+    p[19..27].copy_from_slice(hello_id);
+    p[27..].copy_from_slice(key_id);
     p
 }
 
@@ -363,12 +527,13 @@ fn seed<R: CryptoRng + ?Sized>(rng: &mut R) -> [u8; 32] {
     s
 }
 
-fn handshake_message(t: MsgType, hello_id: [u8; 8], noise: &[u8]) -> Vec<u8> {
+fn handshake_message(t: MsgType, hello_id: [u8; 8], key_id: [u8; 4], noise: &[u8]) -> Vec<u8> {
     let mut m = Vec::with_capacity(wire::HANDSHAKE_HEADER_LEN + noise.len());
     m.extend_from_slice(
         &HandshakeHeader {
             msg_type: t,
             hello_id,
+            key_id,
             noise_len: noise.len() as u16,
         }
         .encode(),
@@ -377,9 +542,9 @@ fn handshake_message(t: MsgType, hello_id: [u8; 8], noise: &[u8]) -> Vec<u8> {
     m
 }
 
-fn split(hs: &mut snow::HandshakeState, kex_secret: &[u8]) -> EpochSecret {
+fn split(hs: &mut snow::HandshakeState, kex_secret: &[u8]) -> SessionSecret {
     let (mut k1, mut k2) = hs.dangerously_get_raw_split();
-    let s = EpochSecret::initial(hs.get_handshake_hash(), &k1, &k2, kex_secret);
+    let s = SessionSecret::initial(hs.get_handshake_hash(), &k1, &k2, kex_secret);
     k1.zeroize();
     k2.zeroize();
     s
@@ -454,6 +619,7 @@ pub type RsaDecrypt<'a> = dyn FnMut(&[u8]) -> Result<Zeroizing<Vec<u8>>, Handsha
 pub struct ReceiverHandshake {
     hs: snow::HandshakeState,
     hello_id: [u8; 8],
+    key_id: [u8; 4],
     suites: Vec<Suite>,
     modes: Vec<KexMode>,
     p256: Option<p256::ecdh::EphemeralSecret>,
@@ -485,6 +651,17 @@ impl ReceiverHandshake {
         offer: &Offer<'_>,
         rng: &mut R,
     ) -> Result<(Self, Vec<u8>), HandshakeError> {
+        Self::start_as(id, receiver_key_id(&id.local.public()), offer, rng)
+    }
+
+    /// [`ReceiverHandshake::start`] with the receiver's key id already known (computing it takes
+    /// an X25519 base-point multiplication for the public key; a session does it once).
+    pub fn start_as<R: CryptoRng + ?Sized>(
+        id: &Identity,
+        key_id: [u8; 4],
+        offer: &Offer<'_>,
+        rng: &mut R,
+    ) -> Result<(Self, Vec<u8>), HandshakeError> {
         if offer.suites.is_empty()
             || offer.modes.is_empty()
             || offer.suites.len() > 8
@@ -512,7 +689,7 @@ impl ReceiverHandshake {
         }
         let payload = encode_offer(offer.suites, &shares);
         let mut hs = noise::builder(seed(rng))
-            .prologue(&prologue(&hello_id))
+            .prologue(&prologue(&hello_id, &key_id))
             .and_then(|b| b.local_private_key(&id.local.0))
             .and_then(|b| b.remote_public_key(&id.peer_public))
             .and_then(|b| b.build_initiator())
@@ -522,11 +699,12 @@ impl ReceiverHandshake {
             .write_message(&payload, &mut msg)
             .map_err(|_| HandshakeError::Noise)?;
         msg.truncate(n);
-        let hello = handshake_message(MsgType::Hello, hello_id, &msg);
+        let hello = handshake_message(MsgType::Hello, hello_id, key_id, &msg);
         Ok((
             ReceiverHandshake {
                 hs,
                 hello_id,
+                key_id,
                 suites: offer.suites.to_vec(),
                 modes: offer.modes.to_vec(),
                 p256: p256_secret,
@@ -556,7 +734,7 @@ impl ReceiverHandshake {
                 h.msg_type as u8,
             )));
         }
-        if h.hello_id != self.hello_id {
+        if h.hello_id != self.hello_id || h.key_id != self.key_id {
             return Err(HandshakeError::HelloIdMismatch);
         }
         Ok(())
@@ -637,7 +815,18 @@ pub struct Refusal {
     pub alert: Option<[u8; wire::ALERT_LEN]>,
 }
 
-/// The drone's side: reads a HELLO, answers with an ACCEPT.
+/// The hello id and receiver key id of a HELLO, read without any key (the drone picks the
+/// receiver's public key by the key id before the Noise handshake).
+pub fn hello_ids(hello: &[u8]) -> Result<([u8; 8], [u8; 4]), WireError> {
+    let (h, _) = HandshakeHeader::decode(hello)?;
+    if h.msg_type != MsgType::Hello {
+        return Err(WireError::UnknownType(h.msg_type as u8));
+    }
+    Ok((h.hello_id, h.key_id))
+}
+
+/// The drone's side: reads a HELLO from the receiver `id.peer_public`, answers with an ACCEPT. A
+/// HELLO whose key id is not that receiver's is refused like one that does not authenticate.
 pub fn respond<R: CryptoRng + ?Sized>(
     id: &Identity,
     policy: &DronePolicy,
@@ -658,8 +847,14 @@ pub fn respond<R: CryptoRng + ?Sized>(
         error,
         alert: Some(wire::encode_alert(h.hello_id, code)),
     };
+    if h.key_id != receiver_key_id(&id.peer_public) {
+        return Err(refuse(
+            HandshakeError::Authentication,
+            AlertCode::AuthenticationFailed,
+        ));
+    }
     let mut hs = noise::builder(seed(rng))
-        .prologue(&prologue(&h.hello_id))
+        .prologue(&prologue(&h.hello_id, &h.key_id))
         .and_then(|b| b.local_private_key(&id.local.0))
         .and_then(|b| b.remote_public_key(&id.peer_public))
         .and_then(|b| b.build_responder())
@@ -740,7 +935,7 @@ pub fn respond<R: CryptoRng + ?Sized>(
             hello_id: h.hello_id,
             secret,
         },
-        handshake_message(MsgType::Accept, h.hello_id, &msg),
+        handshake_message(MsgType::Accept, h.hello_id, h.key_id, &msg),
     ))
 }
 
@@ -788,11 +983,7 @@ mod tests {
                 let (d, r) = run(&offer, &policy, 7).unwrap();
                 assert_eq!((d.suite, d.mode), (suite, mode));
                 assert_eq!((r.suite, r.mode), (suite, mode));
-                assert_eq!(
-                    d.secret.next().bytes(),
-                    r.secret.next().bytes(),
-                    "{mode} {suite}"
-                );
+                assert_eq!(d.secret.bytes(), r.secret.bytes(), "{mode} {suite}");
             }
         }
     }
@@ -916,5 +1107,73 @@ mod tests {
         );
         let bad = text.replace("peer_public=", "peer_public=zz");
         assert!(Identity::from_pairing_text(&bad).is_err());
+    }
+
+    #[test]
+    fn group_pairing_text_round_trip_and_checks() {
+        let mut rng = TestRng::new(6);
+        let (d, rs) = pair_group(&mut rng, 3);
+        assert_eq!(d.receivers.len(), 3);
+        let text = d.to_pairing_text();
+        assert_eq!(text.matches("peer_public=").count(), 3);
+        let d2 = DroneIdentity::from_pairing_text(&text).unwrap();
+        assert_eq!(d2.receivers, d.receivers);
+        // A single-receiver reader refuses a group file rather than silently using one receiver.
+        assert_eq!(
+            Identity::from_pairing_text(&text).unwrap_err(),
+            PairingError::ReceiverCount(3)
+        );
+        for (i, r) in rs.iter().enumerate() {
+            assert_eq!(r.peer_public, d.local.public());
+            let kid = receiver_key_id(&r.local.public());
+            assert_eq!(d.receiver_index(&kid), Some(i));
+            let text = r.to_pairing_text(Role::Receiver);
+            assert_eq!(
+                Identity::from_pairing_text(&text).unwrap().0,
+                Role::Receiver
+            );
+        }
+        let dup = DroneIdentity {
+            local: d.local.clone(),
+            receivers: alloc::vec![d.receivers[0], d.receivers[0]],
+        };
+        assert_eq!(dup.check(), Err(PairingError::DuplicateReceiver));
+        let one: DroneIdentity = rs[0].clone().into();
+        assert_eq!(one.receivers.len(), 1);
+        assert!(DroneIdentity::from_pairing_text(&rs[0].to_pairing_text(Role::Receiver)).is_err());
+    }
+
+    /// A HELLO whose key id names another receiver is refused before any Diffie-Hellman, and the
+    /// key id cannot be changed unnoticed (it is in the prologue).
+    #[test]
+    fn key_id_selects_the_receiver_and_is_bound() {
+        let mut rng = TestRng::new(7);
+        let (d, rs) = pair_group(&mut rng, 2);
+        let offer = Offer {
+            suites: &Suite::AUTHENTICATED,
+            modes: &[KexMode::X25519],
+            rsa_modulus: None,
+        };
+        let (_, hello) = ReceiverHandshake::start(&rs[1], &offer, &mut rng).unwrap();
+        let (_, kid) = hello_ids(&hello).unwrap();
+        assert_eq!(d.receiver_index(&kid), Some(1));
+        let as0 = d.for_receiver(0).unwrap();
+        assert_eq!(
+            respond(&as0, &DronePolicy::default(), &mut rng, &hello)
+                .unwrap_err()
+                .error,
+            HandshakeError::Authentication
+        );
+        let as1 = d.for_receiver(1).unwrap();
+        respond(&as1, &DronePolicy::default(), &mut rng, &hello).unwrap();
+        // Receiver 1's HELLO relabelled as receiver 0's: the drone uses key 0 and fails.
+        let mut forged = hello.clone();
+        forged[12..16].copy_from_slice(&receiver_key_id(&d.receivers[0]));
+        assert_eq!(
+            respond(&as0, &DronePolicy::default(), &mut rng, &forged)
+                .unwrap_err()
+                .error,
+            HandshakeError::Authentication
+        );
     }
 }

@@ -1,6 +1,9 @@
-//! The gapstream wire protocol: authenticated, encrypted camera frames from a GAP8 drone through an
-//! untrusted ESP32 / WiFi to a receiver. `no_std`; the handshake and the session state machines need
-//! `alloc` (feature `alloc`, on by default). The full specification, byte by byte, with the security
+//! The gapstream wire protocol (version 2): authenticated, encrypted camera frames from a GAP8 drone
+//! through an untrusted ESP32 / WiFi to one or several receivers (a leader and listeners). Each
+//! receiver runs its own authenticated handshake with the drone; frames are sealed once per epoch
+//! under a group frame key that the drone sends to every member over its own session, and a
+//! receiver joining or leaving starts a new epoch. `no_std`; the handshake and the session state
+//! machines need `alloc` (feature `alloc`, on by default). The full specification, byte by byte, with the security
 //! argument and test vectors, is `docs/protocol.md` (its hex examples are checked by `spec_vectors`).
 //!
 //! | module | concern |
@@ -11,19 +14,21 @@
 //! | [`suite`] | frame suites (ChaCha20-Poly1305, AES-128-GCM, unauthenticated ChaCha20 / AES-CTR, none) and key-establishment modes |
 //! | [`aead`] | payload sealing over [`gap_rust_cipher_s::KeystreamApplier`] + `poly1305` / `ghash` |
 //! | [`frame`] | sealing / opening frames and control messages on caller buffers |
-//! | [`keys`] | HKDF-SHA256 key schedule, epoch ratchet, key-log lines |
+//! | [`keys`] | HKDF-SHA256 key schedule: session control keys, the drone's group pool, per-epoch group frame keys, key-log lines |
 //! | [`noise`] | `snow` resolver for `Noise_KK_25519_ChaChaPoly_SHA256` on riscv32imc-friendly crates |
 //! | [`rsa_oaep`] | RSA-OAEP-2048 encryption without allocation (drone), `rsa`-crate decryption (receiver) |
-//! | [`handshake`] | pairing, HELLO / ACCEPT, negotiation of suite and mode inside the Noise handshake |
-//! | [`session`] | the I/O-free [`session::DroneSession`] and [`session::ReceiverSession`], counters |
+//! | [`handshake`] | pairing (one key per receiver, [`handshake::DroneIdentity`]), HELLO / ACCEPT, negotiation of suite and mode inside the Noise handshake |
+//! | [`session`] | the I/O-free [`session::DroneSession`] (one session per receiver, group epochs, joins and leaves) and [`session::ReceiverSession`], counters |
 //! | [`replay`] | sliding replay window over u64 sequence numbers, loss from gaps |
 //! | [`compat`] | the stock plaintext `0xBC` image stream, for stock viewers and A/B runs |
 //!
-//! The drone calls [`session::DroneSession::handle_message`] for what the receiver sends,
-//! [`session::DroneSession::seal_frame`] per frame and sends `header ‖ payload ‖ tag` through
-//! [`frame::SealedFrame::packetizer`]; the receiver feeds bytes to [`cpx::StreamDecoder`], packets to
-//! [`assembler::Assembler`] and messages to [`session::ReceiverSession::handle_message`]. Both
-//! drain [`session::DroneSession::poll_transmit`] / [`session::ReceiverSession::poll_transmit`].
+//! The drone calls [`session::DroneSession::handle_message`] for what the receivers send,
+//! [`session::DroneSession::handle_timeout`] and [`session::DroneSession::seal_frame`] per frame, and
+//! sends `header ‖ payload ‖ tag` through [`frame::SealedFrame::packetizer`]; each receiver feeds
+//! bytes to [`cpx::StreamDecoder`], packets to [`assembler::Assembler`] and messages to
+//! [`session::ReceiverSession::handle_message`] (which ignores the ones for other receivers), and
+//! calls [`session::ReceiverSession::handle_timeout`] about every 100 ms. Both drain
+//! [`session::DroneSession::poll_transmit`] / [`session::ReceiverSession::poll_transmit`].
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_debug_implementations)]
@@ -56,13 +61,13 @@ mod spec_vectors;
 
 pub use gap_rust_cipher_s::{CipherId, KeystreamApplier, KeystreamError, Sequential};
 #[cfg(feature = "alloc")]
-pub use handshake::{Identity, Role, StaticSecret, pair};
+pub use handshake::{DroneIdentity, Identity, Role, StaticSecret, pair, pair_group};
 /// The `rand_core` this crate takes entropy through (`CryptoRng`).
 pub use rand_core;
 #[cfg(feature = "alloc")]
 pub use session::{
-    Clock, DroneConfig, DroneEvent, DroneSession, Frame, HandshakeStats, ReceiverConfig,
-    ReceiverCounters, ReceiverEvent, ReceiverSession, Rejected, SealError,
+    Clock, DroneConfig, DroneEvent, DroneSession, Frame, HandshakeStats, LeaveReason,
+    ReceiverConfig, ReceiverCounters, ReceiverEvent, ReceiverSession, Rejected, SealError,
 };
 pub use suite::{KexMode, Suite};
 

@@ -1,12 +1,14 @@
 //! Sliding replay window over 64-bit sequence numbers, and loss counting from the gaps.
 //!
-//! Sequence numbers start at 0 in every session and grow by one per frame. The window remembers
-//! which of the last [`WINDOW`] sequence numbers below the highest one were accepted: a number seen
-//! before is a replay, a number further back than the window is too old (both rejected), a new
-//! number below the highest is a late (reordered) frame and is accepted once.
+//! Sequence numbers grow by one per frame (one sequence for the drone's whole group; a receiver that
+//! joins late sees them start anywhere). The window starts at the first number accepted and
+//! remembers which of the last [`WINDOW`] sequence numbers below the highest one were accepted: a
+//! number seen before is a replay, a number further back than the window is too old (both
+//! rejected), a new number below the highest is a late (reordered) frame and is accepted once.
 //!
-//! Loss: every sequence number up to the highest accepted that has not been accepted counts as
-//! lost; a late frame that arrives inside the window takes its number back out of the loss count.
+//! Loss: every sequence number from the lowest accepted up to the highest accepted that has not
+//! been accepted counts as lost; a late frame that arrives inside the window takes its number back
+//! out of the loss count (one below the lowest so far extends the counted range down to it).
 //!
 //! The window is only updated through [`ReplayWindow::commit`] — call it after the frame
 //! authenticated, so forged frames can neither advance nor poison the window.
@@ -44,6 +46,8 @@ pub enum Arrival {
 
 #[derive(Clone, Debug, Default)]
 pub struct ReplayWindow {
+    /// Lowest accepted sequence number (None: nothing accepted yet).
+    start: Option<u64>,
     /// Highest accepted sequence number + 1 (0: nothing accepted yet).
     top: u64,
     /// Bit i set: sequence number `top - 1 - i` accepted.
@@ -55,6 +59,7 @@ pub struct ReplayWindow {
 impl ReplayWindow {
     pub const fn new() -> Self {
         ReplayWindow {
+            start: None,
             top: 0,
             bits: [0; WORDS],
             accepted: 0,
@@ -64,6 +69,9 @@ impl ReplayWindow {
 
     /// Would `seq` be accepted? (Does not change the window.)
     pub fn check(&self, seq: u64) -> Result<Arrival, ReplayError> {
+        if self.start.is_none() {
+            return Ok(Arrival::InOrder);
+        }
         if seq >= self.top {
             return Ok(Arrival::InOrder);
         }
@@ -81,6 +89,10 @@ impl ReplayWindow {
     /// Records `seq` as accepted (after authentication).
     pub fn commit(&mut self, seq: u64) -> Result<Arrival, ReplayError> {
         let arrival = self.check(seq)?;
+        if self.start.is_none() {
+            self.start = Some(seq);
+            self.top = seq;
+        }
         match arrival {
             Arrival::InOrder => {
                 let shift = seq - self.top + 1;
@@ -89,6 +101,9 @@ impl ReplayWindow {
                 self.top = seq + 1;
             }
             Arrival::Late => {
+                if self.start.is_some_and(|s| seq < s) {
+                    self.start = Some(seq);
+                }
                 let age = self.top - 1 - seq;
                 self.bits[(age / 64) as usize] |= 1 << (age % 64);
                 self.late += 1;
@@ -110,9 +125,13 @@ impl ReplayWindow {
     pub fn late(&self) -> u64 {
         self.late
     }
-    /// Sequence numbers in `0..=highest` never accepted.
+    /// Lowest accepted sequence number.
+    pub fn first(&self) -> Option<u64> {
+        self.start
+    }
+    /// Sequence numbers in `first..=highest` never accepted.
     pub fn lost(&self) -> u64 {
-        self.top - self.accepted
+        self.top - self.start.unwrap_or(0) - self.accepted
     }
 
     fn bit(&self, age: u64) -> bool {
@@ -166,6 +185,23 @@ mod tests {
         assert_eq!(w.commit(u64::MAX - 1), Ok(Arrival::InOrder));
     }
 
+    #[test]
+    fn starts_at_the_first_accepted_number() {
+        let mut w = ReplayWindow::new();
+        assert_eq!(w.check(0), Ok(Arrival::InOrder));
+        assert_eq!(w.commit(5000), Ok(Arrival::InOrder));
+        assert_eq!((w.lost(), w.first()), (0, Some(5000)));
+        assert_eq!(w.commit(5002), Ok(Arrival::InOrder));
+        assert_eq!(w.lost(), 1);
+        assert_eq!(w.commit(5001), Ok(Arrival::Late));
+        assert_eq!(w.lost(), 0);
+        // A reordered earlier frame extends the counted range down to it (5000 was not lost: it
+        // was never expected before).
+        assert_eq!(w.commit(4998), Ok(Arrival::Late));
+        assert_eq!((w.lost(), w.first()), (1, Some(4998)));
+        assert_eq!(w.check(5002 - 256), Err(ReplayError::TooOld));
+    }
+
     proptest! {
         /// Against a model (a set of accepted numbers): same verdicts, same loss count.
         #[test]
@@ -174,8 +210,9 @@ mod tests {
             let mut w = ReplayWindow::new();
             let mut seen = BTreeSet::new();
             let mut top = 0u64;
+            let mut start = None;
             for s in seqs {
-                let model = if s >= top {
+                let model = if start.is_none() || s >= top {
                     Ok(Arrival::InOrder)
                 } else if top - 1 - s >= WINDOW {
                     Err(ReplayError::TooOld)
@@ -186,10 +223,11 @@ mod tests {
                 };
                 prop_assert_eq!(w.commit(s), model);
                 if model.is_ok() {
+                    start = Some(start.map_or(s, |st: u64| st.min(s)));
                     seen.insert(s);
                     top = top.max(s + 1);
                 }
-                prop_assert_eq!(w.lost(), top - seen.len() as u64);
+                prop_assert_eq!(w.lost(), top - start.unwrap_or(0) - seen.len() as u64);
             }
         }
     }

@@ -19,7 +19,7 @@ pub const MODULUS_LEN: usize = 256;
 /// The only public exponent accepted.
 pub const PUBLIC_EXPONENT: u32 = 65537;
 /// OAEP label binding the ciphertext to this use.
-pub const LABEL: &[u8] = b"gapstream v1 rsa-oaep-2048 key transport";
+pub const LABEL: &[u8] = b"gapstream v2 rsa-oaep-2048 key transport";
 const H: usize = 32;
 
 /// Why an RSA operation failed.

@@ -1,22 +1,30 @@
-//! The two I/O-free state machines: [`DroneSession`] (Noise responder, sends frames) and
-//! [`ReceiverSession`] (Noise initiator, opens frames). Bytes in → events and bytes out, in the
-//! spirit of rustls: the caller moves messages (the firmware over CPX/SPI, the host over tokio, the
-//! tests through a `Vec`), supplies time through [`Clock`], randomness through `rand_core`'s
-//! `CryptoRng`, and the keystream engine through `KeystreamApplier`.
+//! The two I/O-free state machines: [`DroneSession`] (Noise responder to every paired receiver,
+//! seals frames once for all of them) and [`ReceiverSession`] (Noise initiator, opens frames).
+//! Bytes in → events and bytes out, in the spirit of rustls: the caller moves messages (the
+//! firmware over CPX/SPI, the host over tokio, the tests through a `Vec`), supplies time through
+//! [`Clock`], randomness through `rand_core`'s `CryptoRng`, and the keystream engine through
+//! `KeystreamApplier`.
 //!
 //! ```text
-//! drone:    Waiting ──HELLO ok──▶ Established(epoch 0) ──N frames / T ns / REKEY_REQUEST──▶ epoch+1 (REKEY sent,
-//!              ▲   (ACCEPT out)         │  ▲                                                 resent until REKEY_ACK;
-//!              └──────── CLOSE ─────────┘  └── a new valid HELLO replaces the session        old frame key wiped at once,
-//!                                                                                            old control keys at the ack)
-//! receiver: Idle ──connect──▶ Handshaking ──ACCEPT ok──▶ Established ──REKEY or frame of epoch+1 (authenticated)──▶
-//!                   (HELLO out) │  ▲ timeout: new HELLO         │     epoch+1 (REKEY_ACK out; previous epoch kept for
-//!                   ALERT / bad ACCEPT ──▶ Idle (HandshakeFailed)│     the grace window, then wiped)
-//!                                                                └─ CLOSE ──▶ Closed
+//! drone, per receiver session:
+//!   HELLO ok ──▶ candidate (ACCEPT + GROUP_KEY out) ──first authenticated message──▶ confirmed
+//!                   (replaces that receiver's older session)      │ CLOSE / silent for member_timeout
+//!                                                                  ▼
+//!                                                                gone (receiver left: rekey)
+//! drone, group:
+//!   no epoch ──first KEY_ACK──▶ epoch n ──join / leave / N frames / T ns / REKEY_REQUEST──▶ n+1 pending
+//!   (GROUP_KEY to every session, resent until KEY_ACK) ──all acked, or commit timeout and one ack──▶
+//!   epoch n+1 (frames switch; epoch n's key wiped)            last receiver gone ──▶ no epoch
+//! receiver: Idle ──connect──▶ Handshaking ──ACCEPT ok──▶ Established ──GROUP_KEY──▶ next epoch held
+//!                   (HELLO out) │  ▲ timeout: new HELLO      │   (KEY_ACK out) ──frame of it──▶ current
+//!                   ALERT / bad ACCEPT ──▶ Idle              │   (previous kept for the grace window)
+//!                                                            └─ CLOSE ──▶ Closed;  drone silent ──▶ Idle (SessionLost)
 //! ```
 //!
 //! Frames that fail (tag, replay, epoch, suite, layout) are rejected with a typed [`Rejected`],
-//! counted in [`ReceiverCounters`], and the stream goes on.
+//! counted in [`ReceiverCounters`], and the stream goes on. What the bridge broadcasts for another
+//! receiver (an ACCEPT or ALERT for another hello id, a control message of another session) is
+//! ignored and only counted (`not_for_us`).
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
@@ -29,12 +37,13 @@ use zeroize::Zeroizing;
 use crate::aead::CryptoError;
 use crate::frame::{self, FrameMeta, OpenError, SealedFrame};
 use crate::handshake::{
-    self, DronePolicy, Established, HandshakeError, Identity, Offer, ReceiverHandshake,
+    self, DroneIdentity, DronePolicy, Established, HandshakeError, Identity, Offer,
+    ReceiverHandshake, SuiteSet,
 };
-use crate::keys::{DirectionKey, EpochKeys, EpochSecret, KeyLogLine};
+use crate::keys::{GroupKeys, GroupPool, GroupSecret, KeyLogLine, SessionKeys};
 use crate::replay::{ReplayError, ReplayWindow};
 use crate::suite::{KexMode, Suite};
-use crate::wire::{self, FrameHeader, MsgType, WireError};
+use crate::wire::{self, AlertCode, FrameHeader, GroupKeyBody, MsgType, SessionId, WireError};
 
 /// Monotonic time in nanoseconds.
 pub trait Clock {
@@ -47,9 +56,17 @@ impl<F: Fn() -> u64> Clock for F {
     }
 }
 
-/// Most frames one epoch may carry even when rekey acknowledgements never arrive: sealing stops
+/// Most frames one epoch may carry even when no rekey happens (the caller never calls
+/// [`DroneSession::handle_timeout`], or acknowledgements never arrive): sealing stops
 /// ([`SealError::RekeyStalled`]) rather than going on for ever under one key.
 pub const HARD_MAX_FRAMES_PER_EPOCH: u64 = 1 << 30;
+
+/// Most receivers a drone serves at once (the bound of [`DroneConfig::max_receivers`]).
+pub const MAX_RECEIVERS: usize = handshake::MAX_RECEIVER_KEYS;
+
+/// Most messages the drone queues before [`DroneSession::poll_transmit`] drains them; beyond it a
+/// message is dropped and counted (GROUP_KEYs are resent, a lost ACCEPT makes the receiver retry).
+pub const MAX_OUTBOX: usize = 8 * MAX_RECEIVERS + 8;
 
 /// Cost of the last completed handshake, as seen by one side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,18 +95,18 @@ fn control_body_u32(body: &[u8]) -> Option<u32> {
     body.try_into().ok().map(u32::from_le_bytes)
 }
 
-/// Seals a control message into a new buffer.
+/// Seals a control message of `session` into a new buffer.
 fn control<K: KeystreamApplier + ?Sized>(
     k: &mut K,
-    key: &DirectionKey,
+    key: &crate::keys::DirectionKey,
     t: MsgType,
-    epoch: u32,
+    session: SessionId,
     seq: &mut u64,
     body: &[u8],
 ) -> Result<Vec<u8>, CryptoError> {
     let next = seq.checked_add(1).ok_or(CryptoError::SequenceExhausted)?;
     let mut out = alloc::vec![0u8; wire::CONTROL_HEADER_LEN + body.len() + crate::aead::TAG_LEN];
-    frame::seal_control(k, key, t, epoch, *seq, body, &mut out)?;
+    frame::seal_control(k, key, t, session, *seq, body, &mut out)?;
     *seq = next;
     Ok(out)
 }
@@ -102,12 +119,20 @@ fn control<K: KeystreamApplier + ?Sized>(
 pub struct DroneConfig {
     /// Suites and modes the drone accepts.
     pub policy: DronePolicy,
-    /// Rekey after this many frames in an epoch.
+    /// Receivers served at once (1..=[`MAX_RECEIVERS`]); a HELLO from one more is refused
+    /// ([`AlertCode::GroupFull`]).
+    pub max_receivers: usize,
+    /// Start a new epoch after this many frames in one.
     pub rekey_after_frames: u64,
-    /// Rekey after this long in an epoch.
+    /// Start a new epoch after this long in one.
     pub rekey_after_ns: u64,
-    /// Resend an unacknowledged REKEY after this long.
+    /// Resend an unacknowledged GROUP_KEY after this long.
     pub rekey_retransmit_ns: u64,
+    /// Switch frames to a pending epoch after this long even if some receivers have not
+    /// acknowledged it yet (at least one must have).
+    pub rekey_commit_timeout_ns: u64,
+    /// A receiver silent for this long (no KEEPALIVE, no KEY_ACK) has left.
+    pub member_timeout_ns: u64,
     /// CPX packet payload size (for the wire-byte statistics).
     pub packet_payload: usize,
     /// Produce key-log lines ([`DroneSession::drain_keylog`]). Debug aid; off by default.
@@ -118,41 +143,63 @@ impl Default for DroneConfig {
     fn default() -> Self {
         DroneConfig {
             policy: DronePolicy::default(),
+            max_receivers: 4,
             rekey_after_frames: 10_000,
             rekey_after_ns: 60_000_000_000,
             rekey_retransmit_ns: 250_000_000,
+            rekey_commit_timeout_ns: 500_000_000,
+            member_timeout_ns: 5_000_000_000,
             packet_payload: crate::cpx::MAX_PAYLOAD,
             keylog: false,
         }
     }
 }
 
+/// Why a receiver's session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaveReason {
+    /// It sent CLOSE.
+    Closed,
+    /// It was silent for [`DroneConfig::member_timeout_ns`].
+    TimedOut,
+}
+
 /// What happened on the drone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DroneEvent {
-    /// A receiver completed the handshake (an ACCEPT is queued); frames may be sealed.
+    /// A receiver completed the handshake (an ACCEPT, and the group key when there is one, are
+    /// queued). `receiver` is its index in the drone's pairing; `rejoined`: that receiver already
+    /// had a session, which the new one replaces once the receiver uses it (no rekey).
     Established {
+        session: SessionId,
+        receiver: usize,
+        rejoined: bool,
         suite: Suite,
         mode: KexMode,
         stats: HandshakeStats,
     },
-    /// A HELLO was refused (an ALERT may be queued); any running session is kept.
+    /// A HELLO was refused (an ALERT may be queued); every running session is kept.
     HelloRefused(HandshakeError),
-    /// The receiver acknowledged the epoch; the previous epoch's control keys are wiped.
-    RekeyAcked { epoch: u32 },
-    /// The receiver asked for a rekey; it happens with the next frame.
-    RekeyRequested,
-    /// The receiver closed the session; keys are wiped.
-    Closed,
+    /// A receiver acknowledged an epoch's group key.
+    KeyAcked { session: SessionId, epoch: u32 },
+    /// A receiver asked for a rekey; it has started.
+    RekeyRequested { session: SessionId },
+    /// A receiver closed its session. If it was that receiver's last, a rekey has started so that
+    /// it cannot read the frames of the next epoch.
+    Left {
+        session: SessionId,
+        receiver: usize,
+        reason: LeaveReason,
+    },
 }
 
 /// Why the drone rejected a message (it goes on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DroneError {
     Wire(WireError),
-    /// A control message before any handshake.
-    NotEstablished,
-    /// A control message that did not open (wrong key, altered, replayed, unknown epoch).
+    /// A control message of no running session.
+    UnknownSession,
+    /// A control message that did not open (wrong key, altered).
     Control(OpenError),
     /// A message the drone never receives (ACCEPT, FRAME, ...).
     Unexpected(MsgType),
@@ -166,7 +213,7 @@ impl core::fmt::Display for DroneError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             DroneError::Wire(e) => e.fmt(f),
-            DroneError::NotEstablished => f.write_str("control message before the handshake"),
+            DroneError::UnknownSession => f.write_str("control message of no running session"),
             DroneError::Control(e) => write!(f, "control message rejected: {e}"),
             DroneError::Unexpected(t) => {
                 write!(f, "unexpected message type {:#04x} on the drone", *t as u8)
@@ -180,13 +227,13 @@ impl core::fmt::Display for DroneError {
 /// Why a frame could not be sealed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SealError {
-    /// No receiver has completed a handshake.
+    /// No receiver holds a group key yet (or every receiver left).
     NotEstablished,
-    /// The 64-bit sequence number is used up: a new handshake is needed.
+    /// The 64-bit sequence number is used up: restart the drone.
     SequenceExhausted,
-    /// The 32-bit epoch counter is used up: a new handshake is needed.
+    /// The 32-bit epoch counter is used up: restart the drone.
     EpochExhausted,
-    /// [`HARD_MAX_FRAMES_PER_EPOCH`] frames without a rekey acknowledgement.
+    /// [`HARD_MAX_FRAMES_PER_EPOCH`] frames without a new epoch.
     RekeyStalled,
     /// The payload exceeds the frame header's 32-bit length.
     PayloadTooLong,
@@ -202,12 +249,10 @@ impl From<CryptoError> for SealError {
 impl core::fmt::Display for SealError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            SealError::NotEstablished => f.write_str("no receiver has completed the handshake"),
-            SealError::SequenceExhausted => {
-                f.write_str("sequence numbers exhausted: handshake again")
-            }
-            SealError::EpochExhausted => f.write_str("key epochs exhausted: handshake again"),
-            SealError::RekeyStalled => f.write_str("rekey not acknowledged and the epoch is full"),
+            SealError::NotEstablished => f.write_str("no receiver holds a group key yet"),
+            SealError::SequenceExhausted => f.write_str("sequence numbers exhausted: restart"),
+            SealError::EpochExhausted => f.write_str("key epochs exhausted: restart"),
+            SealError::RekeyStalled => f.write_str("no new epoch and the epoch is full"),
             SealError::PayloadTooLong => f.write_str("payload longer than 2^32 - 1 bytes"),
             SealError::Crypto(e) => e.fmt(f),
         }
@@ -221,39 +266,80 @@ pub struct DroneCounters {
     pub payload_bytes: u64,
     pub handshakes: u64,
     pub hellos_refused: u64,
+    /// Receivers that joined (a HELLO from a receiver without a session).
+    pub members_joined: u64,
+    /// Receivers that left by CLOSE / by going silent.
+    pub members_left: u64,
+    pub members_timed_out: u64,
+    /// Sessions replaced by a newer session of the same receiver.
+    pub sessions_replaced: u64,
+    /// Group epochs drawn / put into use for frames.
     pub rekeys_started: u64,
-    pub rekeys_acked: u64,
-    pub rekey_retransmits: u64,
+    pub rekeys_committed: u64,
+    /// GROUP_KEY messages sent (first sends and resends) / resends / acknowledgements.
+    pub keys_sent: u64,
+    pub key_retransmits: u64,
+    pub keys_acked: u64,
     pub messages_rejected: u64,
+    /// Messages dropped because the outbox was full ([`MAX_OUTBOX`]).
+    pub outbox_dropped: u64,
 }
 
-/// The previous epoch's control keys, kept until the receiver acknowledges the new epoch.
-struct ControlKeys {
-    epoch: u32,
-    d2r: DirectionKey,
-    r2d: DirectionKey,
+/// A running session with one receiver, as the drone sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionInfo {
+    pub session: SessionId,
+    /// Index of the receiver's key in the drone's pairing.
+    pub receiver: usize,
+    /// The receiver has sent an authenticated message in this session.
+    pub confirmed: bool,
+    /// Highest epoch whose group key it acknowledged.
+    pub acked: Option<u32>,
 }
 
-struct DroneLink {
-    suite: Suite,
-    hello_id: [u8; 8],
-    secret: EpochSecret,
-    keys: EpochKeys,
-    prev: Option<ControlKeys>,
-    next_seq: u64,
-    epoch_frames: u64,
-    epoch_start_ns: u64,
-    rekey_sent_ns: Option<u64>,
-    rekey_requested: bool,
+struct DroneSess {
+    id: SessionId,
+    receiver: usize,
+    keys: SessionKeys,
     ctrl_out: u64,
     ctrl_in_top: Option<u64>,
+    confirmed: bool,
+    acked: Option<u32>,
+    key_sent_ns: u64,
+    last_heard_ns: u64,
 }
 
-/// The drone side. Holds its static key and the paired receiver's public key.
+impl DroneSess {
+    fn has_acked(&self, epoch: u32) -> bool {
+        self.acked.is_some_and(|a| a >= epoch)
+    }
+}
+
+/// A group epoch: its secret (sent to every member) and frame key.
+struct GroupEpoch {
+    secret: GroupSecret,
+    keys: GroupKeys,
+}
+
+/// The drone side. Holds its static key and the paired receivers' public keys, one session per
+/// receiver (plus, while a receiver re-handshakes, its newer candidate session), and the group's
+/// epochs. Memory is bounded: at most `2 × max_receivers` sessions and [`MAX_OUTBOX`] queued
+/// messages.
 pub struct DroneSession {
-    id: Identity,
+    id: DroneIdentity,
     cfg: DroneConfig,
-    link: Option<DroneLink>,
+    sessions: Vec<DroneSess>,
+    pool: GroupPool,
+    /// The group's suite, fixed by the first receiver while any session runs.
+    suite: Option<Suite>,
+    current: Option<GroupEpoch>,
+    epoch_frames: u64,
+    epoch_start_ns: u64,
+    pending: Option<GroupEpoch>,
+    pending_since_ns: u64,
+    rekey_requested: bool,
+    next_epoch: u32,
+    next_seq: u64,
     outbox: VecDeque<Vec<u8>>,
     keylog: VecDeque<KeyLogLine>,
     stats: Option<HandshakeStats>,
@@ -263,37 +349,75 @@ pub struct DroneSession {
 impl core::fmt::Debug for DroneSession {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("DroneSession")
-            .field("established", &self.link.is_some())
+            .field("sessions", &self.sessions.len())
             .field("epoch", &self.epoch())
+            .field("pending", &self.pending_epoch())
             .finish_non_exhaustive()
     }
 }
 
 impl DroneSession {
-    pub fn new(id: Identity, cfg: DroneConfig) -> Self {
+    /// `id` is the drone's pairing (an [`Identity`] for one receiver, a [`DroneIdentity`] for
+    /// several).
+    pub fn new(id: impl Into<DroneIdentity>, mut cfg: DroneConfig) -> Self {
+        cfg.max_receivers = cfg.max_receivers.clamp(1, MAX_RECEIVERS);
         DroneSession {
-            id,
+            id: id.into(),
+            sessions: Vec::with_capacity(2 * cfg.max_receivers),
             cfg,
-            link: None,
-            outbox: VecDeque::new(),
+            pool: GroupPool::new(),
+            suite: None,
+            current: None,
+            epoch_frames: 0,
+            epoch_start_ns: 0,
+            pending: None,
+            pending_since_ns: 0,
+            rekey_requested: false,
+            next_epoch: 0,
+            next_seq: 0,
+            outbox: VecDeque::with_capacity(MAX_OUTBOX),
             keylog: VecDeque::new(),
             stats: None,
             counters: DroneCounters::default(),
         }
     }
 
+    /// Frames can be sealed: some receiver holds the current group key.
     pub fn is_established(&self) -> bool {
-        self.link.is_some()
+        self.current.is_some()
     }
+    /// The group's suite (while any receiver has a session).
     pub fn suite(&self) -> Option<Suite> {
-        self.link.as_ref().map(|l| l.suite)
+        self.suite
     }
+    /// The epoch frames are sealed under.
     pub fn epoch(&self) -> Option<u32> {
-        self.link.as_ref().map(|l| l.keys.epoch)
+        self.current.as_ref().map(|e| e.keys.epoch)
     }
-    /// The sequence number the next frame gets.
+    /// The next epoch, sent to the receivers and not yet used for frames.
+    pub fn pending_epoch(&self) -> Option<u32> {
+        self.pending.as_ref().map(|e| e.keys.epoch)
+    }
+    /// The sequence number the next frame gets (one sequence for the whole group and run).
     pub fn next_sequence(&self) -> Option<u64> {
-        self.link.as_ref().map(|l| l.next_seq)
+        self.current.as_ref().map(|_| self.next_seq)
+    }
+    /// Distinct receivers with a session.
+    pub fn members(&self) -> usize {
+        let mut seen = 0u32;
+        for s in &self.sessions {
+            seen |= 1 << s.receiver;
+        }
+        seen.count_ones() as usize
+    }
+    /// The running sessions.
+    pub fn sessions(&self) -> impl Iterator<Item = SessionInfo> + '_ {
+        self.sessions.iter().map(|s| SessionInfo {
+            session: s.id,
+            receiver: s.receiver,
+            confirmed: s.confirmed,
+            acked: s.acked,
+        })
     }
     pub fn handshake_stats(&self) -> Option<HandshakeStats> {
         self.stats
@@ -305,7 +429,8 @@ impl DroneSession {
         &self.cfg
     }
 
-    /// Next message to send to the receiver (ACCEPT, ALERT, REKEY, CLOSE).
+    /// Next message to send (ACCEPT, ALERT, GROUP_KEY, KEEPALIVE, CLOSE); the bridge gives every
+    /// message to every receiver, which ignore what is not theirs.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
         self.outbox.pop_front()
     }
@@ -315,19 +440,19 @@ impl DroneSession {
         self.keylog.pop_front()
     }
 
-    fn log_keys(&mut self) {
-        if self.cfg.keylog {
-            if let Some(l) = &self.link {
-                self.keylog.push_back(KeyLogLine {
-                    hello_id: l.hello_id,
-                    suite: l.suite,
-                    keys: l.keys.clone(),
-                });
-            }
+    fn push_out(&mut self, m: Vec<u8>) {
+        if self.outbox.len() >= MAX_OUTBOX {
+            self.counters.outbox_dropped += 1;
+        } else {
+            self.outbox.push_back(m);
         }
     }
 
-    /// Handles one message from the receiver.
+    fn has_session_of(&self, receiver: usize) -> bool {
+        self.sessions.iter().any(|s| s.receiver == receiver)
+    }
+
+    /// Handles one message from a receiver.
     pub fn handle_message<K, R, C>(
         &mut self,
         k: &mut K,
@@ -340,14 +465,282 @@ impl DroneSession {
         R: CryptoRng + ?Sized,
         C: Clock + ?Sized,
     {
-        let r = self.handle_inner(k, rng, clock, msg);
+        let r = match wire::parse_prefix(msg).map_err(DroneError::Wire) {
+            Ok(MsgType::Hello) => Ok(Some(self.on_hello(k, rng, clock, msg))),
+            Ok(MsgType::KeyAck | MsgType::RekeyRequest | MsgType::Keepalive | MsgType::Close) => {
+                self.on_control(k, rng, clock, msg)
+            }
+            Ok(other) => Err(DroneError::Unexpected(other)),
+            Err(e) => Err(e),
+        };
         if r.is_err() {
             self.counters.messages_rejected += 1;
         }
+        self.maybe_commit(clock.now_ns());
         r
     }
 
-    fn handle_inner<K, R, C>(
+    fn refuse(
+        &mut self,
+        error: HandshakeError,
+        alert: Option<[u8; wire::ALERT_LEN]>,
+    ) -> DroneEvent {
+        if let Some(a) = alert {
+            self.push_out(a.to_vec());
+        }
+        self.counters.hellos_refused += 1;
+        DroneEvent::HelloRefused(error)
+    }
+
+    fn on_hello<K, R, C>(&mut self, k: &mut K, rng: &mut R, clock: &C, hello: &[u8]) -> DroneEvent
+    where
+        K: KeystreamApplier + ?Sized,
+        R: CryptoRng + ?Sized,
+        C: Clock + ?Sized,
+    {
+        let t0 = clock.now_ns();
+        let (hello_id, key_id) = match handshake::hello_ids(hello) {
+            Ok(x) => x,
+            Err(e) => return self.refuse(HandshakeError::Wire(e), None),
+        };
+        // Which paired receiver: by key id, before any Diffie-Hellman.
+        let Some(receiver) = self.id.receiver_index(&key_id) else {
+            let alert = wire::encode_alert(hello_id, AlertCode::AuthenticationFailed);
+            return self.refuse(HandshakeError::Authentication, Some(alert));
+        };
+        if self.sessions.iter().any(|s| s.id == hello_id) {
+            // The HELLO that opened a running session, replayed: receivers never resend one.
+            return self.refuse(HandshakeError::HelloIdMismatch, None);
+        }
+        let rejoined = self.has_session_of(receiver);
+        if !rejoined && self.members() >= self.cfg.max_receivers {
+            let alert = wire::encode_alert(hello_id, AlertCode::GroupFull);
+            return self.refuse(HandshakeError::GroupFull, Some(alert));
+        }
+        // While receivers are in the group, a newcomer must use the group's suite.
+        let mut policy = self.cfg.policy;
+        if let Some(s) = self.suite {
+            policy.suites = SuiteSet::empty().with(s);
+        }
+        let Some(peer) = self.id.for_receiver(receiver) else {
+            return self.refuse(HandshakeError::Noise, None);
+        };
+        let est = handshake::respond(&peer, &policy, rng, hello).and_then(|(e, accept)| {
+            let keys = SessionKeys::derive(k, &e.secret).map_err(|_| handshake::Refusal {
+                error: HandshakeError::Noise,
+                alert: Some(wire::encode_alert(hello_id, AlertCode::InternalError)),
+            })?;
+            Ok((e, keys, accept))
+        });
+        let (est, keys, accept) = match est {
+            Ok(x) => x,
+            Err(refusal) => return self.refuse(refusal.error, refusal.alert),
+        };
+        let Established {
+            suite,
+            mode,
+            hello_id,
+            secret,
+        } = est;
+        let stats = HandshakeStats {
+            suite,
+            mode,
+            bytes_sent: accept.len() as u64,
+            bytes_received: hello.len() as u64,
+            wire_bytes_sent: wire_len(accept.len(), self.cfg.packet_payload),
+            wire_bytes_received: wire_len(hello.len(), self.cfg.packet_payload),
+            duration_ns: clock.now_ns().saturating_sub(t0),
+            attempts: 1,
+        };
+        // Every accepted handshake feeds the pool (its hash covers the receiver's fresh ephemeral).
+        self.pool.absorb(&secret.contribution());
+        drop(secret);
+        self.suite = Some(suite);
+        self.push_out(accept);
+        // An older candidate session of this receiver (never used) is replaced at once; a
+        // confirmed one keeps running until the new one is used.
+        let before = self.sessions.len();
+        self.sessions
+            .retain(|s| s.receiver != receiver || s.confirmed);
+        self.counters.sessions_replaced += (before - self.sessions.len()) as u64;
+        self.sessions.push(DroneSess {
+            id: hello_id,
+            receiver,
+            keys,
+            ctrl_out: 0,
+            ctrl_in_top: None,
+            confirmed: false,
+            acked: None,
+            key_sent_ns: t0,
+            last_heard_ns: t0,
+        });
+        let i = self.sessions.len() - 1;
+        self.counters.handshakes += 1;
+        self.stats = Some(stats);
+        if rejoined {
+            // The same receiver again: it may read the current epoch (it held it) at once.
+            if self.current.is_some() {
+                self.send_group_key(k, i, false, t0);
+            }
+            if self.pending.is_some() {
+                self.send_group_key(k, i, true, t0);
+            }
+        } else {
+            self.counters.members_joined += 1;
+            if self.pending.is_some() {
+                // Not used for any frame yet: the newcomer may have it.
+                self.send_group_key(k, i, true, t0);
+            } else {
+                // Joining starts a new epoch: the newcomer cannot read earlier frames.
+                let _ = self.start_epoch(k, rng, t0);
+            }
+        }
+        DroneEvent::Established {
+            session: hello_id,
+            receiver,
+            rejoined,
+            suite,
+            mode,
+            stats,
+        }
+    }
+
+    /// Sends session `i` the group key of the pending (or current) epoch.
+    fn send_group_key<K: KeystreamApplier + ?Sized>(
+        &mut self,
+        k: &mut K,
+        i: usize,
+        pending: bool,
+        now: u64,
+    ) {
+        let ep = if pending {
+            self.pending.as_ref()
+        } else {
+            self.current.as_ref()
+        };
+        let (Some(ep), Some(suite)) = (ep, self.suite) else {
+            return;
+        };
+        let s = &mut self.sessions[i];
+        let body = Zeroizing::new(
+            GroupKeyBody {
+                epoch: ep.keys.epoch,
+                secret: *ep.secret.bytes(),
+            }
+            .encode(),
+        );
+        let m = control(
+            k,
+            &s.keys.d2r_control,
+            MsgType::GroupKey,
+            s.id,
+            &mut s.ctrl_out,
+            &body[..],
+        );
+        s.key_sent_ns = now;
+        if self.cfg.keylog {
+            self.keylog.push_back(KeyLogLine {
+                session: s.id,
+                suite,
+                group: ep.keys.clone(),
+                session_keys: s.keys.clone(),
+            });
+        }
+        if let Ok(m) = m {
+            self.counters.keys_sent += 1;
+            self.push_out(m);
+        }
+    }
+
+    /// Draws a new epoch (replacing a pending one that was never used) and sends its group key
+    /// to every session.
+    fn start_epoch<K, R>(&mut self, k: &mut K, rng: &mut R, now: u64) -> Result<(), SealError>
+    where
+        K: KeystreamApplier + ?Sized,
+        R: CryptoRng + ?Sized,
+    {
+        let suite = self.suite.ok_or(SealError::NotEstablished)?;
+        let epoch = self.next_epoch;
+        self.next_epoch = epoch.checked_add(1).ok_or(SealError::EpochExhausted)?;
+        let mut fresh = Zeroizing::new([0u8; 32]);
+        rng.fill_bytes(&mut fresh[..]);
+        let secret = self.pool.draw(&fresh, epoch);
+        let keys = GroupKeys::derive(k, &secret, epoch, suite)?;
+        // A replaced pending epoch is dropped (wiped) here.
+        self.pending = Some(GroupEpoch { secret, keys });
+        self.pending_since_ns = now;
+        self.rekey_requested = false;
+        self.counters.rekeys_started += 1;
+        for i in 0..self.sessions.len() {
+            self.send_group_key(k, i, true, now);
+        }
+        Ok(())
+    }
+
+    /// Sessions whose acknowledgement the commit waits for: confirmed ones, and a receiver's only
+    /// session (a newcomer). A candidate next to a confirmed session of the same receiver (a
+    /// reconnect in progress, or a replayed HELLO) does not hold the group back.
+    fn counts_for_commit(&self, s: &DroneSess) -> bool {
+        s.confirmed
+            || !self
+                .sessions
+                .iter()
+                .any(|o| o.receiver == s.receiver && o.confirmed)
+    }
+
+    /// Moves frames to the pending epoch once every member acknowledged it, or after the commit
+    /// timeout when at least one did. (At least one acknowledgement is always required: frames are
+    /// only ever sealed under a key that a live receiver holds, never under one drawn for a
+    /// replayed HELLO alone.)
+    fn maybe_commit(&mut self, now: u64) {
+        let Some(p) = &self.pending else { return };
+        let e = p.keys.epoch;
+        let mut all = true;
+        let mut any = false;
+        for s in &self.sessions {
+            let acked = s.has_acked(e);
+            any |= acked;
+            if !acked && self.counts_for_commit(s) {
+                all = false;
+            }
+        }
+        let timed_out =
+            now.saturating_sub(self.pending_since_ns) >= self.cfg.rekey_commit_timeout_ns;
+        if any && (all || timed_out) {
+            // The old current epoch's keys are dropped (wiped) here.
+            self.current = self.pending.take();
+            self.epoch_frames = 0;
+            self.epoch_start_ns = now;
+            self.counters.rekeys_committed += 1;
+        }
+    }
+
+    /// Removes session `i`; if it was its receiver's last, that receiver has left: a new epoch
+    /// starts (or, with nobody left, every group key is wiped).
+    fn remove_session<K, R>(&mut self, k: &mut K, rng: &mut R, i: usize, now: u64) -> bool
+    where
+        K: KeystreamApplier + ?Sized,
+        R: CryptoRng + ?Sized,
+    {
+        let s = self.sessions.swap_remove(i);
+        if self.has_session_of(s.receiver) {
+            return false;
+        }
+        self.counters.members_left += 1;
+        if self.sessions.is_empty() {
+            self.current = None;
+            self.pending = None;
+            self.suite = None;
+            self.rekey_requested = false;
+        } else if self.start_epoch(k, rng, now).is_err() {
+            // No new epoch possible: stop sealing rather than let the leaver read on.
+            self.current = None;
+            self.pending = None;
+        }
+        true
+    }
+
+    fn on_control<K, R, C>(
         &mut self,
         k: &mut K,
         rng: &mut R,
@@ -359,203 +752,136 @@ impl DroneSession {
         R: CryptoRng + ?Sized,
         C: Clock + ?Sized,
     {
-        let t = wire::parse_prefix(msg).map_err(DroneError::Wire)?;
-        match t {
-            MsgType::Hello => Ok(Some(self.on_hello(k, rng, clock, msg))),
-            MsgType::RekeyAck | MsgType::RekeyRequest | MsgType::Close => self.on_control(k, msg),
+        let now = clock.now_ns();
+        let h = frame::control_header(msg).map_err(DroneError::Control)?;
+        let i = self
+            .sessions
+            .iter()
+            .position(|s| s.id == h.session)
+            .ok_or(DroneError::UnknownSession)?;
+        let s = &mut self.sessions[i];
+        if s.ctrl_in_top.is_some_and(|top| h.sequence <= top) {
+            return Err(DroneError::ControlReplay);
+        }
+        let mut buf = Zeroizing::new(msg.to_vec());
+        let (h, body) =
+            frame::open_control(k, &s.keys.r2d_control, &mut buf).map_err(DroneError::Control)?;
+        s.ctrl_in_top = Some(h.sequence);
+        s.last_heard_ns = now;
+        let (session, receiver) = (s.id, s.receiver);
+        if !s.confirmed {
+            // The receiver uses this session: it replaces the receiver's older one.
+            s.confirmed = true;
+            let before = self.sessions.len();
+            self.sessions
+                .retain(|o| o.receiver != receiver || o.id == session);
+            self.counters.sessions_replaced += (before - self.sessions.len()) as u64;
+        }
+        let i = self
+            .sessions
+            .iter()
+            .position(|s| s.id == session)
+            .expect("kept above");
+        match h.msg_type {
+            MsgType::KeyAck => {
+                let epoch = control_body_u32(body).ok_or(DroneError::BadControl)?;
+                let known = self.pending_epoch() == Some(epoch) || self.epoch() == Some(epoch);
+                if !known {
+                    return Err(DroneError::BadControl);
+                }
+                let s = &mut self.sessions[i];
+                s.acked = Some(s.acked.map_or(epoch, |a| a.max(epoch)));
+                self.counters.keys_acked += 1;
+                Ok(Some(DroneEvent::KeyAcked { session, epoch }))
+            }
+            MsgType::RekeyRequest => {
+                if self.pending.is_none() && self.current.is_some() {
+                    self.start_epoch(k, rng, now)
+                        .map_err(|_| DroneError::BadControl)?;
+                } else {
+                    self.rekey_requested = true;
+                }
+                Ok(Some(DroneEvent::RekeyRequested { session }))
+            }
+            MsgType::Keepalive => {
+                let s = &mut self.sessions[i];
+                if let Ok(m) = control(
+                    k,
+                    &s.keys.d2r_control,
+                    MsgType::Keepalive,
+                    s.id,
+                    &mut s.ctrl_out,
+                    &[],
+                ) {
+                    self.push_out(m);
+                }
+                Ok(None)
+            }
+            MsgType::Close => {
+                self.remove_session(k, rng, i, now);
+                Ok(Some(DroneEvent::Left {
+                    session,
+                    receiver,
+                    reason: LeaveReason::Closed,
+                }))
+            }
             other => Err(DroneError::Unexpected(other)),
         }
     }
 
-    fn on_hello<K, R, C>(&mut self, k: &mut K, rng: &mut R, clock: &C, hello: &[u8]) -> DroneEvent
+    /// Timers; call it regularly (the drone loop: once per frame, before [`Self::seal_frame`]):
+    /// removes receivers silent for [`DroneConfig::member_timeout_ns`] (and rekeys so they cannot
+    /// read on), starts a new epoch when the policy says so (frames, time, a receiver's request),
+    /// and resends unacknowledged GROUP_KEYs. Returns the number of receivers that timed out.
+    pub fn handle_timeout<K, R, C>(&mut self, k: &mut K, rng: &mut R, clock: &C) -> usize
     where
         K: KeystreamApplier + ?Sized,
         R: CryptoRng + ?Sized,
         C: Clock + ?Sized,
     {
-        let t0 = clock.now_ns();
-        let est =
-            handshake::respond(&self.id, &self.cfg.policy, rng, hello).and_then(|(e, accept)| {
-                let keys = EpochKeys::derive(k, &e.secret, 0, e.suite).map_err(|_| {
-                    handshake::Refusal {
-                        error: HandshakeError::Noise,
-                        alert: None,
-                    }
-                })?;
-                Ok((e, keys, accept))
-            });
-        match est {
-            Ok((
-                Established {
-                    suite,
-                    mode,
-                    hello_id,
-                    secret,
-                },
-                keys,
-                accept,
-            )) => {
-                let stats = HandshakeStats {
-                    suite,
-                    mode,
-                    bytes_sent: accept.len() as u64,
-                    bytes_received: hello.len() as u64,
-                    wire_bytes_sent: wire_len(accept.len(), self.cfg.packet_payload),
-                    wire_bytes_received: wire_len(hello.len(), self.cfg.packet_payload),
-                    duration_ns: clock.now_ns().saturating_sub(t0),
-                    attempts: 1,
-                };
-                self.outbox.push_back(accept);
-                self.link = Some(DroneLink {
-                    suite,
-                    hello_id,
-                    secret,
-                    keys,
-                    prev: None,
-                    next_seq: 0,
-                    epoch_frames: 0,
-                    epoch_start_ns: t0,
-                    rekey_sent_ns: None,
-                    rekey_requested: false,
-                    ctrl_out: 0,
-                    ctrl_in_top: None,
-                });
-                self.stats = Some(stats);
-                self.counters.handshakes += 1;
-                self.log_keys();
-                DroneEvent::Established { suite, mode, stats }
-            }
-            Err(refusal) => {
-                if let Some(a) = refusal.alert {
-                    self.outbox.push_back(a.to_vec());
-                }
-                self.counters.hellos_refused += 1;
-                DroneEvent::HelloRefused(refusal.error)
-            }
-        }
-    }
-
-    fn on_control<K: KeystreamApplier + ?Sized>(
-        &mut self,
-        k: &mut K,
-        msg: &[u8],
-    ) -> Result<Option<DroneEvent>, DroneError> {
-        let link = self.link.as_mut().ok_or(DroneError::NotEstablished)?;
-        let h = frame::control_header(msg).map_err(DroneError::Control)?;
-        let key = if h.epoch == link.keys.epoch {
-            &link.keys.r2d_control
-        } else {
-            match &link.prev {
-                Some(p) if p.epoch == h.epoch => &p.r2d,
-                _ => return Err(DroneError::Control(OpenError::Crypto(CryptoError::BadTag))),
-            }
-        };
-        if link.ctrl_in_top.is_some_and(|top| h.sequence <= top) {
-            return Err(DroneError::ControlReplay);
-        }
-        let mut buf = Zeroizing::new(msg.to_vec());
-        let (h, body) = frame::open_control(k, key, &mut buf).map_err(DroneError::Control)?;
-        link.ctrl_in_top = Some(h.sequence);
-        match h.msg_type {
-            MsgType::RekeyAck => {
-                let acked = control_body_u32(body).ok_or(DroneError::BadControl)?;
-                if acked != link.keys.epoch || h.epoch != acked || link.rekey_sent_ns.is_none() {
-                    return Err(DroneError::BadControl);
-                }
-                link.rekey_sent_ns = None;
-                link.prev = None; // wipes the previous control keys
-                self.counters.rekeys_acked += 1;
-                Ok(Some(DroneEvent::RekeyAcked { epoch: acked }))
-            }
-            MsgType::RekeyRequest => {
-                link.rekey_requested = true;
-                Ok(Some(DroneEvent::RekeyRequested))
-            }
-            MsgType::Close => {
-                self.link = None;
-                Ok(Some(DroneEvent::Closed))
-            }
-            other => Err(DroneError::Unexpected(other)),
-        }
-    }
-
-    /// Resends an unacknowledged REKEY when due. Call it now and then (for example per frame).
-    pub fn handle_timeout<K: KeystreamApplier + ?Sized, C: Clock + ?Sized>(
-        &mut self,
-        k: &mut K,
-        clock: &C,
-    ) {
         let now = clock.now_ns();
-        let Some(link) = self.link.as_mut() else {
-            return;
-        };
-        let (Some(sent), Some(prev)) = (link.rekey_sent_ns, link.prev.as_ref()) else {
-            return;
-        };
-        if now.saturating_sub(sent) < self.cfg.rekey_retransmit_ns {
-            return;
+        let mut left = 0;
+        while let Some(i) = self
+            .sessions
+            .iter()
+            .position(|s| now.saturating_sub(s.last_heard_ns) >= self.cfg.member_timeout_ns)
+        {
+            if self.remove_session(k, rng, i, now) {
+                left += 1;
+            }
         }
-        let new_epoch = link.keys.epoch;
-        if let Ok(m) = control(
-            k,
-            &prev.d2r,
-            MsgType::Rekey,
-            prev.epoch,
-            &mut link.ctrl_out,
-            &new_epoch.to_le_bytes(),
-        ) {
-            self.outbox.push_back(m);
-            link.rekey_sent_ns = Some(now);
-            self.counters.rekey_retransmits += 1;
+        self.counters.members_timed_out += left as u64;
+        self.maybe_commit(now);
+        if self.current.is_some() && self.pending.is_none() {
+            let due = self.rekey_requested
+                || self.epoch_frames >= self.cfg.rekey_after_frames
+                || now.saturating_sub(self.epoch_start_ns) >= self.cfg.rekey_after_ns;
+            if due {
+                let _ = self.start_epoch(k, rng, now);
+            }
         }
+        // Resend the newest group key to the sessions that have not acknowledged it.
+        let target = self
+            .pending_epoch()
+            .map(|e| (e, true))
+            .or(self.epoch().map(|e| (e, false)));
+        if let Some((epoch, pending)) = target {
+            for i in 0..self.sessions.len() {
+                let s = &self.sessions[i];
+                if !s.has_acked(epoch)
+                    && now.saturating_sub(s.key_sent_ns) >= self.cfg.rekey_retransmit_ns
+                {
+                    self.send_group_key(k, i, pending, now);
+                    self.counters.key_retransmits += 1;
+                }
+            }
+        }
+        left
     }
 
-    /// Starts epoch + 1 if the policy says so and no rekey is waiting for its acknowledgement.
-    fn maybe_rekey<K: KeystreamApplier + ?Sized>(
-        &mut self,
-        k: &mut K,
-        now: u64,
-    ) -> Result<(), SealError> {
-        let cfg = &self.cfg;
-        let link = self.link.as_mut().ok_or(SealError::NotEstablished)?;
-        let due = link.rekey_requested
-            || link.epoch_frames >= cfg.rekey_after_frames
-            || now.saturating_sub(link.epoch_start_ns) >= cfg.rekey_after_ns;
-        if !due || link.rekey_sent_ns.is_some() {
-            return Ok(());
-        }
-        let old = link.keys.epoch;
-        let new_epoch = old.checked_add(1).ok_or(SealError::EpochExhausted)?;
-        let secret = link.secret.next();
-        let keys = EpochKeys::derive(k, &secret, new_epoch, link.suite)?;
-        let m = control(
-            k,
-            &link.keys.d2r_control,
-            MsgType::Rekey,
-            old,
-            &mut link.ctrl_out,
-            &new_epoch.to_le_bytes(),
-        )?;
-        self.outbox.push_back(m);
-        let old_keys = core::mem::replace(&mut link.keys, keys);
-        // The old frame key is dropped (wiped) here; its control keys stay until the ack.
-        link.prev = Some(ControlKeys {
-            epoch: old,
-            d2r: old_keys.d2r_control,
-            r2d: old_keys.r2d_control,
-        });
-        link.secret = secret; // the old secret is wiped on drop
-        link.epoch_frames = 0;
-        link.epoch_start_ns = now;
-        link.rekey_sent_ns = Some(now);
-        link.rekey_requested = false;
-        self.counters.rekeys_started += 1;
-        self.log_keys();
-        Ok(())
-    }
-
-    /// Encrypts and authenticates one frame in place (rekeying first when due); send
-    /// `sealed.header ‖ payload ‖ sealed.tag()` (for example with [`SealedFrame::packetizer`]).
+    /// Encrypts and authenticates one frame in place under the group's current epoch (moving to
+    /// the pending epoch first when it may); send `sealed.header ‖ payload ‖ sealed.tag()` (for
+    /// example with [`SealedFrame::packetizer`]). One sealed frame serves every receiver.
     pub fn seal_frame<K: KeystreamApplier + ?Sized, C: Clock + ?Sized>(
         &mut self,
         k: &mut K,
@@ -563,48 +889,52 @@ impl DroneSession {
         meta: FrameMeta,
         payload: &mut [u8],
     ) -> Result<SealedFrame, SealError> {
-        let now = clock.now_ns();
-        self.maybe_rekey(k, now)?;
-        let link = self.link.as_mut().ok_or(SealError::NotEstablished)?;
-        if link.next_seq == u64::MAX {
+        self.maybe_commit(clock.now_ns());
+        let (Some(cur), Some(suite)) = (self.current.as_ref(), self.suite) else {
+            return Err(SealError::NotEstablished);
+        };
+        if self.next_seq == u64::MAX {
             return Err(SealError::SequenceExhausted);
         }
-        if link.epoch_frames >= HARD_MAX_FRAMES_PER_EPOCH {
+        if self.epoch_frames >= HARD_MAX_FRAMES_PER_EPOCH {
             return Err(SealError::RekeyStalled);
         }
         let payload_len = u32::try_from(payload.len()).map_err(|_| SealError::PayloadTooLong)?;
         let header = FrameHeader {
-            suite: link.suite as u8,
+            suite: suite as u8,
             pixel_format: meta.pixel_format,
             width: meta.width,
             height: meta.height,
-            epoch: link.keys.epoch,
-            sequence: link.next_seq,
+            epoch: cur.keys.epoch,
+            sequence: self.next_seq,
             capture_ns: meta.capture_ns,
             payload_len,
         };
-        let sealed = frame::seal_frame(k, &link.keys.frame, &header, payload)?;
-        link.next_seq += 1;
-        link.epoch_frames += 1;
+        let sealed = frame::seal_frame(k, &cur.keys.frame, &header, payload)?;
+        self.next_seq += 1;
+        self.epoch_frames += 1;
         self.counters.frames_sealed += 1;
         self.counters.payload_bytes += payload.len() as u64;
         Ok(sealed)
     }
 
-    /// Ends the session: queues a CLOSE and wipes the keys.
+    /// Ends every session: queues a CLOSE to each and wipes every key.
     pub fn close<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) {
-        if let Some(mut l) = self.link.take() {
+        for mut s in core::mem::take(&mut self.sessions) {
             if let Ok(m) = control(
                 k,
-                &l.keys.d2r_control,
+                &s.keys.d2r_control,
                 MsgType::Close,
-                l.keys.epoch,
-                &mut l.ctrl_out,
+                s.id,
+                &mut s.ctrl_out,
                 &[0],
             ) {
-                self.outbox.push_back(m);
+                self.push_out(m);
             }
         }
+        self.current = None;
+        self.pending = None;
+        self.suite = None;
     }
 }
 
@@ -623,8 +953,14 @@ pub struct ReceiverConfig {
     pub rsa_key: Option<crate::rsa_oaep::Decryptor>,
     /// Resend a fresh HELLO when no ACCEPT came within this time.
     pub handshake_timeout_ns: u64,
-    /// How long frames of the previous epoch are still accepted after a rekey.
+    /// How long frames of the previous epoch are still accepted after the switch to a new one.
     pub grace_ns: u64,
+    /// Send a KEEPALIVE this often while established (the drone drops receivers it does not hear
+    /// from, and answers, so both ends notice a dead peer).
+    pub keepalive_ns: u64,
+    /// No authenticated message from the drone for this long: the session is lost
+    /// ([`ReceiverEvent::SessionLost`]; connect again).
+    pub session_timeout_ns: u64,
     /// Largest frame payload accepted.
     pub max_payload: u32,
     /// CPX packet payload size (for the wire-byte statistics).
@@ -642,6 +978,8 @@ impl Default for ReceiverConfig {
             rsa_key: None,
             handshake_timeout_ns: 2_000_000_000,
             grace_ns: 500_000_000,
+            keepalive_ns: 1_000_000_000,
+            session_timeout_ns: 5_000_000_000,
             max_payload: 4 << 20,
             packet_payload: crate::cpx::MAX_PAYLOAD,
             keylog: false,
@@ -666,24 +1004,33 @@ pub struct ReceiverCounters {
     pub tag_failures: u64,
     /// Frames with a sequence number already received.
     pub replays: u64,
-    /// Frames older than the replay window.
+    /// Frames older than the replay window (or from before the session's first frame).
     pub too_old: u64,
-    /// Sequence numbers never received (gaps), over all sessions.
+    /// Sequence numbers never received (gaps), from each session's first frame on, over all
+    /// sessions.
     pub lost_frames: u64,
     /// Frames received out of order (and accepted).
     pub late_frames: u64,
     /// Frames carrying another suite than the negotiated one (downgrade attempts).
     pub wrong_suite: u64,
-    /// Frames of an epoch that is not current, previous-within-grace or next.
+    /// Frames of an epoch older than the current one whose keys are gone (grace window over).
     pub bad_epoch: u64,
+    /// Frames of an epoch whose group key this receiver was never given (it joined after them,
+    /// its GROUP_KEY is still on its way, or it was removed from the group).
+    pub no_key: u64,
+    /// Messages for other receivers (the bridge broadcasts): ignored.
+    pub not_for_us: u64,
     /// Messages that are not well-formed.
     pub malformed: u64,
     /// Control messages rejected.
     pub control_rejected: u64,
-    /// Epoch changes.
+    /// Group keys received (GROUP_KEY) and epoch changes of the frames.
+    pub keys_received: u64,
     pub rekeys: u64,
     pub handshakes: u64,
     pub handshake_failures: u64,
+    /// Sessions given up because the drone fell silent.
+    pub sessions_lost: u64,
     /// Of the last handshake.
     pub handshake_bytes_sent: u64,
     pub handshake_bytes_received: u64,
@@ -726,7 +1073,8 @@ impl Frame {
 /// What happened on the receiver.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReceiverEvent {
-    /// The handshake completed.
+    /// The handshake completed; frames follow once the group key arrived
+    /// ([`ReceiverEvent::Rekeyed`]).
     Established {
         suite: Suite,
         mode: KexMode,
@@ -740,12 +1088,15 @@ pub enum ReceiverEvent {
         attempt: u32,
     },
     Frame(Frame),
-    /// The drone announced a new epoch (REKEY) and it was acknowledged.
+    /// The drone sent the group key of a new epoch (a KEY_ACK is queued).
     Rekeyed {
         epoch: u32,
     },
     /// The drone closed the session.
     Closed,
+    /// Nothing authenticated came from the drone for [`ReceiverConfig::session_timeout_ns`]
+    /// (it restarted, or the path is gone): the keys are wiped; connect again.
+    SessionLost,
 }
 
 /// Why the receiver rejected a message. Counted; the stream goes on.
@@ -759,10 +1110,14 @@ pub enum Rejected {
     },
     TagFailure,
     Replay(ReplayError),
-    /// A frame of an epoch that is neither current, previous (within grace) nor next.
+    /// A frame of an epoch before the current one whose grace window is over.
     BadEpoch {
         epoch: u32,
         current: u32,
+    },
+    /// A frame of an epoch whose group key this receiver does not hold.
+    NoKey {
+        epoch: u32,
     },
     /// A frame with another suite than the negotiated one.
     WrongSuite {
@@ -772,7 +1127,7 @@ pub enum Rejected {
     /// A frame or control message while no session is established.
     NotEstablished,
     Control(OpenError),
-    /// An ACCEPT or ALERT that answers another HELLO.
+    /// An ACCEPT or ALERT that answers an earlier HELLO of this receiver.
     StaleHandshake,
     Unexpected(MsgType),
 }
@@ -789,6 +1144,12 @@ impl core::fmt::Display for Rejected {
             Rejected::BadEpoch { epoch, current } => {
                 write!(f, "frame of key epoch {epoch}, current is {current}")
             }
+            Rejected::NoKey { epoch } => {
+                write!(
+                    f,
+                    "frame of key epoch {epoch}, whose group key this receiver lacks"
+                )
+            }
             Rejected::WrongSuite { got, negotiated } => {
                 write!(
                     f,
@@ -797,7 +1158,7 @@ impl core::fmt::Display for Rejected {
             }
             Rejected::NotEstablished => f.write_str("no session established"),
             Rejected::Control(e) => write!(f, "control message rejected: {e}"),
-            Rejected::StaleHandshake => f.write_str("handshake message for another HELLO"),
+            Rejected::StaleHandshake => f.write_str("handshake message for an earlier HELLO"),
             Rejected::Unexpected(t) => write!(
                 f,
                 "unexpected message type {:#04x} on the receiver",
@@ -809,14 +1170,19 @@ impl core::fmt::Display for Rejected {
 
 struct RxLink {
     suite: Suite,
-    hello_id: [u8; 8],
-    secret: EpochSecret,
-    keys: EpochKeys,
-    /// Previous epoch's keys and when they stop being accepted.
-    previous: Option<(EpochKeys, u64)>,
+    session: SessionId,
+    keys: SessionKeys,
+    /// The epoch of the latest frames opened.
+    current: Option<GroupKeys>,
+    /// A newer epoch's key, received and not yet seen on a frame.
+    next: Option<GroupKeys>,
+    /// The epoch before `current`, and when it stops being accepted.
+    previous: Option<(GroupKeys, u64)>,
     window: ReplayWindow,
     ctrl_out: u64,
     ctrl_in_top: Option<u64>,
+    last_heard_ns: u64,
+    keepalive_sent_ns: u64,
 }
 
 enum RxState {
@@ -831,9 +1197,14 @@ enum RxState {
     Closed,
 }
 
+/// Hello ids of this receiver's recent HELLOs remembered to tell a late answer to one of them
+/// (counted as stale) from an answer to another receiver (ignored).
+const RECENT_HELLOS: usize = 4;
+
 /// The receiver side. Holds its static key and the paired drone's public key.
 pub struct ReceiverSession {
     id: Identity,
+    key_id: [u8; 4],
     cfg: ReceiverConfig,
     state: RxState,
     outbox: VecDeque<Vec<u8>>,
@@ -843,6 +1214,8 @@ pub struct ReceiverSession {
     lost_before: u64,
     /// First HELLO of the current handshake (for the duration).
     first_hello_ns: u64,
+    recent_hellos: [Option<SessionId>; RECENT_HELLOS],
+    recent_next: usize,
 }
 
 impl core::fmt::Debug for ReceiverSession {
@@ -856,6 +1229,7 @@ impl core::fmt::Debug for ReceiverSession {
 impl ReceiverSession {
     pub fn new(id: Identity, cfg: ReceiverConfig) -> Self {
         ReceiverSession {
+            key_id: handshake::receiver_key_id(&id.local.public()),
             id,
             cfg,
             state: RxState::Idle,
@@ -865,6 +1239,8 @@ impl ReceiverSession {
             counters: ReceiverCounters::default(),
             lost_before: 0,
             first_hello_ns: 0,
+            recent_hellos: [None; RECENT_HELLOS],
+            recent_next: 0,
         }
     }
 
@@ -883,9 +1259,18 @@ impl ReceiverSession {
             _ => None,
         }
     }
+    /// This session's id (the hello id of its HELLO).
+    pub fn session_id(&self) -> Option<SessionId> {
+        match &self.state {
+            RxState::Established(l) => Some(l.session),
+            RxState::Handshaking { hs, .. } => Some(hs.hello_id()),
+            _ => None,
+        }
+    }
+    /// The epoch of the frames being opened (or, before the first frame, of the key held).
     pub fn epoch(&self) -> Option<u32> {
         match &self.state {
-            RxState::Established(l) => Some(l.keys.epoch),
+            RxState::Established(l) => l.current.as_ref().or(l.next.as_ref()).map(|g| g.epoch),
             _ => None,
         }
     }
@@ -944,8 +1329,10 @@ impl ReceiverSession {
             modes: &self.cfg.modes,
             rsa_modulus,
         };
-        let (hs, hello) = ReceiverHandshake::start(&self.id, &offer, rng)?;
+        let (hs, hello) = ReceiverHandshake::start_as(&self.id, self.key_id, &offer, rng)?;
         let hello_len = hello.len();
+        self.recent_hellos[self.recent_next] = Some(hs.hello_id());
+        self.recent_next = (self.recent_next + 1) % RECENT_HELLOS;
         self.outbox.push_back(hello);
         self.state = RxState::Handshaking {
             hs: Box::new(hs),
@@ -956,13 +1343,21 @@ impl ReceiverSession {
         Ok(())
     }
 
-    /// Timers: resends a HELLO after the handshake timeout; wipes the previous epoch's keys when
-    /// the grace window is over. Call it regularly (for example every 100 ms and per message).
-    pub fn handle_timeout<R: CryptoRng + ?Sized, C: Clock + ?Sized>(
+    /// Timers: resends a HELLO after the handshake timeout; while established, sends a KEEPALIVE
+    /// every [`ReceiverConfig::keepalive_ns`], wipes the previous epoch's keys when the grace
+    /// window is over, and gives the session up when the drone has been silent for
+    /// [`ReceiverConfig::session_timeout_ns`]. Call it regularly (for example every 100 ms).
+    pub fn handle_timeout<K, R, C>(
         &mut self,
+        k: &mut K,
         rng: &mut R,
         clock: &C,
-    ) -> Option<ReceiverEvent> {
+    ) -> Option<ReceiverEvent>
+    where
+        K: KeystreamApplier + ?Sized,
+        R: CryptoRng + ?Sized,
+        C: Clock + ?Sized,
+    {
         let now = clock.now_ns();
         match &mut self.state {
             RxState::Handshaking {
@@ -980,6 +1375,25 @@ impl ReceiverSession {
             RxState::Established(l) => {
                 if l.previous.as_ref().is_some_and(|(_, until)| now >= *until) {
                     l.previous = None; // wiped on drop
+                }
+                if now.saturating_sub(l.last_heard_ns) >= self.cfg.session_timeout_ns {
+                    self.end_link();
+                    self.state = RxState::Idle;
+                    self.counters.sessions_lost += 1;
+                    return Some(ReceiverEvent::SessionLost);
+                }
+                if now.saturating_sub(l.keepalive_sent_ns) >= self.cfg.keepalive_ns {
+                    l.keepalive_sent_ns = now;
+                    if let Ok(m) = control(
+                        k,
+                        &l.keys.r2d_control,
+                        MsgType::Keepalive,
+                        l.session,
+                        &mut l.ctrl_out,
+                        &[],
+                    ) {
+                        self.outbox.push_back(m);
+                    }
                 }
                 None
             }
@@ -999,7 +1413,7 @@ impl ReceiverSession {
             k,
             &l.keys.r2d_control,
             MsgType::RekeyRequest,
-            l.keys.epoch,
+            l.session,
             &mut l.ctrl_out,
             &[0],
         )
@@ -1008,14 +1422,15 @@ impl ReceiverSession {
         Ok(())
     }
 
-    /// Ends the session: queues a CLOSE and wipes the keys.
+    /// Ends the session: queues a CLOSE (the drone then rekeys the group without this receiver)
+    /// and wipes the keys.
     pub fn close<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) {
         if let RxState::Established(l) = &mut self.state {
             if let Ok(m) = control(
                 k,
                 &l.keys.r2d_control,
                 MsgType::Close,
-                l.keys.epoch,
+                l.session,
                 &mut l.ctrl_out,
                 &[0],
             ) {
@@ -1027,7 +1442,7 @@ impl ReceiverSession {
     }
 
     /// Handles one message from the drone (reassembled from CPX packets). Frames are decrypted
-    /// in the message's own buffer.
+    /// in the message's own buffer. Messages for other receivers give `Ok(None)`.
     pub fn handle_message<K, R, C>(
         &mut self,
         k: &mut K,
@@ -1049,6 +1464,7 @@ impl ReceiverSession {
                 Rejected::Replay(ReplayError::TooOld) => c.too_old += 1,
                 Rejected::WrongSuite { .. } => c.wrong_suite += 1,
                 Rejected::BadEpoch { .. } => c.bad_epoch += 1,
+                Rejected::NoKey { .. } => c.no_key += 1,
                 Rejected::Control(_) => c.control_rejected += 1,
                 Rejected::Wire(_)
                 | Rejected::Length { .. }
@@ -1058,6 +1474,15 @@ impl ReceiverSession {
             }
         }
         r
+    }
+
+    fn not_for_us(&mut self) -> Result<Option<ReceiverEvent>, Rejected> {
+        self.counters.not_for_us += 1;
+        Ok(None)
+    }
+
+    fn is_recent_hello(&self, id: &SessionId) -> bool {
+        self.recent_hellos.contains(&Some(*id))
     }
 
     fn handle_inner<K, R, C>(
@@ -1073,12 +1498,44 @@ impl ReceiverSession {
         C: Clock + ?Sized,
     {
         match wire::parse_prefix(&msg).map_err(Rejected::Wire)? {
-            MsgType::Accept => self.on_accept(k, rng, clock, &msg),
-            MsgType::Alert => self.on_alert(&msg),
+            t @ (MsgType::Accept | MsgType::Alert) => {
+                let id = if t == MsgType::Accept {
+                    wire::HandshakeHeader::decode(&msg)
+                        .map_err(Rejected::Wire)?
+                        .0
+                        .hello_id
+                } else {
+                    wire::decode_alert(&msg).map_err(Rejected::Wire)?.0
+                };
+                let current = match &self.state {
+                    RxState::Handshaking { hs, .. } => hs.hello_id() == id,
+                    _ => false,
+                };
+                if !current {
+                    return if self.is_recent_hello(&id) {
+                        Err(Rejected::StaleHandshake)
+                    } else {
+                        self.not_for_us()
+                    };
+                }
+                if t == MsgType::Accept {
+                    self.on_accept(k, rng, clock, &msg)
+                } else {
+                    self.on_alert(&msg)
+                }
+            }
             MsgType::Frame => self
                 .on_frame(k, clock, msg)
                 .map(|f| Some(ReceiverEvent::Frame(f))),
-            MsgType::Rekey | MsgType::Close => self.on_control(k, clock, &msg),
+            MsgType::GroupKey | MsgType::Keepalive | MsgType::Close => {
+                let h = frame::control_header(&msg).map_err(Rejected::Control)?;
+                match &self.state {
+                    RxState::Established(l) if l.session == h.session => {
+                        self.on_control(k, clock, &msg)
+                    }
+                    _ => self.not_for_us(),
+                }
+            }
             other => Err(Rejected::Unexpected(other)),
         }
     }
@@ -1140,8 +1597,7 @@ impl ReceiverSession {
             }
         };
         let est = hs.finish(msg, &mut decrypt).and_then(|e| {
-            let keys =
-                EpochKeys::derive(k, &e.secret, 0, e.suite).map_err(|_| HandshakeError::Noise)?;
+            let keys = SessionKeys::derive(k, &e.secret).map_err(|_| HandshakeError::Noise)?;
             Ok((e, keys))
         });
         match est {
@@ -1154,6 +1610,8 @@ impl ReceiverSession {
                 },
                 keys,
             )) => {
+                drop(secret);
+                let now = clock.now_ns();
                 let stats = HandshakeStats {
                     suite,
                     mode,
@@ -1161,7 +1619,7 @@ impl ReceiverSession {
                     bytes_received: msg.len() as u64,
                     wire_bytes_sent: wire_len(hello_len, self.cfg.packet_payload),
                     wire_bytes_received: wire_len(msg.len(), self.cfg.packet_payload),
-                    duration_ns: clock.now_ns().saturating_sub(self.first_hello_ns),
+                    duration_ns: now.saturating_sub(self.first_hello_ns),
                     attempts,
                 };
                 self.stats = Some(stats);
@@ -1172,15 +1630,17 @@ impl ReceiverSession {
                 c.handshake_ns = stats.duration_ns;
                 self.state = RxState::Established(Box::new(RxLink {
                     suite,
-                    hello_id,
-                    secret,
+                    session: hello_id,
                     keys,
+                    current: None,
+                    next: None,
                     previous: None,
                     window: ReplayWindow::new(),
                     ctrl_out: 0,
                     ctrl_in_top: None,
+                    last_heard_ns: now,
+                    keepalive_sent_ns: now,
                 }));
-                self.log_keys();
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats }))
             }
             Err(e) => {
@@ -1190,61 +1650,6 @@ impl ReceiverSession {
         }
     }
 
-    fn log_keys(&mut self) {
-        if self.cfg.keylog {
-            if let RxState::Established(l) = &self.state {
-                self.keylog.push_back(KeyLogLine {
-                    hello_id: l.hello_id,
-                    suite: l.suite,
-                    keys: l.keys.clone(),
-                });
-            }
-        }
-    }
-
-    /// Moves to epoch + 1 with already derived keys; queues the REKEY_ACK.
-    fn ratchet<K: KeystreamApplier + ?Sized>(
-        &mut self,
-        k: &mut K,
-        now: u64,
-        secret: EpochSecret,
-        keys: EpochKeys,
-    ) {
-        let grace = self.cfg.grace_ns;
-        let RxState::Established(l) = &mut self.state else {
-            return;
-        };
-        let epoch = keys.epoch;
-        let old = core::mem::replace(&mut l.keys, keys);
-        l.previous = Some((old, now.saturating_add(grace)));
-        l.secret = secret;
-        if let Ok(m) = control(
-            k,
-            &l.keys.r2d_control,
-            MsgType::RekeyAck,
-            epoch,
-            &mut l.ctrl_out,
-            &epoch.to_le_bytes(),
-        ) {
-            self.outbox.push_back(m);
-        }
-        self.counters.rekeys += 1;
-        self.log_keys();
-    }
-
-    fn next_epoch<K: KeystreamApplier + ?Sized>(
-        k: &mut K,
-        l: &RxLink,
-    ) -> Result<(EpochSecret, EpochKeys), Rejected> {
-        let epoch = l.keys.epoch.checked_add(1).ok_or(Rejected::BadEpoch {
-            epoch: u32::MAX,
-            current: l.keys.epoch,
-        })?;
-        let s = l.secret.next();
-        let keys = EpochKeys::derive(k, &s, epoch, l.suite).map_err(|_| Rejected::TagFailure)?;
-        Ok((s, keys))
-    }
-
     fn on_frame<K: KeystreamApplier + ?Sized, C: Clock + ?Sized>(
         &mut self,
         k: &mut K,
@@ -1252,11 +1657,12 @@ impl ReceiverSession {
         mut msg: Vec<u8>,
     ) -> Result<Frame, Rejected> {
         let now = clock.now_ns();
-        let max = self.cfg.max_payload;
-        let RxState::Established(l) = &mut self.state else {
-            return Err(Rejected::NotEstablished);
-        };
+        let (max, grace) = (self.cfg.max_payload, self.cfg.grace_ns);
         let h = FrameHeader::decode(&msg).map_err(Rejected::Wire)?;
+        let RxState::Established(l) = &mut self.state else {
+            // The group's frames keep coming while this receiver (re)joins: it has no key yet.
+            return Err(Rejected::NoKey { epoch: h.epoch });
+        };
         if h.suite != l.suite as u8 {
             return Err(Rejected::WrongSuite {
                 got: h.suite,
@@ -1276,37 +1682,38 @@ impl ReceiverSession {
         })?;
         l.window.check(h.sequence).map_err(Rejected::Replay)?;
         let authenticated = l.suite.is_authenticated();
-        let open = |k: &mut K, key: &DirectionKey, msg: &mut [u8]| {
-            frame::open_frame(k, key, msg)
-                .map(|_| ())
-                .map_err(|_| Rejected::TagFailure)
-        };
-        let cur = l.keys.epoch;
-        if h.epoch == cur {
-            open(k, &l.keys.frame, &mut msg)?;
-        } else if l
+        let e = h.epoch;
+        let is = |g: &Option<GroupKeys>| g.as_ref().is_some_and(|g| g.epoch == e);
+        let (key, promote) = if is(&l.current) {
+            (&l.current.as_ref().expect("checked").frame, false)
+        } else if is(&l.next) {
+            (&l.next.as_ref().expect("checked").frame, true)
+        } else if let Some((p, _)) = l
             .previous
             .as_ref()
-            .is_some_and(|(p, until)| p.epoch == h.epoch && now < *until)
+            .filter(|(p, until)| p.epoch == e && now < *until)
         {
-            let (p, _) = l.previous.as_ref().expect("checked");
-            open(k, &p.frame, &mut msg)?;
-        } else if Some(h.epoch) == cur.checked_add(1) {
-            // The drone moved on (its REKEY may have been lost): follow only if the frame
-            // authenticates under the next epoch's keys.
-            let (s, keys) = Self::next_epoch(k, l)?;
-            open(k, &keys.frame, &mut msg)?;
-            self.ratchet(k, now, s, keys);
-        } else {
+            (&p.frame, false)
+        } else if let Some(c) = l.current.as_ref().filter(|c| e < c.epoch) {
             return Err(Rejected::BadEpoch {
-                epoch: h.epoch,
-                current: cur,
+                epoch: e,
+                current: c.epoch,
             });
-        }
-        let RxState::Established(l) = &mut self.state else {
-            unreachable!("still established")
+        } else {
+            return Err(Rejected::NoKey { epoch: e });
         };
+        frame::open_frame(k, key, &mut msg).map_err(|_| Rejected::TagFailure)?;
+        if promote {
+            // The drone switched to the epoch whose key we were given: the current one becomes
+            // the previous (kept for the grace window, for frames still in flight).
+            if let Some(old) = l.current.take() {
+                l.previous = Some((old, now.saturating_add(grace)));
+                self.counters.rekeys += 1;
+            }
+            l.current = l.next.take();
+        }
         l.window.commit(h.sequence).map_err(Rejected::Replay)?;
+        l.last_heard_ns = now;
         self.counters.frames += 1;
         self.counters.payload_bytes += h.payload_len as u64;
         Ok(Frame {
@@ -1323,51 +1730,66 @@ impl ReceiverSession {
         msg: &[u8],
     ) -> Result<Option<ReceiverEvent>, Rejected> {
         let now = clock.now_ns();
+        let (keylog, grace) = (self.cfg.keylog, self.cfg.grace_ns);
         let RxState::Established(l) = &mut self.state else {
             return Err(Rejected::NotEstablished);
         };
         let h = frame::control_header(msg).map_err(Rejected::Control)?;
-        let key = if h.epoch == l.keys.epoch {
-            &l.keys.d2r_control
-        } else {
-            match &l.previous {
-                Some((p, _)) if p.epoch == h.epoch => &p.d2r_control,
-                _ => return Err(Rejected::Control(OpenError::Crypto(CryptoError::BadTag))),
-            }
-        };
         if l.ctrl_in_top.is_some_and(|top| h.sequence <= top) {
             return Err(Rejected::Control(OpenError::Crypto(CryptoError::BadTag)));
         }
         let mut buf = Zeroizing::new(msg.to_vec());
-        let (h, body) = frame::open_control(k, key, &mut buf).map_err(Rejected::Control)?;
+        let (h, body) =
+            frame::open_control(k, &l.keys.d2r_control, &mut buf).map_err(Rejected::Control)?;
         l.ctrl_in_top = Some(h.sequence);
+        l.last_heard_ns = now;
         match h.msg_type {
-            MsgType::Rekey => {
-                let new = control_body_u32(body)
+            MsgType::GroupKey => {
+                let g = GroupKeyBody::decode(body)
                     .ok_or(Rejected::Control(OpenError::Wire(WireError::Reserved)))?;
-                if h.epoch == l.keys.epoch && Some(new) == l.keys.epoch.checked_add(1) {
-                    let (s, keys) = Self::next_epoch(k, l)?;
-                    self.ratchet(k, now, s, keys);
-                    Ok(Some(ReceiverEvent::Rekeyed { epoch: new }))
-                } else if new == l.keys.epoch
-                    && l.previous.as_ref().is_some_and(|(p, _)| p.epoch == h.epoch)
-                {
-                    // A retransmitted REKEY (our ACK was lost, or a frame already moved us): ACK again.
+                let e = g.epoch;
+                let held = |x: &Option<GroupKeys>| x.as_ref().map(|x| x.epoch);
+                let known = held(&l.current) == Some(e) || held(&l.next) == Some(e);
+                let older =
+                    held(&l.current).is_some_and(|c| e < c) || held(&l.next).is_some_and(|n| e < n);
+                let mut event = None;
+                if !known && !older {
+                    let keys = GroupKeys::derive(k, &GroupSecret::from_bytes(g.secret), e, l.suite)
+                        .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
+                    if keylog {
+                        self.keylog.push_back(KeyLogLine {
+                            session: l.session,
+                            suite: l.suite,
+                            group: keys.clone(),
+                            session_keys: l.keys.clone(),
+                        });
+                    }
+                    // A newer key while one is held but not seen on a frame yet: either the drone
+                    // drew again before using it (a receiver left), or its frames are still on
+                    // the way; keep it for the grace window like a previous epoch.
+                    if let Some(unseen) = l.next.take() {
+                        l.previous = Some((unseen, now.saturating_add(grace)));
+                    }
+                    l.next = Some(keys);
+                    self.counters.keys_received += 1;
+                    event = Some(ReceiverEvent::Rekeyed { epoch: e });
+                }
+                if !older {
+                    // Acknowledge (again, when our earlier KEY_ACK may have been lost).
                     let m = control(
                         k,
                         &l.keys.r2d_control,
-                        MsgType::RekeyAck,
-                        new,
+                        MsgType::KeyAck,
+                        l.session,
                         &mut l.ctrl_out,
-                        &new.to_le_bytes(),
+                        &e.to_le_bytes(),
                     )
                     .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
                     self.outbox.push_back(m);
-                    Ok(None)
-                } else {
-                    Err(Rejected::Control(OpenError::Wire(WireError::Reserved)))
                 }
+                Ok(event)
             }
+            MsgType::Keepalive => Ok(None),
             MsgType::Close => {
                 self.end_link();
                 self.state = RxState::Closed;

@@ -11,11 +11,11 @@ use crate::aead::PayloadKey;
 use crate::compat::StockStreamer;
 use crate::cpx::{self, Function, Route, Target};
 use crate::frame;
-use crate::handshake::{encode_choice, encode_offer};
-use crate::keys::{DirectionKey, EpochKeys, EpochSecret, IvBytes};
+use crate::handshake::{encode_choice, encode_offer, receiver_key_id};
+use crate::keys::{DirectionKey, GroupKeys, GroupPool, IvBytes, SessionKeys, SessionSecret};
 use crate::suite::{KexMode, Suite};
 use crate::test_util::hex;
-use crate::wire::{self, AlertCode, FrameHeader, MsgType, PixelFormat};
+use crate::wire::{self, AlertCode, FrameHeader, GroupKeyBody, MsgType, PixelFormat};
 use gap_rust_cipher_s::Sequential;
 use sha2::Digest;
 
@@ -61,7 +61,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let route = Route::new(Target::Gap8, Target::WifiHost, Function::Test);
     v.push(("cpx-route", route.to_bytes().to_vec()));
     let mut out = [0u8; 16];
-    let n = cpx::encode_packet(route.with_last(false), &[0x47, 0x53, 0x01], &mut out).unwrap();
+    let n = cpx::encode_packet(route.with_last(false), &[0x47, 0x53, 0x02], &mut out).unwrap();
     v.push(("cpx-packet", out[..n].to_vec()));
     let image = [0u8; 324 * 244];
     let mut st = StockStreamer::raw(&image, 324, 244, 1020).unwrap();
@@ -105,18 +105,23 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     ));
     v.push(("frame-none", sealed(Suite::None, &[])));
     let ck = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0x40, 32), 0xC0);
-    let mut out = [0u8; 64];
+    let mut out = [0u8; 80];
+    let body = GroupKeyBody {
+        epoch: 4,
+        secret: seq_bytes(0x60, 32).try_into().unwrap(),
+    }
+    .encode();
     let n = frame::seal_control(
         &mut Sequential,
         &ck,
-        MsgType::Rekey,
-        3,
+        MsgType::GroupKey,
+        seq_bytes(1, 8).try_into().unwrap(),
         5,
-        &4u32.to_le_bytes(),
+        &body,
         &mut out,
     )
     .unwrap();
-    v.push(("control-rekey", out[..n].to_vec()));
+    v.push(("control-group-key", out[..n].to_vec()));
     v.push((
         "alert",
         wire::encode_alert(
@@ -130,6 +135,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         wire::HandshakeHeader {
             msg_type: MsgType::Hello,
             hello_id: seq_bytes(1, 8).try_into().unwrap(),
+            key_id: [0x11, 0x22, 0x33, 0x44],
             noise_len: 71,
         }
         .encode()
@@ -146,24 +152,35 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         "choice-payload",
         encode_choice(Suite::ChaCha20Poly1305, KexMode::X25519, &[]),
     ));
+    v.push((
+        "receiver-key-id",
+        receiver_key_id(&seq_bytes(0, 32).try_into().unwrap()).to_vec(),
+    ));
     // Key schedule.
     let h = sha2::Sha256::digest(b"gapstream test vector transcript");
-    let s0 = EpochSecret::initial(&h, &[0x11; 32], &[0x22; 32], &[]);
-    let s1 = s0.next();
-    let k0 = EpochKeys::derive(&mut Sequential, &s0, 0, Suite::ChaCha20Poly1305).unwrap();
-    let k1 = EpochKeys::derive(&mut Sequential, &s1, 1, Suite::Aes128Gcm).unwrap();
-    v.push(("schedule-s0", s0.bytes().to_vec()));
-    v.push(("schedule-s1", s1.bytes().to_vec()));
+    let s = SessionSecret::initial(&h, &[0x11; 32], &[0x22; 32], &[]);
+    let sk = SessionKeys::derive(&mut Sequential, &s).unwrap();
+    v.push(("schedule-session-secret", s.bytes().to_vec()));
+    v.push((
+        "schedule-d2r-control-key",
+        sk.d2r_control.key.key().to_vec(),
+    ));
+    v.push(("schedule-d2r-control-iv", sk.d2r_control.iv.0.to_vec()));
+    v.push((
+        "schedule-r2d-control-key",
+        sk.r2d_control.key.key().to_vec(),
+    ));
+    let mut pool = GroupPool::new();
+    pool.absorb(&s.contribution());
+    v.push(("schedule-pool-after-handshake", pool.bytes().to_vec()));
+    let g0 = pool.draw(&[0x33; 32], 0);
+    v.push(("schedule-group-secret-epoch0", g0.bytes().to_vec()));
+    v.push(("schedule-pool-after-epoch0", pool.bytes().to_vec()));
+    let k0 = GroupKeys::derive(&mut Sequential, &g0, 0, Suite::ChaCha20Poly1305).unwrap();
     v.push(("schedule-epoch0-frame-key", k0.frame.key.key().to_vec()));
     v.push(("schedule-epoch0-frame-iv", k0.frame.iv.0.to_vec()));
-    v.push((
-        "schedule-epoch0-d2r-control-key",
-        k0.d2r_control.key.key().to_vec(),
-    ));
-    v.push((
-        "schedule-epoch0-r2d-control-key",
-        k0.r2d_control.key.key().to_vec(),
-    ));
+    let g1 = pool.draw(&[0x33; 32], 1);
+    let k1 = GroupKeys::derive(&mut Sequential, &g1, 1, Suite::Aes128Gcm).unwrap();
     v.push(("schedule-epoch1-gcm-frame-key", k1.frame.key.key().to_vec()));
     v
 }
@@ -229,8 +246,9 @@ fn doc_frames_open_and_constants_agree() {
         assert_eq!(&m[36..52], b"gapstream frame!");
     }
     assert_eq!(wire::FRAME_HEADER_LEN, 36);
-    assert_eq!(wire::CONTROL_HEADER_LEN, 18);
-    assert_eq!(wire::HANDSHAKE_HEADER_LEN, 14);
+    assert_eq!(wire::CONTROL_HEADER_LEN, 22);
+    assert_eq!(wire::HANDSHAKE_HEADER_LEN, 18);
+    assert_eq!(wire::GROUP_KEY_BODY_LEN, 36);
     assert_eq!(wire::ALERT_LEN, 13);
     assert!(DOC.contains(crate::noise::PROTOCOL_NAME));
     assert!(DOC.contains(core::str::from_utf8(crate::rsa_oaep::LABEL).unwrap()));

@@ -1,30 +1,34 @@
 //! Byte layouts of every gapstream message (see `docs/protocol.md`, which tests check against this).
 //!
-//! Every message starts with the 4-byte prefix `47 53 01 <type>` ("GS", version 1, type). The first
+//! Every message starts with the 4-byte prefix `47 53 02 <type>` ("GS", version 2, type). The first
 //! byte is never the stock streamer's `0xBC`.
 //!
 //! | type | message | direction | layout after the prefix |
 //! |---|---|---|---|
-//! | `0x01` | HELLO | receiver → drone | hello id (8), noise length u16, Noise_KK message 1 |
-//! | `0x02` | ACCEPT | drone → receiver | hello id (8), noise length u16, Noise_KK message 2 |
-//! | `0x03` | ALERT | either | hello id (8), code u8 (plaintext, unauthenticated) |
-//! | `0x10` | FRAME | drone → receiver | [`FrameHeader`] (36 bytes in all), payload, tag |
-//! | `0x20`..`0x30` | REKEY, REKEY_ACK, REKEY_REQUEST, CLOSE | see [`MsgType`] | [`ControlHeader`] (18 bytes in all), body, tag |
+//! | `0x01` | HELLO | receiver → drone | hello id (8), receiver key id (4), noise length u16, Noise_KK message 1 |
+//! | `0x02` | ACCEPT | drone → receiver | hello id (8), receiver key id (4), noise length u16, Noise_KK message 2 |
+//! | `0x03` | ALERT | drone → receiver | hello id (8), code u8 (plaintext, unauthenticated) |
+//! | `0x10` | FRAME | drone → all receivers | [`FrameHeader`] (36 bytes in all), payload, tag |
+//! | `0x20`..`0x30` | GROUP_KEY, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE | see [`MsgType`] | [`ControlHeader`] (22 bytes in all: session id, sequence), body, tag |
+//!
+//! The hello id that opened a session is that session's id: ACCEPT and ALERT carry it, and so
+//! does every control message, so a receiver ignores what the bridge broadcasts for the others.
 //!
 //! All integers are little-endian.
 
 /// First two bytes of every gapstream message: "GS".
 pub const MAGIC: [u8; 2] = [0x47, 0x53];
-/// Protocol version carried in byte 2.
-pub const VERSION: u8 = 1;
+/// Protocol version carried in byte 2 (2: group frame keys, several receivers; see
+/// `docs/protocol.md` for what changed from 1).
+pub const VERSION: u8 = 2;
 /// Bytes of the common prefix.
 pub const PREFIX_LEN: usize = 4;
 /// Bytes of a frame header (the AEAD's associated data).
 pub const FRAME_HEADER_LEN: usize = 36;
 /// Bytes of a control header (the AEAD's associated data).
-pub const CONTROL_HEADER_LEN: usize = 18;
+pub const CONTROL_HEADER_LEN: usize = 22;
 /// Bytes of a HELLO / ACCEPT header before the Noise message.
-pub const HANDSHAKE_HEADER_LEN: usize = 14;
+pub const HANDSHAKE_HEADER_LEN: usize = 18;
 /// Bytes of an ALERT.
 pub const ALERT_LEN: usize = 13;
 /// Largest control body.
@@ -40,12 +44,14 @@ pub enum MsgType {
     Accept = 0x02,
     Alert = 0x03,
     Frame = 0x10,
-    /// Drone → receiver, sealed with the current epoch's keys: "frames now use epoch N+1".
-    Rekey = 0x20,
-    /// Receiver → drone, sealed with the new epoch's keys: "I have epoch N+1".
-    RekeyAck = 0x21,
+    /// Drone → one receiver: the group secret of a frame epoch (sent before frames use it).
+    GroupKey = 0x20,
+    /// Receiver → drone: "I hold epoch N's group key".
+    KeyAck = 0x21,
     /// Receiver → drone: "please rekey soon".
     RekeyRequest = 0x22,
+    /// Receiver → drone every second, and the drone's answer: both ends know the other is there.
+    Keepalive = 0x23,
     /// Either side: the session ends.
     Close = 0x30,
 }
@@ -57,9 +63,10 @@ impl MsgType {
             0x02 => Some(MsgType::Accept),
             0x03 => Some(MsgType::Alert),
             0x10 => Some(MsgType::Frame),
-            0x20 => Some(MsgType::Rekey),
-            0x21 => Some(MsgType::RekeyAck),
+            0x20 => Some(MsgType::GroupKey),
+            0x21 => Some(MsgType::KeyAck),
             0x22 => Some(MsgType::RekeyRequest),
+            0x23 => Some(MsgType::Keepalive),
             0x30 => Some(MsgType::Close),
             _ => None,
         }
@@ -67,7 +74,11 @@ impl MsgType {
     pub const fn is_control(self) -> bool {
         matches!(
             self,
-            MsgType::Rekey | MsgType::RekeyAck | MsgType::RekeyRequest | MsgType::Close
+            MsgType::GroupKey
+                | MsgType::KeyAck
+                | MsgType::RekeyRequest
+                | MsgType::Keepalive
+                | MsgType::Close
         )
     }
 }
@@ -99,7 +110,7 @@ impl core::fmt::Display for WireError {
             WireError::BadMagic => f.write_str("not a gapstream message (bad magic)"),
             WireError::UnsupportedVersion(v) => write!(
                 f,
-                "gapstream protocol version {v} is not supported (only 1)"
+                "gapstream protocol version {v} is not supported (only {VERSION})"
             ),
             WireError::UnknownType(t) => write!(f, "unknown gapstream message type {t:#04x}"),
             WireError::UnknownSuite(s) => write!(f, "unknown suite {s:#04x}"),
@@ -165,7 +176,7 @@ pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
     }
     Ok(Some(match t {
         MsgType::Hello | MsgType::Accept => {
-            HANDSHAKE_HEADER_LEN + u16::from_le_bytes([head[12], head[13]]) as usize
+            HANDSHAKE_HEADER_LEN + u16::from_le_bytes([head[16], head[17]]) as usize
         }
         MsgType::Frame => {
             let h = FrameHeader::decode(head)?;
@@ -198,7 +209,7 @@ impl PixelFormat {
 ///
 /// | offset | size | field |
 /// |---|---|---|
-/// | 0 | 4 | prefix `47 53 01 10` |
+/// | 0 | 4 | prefix `47 53 02 10` |
 /// | 4 | 1 | suite |
 /// | 5 | 1 | pixel format |
 /// | 6 | 2 | width |
@@ -274,21 +285,24 @@ impl FrameHeader {
     }
 }
 
-/// Header of the sealed control messages (REKEY, REKEY_ACK, REKEY_REQUEST, CLOSE).
+/// A session's id: the hello id of the HELLO that opened it (chosen at random by the receiver).
+pub type SessionId = [u8; 8];
+
+/// Header of the sealed control messages (GROUP_KEY, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE).
 ///
 /// | offset | size | field |
 /// |---|---|---|
-/// | 0 | 4 | prefix `47 53 01 <type>` |
-/// | 4 | 4 | key epoch whose control key seals the message |
-/// | 8 | 8 | control sequence number (per direction) |
-/// | 16 | 2 | body length |
+/// | 0 | 4 | prefix `47 53 02 <type>` |
+/// | 4 | 8 | session id (the hello id of the session's HELLO) |
+/// | 12 | 8 | control sequence number (per session and direction) |
+/// | 20 | 2 | body length |
 ///
-/// Then the body (encrypted) and a 16-byte ChaCha20-Poly1305 tag (control messages are always
-/// authenticated, whatever the frame suite).
+/// Then the body (encrypted) and a 16-byte ChaCha20-Poly1305 tag under the session's control key
+/// of that direction (control messages are always authenticated, whatever the frame suite).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ControlHeader {
     pub msg_type: MsgType,
-    pub epoch: u32,
+    pub session: SessionId,
     pub sequence: u64,
     pub body_len: u16,
 }
@@ -297,9 +311,9 @@ impl ControlHeader {
     pub fn encode(&self) -> [u8; CONTROL_HEADER_LEN] {
         let mut b = [0u8; CONTROL_HEADER_LEN];
         b[..4].copy_from_slice(&prefix(self.msg_type));
-        b[4..8].copy_from_slice(&self.epoch.to_le_bytes());
-        b[8..16].copy_from_slice(&self.sequence.to_le_bytes());
-        b[16..18].copy_from_slice(&self.body_len.to_le_bytes());
+        b[4..12].copy_from_slice(&self.session);
+        b[12..20].copy_from_slice(&self.sequence.to_le_bytes());
+        b[20..22].copy_from_slice(&self.body_len.to_le_bytes());
         b
     }
 
@@ -314,7 +328,7 @@ impl ControlHeader {
                 have: b.len(),
             });
         }
-        let body_len = u16::from_le_bytes([b[16], b[17]]);
+        let body_len = u16::from_le_bytes([b[20], b[21]]);
         if body_len as usize > MAX_CONTROL_BODY {
             return Err(WireError::TooLong {
                 len: body_len as u64,
@@ -323,19 +337,70 @@ impl ControlHeader {
         }
         Ok(ControlHeader {
             msg_type: t,
-            epoch: u32::from_le_bytes(b[4..8].try_into().unwrap()),
-            sequence: u64::from_le_bytes(b[8..16].try_into().unwrap()),
+            session: b[4..12].try_into().unwrap(),
+            sequence: u64::from_le_bytes(b[12..20].try_into().unwrap()),
             body_len,
         })
     }
 }
 
+/// The session a control message belongs to, read without opening it (receivers skip the ones of
+/// other sessions: the bridge broadcasts every drone message to every receiver).
+pub fn control_session(b: &[u8]) -> Option<SessionId> {
+    ControlHeader::decode(b).ok().map(|h| h.session)
+}
+
+/// The GROUP_KEY body: the epoch and its 32-byte group secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GroupKeyBody {
+    pub epoch: u32,
+    pub secret: [u8; 32],
+}
+
+/// Bytes of a GROUP_KEY body.
+pub const GROUP_KEY_BODY_LEN: usize = 36;
+
+impl core::fmt::Debug for GroupKeyBody {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GroupKeyBody")
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupKeyBody {
+    pub fn encode(&self) -> [u8; GROUP_KEY_BODY_LEN] {
+        let mut b = [0u8; GROUP_KEY_BODY_LEN];
+        b[..4].copy_from_slice(&self.epoch.to_le_bytes());
+        b[4..].copy_from_slice(&self.secret);
+        b
+    }
+    pub fn decode(b: &[u8]) -> Option<Self> {
+        if b.len() != GROUP_KEY_BODY_LEN {
+            return None;
+        }
+        Some(GroupKeyBody {
+            epoch: u32::from_le_bytes(b[..4].try_into().ok()?),
+            secret: b[4..].try_into().ok()?,
+        })
+    }
+}
+
+impl Drop for GroupKeyBody {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.secret);
+    }
+}
+
 /// HELLO / ACCEPT header: prefix, the 8-byte hello id (chosen by the receiver, echoed by the drone,
-/// mixed into the Noise prologue), and the Noise message length.
+/// mixed into the Noise prologue; it becomes the session id), the receiver's 4-byte key id (which of
+/// the drone's paired receiver keys the Noise handshake uses; also in the prologue), and the Noise
+/// message length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HandshakeHeader {
     pub msg_type: MsgType,
     pub hello_id: [u8; 8],
+    pub key_id: [u8; 4],
     pub noise_len: u16,
 }
 
@@ -344,7 +409,8 @@ impl HandshakeHeader {
         let mut b = [0u8; HANDSHAKE_HEADER_LEN];
         b[..4].copy_from_slice(&prefix(self.msg_type));
         b[4..12].copy_from_slice(&self.hello_id);
-        b[12..14].copy_from_slice(&self.noise_len.to_le_bytes());
+        b[12..16].copy_from_slice(&self.key_id);
+        b[16..18].copy_from_slice(&self.noise_len.to_le_bytes());
         b
     }
 
@@ -360,7 +426,7 @@ impl HandshakeHeader {
                 have: b.len(),
             });
         }
-        let noise_len = u16::from_le_bytes([b[12], b[13]]);
+        let noise_len = u16::from_le_bytes([b[16], b[17]]);
         let want = HANDSHAKE_HEADER_LEN + noise_len as usize;
         if b.len() < want {
             return Err(WireError::Truncated {
@@ -374,11 +440,11 @@ impl HandshakeHeader {
                 have: b.len(),
             });
         }
-        let hello_id = b[4..12].try_into().unwrap();
         Ok((
             HandshakeHeader {
                 msg_type: t,
-                hello_id,
+                hello_id: b[4..12].try_into().unwrap(),
+                key_id: b[12..16].try_into().unwrap(),
                 noise_len,
             },
             &b[HANDSHAKE_HEADER_LEN..],
@@ -400,6 +466,8 @@ pub enum AlertCode {
     BadHello = 4,
     /// The drone could not complete the handshake (entropy or crypto failure).
     InternalError = 5,
+    /// Every receiver slot of the drone is taken by another paired receiver.
+    GroupFull = 6,
 }
 
 impl AlertCode {
@@ -410,6 +478,7 @@ impl AlertCode {
             3 => Some(AlertCode::NoCommonKexMode),
             4 => Some(AlertCode::BadHello),
             5 => Some(AlertCode::InternalError),
+            6 => Some(AlertCode::GroupFull),
             _ => None,
         }
     }
@@ -424,6 +493,9 @@ impl AlertCode {
             }
             AlertCode::BadHello => "the drone found the HELLO malformed",
             AlertCode::InternalError => "the drone failed internally during the handshake",
+            AlertCode::GroupFull => {
+                "every receiver slot of the drone is taken (raise max_receivers or close a receiver)"
+            }
         }
     }
 }
@@ -504,7 +576,7 @@ mod tests {
         fn frame_header_round_trip(h in arb_header()) {
             let b = h.encode();
             prop_assert_eq!(FrameHeader::decode(&b).unwrap(), h);
-            prop_assert_eq!(&b[..4], &[0x47, 0x53, 0x01, 0x10]);
+            prop_assert_eq!(&b[..4], &[0x47, 0x53, 0x02, 0x10]);
         }
 
         #[test]
@@ -515,6 +587,13 @@ mod tests {
             let _ = ControlHeader::decode(&b);
             let _ = HandshakeHeader::decode(&b);
             let _ = decode_alert(&b);
+            let _ = GroupKeyBody::decode(&b);
+        }
+
+        #[test]
+        fn group_key_body_round_trip(epoch in any::<u32>(), secret in any::<[u8; 32]>()) {
+            let g = GroupKeyBody { epoch, secret };
+            prop_assert_eq!(GroupKeyBody::decode(&g.encode()), Some(g));
         }
     }
 
@@ -538,18 +617,27 @@ mod tests {
         let hx = FrameHeader { suite: 0x07, ..h };
         assert_eq!(message_len(&hx.encode()), Err(WireError::UnknownSuite(7)));
         let c = ControlHeader {
-            msg_type: MsgType::Rekey,
-            epoch: 3,
+            msg_type: MsgType::GroupKey,
+            session: [3; 8],
             sequence: 9,
-            body_len: 4,
+            body_len: 36,
         }
         .encode();
-        assert_eq!(message_len(&c), Ok(Some(18 + 4 + 16)));
+        assert_eq!(message_len(&c), Ok(Some(22 + 36 + 16)));
+        assert_eq!(control_session(&c), Some([3; 8]));
+        let hh = HandshakeHeader {
+            msg_type: MsgType::Hello,
+            hello_id: [1; 8],
+            key_id: [2; 4],
+            noise_len: 55,
+        }
+        .encode();
+        assert_eq!(message_len(&hh), Ok(Some(18 + 55)));
         assert_eq!(message_len(&[0x47]), Ok(None));
         assert_eq!(message_len(&[0xBC]), Err(WireError::BadMagic));
         assert_eq!(
-            message_len(&[0x47, 0x53, 0x02, 0x10]),
-            Err(WireError::UnsupportedVersion(2))
+            message_len(&[0x47, 0x53, 0x01, 0x10]),
+            Err(WireError::UnsupportedVersion(1))
         );
         assert_eq!(
             message_len(&encode_alert([1; 8], AlertCode::NoCommonSuite)),

@@ -1,7 +1,8 @@
 //! The receive path never allocates without bound, whatever bytes arrive: a counting global
 //! allocator records the peak of live heap bytes while megabytes of hostile input (random bytes,
 //! packets that announce huge messages, packets that start valid messages and never end them)
-//! go through `StreamDecoder` → `Assembler` → `ReceiverSession`.
+//! go through `StreamDecoder` → `Assembler` → `ReceiverSession`. And the drone's session state does
+//! not grow while receivers join, re-handshake and leave over and over.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,7 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use gapstream_protocol::assembler::Assembler;
 use gapstream_protocol::cpx::{self, Function, Route, StreamDecoder, Target};
 use gapstream_protocol::wire::{FrameHeader, PixelFormat};
-use gapstream_protocol::{ReceiverConfig, ReceiverSession, Sequential, pair};
+use gapstream_protocol::{
+    DroneConfig, DroneSession, ReceiverConfig, ReceiverSession, Sequential, pair, pair_group,
+};
+
+/// The two tests measure the one global heap: they take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -69,6 +75,7 @@ impl gapstream_protocol::rand_core::TryCryptoRng for Rng {}
 
 #[test]
 fn hostile_input_keeps_the_heap_bounded() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut rng = Rng(1);
     let (_d, r) = pair(&mut rng);
     let cfg = ReceiverConfig {
@@ -110,7 +117,7 @@ fn hostile_input_keeps_the_heap_bounded() {
                 payload[..36].copy_from_slice(&h.encode());
             }
             // A plausible start of a message, never finished.
-            1 if len >= 4 => payload[..4].copy_from_slice(&[0x47, 0x53, 0x01, 0x10]),
+            1 if len >= 4 => payload[..4].copy_from_slice(&[0x47, 0x53, 0x02, 0x10]),
             _ => {}
         }
         let last = x.next() % 8 == 0;
@@ -140,5 +147,87 @@ fn hostile_input_keeps_the_heap_bounded() {
     assert!(
         peak <= 2 * max_message + 64 * 1024,
         "peak heap {peak} > bound"
+    );
+}
+
+/// A drone with three receivers that keep joining, re-handshaking and leaving, with frames sealed
+/// and rekeys in between: after every round the drone's live heap is back where it was (sessions,
+/// outbox and key log are bounded; nothing accumulates).
+#[test]
+fn drone_state_does_not_grow_with_joins_and_leaves() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rng = Rng(2);
+    let (d, rs) = pair_group(&mut rng, 3);
+    let cfg = DroneConfig {
+        rekey_after_frames: 3,
+        ..DroneConfig::default()
+    };
+    let mut drone = DroneSession::new(d, cfg);
+    let mut rxs: Vec<ReceiverSession> = rs
+        .into_iter()
+        .map(|r| ReceiverSession::new(r, ReceiverConfig::default()))
+        .collect();
+    let clock = || 0u64;
+    let mut payload = vec![0u8; 1024];
+    let meta = gapstream_protocol::frame::FrameMeta {
+        pixel_format: PixelFormat::GRAY8,
+        width: 32,
+        height: 32,
+        capture_ns: 0,
+    };
+    fn pump(drone: &mut DroneSession, rxs: &mut [ReceiverSession], rng: &mut Rng) {
+        let clock = || 0u64;
+        loop {
+            let mut moved = false;
+            for rx in rxs.iter_mut() {
+                while let Some(m) = rx.poll_transmit() {
+                    moved = true;
+                    let _ = drone.handle_message(&mut Sequential, rng, &clock, &m);
+                }
+            }
+            while let Some(m) = drone.poll_transmit() {
+                moved = true;
+                for rx in rxs.iter_mut() {
+                    let _ = rx.handle_message(&mut Sequential, rng, &clock, m.clone());
+                }
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+    let mut after_round = Vec::with_capacity(40);
+    for round in 0..40 {
+        for i in 0..3 {
+            rxs[i].connect(&mut rng, &clock).unwrap();
+            pump(&mut drone, &mut rxs, &mut rng);
+        }
+        for _ in 0..8 {
+            drone.handle_timeout(&mut Sequential, &mut rng, &clock);
+            drone
+                .seal_frame(&mut Sequential, &clock, meta, &mut payload)
+                .unwrap();
+            pump(&mut drone, &mut rxs, &mut rng);
+        }
+        // One re-handshakes, then everybody leaves.
+        rxs[round % 3].connect(&mut rng, &clock).unwrap();
+        pump(&mut drone, &mut rxs, &mut rng);
+        for rx in rxs.iter_mut() {
+            rx.close(&mut Sequential);
+        }
+        pump(&mut drone, &mut rxs, &mut rng);
+        assert_eq!(drone.members(), 0);
+        after_round.push(LIVE.load(Ordering::SeqCst));
+    }
+    let c = drone.counters();
+    println!(
+        "drone: {} handshakes, {} epochs, live heap after rounds 10/20/40: {} / {} / {} bytes",
+        c.handshakes, c.rekeys_committed, after_round[9], after_round[19], after_round[39]
+    );
+    assert!(c.handshakes >= 160 && c.rekeys_committed >= 80, "{c:?}");
+    // Steady state: the last rounds end where round 10 ended.
+    assert!(
+        after_round[10..].iter().all(|&l| l <= after_round[9]),
+        "drone heap grows: {after_round:?}"
     );
 }

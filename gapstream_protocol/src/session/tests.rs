@@ -1,9 +1,10 @@
 //! Session tests on the host: round trip, tamper, replay, reorder, truncation, wrong key,
-//! downgrade, rekeying, loss, key log, nonce uniqueness over rekeys and restarts.
+//! downgrade, rekeying, loss, key log, nonce uniqueness over rekeys, restarts, joins and leaves;
+//! several receivers (the group tests at the end).
 
 use super::*;
 use crate::cpx::{Function, Route, StreamDecoder, Target};
-use crate::handshake::{KexSet, SuiteSet, pair};
+use crate::handshake::{KexSet, SuiteSet, pair, pair_group};
 use crate::test_util::{TestRng, hex};
 use crate::wire::PixelFormat;
 use alloc::collections::BTreeSet;
@@ -85,13 +86,24 @@ impl Net {
         self.rx.connect(&mut self.rng, &move || now).unwrap();
         let ev = self.pump();
         assert!(
-            matches!(ev.last(), Some(ReceiverEvent::Established { .. })),
+            ev.iter()
+                .any(|e| matches!(e, ReceiverEvent::Established { .. })),
+            "{ev:?}"
+        );
+        // The group key followed the ACCEPT and was acknowledged: frames can flow.
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, ReceiverEvent::Rekeyed { .. })),
             "{ev:?}"
         );
         assert!(self.drone.is_established());
     }
-    /// Seals a frame of `pixels` and returns the whole message.
+    /// The drone loop's order: timers (rekey policy, resends), then seal a frame of `pixels`;
+    /// returns the whole message (what the timers queued stays for `pump`).
     fn frame(&mut self, pixels: &[u8]) -> Vec<u8> {
+        let now = self.now.get();
+        self.drone
+            .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
         let meta = FrameMeta {
             pixel_format: PixelFormat::GRAY8,
             width: 8,
@@ -189,9 +201,9 @@ fn handshake_bytes_and_time_are_recorded() {
         (rs.bytes_sent, rs.bytes_received),
         (hello.len() as u64, accept.len() as u64)
     );
-    // X25519 alone: HELLO = 14 + 32 (e) + payload (1+2 suites +1 + 3 mode) + 16 tag.
-    assert_eq!(hello.len(), 14 + 32 + 7 + 16);
-    assert_eq!(accept.len(), 14 + 32 + 4 + 16);
+    // X25519 alone: HELLO = 18 + 32 (e) + payload (1+2 suites +1 + 3 mode) + 16 tag.
+    assert_eq!(hello.len(), 18 + 32 + 7 + 16);
+    assert_eq!(accept.len(), 18 + 32 + 4 + 16);
     assert_eq!(rs.wire_bytes_sent, hello.len() as u64 + 4);
     let c = n.rx.counters();
     assert_eq!(
@@ -200,7 +212,7 @@ fn handshake_bytes_and_time_are_recorded() {
             c.handshake_bytes_received,
             c.handshake_ns
         ),
-        (69, 66, 13_000_000)
+        (73, 70, 13_000_000)
     );
 }
 
@@ -400,7 +412,7 @@ fn downgrade_attempts_are_detected() {
     // The offer sits at the start of the encrypted payload after the 32-byte ephemeral: try
     // values of the byte that counts the suites and of the first suite byte (among them every
     // suite value and the counts that would drop or add suites).
-    for pos in [14 + 32, 14 + 33] {
+    for pos in [18 + 32, 18 + 33] {
         for v in [0u8, 1, 2, 3, 8, 0x01, 0x02, 0x10, 0x11, 0x12, 0x80, 0xFF] {
             if v == hello[pos] {
                 continue;
@@ -430,7 +442,7 @@ fn downgrade_attempts_are_detected() {
         }
     }
     let mut accept = accept.unwrap();
-    accept[14 + 32] ^= Suite::ChaCha20Poly1305 as u8 ^ Suite::None as u8;
+    accept[18 + 32] ^= Suite::ChaCha20Poly1305 as u8 ^ Suite::None as u8;
     let ev =
         n.rx.handle_message(&mut Sequential, &mut n.rng, &clock, accept)
             .unwrap();
@@ -458,12 +470,21 @@ fn rekey_every_n_frames_with_ack() {
     for i in 0..23u64 {
         let m = n.frame(&pixels(16, i as u8));
         let f = n.deliver_frame(m).unwrap();
-        assert_eq!(f.header.epoch as u64, i / 5);
+        // The 5th frame of an epoch starts the next one (GROUP_KEY out); frames switch once the
+        // receiver acknowledged it, so with the acknowledgement back before the next frame an
+        // epoch carries 6 frames and no frame is lost.
+        assert_eq!(f.header.epoch as u64, i / 6, "frame {i}");
         n.pump();
     }
-    assert_eq!(n.rx.epoch(), Some(4));
-    assert_eq!(n.drone.counters().rekeys_acked, 4);
-    assert_eq!(n.rx.counters().rekeys, 4);
+    assert_eq!(n.rx.epoch(), Some(3));
+    assert_eq!(
+        n.drone.counters().rekeys_committed,
+        4,
+        "epoch 0 and three rekeys"
+    );
+    assert_eq!(n.rx.counters().rekeys, 3);
+    assert_eq!(n.rx.counters().keys_received, 4);
+    assert_eq!(n.rx.counters().lost_frames, 0);
 }
 
 #[test]
@@ -477,10 +498,14 @@ fn rekey_every_t_seconds_and_on_request() {
     let m = n.frame(&pixels(8, 0));
     n.deliver_frame(m).unwrap();
     n.advance(1_000_000_000);
+    // Due: the next epoch's key goes out, this frame still uses epoch 0 ...
+    let m = n.frame(&pixels(8, 0));
+    assert_eq!(n.deliver_frame(m).unwrap().header.epoch, 0);
+    n.pump();
+    // ... and the next one the new epoch.
     let m = n.frame(&pixels(8, 0));
     assert_eq!(n.deliver_frame(m).unwrap().header.epoch, 1);
-    n.pump();
-    // Receiver-requested rekey.
+    // Receiver-requested rekey: starts at once.
     n.rx.request_rekey(&mut Sequential).unwrap();
     n.pump();
     let m = n.frame(&pixels(8, 0));
@@ -488,34 +513,49 @@ fn rekey_every_t_seconds_and_on_request() {
 }
 
 #[test]
-fn lost_rekey_message_and_lost_ack() {
+fn lost_group_key_and_lost_ack_cost_no_frame() {
     let mut n = rekey_net(2);
     for i in 0..2 {
         let m = n.frame(&pixels(8, i));
         n.deliver_frame(m).unwrap();
     }
-    // Frame 2 triggers the rekey; the REKEY message is lost.
+    // Frame 2 starts epoch 1; its GROUP_KEY is lost.
     let m = n.frame(&pixels(8, 2));
     let lost = n.drone.poll_transmit().unwrap();
-    assert_eq!(lost[3], MsgType::Rekey as u8);
-    // The receiver follows the drone from the authenticated frame alone and acknowledges.
-    assert_eq!(n.deliver_frame(m).unwrap().header.epoch, 1);
-    assert_eq!(n.rx.epoch(), Some(1));
-    // That ACK is lost too: the drone retransmits REKEY, the receiver ACKs again.
-    let ack = n.rx.poll_transmit().unwrap();
-    assert_eq!(ack[3], MsgType::RekeyAck as u8);
+    assert_eq!(lost[3], MsgType::GroupKey as u8);
+    assert!(n.drone.poll_transmit().is_none());
+    // Frames stay on epoch 0 until the receiver acknowledged epoch 1: nothing is lost.
+    assert_eq!(n.deliver_frame(m).unwrap().header.epoch, 0);
+    let m = n.frame(&pixels(8, 3));
+    assert_eq!(n.deliver_frame(m).unwrap().header.epoch, 0);
+    // The drone resends; this time the KEY_ACK is lost.
     n.advance(300_000_000);
-    let now = n.now.get();
-    n.drone.handle_timeout(&mut Sequential, &move || now);
-    assert_eq!(n.drone.counters().rekey_retransmits, 1);
+    let m = n.frame(&pixels(8, 4));
+    assert_eq!(n.drone.counters().key_retransmits, 1);
+    let resent = n.drone.poll_transmit().unwrap();
+    assert_eq!(
+        n.deliver(resent).unwrap(),
+        Some(ReceiverEvent::Rekeyed { epoch: 1 })
+    );
+    let ack = n.rx.poll_transmit().unwrap();
+    assert_eq!(ack[3], MsgType::KeyAck as u8);
+    assert_eq!(n.deliver_frame(m).unwrap().header.epoch, 0);
+    // Resent again; the receiver acknowledges again; frames switch.
+    n.advance(300_000_000);
+    let m = n.frame(&pixels(8, 5));
+    assert_eq!(n.deliver_frame(m).unwrap().header.epoch, 0);
     n.pump();
-    assert_eq!(n.drone.counters().rekeys_acked, 1);
-    // A late ACK (the lost one) is now a replay.
+    assert_eq!(n.drone.counters().key_retransmits, 2);
+    assert_eq!(n.drone.epoch(), Some(1));
+    let m = n.frame(&pixels(8, 6));
+    assert_eq!(n.deliver_frame(m).unwrap().header.epoch, 1);
+    assert_eq!(n.rx.counters().lost_frames, 0);
+    // The lost ACK, arriving late, is a replay.
     let now = n.now.get();
-    assert!(
+    assert_eq!(
         n.drone
-            .handle_message(&mut Sequential, &mut n.rng, &move || now, &ack)
-            .is_err()
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &ack),
+        Err(DroneError::ControlReplay)
     );
 }
 
@@ -531,16 +571,18 @@ fn previous_epoch_only_within_grace() {
     };
     let mut n = Net::new(dcfg, rcfg, 23);
     n.handshake();
-    let e0: Vec<Vec<u8>> = (0..2).map(|i| n.frame(&pixels(8, i))).collect();
-    let e1 = n.frame(&pixels(8, 9));
+    let e0: Vec<Vec<u8>> = (0..3).map(|i| n.frame(&pixels(8, i))).collect();
     n.pump();
+    let e1 = n.frame(&pixels(8, 9));
+    assert_eq!(FrameHeader::decode(&e1).unwrap().epoch, 1);
+    n.deliver_frame(e1).unwrap();
     assert_eq!(n.rx.epoch(), Some(1));
-    // Epoch 0 frame arriving late, within grace: accepted.
+    // Epoch 0 frames arriving late, within grace: accepted.
     n.deliver_frame(e0[0].clone()).unwrap();
-    // After the grace window the epoch-0 keys are wiped: refused.
+    // After the grace window the epoch-0 key is wiped: refused.
     n.advance(200_000_000);
     let now = n.now.get();
-    n.rx.handle_timeout(&mut n.rng, &move || now);
+    n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now);
     assert!(matches!(
         n.deliver(e0[1].clone()).unwrap_err(),
         Rejected::BadEpoch {
@@ -548,22 +590,25 @@ fn previous_epoch_only_within_grace() {
             current: 1
         }
     ));
-    n.deliver_frame(e1).unwrap();
 }
 
 #[test]
-fn forged_epoch_jump_does_not_ratchet() {
+fn forged_epoch_numbers_are_refused() {
     let mut n = Net::with_suite(Suite::ChaCha20Poly1305, KexMode::X25519);
-    let mut m = n.frame(&pixels(8, 0));
-    m[12] = 1; // epoch 1, still sealed under epoch 0
-    assert_eq!(n.deliver(m).unwrap_err(), Rejected::TagFailure);
+    let m = n.frame(&pixels(8, 0));
+    n.deliver_frame(m).unwrap();
+    for e in [1u8, 9] {
+        let mut m = n.frame(&pixels(8, 0));
+        m[12] = e; // an epoch whose group key the receiver was never given
+        assert_eq!(
+            n.deliver(m).unwrap_err(),
+            Rejected::NoKey { epoch: e as u32 }
+        );
+    }
     assert_eq!(n.rx.epoch(), Some(0));
-    let mut m = n.frame(&pixels(8, 0));
-    m[12] = 9;
-    assert!(matches!(
-        n.deliver(m).unwrap_err(),
-        Rejected::BadEpoch { epoch: 9, .. }
-    ));
+    assert_eq!(n.rx.counters().no_key, 2);
+    let m = n.frame(&pixels(8, 0));
+    n.deliver_frame(m).unwrap();
 }
 
 #[test]
@@ -618,8 +663,15 @@ fn close_wipes_and_reconnect_works() {
         .drone
         .handle_message(&mut Sequential, &mut n.rng, &|| 0u64, &m)
         .unwrap();
-    assert_eq!(ev, Some(DroneEvent::Closed));
+    assert!(matches!(
+        ev,
+        Some(DroneEvent::Left {
+            reason: LeaveReason::Closed,
+            ..
+        })
+    ));
     assert!(!n.drone.is_established());
+    assert_eq!(n.drone.members(), 0);
     let mut p = [0u8; 4];
     let meta = FrameMeta {
         pixel_format: PixelFormat::GRAY8,
@@ -646,19 +698,35 @@ fn handshake_retry_after_timeout_and_stale_accept() {
     let hello1 = n.rx.poll_transmit().unwrap();
     let late = || 3_000_000_000u64;
     assert_eq!(
-        n.rx.handle_timeout(&mut n.rng, &late),
+        n.rx.handle_timeout(&mut Sequential, &mut n.rng, &late),
         Some(ReceiverEvent::HandshakeRetry { attempt: 2 })
     );
     let hello2 = n.rx.poll_transmit().unwrap();
-    // The drone answers the first HELLO late, then the second.
+    // The drone answers the first HELLO late, then the second (which replaces the first session,
+    // never used, of the same receiver).
+    let accept_of = |d: &mut DroneSession| {
+        let mut a = None;
+        while let Some(m) = d.poll_transmit() {
+            if m[3] == MsgType::Accept as u8 {
+                a = Some(m);
+            }
+        }
+        a.unwrap()
+    };
     n.drone
         .handle_message(&mut Sequential, &mut n.rng, &late, &hello1)
         .unwrap();
-    let stale = n.drone.poll_transmit().unwrap();
-    n.drone
+    let stale = accept_of(&mut n.drone);
+    let ev = n
+        .drone
         .handle_message(&mut Sequential, &mut n.rng, &late, &hello2)
         .unwrap();
-    let fresh = n.drone.poll_transmit().unwrap();
+    assert!(matches!(
+        ev,
+        Some(DroneEvent::Established { rejoined: true, .. })
+    ));
+    assert_eq!(n.drone.sessions().count(), 1);
+    let fresh = accept_of(&mut n.drone);
     assert_eq!(
         n.rx.handle_message(&mut Sequential, &mut n.rng, &late, stale)
             .unwrap_err(),
@@ -695,8 +763,10 @@ fn keylog_decrypts_with_independent_implementations() {
         while let Some(l) = n.drone.drain_keylog() {
             lines.push(format!("{l}"));
         }
-        // Epoch 2 waits until the receiver acknowledged epoch 1 (nothing was delivered yet).
+        // Epoch 1 was started (and logged) at frame 2; frames stay on epoch 0 until the receiver
+        // acknowledges it (nothing was delivered yet).
         assert_eq!(lines.len(), 2, "epochs 0 and 1");
+        assert!(msgs.iter().all(|m| m[12] == 0));
         for (i, m) in msgs.iter().enumerate() {
             let h = FrameHeader::decode(m).unwrap();
             let line = lines
@@ -759,51 +829,85 @@ fn keylog_is_off_by_default() {
     assert!(n.rx.drain_keylog().is_none());
 }
 
+/// Frame (key, nonce) pairs from the drone's key log: every frame's key is looked up by its
+/// epoch in the lines logged so far.
+fn frame_key_nonce(lines: &[String], header: &[u8]) -> (Vec<u8>, [u8; 12]) {
+    let h = FrameHeader::decode(header).unwrap();
+    let line = lines
+        .iter()
+        .rev()
+        .find(|l| l.split(' ').nth(2) == Some(&format!("{}", h.epoch)))
+        .expect("a key-log line for the frame's epoch");
+    let f: Vec<&str> = line.split(' ').collect();
+    let mut nonce: [u8; 12] = hex(f[5]).try_into().unwrap();
+    for (d, s) in nonce[4..].iter_mut().zip(h.sequence.to_be_bytes()) {
+        *d ^= s;
+    }
+    (hex(f[4]), nonce)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
-    /// No (key, nonce) pair is ever used twice for frames, over rekeys, new handshakes and drone
-    /// restarts (a restarted drone even replays its own random numbers: the receiver's fresh
-    /// ephemeral key still makes every session key new).
+    /// No (key, nonce) pair is ever used twice for frames, over rekeys, receivers joining and
+    /// leaving, new handshakes and drone restarts — a restarted drone even replays its own random
+    /// numbers: the group pool absorbs every handshake (whose hash covers the receivers' fresh
+    /// ephemeral keys), so every group secret is new.
     #[test]
-    fn nonces_never_repeat(sessions in proptest::collection::vec((1u64..12, 1u64..6, any::<bool>()), 1..5),
+    fn nonces_never_repeat(steps in proptest::collection::vec((1u64..10, 1u64..6, any::<bool>(), 0u8..6), 1..6),
                            seed in any::<u64>()) {
         let mut used = BTreeSet::new();
         let mut rx_rng = TestRng::new(seed);
-        let (d, r) = pair(&mut rx_rng);
-        let mut rx = ReceiverSession::new(r, ReceiverConfig::default());
-        let mut drone: Option<DroneSession> = None;
-        for (frames, every, restart) in sessions {
+        let (d, rs) = pair_group(&mut rx_rng, 3);
+        let mut rxs: Vec<ReceiverSession> = rs.into_iter().map(|r| ReceiverSession::new(r, ReceiverConfig::default())).collect();
+        let mut drone: Option<(DroneSession, TestRng)> = None;
+        let mut lines: Vec<String> = Vec::new();
+        let clock = || 0u64;
+        for (frames, every, restart, op) in steps {
             if restart || drone.is_none() {
-                drone = Some(DroneSession::new(d.clone(), DroneConfig { keylog: true, rekey_after_frames: every, ..DroneConfig::default() }));
+                // The drone's randomness restarts from the same seed on every restart.
+                let cfg = DroneConfig { keylog: true, rekey_after_frames: every, ..DroneConfig::default() };
+                drone = Some((DroneSession::new(d.clone(), cfg), TestRng::new(7)));
+                for rx in rxs.iter_mut() { rx.close(&mut Sequential); while rx.poll_transmit().is_some() {} }
             }
-            let drone = drone.as_mut().unwrap();
-            // The drone's randomness restarts from the same seed on every restart.
-            let mut d_rng = TestRng::new(7);
-            let clock = || 0u64;
-            rx.connect(&mut rx_rng, &clock).unwrap();
-            let hello = rx.poll_transmit().unwrap();
-            drone.handle_message(&mut Sequential, &mut d_rng, &clock, &hello).unwrap();
-            let accept = drone.poll_transmit().unwrap();
-            rx.handle_message(&mut Sequential, &mut rx_rng, &clock, accept).unwrap();
-            let mut keys: Vec<String> = Vec::new();
-            for i in 0..frames {
-                let mut p = pixels(8, i as u8);
-                let meta = FrameMeta { pixel_format: PixelFormat::GRAY8, width: 8, height: 1, capture_ns: 0 };
-                let s = drone.seal_frame(&mut Sequential, &clock, meta, &mut p).unwrap();
-                while let Some(l) = drone.drain_keylog() { keys.push(format!("{l}")); }
-                while let Some(m) = drone.poll_transmit() {
-                    // Deliver REKEYs so acks flow and epochs advance.
-                    if let Ok(Some(_)) | Ok(None) = rx.handle_message(&mut Sequential, &mut rx_rng, &clock, m) {}
-                    while let Some(a) = rx.poll_transmit() {
-                        let _ = drone.handle_message(&mut Sequential, &mut d_rng, &clock, &a);
+            let (drone, d_rng) = drone.as_mut().unwrap();
+            // Membership: receiver op % 3 joins (or re-handshakes), or leaves (CLOSE).
+            let who = (op % 3) as usize;
+            if op < 3 || !rxs[who].is_established() {
+                rxs[who].connect(&mut rx_rng, &clock).unwrap();
+            } else {
+                rxs[who].close(&mut Sequential);
+            }
+            // Moves every message until quiet (the bridge gives every drone message to everyone).
+            let pump = |drone: &mut DroneSession, d_rng: &mut TestRng, rxs: &mut Vec<ReceiverSession>, rx_rng: &mut TestRng| loop {
+                let mut moved = false;
+                for rx in rxs.iter_mut() {
+                    while let Some(m) = rx.poll_transmit() {
+                        moved = true;
+                        let _ = drone.handle_message(&mut Sequential, d_rng, &clock, &m);
                     }
                 }
-                let h = FrameHeader::decode(&s.header).unwrap();
-                let line = keys.iter().rev().find(|l| l.split(' ').nth(2) == Some(&format!("{}", h.epoch))).unwrap();
-                let f: Vec<&str> = line.split(' ').collect();
-                let mut nonce: [u8; 12] = hex(f[5]).try_into().unwrap();
-                for (d, s) in nonce[4..].iter_mut().zip(h.sequence.to_be_bytes()) { *d ^= s; }
-                prop_assert!(used.insert((hex(f[4]), nonce)), "key/nonce reused");
+                while let Some(m) = drone.poll_transmit() {
+                    moved = true;
+                    for rx in rxs.iter_mut() {
+                        let _ = rx.handle_message(&mut Sequential, rx_rng, &clock, m.clone());
+                    }
+                }
+                if !moved { break; }
+            };
+            pump(drone, d_rng, &mut rxs, &mut rx_rng);
+            for i in 0..frames {
+                drone.handle_timeout(&mut Sequential, d_rng, &clock);
+                while let Some(l) = drone.drain_keylog() { lines.push(format!("{l}")); }
+                let mut p = pixels(8, i as u8);
+                let meta = FrameMeta { pixel_format: PixelFormat::GRAY8, width: 8, height: 1, capture_ns: 0 };
+                match drone.seal_frame(&mut Sequential, &clock, meta, &mut p) {
+                    Ok(s) => {
+                        prop_assert!(drone.members() > 0);
+                        prop_assert!(used.insert(frame_key_nonce(&lines, &s.header)), "key/nonce reused");
+                    }
+                    Err(e) => prop_assert_eq!((e, drone.members()), (SealError::NotEstablished, 0)),
+                }
+                pump(drone, d_rng, &mut rxs, &mut rx_rng);
             }
         }
     }
@@ -824,17 +928,592 @@ proptest! {
             let mut m = match kind % 4 {
                 0 => bytes,
                 1 => { let mut r = real.clone(); if !r.is_empty() { let i = pos % r.len(); r[i] = val; } r }
-                2 => { let mut b = vec![0x47, 0x53, 0x01, [0x01u8, 0x02, 0x03, 0x10, 0x20, 0x21, 0x22, 0x30][pos % 8]]; b.extend(bytes); b }
+                2 => { let mut b = vec![0x47, 0x53, 0x02, [0x01u8, 0x02, 0x03, 0x10, 0x20, 0x21, 0x22, 0x23, 0x30][pos % 9]]; b.extend(bytes); b }
                 _ => real[..pos % (real.len() + 1)].to_vec(),
             };
             let _ = n.rx.handle_message(&mut Sequential, &mut n.rng, &clock, m.clone());
             m.truncate(300);
             let _ = n.drone.handle_message(&mut Sequential, &mut n.rng, &clock, &m);
         }
-        // The drone may have been re-handshaken by nothing (no valid HELLO can be forged), so it
-        // is still established and the stream goes on.
+        // No valid HELLO or control message can be forged, so the drone still serves the receiver
+        // and the stream goes on.
         prop_assert!(n.drone.is_established());
         let next = n.frame(&pixels(32, 1));
         prop_assert!(n.deliver_frame(next).is_ok());
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several receivers: one drone paired with three receivers, the bridge giving every drone message
+// to every receiver.
+
+struct Group {
+    drone: DroneSession,
+    rxs: Vec<ReceiverSession>,
+    /// Receivers whose messages reach the drone (a receiver that vanished stops talking).
+    talking: Vec<bool>,
+    /// Receivers that hear the drone (a departed receiver may go on listening to the broadcast).
+    listening: Vec<bool>,
+    rng: TestRng,
+    now: Cell<u64>,
+}
+
+impl Group {
+    fn new(n: usize, dcfg: DroneConfig, seed: u64) -> Group {
+        let mut rng = TestRng::new(seed);
+        let (d, rs) = pair_group(&mut rng, n);
+        Group {
+            drone: DroneSession::new(d, dcfg),
+            rxs: rs
+                .into_iter()
+                .map(|r| ReceiverSession::new(r, ReceiverConfig::default()))
+                .collect(),
+            talking: vec![true; n],
+            listening: vec![true; n],
+            rng,
+            now: Cell::new(1_000),
+        }
+    }
+    fn clock(&self) -> impl Fn() -> u64 + use<> {
+        let now = self.now.get();
+        move || now
+    }
+    /// Moves every queued message until quiet; returns what each receiver reported (and errors).
+    #[allow(clippy::type_complexity)]
+    fn pump(&mut self) -> Vec<(usize, Result<Option<ReceiverEvent>, Rejected>)> {
+        let mut out = Vec::new();
+        loop {
+            let mut moved = false;
+            for i in 0..self.rxs.len() {
+                while let Some(m) = self.rxs[i].poll_transmit() {
+                    moved = true;
+                    if self.talking[i] {
+                        let c = self.clock();
+                        let _ = self
+                            .drone
+                            .handle_message(&mut Sequential, &mut self.rng, &c, &m);
+                    }
+                }
+            }
+            while let Some(m) = self.drone.poll_transmit() {
+                moved = true;
+                for i in 0..self.rxs.len() {
+                    if self.listening[i] {
+                        let c = self.clock();
+                        let r = self.rxs[i].handle_message(
+                            &mut Sequential,
+                            &mut self.rng,
+                            &c,
+                            m.clone(),
+                        );
+                        out.push((i, r));
+                    }
+                }
+            }
+            if !moved {
+                return out;
+            }
+        }
+    }
+    fn connect(&mut self, i: usize) {
+        let c = self.clock();
+        self.rxs[i].connect(&mut self.rng, &c).unwrap();
+        let ev = self.pump();
+        assert!(
+            ev.iter()
+                .any(|(j, e)| *j == i && matches!(e, Ok(Some(ReceiverEvent::Established { .. })))),
+            "{ev:?}"
+        );
+        // Nobody gets an error from the others' handshake traffic.
+        assert!(ev.iter().all(|(_, e)| e.is_ok()), "{ev:?}");
+    }
+    /// Drone timers, then a sealed frame (or the reason why not).
+    fn frame(&mut self, px: &[u8]) -> Result<Vec<u8>, SealError> {
+        let c = self.clock();
+        self.drone
+            .handle_timeout(&mut Sequential, &mut self.rng, &c);
+        let meta = FrameMeta {
+            pixel_format: PixelFormat::GRAY8,
+            width: 8,
+            height: (px.len() / 8) as u16,
+            capture_ns: 42,
+        };
+        let mut p = px.to_vec();
+        let s = self.drone.seal_frame(&mut Sequential, &c, meta, &mut p)?;
+        let mut m = s.header.to_vec();
+        m.extend_from_slice(&p);
+        m.extend_from_slice(s.tag());
+        Ok(m)
+    }
+    fn deliver(&mut self, i: usize, m: Vec<u8>) -> Result<Option<ReceiverEvent>, Rejected> {
+        let c = self.clock();
+        self.rxs[i].handle_message(&mut Sequential, &mut self.rng, &c, m)
+    }
+    /// Pixels receiver `i` got from `m`, or why not.
+    fn open(&mut self, i: usize, m: &[u8]) -> Result<Vec<u8>, Rejected> {
+        match self.deliver(i, m.to_vec())? {
+            Some(ReceiverEvent::Frame(f)) => Ok(f.into_pixels()),
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+    /// Advances the time and runs every timer (talking receivers' keepalives included).
+    fn tick(&mut self, ns: u64) {
+        self.now.set(self.now.get() + ns);
+        let c = self.clock();
+        for i in 0..self.rxs.len() {
+            if self.talking[i] {
+                let _ = self.rxs[i].handle_timeout(&mut Sequential, &mut self.rng, &c);
+            }
+        }
+        self.drone
+            .handle_timeout(&mut Sequential, &mut self.rng, &c);
+        self.pump();
+    }
+}
+
+fn group3(dcfg: DroneConfig, seed: u64) -> Group {
+    let mut g = Group::new(3, dcfg, seed);
+    for i in 0..3 {
+        g.connect(i);
+    }
+    assert_eq!(g.drone.members(), 3);
+    g
+}
+
+#[test]
+fn three_receivers_decrypt_the_same_frames() {
+    for suite in [Suite::ChaCha20Poly1305, Suite::Aes128Gcm] {
+        let mut g = Group::new(3, DroneConfig::default(), 51);
+        for rx in &mut g.rxs {
+            *rx = ReceiverSession::new(
+                rx_identity(rx),
+                ReceiverConfig {
+                    suites: vec![suite],
+                    ..ReceiverConfig::default()
+                },
+            );
+        }
+        for i in 0..3 {
+            g.connect(i);
+        }
+        let sealed_before = g.drone.counters().frames_sealed;
+        for k in 0..10u8 {
+            let px = pixels(64, k);
+            let m = g.frame(&px).unwrap();
+            for i in 0..3 {
+                assert_eq!(
+                    g.open(i, &m).unwrap(),
+                    px,
+                    "{suite}: receiver {i}, frame {k}"
+                );
+            }
+            g.pump();
+        }
+        // Sealed once per frame, for all three.
+        assert_eq!(g.drone.counters().frames_sealed - sealed_before, 10);
+        for rx in &g.rxs {
+            let c = rx.counters();
+            assert_eq!((c.frames, c.lost_frames, c.tag_failures), (10, 0, 0));
+            assert_eq!(rx.suite(), Some(suite));
+        }
+    }
+}
+
+/// The identity of a receiver session (tests rebuild sessions with other configurations).
+fn rx_identity(rx: &ReceiverSession) -> Identity {
+    rx.id.clone()
+}
+
+#[test]
+fn one_receiver_leaves_mid_run_the_others_continue_without_a_gap() {
+    let mut g = group3(DroneConfig::default(), 52);
+    let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 3];
+    let mut sent = Vec::new();
+    for k in 0..30u8 {
+        if k == 12 {
+            // Receiver 2 leaves: its CLOSE makes the drone start a new epoch without it.
+            g.rxs[2].close(&mut Sequential);
+        }
+        let px = pixels(32, k);
+        let m = g.frame(&px).unwrap();
+        sent.push(px);
+        for (i, got) in got.iter_mut().enumerate() {
+            if let Ok(p) = g.open(i, &m) {
+                got.push(p);
+            }
+        }
+        g.pump();
+    }
+    // The two that stayed got every frame, byte for byte, across the rekey.
+    for (i, got) in got[..2].iter().enumerate() {
+        assert_eq!(*got, sent, "receiver {i}");
+        let c = g.rxs[i].counters();
+        assert_eq!(
+            (c.lost_frames, c.no_key, c.tag_failures),
+            (0, 0, 0),
+            "{c:?}"
+        );
+        assert_eq!(c.rekeys, 1);
+    }
+    assert_eq!(got[2].len(), 12);
+    assert_eq!(g.drone.members(), 2);
+    assert_eq!(
+        g.drone.epoch(),
+        Some(1 + 2),
+        "epoch 0 + two joins + the leave"
+    );
+    assert_eq!(g.drone.counters().members_left, 1);
+}
+
+/// A departed receiver that keeps its keys and keeps listening to the broadcast (the worst case:
+/// it left without CLOSE and is malicious) reads the current epoch until the rekey lands, and
+/// nothing after.
+#[test]
+fn a_receiver_that_left_cannot_open_frames_of_the_next_epoch() {
+    let dcfg = DroneConfig {
+        member_timeout_ns: 3_000_000_000,
+        ..DroneConfig::default()
+    };
+    let mut g = group3(dcfg, 53);
+    let m = g.frame(&pixels(16, 0)).unwrap();
+    for i in 0..3 {
+        g.open(i, &m).unwrap();
+    }
+    // Receiver 2 stops talking (no KEEPALIVE, no CLOSE) but still hears everything.
+    g.talking[2] = false;
+    let mut before_rekey = 0;
+    let mut t = 0;
+    while g.drone.members() == 3 {
+        g.tick(500_000_000);
+        t += 1;
+        assert!(t < 20, "the silent receiver was never dropped");
+        // Until the drone notices, frames stay in the epoch receiver 2 holds: it reads them.
+        let m = g.frame(&pixels(16, t)).unwrap();
+        if g.open(2, &m).is_ok() {
+            before_rekey += 1;
+        }
+        g.open(0, &m).unwrap();
+        g.open(1, &m).unwrap();
+    }
+    assert!(before_rekey >= 4, "{before_rekey}");
+    assert_eq!(g.drone.counters().members_timed_out, 1);
+    // The rekey lands (receivers 0 and 1 acknowledge); from then on receiver 2 has no key.
+    g.pump();
+    let e = g.drone.epoch().unwrap();
+    for k in 0..5 {
+        let px = pixels(16, 100 + k);
+        let m = g.frame(&px).unwrap();
+        assert_eq!(FrameHeader::decode(&m).unwrap().epoch, e);
+        assert_eq!(g.open(0, &m).unwrap(), px);
+        assert_eq!(g.open(1, &m).unwrap(), px);
+        assert_eq!(g.open(2, &m).unwrap_err(), Rejected::NoKey { epoch: e });
+        g.pump();
+    }
+    // The new epoch's GROUP_KEYs went to the other two sessions only: receiver 2 ignored them.
+    assert!(g.rxs[2].counters().not_for_us >= 2);
+    assert_eq!(g.rxs[2].epoch(), Some(e - 1));
+}
+
+#[test]
+fn a_message_addressed_to_receiver_a_is_ignored_by_b() {
+    let mut g = Group::new(2, DroneConfig::default(), 54);
+    g.connect(0);
+    // B is handshaking while A's traffic goes by.
+    let c = g.clock();
+    g.rxs[1].connect(&mut g.rng, &c).unwrap();
+    let hello_b = g.rxs[1].poll_transmit().unwrap();
+    // A's ACCEPT (for A's HELLO) and an ALERT for A's hello id reach B: ignored, no error.
+    let c = g.clock();
+    g.rxs[0].connect(&mut g.rng, &c).unwrap();
+    let hello_a = g.rxs[0].poll_transmit().unwrap();
+    g.drone
+        .handle_message(&mut Sequential, &mut g.rng, &c, &hello_a)
+        .unwrap();
+    let mut for_a = Vec::new();
+    while let Some(m) = g.drone.poll_transmit() {
+        for_a.push(m);
+    }
+    assert_eq!(for_a[0][3], MsgType::Accept as u8);
+    let alert_a = wire::encode_alert(hello_a[4..12].try_into().unwrap(), AlertCode::BadHello);
+    let nfu = g.rxs[1].counters().not_for_us;
+    for m in for_a.iter().cloned().chain([alert_a.to_vec()]) {
+        assert_eq!(g.deliver(1, m), Ok(None));
+    }
+    assert_eq!(g.rxs[1].counters().not_for_us - nfu, for_a.len() as u64 + 1);
+    // B's own handshake is undisturbed.
+    g.drone
+        .handle_message(&mut Sequential, &mut g.rng, &c, &hello_b)
+        .unwrap();
+    for m in &for_a {
+        g.deliver(0, m.clone()).unwrap();
+    }
+    g.pump();
+    assert!(g.rxs[0].is_established() && g.rxs[1].is_established());
+    // A's control messages (a GROUP_KEY resend, a KEEPALIVE answer) reach B: ignored too.
+    let nfu = g.rxs[1].counters().not_for_us;
+    g.tick(1_000_000_000); // keepalives out, answers back to everyone
+    let c1 = g.rxs[1].counters();
+    assert!(c1.not_for_us > nfu, "{c1:?}");
+    assert_eq!(
+        (c1.malformed, c1.control_rejected, c1.tag_failures),
+        (0, 0, 0),
+        "{c1:?}"
+    );
+    // And a CLOSE sealed for A does not close B.
+    g.drone.close(&mut Sequential);
+    let closes: Vec<Vec<u8>> = core::iter::from_fn(|| g.drone.poll_transmit()).collect();
+    let session_a = g.rxs[0].session_id().unwrap();
+    let close_a = closes
+        .iter()
+        .find(|m| wire::control_session(m) == Some(session_a))
+        .unwrap()
+        .clone();
+    assert_eq!(g.deliver(1, close_a.clone()), Ok(None));
+    assert!(g.rxs[1].is_established());
+    assert_eq!(g.deliver(0, close_a), Ok(Some(ReceiverEvent::Closed)));
+}
+
+#[test]
+fn a_new_hello_from_the_same_receiver_replaces_only_its_session() {
+    let mut g = group3(DroneConfig::default(), 55);
+    let epoch = g.drone.epoch();
+    let rekeys = g.drone.counters().rekeys_started;
+    let old_a = g.rxs[0].session_id().unwrap();
+    // Receiver 0 reconnects (for example after a bridge restart): a new handshake.
+    g.connect(0);
+    let new_a = g.rxs[0].session_id().unwrap();
+    assert_ne!(old_a, new_a);
+    // Same receiver: no rekey, the others are untouched, and the reconnected receiver reads the
+    // current epoch at once.
+    assert_eq!(g.drone.epoch(), epoch);
+    assert_eq!(g.drone.counters().rekeys_started, rekeys);
+    assert_eq!(g.drone.members(), 3);
+    let px = pixels(24, 1);
+    let m = g.frame(&px).unwrap();
+    for i in 0..3 {
+        assert_eq!(g.open(i, &m).unwrap(), px);
+    }
+    // Its new session is in use (the KEY_ACK confirmed it): the old one is gone.
+    let ids: Vec<SessionId> = g.drone.sessions().map(|s| s.session).collect();
+    assert!(ids.contains(&new_a) && !ids.contains(&old_a));
+    assert_eq!(g.drone.counters().sessions_replaced, 1);
+}
+
+#[test]
+fn joining_starts_a_new_epoch_the_newcomer_cannot_read_earlier_frames() {
+    let mut g = Group::new(2, DroneConfig::default(), 56);
+    g.connect(0);
+    let early = g.frame(&pixels(16, 0)).unwrap();
+    g.open(0, &early).unwrap();
+    g.connect(1);
+    // The newcomer holds only the new epoch's key.
+    assert!(matches!(
+        g.open(1, &early),
+        Err(Rejected::NoKey { epoch: 0 })
+    ));
+    let late = g.frame(&pixels(16, 1)).unwrap();
+    assert!(FrameHeader::decode(&late).unwrap().epoch > FrameHeader::decode(&early).unwrap().epoch);
+    g.open(0, &late).unwrap();
+    g.open(1, &late).unwrap();
+    assert!(matches!(
+        g.open(1, &early),
+        Err(Rejected::BadEpoch { epoch: 0, .. })
+    ));
+}
+
+#[test]
+fn a_full_group_refuses_one_more_receiver_with_an_alert() {
+    let dcfg = DroneConfig {
+        max_receivers: 2,
+        ..DroneConfig::default()
+    };
+    let mut g = Group::new(3, dcfg, 57);
+    g.connect(0);
+    g.connect(1);
+    let c = g.clock();
+    g.rxs[2].connect(&mut g.rng, &c).unwrap();
+    let ev = g.pump();
+    let refused = ev
+        .iter()
+        .find_map(|(i, e)| match e {
+            Ok(Some(ReceiverEvent::HandshakeFailed(e))) if *i == 2 => Some(*e),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(refused, HandshakeError::Refused(AlertCode::GroupFull as u8));
+    assert!(format!("{refused}").contains("slot"), "{refused}");
+    // A member leaving frees a slot.
+    g.rxs[1].close(&mut Sequential);
+    g.pump();
+    g.connect(2);
+    assert_eq!(g.drone.members(), 2);
+}
+
+/// A receiver that never acknowledges holds the switch back only for the commit timeout; the
+/// others lose nothing.
+#[test]
+fn a_silent_receiver_delays_a_rekey_only_until_the_commit_timeout() {
+    let dcfg = DroneConfig {
+        rekey_after_frames: 3,
+        rekey_retransmit_ns: 10_000_000_000,
+        ..DroneConfig::default()
+    };
+    let mut g = group3(dcfg, 58);
+    let e0 = g.drone.epoch().unwrap();
+    g.talking[2] = false; // its KEY_ACKs never arrive
+    for k in 0..4 {
+        let m = g.frame(&pixels(8, k)).unwrap();
+        for i in 0..3 {
+            g.open(i, &m).unwrap();
+        }
+        g.pump();
+    }
+    assert_eq!(g.drone.pending_epoch(), Some(e0 + 1));
+    assert_eq!(g.drone.epoch(), Some(e0));
+    g.now.set(g.now.get() + 600_000_000);
+    let m = g.frame(&pixels(8, 9)).unwrap();
+    assert_eq!(FrameHeader::decode(&m).unwrap().epoch, e0 + 1);
+    for i in 0..3 {
+        g.open(i, &m).unwrap(); // receiver 2 got the key; only its ACK was lost
+    }
+    assert_eq!(g.rxs[0].counters().lost_frames, 0);
+}
+
+/// A replayed HELLO gets an ACCEPT and a group key nobody can read, but it never makes the drone
+/// seal a frame: after a restart that replays the drone's randomness, the replayed HELLO alone
+/// yields no frame (no receiver acknowledges), and next to a live receiver it disturbs nothing.
+#[test]
+fn a_replayed_hello_never_gets_a_frame_sealed_or_evicts_the_receiver() {
+    let mut rng = TestRng::new(59);
+    let (d, rs) = pair_group(&mut rng, 1);
+    let mut rx = ReceiverSession::new(rs[0].clone(), ReceiverConfig::default());
+    let clock = || 5u64;
+    rx.connect(&mut rng, &clock).unwrap();
+    let hello = rx.poll_transmit().unwrap();
+    let run = |hello: &[u8]| {
+        let mut drone = DroneSession::new(d.clone(), DroneConfig::default());
+        let mut d_rng = TestRng::new(7); // the same "random" numbers on every boot
+        drone
+            .handle_message(&mut Sequential, &mut d_rng, &clock, hello)
+            .unwrap();
+        (drone, d_rng)
+    };
+    // Boot 1: the receiver completes the handshake and frames flow.
+    let (mut drone, mut d_rng) = run(&hello);
+    while let Some(m) = drone.poll_transmit() {
+        rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+            .unwrap();
+    }
+    while let Some(m) = rx.poll_transmit() {
+        drone
+            .handle_message(&mut Sequential, &mut d_rng, &clock, &m)
+            .unwrap();
+    }
+    assert!(drone.is_established());
+    // Boot 2, same randomness, the attacker replays the HELLO: no frame is ever sealed.
+    let (mut replayed, mut r_rng) = run(&hello);
+    let meta = FrameMeta {
+        pixel_format: PixelFormat::GRAY8,
+        width: 1,
+        height: 1,
+        capture_ns: 0,
+    };
+    for _ in 0..3 {
+        replayed.handle_timeout(&mut Sequential, &mut r_rng, &|| 10_000_000_000u64);
+        assert_eq!(
+            replayed
+                .seal_frame(&mut Sequential, &clock, meta, &mut [0u8])
+                .unwrap_err(),
+            SealError::NotEstablished
+        );
+    }
+    // Next to the live receiver (boot 1): the replay is refused (its session runs).
+    assert_eq!(
+        drone
+            .handle_message(&mut Sequential, &mut d_rng, &clock, &hello)
+            .unwrap(),
+        Some(DroneEvent::HelloRefused(HandshakeError::HelloIdMismatch))
+    );
+    assert_eq!(drone.sessions().count(), 1);
+}
+
+/// An older HELLO of a live receiver, replayed: a candidate session that never confirms; the live
+/// session keeps working and the replay does not hold rekeys back.
+#[test]
+fn a_replayed_older_hello_leaves_the_live_session_alone() {
+    let mut g = Group::new(1, DroneConfig::default(), 60);
+    let c = g.clock();
+    g.rxs[0].connect(&mut g.rng, &c).unwrap();
+    let old_hello = g.rxs[0].poll_transmit().unwrap();
+    g.rxs[0].connect(&mut g.rng, &c).unwrap(); // a retry: the first HELLO is now stale
+    g.pump();
+    assert!(g.rxs[0].is_established());
+    g.drone
+        .handle_message(&mut Sequential, &mut g.rng, &c, &old_hello)
+        .unwrap();
+    g.pump();
+    assert_eq!(g.drone.sessions().count(), 2);
+    for k in 0..3 {
+        let px = pixels(8, k);
+        let m = g.frame(&px).unwrap();
+        assert_eq!(g.open(0, &m).unwrap(), px);
+    }
+    // The candidate never confirms and is dropped after the member timeout; the receiver stays.
+    for _ in 0..6 {
+        g.tick(1_000_000_000);
+    }
+    assert_eq!(g.drone.sessions().count(), 1);
+    assert_eq!(g.drone.counters().members_left, 0);
+    let px = pixels(8, 9);
+    let m = g.frame(&px).unwrap();
+    assert_eq!(g.open(0, &m).unwrap(), px);
+}
+
+#[test]
+fn keepalives_keep_both_ends_and_silence_ends_them() {
+    let mut g = Group::new(1, DroneConfig::default(), 61);
+    g.connect(0);
+    for _ in 0..20 {
+        g.tick(1_000_000_000);
+    }
+    assert!(g.rxs[0].is_established());
+    assert_eq!(g.drone.members(), 1);
+    // The drone goes away: the receiver gives the session up.
+    g.listening[0] = false;
+    g.talking[0] = false;
+    let mut lost = false;
+    for _ in 0..6 {
+        g.now.set(g.now.get() + 1_000_000_000);
+        let c = g.clock();
+        lost |= g.rxs[0].handle_timeout(&mut Sequential, &mut g.rng, &c)
+            == Some(ReceiverEvent::SessionLost);
+    }
+    assert!(lost && !g.rxs[0].is_established());
+    // And the drone dropped the silent receiver: no group key is left.
+    g.tick(0);
+    assert_eq!(g.drone.members(), 0);
+    assert!(!g.drone.is_established());
+}
+
+#[test]
+fn a_newcomer_must_use_the_group_suite() {
+    let mut g = Group::new(2, DroneConfig::default(), 62);
+    g.connect(0); // ChaCha20-Poly1305
+    let id = rx_identity(&g.rxs[1]);
+    g.rxs[1] = ReceiverSession::new(
+        id,
+        ReceiverConfig {
+            suites: vec![Suite::Aes128Gcm],
+            ..ReceiverConfig::default()
+        },
+    );
+    let c = g.clock();
+    g.rxs[1].connect(&mut g.rng, &c).unwrap();
+    let ev = g.pump();
+    assert!(ev.iter().any(|(i, e)| *i == 1
+        && *e
+            == Ok(Some(ReceiverEvent::HandshakeFailed(
+                HandshakeError::Refused(AlertCode::NoCommonSuite as u8)
+            )))));
+    assert_eq!(g.drone.members(), 1);
 }

@@ -1,7 +1,7 @@
 //! Instructions (QEMU `-icount shift=0`, minstret) for the drone's side of the gapstream protocol:
 //! answering a HELLO in each key-establishment mode (Noise_KK_25519 alone, + P-256, + RSA-OAEP-2048),
-//! the receiver's side where it builds for rv32, and sealing / opening one 324x244 frame per suite
-//! with the single-core `Sequential` keystream.
+//! the receiver's side where it builds for rv32, a group rekey with three receivers, and sealing /
+//! opening one 324x244 frame per suite with the single-core `Sequential` keystream.
 #![no_std]
 #![no_main]
 
@@ -10,7 +10,7 @@ extern crate alloc;
 use alloc::vec::Vec;
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet};
-use gapstream_protocol::keys::{EpochKeys, EpochSecret};
+use gapstream_protocol::keys::{GroupKeys, GroupPool};
 use gapstream_protocol::rand_core::{TryCryptoRng, TryRng};
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
@@ -156,14 +156,16 @@ fn receiver_handshake(mode: KexMode) -> Result<(), &'static str> {
 }
 
 fn frames() -> Result<(), &'static str> {
-    let secret = EpochSecret::initial(&[7; 32], &[1; 32], &[2; 32], &[]);
+    let mut pool = GroupPool::new();
     let pixels: Vec<u8> = (0..324 * 244u32).map(|i| (i * 29) as u8).collect();
     for suite in Suite::ALL {
-        let (keys, n) =
-            count_instructions(|| EpochKeys::derive(&mut Sequential, &secret, 0, suite));
+        let (keys, n) = count_instructions(|| {
+            let g = pool.draw(&[0x33; 32], 0);
+            GroupKeys::derive(&mut Sequential, &g, 0, suite)
+        });
         let keys = keys.map_err(|_| "derive")?;
         if suite == Suite::ChaCha20Poly1305 {
-            metric("epoch_key_derivation_instructions", n);
+            metric("group_epoch_draw_and_derive_instructions", n);
         }
         let h = gapstream_protocol::wire::FrameHeader {
             suite: suite as u8,
@@ -204,8 +206,10 @@ fn main() -> Result<(), &'static str> {
     }
     receiver_handshake(KexMode::X25519)?;
     receiver_handshake(KexMode::P256)?;
-    // A session seals through DroneSession the same way (its extra bookkeeping is measured here).
-    let (d, r) = identities();
+    // A session seals through DroneSession the same way (its extra bookkeeping is measured here),
+    // and a rekey of a group of three receivers (draw + one GROUP_KEY per receiver) is measured.
+    let mut rng = TestRng::new(5);
+    let (d, rs) = gapstream_protocol::pair_group(&mut rng, 3);
     let mut drone = DroneSession::new(
         d,
         DroneConfig {
@@ -213,16 +217,44 @@ fn main() -> Result<(), &'static str> {
                 suites: SuiteSet::all(),
                 modes: KexSet::all(),
             },
+            rekey_after_frames: 1,
             ..DroneConfig::default()
         },
     );
-    let mut rx = ReceiverSession::new(r, ReceiverConfig::default());
-    rx.connect(&mut TestRng::new(5), &zero)
-        .map_err(|_| "connect")?;
-    let hello = rx.poll_transmit().ok_or("HELLO")?;
-    drone
-        .handle_message(&mut Sequential, &mut TestRng::new(6), &zero, &hello)
-        .map_err(|_| "hello")?;
+    let mut rxs: Vec<ReceiverSession> = rs
+        .into_iter()
+        .map(|r| ReceiverSession::new(r, ReceiverConfig::default()))
+        .collect();
+    for i in 0..rxs.len() {
+        rxs[i]
+            .connect(&mut rng, &zero)
+            .map_err(|_| "connect")?;
+        // Every message to the drone, every drone message to every receiver, until quiet.
+        loop {
+            let mut moved = false;
+            for rx in rxs.iter_mut() {
+                while let Some(m) = rx.poll_transmit() {
+                    moved = true;
+                    drone
+                        .handle_message(&mut Sequential, &mut rng, &zero, &m)
+                        .map_err(|_| "drone rejected a message")?;
+                }
+            }
+            while let Some(m) = drone.poll_transmit() {
+                moved = true;
+                for rx in rxs.iter_mut() {
+                    rx.handle_message(&mut Sequential, &mut rng, &zero, m.clone())
+                        .map_err(|_| "receiver rejected a message")?;
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+    if drone.members() != 3 || !drone.is_established() {
+        return Err("group of three not established");
+    }
     let mut p = alloc::vec![0u8; 324 * 244];
     let meta = FrameMeta {
         pixel_format: PixelFormat::GRAY8,
@@ -233,6 +265,14 @@ fn main() -> Result<(), &'static str> {
     let (s, n) = count_instructions(|| drone.seal_frame(&mut Sequential, &zero, meta, &mut p));
     s.map_err(|_| "session seal")?;
     bench("session_seal_frame", "chacha20poly1305", p.len(), n);
+    // One frame sealed: the policy (rekey_after_frames = 1) makes the next timer call rekey.
+    let ((), n) = count_instructions(|| {
+        drone.handle_timeout(&mut Sequential, &mut rng, &zero);
+    });
+    if drone.pending_epoch().is_none() {
+        return Err("no rekey started");
+    }
+    metric("group_rekey_3_receivers_instructions", n);
     frames()?;
     println!("bench_protocol: done");
     Ok(())

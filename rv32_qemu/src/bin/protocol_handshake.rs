@@ -1,5 +1,6 @@
 //! gapstream_protocol on rv32: full Noise_KK handshakes (drone and receiver in one program) in the
-//! X25519 and P-256 modes, one frame of every suite through DroneSession -> CPX packets ->
+//! X25519 and P-256 modes, the group key (GROUP_KEY / KEY_ACK), one frame of every suite through
+//! DroneSession -> CPX packets ->
 //! Assembler -> ReceiverSession, tamper and replay rejection, and the drone side of the RSA-OAEP
 //! mode checked byte-for-byte against the ACCEPT the host makes from the same inputs
 //! (`gapstream_protocol/testdata/rv32_rsa_accept.hex`; the host test completes that handshake).
@@ -132,6 +133,21 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
     };
     if (rs.suite, rs.mode) != (suite, mode) {
         return Err("negotiated the wrong suite or mode");
+    }
+    // The group key follows the ACCEPT; the receiver acknowledges it and frames can flow.
+    let group_key = drone.poll_transmit().ok_or("no GROUP_KEY")?;
+    if !matches!(
+        rx.handle_message(k, &mut rng, &now, group_key),
+        Ok(Some(ReceiverEvent::Rekeyed { epoch: 0 }))
+    ) {
+        return Err("receiver rejected GROUP_KEY");
+    }
+    let ack = rx.poll_transmit().ok_or("no KEY_ACK")?;
+    drone
+        .handle_message(k, &mut rng, &now, &ack)
+        .map_err(|_| "drone rejected KEY_ACK")?;
+    if !drone.is_established() {
+        return Err("drone did not start epoch 0");
     }
     // One frame through CPX.
     let pixels: Vec<u8> = (0..324 * 244u32)
