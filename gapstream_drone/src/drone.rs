@@ -19,7 +19,7 @@ use gapstream_protocol::cpx::{
     self, Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
 };
 use gapstream_protocol::frame::FrameMeta;
-use gapstream_protocol::handshake::Identity;
+use gapstream_protocol::handshake::DroneIdentity;
 use gapstream_protocol::session::{self, DroneEvent, DroneSession};
 use gapstream_protocol::wire;
 
@@ -28,11 +28,12 @@ use crate::traits::{
     Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat,
 };
 
-/// The secure mode's settings: the pairing identity (the drone's static key and the receiver's
-/// public key, from `gapstream pair`) and the protocol's session settings (suites, rekey policy).
+/// The secure mode's settings: the pairing identity (the drone's static key and the public keys of
+/// its receivers, from `gapstream pair`; an `Identity` for one receiver converts with `.into()`) and
+/// the protocol's session settings (suites, receivers at once, rekey policy).
 #[derive(Clone, Debug)]
 pub struct SecureConfig {
-    pub identity: Identity,
+    pub identity: DroneIdentity,
     pub session: session::DroneConfig,
 }
 
@@ -42,8 +43,10 @@ pub enum Mode {
     /// Bitcraze's stock image stream in clear (11-byte `0xBC` header packet, then the image in
     /// packets, `last_packet` on every packet): what a stock viewer shows. No security at all.
     StockPlaintext,
-    /// gapstream's protocol: Noise_KK handshake with the paired receiver, every frame sealed with
-    /// the negotiated suite, rekeying, all through `gapstream_protocol::session::DroneSession`.
+    /// gapstream's protocol: a Noise_KK handshake with each paired receiver (up to the session's
+    /// `max_receivers` at once), every frame sealed once under the group's frame key with the
+    /// negotiated suite, rekeying when receivers join or leave, all through
+    /// `gapstream_protocol::session::DroneSession`.
     Secure(Box<SecureConfig>),
 }
 
@@ -81,10 +84,13 @@ pub struct DroneStats {
     pub send_ns: u64,
     /// Upstream bytes that were not valid CPX, or messages the session rejected.
     pub upstream_errors: u64,
-    /// Handshakes completed / HELLOs refused / rekeys acknowledged (secure mode).
+    /// Handshakes completed / HELLOs refused / group keys acknowledged (secure mode).
     pub handshakes: u64,
     pub hellos_refused: u64,
     pub rekeys_acked: u64,
+    /// Receivers that left (CLOSE or silence), and receivers with a session now (secure mode).
+    pub receivers_left: u64,
+    pub receivers: u32,
 }
 
 /// Why the drone loop stopped.
@@ -278,20 +284,23 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             return Ok(());
         };
         // A fresh generator per message, seeded from the entropy source (messages are rare:
-        // HELLO, REKEY_ACK, REKEY_REQUEST, CLOSE).
+        // HELLO, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE).
         let mut rng = DrbgRng::from_entropy(&mut self.entropy).map_err(DroneError::Entropy)?;
         let clock = ClockRef(&self.clock);
         match s.handle_message(&mut self.applier, &mut rng, &clock, msg) {
             Ok(Some(DroneEvent::Established { .. })) => self.stats.handshakes += 1,
             Ok(Some(DroneEvent::HelloRefused(_))) => self.stats.hellos_refused += 1,
-            Ok(Some(DroneEvent::RekeyAcked { .. })) => self.stats.rekeys_acked += 1,
+            Ok(Some(DroneEvent::KeyAcked { .. })) => self.stats.rekeys_acked += 1,
+            Ok(Some(DroneEvent::Left { .. })) => self.stats.receivers_left += 1,
             Ok(_) => {}
             Err(_) => self.stats.upstream_errors += 1,
         }
+        self.stats.receivers = s.members() as u32;
         self.flush_session()
     }
 
-    /// Sends what the session queued (ACCEPT, ALERT, REKEY, CLOSE) as gapstream CPX messages.
+    /// Sends what the session queued (ACCEPT, ALERT, GROUP_KEY, KEEPALIVE, CLOSE) as gapstream CPX
+    /// messages; the bridge gives each to every receiver, which skip the ones for the others.
     fn flush_session(&mut self) -> Result<(), DroneError<C::Error, L::Error>> {
         let route = Route::new(Target::Gap8, Target::WifiHost, GAPSTREAM_FUNCTION);
         while let Some(m) = self.session.as_mut().and_then(|s| s.poll_transmit()) {
@@ -313,7 +322,14 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         }
         let clock = ClockRef(&self.clock);
         let s = self.session.as_mut().expect("checked above");
-        s.handle_timeout(&mut self.applier, &clock);
+        if s.members() > 0 {
+            // Timers: a receiver silent too long has left, the rekey policy (frames, time, joins
+            // and leaves), GROUP_KEY resends. A new epoch needs fresh randomness.
+            let mut rng = DrbgRng::from_entropy(&mut self.entropy).map_err(DroneError::Entropy)?;
+            let left = s.handle_timeout(&mut self.applier, &mut rng, &clock);
+            self.stats.receivers_left += left as u64;
+            self.stats.receivers = s.members() as u32;
+        }
         if !s.is_established() {
             self.stats.frames_skipped += 1;
             return self.flush_session();
@@ -333,7 +349,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             .map_err(DroneError::Seal)?;
         let t1 = self.clock.now_ns();
         self.stats.seal_ns += t1.saturating_sub(t0);
-        // A REKEY queued by sealing goes out before the first frame of the new epoch.
+        // GROUP_KEYs queued by the timers go out before this frame.
         self.flush_session()?;
         let route = Route::new(Target::Gap8, Target::WifiHost, GAPSTREAM_FUNCTION);
         self.send_message(
@@ -601,7 +617,7 @@ pub(crate) mod tests {
         scfg.policy.suites = handshake::SuiteSet::all();
         let cfg = DroneConfig {
             mode: Mode::Secure(Box::new(SecureConfig {
-                identity: drone_id,
+                identity: drone_id.into(),
                 session: scfg,
             })),
             packet_payload: 1020,
@@ -625,6 +641,24 @@ pub(crate) mod tests {
         (d, rx)
     }
 
+    /// Queues a receiver's message on the drone's link as CPX packets (what the bridge forwards).
+    fn to_drone(
+        d: &mut Drone<PatternCamera, VecLink, TickClock, CountingEntropy, Sequential>,
+        msg: &[u8],
+    ) {
+        let mut p = Packetizer::new(
+            Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION),
+            [msg, &[], &[]],
+            1020,
+            LastFlag::Final,
+        )
+        .unwrap();
+        let mut buf = [0u8; 1024];
+        while let Some(n) = p.next_packet(&mut buf) {
+            d.link.inbox.extend(&buf[..n.unwrap()]);
+        }
+    }
+
     #[test]
     fn secure_mode_handshakes_then_sends_frames_the_receiver_opens() {
         use gapstream_protocol::session::ReceiverEvent;
@@ -636,44 +670,137 @@ pub(crate) mod tests {
             // Before any receiver: frames are captured but not sent.
             d.step().unwrap();
             assert_eq!((d.stats().frames_sent, d.stats().frames_skipped), (0, 1));
-            // The receiver's HELLO arrives over the link as CPX packets.
+            // The receiver's HELLO arrives over the link as CPX packets; the drone answers with
+            // ACCEPT and the group key, and waits for the KEY_ACK before sealing (frame 1 skipped).
             rx.connect(&mut rng, &clock).unwrap();
             let hello = rx.poll_transmit().unwrap();
-            let mut p = Packetizer::new(
-                Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION),
-                [&hello, &[], &[]],
-                1020,
-                LastFlag::Final,
-            )
-            .unwrap();
-            let mut buf = [0u8; 1024];
-            while let Some(n) = p.next_packet(&mut buf) {
-                d.link.inbox.extend(&buf[..n.unwrap()]);
-            }
-            d.step().unwrap();
+            to_drone(&mut d, &hello);
             d.step().unwrap();
             assert_eq!(d.stats().handshakes, 1);
-            let msgs = messages(&d.link.sent);
+            assert_eq!(d.stats().frames_sent, 0);
+            let mut events = Vec::new();
+            let sent = core::mem::take(&mut d.link.sent);
+            for m in messages(&sent) {
+                events.push(
+                    rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                        .unwrap(),
+                );
+            }
+            assert!(
+                matches!(events[0], Some(ReceiverEvent::Established { suite: s, .. }) if s == suite)
+            );
+            assert_eq!(events[1], Some(ReceiverEvent::Rekeyed { epoch: 0 }));
+            let ack = rx.poll_transmit().unwrap();
+            to_drone(&mut d, &ack);
+            d.step().unwrap();
+            d.step().unwrap();
+            assert_eq!(d.stats().rekeys_acked, 1);
             let mut frames = Vec::new();
-            for m in msgs {
+            for m in messages(&d.link.sent) {
                 match rx
                     .handle_message(&mut Sequential, &mut rng, &clock, m)
                     .unwrap()
                 {
                     Some(ReceiverEvent::Frame(f)) => frames.push(f),
-                    Some(ReceiverEvent::Established { suite: s, .. }) => assert_eq!(s, suite),
                     other => panic!("{other:?}"),
                 }
             }
-            // Frames 1 and 2 of the camera (frame 0 was captured before the handshake).
+            // Frames 2 and 3 of the camera (0 and 1 were captured before the group key was held).
             assert_eq!(frames.len(), 2);
             for (k, f) in frames.iter().enumerate() {
                 assert_eq!(f.header.sequence, k as u64);
                 assert_eq!((f.header.width, f.header.height), (324, 244));
                 let stamp = testpattern::decode(f.pixels(), 324, 244).unwrap();
-                assert_eq!(stamp.frame, k as u32 + 1);
+                assert_eq!(stamp.frame, k as u32 + 2);
                 assert_eq!(f.header.capture_ns, stamp.capture_ns);
             }
         }
+    }
+
+    /// Two paired receivers through the drone loop: both open the same sealed frames; the second
+    /// joining starts a new epoch; one leaving (CLOSE) leaves the other's stream whole.
+    #[test]
+    fn two_receivers_get_the_same_frames_and_one_leaving_does_not_disturb_the_other() {
+        use gapstream_protocol::handshake;
+        use gapstream_protocol::session::{ReceiverConfig, ReceiverEvent, ReceiverSession};
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(21)).unwrap());
+        let (drone_id, rids) = handshake::pair_group(&mut rng, 2);
+        let cfg = DroneConfig {
+            mode: Mode::Secure(Box::new(SecureConfig {
+                identity: drone_id,
+                session: session::DroneConfig::default(),
+            })),
+            packet_payload: 1020,
+        };
+        let mut d = Drone::new(
+            camera(),
+            VecLink::default(),
+            TickClock(Cell::new(0)),
+            CountingEntropy(0),
+            Sequential,
+            cfg,
+        )
+        .unwrap();
+        let mut rxs: Vec<ReceiverSession> = rids
+            .into_iter()
+            .map(|r| ReceiverSession::new(r, ReceiverConfig::default()))
+            .collect();
+        let clock = || 0u64;
+        let mut got: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(), Vec::new()];
+        // Every drone message to every receiver (the bridge), their answers back to the drone.
+        type D = Drone<PatternCamera, VecLink, TickClock, CountingEntropy, Sequential>;
+        let mut rx_rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(22)).unwrap());
+        let mut exchange = |d: &mut D, rxs: &mut Vec<ReceiverSession>| {
+            let sent = core::mem::take(&mut d.link.sent);
+            for m in messages(&sent) {
+                for (i, rx) in rxs.iter_mut().enumerate() {
+                    if let Ok(Some(ReceiverEvent::Frame(f))) =
+                        rx.handle_message(&mut Sequential, &mut rx_rng, &clock, m.clone())
+                    {
+                        got[i].push((f.header.sequence, f.into_pixels()));
+                    }
+                }
+            }
+            for rx in rxs.iter_mut() {
+                while let Some(m) = rx.poll_transmit() {
+                    to_drone(d, &m);
+                }
+            }
+        };
+        for i in 0..2 {
+            rxs[i].connect(&mut rng, &clock).unwrap();
+            let hello = rxs[i].poll_transmit().unwrap();
+            to_drone(&mut d, &hello);
+            d.step().unwrap();
+            exchange(&mut d, &mut rxs);
+        }
+        for k in 0..8 {
+            if k == 4 {
+                rxs[1].close(&mut Sequential);
+            }
+            d.step().unwrap();
+            exchange(&mut d, &mut rxs);
+        }
+        assert_eq!(d.stats().handshakes, 2);
+        assert_eq!(d.stats().receivers_left, 1);
+        assert_eq!(d.stats().receivers, 1);
+        // Receiver 0 got every frame sealed, in order and whole; receiver 1 the same ones until
+        // it left.
+        let seqs: Vec<u64> = got[0].iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+        assert!(seqs.len() >= 8, "{seqs:?}");
+        assert!(!got[1].is_empty() && got[1].len() < got[0].len());
+        for (s, px) in &got[1] {
+            assert_eq!(&got[0][*s as usize].1, px);
+        }
+        assert_eq!(rxs[0].counters().lost_frames, 0);
+        let mut stamps = got[0]
+            .iter()
+            .map(|(_, p)| testpattern::decode(p, 324, 244).unwrap().frame);
+        let first = stamps.next().unwrap();
+        assert!(
+            stamps.zip(first + 1..).all(|(a, b)| a == b),
+            "camera frames skipped"
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`traits`] | `Camera`, `Link`, `Clock`, `Entropy`: what the firmware and the host simulation implement |
-//! | [`drone`] | the main loop: double-buffered capture, seal, CPX packets over the link, upstream messages |
+//! | [`drone`] | the main loop: double-buffered capture, seal (once for every receiver), CPX packets over the link, the receivers' handshakes, keepalives and group keys |
 //! | [`rng`] | ChaCha20 DRBG seeded from `Entropy` for the handshake's randomness |
 //! | [`testpattern`] | synthetic camera scene with the frame number and capture time burned in, and its decoder |
 #![no_std]
