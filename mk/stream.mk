@@ -1,5 +1,6 @@
 # The stream on one machine (issue 6): simulated drone, ESP32 bridge, receiver with live viewer.
 ## make demo          simulated drone -> ESP32 bridge -> receiver, live viewer on localhost (Ctrl-C stops;
+##                    several receivers: make demo DEMO_ARGS="--listeners 3 --listeners-leave-after 15";
 ##                    options: make demo DEMO_ARGS="--duration 10 --transport udp", see gapstream demo --help)
 ## make bench-stream  fps, goodput, latency per suite and transport on localhost; writes target/bench/stream.csv
 .PHONY: bench-stream

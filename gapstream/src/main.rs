@@ -40,11 +40,16 @@ enum Cmd {
         #[command(flatten)]
         view: ViewArgs,
     },
-    /// Make a drone / receiver key pair: writes DIR/drone.key and DIR/receiver.key.
+    /// Pair a drone with its receivers: writes DIR/drone.key and DIR/receiver.key (and
+    /// receiver2.key, ... with --receivers N).
     Pair {
-        /// Folder for the two key files.
+        /// Folder for the key files.
         #[arg(long, default_value = "keys")]
         dir: PathBuf,
+        /// Receivers the drone accepts (1..=8), each with its own key file; several may watch at
+        /// once (a leader and listeners).
+        #[arg(long, default_value_t = 1)]
+        receivers: usize,
         /// Replace an existing pairing.
         #[arg(long)]
         force: bool,
@@ -173,6 +178,13 @@ struct DemoArgs {
     /// Save every verified frame as PNG into this folder.
     #[arg(long)]
     record: Option<PathBuf>,
+    /// Listeners next to the receiver with the viewer (0..=7): more receivers of the same drone,
+    /// each with its own key and handshake, all opening the same frames.
+    #[arg(long, default_value_t = 0)]
+    listeners: usize,
+    /// The listeners leave after this many seconds (the drone rekeys; the viewer's stream goes on).
+    #[arg(long)]
+    listeners_leave_after: Option<f64>,
 }
 
 #[derive(Args, Clone)]
@@ -306,7 +318,11 @@ fn main() -> ExitCode {
                 security: a.security.security()?,
                 rekey: a.source.rekey(),
             };
-            run::demo(node, s, stop).map_err(|e| e.to_string())
+            let listeners = run::Listeners {
+                count: a.listeners,
+                leave_after: a.listeners_leave_after.map(Duration::from_secs_f64),
+            };
+            run::demo(node, s, listeners, stop).map_err(|e| e.to_string())
         })(),
         Cmd::View(a) => (|| {
             let s = settings(&a.stream)?;
@@ -318,7 +334,11 @@ fn main() -> ExitCode {
             run::view(resolve(&view.connect)?, view_session(&view)?, s, stop)
                 .map_err(|e| e.to_string())
         })(),
-        Cmd::Pair { dir, force } => run::pair(&dir, force).map_err(|e| e.to_string()),
+        Cmd::Pair {
+            dir,
+            receivers,
+            force,
+        } => run::pair(&dir, receivers, force).map_err(|e| e.to_string()),
         Cmd::Report { csv, out } => (|| {
             let out = out.unwrap_or_else(|| {
                 let stem = csv
@@ -349,7 +369,7 @@ fn main() -> ExitCode {
             };
             let id = match node.security {
                 Security::StockPlaintext => None,
-                _ => Some(run::load_identity(&a.keys, Role::Drone).map_err(|e| e.to_string())?),
+                _ => Some(run::load_drone_identity(&a.keys).map_err(|e| e.to_string())?),
             };
             run::node_only(
                 resolve(&a.bridge)?,

@@ -56,6 +56,10 @@ pub struct Counters {
     pub replays: u64,
     /// Malformed CPX / frame messages (bad length, garbled header, truncated).
     pub malformed: u64,
+    /// Frames of a key epoch this receiver holds no key for (just after joining a running group
+    /// while its key is on the way, after leaving it, or with a forged epoch number). Not in the
+    /// CSV; printed in the summary.
+    pub no_key: u64,
     /// Completed handshakes (reconnects add one each).
     pub handshakes: u64,
     /// Duration of the last handshake.

@@ -46,6 +46,8 @@ impl std::fmt::Display for Transport {
 #[derive(Clone, Debug)]
 pub struct Delivered {
     pub seq: u64,
+    /// The key epoch of the frame (secure stream).
+    pub epoch: Option<u32>,
     pub capture_ns: Option<u64>,
     pub width: usize,
     pub height: usize,
@@ -158,6 +160,11 @@ enum Event {
 trait Session {
     /// Bytes (CPX packets) to send when the connection opens (the handshake's first message).
     fn opening(&mut self) -> Result<Vec<u8>, String>;
+    /// Bytes to send when the receiver stops (the secure session's CLOSE, so the drone rekeys the
+    /// group without this receiver at once instead of after its member timeout).
+    fn closing(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
     /// One CPX packet from the bridge.
     fn packet(
         &mut self,
@@ -255,6 +262,7 @@ impl Session for StockSession {
         self.next_seq = seq + 1;
         events.push(Event::Frame(Delivered {
             seq,
+            epoch: None,
             capture_ns: stamp.map(|s| s.capture_ns),
             width: w as usize,
             height: h as usize,
@@ -329,6 +337,7 @@ impl SecureSession {
                 let h = f.header;
                 events.push(Event::Frame(Delivered {
                     seq: h.sequence,
+                    epoch: Some(h.epoch),
                     capture_ns: Some(h.capture_ns),
                     width: h.width as usize,
                     height: h.height as usize,
@@ -337,6 +346,9 @@ impl SecureSession {
             }
             ReceiverEvent::Rekeyed { .. } => {}
             ReceiverEvent::Closed => events.push(Event::Restart("the drone closed the session".into())),
+            ReceiverEvent::SessionLost => events.push(Event::Restart(
+                "nothing authenticated from the drone for 5 s (did it restart?)".into(),
+            )),
         }
     }
 }
@@ -349,6 +361,15 @@ impl Session for SecureSession {
         let mut out = Vec::new();
         self.flush(&mut out);
         Ok(out)
+    }
+
+    fn closing(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if self.rs.is_established() {
+            self.rs.close(&mut Sequential);
+            self.flush(&mut out);
+        }
+        out
     }
 
     fn packet(
@@ -372,6 +393,9 @@ impl Session for SecureSession {
             {
                 Ok(Some(ev)) => self.event(ev, events),
                 Ok(None) => {}
+                // Frames of an epoch whose key has not arrived yet (just after joining a running
+                // group) are counted, not reported line by line.
+                Err(session::Rejected::NoKey { .. }) => {}
                 Err(e) => events.push(Event::Rejected(format!("message rejected: {e}"))),
             }
         }
@@ -380,7 +404,10 @@ impl Session for SecureSession {
 
     fn tick(&mut self, events: &mut Vec<Event>, reply: &mut Vec<u8>) {
         let Ok(mut r) = rng() else { return };
-        if let Some(ev) = self.rs.handle_timeout(&mut r, &proto_clock) {
+        if let Some(ev) = self
+            .rs
+            .handle_timeout(&mut Sequential, &mut r, &proto_clock)
+        {
             self.event(ev, events);
         }
         self.flush(reply);
@@ -392,6 +419,7 @@ impl Session for SecureSession {
         c.tag_failures = b.tag_failures + s.tag_failures;
         c.replays = b.replays + s.replays + b.too_old + s.too_old;
         c.lost = b.lost_frames + s.lost_frames;
+        c.no_key = b.no_key + s.no_key;
         c.handshakes = b.handshakes + s.handshakes;
         c.rekeys = b.rekeys + s.rekeys;
         c.malformed += b.malformed
@@ -439,6 +467,7 @@ fn accumulate(base: &mut session::ReceiverCounters, s: &session::ReceiverCounter
     base.bad_epoch += s.bad_epoch;
     base.wrong_suite += s.wrong_suite;
     base.control_rejected += s.control_rejected;
+    base.no_key += s.no_key;
 }
 
 fn new_session(kind: &SessionKind, base: session::ReceiverCounters) -> Box<dyn Session> {
@@ -497,6 +526,28 @@ impl Conn {
                     rest = &rest[n..];
                 }
                 Ok(())
+            }
+        }
+    }
+
+    /// Ends the connection cleanly: for TCP, says so (FIN) and discards what is still in flight
+    /// until the bridge closes too (at most 300 ms), so the bridge sees a close, not a reset.
+    fn finish(&mut self) {
+        if let Conn::Tcp(s) = self {
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            let t0 = Instant::now();
+            let mut buf = [0u8; 16 * 1024];
+            while t0.elapsed() < Duration::from_millis(300) {
+                match s.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => return,
+                }
             }
         }
     }
@@ -633,6 +684,7 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
         }
         let mut session = new_session(&cfg.session, base);
         let opening = session.opening().map_err(ReceiverError::Fatal)?;
+
         if !opening.is_empty()
             && let Err(e) = conn.send(&opening)
         {
@@ -762,6 +814,12 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
                 continue 'outer;
             }
         }
+        // Stopped: leave the group properly (the drone rekeys without this receiver at once).
+        let bye = session.closing();
+        if !bye.is_empty() {
+            let _ = conn.send(&bye);
+        }
+        conn.finish();
     }
     log.tick(&counters, true)?;
     if sinks.status_line && std::io::IsTerminal::is_terminal(&std::io::stderr()) {

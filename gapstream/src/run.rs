@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use esp32_bridge::host::{HostBridge, HostConfig};
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::{DroneConfig, Mode, SecureConfig};
-use gapstream_protocol::handshake::{self, Identity, Role, SuiteSet};
+use gapstream_protocol::handshake::{self, DroneIdentity, Identity, Role, SuiteSet};
 use gapstream_protocol::session;
 use gapstream_protocol::suite::{KexMode, Suite};
 
@@ -75,12 +75,27 @@ pub fn fresh_pairing() -> Result<(Identity, Identity), RunError> {
     Ok(handshake::pair(&mut rng))
 }
 
+/// A fresh pairing of a drone with `receivers` receivers (1..=8), each with its own key.
+pub fn fresh_group(receivers: usize) -> Result<(DroneIdentity, Vec<Identity>), RunError> {
+    let mut rng =
+        DrbgRng::from_entropy(&mut OsEntropy).map_err(|e| RunError::Setup(e.to_string()))?;
+    Ok(handshake::pair_group(&mut rng, receivers))
+}
+
 /// Reads a pairing file written by `gapstream pair`, checking its role.
 pub fn load_identity(path: &Path, want: Role) -> Result<Identity, RunError> {
     let text = fs::read_to_string(path)
         .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?;
-    let (role, id) = Identity::from_pairing_text(&text)
-        .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?;
+    let (role, id) = match Identity::from_pairing_text(&text) {
+        Ok(x) => x,
+        Err(handshake::PairingError::ReceiverCount(n)) if want == Role::Receiver && n > 1 => {
+            return Err(RunError::Setup(format!(
+                "{}: this is the drone key file (it lists {n} receivers); the receiver needs its own (gapstream pair writes receiver.key, receiver2.key, ...)",
+                path.display()
+            )));
+        }
+        Err(e) => return Err(RunError::Setup(format!("{}: {e}", path.display()))),
+    };
     if role != want {
         return Err(RunError::Setup(format!(
             "{}: this is the {} key file; the {} needs its own (gapstream pair writes both)",
@@ -92,14 +107,48 @@ pub fn load_identity(path: &Path, want: Role) -> Result<Identity, RunError> {
     Ok(id)
 }
 
-/// `gapstream pair`: writes `drone.key` and `receiver.key` into `dir`.
-pub fn pair(dir: &Path, force: bool) -> Result<(), RunError> {
+/// Reads a drone's pairing file (one or more receivers).
+pub fn load_drone_identity(path: &Path) -> Result<DroneIdentity, RunError> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?;
+    DroneIdentity::from_pairing_text(&text).map_err(|e| {
+        RunError::Setup(format!(
+            "{}: {e}{}",
+            path.display(),
+            if e == handshake::PairingError::BadRole {
+                " (this is not the drone key file)"
+            } else {
+                ""
+            }
+        ))
+    })
+}
+
+/// The file name of receiver `i` (0-based) of a pairing: `receiver.key`, `receiver2.key`, ...
+pub fn receiver_key_name(i: usize) -> String {
+    if i == 0 {
+        "receiver.key".into()
+    } else {
+        format!("receiver{}.key", i + 1)
+    }
+}
+
+/// `gapstream pair`: writes `drone.key` (listing every receiver) and one key file per receiver
+/// (`receiver.key`, `receiver2.key`, ...) into `dir`.
+pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
+    if !(1..=handshake::MAX_RECEIVER_KEYS).contains(&receivers) {
+        return Err(RunError::Setup(format!(
+            "--receivers {receivers}: a drone can be paired with 1 to {} receivers",
+            handshake::MAX_RECEIVER_KEYS
+        )));
+    }
     fs::create_dir_all(dir)?;
-    let (d, r) = fresh_pairing()?;
-    for (name, id, role) in [
-        ("drone.key", &d, Role::Drone),
-        ("receiver.key", &r, Role::Receiver),
-    ] {
+    let (d, rs) = fresh_group(receivers)?;
+    let mut files = vec![("drone.key".to_string(), d.to_pairing_text())];
+    for (i, r) in rs.iter().enumerate() {
+        files.push((receiver_key_name(i), r.to_pairing_text(Role::Receiver)));
+    }
+    for (name, _) in &files {
         let p = dir.join(name);
         if p.exists() && !force {
             return Err(RunError::Setup(format!(
@@ -107,7 +156,9 @@ pub fn pair(dir: &Path, force: bool) -> Result<(), RunError> {
                 p.display()
             )));
         }
-        write_secret(&p, &id.to_pairing_text(role))?;
+    }
+    for (name, text) in &files {
+        write_secret(&dir.join(name), text)?;
     }
     let fp = |k: &[u8; 32]| {
         k[..8]
@@ -115,15 +166,23 @@ pub fn pair(dir: &Path, force: bool) -> Result<(), RunError> {
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     };
+    let rx: Vec<String> = rs
+        .iter()
+        .map(|r| format!("{}..", fp(&r.local.public())))
+        .collect();
     println!(
-        "paired: drone public key {}.., receiver public key {}..",
-        fp(&r.peer_public),
-        fp(&d.peer_public)
+        "paired: drone public key {}.., receiver public key{} {}",
+        fp(&d.local.public()),
+        if receivers > 1 { "s" } else { "" },
+        rx.join(", ")
     );
+    let names: Vec<String> = (0..receivers)
+        .map(|i| dir.join(receiver_key_name(i)).display().to_string())
+        .collect();
     println!(
-        "wrote {} (flash it into the drone) and {} (keep it on the receiver)",
+        "wrote {} (flash it into the drone) and {} (one per receiver, keep each on its receiver)",
         dir.join("drone.key").display(),
-        dir.join("receiver.key").display()
+        names.join(", ")
     );
     Ok(())
 }
@@ -179,7 +238,7 @@ pub fn receiver_session(
 
 /// The drone's mode for `security` with `identity`. The simulated drone accepts every suite, so
 /// the receiver's choice decides (a real drone's policy accepts only the authenticated ones).
-pub fn drone_mode(security: &Security, identity: Option<Identity>) -> Result<Mode, RunError> {
+pub fn drone_mode(security: &Security, identity: Option<DroneIdentity>) -> Result<Mode, RunError> {
     drone_mode_with(security, identity, Rekey::default())
 }
 
@@ -203,7 +262,7 @@ impl Default for Rekey {
 /// [`drone_mode`] with a rekey policy.
 pub fn drone_mode_with(
     security: &Security,
-    identity: Option<Identity>,
+    identity: Option<DroneIdentity>,
     rekey: Rekey,
 ) -> Result<Mode, RunError> {
     match security {
@@ -217,6 +276,7 @@ pub fn drone_mode_with(
             })?;
             let mut s = session::DroneConfig::default();
             s.policy.suites = SuiteSet::all();
+            s.max_receivers = identity.receivers.len().max(s.max_receivers);
             s.rekey_after_frames = rekey.after_frames.max(1);
             s.rekey_after_ns = rekey.after.as_nanos().min(u64::MAX as u128) as u64;
             Ok(Mode::Secure(Box::new(SecureConfig {
@@ -279,7 +339,7 @@ pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
     }
 }
 
-fn print_summary(s: &Summary) {
+fn print_summary(who: &str, s: &Summary) {
     let c = &s.counters;
     let lat = match s.latency {
         Some(p) => format!(
@@ -289,7 +349,7 @@ fn print_summary(s: &Summary) {
         None => "no latency samples".into(),
     };
     eprintln!(
-        "gapstream: {} frames in {:.1} s ({:.1} fps), {lat}; lost {}, tag failures {}, replays {}, malformed {}, handshakes {}, rekeys {}, connections {}",
+        "{who}: {} frames in {:.1} s ({:.1} fps), {lat}; lost {}, tag failures {}, replays {}, malformed {}, without key {}, handshakes {}, rekeys {}, connections {}",
         c.frames,
         s.elapsed_s,
         c.frames as f64 / s.elapsed_s.max(1e-9),
@@ -297,6 +357,7 @@ fn print_summary(s: &Summary) {
         c.tag_failures,
         c.replays,
         c.malformed,
+        c.no_key,
         c.handshakes,
         c.rekeys,
         s.connects
@@ -314,13 +375,41 @@ fn receiver_sinks(viewer: &Option<(Arc<ViewerState>, Viewer)>, s: &StreamSetting
     }
 }
 
-/// `gapstream demo`: pairs a simulated drone and the receiver in memory, starts the bridge, the
-/// drone and the viewer, and receives until Ctrl-C or the duration.
-pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Result<(), RunError> {
-    let (drone_id, rx_id) = fresh_pairing()?;
-    let session = receiver_session(&node.security, Some(rx_id), node.packet_payload)?;
+/// Listeners of `gapstream demo`: extra receivers next to the leader (the one with the viewer),
+/// as in the group test of the Raspberry Pi study `000_*`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Listeners {
+    /// How many (0..=7).
+    pub count: usize,
+    /// They leave (CLOSE) after this long; the leader's stream goes on (None: they stay).
+    pub leave_after: Option<Duration>,
+}
+
+/// `gapstream demo`: pairs a simulated drone with the receiver (and the listeners) in memory,
+/// starts the bridge, the drone and the viewer, and receives until Ctrl-C or the duration.
+pub fn demo(
+    node: NodeSettings,
+    s: StreamSettings,
+    listeners: Listeners,
+    stop: Arc<AtomicBool>,
+) -> Result<(), RunError> {
+    if listeners.count >= handshake::MAX_RECEIVER_KEYS {
+        return Err(RunError::Setup(format!(
+            "--listeners {}: at most {} (the drone serves {} receivers)",
+            listeners.count,
+            handshake::MAX_RECEIVER_KEYS - 1,
+            handshake::MAX_RECEIVER_KEYS
+        )));
+    }
+    let (drone_id, rx_ids) = fresh_group(1 + listeners.count)?;
+    let mut sessions = rx_ids
+        .into_iter()
+        .map(|id| receiver_session(&node.security, Some(id), node.packet_payload))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter();
+    let session = sessions.next().expect("at least the leader");
     let mode = drone_mode_with(&node.security, Some(drone_id), node.rekey)?;
-    let bridge = start_bridge(false)?;
+    let bridge = start_bridge(listeners.count > 0)?;
     let viewer = match &s.viewer {
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
@@ -356,6 +445,17 @@ pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
         session.label(),
         s.transport
     );
+    if listeners.count > 0 {
+        eprintln!(
+            "  group    the receiver with the viewer (leader) + {} listener{}, each with its own key and handshake; frames sealed once under the group key{}",
+            listeners.count,
+            if listeners.count > 1 { "s" } else { "" },
+            match listeners.leave_after {
+                Some(d) => format!("; the listeners leave after {:.1} s", d.as_secs_f64()),
+                None => String::new(),
+            }
+        );
+    }
     if let Some((_, v)) = &viewer {
         eprintln!(
             "  viewer   {}   (open it in a browser; Ctrl-C stops)",
@@ -381,6 +481,41 @@ pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
             .udp_addr
             .ok_or_else(|| RunError::Setup("the bridge has no UDP socket".into()))?,
     };
+    // The listeners: receivers without viewer, each on its own thread.
+    let listener_threads: Vec<_> = sessions
+        .enumerate()
+        .map(|(i, session)| {
+            let st = stop.clone();
+            let (transport, duration) = (s.transport, s.duration);
+            let leave = listeners.leave_after;
+            std::thread::spawn(move || {
+                receiver::run(
+                    ReceiverConfig {
+                        bridge: bridge_addr,
+                        transport,
+                        session,
+                        stop: st,
+                        duration: match (duration, leave) {
+                            (Some(d), Some(l)) => Some(d.min(l)),
+                            (d, l) => d.or(l),
+                        },
+                        max_frames: None,
+                        idle_timeout: Duration::from_secs(3),
+                    },
+                    Sinks {
+                        viewer: None,
+                        metrics_csv: None,
+                        record_dir: None,
+                        frames: None,
+                        status_line: false,
+                        log_errors: false,
+                    },
+                    false,
+                )
+                .map(|sum| (i + 1, sum))
+            })
+        })
+        .collect();
     let summary = receiver::run(
         ReceiverConfig {
             bridge: bridge_addr,
@@ -394,10 +529,28 @@ pub fn demo(node: NodeSettings, s: StreamSettings, stop: Arc<AtomicBool>) -> Res
         receiver_sinks(&viewer, &s),
         s.bayer,
     );
+    stop.store(true, Ordering::Relaxed);
+    let mut listener_summaries = Vec::new();
+    for t in listener_threads {
+        match t.join() {
+            Ok(Ok(x)) => listener_summaries.push(x),
+            Ok(Err(e)) => eprintln!("gapstream: a listener failed: {e}"),
+            Err(_) => eprintln!("gapstream: a listener thread panicked"),
+        }
+    }
     let rep = n.stop();
     bridge.stop();
     let summary = summary?;
-    print_summary(&summary);
+    print_summary("gapstream", &summary);
+    for (i, l) in &listener_summaries {
+        print_summary(&format!("gapstream listener {i}"), l);
+    }
+    if listeners.count > 0 {
+        eprintln!(
+            "gapstream: drone: {} handshakes, {} receivers left, {} group keys acknowledged",
+            rep.drone.handshakes, rep.drone.receivers_left, rep.drone.rekeys_acked
+        );
+    }
     if let Some(e) = rep.error {
         return Err(RunError::Node(e));
     }
@@ -439,7 +592,7 @@ pub fn view(
         receiver_sinks(&viewer, &s),
         s.bayer,
     )?;
-    print_summary(&summary);
+    print_summary("gapstream", &summary);
     if summary.counters.frames == 0 {
         return Err(RunError::NoFrames(summary.elapsed_s));
     }
@@ -450,7 +603,7 @@ pub fn view(
 pub fn node_only(
     bridge_spi: SocketAddr,
     node: NodeSettings,
-    identity: Option<Identity>,
+    identity: Option<DroneIdentity>,
     duration: Option<Duration>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), RunError> {
@@ -523,7 +676,7 @@ pub fn bench_one(
 ) -> Result<BenchRow, RunError> {
     let (drone_id, rx_id) = fresh_pairing()?;
     let session = receiver_session(security, Some(rx_id), 1020)?;
-    let mode = drone_mode(security, Some(drone_id))?;
+    let mode = drone_mode(security, Some(drone_id.into()))?;
     let any: SocketAddr = "127.0.0.1:0".parse().expect("static");
     let bridge = HostBridge::start(HostConfig {
         spi_listen: any,

@@ -1,7 +1,8 @@
-//! The live viewer in a real browser: headless Chromium (Debian's `chromium`, installed by
-//! `scripts/setup.sh` from `scripts/setup.d/stream.apt`) loads the page, and its screenshot must
-//! show the decoded frame: the test finds the frame in the screenshot's pixels and reads the frame
-//! number burned into it back out.
+//! The live viewer in real browsers: headless Chromium (Debian's `chromium`) and headless Firefox
+//! (Debian's `firefox-esr`), both installed by `scripts/setup.sh` from `scripts/setup.d/stream.apt`,
+//! load the page, and each screenshot must show the decoded frame: the test finds the frame in the
+//! screenshot's pixels and reads the frame number burned into it back out. Each browser starts with
+//! a fresh profile and needs no network (the page and the frame come from 127.0.0.1).
 
 use std::path::Path;
 use std::process::Command;
@@ -41,6 +42,26 @@ fn load_rgb(p: &Path) -> Shot {
     }
 }
 
+/// Headless Firefox ESR: `--screenshot` waits for the page's load event (the frame is an `<img>`).
+pub fn run_firefox(url: &str, out: &Path, profile: &Path) {
+    std::fs::create_dir_all(profile).unwrap();
+    let st = Command::new("firefox-esr")
+        .args(["--headless", "--no-remote", "--profile"])
+        .arg(profile)
+        .args(["--window-size", "1100,620", "--screenshot"])
+        .arg(out)
+        .arg(url)
+        .env("MOZ_DISABLE_AUTO_SAFE_MODE", "1")
+        .output()
+        .expect("Debian's `firefox-esr` must be installed (make setup installs it from scripts/setup.d/stream.apt)");
+    assert!(
+        out.exists(),
+        "firefox wrote no screenshot: {}\n{}",
+        st.status,
+        String::from_utf8_lossy(&st.stderr)
+    );
+}
+
 pub fn run_chromium(url: &str, out: &Path, profile: &Path) {
     let st = Command::new("chromium")
         .args([
@@ -72,16 +93,26 @@ pub fn run_chromium(url: &str, out: &Path, profile: &Path) {
 
 #[test]
 fn headless_chromium_shows_a_decoded_frame() {
+    shows_a_decoded_frame("chromium", run_chromium, 1234);
+}
+
+#[test]
+fn headless_firefox_shows_a_decoded_frame() {
+    shows_a_decoded_frame("firefox", run_firefox, 4321);
+}
+
+/// Serves one frame stamped `frame`, screenshots the page with `browser` and finds the frame in it.
+fn shows_a_decoded_frame(name: &str, browser: fn(&str, &Path, &Path), frame: u32) {
     let state = ViewerState::new(false);
     let v = Viewer::start("127.0.0.1:0", state.clone()).unwrap();
     let mut pixels = vec![0u8; 324 * 244];
     let stamp = Stamp {
-        frame: 1234,
+        frame,
         capture_ns: 5_000_000_000,
     };
     testpattern::render(&mut pixels, 324, 244, stamp).unwrap();
     state.publish_frame(Frame {
-        seq: 1234,
+        seq: frame as u64,
         width: 324,
         height: 244,
         pixels: Arc::new(pixels.clone()),
@@ -92,7 +123,9 @@ fn headless_chromium_shows_a_decoded_frame() {
     });
     let d = tempfile::tempdir().unwrap();
     let shot_path = d.path().join("shot.png");
-    run_chromium(&v.url(), &shot_path, &d.path().join("profile"));
+    let t0 = std::time::Instant::now();
+    browser(&v.url(), &shot_path, &d.path().join("profile"));
+    eprintln!("{name}: screenshot in {:.1} s", t0.elapsed().as_secs_f64());
     let shot = load_rgb(&shot_path);
     // The frame is drawn at 2x (648 x 488). Find its top-left corner: the first pixel from which
     // sampling every second pixel gives back a frame whose burned-in stamp decodes.
@@ -118,12 +151,17 @@ fn headless_chromium_shows_a_decoded_frame() {
             }
         }
     }
-    let keep = std::env::var_os("GAPSTREAM_KEEP_SCREENSHOT");
+    // GAPSTREAM_KEEP_SCREENSHOT=FILE keeps Chromium's screenshot (docs/img/viewer.png).
+    let keep = std::env::var_os("GAPSTREAM_KEEP_SCREENSHOT").filter(|_| name == "chromium");
     if let Some(k) = &keep {
         std::fs::copy(&shot_path, k).unwrap();
     }
-    let (x0, y0, s, _) = found
-        .unwrap_or_else(|| panic!("no decoded frame in the screenshot ({}x{})", shot.w, shot.h));
+    let (x0, y0, s, _) = found.unwrap_or_else(|| {
+        panic!(
+            "{name}: no decoded frame in the screenshot ({}x{})",
+            shot.w, shot.h
+        )
+    });
     assert_eq!(s, stamp, "frame found at ({x0},{y0}) carries another stamp");
     // And the picture itself is the frame, not just its stamp: at the exact 2x offset (the search
     // stops at the first offset whose sampling decodes, which may be a pixel early) nearly every
