@@ -146,7 +146,13 @@ fn main() -> Result<(), &'static str> {
     let t0 = emu.traps();
     // Fewer cases: every emulated p.ror costs about a hundred QEMU instructions.
     variant::<aes::Pulp>(25)?;
-    println!("pulp: {} p.ror executed (emulated)", emu.traps() - t0);
+    let t1 = emu.traps();
+    println!(
+        "pulp: emulated {} p.ror, {} pv.srl.sci.b, {} pv.sll.sci.b",
+        t1[0] - t0[0],
+        t1[1] - t0[1],
+        t1[2] - t0[2]
+    );
     drop(emu);
     Ok(())
 }

@@ -124,6 +124,9 @@ class Block:
     def pror(self, a, amt):
         return self.emit("p.ror", self.tmp(), (a, amt))
 
+    def pv(self, op, a, imm):
+        return self.emit(op, self.tmp(), (a,), imm)
+
 
 def schedule(block):
     """Reorders a block so that no instruction uses the result of the load just before it (RI5CY
@@ -290,6 +293,32 @@ def allocate(block, avail, pin_in, pin_out, keep=()):
 ABI_INV = {v: k for k, v in ABI.items()}
 
 
+# PULP packed-SIMD shifts by an immediate, on the four bytes of a word (RI5CY "Xpulpv2"):
+#   pv.srl.sci.b rd, rs1, imm   funct6 010000, funct3 111, opcode 1010111
+#   pv.sll.sci.b rd, rs1, imm   funct6 010100, funct3 111, opcode 1010111
+# with imm[0] in bit 25 and imm[5:1] in bits 24:20 (the rs2 field). Source: the GAP8 GVSOC model's
+# decoder table (gap_sdk gvsoc/models/cpu/iss/isa_gen/isa_riscv_gen.py, pulp_v2_insns, format RRU).
+# asm_macros has no encoder for these, so the words are built here and pinned by GOLDEN below and
+# by `asm::tests` (Rust).
+PV_FUNCT6 = {"pv.srl.sci.b": 0b010000, "pv.sll.sci.b": 0b010100}
+
+
+def encode_pv(op, rd, rs1, imm):
+    assert 0 <= imm < 64 and 0 <= rd < 32 and 0 <= rs1 < 32
+    return ((PV_FUNCT6[op] << 26) | ((imm & 1) << 25) | ((imm >> 1) << 20) | (rs1 << 15)
+            | (0b111 << 12) | (rd << 7) | 0b1010111)
+
+
+GOLDEN = [
+    (("pv.srl.sci.b", 10, 11, 2), 0x4015F557),  # pv.srl.sci.b a0, a1, 2
+    (("pv.sll.sci.b", 10, 11, 6), 0x5035F557),  # pv.sll.sci.b a0, a1, 6
+    (("pv.srl.sci.b", 31, 31, 7), 0x423FFFD7),  # edge registers, odd immediate
+    (("pv.sll.sci.b", 1, 0, 4), 0x502070D7),    # ra, zero
+]
+for (args, word) in GOLDEN:
+    assert encode_pv(*args) == word, (args, hex(encode_pv(*args)), hex(word))
+
+
 def fmt(ins, pulp_macro):
     op, d, s, imm = ins
     if op in ("xor", "and", "or", "srl", "sll"):
@@ -308,6 +337,9 @@ def fmt(ins, pulp_macro):
         return "mv %s, %s" % (d, s[0])
     if op == "p.ror":
         return pulp_macro("p_ror", "%s, %s, %s" % (d, s[0], s[1]))
+    if op in PV_FUNCT6:
+        word = encode_pv(op, ABI_INV[d], ABI_INV[s[0]], imm)
+        return ".insn 4, 0x%08x # %s %s, %s, %d" % (word, op, d, s[0], imm)
     raise ValueError(op)
 
 
@@ -377,20 +409,25 @@ class Rot:
         v = b.slli(x, 8 - 2 * k)
         return self.sel(v, w, self.mask(mslot))
 
+    def colrot_simd(self, x, k):
+        """C_k with per-byte shifts (PULP SIMD): 3 instructions, no mask."""
+        b = self.b
+        return b.or_(b.pv("pv.srl.sci.b", x, 2 * k), b.pv("pv.sll.sci.b", x, 8 - 2 * k))
+
     def row(self, x, k):
-        """R_k: next row, k columns further."""
+        """R_k: next row, k columns further (R_k = ror8 ∘ C_k)."""
         if k == 0:
             return self.ror(x, 8)
-        mslot = {1: F_M1, 2: F_M2, 3: F_M3}[k]
         if self.pulp:
-            return self.sel(self.ror(x, 2 * k), self.ror(x, 8 + 2 * k), self.mask(mslot))
+            return self.ror(self.colrot_simd(x, k), 8)
+        mslot = {1: F_M1, 2: F_M2, 3: F_M3}[k]
         return self.ror(self.colrot(x, k, mslot), 8)
 
     def row2(self, x, k):
         if k % 2 == 0:
             return self.ror(x, 16)
         if self.pulp:
-            return self.sel(self.ror(x, 12), self.ror(x, 20), self.mask(F_M2))
+            return self.ror(self.colrot_simd(x, 2), 16)
         return self.ror(self.colrot(x, 2, F_M2), 16)
 
 
@@ -630,7 +667,7 @@ def generate(variant):
 def to_rust(variant, lines, counts):
     doc = {
         "rv32": "rv32imc (no PULP instructions): rotations are `srli`/`slli`/`or`.",
-        "pulp": "PULP (`p.ror` from `asm_macros`); the rest is rv32imc.",
+        "pulp": "PULP (`p.ror` from `asm_macros`, `pv.srl.sci.b`/`pv.sll.sci.b` words from `gen.py`); the rest is rv32imc.",
     }[variant]
     cfg = {
         "rv32": '#![cfg(target_arch = "riscv32")]',

@@ -4,7 +4,7 @@
 //! | file | backend | instructions |
 //! |---|---|---|
 //! | `rv32.rs` | [`Rv32`] | rv32imc only; runs on QEMU and any RV32IMC core |
-//! | `pulp.rs` | [`Pulp`] (feature `pulp`, or `aes-pulp-kernel` to compile it without selecting it) | rv32imc + `p.ror` (from `asm_macros`); GAP8 / GVSOC, or QEMU with `p.ror` emulated |
+//! | `pulp.rs` | [`Pulp`] (feature `pulp`, or `aes-pulp-kernel` to compile it without selecting it) | rv32imc + `p.ror` (from `asm_macros`) + `pv.srl.sci.b`/`pv.sll.sci.b` (words built by `gen.py`, pinned by the tests below); GAP8 / GVSOC, or QEMU with those emulated |
 //!
 //! Kernel ABI (C): `a0` = `&rk[0][0]` (11 × 8 words), `a1` = `&RunCtx` (24 words), `a2` = low
 //! byte of the first pair's first block (even), `a3` = data (8 words per pair, updated in place),
@@ -99,5 +99,72 @@ impl Backend for Pulp {
     const NAME: &'static str = "pulp";
     fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]) {
         call(gapstream_aes128ctr_pairs_pulp, job, data);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    /// `pv.srl.sci.b` / `pv.sll.sci.b` (packed-SIMD byte shifts by an immediate): funct6
+    /// 010000 / 010100, funct3 111, opcode 1010111, imm\[0\] in bit 25, imm\[5:1\] in bits 24:20
+    /// (GAP8 GVSOC decoder table, `isa_riscv_gen.py`, format RRU). Written independently of
+    /// `gen.py`'s encoder.
+    fn encode_pv(shl: bool, rd: u32, rs1: u32, imm: u32) -> u32 {
+        let funct6: u32 = if shl { 0b010100 } else { 0b010000 };
+        funct6 << 26 | (imm & 1) << 25 | (imm >> 1) << 20 | rs1 << 15 | 0b111 << 12 | rd << 7 | 0x57
+    }
+
+    fn reg(name: &str) -> u32 {
+        const ABI: [&str; 32] = [
+            "zero", "ra", "sp", "gp", "tp", "t0", "t1", "t2", "s0", "s1", "a0", "a1", "a2", "a3",
+            "a4", "a5", "a6", "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11",
+            "t3", "t4", "t5", "t6",
+        ];
+        ABI.iter()
+            .position(|r| *r == name)
+            .expect("ABI register name") as u32
+    }
+
+    #[test]
+    fn simd_shift_golden_words() {
+        assert_eq!(encode_pv(false, reg("a0"), reg("a1"), 2), 0x4015_F557);
+        assert_eq!(encode_pv(true, reg("a0"), reg("a1"), 6), 0x5035_F557);
+        assert_eq!(encode_pv(false, 31, 31, 7), 0x423F_FFD7);
+        assert_eq!(encode_pv(true, reg("ra"), reg("zero"), 4), 0x5020_70D7);
+        // The words the QEMU emulator of rv32_qemu probes with.
+        assert_eq!(encode_pv(false, reg("t0"), reg("t0"), 2), 0x4012_F2D7);
+        assert_eq!(encode_pv(true, reg("t0"), reg("t0"), 6), 0x5032_F2D7);
+    }
+
+    /// Every SIMD word in the generated PULP kernel is the encoding of the instruction named in
+    /// its comment.
+    #[test]
+    fn generated_simd_words_match_their_mnemonics() {
+        let src = include_str!("pulp.rs");
+        let mut n = 0;
+        for line in src.lines().filter(|l| l.contains("# pv.")) {
+            let body = line
+                .split("r#\"")
+                .nth(1)
+                .and_then(|l| l.split("\"#").next())
+                .unwrap();
+            let (insn, mnemonic) = body.split_once('#').unwrap();
+            let word =
+                u32::from_str_radix(insn.trim().trim_start_matches(".insn 4, 0x"), 16).unwrap();
+            let (op, args) = mnemonic.trim().split_once(' ').unwrap();
+            let a: std::vec::Vec<&str> = args.split(", ").collect();
+            let imm: u32 = a[2].parse().unwrap();
+            let shl = match op {
+                "pv.sll.sci.b" => true,
+                "pv.srl.sci.b" => false,
+                _ => panic!("unexpected {op}"),
+            };
+            assert!(matches!(imm, 2 | 4 | 6), "{line}");
+            assert_eq!(word, encode_pv(shl, reg(a[0]), reg(a[1]), imm), "{line}");
+            n += 1;
+        }
+        // Two per column rotation: MC_1 and MC_3 rotate 16 words each, MC_2 eight.
+        assert_eq!(n, 2 * (16 + 8 + 16));
     }
 }
