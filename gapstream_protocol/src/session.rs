@@ -435,7 +435,7 @@ impl DroneSession {
         self.outbox.pop_front()
     }
 
-    /// Next key-log line (only with [`DroneConfig::keylog`]).
+    /// Next key-log line (only with [`DroneConfig::keylog`]; at most [`MAX_OUTBOX`] are kept).
     pub fn drain_keylog(&mut self) -> Option<KeyLogLine> {
         self.keylog.pop_front()
     }
@@ -639,6 +639,10 @@ impl DroneSession {
         );
         s.key_sent_ns = now;
         if self.cfg.keylog {
+            // Bounded like the outbox: a caller that never drains loses the oldest lines.
+            if self.keylog.len() >= MAX_OUTBOX {
+                self.keylog.pop_front();
+            }
             self.keylog.push_back(KeyLogLine {
                 session: s.id,
                 suite,
