@@ -96,6 +96,11 @@ pub struct RunCtx {
     pub(crate) bconst: State,
     /// The group layout's input planes for `y` without the group number: `pattern(i) ^ K0[15]_i`.
     pub(crate) yin: State,
+    /// Group cache: the low byte of the group [`RunCtx::z`] belongs to (`u32::MAX`: none).
+    pub(crate) zbase: u32,
+    /// Group cache: [`group_z`] of group `zbase`, so that consecutive kernel calls of one message
+    /// (partial first or last pair, scratch buffer) do not recompute it.
+    pub(crate) z: State,
 }
 
 /// Round-1 state without the counter's low byte, for the run of `ctr` (its byte 15 is ignored).
@@ -135,7 +140,13 @@ impl RunCtx {
         });
         let k15 = u32::from(keys.k15);
         let yin = core::array::from_fn(|i| pattern(i as u32) ^ bcast(k15, i as u32));
-        RunCtx { c2: a, bconst, yin }
+        RunCtx {
+            c2: a,
+            bconst,
+            yin,
+            zbase: u32::MAX,
+            z: [0; 8],
+        }
     }
 }
 
@@ -195,27 +206,28 @@ pub(crate) fn encrypt_pair(keys: &RoundKeys, b0: &[u8; 16], b1: &[u8; 16]) -> ([
 
 /// One call of a kernel: XOR the keystream of `npairs` consecutive pairs of one run, the first
 /// with low bytes `v0`, `v0 + 1` (`v0` even), into `data` (8 little-endian words per pair:
-/// block `v0` then block `v0 + 1`).
+/// block `v0` then block `v0 + 1`). The kernel updates the run's group cache.
 #[derive(Debug)]
 pub struct PairJob<'a> {
     pub(crate) keys: &'a RoundKeys,
-    pub(crate) run: &'a RunCtx,
+    pub(crate) run: &'a mut RunCtx,
     pub(crate) v0: u8,
     pub(crate) npairs: usize,
 }
 
 /// The portable kernel, generic over the rotate.
 #[inline(always)]
-pub(crate) fn xor_pairs_generic<R: Rotate>(job: &PairJob<'_>, data: &mut [u32]) {
+pub(crate) fn xor_pairs_generic<R: Rotate>(job: &mut PairJob<'_>, data: &mut [u32]) {
     debug_assert_eq!(data.len(), 8 * job.npairs);
     debug_assert!(job.v0 % 2 == 0 && usize::from(job.v0) + 2 * job.npairs <= 256);
     let mut v = job.v0;
-    let mut z = group_z(job.run, v & !7);
     for d in data.chunks_exact_mut(8) {
-        if v % 8 == 0 {
-            z = group_z(job.run, v);
+        let g = u32::from(v & !7);
+        if job.run.zbase != g {
+            job.run.z = group_z(job.run, v & !7);
+            job.run.zbase = g;
         }
-        let mut s = pair_state::<R>(job.run, &z, u32::from(v >> 1) & 3);
+        let mut s = pair_state::<R>(job.run, &job.run.z, u32::from(v >> 1) & 3);
         rounds_to_10::<R>(&mut s, job.keys, 3);
         slice::transpose(&mut s);
         // s[2c + b] is column c of block b; memory holds block 0 then block 1.

@@ -15,7 +15,7 @@ pub trait Backend: Copy + Default + core::fmt::Debug + Send + Sync + 'static {
     const NAME: &'static str;
     /// XORs the keystream of `job.w.len()` pairs of blocks into `data` (8 words per pair).
     #[doc(hidden)]
-    fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]);
+    fn xor_pairs(job: &mut PairJob<'_>, data: &mut [u32]);
 }
 
 /// AES-128-CTR block core: key schedule, initial counter block and block position.
@@ -173,17 +173,20 @@ const SCRATCH_PAIRS: usize = 4;
 #[inline(never)]
 fn xor_pairs_partial<B: Backend>(
     keys: &RoundKeys,
-    run: &RunCtx,
+    run: &mut RunCtx,
     (mut p0, p1): (usize, usize),
     skip_first: bool,
     skip_last: bool,
     mut data: &mut [u8],
 ) {
-    let job = |p: usize, n: usize| PairJob {
-        keys,
-        run,
-        v0: (2 * p) as u8,
-        npairs: n,
+    let mut call = |p: usize, n: usize, words: &mut [u32]| {
+        let mut job = PairJob {
+            keys,
+            run: &mut *run,
+            v0: (2 * p) as u8,
+            npairs: n,
+        };
+        B::xor_pairs(&mut job, words);
     };
     let mut ks = [0u32; 8 * SCRATCH_PAIRS];
     let aligned = as_words(data).is_some();
@@ -195,7 +198,7 @@ fn xor_pairs_partial<B: Backend>(
         if aligned && skip == 0 && direct > 0 && !(skip_last && left <= SCRATCH_PAIRS) {
             let (now, rest) = data.split_at_mut(32 * direct);
             if let Some(words) = as_words(now) {
-                B::xor_pairs(&job(p0, direct), words);
+                call(p0, direct, words);
             }
             data = rest;
             p0 += direct;
@@ -203,7 +206,7 @@ fn xor_pairs_partial<B: Backend>(
         }
         let n = core::cmp::min(SCRATCH_PAIRS, left);
         ks[..8 * n].fill(0);
-        B::xor_pairs(&job(p0, n), &mut ks[..8 * n]);
+        call(p0, n, &mut ks[..8 * n]);
         let take = core::cmp::min(32 * n - skip, data.len());
         let (now, rest) = data.split_at_mut(take);
         xor_keystream(&ks[skip / 4..8 * n], now);
@@ -233,10 +236,17 @@ pub(crate) fn xor_blocks<B: Backend>(keys: &RoundKeys, mut ctr: u128, mut data: 
     while !data.is_empty() {
         let low = (ctr & 0xff) as usize;
         let nb = core::cmp::min(data.len() / 16, 256 - low);
-        let run = RunCtx::new(keys, ctr);
+        let mut run = RunCtx::new(keys, ctr);
         let (chunk, rest) = core::mem::take(&mut data).split_at_mut(16 * nb);
         let pairs = (low / 2, (low + nb).div_ceil(2));
-        xor_pairs_partial::<B>(keys, &run, pairs, low % 2 == 1, (low + nb) % 2 == 1, chunk);
+        xor_pairs_partial::<B>(
+            keys,
+            &mut run,
+            pairs,
+            low % 2 == 1,
+            (low + nb) % 2 == 1,
+            chunk,
+        );
         data = rest;
         ctr = ctr.wrapping_add(nb as u128);
     }
@@ -249,7 +259,7 @@ pub struct Portable;
 impl Backend for Portable {
     const NAME: &'static str = "portable";
     #[inline(never)]
-    fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]) {
+    fn xor_pairs(job: &mut PairJob<'_>, data: &mut [u32]) {
         super::ctr::xor_pairs_generic::<super::slice::NativeRotate>(job, data);
     }
 }

@@ -37,7 +37,7 @@ ALL_REGS = list(range(8, 16)) + [5, 6, 7] + list(range(16, 32))
 
 # ---------------------------------------------------------------------------------------------
 # Stack frame of the kernel (words from sp).
-F_Z = 0  # 8 words: the current group's round-2 S-box outputs
+F_UNUSED = 0  # 8 words (the group's S-box outputs live in the RunCtx group cache)
 F_MV = 8  # VARYING_MASK
 F_M1, F_M2, F_M3 = 9, 10, 11  # 0x3F3F3F3F, 0x0F0F0F0F, 0x03030303
 F_M55, F_M33 = 12, 13  # 0x55555555, 0x33333333 (0x0F0F0F0F is F_M2)
@@ -54,7 +54,7 @@ N_SPILL = 4
 F_SAVE = 27  # s0..s11, ra: 13 words
 FRAME_WORDS = 40  # 160 bytes, 16-byte aligned
 # RunCtx (ctr.rs): c2 at word 0, bconst at 8, yin at 16.
-RUN_C2, RUN_BCONST, RUN_YIN = 0, 8, 16
+RUN_C2, RUN_BCONST, RUN_YIN, RUN_ZBASE, RUN_Z = 0, 8, 16, 24, 25
 CALLEE_SAVED = [8, 9] + list(range(18, 28)) + [1]
 
 
@@ -497,10 +497,13 @@ def build_group_z():
 
 
 def build_group_store():
+    """The group's S-box outputs go to the run's group cache (kept across calls)."""
     b = Block("group_store")
     z = ["%%a%d" % i for i in range(8)]
+    run = b.lwsp(F_RUN)
     for i in range(8):
-        b.swsp(z[i], F_Z + i)
+        b.sw(z[i], run, 4 * (RUN_Z + i))
+    b.sw(b.andi(b.lwsp(F_V), -8), run, 4 * RUN_ZBASE)
     return b, z
 
 
@@ -512,12 +515,14 @@ def build_pair(rot):
     n = b.slli(b.andi(b.lwsp(F_V), 6), 2)
     m = b.lwsp(F_MV)
     if rot.pulp:
-        d = [b.and_(b.pror(b.lwsp(F_Z + i), n), m) for i in range(8)]
+        run_z = b.lwsp(F_RUN)
+        d = [b.and_(b.pror(b.lw(run_z, 4 * (RUN_Z + i)), n), m) for i in range(8)]
     else:
         nn = b.neg(n)
+        run_z = b.lwsp(F_RUN)
         d = []
         for i in range(8):
-            z = b.lwsp(F_Z + i)
+            z = b.lw(run_z, 4 * (RUN_Z + i))
             d.append(b.and_(b.or_(b.srl(z, n), b.sll(z, nn)), m))
     run = b.lwsp(F_RUN)
     keys = [b.lw(run, 4 * (RUN_C2 + i)) for i in range(8)]
@@ -612,6 +617,10 @@ def generate(variant):
     asm("    sw a3, %d(sp)" % (4 * F_DATA))
     asm("    sw a4, %d(sp)" % (4 * F_NPAIRS))
     asm("    beqz a4, %sdone" % L)
+    # The run's group cache may already hold this group (a previous call of the same message).
+    asm("    lw t0, %d(a1)" % (4 * RUN_ZBASE))
+    asm("    andi t1, a2, -8")
+    asm("    beq t0, t1, %spair" % L)
     asm("%sgroup:" % L)
     gy, gy_out = build_group_y()
     put(gy, allocate(gy, blk_avail, {}, dict(zip(gy_out, s_in_regs)))[0])

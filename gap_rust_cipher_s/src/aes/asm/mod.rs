@@ -6,7 +6,7 @@
 //! | `rv32.rs` | [`Rv32`] | rv32imc only; runs on QEMU and any RV32IMC core |
 //! | `pulp.rs` | [`Pulp`] (feature `pulp`, or `aes-pulp-kernel` to compile it without selecting it) | rv32imc + `p.ror` (from `asm_macros`) + `pv.srl.sci.b`/`pv.sll.sci.b` (words built by `gen.py`, pinned by the tests below); GAP8 / GVSOC, or QEMU with those emulated |
 //!
-//! Kernel ABI (C): `a0` = `&rk[0][0]` (11 × 8 words), `a1` = `&RunCtx` (24 words), `a2` = low
+//! Kernel ABI (C): `a0` = `&rk[0][0]` (11 × 8 words), `a1` = `&mut RunCtx` (33 words), `a2` = low
 //! byte of the first pair's first block (even), `a3` = data (8 words per pair, updated in place),
 //! `a4` = number of pairs (all in one run: `a2 + 2·a4 ≤ 256`).
 //! The kernel saves what the ABI asks it to save, keeps a 160-byte frame on the stack, and does
@@ -21,7 +21,7 @@ mod rv32;
 unsafe extern "C" {
     fn gapstream_aes128ctr_pairs_rv32(
         rk: *const u32,
-        run: *const u32,
+        run: *mut u32,
         v0: u32,
         data: *mut u32,
         npairs: usize,
@@ -30,8 +30,8 @@ unsafe extern "C" {
 
 #[cfg(target_arch = "riscv32")]
 fn call(
-    kernel: unsafe extern "C" fn(*const u32, *const u32, u32, *mut u32, usize),
-    job: &PairJob<'_>,
+    kernel: unsafe extern "C" fn(*const u32, *mut u32, u32, *mut u32, usize),
+    job: &mut PairJob<'_>,
     data: &mut [u32],
 ) {
     assert_eq!(data.len(), 8 * job.npairs);
@@ -39,15 +39,16 @@ fn call(
     if job.npairs == 0 {
         return;
     }
-    // SAFETY: the kernel reads 88 words at `rk` (`[[u32; 8]; 11]`) and 24 at `run` (`RunCtx`,
-    // `repr(C)`, three `[u32; 8]`), and reads and writes `8·npairs` words at `data` (checked
-    // above), all word aligned by their types; it follows the C calling convention
+    // SAFETY: the kernel reads 88 words at `rk` (`[[u32; 8]; 11]`), reads and writes the 33
+    // words of `run` (`RunCtx`, `repr(C)`: three `[u32; 8]`, the group cache's `u32` and
+    // `[u32; 8]`; exclusively borrowed here), and reads and writes `8·npairs` words at `data`
+    // (checked above), all word aligned by their types; it follows the C calling convention
     // (callee-saved registers restored, `gp`/`tp` untouched, stack balanced) and touches no
     // other memory than its own stack frame.
     unsafe {
         kernel(
             job.keys.rk.as_ptr().cast(),
-            (job.run as *const super::ctr::RunCtx).cast(),
+            (&mut *job.run as *mut super::ctr::RunCtx).cast(),
             u32::from(job.v0),
             data.as_mut_ptr(),
             job.npairs,
@@ -63,7 +64,7 @@ pub struct Rv32;
 #[cfg(target_arch = "riscv32")]
 impl Backend for Rv32 {
     const NAME: &'static str = "rv32";
-    fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]) {
+    fn xor_pairs(job: &mut PairJob<'_>, data: &mut [u32]) {
         call(gapstream_aes128ctr_pairs_rv32, job, data);
     }
 }
@@ -75,7 +76,7 @@ impl Backend for Rv32 {
 unsafe extern "C" {
     fn gapstream_aes128ctr_pairs_pulp(
         rk: *const u32,
-        run: *const u32,
+        run: *mut u32,
         v0: u32,
         data: *mut u32,
         npairs: usize,
@@ -97,7 +98,7 @@ pub struct Pulp;
 ))]
 impl Backend for Pulp {
     const NAME: &'static str = "pulp";
-    fn xor_pairs(job: &PairJob<'_>, data: &mut [u32]) {
+    fn xor_pairs(job: &mut PairJob<'_>, data: &mut [u32]) {
         call(gapstream_aes128ctr_pairs_pulp, job, data);
     }
 }
