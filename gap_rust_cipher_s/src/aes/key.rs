@@ -38,62 +38,69 @@ impl core::fmt::Debug for RoundKeys {
     }
 }
 
-/// `SubWord`: the AES S-box on the four bytes of `w`, in constant time.
-fn sub_word(w: [u8; 4]) -> [u8; 4] {
-    let mut s: State = [u32::from_le_bytes(w), 0, 0, 0, 0, 0, 0, 0];
-    slice::transpose(&mut s);
+/// `SubWord`: the AES S-box on the four bytes of a little-endian word, in constant time. Byte
+/// `r` becomes lane `8·r` of the planes (bit `i` of every byte is `(x >> i) & 0x01010101`); the
+/// other lanes are 0.
+fn sub_word(x: u32) -> u32 {
+    let mut s: State = core::array::from_fn(|i| (x >> i) & 0x0101_0101);
     slice::sub_bytes(&mut s);
-    slice::transpose(&mut s);
-    (s[0] ^ 0x6363_6363).to_le_bytes()
+    let mut y = 0;
+    for (i, p) in s.iter().enumerate() {
+        y |= (p & 0x0101_0101) << i;
+    }
+    y ^ 0x6363_6363
 }
 
-/// The eleven AES-128 round keys in byte form (FIPS-197 §5.2), byte `4·c + r` = row `r`, column `c`.
-pub(crate) fn expand_bytes(key: &[u8; 16]) -> [[u8; 16]; 11] {
-    let mut w = [[0u8; 4]; 44];
-    for (i, wi) in w.iter_mut().take(4).enumerate() {
-        wi.copy_from_slice(&key[4 * i..4 * i + 4]);
+/// The 44 words of the AES-128 key expansion (FIPS-197 §5.2), little endian: word `4·r + c` is
+/// column `c` of round key `r` (byte `r'` of the column = row `r'`).
+fn expand_words(key: &[u8; 16]) -> [u32; 44] {
+    let mut w = [0u32; 44];
+    for (i, c) in key.chunks_exact(4).enumerate() {
+        w[i] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
     }
-    let mut rcon = 1u8;
+    let mut rcon = 1u32;
     for i in 4..44 {
         let mut t = w[i - 1];
         if i % 4 == 0 {
-            // The branch depends on the public index only.
-            t = sub_word([t[1], t[2], t[3], t[0]]);
-            t[0] ^= rcon;
-            rcon = (rcon << 1) ^ (0x1b & 0u8.wrapping_sub(rcon >> 7));
+            // The branch depends on the public index only. RotWord = rotate right by a byte.
+            t = sub_word(t.rotate_right(8)) ^ rcon;
+            rcon = ((rcon << 1) ^ (0x1b & 0u32.wrapping_sub(rcon >> 7))) & 0xff;
         }
-        for b in 0..4 {
-            w[i][b] = w[i - 4][b] ^ t[b];
-        }
+        w[i] = w[i - 4] ^ t;
     }
-    let mut out = [[0u8; 16]; 11];
-    for (r, o) in out.iter_mut().enumerate() {
-        for c in 0..4 {
-            o[4 * c..4 * c + 4].copy_from_slice(&w[4 * r + c]);
-        }
-    }
-    w.zeroize();
-    out
+    w
+}
+
+/// The eleven AES-128 round keys in byte form, byte `4·c + r` = row `r`, column `c` (tests).
+#[cfg(test)]
+pub(crate) fn expand_bytes(key: &[u8; 16]) -> [[u8; 16]; 11] {
+    let w = expand_words(key);
+    core::array::from_fn(|r| core::array::from_fn(|i| w[4 * r + i / 4].to_le_bytes()[i % 4]))
 }
 
 impl RoundKeys {
     /// Expands `key`.
     pub(crate) fn new(key: &[u8; 16]) -> Self {
-        let mut bytes = expand_bytes(key);
+        let mut w = expand_words(key);
         let mut rk = [[0u32; 8]; 11];
-        for (r, (k, out)) in bytes.iter_mut().zip(rk.iter_mut()).enumerate() {
+        for (r, out) in rk.iter_mut().enumerate() {
             let d = (DRIFT0 + r) % 4;
-            // SR^-d = SR^(4-d).
-            let mut kb = slice::shift_rows_bytes(k, (4 - d) % 4);
-            if r >= 1 {
-                for b in kb.iter_mut() {
-                    *b ^= 0x63;
+            // Stored as SR^-d(K): column c, row r' comes from column c - d·r'. The S-box's NOTs
+            // (0x63 in every byte) go into keys 1..=10.
+            let nots = if r >= 1 { 0x6363_6363 } else { 0 };
+            let mut s: State = [0; 8];
+            for c in 0..4 {
+                let mut col = nots;
+                for row in 0..4 {
+                    col ^= w[4 * r + (c + 4 * row - d * row) % 4] & (0xff << (8 * row));
                 }
+                s[2 * c] = col;
+                s[2 * c + 1] = col;
             }
-            *out = slice::pack(&kb, &kb);
-            kb.zeroize();
-            k.zeroize();
+            slice::transpose(&mut s);
+            *out = s;
         }
+        w.zeroize();
         RoundKeys { rk, k15: key[15] }
     }
 }
