@@ -149,9 +149,21 @@ impl<'c, C: Cluster> Engine<'c, C> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
     pub(crate) len: usize,
-    pub(crate) first: usize,
-    pub(crate) round: usize,
+    /// Bytes of round 0.
+    first: usize,
+    /// Bytes of a full round.
+    round: usize,
+    /// Rounds grow from `first` (each as long as all before it) up to `round`.
+    ramp: bool,
+    /// Growth is counted in whole multiples of this.
+    unit: usize,
+    /// Bytes every round is shorter than its nominal size (one block with several cores: core 0,
+    /// which also drives the DMA, then has one block less than the others).
+    discount: usize,
+    /// Number of rounds.
     pub(crate) chunks: usize,
+    /// The last round's range.
+    last: (usize, usize),
     cores: usize,
     offset: u64,
     align: usize,
@@ -161,34 +173,52 @@ pub(crate) struct Plan {
 impl Plan {
     /// The rounds `cfg` gives a payload of `len > 0` bytes at keystream position `offset`.
     pub(crate) fn new(cfg: &Config, len: usize, offset: u64) -> Plan {
-        let (first, round) = round_sizes(cfg, len);
-        let chunks = 1 + len.saturating_sub(first).div_ceil(round);
-        Plan {
+        let z = round_sizes(cfg, len);
+        let mut p = Plan {
             len,
-            first,
-            round,
-            chunks,
+            first: z.first,
+            round: z.round,
+            ramp: z.ramp,
+            unit: z.unit,
+            discount: z.discount,
+            chunks: 1,
+            last: (0, 0),
             cores: cfg.cores,
             offset,
             align: cfg.split_align,
             lead: cfg.dma_lead.next_multiple_of(cfg.split_align),
+        };
+        // Rounds are few (at most a few hundred); count them once per call.
+        let mut now = p.first_round();
+        loop {
+            let next = p.after(now.1);
+            if next.0 == next.1 {
+                break;
+            }
+            p.chunks += 1;
+            now = next;
         }
+        p.last = now;
+        p
     }
 
-    /// Payload range `[start, end)` of round `r`.
+    /// Payload range of round 0.
     #[inline(always)]
-    fn chunk(&self, r: usize) -> (usize, usize) {
-        if r == 0 {
-            return (0, self.first.min(self.len));
-        }
-        let start = (self.first + (r - 1) * self.round).min(self.len);
-        (start, self.len.min(start + self.round))
+    fn first_round(&self) -> (usize, usize) {
+        (0, self.len.min(self.first - self.discount))
     }
 
     /// The round after the one that ends at `end` (empty after the last round).
     #[inline(always)]
     fn after(&self, end: usize) -> (usize, usize) {
-        (end, self.len.min(end + self.round))
+        let size = if self.ramp && end < self.round {
+            end.next_multiple_of(self.unit)
+                .max(self.first)
+                .min(self.round)
+        } else {
+            self.round
+        };
+        (end, self.len.min(end + size - self.discount))
     }
 
     /// Payload range of core `core`'s piece of the round `[w0, w1)` (pieces of one round are
@@ -199,28 +229,56 @@ impl Plan {
     }
 }
 
-/// `(first, round)` byte sizes for a payload of `len` bytes: both in `1..=cfg.buffer`.
-pub(crate) fn round_sizes(cfg: &Config, len: usize) -> (usize, usize) {
+/// Nominal round sizes of a call (see [`Plan`]).
+pub(crate) struct Sizes {
+    pub(crate) first: usize,
+    pub(crate) round: usize,
+    ramp: bool,
+    unit: usize,
+    discount: usize,
+}
+
+/// The round sizes for a payload of `len` bytes: every round in `1..=cfg.buffer` bytes.
+pub(crate) fn round_sizes(cfg: &Config, len: usize) -> Sizes {
     let buf = cfg.buffer.max(1);
-    let (first, round) = match cfg.rounds {
-        Rounds::Fixed => (buf, buf),
-        Rounds::Sized { first, round } => (first, round),
+    let unit = cfg.cores.saturating_mul(cfg.split_align).max(1);
+    let (first, round, ramp) = match cfg.rounds {
+        Rounds::Fixed => (buf, buf, false),
+        Rounds::Sized { first, round } => (first, round, false),
         Rounds::Auto => {
             // Each round costs a barrier and the DMA issue (a few hundred cycles); the first
             // fetch and the last write-back are not overlapped with work (round / 8 cycles each
             // at the DMA's ~8 bytes per cycle). The round minimising the sum is about
             // sqrt(len * AUTO_K), in whole blocks per core.
-            let unit = cfg.cores.saturating_mul(cfg.split_align).max(1);
             let r = isqrt(len.saturating_mul(AUTO_K)).next_multiple_of(unit);
-            (r, r)
+            // A short first round (its fetch is the only one nothing overlaps), then rounds that
+            // double up to `r`: while the instruction cache refills after the call's set-up code,
+            // the transfers a refill may wait behind are short.
+            (AUTO_FIRST * unit, r, true)
         }
     };
     let round = round.clamp(1, buf);
-    (first.clamp(1, round), round)
+    let first = first.clamp(1, round);
+    // With Auto and several cores, every round is one block short of whole blocks per core: the
+    // piece split gives the shortfall to core 0, whose DMA work then costs the round nothing.
+    let discount = if ramp && cfg.cores > 1 && first >= unit {
+        cfg.split_align
+    } else {
+        0
+    };
+    Sizes {
+        first,
+        round,
+        ramp,
+        unit,
+        discount,
+    }
 }
 
 /// See [`Rounds::Auto`].
 const AUTO_K: usize = 512;
+/// Blocks per core of the first round with [`Rounds::Auto`].
+const AUTO_FIRST: usize = 2;
 
 fn isqrt(n: usize) -> usize {
     if n < 2 {
@@ -343,7 +401,7 @@ where
     let [b0, b1, b2] = bufs;
 
     // Prologue: round 0's data into buffer 0 (nothing to overlap with).
-    let (s0, e0) = plan.chunk(0);
+    let (s0, e0) = plan.first_round();
     payload.exchange(&mut dma, Some((s0, &mut b0[..e0 - s0])), None, || ())?;
 
     let ctx = RoundCtx {
@@ -377,10 +435,9 @@ where
     drop(slots);
 
     // Epilogue: the last round back to the payload.
-    let last = plan.chunks - 1;
-    let (c0, c1) = plan.chunk(last);
+    let (c0, c1) = plan.last;
     // SAFETY: the fork is over; nothing else references the buffers.
-    let commit_buf: &[u8] = unsafe { ctx.rot.commit(Turn::of(last + 1), c1 - c0) };
+    let commit_buf: &[u8] = unsafe { ctx.rot.commit(Turn::of(plan.chunks), c1 - c0) };
     payload.exchange(&mut dma, None, Some((c0, commit_buf)), || ())
 }
 
@@ -388,9 +445,12 @@ where
 /// round:
 ///
 /// ```text
-/// core 0:     exchange(fetch r+1 -> B[(r+1)%3], commit B[(r+2)%3] -> r-1, work on its piece of B[r%3])  barrier
-/// cores 1..:  work on its piece of B[r%3]                                                                 barrier
+/// core 0:     head, exchange(fetch r+1 -> B[(r+1)%3], commit B[(r+2)%3] -> r-1, rest of its piece of B[r%3])  barrier
+/// cores 1..:  its piece of B[r%3]                                                                              barrier
 /// ```
+///
+/// (In the first round every core does its head first and all meet at an extra barrier before
+/// core 0 starts the call's first transfers.)
 ///
 /// Core 0 waits for both transfers before it reaches the barrier, so when round r+1 starts the
 /// buffer it works on has landed, the buffer it fetches into has been written back, and nobody
@@ -417,8 +477,9 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
     // Round r's turn, payload range, and the ranges of rounds r - 1 and r + 1 (empty when they
     // do not exist), kept incrementally.
     let mut turn = Turn::of(0);
-    let mut now = plan.chunk(0);
+    let mut now = plan.first_round();
     let mut prev = (0, 0);
+    let mut first = true;
     for _ in 0..plan.chunks {
         let next = plan.after(now.1);
         let (p0, p1) = plan.piece(now, core);
@@ -427,6 +488,22 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
         // that ends the round.
         let piece = unsafe { ctx.rot.work(turn, p0 - now.0, p1 - now.0) };
         let pos = plan.offset + p0 as u64;
+        // The head: the first `lead` bytes of the piece, before the round's transfers start (see
+        // `Config::dma_lead`) — core 0's in every round, every core's in the first round, which
+        // then waits at an extra barrier: the transfers of a call begin only once every core has
+        // run the round's code (a cache refill behind a running DMA transfer waits for it).
+        let lead = if first || driver.is_some() {
+            plan.lead.min(piece.len())
+        } else {
+            0
+        };
+        let (head, tail) = piece.split_at_mut(lead);
+        work(&mut ks, pos, head, result);
+        if first {
+            team.barrier();
+            first = false;
+        }
+        let pos = pos + lead as u64;
         match driver {
             Some(d) if result.is_ok() => {
                 let fetch = (next.1 > next.0).then(|| {
@@ -439,19 +516,15 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
                     // round, finished by every core before the last barrier; only core 0 reads it.
                     (prev.0, unsafe { ctx.rot.commit(turn, prev.1 - prev.0) })
                 });
-                // The first `lead` bytes before the transfers start (see `Config::dma_lead`).
-                let lead = plan.lead.min(piece.len());
-                let (head, tail) = piece.split_at_mut(lead);
-                work(&mut ks, pos, head, result);
-                let x = d.payload.exchange(d.dma, fetch, commit, || {
-                    work(&mut ks, pos + lead as u64, tail, result)
-                });
+                let x = d
+                    .payload
+                    .exchange(d.dma, fetch, commit, || work(&mut ks, pos, tail, result));
                 if let Err(e) = x {
                     fail(result, e);
                 }
             }
             Some(_) => {}
-            None => work(&mut ks, pos, piece, result),
+            None => work(&mut ks, pos, tail, result),
         }
         team.barrier();
         prev = now;
@@ -485,7 +558,7 @@ mod tests {
             Rounds::Sized { first: 1, round: 3 },
         ] {
             for cores in 1..=8 {
-                for buffer in [64, 1000, 4096, 8192] {
+                for buffer in [64, 65, 100, 1000, 1500, 4096, 8192] {
                     for len in [1, 63, 64, 65, 999, 4096, 16_384, 79_056, 131_072] {
                         let cfg = Config {
                             rounds,
@@ -493,16 +566,20 @@ mod tests {
                         };
                         let p = Plan::new(&cfg, len, 0);
                         let mut at = 0;
+                        let mut now = p.first_round();
                         for r in 0..p.chunks {
-                            let (s, e) = p.chunk(r);
+                            let (s, e) = now;
                             assert_eq!(s, at);
                             assert!(
                                 e > s && e - s <= buffer,
                                 "{rounds:?} {cores} {buffer} {len} r{r}"
                             );
                             at = e;
+                            now = p.after(e);
                         }
                         assert_eq!(at, len);
+                        assert_eq!(now.0, now.1, "no round after the last");
+                        assert_eq!(cfg.round_count(len), p.chunks);
                     }
                 }
             }

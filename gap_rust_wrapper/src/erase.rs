@@ -4,11 +4,11 @@
 //! `.rodata` — in L2 on GAP8, where the cluster has no data cache. Inside a round that load
 //! competes with the round's DMA transfers and waits behind them (measured on the GAP8 GVSOC
 //! model: ~830 cycles per round on core 0). [`Worker`] keeps the function pointer in the core's
-//! own stack frame (L1) instead; the function is a per-type trampoline whose address is an
-//! immediate.
+//! own stack frame (L1) instead: it is `<W as Keystream>::apply_at` itself (its address is an
+//! immediate in the code that builds the `Worker`), called with the erased `&mut W`.
 //!
 //! This module holds the wrapper's second and last piece of `unsafe` (the other is
-//! `rotation.rs`): a type-erased `&mut W` that is only ever given back to `W`'s own trampoline.
+//! `rotation.rs`): a type-erased `&mut W` that is only ever given back to `W`'s own method.
 #![allow(unsafe_code)]
 
 use crate::Error;
@@ -16,7 +16,7 @@ use crate::cipher::Keystream;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-/// The resolved method: `trampoline::<W>`.
+/// The resolved method: `<W as Keystream>::apply_at` with its receiver erased.
 type Call = unsafe fn(NonNull<()>, u64, &mut [u8]) -> Result<(), Error>;
 
 /// An exclusive borrow of some `W: Keystream` for `'w`, with `W::apply_at` resolved.
@@ -26,28 +26,20 @@ pub(crate) struct Worker<'w> {
     _borrow: PhantomData<&'w mut ()>,
 }
 
-/// `W::apply_at` on the `W` behind `obj`.
-///
-/// # Safety
-/// `obj` points to a live `W` that nobody else accesses during the call.
-// Runs every round: linked with the engine's hot code on GAP8.
-#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
-unsafe fn trampoline<W: Keystream>(
-    obj: NonNull<()>,
-    pos: u64,
-    data: &mut [u8],
-) -> Result<(), Error> {
-    // SAFETY: caller contract.
-    let w = unsafe { obj.cast::<W>().as_mut() };
-    w.apply_at(pos, data)
-}
-
 impl<'w> Worker<'w> {
     /// Borrows `w` exclusively for `'w`.
     pub(crate) fn new<W: Keystream>(w: &'w mut W) -> Self {
+        let method: fn(&mut W, u64, &mut [u8]) -> Result<(), Error> = W::apply_at;
+        // SAFETY: only the type of the first parameter changes, from `&mut W` to `NonNull<()>`:
+        // both are thin pointers (`W: Sized`), which the language documents as ABI-compatible
+        // (`fn` pointer docs, "ABI compatibility"), and `unsafe fn` has the same ABI as `fn`. The
+        // pointer is only ever called with `obj`, a `&mut W` (see `apply_at`).
+        let call = unsafe {
+            core::mem::transmute::<fn(&mut W, u64, &mut [u8]) -> Result<(), Error>, Call>(method)
+        };
         Worker {
             obj: NonNull::from(w).cast(),
-            call: trampoline::<W>,
+            call,
             _borrow: PhantomData,
         }
     }
@@ -55,9 +47,9 @@ impl<'w> Worker<'w> {
     /// `w.apply_at(pos, data)`.
     #[inline(always)]
     pub(crate) fn apply_at(&mut self, pos: u64, data: &mut [u8]) -> Result<(), Error> {
-        // SAFETY: `obj` was made from a `&'w mut W` in `new`, paired with `trampoline::<W>`; the
+        // SAFETY: `obj` was made from a `&'w mut W` in `new`, paired with `W::apply_at`; the
         // borrow lasts as long as `self` (`PhantomData<&'w mut ()>`), and `&mut self` makes this
-        // call the only access to it.
+        // call the only access to it, so passing it where `W::apply_at` takes `&mut W` is valid.
         unsafe { (self.call)(self.obj, pos, data) }
     }
 }

@@ -73,9 +73,10 @@ pub struct Config {
     /// cipher's block size: 64 covers ChaCha20 and AES). Must be a power of two.
     pub split_align: usize,
     /// Bytes of its own piece core 0 processes in each round before it starts the round's DMA
-    /// transfers (rounded to whole pieces of `split_align`). On GAP8 an instruction-cache refill
-    /// waits behind a running DMA transfer in L2, so the transfers start once the cores are past
-    /// the cold start of the round. 0 starts them first.
+    /// transfers (rounded to whole pieces of `split_align`); in the first round of a call every
+    /// core processes this much and the team meets at a barrier before the first transfer. On
+    /// GAP8 an instruction-cache refill waits behind a running DMA transfer in L2, so the
+    /// transfers start once the cores have run the round's code. 0 starts them first.
     pub dma_lead: usize,
     /// Largest DMA command in bytes; a round's transfers are split into commands of this size
     /// (raised if a round would need more than 8 per direction). On GAP8 a command holds L2 until
@@ -116,19 +117,20 @@ impl Config {
         self
     }
 
-    /// `(first, round)`: the byte sizes of round 0 and of every later round for a payload of
-    /// `len` bytes (each at most [`Config::buffer`]).
+    /// `(first, round)`: the byte sizes of round 0 and of a full round for a payload of `len`
+    /// bytes (each at most [`Config::buffer`]; with [`Rounds::Auto`] the rounds in between
+    /// double from `first` up to `round`).
     pub fn round_sizes(&self, len: usize) -> (usize, usize) {
-        engine::round_sizes(self, len)
+        let z = engine::round_sizes(self, len);
+        (z.first, z.round)
     }
 
-    /// Rounds a call over `len > 0` bytes makes (0 for an empty payload).
+    /// Rounds a call over `len` bytes makes (0 for an empty payload).
     pub fn round_count(&self, len: usize) -> usize {
         if len == 0 {
             return 0;
         }
-        let (first, round) = self.round_sizes(len);
-        1 + len.saturating_sub(first).div_ceil(round)
+        engine::Plan::new(self, len, 0).chunks
     }
 
     /// Same, with another piece alignment (a power of two).
@@ -147,9 +149,12 @@ impl Config {
 pub enum Rounds {
     /// Every round is one whole buffer (the paper's scheme).
     Fixed,
-    /// Chosen from the payload length and the core count: about `sqrt(512 * len)` bytes rounded
-    /// up to whole 64-byte blocks per core, at most the buffer (default). For 8 cores that is
-    /// 4 KiB rounds at 16 KiB, 8 KiB from 128 KiB on.
+    /// Chosen from the payload length and the core count (default): a first round of two 64-byte
+    /// blocks per core (its fetch is the one transfer nothing overlaps), then rounds that double
+    /// (each as long as all before it) up to about `sqrt(512 * len)` bytes rounded up to whole
+    /// blocks per core, at most the buffer. For 8 cores the full round is 4 KiB at 16 KiB and
+    /// 8 KiB from 128 KiB on. With several cores every round is one 64-byte block short of that:
+    /// the missing block is core 0's, which also drives the DMA.
     Auto,
     /// Round 0 is `first` bytes, every later round `round` bytes (both clamped to `1..=buffer`,
     /// `first <= round`).

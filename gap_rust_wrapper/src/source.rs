@@ -29,6 +29,10 @@ pub trait Source: Send {
     /// and returns `work`'s result once both are complete. The engine guarantees the two ranges do
     /// not overlap and lie inside `0..self.len()`; an implementation still checks and returns
     /// [`Error::Length`] rather than panicking.
+    ///
+    /// On GAP8 an instruction-cache refill waits behind a running DMA transfer, and the engine's
+    /// first round warms the code of a fetch but not of a write-back: the sources here start the
+    /// write-back first.
     fn exchange<D: DmaRaw, T>(
         &mut self,
         dma: &mut Dma<D>,
@@ -93,11 +97,13 @@ impl Source for InPlace<'_> {
                     c.as_ref().map(|r| &mut hi[r.start - cut..r.end - cut]),
                 )
             };
-            if let (Some(src), Some((_, buf))) = (fetch_src, fetch) {
-                s.copy_in(src, buf)?;
-            }
+            // The write-back first: its code runs while no transfer occupies L2 (see
+            // `Source::exchange`).
             if let (Some(dst), Some((_, buf))) = (commit_dst, commit) {
                 s.copy_out(buf, dst)?;
+            }
+            if let (Some(src), Some((_, buf))) = (fetch_src, fetch) {
+                s.copy_in(src, buf)?;
             }
             Ok(work())
         })
@@ -139,11 +145,11 @@ impl Source for Separate<'_> {
         let input: &[u8] = self.input;
         let output: &mut [u8] = self.output;
         dma.scope(|s| {
-            if let (Some(r), Some((_, buf))) = (f, fetch) {
-                s.copy_in(&input[r], buf)?;
-            }
             if let (Some(r), Some((_, buf))) = (c, commit) {
                 s.copy_out(buf, &mut output[r])?;
+            }
+            if let (Some(r), Some((_, buf))) = (f, fetch) {
+                s.copy_in(&input[r], buf)?;
             }
             Ok(work())
         })

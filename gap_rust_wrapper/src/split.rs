@@ -1,9 +1,13 @@
 //! Cutting a range of the payload into per-core pieces.
 //!
-//! Piece `i` of a range `[start, end)` starts at the first position `p >= start + i * ceil(len / n)`
-//! whose keystream position `offset + p` is a multiple of `align`, clamped to `end`. So every piece
-//! but possibly the first starts on a keystream block boundary (no core computes a block another
-//! core also needs), the pieces cover the range exactly, and with few bytes some cores get nothing.
+//! Piece `i > 0` of a range `[start, end)` starts at the first position
+//! `p >= max(start, end - (n - i) * per)`, `per` being `ceil(len / n)` rounded up to a multiple of
+//! `align`, whose keystream position `offset + p` is a
+//! multiple of `align`, clamped to `end`. So every piece but possibly the first starts on a
+//! keystream block boundary (no core computes a block another core also needs), the pieces cover
+//! the range exactly, and the shortfall of a range that does not divide evenly goes to piece 0:
+//! core 0, which also drives the DMA, gets the smallest piece. With few bytes the first cores get
+//! nothing.
 
 /// Boundaries `b[0] = start <= b[1] <= … <= b[n] = end` of `n` pieces; piece `i` is `b[i]..b[i+1]`.
 /// `n` is 1..=8 and `align` a power of two.
@@ -15,7 +19,7 @@ pub fn boundaries(start: usize, end: usize, n: usize, offset: u64, align: usize)
 /// Boundary `i` (`0..=n`, larger values give `end`) of [`boundaries`], computed on its own.
 #[inline(always)]
 pub fn cut(start: usize, end: usize, n: usize, i: usize, offset: u64, align: usize) -> usize {
-    cut_per(start, end, (end - start).div_ceil(n), n, i, offset, align)
+    cut_per(start, end, per(start, end, n, align), n, i, offset, align)
 }
 
 /// Piece `i` (`i < n`) of [`boundaries`]: `(b[i], b[i + 1])`, what a core needs each round,
@@ -29,11 +33,17 @@ pub fn piece(
     offset: u64,
     align: usize,
 ) -> (usize, usize) {
-    let per = (end - start).div_ceil(n);
+    let per = per(start, end, n, align);
     (
         cut_per(start, end, per, n, i, offset, align),
         cut_per(start, end, per, n, i + 1, offset, align),
     )
+}
+
+/// Bytes per piece: `ceil(len / n)` rounded up to whole `align` units.
+#[inline(always)]
+fn per(start: usize, end: usize, n: usize, align: usize) -> usize {
+    (end - start).div_ceil(n).next_multiple_of(align)
 }
 
 #[inline(always)]
@@ -52,10 +62,7 @@ fn cut_per(
     if i >= n {
         return end;
     }
-    let target = start + i * per;
-    if target >= end {
-        return end;
-    }
+    let target = end.saturating_sub((n - i) * per).max(start);
     // Only the low bits of the keystream position matter (`align` is a power of two).
     let mask = align.wrapping_sub(1);
     let ks = (offset as usize).wrapping_add(target);
@@ -75,24 +82,37 @@ mod tests {
     }
 
     #[test]
+    fn core_zero_gets_the_shortfall() {
+        // 127 blocks on 8 cores: core 0 gets 15, the others 16.
+        let b = boundaries(0, 127 * 64, 8, 0, 64);
+        assert_eq!(b[1], 15 * 64);
+        assert!((1..8).all(|i| b[i + 1] - b[i] == 16 * 64));
+        // Few blocks: the first cores get nothing.
+        let b = boundaries(0, 3 * 64, 8, 0, 64);
+        assert_eq!(&b[..9], &[0, 0, 0, 0, 0, 0, 64, 128, 192]);
+    }
+
+    #[test]
     fn unaligned_offset_moves_cuts_to_block_starts() {
-        // offset 5: keystream block boundaries are at payload positions 59, 123, ...
+        // offset 5: keystream block boundaries are at payload positions 59, 123, 187, ...
         let b = boundaries(0, 256, 2, 5, 64);
         assert_eq!(&b[..3], &[0, 187, 256]);
         assert_eq!((5 + 187) % 64, 0);
     }
 
-    /// The closed form above against the straightforward loop it replaced.
+    /// The closed form above against a straightforward loop.
     fn reference(start: usize, end: usize, n: usize, offset: u64, align: usize) -> [usize; 9] {
         let mut b = [end; 9];
         b[0] = start;
-        let per = (end - start).div_ceil(n);
+        let per = (end - start).div_ceil(n).div_ceil(align) * align;
         let mask = align as u64 - 1;
         for (i, slot) in b.iter_mut().enumerate().take(n).skip(1) {
-            let target = start + i * per;
-            if target >= end {
-                break;
-            }
+            let back = (n - i) * per;
+            let target = if back >= end - start {
+                start
+            } else {
+                end - back
+            };
             let ks = offset.wrapping_add(target as u64);
             let pad = ((align as u64 - (ks & mask)) & mask) as usize;
             *slot = target.saturating_add(pad).min(end);
