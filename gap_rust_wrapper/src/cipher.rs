@@ -162,8 +162,10 @@ impl<C: BlockCore, W: From<C> + Keystream + Send> CipherFactory for Blocks<'_, C
     type Worker = W;
 
     fn prepare(&self, offset: u64, len: usize) -> Result<C, Error> {
-        let core = C::new_from_slices(self.key, self.iv).map_err(|_| Error::KeyIv)?;
-        check_core(&mut core.clone(), offset, len)?;
+        let mut core = C::new_from_slices(self.key, self.iv).map_err(|_| Error::KeyIv)?;
+        // Checked on the template itself: its block position does not matter (every piece sets
+        // its own), and a copy of the core less is a copy less on the cluster.
+        check_core(&mut core, offset, len)?;
         Ok(core)
     }
 

@@ -153,10 +153,8 @@ pub(crate) struct Plan {
     first: usize,
     /// Bytes of a full round.
     round: usize,
-    /// Rounds grow from `first` (each as long as all before it) up to `round`.
+    /// Rounds double from `first` up to `round`.
     ramp: bool,
-    /// Growth is counted in whole multiples of this.
-    unit: usize,
     /// Bytes every round is shorter than its nominal size (one block with several cores: core 0,
     /// which also drives the DMA, then has one block less than the others).
     discount: usize,
@@ -179,7 +177,6 @@ impl Plan {
             first: z.first,
             round: z.round,
             ramp: z.ramp,
-            unit: z.unit,
             discount: z.discount,
             chunks: 1,
             last: (0, 0),
@@ -190,13 +187,15 @@ impl Plan {
         };
         // Rounds are few (at most a few hundred); count them once per call.
         let mut now = p.first_round();
+        let mut nominal = p.grow(p.first);
         loop {
-            let next = p.after(now.1);
+            let next = p.after(now.1, nominal);
             if next.0 == next.1 {
                 break;
             }
             p.chunks += 1;
             now = next;
+            nominal = p.grow(nominal);
         }
         p.last = now;
         p
@@ -208,17 +207,22 @@ impl Plan {
         (0, self.len.min(self.first - self.discount))
     }
 
-    /// The round after the one that ends at `end` (empty after the last round).
+    /// The round after the one that ends at `end`, given its nominal size `nominal` (empty
+    /// after the last round).
     #[inline(always)]
-    fn after(&self, end: usize) -> (usize, usize) {
-        let size = if self.ramp && end < self.round {
-            end.next_multiple_of(self.unit)
-                .max(self.first)
-                .min(self.round)
+    fn after(&self, end: usize, nominal: usize) -> (usize, usize) {
+        (end, self.len.min(end + nominal - self.discount))
+    }
+
+    /// Nominal size of the round after one of nominal size `nominal`: double while ramping, at
+    /// most a full round (no division: this runs on every core every round).
+    #[inline(always)]
+    fn grow(&self, nominal: usize) -> usize {
+        if self.ramp {
+            nominal.saturating_mul(2).min(self.round)
         } else {
             self.round
-        };
-        (end, self.len.min(end + size - self.discount))
+        }
     }
 
     /// Payload range of core `core`'s piece of the round `[w0, w1)` (pieces of one round are
@@ -234,7 +238,6 @@ pub(crate) struct Sizes {
     pub(crate) first: usize,
     pub(crate) round: usize,
     ramp: bool,
-    unit: usize,
     discount: usize,
 }
 
@@ -250,7 +253,9 @@ pub(crate) fn round_sizes(cfg: &Config, len: usize) -> Sizes {
             // fetch and the last write-back are not overlapped with work (round / 8 cycles each
             // at the DMA's ~8 bytes per cycle). The round minimising the sum is about
             // sqrt(len * AUTO_K), in whole blocks per core.
-            let r = isqrt(len.saturating_mul(AUTO_K)).next_multiple_of(unit);
+            // `sqrt(len * AUTO_K)` to within a factor of sqrt(2), as a power of two (no division).
+            let bits = usize::BITS - len.saturating_mul(AUTO_K).leading_zeros();
+            let r = (1usize << bits.div_ceil(2)).next_multiple_of(unit);
             // A short first round (its fetch is the only one nothing overlaps), then rounds that
             // double up to `r`: while the instruction cache refills after the call's set-up code,
             // the transfers a refill may wait behind are short.
@@ -270,7 +275,6 @@ pub(crate) fn round_sizes(cfg: &Config, len: usize) -> Sizes {
         first,
         round,
         ramp,
-        unit,
         discount,
     }
 }
@@ -280,19 +284,6 @@ const AUTO_K: usize = 512;
 /// Blocks per core of the first round with [`Rounds::Auto`].
 const AUTO_FIRST: usize = 2;
 
-fn isqrt(n: usize) -> usize {
-    if n < 2 {
-        return n;
-    }
-    let mut x = 1usize << (usize::BITS - n.leading_zeros()).div_ceil(2);
-    loop {
-        let y = (x + n / x) / 2;
-        if y >= x {
-            return x;
-        }
-        x = y;
-    }
-}
 
 /// A core's piece: applies the keystream unless the core already failed or has no cipher.
 #[inline(always)]
@@ -478,21 +469,37 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
     // do not exist), kept incrementally.
     let mut turn = Turn::of(0);
     let mut now = plan.first_round();
+    let mut nominal = plan.grow(plan.first);
     let mut prev = (0, 0);
     let mut first = true;
+    // This core's piece relative to the round's start, for rounds of `key.0` bytes starting at
+    // keystream phase `key.1` (the cuts depend on nothing else): the full rounds of a call reuse
+    // it instead of dividing again.
+    let mut key = (usize::MAX, 0);
+    let mut rel = (0, 0);
+    let phase_mask = plan.align.wrapping_sub(1);
     for _ in 0..plan.chunks {
-        let next = plan.after(now.1);
-        let (p0, p1) = plan.piece(now, core);
-        // SAFETY: this round; this core's piece `[p0, p1)` of the work buffer is disjoint from
-        // every other core's (`Plan::piece`), and the reference is dropped before the barrier
+        let next = plan.after(now.1, nominal);
+        let k = (now.1 - now.0, (plan.offset as usize).wrapping_add(now.0) & phase_mask);
+        if k != key {
+            let (p0, p1) = plan.piece(now, core);
+            rel = (p0 - now.0, p1 - now.0);
+            key = k;
+        }
+        // SAFETY: this round; this core's piece of the work buffer is disjoint from every other
+        // core's (`Plan::piece`: `rel` is this round's piece, the cuts depending only on the
+        // round's length and keystream phase), and the reference is dropped before the barrier
         // that ends the round.
-        let piece = unsafe { ctx.rot.work(turn, p0 - now.0, p1 - now.0) };
-        let pos = plan.offset + p0 as u64;
-        // The head: the first `lead` bytes of the piece, before the round's transfers start (see
-        // `Config::dma_lead`) — core 0's in every round, every core's in the first round, which
-        // then waits at an extra barrier: the transfers of a call begin only once every core has
-        // run the round's code (a cache refill behind a running DMA transfer waits for it).
-        let lead = if first || driver.is_some() {
+        let piece = unsafe { ctx.rot.work(turn, rel.0, rel.1) };
+        let pos = plan.offset + (now.0 + rel.0) as u64;
+        // The head: the first bytes of the piece, before the round's transfers start — core 0's
+        // `lead` (see `Config::dma_lead`) in every round; in the first round every core's first
+        // `max(lead, one block)`, and the team meets at an extra barrier: the transfers of a call
+        // begin only once every core has run the round's code (on GAP8 a cache refill behind a
+        // running DMA transfer waits for it).
+        let lead = if first {
+            plan.lead.max(plan.align).min(piece.len())
+        } else if driver.is_some() {
             plan.lead.min(piece.len())
         } else {
             0
@@ -529,6 +536,7 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
         team.barrier();
         prev = now;
         now = next;
+        nominal = plan.grow(nominal);
         turn = turn.next();
     }
 }
@@ -536,15 +544,6 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn isqrt_is_floor_sqrt() {
-        for n in (0..100_000).chain([usize::MAX, usize::MAX - 1, 1 << 40]) {
-            let r = isqrt(n);
-            assert!(r.checked_mul(r).is_some_and(|v| v <= n), "{n}");
-            assert!((r + 1).checked_mul(r + 1).is_none_or(|v| v > n), "{n}");
-        }
-    }
 
     #[test]
     fn plans_cover_the_payload_in_rounds_that_fit_the_buffer() {
@@ -567,6 +566,7 @@ mod tests {
                         let p = Plan::new(&cfg, len, 0);
                         let mut at = 0;
                         let mut now = p.first_round();
+                        let mut nominal = p.grow(p.first);
                         for r in 0..p.chunks {
                             let (s, e) = now;
                             assert_eq!(s, at);
@@ -575,7 +575,8 @@ mod tests {
                                 "{rounds:?} {cores} {buffer} {len} r{r}"
                             );
                             at = e;
-                            now = p.after(e);
+                            now = p.after(e, nominal);
+                            nominal = p.grow(nominal);
                         }
                         assert_eq!(at, len);
                         assert_eq!(now.0, now.1, "no round after the last");

@@ -73,10 +73,11 @@ pub struct Config {
     /// cipher's block size: 64 covers ChaCha20 and AES). Must be a power of two.
     pub split_align: usize,
     /// Bytes of its own piece core 0 processes in each round before it starts the round's DMA
-    /// transfers (rounded to whole pieces of `split_align`); in the first round of a call every
-    /// core processes this much and the team meets at a barrier before the first transfer. On
-    /// GAP8 an instruction-cache refill waits behind a running DMA transfer in L2, so the
-    /// transfers start once the cores have run the round's code. 0 starts them first.
+    /// transfers (rounded to whole pieces of `split_align`; default 0). In the first round of a
+    /// call every core first processes at least one `split_align` unit and the team meets at a
+    /// barrier before the first transfer: on GAP8 an instruction-cache refill waits behind a
+    /// running DMA transfer in L2, so the transfers start once the cores have run the round's
+    /// code.
     pub dma_lead: usize,
     /// Largest DMA command in bytes; a round's transfers are split into commands of this size
     /// (raised if a round would need more than 8 per direction). On GAP8 a command holds L2 until
@@ -94,7 +95,7 @@ impl Config {
             buffer,
             rounds: Rounds::Auto,
             split_align: 64,
-            dma_lead: 64,
+            dma_lead: 0,
             dma_chunk: 0,
         }
     }
@@ -151,9 +152,9 @@ pub enum Rounds {
     Fixed,
     /// Chosen from the payload length and the core count (default): a first round of two 64-byte
     /// blocks per core (its fetch is the one transfer nothing overlaps), then rounds that double
-    /// (each as long as all before it) up to about `sqrt(512 * len)` bytes rounded up to whole
-    /// blocks per core, at most the buffer. For 8 cores the full round is 4 KiB at 16 KiB and
-    /// 8 KiB from 128 KiB on. With several cores every round is one 64-byte block short of that:
+    /// up to about `sqrt(512 * len)` bytes (a power of two within a factor of sqrt(2), rounded up
+    /// to whole blocks per core), at most the buffer. For 8 cores the full round is 4 KiB at
+    /// 16 KiB and 8 KiB from 128 KiB on. With several cores every round is one 64-byte block short of that:
     /// the missing block is core 0's, which also drives the DMA.
     Auto,
     /// Round 0 is `first` bytes, every later round `round` bytes (both clamped to `1..=buffer`,

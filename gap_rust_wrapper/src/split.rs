@@ -40,10 +40,14 @@ pub fn piece(
     )
 }
 
-/// Bytes per piece: `ceil(len / n)` rounded up to whole `align` units.
+/// Bytes per piece: `ceil(len / n)` rounded up to whole `align` units (`align` a power of two;
+/// no division for one core, a mask for the rounding: this runs on every core every round).
 #[inline(always)]
 fn per(start: usize, end: usize, n: usize, align: usize) -> usize {
-    (end - start).div_ceil(n).next_multiple_of(align)
+    let len = end - start;
+    let q = if n <= 1 { len } else { len.div_ceil(n) };
+    let mask = align.wrapping_sub(1);
+    (q + mask) & !mask
 }
 
 #[inline(always)]

@@ -67,6 +67,9 @@ pub struct Options {
     pub mode: Vec<String>,
     /// No warm-up call before each measured run.
     pub cold: bool,
+    /// Every point this many times (consecutive runs in one launch); the CSV keeps each point's
+    /// median run and the summary prints the spread.
+    pub repeat: usize,
     /// GVSOC trace: `(regex, file)`; the simulator's whole output goes to the file.
     pub trace: Option<(String, PathBuf)>,
     /// Where the CSV goes (default `target/bench/gvsoc.csv`, or `gvsoc-adhoc.csv` when a filter
@@ -83,6 +86,7 @@ impl Options {
             || !self.mode.is_empty()
             || self.cold
             || self.trace.is_some()
+            || self.repeat > 1
     }
 }
 
@@ -525,7 +529,10 @@ pub fn bench(o: &Options) -> Result<(), String> {
         );
         return Ok(());
     }
-    let plan = apply_filters(if o.quick { quick_plan() } else { full_plan() }, o);
+    let plan: Vec<Point> = apply_filters(if o.quick { quick_plan() } else { full_plan() }, o)
+        .into_iter()
+        .flat_map(|p| std::iter::repeat_n(p, o.repeat.max(1)))
+        .collect();
     if plan.is_empty() {
         return Err("no benchmark point matches the filters".into());
     }
@@ -539,7 +546,7 @@ pub fn bench(o: &Options) -> Result<(), String> {
     fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
     let result = sweep(o, &plan, &image, &scratch);
     let _ = fs::remove_dir_all(&scratch);
-    let rows = result?;
+    let rows = median_of_repeats(result?, o.repeat.max(1));
     if let Some(dir) = csv_path.parent() {
         fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
@@ -622,6 +629,34 @@ fn sweep(o: &Options, plan: &[Point], image: &[u8], scratch: &Path) -> Result<Ve
     }
     progress.finish();
     Ok(rows)
+}
+
+/// With `n` consecutive runs per point: one row per point, the run with the median cycles (the
+/// spread is printed).
+fn median_of_repeats(rows: Vec<Row>, n: usize) -> Vec<Row> {
+    if n <= 1 {
+        return rows;
+    }
+    let mut out = Vec::new();
+    for g in rows.chunks(n) {
+        let mut v: Vec<&Row> = g.iter().collect();
+        v.sort_by_key(|r| r.cycles);
+        let m = v[v.len() / 2];
+        println!(
+            "gvsoc-bench: {}/{} {} cores buffer {} {} B: cB min {:.3} median {:.3} max {:.3} over {} runs",
+            m.kernel,
+            m.variant,
+            m.cores,
+            m.buffer,
+            m.bytes,
+            v[0].cpb(),
+            m.cpb(),
+            v[v.len() - 1].cpb(),
+            v.len()
+        );
+        out.push(m.clone());
+    }
+    out
 }
 
 /// Finds the row of a point.

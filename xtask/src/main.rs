@@ -77,6 +77,9 @@ struct GvsocBenchArgs {
     /// Measure without the warm-up call.
     #[arg(long)]
     cold: bool,
+    /// Run every point N times; the CSV keeps the median run (the spread is printed).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// GVSOC trace: `--trace REGEX FILE` (e.g. `--trace insn /tmp/t.log`); keep FILE outside the repository.
     #[arg(long, num_args = 2, value_names = ["REGEX", "FILE"])]
     trace: Vec<String>,
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
             buffer: a.buffer,
             mode: a.mode,
             cold: a.cold,
+            repeat: a.repeat,
             trace: (a.trace.len() == 2).then(|| (a.trace[0].clone(), a.trace[1].clone().into())),
             csv: a.csv,
         }),

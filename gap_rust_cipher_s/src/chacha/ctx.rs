@@ -7,6 +7,8 @@ pub(crate) const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b2
 
 /// Byte offset of [`Ctx::pre`] in the `#[repr(C)]` layout (the kernels address it from the base).
 pub(crate) const PRE_OFFSET: usize = 64;
+/// Byte offset of [`Ctx::diag`].
+pub(crate) const DIAG_OFFSET: usize = 112;
 
 /// Layout read by the kernels (offsets are part of the assembly, checked below).
 ///
@@ -14,17 +16,23 @@ pub(crate) const PRE_OFFSET: usize = 64;
 ///   register.
 /// * `pre`: state words after the first-round quarter-rounds of columns 1, 2, 3 (they do not
 ///   involve word 12, the counter), in the order x1 x5 x9 x13, x2 x6 x10 x14, x3 x7 x11 x15.
+/// * `diag` (PULP kernel): the further steps of the first double round that do not depend on the
+///   counter either — `x0 + x4` (first step of column 0), `x1 + x6` and `x2 + x7` (first steps
+///   of the diagonal quarter-rounds (1,6,11,12) and (2,7,8,13)), and `rotl(x13 ^ (x2 + x7), 16)`
+///   (the second and third steps of (2,7,8,13)), all on the words after the column round.
 #[repr(C)]
 #[derive(Clone)]
 pub(crate) struct Ctx {
     pub(crate) init: [u32; 16],
     pub(crate) pre: [u32; 12],
+    pub(crate) diag: [u32; 4],
 }
 
 const _: () = {
     assert!(core::mem::offset_of!(Ctx, init) == 0);
     assert!(core::mem::offset_of!(Ctx, pre) == PRE_OFFSET);
-    assert!(core::mem::size_of::<Ctx>() == 112);
+    assert!(core::mem::offset_of!(Ctx, diag) == DIAG_OFFSET);
+    assert!(core::mem::size_of::<Ctx>() == 128);
     assert!(core::mem::align_of::<Ctx>() == 4);
 };
 
@@ -61,8 +69,15 @@ impl Ctx {
         for (p, &i) in pre.iter_mut().zip(PRE_WORDS.iter()) {
             *p = x[i];
         }
+        let x2x7 = x[2].wrapping_add(x[7]);
+        let diag = [
+            x[0].wrapping_add(x[4]),
+            x[1].wrapping_add(x[6]),
+            x2x7,
+            (x[13] ^ x2x7).rotate_left(16),
+        ];
         x.zeroize();
-        Ctx { init, pre }
+        Ctx { init, pre, diag }
     }
 }
 
@@ -70,6 +85,7 @@ impl Drop for Ctx {
     fn drop(&mut self) {
         self.init.zeroize();
         self.pre.zeroize();
+        self.diag.zeroize();
     }
 }
 

@@ -67,7 +67,7 @@ macro_rules! ff {
 #[inline(never)]
 unsafe fn blocks(ctx: &Ctx, counter: u32, input: *const u8, output: *mut u8, n: usize) {
     let end = input.wrapping_add(64 * n);
-    // SAFETY: the asm reads the 112-byte `ctx` (valid: a reference) and `64 * n` bytes at
+    // SAFETY: the asm reads the first 112 bytes of `ctx` (valid: a reference) and `64 * n` bytes at
     // `input`, writes `64 * n` bytes at `output`, all word-aligned (caller contract). It uses only
     // the registers declared below and no stack; `n >= 1` so the `bne` loop ends exactly at `end`.
     unsafe {

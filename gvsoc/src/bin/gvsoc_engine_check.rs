@@ -14,8 +14,8 @@ mod app {
 
     /// L1 buffer of the engine (three are allocated); `GVSOC_BUFFER` at build time overrides.
     const BUFFER: usize = parse(option_env!("GVSOC_BUFFER"), 8 * 1024);
-    /// `Config::dma_lead`; `GVSOC_LEAD` at build time overrides.
-    const LEAD: usize = parse(option_env!("GVSOC_LEAD"), 64);
+    /// `Config::dma_lead`; `GVSOC_LEAD` at build time overrides the engine's default.
+    const LEAD: usize = parse(option_env!("GVSOC_LEAD"), Config::new(1, 1).dma_lead);
 
     const fn parse(v: Option<&str>, default: usize) -> usize {
         let Some(v) = v else { return default };
