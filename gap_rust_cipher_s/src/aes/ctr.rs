@@ -103,6 +103,15 @@ pub struct RunCtx {
     pub(crate) z: State,
 }
 
+impl Drop for RunCtx {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.c2.zeroize();
+        self.bconst.zeroize();
+        self.z.zeroize();
+    }
+}
+
 /// Round-1 state without the counter's low byte, for the run of `ctr` (its byte 15 is ignored).
 pub(crate) fn round1_const(keys: &RoundKeys, ctr: u128) -> State {
     let p = (ctr & !0xff).to_be_bytes();
@@ -120,7 +129,9 @@ pub(crate) fn round1_const(keys: &RoundKeys, ctr: u128) -> State {
 }
 
 impl RunCtx {
-    /// The run of 256 counter blocks whose bytes 0..=14 are those of `ctr`.
+    /// The run of 256 counter blocks whose bytes 0..=14 are those of `ctr`. Not inlined: its
+    /// temporaries stay out of the frame that calls the kernel (cluster stacks are 2 KiB).
+    #[inline(never)]
     pub(crate) fn new(keys: &RoundKeys, ctr: u128) -> Self {
         let c1 = round1_const(keys, ctr);
         let mut a = c1;

@@ -1,7 +1,8 @@
 //! AES-128 key schedule, once per key, into the fixsliced round-key representation.
 //!
-//! The expansion itself (FIPS-197 §5.2) runs on bytes; its `SubWord` uses the bitsliced S-box of
-//! [`slice::sub_bytes`] (no table). Round key `r` is then stored for the state it is added to:
+//! The expansion itself (FIPS-197 §5.2) runs on little-endian column words, one round key at a
+//! time; its `SubWord` uses the bitsliced S-box of [`slice::sub_bytes`] (no table). Round key `r`
+//! is stored for the state it is added to:
 //! permuted by `SR^-d` with the drift `d = (2 + r) mod 4` of that state (see `ctr.rs` for why the
 //! drift starts at 2), XORed with `0x63` in every byte for `r ≥ 1` (the NOTs the S-box circuit
 //! leaves out), and packed into both lanes.
@@ -51,8 +52,20 @@ fn sub_word(x: u32) -> u32 {
     y ^ 0x6363_6363
 }
 
-/// The 44 words of the AES-128 key expansion (FIPS-197 §5.2), little endian: word `4·r + c` is
-/// column `c` of round key `r` (byte `r'` of the column = row `r'`).
+/// The next round key from the previous one (FIPS-197 §5.2), little-endian column words.
+fn next_round_key(w: &mut [u32; 4], rcon: &mut u32) {
+    // RotWord = rotate right by a byte; rcon is updated with a mask, not a branch.
+    let t = sub_word(w[3].rotate_right(8)) ^ *rcon;
+    *rcon = ((*rcon << 1) ^ (0x1b & 0u32.wrapping_sub(*rcon >> 7))) & 0xff;
+    w[0] ^= t;
+    w[1] ^= w[0];
+    w[2] ^= w[1];
+    w[3] ^= w[2];
+}
+
+/// The 44 words of the AES-128 key expansion, little endian: word `4·r + c` is column `c` of
+/// round key `r` (byte `r'` of the column = row `r'`). Tests only.
+#[cfg(test)]
 fn expand_words(key: &[u8; 16]) -> [u32; 44] {
     let mut w = [0u32; 44];
     for (i, c) in key.chunks_exact(4).enumerate() {
@@ -81,26 +94,35 @@ pub(crate) fn expand_bytes(key: &[u8; 16]) -> [[u8; 16]; 11] {
 impl RoundKeys {
     /// Expands `key`.
     pub(crate) fn new(key: &[u8; 16]) -> Self {
-        let mut w = expand_words(key);
-        let mut rk = [[0u32; 8]; 11];
-        for (r, out) in rk.iter_mut().enumerate() {
+        // Built in place and one round key at a time: cluster cores have 2 KiB stacks.
+        let mut keys = RoundKeys {
+            rk: [[0u32; 8]; 11],
+            k15: key[15],
+        };
+        let mut w = [0u32; 4];
+        for (wi, c) in w.iter_mut().zip(key.chunks_exact(4)) {
+            *wi = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        let mut rcon = 1u32;
+        for (r, out) in keys.rk.iter_mut().enumerate() {
+            if r > 0 {
+                next_round_key(&mut w, &mut rcon);
+            }
             let d = (DRIFT0 + r) % 4;
             // Stored as SR^-d(K): column c, row r' comes from column c - d·r'. The S-box's NOTs
             // (0x63 in every byte) go into keys 1..=10.
             let nots = if r >= 1 { 0x6363_6363 } else { 0 };
-            let mut s: State = [0; 8];
             for c in 0..4 {
                 let mut col = nots;
                 for row in 0..4 {
-                    col ^= w[4 * r + (c + 4 * row - d * row) % 4] & (0xff << (8 * row));
+                    col ^= w[(c + 4 * row - d * row) % 4] & (0xff << (8 * row));
                 }
-                s[2 * c] = col;
-                s[2 * c + 1] = col;
+                out[2 * c] = col;
+                out[2 * c + 1] = col;
             }
-            slice::transpose(&mut s);
-            *out = s;
+            slice::transpose(out);
         }
         w.zeroize();
-        RoundKeys { rk, k15: key[15] }
+        keys
     }
 }

@@ -160,17 +160,27 @@ fn as_words(bytes: &mut [u8]) -> Option<&mut [u32]> {
     }
 }
 
-/// Pairs the scratch keystream buffer holds (128 bytes: cluster cores have 2 KiB stacks).
-const SCRATCH_PAIRS: usize = 4;
+/// Pairs the scratch keystream buffer holds (64 bytes: cluster cores have 2 KiB stacks).
+const SCRATCH_PAIRS: usize = 2;
+
+/// One kernel call: pairs `p..p + n` of `run` into `words`.
+fn call<B: Backend>(keys: &RoundKeys, run: &mut RunCtx, p: usize, n: usize, words: &mut [u32]) {
+    let mut job = PairJob {
+        keys,
+        run,
+        v0: (2 * p) as u8,
+        npairs: n,
+    };
+    B::xor_pairs(&mut job, words);
+}
 
 /// XORs into `data` the keystream of pairs `p0..p1` of `run` (pair `p` = low bytes `2p`,
 /// `2p + 1`), skipping the first block of the first pair (`skip_first`) and the second block of
 /// the last pair (`skip_last`).
 ///
 /// Word-aligned data is XORed in place by the kernel. A partial first or last pair goes through
-/// the scratch buffer (a message of at most [`SCRATCH_PAIRS`] pairs in one call, so that its group
+/// a scratch buffer (a message of at most [`SCRATCH_PAIRS`] pairs in one call, so that its group
 /// of 8 blocks is computed once); unaligned data goes through it entirely.
-#[inline(never)]
 fn xor_pairs_partial<B: Backend>(
     keys: &RoundKeys,
     run: &mut RunCtx,
@@ -179,16 +189,6 @@ fn xor_pairs_partial<B: Backend>(
     skip_last: bool,
     mut data: &mut [u8],
 ) {
-    let mut call = |p: usize, n: usize, words: &mut [u32]| {
-        let mut job = PairJob {
-            keys,
-            run: &mut *run,
-            v0: (2 * p) as u8,
-            npairs: n,
-        };
-        B::xor_pairs(&mut job, words);
-    };
-    let mut ks = [0u32; 8 * SCRATCH_PAIRS];
     let aligned = as_words(data).is_some();
     let mut skip = if skip_first { 16 } else { 0 };
     while !data.is_empty() {
@@ -198,22 +198,38 @@ fn xor_pairs_partial<B: Backend>(
         if aligned && skip == 0 && direct > 0 && !(skip_last && left <= SCRATCH_PAIRS) {
             let (now, rest) = data.split_at_mut(32 * direct);
             if let Some(words) = as_words(now) {
-                call(p0, direct, words);
+                call::<B>(keys, run, p0, direct, words);
             }
             data = rest;
             p0 += direct;
             continue;
         }
         let n = core::cmp::min(SCRATCH_PAIRS, left);
-        ks[..8 * n].fill(0);
-        call(p0, n, &mut ks[..8 * n]);
         let take = core::cmp::min(32 * n - skip, data.len());
         let (now, rest) = data.split_at_mut(take);
-        xor_keystream(&ks[skip / 4..8 * n], now);
+        via_scratch::<B>(keys, run, p0, n, skip, now);
         data = rest;
         p0 += n;
         skip = 0;
     }
+}
+
+/// Keystream of pairs `p..p + n` (`n ≤ SCRATCH_PAIRS`) into a scratch buffer, then from byte
+/// `skip` of it into `data`. Not inlined, so the buffer is not on the stack while the direct
+/// path runs the kernel.
+#[inline(never)]
+fn via_scratch<B: Backend>(
+    keys: &RoundKeys,
+    run: &mut RunCtx,
+    p: usize,
+    n: usize,
+    skip: usize,
+    data: &mut [u8],
+) {
+    let mut ks = [0u32; 8 * SCRATCH_PAIRS];
+    call::<B>(keys, run, p, n, &mut ks[..8 * n]);
+    xor_keystream(&ks[skip / 4..8 * n], data);
+    zeroize::Zeroize::zeroize(&mut ks);
 }
 
 /// `data ^= keystream` for `data.len() ≤ 4·ks.len()`: by words when `data` is word aligned.

@@ -36,23 +36,22 @@ def rname(r):
 ALL_REGS = list(range(8, 16)) + [5, 6, 7] + list(range(16, 32))
 
 # ---------------------------------------------------------------------------------------------
-# Stack frame of the kernel (words from sp).
-F_UNUSED = 0  # 8 words (the group's S-box outputs live in the RunCtx group cache)
-F_MV = 8  # VARYING_MASK
-F_M1, F_M2, F_M3 = 9, 10, 11  # 0x3F3F3F3F, 0x0F0F0F0F, 0x03030303
-F_M55, F_M33 = 12, 13  # 0x55555555, 0x33333333 (0x0F0F0F0F is F_M2)
-F_R23, F_R3 = 14, 15  # group layout rows 2-3 (0x3C3C3C3C) and row 3 (0x0C0C0C0C)
-F_RKCUR = 16  # current round-key pointer
-F_RK3 = 17  # &rk[3]
-F_RUN = 18  # &RunCtx
-F_DATA = 19
-F_V = 20  # low byte of the current pair's first block
-F_NPAIRS = 21
-F_CNT = 22
-F_SPILL = 23  # 4 spill slots
+# Stack frame of the kernel (words from sp). Cluster cores have 2 KiB stacks: keep it small.
+F_MV = 0  # VARYING_MASK
+F_M1, F_M2, F_M3 = 1, 2, 3  # 0x3F3F3F3F, 0x0F0F0F0F, 0x03030303
+F_M55, F_M33 = 4, 5  # 0x55555555, 0x33333333 (0x0F0F0F0F is F_M2)
+F_R23, F_R3 = 6, 7  # group layout rows 2-3 (0x3C3C3C3C) and row 3 (0x0C0C0C0C)
+F_RKCUR = 8  # current round-key pointer
+F_RK3 = 9  # &rk[3]
+F_RUN = 10  # &RunCtx
+F_DATA = 11
+F_V = 12  # low byte of the current pair's first block
+F_NPAIRS = 13
+F_CNT = 14
+F_SPILL = 15  # 4 spill slots
 N_SPILL = 4
-F_SAVE = 27  # s0..s11, ra: 13 words
-FRAME_WORDS = 40  # 160 bytes, 16-byte aligned
+F_SAVE = 19  # s0..s11, ra: 13 words
+FRAME_WORDS = 32  # 128 bytes, 16-byte aligned
 # RunCtx (ctr.rs): c2 at word 0, bconst at 8, yin at 16.
 RUN_C2, RUN_BCONST, RUN_YIN, RUN_ZBASE, RUN_Z = 0, 8, 16, 24, 25
 CALLEE_SAVED = [8, 9] + list(range(18, 28)) + [1]
