@@ -70,9 +70,9 @@
 //!
 //! # Performance
 //!
-//! `cargo xtask bench-qemu aes` (QEMU, `minstret`) at 32 KiB: PULP 60.4, rv32 73.7, portable
+//! `cargo xtask bench-qemu aes` (QEMU, `minstret`) at 32 KiB: PULP 60.3, rv32 73.7, portable
 //! 80.8 instructions/byte, RustCrypto 100.3. On the GAP8 GVSOC model (one cluster core, data in
-//! L1): PULP 64.2 cycles/byte, rv32 78.9, RustCrypto 237.8. Details, code sizes and the 8-core
+//! L1): PULP 64.0 cycles/byte, rv32 78.6, RustCrypto 238.6. Details, code sizes and the 8-core
 //! figures: `docs/aes.md`.
 mod asm;
 mod ctr;
