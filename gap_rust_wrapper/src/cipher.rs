@@ -34,9 +34,15 @@ pub trait CipherFactory: Sync {
     /// One core's cipher.
     type Worker: Keystream + Send;
 
-    /// Builds the shared part and checks that keystream bytes `offset .. offset + len` exist
-    /// (the same errors as seeking and applying with the cipher itself).
-    fn prepare(&self, offset: u64, len: usize) -> Result<Self::Shared, Error>;
+    /// Builds the shared part into `slot` and checks that keystream bytes `offset .. offset + len`
+    /// exist (the same errors as seeking and applying with the cipher itself). (Into a slot the
+    /// caller owns: a cipher core can be a few hundred bytes, which are then built in place.)
+    fn prepare(
+        &self,
+        offset: u64,
+        len: usize,
+        slot: &mut Option<Self::Shared>,
+    ) -> Result<(), Error>;
 
     /// Builds one core's worker.
     fn worker(&self, shared: &Self::Shared) -> Result<Self::Worker, Error>;
@@ -94,9 +100,11 @@ impl<S: KeyIvInit + StreamCipher + StreamCipherSeek + Send> CipherFactory for Ke
     type Shared = ();
     type Worker = Seeking<S>;
 
-    fn prepare(&self, offset: u64, len: usize) -> Result<(), Error> {
+    fn prepare(&self, offset: u64, len: usize, slot: &mut Option<()>) -> Result<(), Error> {
         let mut probe = S::new_from_slices(self.key, self.iv).map_err(|_| Error::KeyIv)?;
-        check_seekable(&mut probe, offset, len)
+        check_seekable(&mut probe, offset, len)?;
+        *slot = Some(());
+        Ok(())
     }
 
     fn worker(&self, _: &()) -> Result<Seeking<S>, Error> {
@@ -113,8 +121,10 @@ impl<S: StreamCipher + StreamCipherSeek + Clone + Send + Sync> CipherFactory for
     type Shared = ();
     type Worker = Seeking<S>;
 
-    fn prepare(&self, offset: u64, len: usize) -> Result<(), Error> {
-        check_seekable(&mut self.0.clone(), offset, len)
+    fn prepare(&self, offset: u64, len: usize, slot: &mut Option<()>) -> Result<(), Error> {
+        check_seekable(&mut self.0.clone(), offset, len)?;
+        *slot = Some(());
+        Ok(())
     }
 
     fn worker(&self, _: &()) -> Result<Seeking<S>, Error> {
@@ -161,12 +171,14 @@ impl<C: BlockCore, W: From<C> + Keystream + Send> CipherFactory for Blocks<'_, C
     type Shared = C;
     type Worker = W;
 
-    fn prepare(&self, offset: u64, len: usize) -> Result<C, Error> {
-        let mut core = C::new_from_slices(self.key, self.iv).map_err(|_| Error::KeyIv)?;
+    fn prepare(&self, offset: u64, len: usize, slot: &mut Option<C>) -> Result<(), Error> {
+        // Key and IV by reference (no copies), the core built in the caller's slot.
+        let key = <&cipher::Key<C>>::try_from(self.key).map_err(|_| Error::KeyIv)?;
+        let iv = <&cipher::Iv<C>>::try_from(self.iv).map_err(|_| Error::KeyIv)?;
+        let core = slot.insert(C::new(key, iv));
         // Checked on the template itself: its block position does not matter (every piece sets
-        // its own), and a copy of the core less is a copy less on the cluster.
-        check_core(&mut core, offset, len)?;
-        Ok(core)
+        // its own).
+        check_core(core, offset, len)
     }
 
     fn worker(&self, shared: &C) -> Result<W, Error> {

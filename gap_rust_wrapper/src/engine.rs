@@ -113,7 +113,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
         data: &mut [u8],
     ) -> Result<(), Error> {
         if data.is_empty() {
-            return factory.prepare(offset, 0).map(drop);
+            return factory.prepare(offset, 0, &mut None);
         }
         let cfg = self.cfg;
         self.cluster
@@ -133,7 +133,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
         P: Source,
     {
         if payload.is_empty() {
-            return factory.prepare(offset, 0).map(drop);
+            return factory.prepare(offset, 0, &mut None);
         }
         let cfg = self.cfg;
         let [a, b, c] = &mut self.bufs;
@@ -158,10 +158,6 @@ pub(crate) struct Plan {
     /// Bytes every round is shorter than its nominal size (one block with several cores: core 0,
     /// which also drives the DMA, then has one block less than the others).
     discount: usize,
-    /// Number of rounds.
-    pub(crate) chunks: usize,
-    /// The last round's range.
-    last: (usize, usize),
     cores: usize,
     offset: u64,
     align: usize,
@@ -172,33 +168,34 @@ impl Plan {
     /// The rounds `cfg` gives a payload of `len > 0` bytes at keystream position `offset`.
     pub(crate) fn new(cfg: &Config, len: usize, offset: u64) -> Plan {
         let z = round_sizes(cfg, len);
-        let mut p = Plan {
+        let p = Plan {
             len,
             first: z.first,
             round: z.round,
             ramp: z.ramp,
             discount: z.discount,
-            chunks: 1,
-            last: (0, 0),
             cores: cfg.cores,
             offset,
             align: cfg.split_align,
             lead: cfg.dma_lead.next_multiple_of(cfg.split_align),
         };
-        // Rounds are few (at most a few hundred); count them once per call.
-        let mut now = p.first_round();
-        let mut nominal = p.grow(p.first);
-        loop {
-            let next = p.after(now.1, nominal);
-            if next.0 == next.1 {
-                break;
-            }
-            p.chunks += 1;
-            now = next;
-            nominal = p.grow(nominal);
-        }
-        p.last = now;
         p
+    }
+
+    /// Number of rounds (iterates over them; the round loop itself runs until they are done).
+    pub(crate) fn count(&self) -> usize {
+        let mut n = 1;
+        let mut now = self.first_round();
+        let mut nominal = self.grow(self.first);
+        loop {
+            let next = self.after(now.1, nominal);
+            if next.0 == next.1 {
+                return n;
+            }
+            n += 1;
+            now = next;
+            nominal = self.grow(nominal);
+        }
     }
 
     /// Payload range of round 0.
@@ -226,8 +223,11 @@ impl Plan {
     }
 
     /// Payload range of core `core`'s piece of the round `[w0, w1)` (pieces of one round are
-    /// disjoint).
-    #[inline(always)]
+    /// disjoint). Out of line (the round loop calls it only when a round's length or keystream
+    /// phase changes, a few times per call), next to the loop.
+    #[inline(never)]
+    #[allow(unsafe_code)] // `link_section`
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
     fn piece(&self, (w0, w1): (usize, usize), core: usize) -> (usize, usize) {
         piece(w0, w1, self.cores, core, self.offset, self.align)
     }
@@ -259,7 +259,7 @@ pub(crate) fn round_sizes(cfg: &Config, len: usize) -> Sizes {
             // A short first round (its fetch is the only one nothing overlaps), then rounds that
             // double up to `r`: while the instruction cache refills after the call's set-up code,
             // the transfers a refill may wait behind are short.
-            (AUTO_FIRST * unit, r, true)
+            (AUTO_FIRST.max(unit.saturating_mul(2)), r, true)
         }
     };
     let round = round.clamp(1, buf);
@@ -281,12 +281,14 @@ pub(crate) fn round_sizes(cfg: &Config, len: usize) -> Sizes {
 
 /// See [`Rounds::Auto`].
 const AUTO_K: usize = 512;
-/// Blocks per core of the first round with [`Rounds::Auto`].
-const AUTO_FIRST: usize = 2;
+/// Bytes of the first round with [`Rounds::Auto`] (at least two blocks per core).
+const AUTO_FIRST: usize = 1024;
 
-
-/// A core's piece: applies the keystream unless the core already failed or has no cipher.
-#[inline(always)]
+/// A core's piece: applies the keystream unless the core already failed or has no cipher. One
+/// copy, next to the round loop (it is called from three places of it).
+#[inline(never)]
+#[allow(unsafe_code)] // `link_section`
+#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
 fn work(ks: &mut Option<Worker<'_>>, pos: u64, piece: &mut [u8], result: &mut Result<(), Error>) {
     if let (Ok(()), Some(k)) = (&*result, ks) {
         if !piece.is_empty() {
@@ -318,7 +320,11 @@ where
     Ctl: Controller,
     F: CipherFactory,
 {
-    let shared = factory.prepare(offset, data.len())?;
+    let mut slot = None;
+    factory.prepare(offset, data.len(), &mut slot)?;
+    let Some(shared) = &slot else {
+        return Err(Error::Config);
+    };
     let b = boundaries(0, data.len(), cfg.cores, offset, cfg.split_align);
     // Core i gets `(payload position, piece)` in slot i.
     let mut rest = data;
@@ -330,7 +336,7 @@ where
     });
     let fork = ctrl.fork_each(
         cfg.cores,
-        &(factory, &shared),
+        &(factory, shared),
         &mut slots,
         |_, &(factory, shared), slot| {
             let (pos, piece, result) = slot;
@@ -379,7 +385,11 @@ where
     P: Source,
 {
     let len = payload.len();
-    let shared = factory.prepare(offset, len)?;
+    let mut slot = None;
+    factory.prepare(offset, len, &mut slot)?;
+    let Some(shared) = &slot else {
+        return Err(Error::Config);
+    };
     let mut dma = ctrl.dma();
     // At most half the scope's command slots per direction and round.
     let per_direction = gap_rust_sdk::dma::SCOPE_SLOTS / 2;
@@ -389,15 +399,9 @@ where
     };
     dma.set_chunk(chunk);
     let plan = Plan::new(&cfg, len, offset);
-    let [b0, b1, b2] = bufs;
-
-    // Prologue: round 0's data into buffer 0 (nothing to overlap with).
-    let (s0, e0) = plan.first_round();
-    payload.exchange(&mut dma, Some((s0, &mut b0[..e0 - s0])), None, || ())?;
-
     let ctx = RoundCtx {
         plan,
-        rot: Rotation::new([b0, b1, b2], cfg.buffer),
+        rot: Rotation::new(bufs, cfg.buffer),
     };
     let mut slots: [RoundSlot<'_, P, Ctl::DmaRaw>; MAX_CORES] =
         core::array::from_fn(|_| (None, Ok(())));
@@ -407,7 +411,7 @@ where
     });
     let fork = ctrl.fork_each(
         cfg.cores,
-        &(&ctx, factory, &shared),
+        &(&ctx, factory, shared),
         &mut slots,
         |team, &(ctx, factory, shared), slot| {
             let mut worker = factory.worker(shared);
@@ -422,14 +426,7 @@ where
         },
     );
     fork.map_err(Error::Fork)?;
-    slots.iter().try_for_each(|s| s.1)?;
-    drop(slots);
-
-    // Epilogue: the last round back to the payload.
-    let (c0, c1) = plan.last;
-    // SAFETY: the fork is over; nothing else references the buffers.
-    let commit_buf: &[u8] = unsafe { ctx.rot.commit(Turn::of(plan.chunks), c1 - c0) };
-    payload.exchange(&mut dma, None, Some((c0, commit_buf)), || ())
+    slots.iter().try_for_each(|s| s.1)
 }
 
 /// The round loop of one core. Every core loops over the rounds, and the team barrier ends each
@@ -440,8 +437,11 @@ where
 /// cores 1..:  its piece of B[r%3]                                                                              barrier
 /// ```
 ///
-/// (In the first round every core does its head first and all meet at an extra barrier before
-/// core 0 starts the call's first transfers.)
+/// The loop also runs a round -1 (core 0 fetches round 0) and a round `chunks` (core 0 writes the
+/// last round back), so that the whole call's DMA code is this loop's (on GAP8: in the
+/// instruction cache, where a refill would wait behind the transfer). In the first round every
+/// core does its head first and all meet at an extra barrier before core 0 starts the next
+/// transfers.
 ///
 /// Core 0 waits for both transfers before it reaches the barrier, so when round r+1 starts the
 /// buffer it works on has landed, the buffer it fetches into has been written back, and nobody
@@ -449,10 +449,9 @@ where
 /// pass every barrier); a core that failed skips its later work and core 0 its later transfers.
 ///
 /// Not generic over the cipher (the worker is type-erased, `erase.rs`): one copy of this loop
-/// serves every cipher, and
-/// on GAP8 it is linked at the start of the hot code (`.text.hot.0.engine`), followed by the
-/// kernels' per-piece code and the kernels themselves (`.text.hot.1.*`), so that the code of a
-/// round stays in the cluster's 4 KiB instruction cache.
+/// serves every cipher, and on GAP8 it is linked at the start of the hot code
+/// (`.text.hot.0.engine`), followed by the kernels' per-piece code and the kernels themselves
+/// (`.text.hot.1.*`), so that the code of a round stays in the cluster's 4 KiB instruction cache.
 #[inline(never)]
 #[allow(unsafe_code)] // the `Rotation` accessors (contract in rotation.rs); `link_section`
 #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
@@ -465,12 +464,13 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
     let core = team.core_id();
     let plan = &ctx.plan;
     let (driver, result) = slot;
-    // Round r's turn, payload range, and the ranges of rounds r - 1 and r + 1 (empty when they
-    // do not exist), kept incrementally.
-    let mut turn = Turn::of(0);
-    let mut now = plan.first_round();
-    let mut nominal = plan.grow(plan.first);
+    // Rounds r - 1, r, r + 1 (empty when they do not exist) and round r's turn, kept
+    // incrementally from round -1 on; `nominal` is the nominal size of round r + 2.
+    let mut turn = Turn::of(2);
     let mut prev = (0, 0);
+    let mut now = (0, 0);
+    let mut next = plan.first_round();
+    let mut nominal = plan.grow(plan.first);
     let mut first = true;
     // This core's piece relative to the round's start, for rounds of `key.0` bytes starting at
     // keystream phase `key.1` (the cuts depend on nothing else): the full rounds of a call reuse
@@ -478,39 +478,46 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
     let mut key = (usize::MAX, 0);
     let mut rel = (0, 0);
     let phase_mask = plan.align.wrapping_sub(1);
-    for _ in 0..plan.chunks {
-        let next = plan.after(now.1, nominal);
-        let k = (now.1 - now.0, (plan.offset as usize).wrapping_add(now.0) & phase_mask);
-        if k != key {
-            let (p0, p1) = plan.piece(now, core);
-            rel = (p0 - now.0, p1 - now.0);
-            key = k;
+    // Until rounds r - 1, r and r + 1 are all past the end.
+    while prev.1 > prev.0 || now.1 > now.0 || next.1 > next.0 {
+        let mut tail: &mut [u8] = &mut [];
+        let mut pos = 0;
+        if now.1 > now.0 {
+            let k = (
+                now.1 - now.0,
+                (plan.offset as usize).wrapping_add(now.0) & phase_mask,
+            );
+            if k != key {
+                let (p0, p1) = plan.piece(now, core);
+                rel = (p0 - now.0, p1 - now.0);
+                key = k;
+            }
+            // SAFETY: this round; this core's piece of the work buffer is disjoint from every
+            // other core's (`Plan::piece`: `rel` is this round's piece, the cuts depending only on
+            // the round's length and keystream phase), and the reference is dropped before the
+            // barrier that ends the round.
+            let piece = unsafe { ctx.rot.work(turn, rel.0, rel.1) };
+            pos = plan.offset + (now.0 + rel.0) as u64;
+            // The head: the first bytes of the piece, before the round's transfers start —
+            // core 0's `lead` (see `Config::dma_lead`) in every round; in the first round every
+            // core's first `max(lead, one block)`, and the team meets at an extra barrier: the
+            // transfers overlapping work begin only once every core has run the round's code.
+            let lead = if first {
+                plan.lead.max(plan.align).min(piece.len())
+            } else if driver.is_some() {
+                plan.lead.min(piece.len())
+            } else {
+                0
+            };
+            let (head, rest) = piece.split_at_mut(lead);
+            work(&mut ks, pos, head, result);
+            if first {
+                team.barrier();
+                first = false;
+            }
+            pos += lead as u64;
+            tail = rest;
         }
-        // SAFETY: this round; this core's piece of the work buffer is disjoint from every other
-        // core's (`Plan::piece`: `rel` is this round's piece, the cuts depending only on the
-        // round's length and keystream phase), and the reference is dropped before the barrier
-        // that ends the round.
-        let piece = unsafe { ctx.rot.work(turn, rel.0, rel.1) };
-        let pos = plan.offset + (now.0 + rel.0) as u64;
-        // The head: the first bytes of the piece, before the round's transfers start — core 0's
-        // `lead` (see `Config::dma_lead`) in every round; in the first round every core's first
-        // `max(lead, one block)`, and the team meets at an extra barrier: the transfers of a call
-        // begin only once every core has run the round's code (on GAP8 a cache refill behind a
-        // running DMA transfer waits for it).
-        let lead = if first {
-            plan.lead.max(plan.align).min(piece.len())
-        } else if driver.is_some() {
-            plan.lead.min(piece.len())
-        } else {
-            0
-        };
-        let (head, tail) = piece.split_at_mut(lead);
-        work(&mut ks, pos, head, result);
-        if first {
-            team.barrier();
-            first = false;
-        }
-        let pos = pos + lead as u64;
         match driver {
             Some(d) if result.is_ok() => {
                 let fetch = (next.1 > next.0).then(|| {
@@ -536,6 +543,7 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
         team.barrier();
         prev = now;
         now = next;
+        next = plan.after(now.1, nominal);
         nominal = plan.grow(nominal);
         turn = turn.next();
     }
@@ -567,7 +575,7 @@ mod tests {
                         let mut at = 0;
                         let mut now = p.first_round();
                         let mut nominal = p.grow(p.first);
-                        for r in 0..p.chunks {
+                        for r in 0..p.count() {
                             let (s, e) = now;
                             assert_eq!(s, at);
                             assert!(
@@ -580,7 +588,7 @@ mod tests {
                         }
                         assert_eq!(at, len);
                         assert_eq!(now.0, now.1, "no round after the last");
-                        assert_eq!(cfg.round_count(len), p.chunks);
+                        assert_eq!(cfg.round_count(len), p.count());
                     }
                 }
             }

@@ -131,7 +131,7 @@ impl Config {
         if len == 0 {
             return 0;
         }
-        engine::Plan::new(self, len, 0).chunks
+        engine::Plan::new(self, len, 0).count()
     }
 
     /// Same, with another piece alignment (a power of two).
@@ -150,8 +150,9 @@ impl Config {
 pub enum Rounds {
     /// Every round is one whole buffer (the paper's scheme).
     Fixed,
-    /// Chosen from the payload length and the core count (default): a first round of two 64-byte
-    /// blocks per core (its fetch is the one transfer nothing overlaps), then rounds that double
+    /// Chosen from the payload length and the core count (default): a first round of 1 KiB or two
+    /// 64-byte blocks per core if that is more (its fetch is the one transfer nothing overlaps),
+    /// then rounds that double
     /// up to about `sqrt(512 * len)` bytes (a power of two within a factor of sqrt(2), rounded up
     /// to whole blocks per core), at most the buffer. For 8 cores the full round is 4 KiB at
     /// 16 KiB and 8 KiB from 128 KiB on. With several cores every round is one 64-byte block short of that:

@@ -57,8 +57,10 @@ impl<'a> Rotation<'a> {
         }
     }
 
-    /// Bytes `[start, end)` of buffer `which` (0, 1, 2), clamped to the buffer.
-    #[inline(always)]
+    /// Bytes `[start, end)` of buffer `which` (0, 1, 2), clamped to the buffer. One copy next to
+    /// the round loop (three accessors call it every round).
+    #[inline(never)]
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
     fn range(&self, which: u8, start: usize, end: usize) -> (*mut u8, usize) {
         // Out-of-range requests are clamped (the engine never makes one); no panic on the chip.
         let end = end.min(self.len);

@@ -22,10 +22,13 @@ use std::{env, fs};
 
 #[allow(dead_code)]
 mod common {
-    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/../gvsoc/src/common.rs"));
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../gvsoc/src/common.rs"
+    ));
 }
-pub use common::{BENCH_KERNELS, BENCH_MODES};
 use common::*;
+pub use common::{BENCH_KERNELS, BENCH_MODES};
 
 const TARGET: &str = crate::qemu::TARGET;
 /// One GVSOC launch may not take longer than this.
@@ -125,7 +128,13 @@ pub fn full_plan() -> Vec<Point> {
         for &buffer in &SWEEP_BUFFERS {
             for &cores in &SWEEP_CORES {
                 for &bytes in &sizes {
-                    v.push(Point { kernel, mode: MODE_DMA, cores, buffer, bytes });
+                    v.push(Point {
+                        kernel,
+                        mode: MODE_DMA,
+                        cores,
+                        buffer,
+                        bytes,
+                    });
                 }
             }
         }
@@ -135,7 +144,13 @@ pub fn full_plan() -> Vec<Point> {
         for &buffer in &SWEEP_BUFFERS {
             for &cores in &SWEEP_CORES {
                 for &bytes in &sizes {
-                    v.push(Point { kernel, mode: MODE_FIXED, cores, buffer, bytes });
+                    v.push(Point {
+                        kernel,
+                        mode: MODE_FIXED,
+                        cores,
+                        buffer,
+                        bytes,
+                    });
                 }
             }
         }
@@ -143,7 +158,13 @@ pub fn full_plan() -> Vec<Point> {
     for kernel in 0..BENCH_KERNELS.len() {
         for &cores in &SWEEP_CORES {
             for &bytes in &sizes {
-                v.push(Point { kernel, mode: MODE_NODMA, cores, buffer: 0, bytes });
+                v.push(Point {
+                    kernel,
+                    mode: MODE_NODMA,
+                    cores,
+                    buffer: 0,
+                    bytes,
+                });
             }
         }
     }
@@ -158,7 +179,13 @@ pub fn quick_plan() -> Vec<Point> {
     for kernel in 0..BENCH_KERNELS.len() {
         for cores in [1, 8] {
             for bytes in [16 * 1024, 128 * 1024] {
-                v.push(Point { kernel, mode: MODE_DMA, cores, buffer: b, bytes });
+                v.push(Point {
+                    kernel,
+                    mode: MODE_DMA,
+                    cores,
+                    buffer: b,
+                    bytes,
+                });
             }
         }
     }
@@ -166,15 +193,33 @@ pub fn quick_plan() -> Vec<Point> {
     for mode in [MODE_DMA, MODE_FIXED] {
         for cores in [1, 8] {
             for bytes in [1, 1024, 4 * 1024, 16 * 1024, 32 * 1024, FRAME_BYTES] {
-                v.push(Point { kernel: pulp, mode, cores, buffer: b, bytes });
+                v.push(Point {
+                    kernel: pulp,
+                    mode,
+                    cores,
+                    buffer: b,
+                    bytes,
+                });
             }
         }
     }
     for cores in [2, 4] {
-        v.push(Point { kernel: pulp, mode: MODE_DMA, cores, buffer: b, bytes: 128 * 1024 });
+        v.push(Point {
+            kernel: pulp,
+            mode: MODE_DMA,
+            cores,
+            buffer: b,
+            bytes: 128 * 1024,
+        });
     }
     for cores in [1, 8] {
-        v.push(Point { kernel: pulp, mode: MODE_NODMA, cores, buffer: 0, bytes: 128 * 1024 });
+        v.push(Point {
+            kernel: pulp,
+            mode: MODE_NODMA,
+            cores,
+            buffer: 0,
+            bytes: 128 * 1024,
+        });
     }
     let mut seen = std::collections::HashSet::new();
     v.retain(|p| seen.insert(*p));
@@ -184,13 +229,21 @@ pub fn quick_plan() -> Vec<Point> {
 fn apply_filters(plan: Vec<Point>, o: &Options) -> Vec<Point> {
     // `--kernel chacha20/pulp` means exactly that kernel; a partial name matches every kernel
     // containing it.
-    let exact = o.kernel.as_ref().is_some_and(|f| BENCH_KERNELS.iter().any(|(k, v)| format!("{k}/{v}") == *f));
+    let exact = o
+        .kernel
+        .as_ref()
+        .is_some_and(|f| BENCH_KERNELS.iter().any(|(k, v)| format!("{k}/{v}") == *f));
     plan.into_iter()
         .filter(|p| {
             let (k, var) = BENCH_KERNELS[p.kernel];
             let name = format!("{k}/{var}");
-            o.kernel.as_ref().is_none_or(|f| if exact { name == *f } else { name.contains(f.as_str()) })
-                && (o.cores.is_empty() || o.cores.contains(&p.cores))
+            o.kernel.as_ref().is_none_or(|f| {
+                if exact {
+                    name == *f
+                } else {
+                    name.contains(f.as_str())
+                }
+            }) && (o.cores.is_empty() || o.cores.contains(&p.cores))
                 && (o.bytes.is_empty() || o.bytes.contains(&p.bytes))
                 && (o.buffer.is_empty() || o.buffer.contains(&p.buffer) || p.mode == MODE_NODMA)
                 && (o.mode.is_empty() || o.mode.iter().any(|m| m == BENCH_MODES[p.mode]))
@@ -222,7 +275,12 @@ fn expected_digest(chacha: bool, bytes: u32, offset: u32) -> u64 {
 /// The `BenchConfig` bytes for `runs` (at most `BENCH_MAX_RUNS`).
 fn config_bytes(runs: &[(Point, u64)], cold: bool) -> Vec<u8> {
     assert!(runs.len() <= BENCH_MAX_RUNS);
-    let mut w: Vec<u32> = vec![BENCH_MAGIC, BENCH_VERSION, runs.len() as u32, if cold { BENCH_FLAG_COLD } else { 0 }];
+    let mut w: Vec<u32> = vec![
+        BENCH_MAGIC,
+        BENCH_VERSION,
+        runs.len() as u32,
+        if cold { BENCH_FLAG_COLD } else { 0 },
+    ];
     for (p, d) in runs {
         w.extend([
             p.kernel as u32,
@@ -240,11 +298,15 @@ fn config_bytes(runs: &[(Point, u64)], cold: bool) -> Vec<u8> {
 }
 
 fn u16_at(b: &[u8], at: usize) -> Result<u16, String> {
-    b.get(at..at + 2).map(|s| u16::from_le_bytes([s[0], s[1]])).ok_or_else(|| "ELF truncated".to_string())
+    b.get(at..at + 2)
+        .map(|s| u16::from_le_bytes([s[0], s[1]]))
+        .ok_or_else(|| "ELF truncated".to_string())
 }
 
 fn u32_at(b: &[u8], at: usize) -> Result<u32, String> {
-    b.get(at..at + 4).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]])).ok_or_else(|| "ELF truncated".to_string())
+    b.get(at..at + 4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        .ok_or_else(|| "ELF truncated".to_string())
 }
 
 /// Overwrites the initial contents of symbol `name` (a static in a loaded section) in a 32-bit
@@ -257,27 +319,37 @@ pub fn patch_symbol(elf: &mut [u8], name: &str, bytes: &[u8]) -> Result<(), Stri
     let shentsize = u16_at(elf, 0x2E)? as usize;
     let shnum = u16_at(elf, 0x30)? as usize;
     let sh = |i: usize, field: usize| u32_at(elf, shoff + i * shentsize + field);
-    let symtab = (0..shnum).find(|&i| sh(i, 4) == Ok(2)).ok_or("ELF without a symbol table")?;
+    let symtab = (0..shnum)
+        .find(|&i| sh(i, 4) == Ok(2))
+        .ok_or("ELF without a symbol table")?;
     let strtab = sh(symtab, 24)? as usize;
     let (sym_off, sym_size) = (sh(symtab, 16)? as usize, sh(symtab, 20)? as usize);
     let str_off = sh(strtab, 16)? as usize;
     for k in 0..sym_size / 16 {
         let s = sym_off + 16 * k;
         let name_at = str_off + u32_at(elf, s)? as usize;
-        let end = elf[name_at..].iter().position(|&c| c == 0).ok_or("bad string table")?;
+        let end = elf[name_at..]
+            .iter()
+            .position(|&c| c == 0)
+            .ok_or("bad string table")?;
         if &elf[name_at..name_at + end] != name.as_bytes() {
             continue;
         }
         let (value, size) = (u32_at(elf, s + 4)? as usize, u32_at(elf, s + 8)? as usize);
         let shndx = u16_at(elf, s + 14)? as usize;
         if size < bytes.len() || shndx == 0 || shndx >= shnum {
-            return Err(format!("symbol {name}: size {size} or section {shndx} does not fit {} bytes", bytes.len()));
+            return Err(format!(
+                "symbol {name}: size {size} or section {shndx} does not fit {} bytes",
+                bytes.len()
+            ));
         }
         if sh(shndx, 4)? != 1 {
             return Err(format!("symbol {name} is not in a section with contents"));
         }
         let at = sh(shndx, 16)? as usize + (value - sh(shndx, 12)? as usize);
-        elf.get_mut(at..at + bytes.len()).ok_or("symbol outside the file")?.copy_from_slice(bytes);
+        elf.get_mut(at..at + bytes.len())
+            .ok_or("symbol outside the file")?
+            .copy_from_slice(bytes);
         return Ok(());
     }
     Err(format!("symbol {name} not found"))
@@ -302,7 +374,8 @@ impl Row {
     }
 }
 
-pub const CSV_HEADER: &str = "kernel,variant,cores,buffer,bytes,cycles,instructions,cycles_per_byte";
+pub const CSV_HEADER: &str =
+    "kernel,variant,cores,buffer,bytes,cycles,instructions,cycles_per_byte";
 
 pub fn to_csv(rows: &[Row]) -> String {
     let mut s = format!("{CSV_HEADER}\n");
@@ -327,7 +400,9 @@ pub fn parse_csv(text: &str) -> Result<Vec<Row>, String> {
     let mut lines = text.lines();
     let header = lines.next().ok_or("empty CSV")?;
     if header.trim() != CSV_HEADER {
-        return Err(format!("unexpected CSV header {header:?} (want {CSV_HEADER:?})"));
+        return Err(format!(
+            "unexpected CSV header {header:?} (want {CSV_HEADER:?})"
+        ));
     }
     let mut rows = Vec::new();
     for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -363,10 +438,18 @@ struct DeviceLine {
 
 fn parse_device_line(line: &str) -> Option<DeviceLine> {
     let rest = line.strip_prefix("bench i=")?;
-    let field = |k: &str| line.split_whitespace().find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')));
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+    };
     let index = rest.split_whitespace().next()?.parse().ok()?;
     let ok = line.trim_end().ends_with(" ok");
-    let verdict = line.split_whitespace().skip_while(|w| !w.starts_with("digest=")).skip(1).collect::<Vec<_>>().join(" ");
+    let verdict = line
+        .split_whitespace()
+        .skip_while(|w| !w.starts_with("digest="))
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join(" ");
     Some(DeviceLine {
         index,
         cycles: field("cycles")?.parse().ok()?,
@@ -378,11 +461,16 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn target_dir() -> PathBuf {
-    env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 fn on_path(cmd: &str) -> bool {
@@ -392,7 +480,17 @@ fn on_path(cmd: &str) -> bool {
 fn build_elf() -> Result<PathBuf, String> {
     let status = Command::new(env!("CARGO"))
         .current_dir(workspace_root())
-        .args(["build", "--locked", "--quiet", "-p", "gvsoc", "--features", "pulp", "--bin", "gvsoc_bench"])
+        .args([
+            "build",
+            "--locked",
+            "--quiet",
+            "-p",
+            "gvsoc",
+            "--features",
+            "pulp",
+            "--bin",
+            "gvsoc_bench",
+        ])
         .args(["--target", TARGET, "--profile", "rv32"])
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
@@ -459,7 +557,9 @@ fn launch(
     let mut trace_file = None;
     if let Some((re, file)) = trace {
         cmd.arg(format!("--trace={re}"));
-        trace_file = Some(fs::File::create(file).map_err(|e| format!("cannot create {}: {e}", file.display()))?);
+        trace_file = Some(
+            fs::File::create(file).map_err(|e| format!("cannot create {}: {e}", file.display()))?,
+        );
     }
     let mut child = cmd
         .stdin(Stdio::null())
@@ -537,7 +637,11 @@ pub fn bench(o: &Options) -> Result<(), String> {
         return Err("no benchmark point matches the filters".into());
     }
     let csv_path = o.csv.clone().unwrap_or_else(|| {
-        target_dir().join("bench").join(if o.filtered() { "gvsoc-adhoc.csv" } else { "gvsoc.csv" })
+        target_dir().join("bench").join(if o.filtered() {
+            "gvsoc-adhoc.csv"
+        } else {
+            "gvsoc.csv"
+        })
     });
     let elf = build_elf()?;
     let image = fs::read(&elf).map_err(|e| format!("cannot read {}: {e}", elf.display()))?;
@@ -550,9 +654,14 @@ pub fn bench(o: &Options) -> Result<(), String> {
     if let Some(dir) = csv_path.parent() {
         fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
-    fs::write(&csv_path, to_csv(&rows)).map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
+    fs::write(&csv_path, to_csv(&rows))
+        .map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
     print!("{}", summary(&rows));
-    println!("gvsoc-bench: {} runs verified, wrote {}", rows.len(), csv_path.display());
+    println!(
+        "gvsoc-bench: {} runs verified, wrote {}",
+        rows.len(),
+        csv_path.display()
+    );
     Ok(())
 }
 
@@ -562,7 +671,9 @@ fn sweep(o: &Options, plan: &[Point], image: &[u8], scratch: &Path) -> Result<Ve
         .iter()
         .map(|p| {
             let key = (is_chacha(p.kernel), p.bytes, offset_of(p.kernel));
-            let d = *digests.entry(key).or_insert_with(|| expected_digest(key.0, key.1, key.2));
+            let d = *digests
+                .entry(key)
+                .or_insert_with(|| expected_digest(key.0, key.1, key.2));
             (*p, d)
         })
         .collect();
@@ -594,7 +705,10 @@ fn sweep(o: &Options, plan: &[Point], image: &[u8], scratch: &Path) -> Result<Ve
         let _ = fs::remove_file(&path);
         for (i, (p, want)) in batch.iter().enumerate() {
             let (k, v) = BENCH_KERNELS[p.kernel];
-            let what = format!("{k}/{v} {} {} cores buffer {} {} B", BENCH_MODES[p.mode], p.cores, p.buffer, p.bytes);
+            let what = format!(
+                "{k}/{v} {} {} cores buffer {} {} B",
+                BENCH_MODES[p.mode], p.cores, p.buffer, p.bytes
+            );
             match &got[i] {
                 Some(d) if d.ok && d.digest == *want => rows.push(Row {
                     kernel: k.to_string(),
@@ -609,7 +723,10 @@ fn sweep(o: &Options, plan: &[Point], image: &[u8], scratch: &Path) -> Result<Ve
                     cycles: d.cycles,
                     instructions: d.instructions,
                 }),
-                Some(d) => failures.push(format!("{what}: {} (digest {:016x}, want {want:016x})", d.verdict, d.digest)),
+                Some(d) => failures.push(format!(
+                    "{what}: {} (digest {:016x}, want {want:016x})",
+                    d.verdict, d.digest
+                )),
                 None => failures.push(format!("{what}: no result (launch exit status {status:?})")),
             }
         }
@@ -619,7 +736,11 @@ fn sweep(o: &Options, plan: &[Point], image: &[u8], scratch: &Path) -> Result<Ve
         if !failures.is_empty() {
             progress.finish();
             let tail: Vec<&String> = other.iter().rev().take(20).collect();
-            let mut msg = format!("{} run(s) failed:\n  {}", failures.len(), failures.join("\n  "));
+            let mut msg = format!(
+                "{} run(s) failed:\n  {}",
+                failures.len(),
+                failures.join("\n  ")
+            );
             let _ = write!(msg, "\nlast simulator output:");
             for l in tail.into_iter().rev() {
                 let _ = write!(msg, "\n  {l}");
@@ -660,8 +781,21 @@ fn median_of_repeats(rows: Vec<Row>, n: usize) -> Vec<Row> {
 }
 
 /// Finds the row of a point.
-pub fn find<'a>(rows: &'a [Row], kernel: &str, variant: &str, cores: u32, buffer: u32, bytes: u32) -> Option<&'a Row> {
-    rows.iter().find(|r| r.kernel == kernel && r.variant == variant && r.cores == cores && r.buffer == buffer && r.bytes == bytes)
+pub fn find<'a>(
+    rows: &'a [Row],
+    kernel: &str,
+    variant: &str,
+    cores: u32,
+    buffer: u32,
+    bytes: u32,
+) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        r.kernel == kernel
+            && r.variant == variant
+            && r.cores == cores
+            && r.buffer == buffer
+            && r.bytes == bytes
+    })
 }
 
 /// `(kernel, variant)` pairs present in `rows`, in sweep order.
@@ -679,34 +813,68 @@ pub fn series(rows: &[Row]) -> Vec<(String, String)> {
 pub fn targets(rows: &[Row]) -> Vec<(String, String, bool)> {
     let mut t = Vec::new();
     let big = 128 * 1024;
-    if let (Some(one), Some(eight)) =
-        (find(rows, "chacha20", "pulp", 1, 8192, big), find(rows, "chacha20", "pulp", 8, 8192, big))
-    {
-        t.push(("PULP ChaCha20, 128 KiB in L2, 1 core (issue 4: <= 16.0 cB, issue 3: <= 16.5)".into(), format!("{:.2} cB", one.cpb()), one.cpb() <= 16.0));
-        t.push(("PULP ChaCha20, 128 KiB in L2, 8 cores (issue 4: <= 2.05 cB, issue 3: <= 2.1)".into(), format!("{:.2} cB", eight.cpb()), eight.cpb() <= 2.05));
+    if let (Some(one), Some(eight)) = (
+        find(rows, "chacha20", "pulp", 1, 8192, big),
+        find(rows, "chacha20", "pulp", 8, 8192, big),
+    ) {
+        t.push((
+            "PULP ChaCha20, 128 KiB in L2, 1 core (issue 4: <= 16.0 cB, issue 3: <= 16.5)".into(),
+            format!("{:.2} cB", one.cpb()),
+            one.cpb() <= 16.0,
+        ));
+        t.push((
+            "PULP ChaCha20, 128 KiB in L2, 8 cores (issue 4: <= 2.05 cB, issue 3: <= 2.1)".into(),
+            format!("{:.2} cB", eight.cpb()),
+            eight.cpb() <= 2.05,
+        ));
     }
-    if let (Some(one), Some(eight)) =
-        (find(rows, "chacha20", "pulp", 1, 8192, 16384), find(rows, "chacha20", "pulp", 8, 8192, 16384))
-    {
+    if let (Some(one), Some(eight)) = (
+        find(rows, "chacha20", "pulp", 1, 8192, 16384),
+        find(rows, "chacha20", "pulp", 8, 8192, 16384),
+    ) {
         let s = one.cycles as f64 / eight.cycles as f64;
-        t.push(("PULP ChaCha20, 16 KiB: 8 cores >= 7x 1 core".into(), format!("{s:.2}x"), s >= 7.0));
+        t.push((
+            "PULP ChaCha20, 16 KiB: 8 cores >= 7x 1 core".into(),
+            format!("{s:.2}x"),
+            s >= 7.0,
+        ));
     }
     if let Some(f) = find(rows, "chacha20", "pulp", 8, 8192, FRAME_BYTES) {
         let ms = f.cycles as f64 / 150e3;
-        t.push(("ChaCha20 frame (79,056 B) on 8 cores at 150 MHz <= 1.1 ms".into(), format!("{ms:.3} ms"), ms <= 1.1));
+        t.push((
+            "ChaCha20 frame (79,056 B) on 8 cores at 150 MHz <= 1.1 ms".into(),
+            format!("{ms:.3} ms"),
+            ms <= 1.1,
+        ));
     }
     // The best constant-time AES-128-CTR among this crate's kernels.
     let best = |cores: u32| {
         rows.iter()
-            .filter(|r| r.kernel == "aes128ctr" && !r.variant.contains('+') && r.variant != "rustcrypto")
+            .filter(|r| {
+                r.kernel == "aes128ctr" && !r.variant.contains('+') && r.variant != "rustcrypto"
+            })
             .filter(|r| r.cores == cores && r.buffer == 8192 && r.bytes == big)
             .min_by(|a, b| a.cycles.cmp(&b.cycles))
     };
     if let Some(r) = best(1) {
-        t.push((format!("best constant-time AES-128-CTR ({}), 1 core <= 60 cB", r.variant), format!("{:.2} cB", r.cpb()), r.cpb() <= 60.0));
+        t.push((
+            format!(
+                "best constant-time AES-128-CTR ({}), 1 core <= 60 cB",
+                r.variant
+            ),
+            format!("{:.2} cB", r.cpb()),
+            r.cpb() <= 60.0,
+        ));
     }
     if let Some(r) = best(8) {
-        t.push((format!("best constant-time AES-128-CTR ({}), 8 cores <= 8 cB", r.variant), format!("{:.2} cB", r.cpb()), r.cpb() <= 8.0));
+        t.push((
+            format!(
+                "best constant-time AES-128-CTR ({}), 8 cores <= 8 cB",
+                r.variant
+            ),
+            format!("{:.2} cB", r.cpb()),
+            r.cpb() <= 8.0,
+        ));
     }
     t
 }
@@ -716,11 +884,22 @@ pub fn summary(rows: &[Row]) -> String {
     let mut s = String::new();
     let big = 128 * 1024;
     for buffer in SWEEP_BUFFERS {
-        let _ = writeln!(s, "\ncycles per byte, 128 KiB in L2, L1 buffer {} KiB:", buffer / 1024);
-        let _ = writeln!(s, "  {:<24} {:>8} {:>8} {:>8} {:>8} {:>9}", "kernel/variant", "1 core", "2 cores", "4 cores", "8 cores", "8c vs 1c");
+        let _ = writeln!(
+            s,
+            "\ncycles per byte, 128 KiB in L2, L1 buffer {} KiB:",
+            buffer / 1024
+        );
+        let _ = writeln!(
+            s,
+            "  {:<24} {:>8} {:>8} {:>8} {:>8} {:>9}",
+            "kernel/variant", "1 core", "2 cores", "4 cores", "8 cores", "8c vs 1c"
+        );
         for (k, v) in series(rows) {
             let b = if v.ends_with("+nodma") { 0 } else { buffer };
-            let c: Vec<Option<&Row>> = SWEEP_CORES.iter().map(|&n| find(rows, &k, &v, n, b, big)).collect();
+            let c: Vec<Option<&Row>> = SWEEP_CORES
+                .iter()
+                .map(|&n| find(rows, &k, &v, n, b, big))
+                .collect();
             if c.iter().all(Option::is_none) {
                 continue;
             }
@@ -729,12 +908,24 @@ pub fn summary(rows: &[Row]) -> String {
                 (Some(a), Some(b)) => format!("{:.2}x", a.cycles as f64 / b.cycles as f64),
                 _ => "-".into(),
             };
-            let _ = writeln!(s, "  {:<24} {:>8} {:>8} {:>8} {:>8} {:>9}", format!("{k}/{v}"), cell(&c[0]), cell(&c[1]), cell(&c[2]), cell(&c[3]), sp);
+            let _ = writeln!(
+                s,
+                "  {:<24} {:>8} {:>8} {:>8} {:>8} {:>9}",
+                format!("{k}/{v}"),
+                cell(&c[0]),
+                cell(&c[1]),
+                cell(&c[2]),
+                cell(&c[3]),
+                sp
+            );
         }
     }
     // Speed-up of 8 cores over 1 against the payload.
     let sizes: Vec<u32> = SWEEP_BYTES.iter().copied().chain([FRAME_BYTES]).collect();
-    let _ = writeln!(s, "\n8 cores vs 1 core against the payload (L1 buffer 8 KiB):");
+    let _ = writeln!(
+        s,
+        "\n8 cores vs 1 core against the payload (L1 buffer 8 KiB):"
+    );
     let _ = write!(s, "  {:<24}", "kernel/variant");
     for b in &sizes {
         let _ = write!(s, " {:>7}", human(*b));
@@ -744,10 +935,12 @@ pub fn summary(rows: &[Row]) -> String {
         let b = if v.ends_with("+nodma") { 0 } else { 8192 };
         let cells: Vec<String> = sizes
             .iter()
-            .map(|&n| match (find(rows, &k, &v, 1, b, n), find(rows, &k, &v, 8, b, n)) {
-                (Some(a), Some(e)) => format!("{:.2}", a.cycles as f64 / e.cycles as f64),
-                _ => "-".into(),
-            })
+            .map(
+                |&n| match (find(rows, &k, &v, 1, b, n), find(rows, &k, &v, 8, b, n)) {
+                    (Some(a), Some(e)) => format!("{:.2}", a.cycles as f64 / e.cycles as f64),
+                    _ => "-".into(),
+                },
+            )
             .collect();
         if cells.iter().all(|c| c == "-") {
             continue;
@@ -759,23 +952,50 @@ pub fn summary(rows: &[Row]) -> String {
         let _ = writeln!(s);
     }
     // Frame budget.
-    let _ = writeln!(s, "\nframe budget: one 324x244 8-bit frame ({FRAME_BYTES} B), L1 buffer 8 KiB:");
-    let _ = writeln!(s, "  {:<24} {:>5} {:>10} {:>8} {:>9} {:>9} {:>9}", "kernel/variant", "cores", "cycles", "cB", "@50MHz", "@100MHz", "@150MHz");
+    let _ = writeln!(
+        s,
+        "\nframe budget: one 324x244 8-bit frame ({FRAME_BYTES} B), L1 buffer 8 KiB:"
+    );
+    let _ = writeln!(
+        s,
+        "  {:<24} {:>5} {:>10} {:>8} {:>9} {:>9} {:>9}",
+        "kernel/variant", "cores", "cycles", "cB", "@50MHz", "@100MHz", "@150MHz"
+    );
     for (k, v) in series(rows) {
         let b = if v.ends_with("+nodma") { 0 } else { 8192 };
         for cores in [1, 8] {
             if let Some(r) = find(rows, &k, &v, cores, b, FRAME_BYTES) {
-                let ms: Vec<String> = CLOCKS_MHZ.iter().map(|&m| format!("{:.3} ms", r.cycles as f64 / (m as f64 * 1e3))).collect();
-                let _ = writeln!(s, "  {:<24} {:>5} {:>10} {:>8.2} {:>9} {:>9} {:>9}", format!("{k}/{v}"), cores, r.cycles, r.cpb(), ms[0], ms[1], ms[2]);
+                let ms: Vec<String> = CLOCKS_MHZ
+                    .iter()
+                    .map(|&m| format!("{:.3} ms", r.cycles as f64 / (m as f64 * 1e3)))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "  {:<24} {:>5} {:>10} {:>8.2} {:>9} {:>9} {:>9}",
+                    format!("{k}/{v}"),
+                    cores,
+                    r.cycles,
+                    r.cpb(),
+                    ms[0],
+                    ms[1],
+                    ms[2]
+                );
             }
         }
     }
-    let _ = writeln!(s, "  (paper, ChaCha20 on 8 cores: 3.7 / 2.0 / 1.2 ms at 50 / 100 / 150 MHz)");
+    let _ = writeln!(
+        s,
+        "  (paper, ChaCha20 on 8 cores: 3.7 / 2.0 / 1.2 ms at 50 / 100 / 150 MHz)"
+    );
     let t = targets(rows);
     if !t.is_empty() {
         let _ = writeln!(s, "\ntargets:");
         for (what, got, ok) in t {
-            let _ = writeln!(s, "  {} {what}: {got}", if ok { "met   " } else { "MISSED" });
+            let _ = writeln!(
+                s,
+                "  {} {what}: {got}",
+                if ok { "met   " } else { "MISSED" }
+            );
         }
     }
     s
@@ -798,28 +1018,42 @@ mod tests {
 
     #[test]
     fn config_layout_and_patch() {
-        let runs = [(Point { kernel: 2, mode: 0, cores: 8, buffer: 8192, bytes: 1000 }, 0x1122_3344_5566_7788)];
+        let runs = [(
+            Point {
+                kernel: 2,
+                mode: 0,
+                cores: 8,
+                buffer: 8192,
+                bytes: 1000,
+            },
+            0x1122_3344_5566_7788,
+        )];
         let b = config_bytes(&runs, true);
         assert_eq!(b.len(), BENCH_CONFIG_BYTES);
-        assert_eq!(&b[..16], &[0x47, 0x56, 0x42, 0x43, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(
+            &b[..16],
+            &[0x47, 0x56, 0x42, 0x43, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]
+        );
         assert_eq!(u32_at(&b, 16 + 4 * 4).unwrap(), 1000);
         assert_eq!(u32_at(&b, 16 + 6 * 4).unwrap(), 0x5566_7788);
         assert_eq!(u32_at(&b, 16 + 7 * 4).unwrap(), 0x1122_3344);
         // A minimal ELF: header, one PROGBITS section, a symbol table and its string table.
         let mut elf = vec![0u8; 0x400];
         elf[..6].copy_from_slice(&[0x7f, b'E', b'L', b'F', 1, 1]);
-        let put = |e: &mut Vec<u8>, at: usize, v: u32| e[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        let put =
+            |e: &mut Vec<u8>, at: usize, v: u32| e[at..at + 4].copy_from_slice(&v.to_le_bytes());
         put(&mut elf, 0x20, 0x200);
         elf[0x2E] = 40;
         elf[0x30] = 4;
-        let sec = |e: &mut Vec<u8>, i: usize, ty: u32, addr: u32, off: u32, size: u32, link: u32| {
-            let b = 0x200 + 40 * i;
-            put(e, b + 4, ty);
-            put(e, b + 12, addr);
-            put(e, b + 16, off);
-            put(e, b + 20, size);
-            put(e, b + 24, link);
-        };
+        let sec =
+            |e: &mut Vec<u8>, i: usize, ty: u32, addr: u32, off: u32, size: u32, link: u32| {
+                let b = 0x200 + 40 * i;
+                put(e, b + 4, ty);
+                put(e, b + 12, addr);
+                put(e, b + 16, off);
+                put(e, b + 20, size);
+                put(e, b + 24, link);
+            };
         sec(&mut elf, 1, 1, 0x1c00_1000, 0x100, 0x40, 0);
         sec(&mut elf, 2, 2, 0, 0x340, 32, 3);
         sec(&mut elf, 3, 3, 0, 0x380, 16, 0);
@@ -838,11 +1072,22 @@ mod tests {
     fn device_lines_and_csv_round_trip() {
         let l = "bench i=3 kernel=chacha20 variant=pulp mode=dma cores=8 buffer=8192 bytes=131072 cycles=268000 instructions=250000 rounds=16 digest=19dcb8dc651d76a5 ok";
         let d = parse_device_line(l).unwrap();
-        assert_eq!((d.index, d.cycles, d.instructions, d.digest, d.ok), (3, 268000, 250000, 0x19dc_b8dc_651d_76a5, true));
+        assert_eq!(
+            (d.index, d.cycles, d.instructions, d.digest, d.ok),
+            (3, 268000, 250000, 0x19dc_b8dc_651d_76a5, true)
+        );
         let f = parse_device_line(&l.replace(" ok", " FAIL digest")).unwrap();
         assert!(!f.ok);
         assert_eq!(f.verdict, "FAIL digest");
-        let rows = vec![Row { kernel: "chacha20".into(), variant: "pulp+nodma".into(), cores: 8, buffer: 0, bytes: 64, cycles: 1000, instructions: 900 }];
+        let rows = vec![Row {
+            kernel: "chacha20".into(),
+            variant: "pulp+nodma".into(),
+            cores: 8,
+            buffer: 0,
+            bytes: 64,
+            cycles: 1000,
+            instructions: 900,
+        }];
         assert_eq!(parse_csv(&to_csv(&rows)).unwrap(), rows);
         assert!(parse_csv("a,b\n").is_err());
     }
@@ -858,7 +1103,13 @@ mod tests {
     #[test]
     fn digests_follow_the_reference_ciphers() {
         // The ChaCha20 digest at 128 KiB from block 1 is the one gvsoc's build.rs computes too.
-        assert_ne!(expected_digest(true, 4096, 64), expected_digest(true, 4096, 0));
-        assert_ne!(expected_digest(false, 4096, 16), digest(&(0..4096).map(pattern).collect::<Vec<u8>>()));
+        assert_ne!(
+            expected_digest(true, 4096, 64),
+            expected_digest(true, 4096, 0)
+        );
+        assert_ne!(
+            expected_digest(false, 4096, 16),
+            digest(&(0..4096).map(pattern).collect::<Vec<u8>>())
+        );
     }
 }

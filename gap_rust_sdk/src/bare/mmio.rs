@@ -42,6 +42,17 @@ pub const CL_CTRL_FETCH_EN: usize = CL_CTRL + 0x08;
 pub const CL_CTRL_BOOTADDR: usize = CL_CTRL + 0x40;
 /// Cluster instruction-cache control (`ARCHI_ICACHE_CTRL_OFFSET` 0x1400).
 pub const CL_ICACHE_CTRL: usize = CL_CTRL + 0x1400;
+/// Cluster timer (`ARCHI_TIMER_OFFSET` 0x400, archi/timer/timer_v2.h): `CFG_LO` +0x0, `CNT_LO` +0x8.
+pub const CL_TIMER: usize = CL_CTRL + 0x400;
+/// Timer 0 configuration (`TIMER_CFG_LO_OFFSET`).
+pub const CL_TIMER_CFG_LO: usize = CL_TIMER;
+/// Timer 0 count (`TIMER_CNT_LO_OFFSET`).
+pub const CL_TIMER_CNT_LO: usize = CL_TIMER + 0x8;
+/// `TIMER_CFG_LO` bits: enable (`ENABLE_BIT` 0) and reset (`RESET_BIT` 1); clock source
+/// (`CCFG_BIT` 7) and prescaler (`PEN_BIT` 6) left 0: the counter counts cluster clock cycles.
+pub const TIMER_ENABLE: u32 = 1 << 0;
+/// See [`TIMER_ENABLE`].
+pub const TIMER_RESET: u32 = 1 << 1;
 
 /// Event unit, core-local demux (`ARCHI_EU_DEMUX_ADDR`, cluster cores only).
 pub const EU_DEMUX: usize = 0x0020_4000;

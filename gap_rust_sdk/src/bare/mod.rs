@@ -10,7 +10,7 @@
 //! | fork, barrier | [`Controller::fork_each`]: a descriptor in L2 and event-unit hardware barrier 0 (all 8 cores) to start and join; [`Team::barrier`]: hardware barrier 1 set to the team |
 //! | DMA | [`BareDma`]: mchan v6 through the core-local demux |
 //! | L1 / L2 | [`Arena`]s over the linker script's heap ranges ([`BareL1`], [`BareL2`]) |
-//! | counters | [`perf`]: PULP performance counters (cycles, instructions) |
+//! | counters | [`perf`]: PULP performance counters (running cycles, instructions) and the cluster timer (elapsed cycles) |
 //!
 //! The FC runs the program's `main` ([`crate::bare_main!`]). Cluster core 0 waits for offloads;
 //! cores 1..8 wait in barrier 0 for forks. Synchronisation words live in L2 and are accessed with
@@ -52,6 +52,7 @@ static JOB_FN: Word = Word::new();
 static JOB_ARG: Word = Word::new();
 static JOB_STATE: Word = Word::new(); // 0 idle, 1 posted, 2 done
 static JOB_CYCLES: Word = Word::new();
+static JOB_ACTIVE: Word = Word::new();
 static JOB_INSTRS: Word = Word::new();
 const JOB_POSTED: usize = 1;
 const JOB_DONE: usize = 2;
@@ -113,6 +114,9 @@ extern "C" fn __bare_cluster_start(core: usize) -> ! {
     // Barrier 0 spans all 8 cores; every core writes the same masks (idempotent).
     barrier_setup(0, 0xFF);
     perf::start();
+    if core == 0 {
+        perf::wall_start();
+    }
     READY[core].set(1);
     if core == 0 {
         controller_loop()
@@ -131,11 +135,12 @@ fn controller_loop() -> ! {
         // SAFETY: `BareCluster::run` stored a `unsafe extern "C" fn(usize)` and its argument,
         // which it keeps alive until it sees `JOB_DONE`.
         let f: unsafe extern "C" fn(usize) = unsafe { core::mem::transmute(JOB_FN.get()) };
-        let (c0, i0) = (perf::cycles(), perf::instructions());
+        let (w0, c0, i0) = (perf::wall_cycles(), perf::cycles(), perf::instructions());
         // SAFETY: see above.
         unsafe { f(JOB_ARG.get()) };
-        let (c1, i1) = (perf::cycles(), perf::instructions());
-        JOB_CYCLES.set(c1.wrapping_sub(c0) as usize);
+        let (w1, c1, i1) = (perf::wall_cycles(), perf::cycles(), perf::instructions());
+        JOB_CYCLES.set(w1.wrapping_sub(w0) as usize);
+        JOB_ACTIVE.set(c1.wrapping_sub(c0) as usize);
         JOB_INSTRS.set(i1.wrapping_sub(i0) as usize);
         compiler_fence(Ordering::SeqCst);
         JOB_STATE.set(JOB_DONE);
@@ -214,12 +219,15 @@ pub struct BareCluster {
     _not_send: PhantomData<*mut ()>,
 }
 
-/// Cycles and instructions cluster core 0 spent in the last [`Cluster::run`] job.
+/// Cycles and instructions of the last [`Cluster::run`] job, measured on cluster core 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RunStats {
-    /// Cycles of core 0 from the start to the end of the job.
+    /// Elapsed cluster clock cycles from the start to the end of the job (cluster timer).
     pub cycles: u32,
-    /// Instructions core 0 retired in the job.
+    /// Cycles core 0 was running in the job (PULP performance counter: excludes the cycles it
+    /// slept in barriers waiting for the other cores).
+    pub active_cycles: u32,
+    /// Instructions core 0 retired in the job (PULP performance counter).
     pub instructions: u32,
 }
 
@@ -241,10 +249,11 @@ impl BareCluster {
         })
     }
 
-    /// Cycles / instructions of cluster core 0 in the last [`Cluster::run`] job.
+    /// Elapsed cycles, core 0's running cycles and instructions of the last [`Cluster::run`] job.
     pub fn last_run(&self) -> RunStats {
         RunStats {
             cycles: JOB_CYCLES.get() as u32,
+            active_cycles: JOB_ACTIVE.get() as u32,
             instructions: JOB_INSTRS.get() as u32,
         }
     }
