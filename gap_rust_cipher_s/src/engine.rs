@@ -51,12 +51,33 @@ macro_rules! hot_worker {
     };
 }
 
-hot_worker!(
-    /// A cluster core's ChaCha20 for one call (see [`ChaCha20Blocks`]).
-    ChaCha20Worker,
-    ChaCha20Core,
-    ".text.hot.1.chacha"
-);
+/// A cluster core's ChaCha20 for one call (see [`ChaCha20Blocks`]).
+pub struct ChaCha20Worker(ChaCha20Core);
+
+impl From<ChaCha20Core> for ChaCha20Worker {
+    fn from(core: ChaCha20Core) -> Self {
+        ChaCha20Worker(core)
+    }
+}
+
+impl Keystream for ChaCha20Worker {
+    /// Whole blocks at a block position (every piece of the engine but a payload's unaligned
+    /// first or last one) go straight to the kernel; the rest takes the generic path, out of
+    /// line, so that this stays small next to the kernel.
+    #[inline(never)]
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.1.chacha"))]
+    fn apply_at(&mut self, pos: u64, data: &mut [u8]) -> Result<(), Error> {
+        if pos % 64 == 0 && self.0.xor_blocks_at(pos / 64, data) {
+            return Ok(());
+        }
+        chacha_general(&mut self.0, pos, data)
+    }
+}
+
+#[inline(never)]
+fn chacha_general(core: &mut ChaCha20Core, pos: u64, data: &mut [u8]) -> Result<(), Error> {
+    gap_rust_wrapper::cipher::apply_blocks_at(core, pos, data)
+}
 hot_worker!(
     /// A cluster core's AES-128-CTR for one call (see [`Aes128CtrBlocks`]).
     Aes128CtrWorker,

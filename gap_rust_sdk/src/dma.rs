@@ -220,7 +220,8 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
         )
     }
 
-    // On GAP8 this runs every round of the cluster engine: linked with the engine's hot code.
+    // On GAP8 this runs every round of the cluster engine: linked with the engine's hot code, and
+    // kept small (one command, the common case, here; several in `start_split`).
     #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
     #[inline(never)]
     fn start(
@@ -243,13 +244,64 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
         } else {
             st.chunk.min(max)
         };
+        if len > chunk {
+            return self.start_split(dir, ext, loc, len, chunk);
+        }
+        // Zero length: no command is issued, and so none is ever waited on.
+        if len == 0 {
+            return Ok(Transfer {
+                state: st,
+                slots: 0,
+            });
+        }
+        let busy = st.busy.get();
+        // The lowest free slot, by a loop: `trailing_zeros` without the B extension reads a
+        // lookup table in `.rodata` (L2 on GAP8, behind the transfer just started).
+        let mut slot = 0;
+        while busy & (1 << slot) != 0 && slot < SCOPE_SLOTS {
+            slot += 1;
+        }
+        let Some(cell) = st.cmds.get(slot) else {
+            return Err(DmaError::Busy);
+        };
+        // SAFETY: slot `slot` is free (its bit is clear), so nobody holds its record; the write
+        // initialises it.
+        let cmd: &mut R::Cmd = unsafe { (*cell.get()).write(R::new_cmd()) };
+        // SAFETY: `ext` and `loc` come from a `&'s` / `&'s mut` pair of equal length `len`,
+        // borrowed until the scope ends, and the scope waits for this command before it ends
+        // (`Drop`), so both ranges stay valid and unaliased (they cannot overlap: one is shared,
+        // one is exclusive) and the destination is ours for the whole transfer. `loc` passed
+        // `is_local`, `0 < len <= max_len`. The command record lives in `st.cmds[slot]`, which
+        // does not move (the state is borrowed by the scope until it is dropped) and is not
+        // reused while its `busy` bit is set.
+        unsafe { raw.start(dir, ext, loc, len, cmd) };
+        st.busy.set(busy | 1 << slot);
+        Ok(Transfer {
+            state: st,
+            slots: 1 << slot,
+        })
+    }
+
+    /// A transfer longer than one command: split into commands of `chunk` bytes, all issued or
+    /// none.
+    #[inline(never)]
+    fn start_split(
+        &'s self,
+        dir: Dir,
+        ext: *mut u8,
+        loc: *mut u8,
+        len: usize,
+        chunk: usize,
+    ) -> Result<Transfer<'s, 'env, R>, DmaError> {
+        let st = self.state;
+        // SAFETY: as in `start`.
+        let raw: &mut R = unsafe { &mut **st.raw.get() };
         let commands = len.div_ceil(chunk);
         let busy = st.busy.get();
         if commands > SCOPE_SLOTS - busy.count_ones() as usize {
             // Nothing started: either the whole transfer is issued or none of it.
             return Err(DmaError::Busy);
         }
-        // Zero length: no command is issued, and so none is ever waited on.
         let mut slots = 0u32;
         let mut done = 0;
         let mut slot = 0;
@@ -264,13 +316,8 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
             // SAFETY: slot `slot` is free (its bit is clear), so nobody holds its record; the
             // write initialises it.
             let cmd: &mut R::Cmd = unsafe { (*cell.get()).write(R::new_cmd()) };
-            // SAFETY: `ext` and `loc` come from a `&'s` / `&'s mut` pair of equal length `len`,
-            // borrowed until the scope ends, and the scope waits for this command before it ends
-            // (`Drop`), so both ranges stay valid and unaliased (they cannot overlap: one is
-            // shared, one is exclusive) and the destination is ours for the whole transfer;
-            // `done + n <= len`. `loc` passed `is_local`, `n <= max_len`. The command record lives
-            // in `st.cmds[slot]`, which does not move (the state is borrowed by the scope until
-            // it is dropped) and is not reused while its `busy` bit is set.
+            // SAFETY: as in `start`, for the bytes `[done, done + n)` of the two ranges
+            // (`done + n <= len`, `n <= chunk <= max_len`).
             unsafe { raw.start(dir, ext.add(done), loc.add(done), n, cmd) };
             slots |= 1 << slot;
             st.busy.set(busy | slots);

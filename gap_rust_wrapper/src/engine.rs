@@ -168,7 +168,7 @@ impl Plan {
     /// The rounds `cfg` gives a payload of `len > 0` bytes at keystream position `offset`.
     pub(crate) fn new(cfg: &Config, len: usize, offset: u64) -> Plan {
         let z = round_sizes(cfg, len);
-        let p = Plan {
+        Plan {
             len,
             first: z.first,
             round: z.round,
@@ -178,8 +178,7 @@ impl Plan {
             offset,
             align: cfg.split_align,
             lead: cfg.dma_lead.next_multiple_of(cfg.split_align),
-        };
-        p
+        }
     }
 
     /// Number of rounds (iterates over them; the round loop itself runs until they are done).
@@ -223,11 +222,9 @@ impl Plan {
     }
 
     /// Payload range of core `core`'s piece of the round `[w0, w1)` (pieces of one round are
-    /// disjoint). Out of line (the round loop calls it only when a round's length or keystream
-    /// phase changes, a few times per call), next to the loop.
+    /// disjoint). Out of line and not with the hot code: the round loop calls it only when a
+    /// round's length or keystream phase changes (a few times per call, in the first rounds).
     #[inline(never)]
-    #[allow(unsafe_code)] // `link_section`
-    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
     fn piece(&self, (w0, w1): (usize, usize), core: usize) -> (usize, usize) {
         piece(w0, w1, self.cores, core, self.offset, self.align)
     }
@@ -464,88 +461,153 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
     let core = team.core_id();
     let plan = &ctx.plan;
     let (driver, result) = slot;
-    // Rounds r - 1, r, r + 1 (empty when they do not exist) and round r's turn, kept
-    // incrementally from round -1 on; `nominal` is the nominal size of round r + 2.
-    let mut turn = Turn::of(2);
-    let mut prev = (0, 0);
-    let mut now = (0, 0);
-    let mut next = plan.first_round();
-    let mut nominal = plan.grow(plan.first);
-    let mut first = true;
-    // This core's piece relative to the round's start, for rounds of `key.0` bytes starting at
-    // keystream phase `key.1` (the cuts depend on nothing else): the full rounds of a call reuse
-    // it instead of dividing again.
-    let mut key = (usize::MAX, 0);
-    let mut rel = (0, 0);
-    let phase_mask = plan.align.wrapping_sub(1);
-    // Until rounds r - 1, r and r + 1 are all past the end.
-    while prev.1 > prev.0 || now.1 > now.0 || next.1 > next.0 {
+    let mut c = Cursor::new(plan);
+    while c.more() {
         let mut tail: &mut [u8] = &mut [];
         let mut pos = 0;
-        if now.1 > now.0 {
-            let k = (
-                now.1 - now.0,
-                (plan.offset as usize).wrapping_add(now.0) & phase_mask,
-            );
-            if k != key {
-                let (p0, p1) = plan.piece(now, core);
-                rel = (p0 - now.0, p1 - now.0);
-                key = k;
-            }
-            // SAFETY: this round; this core's piece of the work buffer is disjoint from every
-            // other core's (`Plan::piece`: `rel` is this round's piece, the cuts depending only on
-            // the round's length and keystream phase), and the reference is dropped before the
-            // barrier that ends the round.
-            let piece = unsafe { ctx.rot.work(turn, rel.0, rel.1) };
-            pos = plan.offset + (now.0 + rel.0) as u64;
+        if c.now.1 > c.now.0 {
+            // SAFETY: called in the round `c.now` by core `core`; `piece` is dropped (moved into
+            // `work` calls / the exchange closure) before the barrier that ends the round.
+            let (p, piece) = unsafe { c.piece(ctx, core) };
             // The head: the first bytes of the piece, before the round's transfers start —
             // core 0's `lead` (see `Config::dma_lead`) in every round; in the first round every
             // core's first `max(lead, one block)`, and the team meets at an extra barrier: the
             // transfers overlapping work begin only once every core has run the round's code.
-            let lead = if first {
-                plan.lead.max(plan.align).min(piece.len())
+            let lead = if c.first {
+                plan.lead.max(plan.align)
             } else if driver.is_some() {
-                plan.lead.min(piece.len())
+                plan.lead
             } else {
                 0
-            };
-            let (head, rest) = piece.split_at_mut(lead);
-            work(&mut ks, pos, head, result);
-            if first {
-                team.barrier();
-                first = false;
             }
-            pos += lead as u64;
+            .min(piece.len());
+            let (head, rest) = piece.split_at_mut(lead);
+            if lead > 0 {
+                work(&mut ks, p, head, result);
+            }
+            if c.first {
+                team.barrier();
+                c.first = false;
+            }
+            pos = p + lead as u64;
             tail = rest;
         }
         match driver {
-            Some(d) if result.is_ok() => {
-                let fetch = (next.1 > next.0).then(|| {
-                    // SAFETY: this round; only core 0 touches the prefetch buffer, until the
-                    // exchange below returns (it waits for the transfer).
-                    (next.0, unsafe { ctx.rot.prefetch(turn, next.1 - next.0) })
-                });
-                let commit = (prev.1 > prev.0).then(|| {
-                    // SAFETY: this round; the commit buffer was the work buffer of the previous
-                    // round, finished by every core before the last barrier; only core 0 reads it.
-                    (prev.0, unsafe { ctx.rot.commit(turn, prev.1 - prev.0) })
-                });
-                let x = d
-                    .payload
-                    .exchange(d.dma, fetch, commit, || work(&mut ks, pos, tail, result));
-                if let Err(e) = x {
-                    fail(result, e);
-                }
-            }
+            Some(d) if result.is_ok() => drive(d, ctx, &c, &mut ks, pos, tail, result),
             Some(_) => {}
             None => work(&mut ks, pos, tail, result),
         }
         team.barrier();
-        prev = now;
-        now = next;
-        next = plan.after(now.1, nominal);
-        nominal = plan.grow(nominal);
-        turn = turn.next();
+        c.advance(plan);
+    }
+}
+
+/// A core's position in the rounds of a call: rounds r - 1, r, r + 1 (empty when they do not
+/// exist) and round r's turn, kept incrementally from round -1 on; `nominal` is the nominal size
+/// of round r + 2. `key` / `rel`: this core's piece relative to the round's start, for rounds of
+/// `key.0` bytes starting at keystream phase `key.1` (the cuts depend on nothing else), so the
+/// full rounds of a call reuse it instead of dividing again.
+struct Cursor {
+    turn: Turn,
+    prev: (usize, usize),
+    now: (usize, usize),
+    next: (usize, usize),
+    nominal: usize,
+    first: bool,
+    key: (usize, usize),
+    rel: (usize, usize),
+}
+
+impl Cursor {
+    #[inline(always)]
+    fn new(plan: &Plan) -> Cursor {
+        Cursor {
+            turn: Turn::of(2),
+            prev: (0, 0),
+            now: (0, 0),
+            next: plan.first_round(),
+            nominal: plan.grow(plan.first),
+            first: true,
+            key: (usize::MAX, 0),
+            rel: (0, 0),
+        }
+    }
+
+    /// Until rounds r - 1, r and r + 1 are all past the end.
+    #[inline(always)]
+    fn more(&self) -> bool {
+        self.prev.1 > self.prev.0 || self.now.1 > self.now.0 || self.next.1 > self.next.0
+    }
+
+    #[inline(always)]
+    fn advance(&mut self, plan: &Plan) {
+        self.prev = self.now;
+        self.now = self.next;
+        self.next = plan.after(self.now.1, self.nominal);
+        self.nominal = plan.grow(self.nominal);
+        self.turn = self.turn.next();
+    }
+
+    /// This core's piece of round `now` of the work buffer, and its keystream position.
+    ///
+    /// # Safety
+    /// Called during round `now` by core `core` of the round fork, which drops the reference
+    /// before the barrier that ends the round.
+    #[inline(never)]
+    #[allow(unsafe_code)] // `link_section`
+    #[allow(clippy::mut_from_ref)] // the buffer is shared by the round fork (rotation.rs)
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+    unsafe fn piece<'b>(&mut self, ctx: &'b RoundCtx<'_>, core: usize) -> (u64, &'b mut [u8]) {
+        let plan = &ctx.plan;
+        let now = self.now;
+        let k = (
+            now.1 - now.0,
+            (plan.offset as usize).wrapping_add(now.0) & plan.align.wrapping_sub(1),
+        );
+        if k != self.key {
+            let (p0, p1) = plan.piece(now, core);
+            self.rel = (p0 - now.0, p1 - now.0);
+            self.key = k;
+        }
+        // SAFETY: this round; this core's piece of the work buffer is disjoint from every other
+        // core's (`Plan::piece`: `rel` is this round's piece, the cuts depending only on the
+        // round's length and keystream phase), and the caller drops the reference before the
+        // barrier that ends the round.
+        let piece = unsafe { ctx.rot.work(self.turn, self.rel.0, self.rel.1) };
+        (plan.offset + (now.0 + self.rel.0) as u64, piece)
+    }
+}
+
+/// Core 0's part of a round: start the write-back of round r - 1 and the fetch of round r + 1,
+/// work on the rest of its piece meanwhile, wait for both.
+#[inline(never)]
+#[allow(unsafe_code)] // the `Rotation` accessors (contract in rotation.rs); `link_section`
+#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+fn drive<P: Source, D: DmaRaw>(
+    d: &mut Driver<'_, P, D>,
+    ctx: &RoundCtx<'_>,
+    c: &Cursor,
+    ks: &mut Option<Worker<'_>>,
+    pos: u64,
+    tail: &mut [u8],
+    result: &mut Result<(), Error>,
+) {
+    let (prev, next, turn) = (c.prev, c.next, c.turn);
+    let fetch = (next.1 > next.0).then(|| {
+        // SAFETY: this round; only core 0 touches the prefetch buffer, until the exchange below
+        // returns (it waits for the transfer).
+        (next.0, unsafe { ctx.rot.prefetch(turn, next.1 - next.0) })
+    });
+    let commit = (prev.1 > prev.0).then(|| {
+        // SAFETY: this round; the commit buffer was the work buffer of the previous round,
+        // finished by every core before the last barrier; only core 0 reads it.
+        (prev.0, unsafe { ctx.rot.commit(turn, prev.1 - prev.0) })
+    });
+    let x = d
+        .payload
+        .exchange(d.dma, fetch, commit, || work(ks, pos, tail, result));
+    if let Err(e) = x {
+        fail(result, e);
     }
 }
 

@@ -143,6 +143,24 @@ impl<B: Backend> ChaCha20Core<B> {
     }
 }
 
+impl<B: Backend> ChaCha20Core<B> {
+    /// XORs the keystream of blocks `block, block + 1, …` into `data` if `data` is whole blocks
+    /// (at least one) and they exist; returns `false`, touching nothing, otherwise. The cluster
+    /// engine's per-piece fast path (its pieces are cut on block boundaries); leaves the core's
+    /// position after the last block, like the block-level API.
+    #[inline(always)]
+    pub fn xor_blocks_at(&mut self, block: u64, data: &mut [u8]) -> bool {
+        let (blocks, tail) = cipher::array::Array::slice_as_chunks_mut(data);
+        let n = blocks.len() as u64;
+        if !tail.is_empty() || n == 0 || block > BLOCKS - n {
+            return false;
+        }
+        self.pos = block;
+        self.bulk(blocks.into());
+        true
+    }
+}
+
 impl<B: Backend> KeySizeUser for ChaCha20Core<B> {
     type KeySize = U32;
 }
