@@ -565,8 +565,12 @@ impl Cursor {
             (plan.offset as usize).wrapping_add(now.0) & plan.align.wrapping_sub(1),
         );
         if k != self.key {
-            let (p0, p1) = plan.piece(now, core);
-            self.rel = (p0 - now.0, p1 - now.0);
+            self.rel = if plan.cores == 1 {
+                (0, k.0)
+            } else {
+                let (p0, p1) = plan.piece(now, core);
+                (p0 - now.0, p1 - now.0)
+            };
             self.key = k;
         }
         // SAFETY: this round; this core's piece of the work buffer is disjoint from every other

@@ -54,9 +54,17 @@ pub(crate) fn quarter_round(x: &mut [u32; 16], a: usize, b: usize, c: usize, d: 
     x[b] = (x[b] ^ x[c]).rotate_left(7);
 }
 
-/// Little-endian words from bytes (out of line, see [`quarter_round`]).
+/// Little-endian words from bytes (out of line, see [`quarter_round`]). Word-aligned bytes are
+/// read a word at a time: on a GAP8 cluster core the key sits in L2, where every load costs
+/// about 15 cycles.
 #[inline(never)]
 fn load_le(words: &mut [u32], bytes: &[u8]) {
+    // SAFETY: every bit pattern is a valid `u32`; `align_to` only hands out the aligned middle.
+    let (head, mid, _) = unsafe { bytes.align_to::<u32>() };
+    if head.is_empty() && mid.len() >= words.len() && cfg!(target_endian = "little") {
+        words.copy_from_slice(&mid[..words.len()]);
+        return;
+    }
     for (w, c) in words.iter_mut().zip(bytes.chunks_exact(4)) {
         *w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
     }

@@ -414,3 +414,31 @@ fn ctx_precomputes_the_counter_free_column_quarter_rounds() {
     assert_eq!(&ctx.init[..4], &super::ctx::SIGMA);
     assert_eq!(ctx.init[12], 0);
 }
+
+/// The per-message context reads key and nonce a word at a time when they are word-aligned and a
+/// byte at a time otherwise: the same context whatever the alignment.
+#[test]
+fn context_does_not_depend_on_key_alignment() {
+    #[repr(C, align(4))]
+    struct Buf([u8; 64]);
+    let mut buf = Buf([0; 64]);
+    for (i, b) in buf.0.iter_mut().enumerate() {
+        *b = (i * 37 + 11) as u8;
+    }
+    let at = |o: usize| {
+        let key: &[u8; 32] = buf.0[o..o + 32].try_into().unwrap();
+        let nonce: &[u8; 12] = buf.0[o + 32..o + 44].try_into().unwrap();
+        let c = Ctx::new(key, nonce);
+        (c.init, c.pre, c.diag)
+    };
+    let want = at(0);
+    for o in 1..8 {
+        // Same key bytes at another alignment.
+        let mut moved = Buf([0; 64]);
+        moved.0[o..o + 44].copy_from_slice(&buf.0[..44]);
+        let key: &[u8; 32] = moved.0[o..o + 32].try_into().unwrap();
+        let nonce: &[u8; 12] = moved.0[o + 32..o + 44].try_into().unwrap();
+        let c = Ctx::new(key, nonce);
+        assert!((c.init, c.pre, c.diag) == want, "offset {o}");
+    }
+}
