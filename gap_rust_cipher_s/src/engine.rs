@@ -31,7 +31,7 @@ pub type ChaCha20Blocks<'a> = Blocks<'a, ChaCha20Core, ChaCha20Worker>;
 pub type Aes128CtrBlocks<'a> = Blocks<'a, Aes128CtrCore, Aes128CtrWorker>;
 
 macro_rules! hot_worker {
-    ($(#[$m:meta])* $name:ident, $core:ty, $section:literal) => {
+    ($(#[$m:meta])* $name:ident, $core:ty, $section:literal, $align:literal) => {
         $(#[$m])*
         pub struct $name($core);
 
@@ -42,6 +42,8 @@ macro_rules! hot_worker {
         }
 
         impl Keystream for $name {
+            const PIECE_ALIGN: usize = $align;
+
             #[inline(never)]
             #[cfg_attr(target_arch = "riscv32", unsafe(link_section = $section))]
             fn apply_at(&mut self, pos: u64, data: &mut [u8]) -> Result<(), Error> {
@@ -82,7 +84,9 @@ hot_worker!(
     /// A cluster core's AES-128-CTR for one call (see [`Aes128CtrBlocks`]).
     Aes128CtrWorker,
     Aes128CtrCore,
-    ".text.hot.2.aes"
+    ".text.hot.2.aes",
+    // Whole 8-block groups (the kernels cache rounds 1 and 2 per group of 8 counter blocks).
+    128
 );
 
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]

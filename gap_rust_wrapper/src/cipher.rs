@@ -23,6 +23,12 @@ use zeroize::Zeroize;
 
 /// A core's cipher for one call: XORs the keystream into a piece of the payload.
 pub trait Keystream {
+    /// Pieces should start at keystream positions that are multiples of this (a power of two;
+    /// the engine uses the larger of it and [`Config::split_align`](crate::Config)). For a
+    /// kernel that works on groups of blocks (AES-CTR's bitsliced pairs and 8-block groups), a
+    /// piece starting inside a group costs work twice.
+    const PIECE_ALIGN: usize = 1;
+
     /// XORs the keystream bytes `pos .. pos + data.len()` into `data`.
     fn apply_at(&mut self, pos: u64, data: &mut [u8]) -> Result<(), Error>;
 }

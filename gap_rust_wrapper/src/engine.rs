@@ -281,6 +281,19 @@ const AUTO_K: usize = 512;
 /// Bytes of the first round with [`Rounds::Auto`] (at least two blocks per core).
 const AUTO_FIRST: usize = 1024;
 
+/// `cfg` with pieces aligned to what the cipher's worker asks for too.
+fn with_piece_align<F: CipherFactory>(cfg: Config) -> Config {
+    let want = <F::Worker as crate::cipher::Keystream>::PIECE_ALIGN;
+    Config {
+        split_align: if want.is_power_of_two() {
+            cfg.split_align.max(want)
+        } else {
+            cfg.split_align
+        },
+        ..cfg
+    }
+}
+
 /// A core's piece: applies the keystream unless the core already failed or has no cipher. One
 /// copy, next to the round loop (it is called from three places of it).
 #[inline(never)]
@@ -317,6 +330,7 @@ where
     Ctl: Controller,
     F: CipherFactory,
 {
+    let cfg = with_piece_align::<F>(cfg);
     let mut slot = None;
     factory.prepare(offset, data.len(), &mut slot)?;
     let Some(shared) = &slot else {
@@ -382,6 +396,7 @@ where
     P: Source,
 {
     let len = payload.len();
+    let cfg = with_piece_align::<F>(cfg);
     let mut slot = None;
     factory.prepare(offset, len, &mut slot)?;
     let Some(shared) = &slot else {
