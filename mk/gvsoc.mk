@@ -17,11 +17,11 @@ TEST_TARGETS += gvsoc-build
 gvsoc-build:
 	$(CARGO) build --locked --quiet $(RV32_GVSOC) --features pulp --bins
 
-## make gvsoc-bench   cycle-level sweep on the GAP8 model: kernels x cores x payloads x L1 buffers (+ no-DMA, fixed rounds, the frame), every run verified; target/bench/gvsoc.csv + summary (QUICK=1: the subset that takes under 2 minutes; GVSOC_BENCH_ARGS: more xtask options, e.g. --repeat 3)
+## make gvsoc-bench   cycle-level sweep on the GAP8 model: kernels x cores x payloads x L1 buffers (+ no-DMA, fixed rounds, the frame), every run verified, each point the median of 3; target/bench/gvsoc.csv + summary (QUICK=1: the subset that takes under 2 minutes, single runs; GVSOC_BENCH_ARGS: other xtask options)
 ## make bench-report  PNG plots and target/bench/report.md from target/bench/gvsoc.csv (CSV=path: from another CSV)
 .PHONY: gvsoc-bench bench-report
 gvsoc-bench:
-	@$(CARGO) xtask gvsoc-bench $(if $(QUICK),--quick) $(GVSOC_BENCH_ARGS)
+	@$(CARGO) xtask gvsoc-bench $(if $(QUICK),--quick,--repeat 3) $(GVSOC_BENCH_ARGS)
 
 bench-report: setup
 	@$(CARGO) xtask bench-report $(if $(CSV),--csv $(CSV))

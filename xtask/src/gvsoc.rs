@@ -89,7 +89,6 @@ impl Options {
             || !self.mode.is_empty()
             || self.cold
             || self.trace.is_some()
-            || self.repeat > 1
     }
 }
 
