@@ -1,0 +1,373 @@
+/*
+ * gapstream ESP32 bridge firmware: the thin ESP-IDF glue around the Rust forwarding core
+ * (esp32_bridge, C entry points in include/esp32_bridge.h). All forwarding decisions (which packet
+ * goes to the GAP8 next, per-receiver bounded queues that drop whole frames, leader / listeners,
+ * malformed input) are the core's, host-tested in esp32_bridge/src and run in the GVSOC
+ * end-to-end test; this file only moves bytes:
+ *
+ *   SPI task   the SPI slave to the GAP8 (VSPI, mode 0) with the two ready-to-talk lines, one CPX
+ *              packet per transaction each way, as Bitcraze's aideck-esp-firmware does it
+ *   TCP task   accepts receivers on port 5000 (stream of CPX packets), one task per receiver
+ *   UDP task   receivers on port 5000/udp (one CPX packet per datagram)
+ *   WiFi       access point (default, like the stock firmware: the deck is 192.168.4.1) or station
+ *
+ * The core is not thread-safe: every esp32b_* call happens under `core_lock`.
+ * Build and flash: docs/hardware.md ("ESP32").
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "driver/gpio.h"
+#include "driver/spi_slave.h"
+#include "esp_event.h"
+#include "esp_log.h"
+#include "esp_netif.h"
+#include "esp_wifi.h"
+#include "freertos/FreeRTOS.h"
+#include "freertos/event_groups.h"
+#include "freertos/semphr.h"
+#include "freertos/task.h"
+#include "lwip/sockets.h"
+#include "nvs_flash.h"
+
+#include "esp32_bridge.h"
+
+static const char *TAG = "gapstream";
+
+/* AI-deck wiring (aideck-esp-firmware main/spi_transport.c). */
+#define GAP_RTT_GPIO 32 /* GAP8 -> ESP32: the GAP8 has a packet */
+#define ESP_RTT_GPIO 2  /* ESP32 -> GAP8: a slave transaction is armed */
+#define SPI_CS_GPIO 5
+#define SPI_MOSI_GPIO 19
+#define SPI_MISO_GPIO 23
+#define SPI_SCLK_GPIO 18
+
+static esp32b_t *core;
+static SemaphoreHandle_t core_lock;
+static EventGroupHandle_t events;
+#define EV_GAP_ASKED (1 << 0) /* rising edge of the GAP8's line */
+#define EV_FOR_GAP8 (1 << 1)  /* a receiver queued something for the GAP8 */
+#define EV_FROM_GAP8 (1 << 2) /* the GAP8 sent something for the receivers */
+
+#define LOCKED(expr)                                    \
+    ({                                                  \
+        xSemaphoreTake(core_lock, portMAX_DELAY);       \
+        __typeof__(expr) r_ = (expr);                   \
+        xSemaphoreGive(core_lock);                      \
+        r_;                                             \
+    })
+
+/* ---- SPI side -------------------------------------------------------------------------------- */
+
+static void IRAM_ATTR gap_rtt_isr(void *arg)
+{
+    BaseType_t woken = pdFALSE;
+    xEventGroupSetBitsFromISR(events, EV_GAP_ASKED, &woken);
+    portYIELD_FROM_ISR(woken);
+}
+
+static void IRAM_ATTR spi_post_setup(spi_slave_transaction_t *t)
+{
+    gpio_set_level(ESP_RTT_GPIO, 1);
+}
+
+static void IRAM_ATTR spi_post_trans(spi_slave_transaction_t *t)
+{
+    gpio_set_level(ESP_RTT_GPIO, 0);
+}
+
+static void spi_task(void *arg)
+{
+    uint8_t *tx = heap_caps_malloc(ESP32B_SPI_BUFFER_LEN, MALLOC_CAP_DMA);
+    uint8_t *rx = heap_caps_malloc(ESP32B_SPI_BUFFER_LEN, MALLOC_CAP_DMA);
+    if (tx == NULL || rx == NULL)
+        abort();
+    int gap_asked = gpio_get_level(GAP_RTT_GPIO); /* a GAP8 that raised its line before we ran */
+    for (;;) {
+        if (!gap_asked && LOCKED(esp32b_spi_should_arm(core, 0)) != 1) {
+            EventBits_t b = xEventGroupWaitBits(events, EV_GAP_ASKED | EV_FOR_GAP8, pdTRUE, pdFALSE,
+                                                pdMS_TO_TICKS(20));
+            gap_asked = (b & EV_GAP_ASKED) != 0;
+            continue;
+        }
+        xEventGroupClearBits(events, EV_GAP_ASKED);
+        gap_asked = 0;
+        memset(rx, 0, ESP32B_SPI_BUFFER_LEN);
+        LOCKED(esp32b_spi_arm(core, tx, ESP32B_SPI_BUFFER_LEN));
+        spi_slave_transaction_t t = {
+            .length = ESP32B_SPI_BUFFER_LEN * 8,
+            .tx_buffer = tx,
+            .rx_buffer = rx,
+        };
+        /* Queues the transaction (post_setup raises our line), waits until the GAP8 clocked it. */
+        if (spi_slave_transmit(VSPI_HOST, &t, portMAX_DELAY) != ESP_OK)
+            continue;
+        int32_t done = LOCKED(esp32b_spi_complete(core, rx, t.trans_len / 8));
+        if (done > 0)
+            xEventGroupSetBits(events, EV_FROM_GAP8);
+    }
+}
+
+static void spi_init(void)
+{
+    gpio_config_t gap_rtt = {
+        .pin_bit_mask = 1ull << GAP_RTT_GPIO,
+        .mode = GPIO_MODE_INPUT,
+        .intr_type = GPIO_INTR_POSEDGE,
+    };
+    ESP_ERROR_CHECK(gpio_config(&gap_rtt));
+    ESP_ERROR_CHECK(gpio_install_isr_service(0));
+    ESP_ERROR_CHECK(gpio_isr_handler_add(GAP_RTT_GPIO, gap_rtt_isr, NULL));
+    gpio_config_t esp_rtt = {
+        .pin_bit_mask = 1ull << ESP_RTT_GPIO,
+        .mode = GPIO_MODE_OUTPUT,
+    };
+    ESP_ERROR_CHECK(gpio_config(&esp_rtt));
+    gpio_set_level(ESP_RTT_GPIO, 0);
+    spi_bus_config_t bus = {
+        .mosi_io_num = SPI_MOSI_GPIO,
+        .miso_io_num = SPI_MISO_GPIO,
+        .sclk_io_num = SPI_SCLK_GPIO,
+        .quadwp_io_num = -1,
+        .quadhd_io_num = -1,
+    };
+    spi_slave_interface_config_t slave = {
+        .mode = 0,
+        .spics_io_num = SPI_CS_GPIO,
+        .queue_size = 1,
+        .post_setup_cb = spi_post_setup,
+        .post_trans_cb = spi_post_trans,
+    };
+    ESP_ERROR_CHECK(spi_slave_initialize(VSPI_HOST, &bus, &slave, SPI_DMA_CH_AUTO));
+}
+
+/* ---- WiFi side: TCP receivers ---------------------------------------------------------------- */
+
+static void tcp_client_task(void *arg)
+{
+    int fd = (int) (intptr_t) arg;
+    int32_t id = LOCKED(esp32b_client_add(core, 0));
+    if (id < 0) {
+        ESP_LOGW(TAG, "refusing a receiver: %s", id == ESP32B_EFULL ? "too many" : "error");
+        close(fd);
+        vTaskDelete(NULL);
+    }
+    ESP_LOGI(TAG, "receiver %ld connected over TCP", (long) id);
+    uint8_t *buf = malloc(2048);
+    size_t pending = 0, off = 0;
+    int alive = buf != NULL;
+    while (alive) {
+        fd_set rd, wr;
+        FD_ZERO(&rd);
+        FD_ZERO(&wr);
+        FD_SET(fd, &rd);
+        if (pending == off) {
+            int32_t n = LOCKED(esp32b_client_next(core, (uint32_t) id, buf, 2048));
+            pending = n > 0 ? (size_t) n : 0;
+            off = 0;
+        }
+        if (pending > off)
+            FD_SET(fd, &wr);
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 20000};
+        if (select(fd + 1, &rd, &wr, NULL, &tv) < 0)
+            break;
+        if (FD_ISSET(fd, &rd)) {
+            uint8_t in[512];
+            int n = recv(fd, in, sizeof in, 0);
+            if (n <= 0)
+                break;
+            if (LOCKED(esp32b_client_received(core, (uint32_t) id, in, (size_t) n)) > 0)
+                xEventGroupSetBits(events, EV_FOR_GAP8);
+        }
+        if (FD_ISSET(fd, &wr)) {
+            int n = send(fd, buf + off, pending - off, MSG_DONTWAIT);
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+                break;
+            if (n > 0) {
+                LOCKED(esp32b_client_sent(core, (uint32_t) id, (size_t) n));
+                off += (size_t) n;
+            }
+        }
+    }
+    ESP_LOGI(TAG, "receiver %ld disconnected", (long) id);
+    LOCKED(esp32b_client_remove(core, (uint32_t) id));
+    free(buf);
+    close(fd);
+    vTaskDelete(NULL);
+}
+
+static void tcp_server_task(void *arg)
+{
+    int ls = socket(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+    int one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {
+        .sin_family = AF_INET,
+        .sin_port = htons(CONFIG_GAPSTREAM_TCP_PORT),
+        .sin_addr.s_addr = htonl(INADDR_ANY),
+    };
+    if (bind(ls, (struct sockaddr *) &a, sizeof a) != 0 || listen(ls, 4) != 0) {
+        ESP_LOGE(TAG, "cannot listen on TCP port %d", CONFIG_GAPSTREAM_TCP_PORT);
+        vTaskDelete(NULL);
+    }
+    for (;;) {
+        int fd = accept(ls, NULL, NULL);
+        if (fd < 0)
+            continue;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (xTaskCreate(tcp_client_task, "rx-tcp", 4096, (void *) (intptr_t) fd, 5, NULL) != pdPASS)
+            close(fd);
+    }
+}
+
+/* ---- WiFi side: UDP receivers ---------------------------------------------------------------- */
+
+#define UDP_PEERS CONFIG_GAPSTREAM_MAX_CLIENTS
+#define UDP_EXPIRY_MS 10000
+static struct {
+    struct sockaddr_in addr;
+    int32_t id; /* < 0: free */
+    TickType_t last_seen;
+} udp_peers[UDP_PEERS];
+
+static void udp_task(void *arg)
+{
+    int s = socket(AF_INET, SOCK_DGRAM, IPPROTO_UDP);
+    struct sockaddr_in a = {
+        .sin_family = AF_INET,
+        .sin_port = htons(CONFIG_GAPSTREAM_UDP_PORT),
+        .sin_addr.s_addr = htonl(INADDR_ANY),
+    };
+    if (bind(s, (struct sockaddr *) &a, sizeof a) != 0) {
+        ESP_LOGE(TAG, "cannot bind UDP port %d", CONFIG_GAPSTREAM_UDP_PORT);
+        vTaskDelete(NULL);
+    }
+    for (int i = 0; i < UDP_PEERS; i++)
+        udp_peers[i].id = -1;
+    uint8_t *buf = malloc(ESP32B_SPI_BUFFER_LEN + 16);
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 5000};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (;;) {
+        struct sockaddr_in from;
+        socklen_t fl = sizeof from;
+        int n = recvfrom(s, buf, ESP32B_SPI_BUFFER_LEN + 16, 0, (struct sockaddr *) &from, &fl);
+        TickType_t now = xTaskGetTickCount();
+        if (n >= 0) {
+            int slot = -1, free_slot = -1;
+            for (int i = 0; i < UDP_PEERS; i++) {
+                if (udp_peers[i].id >= 0 && udp_peers[i].addr.sin_addr.s_addr == from.sin_addr.s_addr &&
+                    udp_peers[i].addr.sin_port == from.sin_port)
+                    slot = i;
+                else if (udp_peers[i].id < 0 && free_slot < 0)
+                    free_slot = i;
+            }
+            if (slot < 0 && free_slot >= 0) {
+                int32_t id = LOCKED(esp32b_client_add(core, 1));
+                if (id >= 0) {
+                    slot = free_slot;
+                    udp_peers[slot].addr = from;
+                    udp_peers[slot].id = id;
+                    ESP_LOGI(TAG, "receiver %ld registered over UDP", (long) id);
+                }
+            }
+            if (slot >= 0) {
+                udp_peers[slot].last_seen = now;
+                if (LOCKED(esp32b_client_datagram(core, (uint32_t) udp_peers[slot].id, buf, (size_t) n)) > 0)
+                    xEventGroupSetBits(events, EV_FOR_GAP8);
+            }
+        }
+        for (int i = 0; i < UDP_PEERS; i++) {
+            if (udp_peers[i].id < 0)
+                continue;
+            if (now - udp_peers[i].last_seen > pdMS_TO_TICKS(UDP_EXPIRY_MS)) {
+                LOCKED(esp32b_client_remove(core, (uint32_t) udp_peers[i].id));
+                udp_peers[i].id = -1;
+                continue;
+            }
+            for (int k = 0; k < 8; k++) { /* a few datagrams per peer per round */
+                int32_t m = LOCKED(esp32b_client_next(core, (uint32_t) udp_peers[i].id, buf, ESP32B_SPI_BUFFER_LEN + 16));
+                if (m <= 0)
+                    break;
+                if (sendto(s, buf, (size_t) m, MSG_DONTWAIT, (struct sockaddr *) &udp_peers[i].addr,
+                           sizeof udp_peers[i].addr) < 0)
+                    break; /* socket busy: the datagram stays queued (the core drops frames if it lasts) */
+                LOCKED(esp32b_client_sent(core, (uint32_t) udp_peers[i].id, (size_t) m));
+            }
+        }
+    }
+}
+
+/* ---- WiFi ------------------------------------------------------------------------------------- */
+
+static void wifi_event(void *arg, esp_event_base_t base, int32_t id, void *data)
+{
+    if (base == WIFI_EVENT && id == WIFI_EVENT_STA_DISCONNECTED)
+        esp_wifi_connect();
+    else if (base == IP_EVENT && id == IP_EVENT_STA_GOT_IP)
+        ESP_LOGI(TAG, "joined the network as " IPSTR, IP2STR(&((ip_event_got_ip_t *) data)->ip_info.ip));
+}
+
+static void wifi_init(void)
+{
+    ESP_ERROR_CHECK(esp_netif_init());
+    ESP_ERROR_CHECK(esp_event_loop_create_default());
+    wifi_init_config_t init = WIFI_INIT_CONFIG_DEFAULT();
+    ESP_ERROR_CHECK(esp_wifi_init(&init));
+    ESP_ERROR_CHECK(esp_event_handler_register(WIFI_EVENT, ESP_EVENT_ANY_ID, wifi_event, NULL));
+    ESP_ERROR_CHECK(esp_event_handler_register(IP_EVENT, IP_EVENT_STA_GOT_IP, wifi_event, NULL));
+    wifi_config_t c = {0};
+#ifdef CONFIG_GAPSTREAM_WIFI_AP
+    esp_netif_create_default_wifi_ap();
+    strlcpy((char *) c.ap.ssid, CONFIG_GAPSTREAM_WIFI_SSID, sizeof c.ap.ssid);
+    strlcpy((char *) c.ap.password, CONFIG_GAPSTREAM_WIFI_PASSWORD, sizeof c.ap.password);
+    c.ap.ssid_len = strlen(CONFIG_GAPSTREAM_WIFI_SSID);
+    c.ap.channel = CONFIG_GAPSTREAM_WIFI_CHANNEL;
+    c.ap.max_connection = CONFIG_GAPSTREAM_MAX_CLIENTS;
+    c.ap.authmode = strlen(CONFIG_GAPSTREAM_WIFI_PASSWORD) ? WIFI_AUTH_WPA2_PSK : WIFI_AUTH_OPEN;
+    ESP_ERROR_CHECK(esp_wifi_set_mode(WIFI_MODE_AP));
+    ESP_ERROR_CHECK(esp_wifi_set_config(WIFI_IF_AP, &c));
+    ESP_LOGI(TAG, "access point \"%s\", receivers connect to 192.168.4.1:%d", CONFIG_GAPSTREAM_WIFI_SSID,
+             CONFIG_GAPSTREAM_TCP_PORT);
+#else
+    esp_netif_create_default_wifi_sta();
+    strlcpy((char *) c.sta.ssid, CONFIG_GAPSTREAM_WIFI_SSID, sizeof c.sta.ssid);
+    strlcpy((char *) c.sta.password, CONFIG_GAPSTREAM_WIFI_PASSWORD, sizeof c.sta.password);
+    ESP_ERROR_CHECK(esp_wifi_set_mode(WIFI_MODE_STA));
+    ESP_ERROR_CHECK(esp_wifi_set_config(WIFI_IF_STA, &c));
+#endif
+    ESP_ERROR_CHECK(esp_wifi_start());
+#ifdef CONFIG_GAPSTREAM_WIFI_STA
+    esp_wifi_connect();
+#endif
+}
+
+void app_main(void)
+{
+    esp_err_t r = nvs_flash_init();
+    if (r == ESP_ERR_NVS_NO_FREE_PAGES || r == ESP_ERR_NVS_NEW_VERSION_FOUND) {
+        ESP_ERROR_CHECK(nvs_flash_erase());
+        r = nvs_flash_init();
+    }
+    ESP_ERROR_CHECK(r);
+    core_lock = xSemaphoreCreateMutex();
+    events = xEventGroupCreate();
+    /* Memory: the core keeps whole messages (a 324x244 frame is ~79 KB), shared by every receiver
+     * it is queued for: one frame being assembled from SPI plus CONFIG_GAPSTREAM_QUEUE_FRAMES queued
+     * ones must fit the heap left after WiFi (~200 KB on the AI-deck's ESP32). */
+    esp32b_config_t cfg = {
+        .client_queue_bytes = CONFIG_GAPSTREAM_QUEUE_FRAMES * 82000u,
+        .max_message = 90000u,
+        .max_clients = CONFIG_GAPSTREAM_MAX_CLIENTS,
+    };
+    core = esp32b_new(&cfg);
+    if (core == NULL || core_lock == NULL || events == NULL)
+        abort();
+    if (esp32b_spi_buffer_len() != ESP32B_SPI_BUFFER_LEN)
+        abort(); /* header and library out of step */
+    wifi_init();
+    spi_init();
+    xTaskCreatePinnedToCore(spi_task, "spi", 4096, NULL, 10, NULL, 1);
+    xTaskCreate(tcp_server_task, "tcp", 4096, NULL, 5, NULL);
+    if (CONFIG_GAPSTREAM_UDP_PORT != 0)
+        xTaskCreate(udp_task, "udp", 4096, NULL, 5, NULL);
+}

@@ -1,0 +1,72 @@
+/*
+ * esp32_bridge.h: C entry points of the ESP32 bridge's forwarding core and SPI slave
+ * (esp32_bridge/src/capi.rs, Cargo feature `capi`), for the ESP-IDF firmware (esp32_bridge/esp-idf)
+ * and the GVSOC ESP32 stand-in (gvsoc/e2e). Kept in sync with capi.rs by tests/capi_header.rs and
+ * tests/capi_test.c.
+ *
+ * Not thread-safe: serialise all calls on one handle (one mutex). Never aborts on bad input:
+ * negative return values are ESP32B_E* codes.
+ */
+#ifndef ESP32_BRIDGE_H
+#define ESP32_BRIDGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ESP32B_EINVAL (-1)   /* null handle or buffer, buffer too small */
+#define ESP32B_ENOCLIENT (-2) /* no such client */
+#define ESP32B_EFULL (-3)    /* client limit reached */
+#define ESP32B_ECPX (-4)     /* malformed CPX (counted; the stream goes on) */
+
+/* SPI transaction buffers (transmit and receive) must hold this many bytes. */
+#define ESP32B_SPI_BUFFER_LEN 1024
+
+typedef struct esp32b esp32b_t;
+
+/* Zero fields take the defaults (4 raw frames per client, 8 clients, ...). */
+typedef struct {
+    uint32_t client_queue_bytes;
+    uint32_t control_reserve_bytes;
+    uint32_t spi_queue_bytes;
+    uint32_t max_message;
+    uint32_t max_clients;
+    uint32_t leader_only; /* non-zero: only the oldest client may talk to the GAP8 */
+} esp32b_config_t;
+
+typedef struct {
+    uint64_t spi_transactions;
+    uint64_t packets_to_gap8;
+    uint64_t packets_from_gap8;
+    uint64_t spi_malformed;
+    uint32_t clients;
+    uint32_t reserved;
+} esp32b_stats_t;
+
+uint32_t esp32b_spi_buffer_len(void);
+esp32b_t *esp32b_new(const esp32b_config_t *cfg);
+void esp32b_free(esp32b_t *h);
+
+/* SPI side (the GAP8). One CPX packet per transaction each way (Bitcraze's protocol). */
+int32_t esp32b_spi_should_arm(esp32b_t *h, int gap8_asked);
+int32_t esp32b_spi_arm(esp32b_t *h, uint8_t *tx, size_t cap);
+int32_t esp32b_spi_complete(esp32b_t *h, const uint8_t *rx, size_t len);
+int32_t esp32b_spi_reset(esp32b_t *h);
+
+/* WiFi side (TCP port 5000 stream clients, UDP datagram clients). */
+int32_t esp32b_client_add(esp32b_t *h, int udp);
+int32_t esp32b_client_remove(esp32b_t *h, uint32_t id);
+int32_t esp32b_client_received(esp32b_t *h, uint32_t id, const uint8_t *data, size_t len);
+int32_t esp32b_client_datagram(esp32b_t *h, uint32_t id, const uint8_t *data, size_t len);
+int32_t esp32b_client_next(esp32b_t *h, uint32_t id, uint8_t *out, size_t cap);
+int32_t esp32b_client_sent(esp32b_t *h, uint32_t id, size_t n);
+
+int32_t esp32b_stats(esp32b_t *h, esp32b_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,552 @@
+//! C entry points for the ESP32 firmware's ESP-IDF glue (`esp32_bridge/esp-idf/`) and the GVSOC
+//! ESP32 stand-in (`gvsoc/e2e/esp32_standin.cpp`): the forwarding core ([`Bridge`]) and the SPI
+//! slave ([`SpiSlave`]) behind an opaque handle. Header: `include/esp32_bridge.h` (kept in sync by
+//! `tests/capi_header.rs`).
+//!
+//! Not thread-safe: the caller serialises all calls on one handle (the ESP-IDF glue holds one
+//! FreeRTOS mutex around every call; the stand-in is single-threaded). Never unwinds into C: every
+//! function returns a status (negative values are `ESP32B_E*` codes).
+//!
+//! Feature `capi`. On a bare-metal target (the ESP32's `xtensa-esp32-none-elf`), this module also
+//! provides the global allocator (the C library's `malloc` / `free`, i.e. ESP-IDF's heap) and a
+//! panic handler that calls `abort()`.
+
+use alloc::boxed::Box;
+use core::ffi::c_int;
+
+use crate::forward::{Bridge, BridgeError, Config, Transport, UpstreamPolicy};
+use crate::spi_slave::{BUFFER_LEN, SpiSlave};
+
+/// A null handle or buffer, or a buffer too small.
+pub const ESP32B_EINVAL: i32 = -1;
+/// No such client.
+pub const ESP32B_ENOCLIENT: i32 = -2;
+/// The client limit is reached.
+pub const ESP32B_EFULL: i32 = -3;
+/// Malformed CPX (counted; the stream goes on).
+pub const ESP32B_ECPX: i32 = -4;
+
+/// Bridge configuration (`esp32b_config_t`). Zero fields take the defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Esp32bConfig {
+    pub client_queue_bytes: u32,
+    pub control_reserve_bytes: u32,
+    pub spi_queue_bytes: u32,
+    pub max_message: u32,
+    pub max_clients: u32,
+    /// Non-zero: only the leader (oldest client) may talk to the GAP8.
+    pub leader_only: u32,
+}
+
+/// Counters (`esp32b_stats_t`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Esp32bStats {
+    pub spi_transactions: u64,
+    pub packets_to_gap8: u64,
+    pub packets_from_gap8: u64,
+    pub spi_malformed: u64,
+    pub clients: u32,
+    pub reserved: u32,
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<Esp32bConfig>() == 24);
+    assert!(core::mem::size_of::<Esp32bStats>() == 40);
+    assert!(core::mem::offset_of!(Esp32bStats, clients) == 32);
+};
+
+/// The handle (`esp32b_t`).
+pub struct Esp32b {
+    bridge: Bridge,
+    slave: SpiSlave,
+    /// Transport of each connected client (the core does not expose it).
+    transports: alloc::vec::Vec<(u32, Transport)>,
+}
+
+impl Esp32b {
+    fn transport(&self, id: u32) -> Option<Transport> {
+        self.transports
+            .iter()
+            .find(|(c, _)| *c == id)
+            .map(|(_, t)| *t)
+    }
+}
+
+fn err(e: BridgeError) -> i32 {
+    match e {
+        BridgeError::TooManyClients => ESP32B_EFULL,
+        BridgeError::UnknownClient(_) => ESP32B_ENOCLIENT,
+        BridgeError::Cpx(_) => ESP32B_ECPX,
+    }
+}
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// # Safety
+/// `h` is null or a handle from [`esp32b_new`] not yet freed, used by one caller at a time.
+unsafe fn handle<'a>(h: *mut Esp32b) -> Option<&'a mut Esp32b> {
+    // SAFETY: caller contract.
+    unsafe { h.as_mut() }
+}
+
+/// # Safety
+/// `p` is null (then `len` must be 0) or valid for `len` bytes.
+unsafe fn bytes<'a>(p: *const u8, len: usize) -> Option<&'a [u8]> {
+    if len == 0 {
+        return Some(&[]);
+    }
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: caller contract.
+    Some(unsafe { core::slice::from_raw_parts(p, len) })
+}
+
+/// # Safety
+/// `p` is null or valid for writes of `len` bytes.
+unsafe fn bytes_mut<'a>(p: *mut u8, len: usize) -> Option<&'a mut [u8]> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: caller contract.
+    Some(unsafe { core::slice::from_raw_parts_mut(p, len) })
+}
+
+/// Size the SPI transmit / receive buffers must have (`ESP32B_SPI_BUFFER_LEN`).
+#[unsafe(no_mangle)]
+pub extern "C" fn esp32b_spi_buffer_len() -> u32 {
+    BUFFER_LEN as u32
+}
+
+/// A new bridge; `cfg` may be null (defaults). Null when out of memory.
+///
+/// # Safety
+/// `cfg` is null or points to an `esp32b_config_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_new(cfg: *const Esp32bConfig) -> *mut Esp32b {
+    // SAFETY: caller contract.
+    let c = unsafe { cfg.as_ref() }.copied().unwrap_or_default();
+    let d = Config::default();
+    let pick = |v: u32, dv: usize| if v == 0 { dv } else { v as usize };
+    let config = Config {
+        client_queue_bytes: pick(c.client_queue_bytes, d.client_queue_bytes),
+        control_reserve_bytes: pick(c.control_reserve_bytes, d.control_reserve_bytes),
+        spi_queue_bytes: pick(c.spi_queue_bytes, d.spi_queue_bytes),
+        max_message: pick(c.max_message, d.max_message),
+        max_clients: pick(c.max_clients, d.max_clients),
+        upstream: if c.leader_only != 0 {
+            UpstreamPolicy::LeaderOnly
+        } else {
+            UpstreamPolicy::All
+        },
+    };
+    Box::into_raw(Box::new(Esp32b {
+        bridge: Bridge::new(config),
+        slave: SpiSlave::new(),
+        transports: alloc::vec::Vec::new(),
+    }))
+}
+
+/// Frees a bridge (null is ignored).
+///
+/// # Safety
+/// `h` is null or from [`esp32b_new`], not used afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_free(h: *mut Esp32b) {
+    if !h.is_null() {
+        // SAFETY: caller contract: made by `Box::into_raw` in `esp32b_new`.
+        drop(unsafe { Box::from_raw(h) });
+    }
+}
+
+/// 1 if the ESP32 should arm an SPI transaction now (`gap8_asked`: the GAP8's ready line rose
+/// since the last transaction), 0 if not, <0 on a bad handle.
+///
+/// # Safety
+/// See [`handle`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_spi_should_arm(h: *mut Esp32b, gap8_asked: c_int) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    h.slave.should_arm(&h.bridge, gap8_asked != 0) as i32
+}
+
+/// Fills `tx` (at least `esp32b_spi_buffer_len()` bytes) for the next transaction; returns the
+/// wire length of the packet placed (0: none).
+///
+/// # Safety
+/// See [`handle`]; `tx` valid for `cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_spi_arm(h: *mut Esp32b, tx: *mut u8, cap: usize) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(tx)) = (unsafe { handle(h) }, unsafe { bytes_mut(tx, cap) }) else {
+        return ESP32B_EINVAL;
+    };
+    if tx.len() < BUFFER_LEN {
+        return ESP32B_EINVAL;
+    }
+    count(h.slave.arm(&mut h.bridge, tx))
+}
+
+/// A transaction ended: `rx` holds the `len` bytes the GAP8 clocked. Returns the number of
+/// messages completed (queued for the clients), or `ESP32B_ECPX` for a malformed packet.
+///
+/// # Safety
+/// See [`handle`]; `rx` valid for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_spi_complete(h: *mut Esp32b, rx: *const u8, len: usize) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(rx)) = (unsafe { handle(h) }, unsafe { bytes(rx, len) }) else {
+        return ESP32B_EINVAL;
+    };
+    match h.slave.complete(&mut h.bridge, rx) {
+        Ok(n) => count(n),
+        Err(e) => err(e),
+    }
+}
+
+/// The GAP8 was reset: drop its partial message.
+///
+/// # Safety
+/// See [`handle`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_spi_reset(h: *mut Esp32b) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    h.bridge.spi_reset();
+    0
+}
+
+/// A new WiFi client (`udp` non-zero: datagrams). Returns its id (>= 0) or `ESP32B_EFULL`.
+///
+/// # Safety
+/// See [`handle`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_client_add(h: *mut Esp32b, udp: c_int) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    let t = if udp != 0 {
+        Transport::Udp
+    } else {
+        Transport::Tcp
+    };
+    match h.bridge.add_client(t) {
+        Ok(id) => match i32::try_from(id) {
+            Ok(v) => {
+                h.transports.push((id, t));
+                v
+            }
+            Err(_) => {
+                h.bridge.remove_client(id);
+                ESP32B_EFULL
+            }
+        },
+        Err(e) => err(e),
+    }
+}
+
+/// Forgets a client and what was queued for it.
+///
+/// # Safety
+/// See [`handle`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_client_remove(h: *mut Esp32b, id: u32) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    h.transports.retain(|(c, _)| *c != id);
+    match h.bridge.remove_client(id) {
+        Some(_) => 0,
+        None => ESP32B_ENOCLIENT,
+    }
+}
+
+/// Bytes from a TCP client. Returns the number of messages completed towards the GAP8, or an
+/// error (`ESP32B_ECPX`: garbled input, counted; the client may stay connected).
+///
+/// # Safety
+/// See [`handle`]; `data` valid for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_client_received(
+    h: *mut Esp32b,
+    id: u32,
+    data: *const u8,
+    len: usize,
+) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(d)) = (unsafe { handle(h) }, unsafe { bytes(data, len) }) else {
+        return ESP32B_EINVAL;
+    };
+    match h.bridge.client_received(id, d) {
+        Ok(n) => count(n),
+        Err(e) => err(e),
+    }
+}
+
+/// One datagram from a UDP client (exactly one CPX packet; empty = "I am here").
+///
+/// # Safety
+/// See [`handle`]; `data` valid for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_client_datagram(
+    h: *mut Esp32b,
+    id: u32,
+    data: *const u8,
+    len: usize,
+) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(d)) = (unsafe { handle(h) }, unsafe { bytes(data, len) }) else {
+        return ESP32B_EINVAL;
+    };
+    match h.bridge.client_datagram(id, d) {
+        Ok(n) => count(n),
+        Err(e) => err(e),
+    }
+}
+
+/// Copies the next bytes to write to a client into `out`: for TCP up to `cap` bytes of the
+/// unwritten rest of its head message, for UDP one whole datagram (`ESP32B_EINVAL` if `cap` is too
+/// small for it). Returns the byte count (0: nothing queued). Report what was written with
+/// [`esp32b_client_sent`].
+///
+/// # Safety
+/// See [`handle`]; `out` valid for `cap` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_client_next(
+    h: *mut Esp32b,
+    id: u32,
+    out: *mut u8,
+    cap: usize,
+) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(out)) = (unsafe { handle(h) }, unsafe { bytes_mut(out, cap) }) else {
+        return ESP32B_EINVAL;
+    };
+    let udp = h.transport(id) == Some(Transport::Udp);
+    let Some((bytes, range)) = h.bridge.next_for_client(id) else {
+        return if h.transport(id).is_some() {
+            0
+        } else {
+            ESP32B_ENOCLIENT
+        };
+    };
+    let src = &bytes[range];
+    if udp && src.len() > out.len() {
+        return ESP32B_EINVAL;
+    }
+    let n = src.len().min(out.len());
+    out[..n].copy_from_slice(&src[..n]);
+    count(n)
+}
+
+/// The driver wrote `n` bytes (TCP) or one datagram of `n` bytes (UDP) to the client.
+///
+/// # Safety
+/// See [`handle`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_client_sent(h: *mut Esp32b, id: u32, n: usize) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    if h.transport(id).is_none() {
+        return ESP32B_ENOCLIENT;
+    }
+    h.bridge.client_sent(id, n);
+    0
+}
+
+/// Counters.
+///
+/// # Safety
+/// See [`handle`]; `out` points to an `esp32b_stats_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_stats(h: *mut Esp32b, out: *mut Esp32bStats) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(out)) = (unsafe { handle(h) }, unsafe { out.as_mut() }) else {
+        return ESP32B_EINVAL;
+    };
+    let s = h.slave.stats();
+    *out = Esp32bStats {
+        spi_transactions: s.transactions,
+        packets_to_gap8: s.packets_to_gap8,
+        packets_from_gap8: s.packets_from_gap8,
+        spi_malformed: s.malformed,
+        clients: h.bridge.client_ids().count() as u32,
+        reserved: 0,
+    };
+    0
+}
+
+// --- bare-metal runtime (the ESP32 build) ---------------------------------------------------------
+
+#[cfg(target_os = "none")]
+mod runtime {
+    use core::alloc::{GlobalAlloc, Layout};
+
+    unsafe extern "C" {
+        fn malloc(size: usize) -> *mut u8;
+        fn free(p: *mut u8);
+        fn abort() -> !;
+    }
+
+    /// ESP-IDF's heap. Its `malloc` aligns to 4 (8 with PSRAM); larger alignments are served by
+    /// over-allocating and storing the original pointer just below the returned block.
+    struct CHeap;
+
+    // SAFETY: returns blocks of `layout.size()` bytes aligned to `layout.align()` or null, and
+    // frees exactly what `malloc` returned (recovered from the word before an over-aligned block).
+    unsafe impl GlobalAlloc for CHeap {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            if layout.align() <= 4 {
+                // SAFETY: plain C allocation.
+                return unsafe { malloc(layout.size().max(1)) };
+            }
+            let Some(total) = layout.size().checked_add(layout.align() + 4) else {
+                return core::ptr::null_mut();
+            };
+            // SAFETY: plain C allocation.
+            let raw = unsafe { malloc(total) };
+            if raw.is_null() {
+                return raw;
+            }
+            let start = raw as usize + 4;
+            let aligned = (start + layout.align() - 1) & !(layout.align() - 1);
+            // SAFETY: `aligned - 4 >= raw` and `aligned + size <= raw + total`; the word below the
+            // block is inside the allocation and 4-aligned (align > 4 is a power of two).
+            unsafe { *((aligned - 4) as *mut usize) = raw as usize };
+            aligned as *mut u8
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            if layout.align() <= 4 {
+                // SAFETY: from `malloc` above.
+                unsafe { free(ptr) };
+            } else {
+                // SAFETY: `alloc` stored the original pointer in the word below the block.
+                unsafe { free(*((ptr as usize - 4) as *const usize) as *mut u8) };
+            }
+        }
+    }
+
+    #[global_allocator]
+    static HEAP: CHeap = CHeap;
+
+    #[panic_handler]
+    fn panic(_: &core::panic::PanicInfo) -> ! {
+        // SAFETY: ESP-IDF's abort prints a backtrace and resets the chip.
+        unsafe { abort() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
+    use gapstream_protocol::cpx::{Function, LastFlag, Packetizer, Route, Target};
+
+    fn wire(route: Route, msg: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut p = Packetizer::new(route, [msg, &[], &[]], 1020, LastFlag::Final).unwrap();
+        let mut buf = [0u8; 1024];
+        while let Some(n) = p.next_packet(&mut buf) {
+            out.extend_from_slice(&buf[..n.unwrap()]);
+        }
+        out
+    }
+
+    #[test]
+    fn a_whole_exchange_through_the_c_entry_points() {
+        // SAFETY (whole test): valid handle and buffers, one caller.
+        unsafe {
+            let h = esp32b_new(core::ptr::null());
+            assert!(!h.is_null());
+            let tcp = esp32b_client_add(h, 0);
+            let udp = esp32b_client_add(h, 1);
+            assert!(tcp >= 0 && udp >= 0 && tcp != udp);
+            // The GAP8 sends a frame-sized message over SPI: every client gets it.
+            let down = wire(
+                Route::new(Target::Gap8, Target::WifiHost, Function::App),
+                &[5u8; 3000],
+            );
+            let mut rx = vec![0u8; BUFFER_LEN];
+            let mut done = 0;
+            let mut off = 0;
+            while off < down.len() {
+                let n = 2 + u16::from_le_bytes([down[off], down[off + 1]]) as usize;
+                rx.fill(0);
+                rx[..n].copy_from_slice(&down[off..off + n]);
+                done += esp32b_spi_complete(h, rx.as_ptr(), rx.len());
+                off += n;
+            }
+            assert_eq!(done, 1);
+            let mut out = vec![0u8; 1500];
+            let mut got = Vec::new();
+            loop {
+                let n = esp32b_client_next(h, tcp as u32, out.as_mut_ptr(), 700);
+                assert!(n >= 0);
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&out[..n as usize]);
+                assert_eq!(esp32b_client_sent(h, tcp as u32, n as usize), 0);
+            }
+            assert_eq!(got, down);
+            // UDP: one packet per datagram; a small buffer is refused, not truncated.
+            assert_eq!(
+                esp32b_client_next(h, udp as u32, out.as_mut_ptr(), 10),
+                ESP32B_EINVAL
+            );
+            let n = esp32b_client_next(h, udp as u32, out.as_mut_ptr(), out.len());
+            assert_eq!(n, 1024);
+            // The receiver answers over TCP: the ESP32 arms a transaction carrying it.
+            let up = wire(
+                Route::new(Target::WifiHost, Target::Gap8, Function::App),
+                b"hello",
+            );
+            assert_eq!(esp32b_spi_should_arm(h, 0), 0);
+            assert_eq!(
+                esp32b_client_received(h, tcp as u32, up.as_ptr(), up.len()),
+                1
+            );
+            assert_eq!(esp32b_spi_should_arm(h, 0), 1);
+            let mut tx = vec![0u8; esp32b_spi_buffer_len() as usize];
+            assert_eq!(
+                esp32b_spi_arm(h, tx.as_mut_ptr(), tx.len()),
+                up.len() as i32
+            );
+            assert_eq!(&tx[..up.len()], &up[..]);
+            // Errors are codes, never panics.
+            assert_eq!(esp32b_client_sent(h, 99, 1), ESP32B_ENOCLIENT);
+            assert_eq!(esp32b_spi_arm(h, tx.as_mut_ptr(), 10), ESP32B_EINVAL);
+            assert_eq!(
+                esp32b_spi_complete(h, [0xFFu8, 0xFF, 0, 0].as_ptr(), 4),
+                ESP32B_ECPX
+            );
+            assert_eq!(
+                esp32b_client_received(core::ptr::null_mut(), 0, up.as_ptr(), 1),
+                ESP32B_EINVAL
+            );
+            let mut st = Esp32bStats::default();
+            assert_eq!(esp32b_stats(h, &mut st), 0);
+            assert_eq!(
+                (st.clients, st.packets_from_gap8, st.packets_to_gap8),
+                (2, 3, 1)
+            );
+            assert_eq!(esp32b_client_remove(h, tcp as u32), 0);
+            assert_eq!(esp32b_client_remove(h, tcp as u32), ESP32B_ENOCLIENT);
+            esp32b_free(h);
+        }
+    }
+}

@@ -1,0 +1,74 @@
+/* C test of the esp32_bridge C entry points, compiled against include/esp32_bridge.h and linked
+ * with the host staticlib (`make esp32-capi-test`): layouts, one exchange both ways, error codes. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include "esp32_bridge.h"
+
+_Static_assert(sizeof(esp32b_config_t) == 24, "esp32b_config_t size");
+_Static_assert(sizeof(esp32b_stats_t) == 40, "esp32b_stats_t size");
+_Static_assert(offsetof(esp32b_stats_t, clients) == 32, "esp32b_stats_t.clients");
+
+#define CHECK(c)                                                               \
+    do {                                                                       \
+        if (!(c)) {                                                            \
+            fprintf(stderr, "capi_test: %s:%d: %s\n", __FILE__, __LINE__, #c); \
+            return 1;                                                          \
+        }                                                                      \
+    } while (0)
+
+/* One CPX wire packet: length, routing header (dst, src, last; function), payload. */
+static size_t packet(uint8_t *out, uint8_t dst, uint8_t src, const uint8_t *p, size_t n)
+{
+    out[0] = (uint8_t) ((n + 2) & 0xFF);
+    out[1] = (uint8_t) ((n + 2) >> 8);
+    out[2] = (uint8_t) (dst | (src << 3) | (1 << 6));
+    out[3] = 0x05; /* APP */
+    memcpy(out + 4, p, n);
+    return n + 4;
+}
+
+int main(void)
+{
+    CHECK(esp32b_spi_buffer_len() == ESP32B_SPI_BUFFER_LEN);
+    esp32b_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.max_clients = 2;
+    esp32b_t *h = esp32b_new(&cfg);
+    CHECK(h != NULL);
+    int32_t c0 = esp32b_client_add(h, 0), c1 = esp32b_client_add(h, 1);
+    CHECK(c0 >= 0 && c1 >= 0 && c0 != c1);
+    CHECK(esp32b_client_add(h, 0) == ESP32B_EFULL);
+
+    /* GAP8 -> clients: one SPI transaction, one packet (GAP8 = 4, WiFi host = 3). */
+    uint8_t rx[ESP32B_SPI_BUFFER_LEN] = {0}, out[2048];
+    const uint8_t msg[] = "frame bytes";
+    size_t n = packet(rx, 3, 4, msg, sizeof msg);
+    CHECK(esp32b_spi_complete(h, rx, sizeof rx) == 1);
+    CHECK(esp32b_client_next(h, (uint32_t) c0, out, sizeof out) == (int32_t) n);
+    CHECK(memcmp(out, rx, n) == 0);
+    CHECK(esp32b_client_sent(h, (uint32_t) c0, n) == 0);
+    CHECK(esp32b_client_next(h, (uint32_t) c0, out, sizeof out) == 0);
+
+    /* Client -> GAP8: the next armed transaction carries it. */
+    uint8_t up[64];
+    const uint8_t hello[] = "hello";
+    size_t m = packet(up, 4, 3, hello, sizeof hello);
+    CHECK(esp32b_client_datagram(h, (uint32_t) c1, up, m) == 1);
+    CHECK(esp32b_spi_should_arm(h, 0) == 1);
+    uint8_t tx[ESP32B_SPI_BUFFER_LEN];
+    CHECK(esp32b_spi_arm(h, tx, sizeof tx) == (int32_t) m);
+    CHECK(memcmp(tx, up, m) == 0);
+    CHECK(esp32b_spi_should_arm(h, 0) == 0);
+
+    /* Errors are codes. */
+    CHECK(esp32b_spi_complete(h, (const uint8_t *) "\xff\xff\0\0", 4) == ESP32B_ECPX);
+    CHECK(esp32b_client_received(NULL, 0, up, m) == ESP32B_EINVAL);
+    CHECK(esp32b_client_remove(h, 77) == ESP32B_ENOCLIENT);
+    esp32b_stats_t st;
+    CHECK(esp32b_stats(h, &st) == 0);
+    CHECK(st.clients == 2 && st.packets_from_gap8 == 1 && st.packets_to_gap8 == 1 && st.spi_malformed == 1);
+    esp32b_free(h);
+    printf("capi_test: esp32_bridge C entry points ok\n");
+    return 0;
+}
