@@ -1,0 +1,580 @@
+//! The firmware's main loop around `gapstream_drone::Drone`: wait for the receiver's handshake
+//! (sleeping on the ESP32's ready line, not spinning), stream frames, and report the paper's
+//! breakdown: frame period, frames per second and time per stage (capture, encrypt + tag, SPI
+//! send), in FC cycles.
+//!
+//! Output lines (parsed by `gvsoc/e2e/run.sh`):
+//! ```text
+//! FW handshake suite=chacha20poly1305 mode=x25519 cycles=1234567 bytes_in=.. bytes_out=..
+//! FW frame n=3 seq=2 capture_cycles=.. seal_cycles=.. send_cycles=.. done_cycle=..
+//! FW summary frames=10 period_cycles=.. fps=14.52 capture_cycles=.. seal_cycles=.. send_cycles=.. sum_cycles=.. ratio=0.520 fc_hz=50000000
+//! ```
+
+use core::fmt::Write;
+
+use gap_rust_cipher_s::KeystreamApplier;
+use gapstream_drone::{Camera, Clock, Drone, DroneError, DroneStats, Entropy, Link};
+
+use crate::camera::{CaptureTiming, HimaxCamera, OneShot};
+use crate::clock::Counter32;
+use crate::link::WaitUpstream;
+
+/// What the loop does.
+#[derive(Clone, Copy, Debug)]
+pub struct AppConfig {
+    /// Frames to send after the handshake (0: forever).
+    pub frames: u32,
+    /// Give up when no receiver completed a handshake within this time (0: wait forever).
+    pub handshake_timeout_ns: u64,
+    /// Longest single sleep while waiting for the receiver.
+    pub poll_us: u32,
+    /// Print one line per frame.
+    pub per_frame_lines: bool,
+    /// Frames captured (and discarded) before the handshake: they feed the entropy pool with
+    /// pixel noise before the first random numbers are needed, and let the sensor's exposure
+    /// settle.
+    pub warmup_captures: u32,
+}
+
+impl Default for AppConfig {
+    fn default() -> Self {
+        AppConfig {
+            frames: 0,
+            handshake_timeout_ns: 0,
+            poll_us: 2_000,
+            per_frame_lines: true,
+            warmup_captures: 2,
+        }
+    }
+}
+
+/// The capture stage's timing, from the camera.
+pub trait CaptureTimes {
+    fn capture_timing(&self) -> CaptureTiming;
+}
+
+impl<H: crate::camera::CameraHw, T: Counter32> CaptureTimes for HimaxCamera<'_, H, T> {
+    fn capture_timing(&self) -> CaptureTiming {
+        self.timing()
+    }
+}
+
+impl<C: Camera + CaptureTimes> CaptureTimes for OneShot<C> {
+    fn capture_timing(&self) -> CaptureTiming {
+        self.inner().capture_timing()
+    }
+}
+
+/// Runs the per-frame step, on the GAP8 on a stack in FC TCDM (the FC reaches it in one cycle, L2
+/// in several: sealing a frame takes half the cycles there). The handshake's arithmetic needs more
+/// stack than FC TCDM has room for, so upstream messages are deferred during the step (the link
+/// keeps them) and handled after it, back on the task stack.
+pub trait StepRunner {
+    fn run(&mut self, f: &mut dyn FnMut());
+}
+
+/// Runs the step where the caller is (host tests, or no fast stack).
+pub struct Inline;
+
+impl StepRunner for Inline {
+    fn run(&mut self, f: &mut dyn FnMut()) {
+        f()
+    }
+}
+
+/// Why the loop stopped early.
+#[derive(Debug)]
+pub enum AppError<CE, LE> {
+    /// No receiver completed a handshake in time.
+    NoReceiver,
+    Drone(DroneError<CE, LE>),
+}
+
+impl<CE: core::fmt::Display, LE: core::fmt::Display> core::fmt::Display for AppError<CE, LE> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            AppError::NoReceiver => f.write_str("no receiver completed a handshake in time"),
+            AppError::Drone(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The figures of a run, in clock cycles of `hz`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary {
+    pub frames: u64,
+    pub hz: u64,
+    /// Mean time between the ends of two consecutive frame sends (steady state).
+    pub period_cycles: u64,
+    /// Mean per frame of each stage.
+    pub capture_cycles: u64,
+    pub seal_cycles: u64,
+    pub send_cycles: u64,
+    /// Frames per second from the period.
+    pub fps: f64,
+    /// period / (capture + seal + send): 1 when nothing overlaps, 0.5 when two equal stages do.
+    pub ratio: f64,
+}
+
+impl Summary {
+    pub fn sum_cycles(&self) -> u64 {
+        self.capture_cycles + self.seal_cycles + self.send_cycles
+    }
+}
+
+fn ns_to_cycles(ns: u64, hz: u64) -> u64 {
+    ((ns as u128 * hz as u128) / 1_000_000_000) as u64
+}
+
+/// Waits for the receiver's handshake (secure mode), then streams `cfg.frames` frames and
+/// returns the summary. `cycles` reads the clock in cycles of `hz`.
+pub fn run<C, L, K, E, A, W, R>(
+    drone: &mut Drone<C, L, K, E, A>,
+    clock: &dyn Clock,
+    hz: u64,
+    cfg: AppConfig,
+    runner: &mut R,
+    out: &mut W,
+) -> Result<Summary, AppError<C::Error, L::Error>>
+where
+    C: Camera + CaptureTimes,
+    L: Link + WaitUpstream,
+    K: Clock,
+    E: Entropy,
+    A: KeystreamApplier,
+    W: Write,
+    R: StepRunner + ?Sized,
+{
+    // 0. Warm-up captures (entropy for the handshake).
+    for _ in 0..cfg.warmup_captures {
+        let bytes = drone.camera_mut().format().bytes();
+        drone
+            .camera_mut()
+            .start(alloc::vec![0u8; bytes])
+            .map_err(|e| AppError::Drone(DroneError::Camera(e)))?;
+        drone
+            .camera_mut()
+            .wait()
+            .map_err(|e| AppError::Drone(DroneError::Camera(e)))?;
+    }
+
+    // 1. The handshake: sleep on the ESP32's ready line until the receiver's HELLO arrived and
+    //    was answered.
+    let t0 = clock.now_ns();
+    let mut next_note = t0 + 1_000_000_000;
+    while drone.session().is_some_and(|s| !s.is_established()) {
+        let now = clock.now_ns();
+        if cfg.handshake_timeout_ns != 0 && now - t0 > cfg.handshake_timeout_ns {
+            return Err(AppError::NoReceiver);
+        }
+        if now >= next_note {
+            let _ = writeln!(
+                out,
+                "FW waiting for a receiver ({} s)",
+                (now - t0) / 1_000_000_000
+            );
+            next_note += 1_000_000_000;
+        }
+        if drone.link_mut().wait_upstream_us(cfg.poll_us) {
+            drone.service_upstream().map_err(AppError::Drone)?;
+        }
+    }
+    if let Some(h) = drone.session().and_then(|s| s.handshake_stats()) {
+        let _ = writeln!(
+            out,
+            "FW handshake suite={} mode={} cycles={} bytes_in={} bytes_out={}",
+            h.suite.name(),
+            h.mode.name(),
+            ns_to_cycles(h.duration_ns, hz),
+            h.bytes_received,
+            h.bytes_sent
+        );
+    }
+
+    // 2. Frames.
+    let base_stats = drone.stats();
+    let base_cap = drone.camera_mut().capture_timing();
+    let mut prev_stats = base_stats;
+    let mut prev_cap = base_cap;
+    let mut first_done: Option<(u64, DroneStats, CaptureTiming)> = None;
+    let mut last_done = 0u64;
+    let mut sent = 0u64;
+    while cfg.frames == 0 || sent < cfg.frames as u64 {
+        drone.link_mut().defer_upstream(true);
+        let mut r = Ok(());
+        runner.run(&mut || r = drone.step());
+        drone.link_mut().defer_upstream(false);
+        r.map_err(AppError::Drone)?;
+        drone.service_upstream().map_err(AppError::Drone)?;
+        let now = clock.now_ns();
+        let st = drone.stats();
+        let cap = drone.camera_mut().capture_timing();
+        if st.frames_sent > prev_stats.frames_sent {
+            sent += 1;
+            last_done = now;
+            if first_done.is_none() {
+                first_done = Some((now, st, cap));
+            }
+            if cfg.per_frame_lines {
+                let _ = writeln!(
+                    out,
+                    "FW frame n={} seq={} capture_cycles={} seal_cycles={} send_cycles={} done_cycle={}",
+                    sent,
+                    drone
+                        .session()
+                        .and_then(|s| s.next_sequence())
+                        .map_or(0, |s| s.saturating_sub(1)),
+                    cap.capture_cycles - prev_cap.capture_cycles,
+                    ns_to_cycles(st.seal_ns - prev_stats.seal_ns, hz),
+                    ns_to_cycles(st.send_ns - prev_stats.send_ns, hz),
+                    ns_to_cycles(now, hz)
+                );
+            }
+        }
+        prev_stats = st;
+        prev_cap = cap;
+    }
+
+    // 3. Steady state: from the end of the first frame's send to the end of the last one's, the
+    //    stages of frames 2..=n (the first frame also paid for filling the pipeline).
+    let mut s = Summary {
+        frames: sent,
+        hz,
+        ..Summary::default()
+    };
+    if let Some((t_first, st1, cap1)) = first_done {
+        let st = drone.stats();
+        let cap = drone.camera_mut().capture_timing();
+        let n = sent.saturating_sub(1);
+        if let Some(period) = ns_to_cycles(last_done - t_first, hz).checked_div(n) {
+            s.period_cycles = period;
+            s.seal_cycles = ns_to_cycles(st.seal_ns - st1.seal_ns, hz) / n;
+            s.send_cycles = ns_to_cycles(st.send_ns - st1.send_ns, hz) / n;
+            s.capture_cycles = (cap.capture_cycles - cap1.capture_cycles)
+                .checked_div(cap.captures - cap1.captures)
+                .unwrap_or(0);
+        }
+        if s.period_cycles > 0 {
+            s.fps = hz as f64 / s.period_cycles as f64;
+        }
+        if s.sum_cycles() > 0 {
+            s.ratio = s.period_cycles as f64 / s.sum_cycles() as f64;
+        }
+    }
+    let _ = writeln!(
+        out,
+        "FW summary frames={} period_cycles={} fps={:.2} capture_cycles={} seal_cycles={} send_cycles={} sum_cycles={} ratio={:.3} fc_hz={}",
+        s.frames,
+        s.period_cycles,
+        s.fps,
+        s.capture_cycles,
+        s.seal_cycles,
+        s.send_cycles,
+        s.sum_cycles(),
+        s.ratio,
+        hz
+    );
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::camera::tests::{FakeHw, fake_pixel};
+    use crate::clock::WideClock;
+    use crate::clock::tests::FakeCounter;
+    use crate::entropy::{EntropyPool, PoolEntropy, Source};
+    use crate::link::CpxSpiLink;
+    use crate::link::tests::EspModel;
+    use core::cell::{Cell, RefCell};
+    use esp32_bridge::forward::{Bridge, Config, Transport};
+    use gap_rust_cipher_s::engine::ClusterEngine;
+    use gap_rust_sdk::host::HostCluster;
+    use gapstream_drone::{DroneConfig, FrameFormat, Mode, PixelFormat, SecureConfig};
+    use gapstream_protocol::assembler::Assembler;
+    use gapstream_protocol::cpx::StreamDecoder;
+    use gapstream_protocol::handshake;
+    use gapstream_protocol::session::{self, ReceiverConfig, ReceiverEvent, ReceiverSession};
+    use gapstream_protocol::suite::Suite;
+    use std::rc::Rc;
+
+    struct TestRng(u64);
+    impl gapstream_protocol::rand_core::TryRng for TestRng {
+        type Error = core::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok(self.try_next_u64()? as u32)
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            Ok(self.0)
+        }
+        fn try_fill_bytes(&mut self, d: &mut [u8]) -> Result<(), Self::Error> {
+            for b in d {
+                *b = self.try_next_u64()? as u8;
+            }
+            Ok(())
+        }
+    }
+    impl gapstream_protocol::rand_core::TryCryptoRng for TestRng {}
+
+    const FMT: FrameFormat = FrameFormat {
+        width: 324,
+        height: 244,
+        pixel: PixelFormat::Grey8,
+    };
+
+    /// The firmware's whole chain on the host: Himax camera logic (fake capture engine), the
+    /// 8-core cluster engine (host backend), the CPX-over-SPI link into esp32_bridge's SPI slave
+    /// and forwarding core, and a receiver session on the bridge's TCP client side. Every frame
+    /// arrives authenticated and byte-identical to what the camera captured.
+    fn stream(one_shot: bool, suite: Suite) {
+        let counter = Rc::new(Cell::new(0u32));
+        let clock = WideClock::new(FakeCounter(counter.clone(), 50_000_000));
+        let pool = Rc::new(RefCell::new(EntropyPool::new()));
+        pool.borrow_mut().absorb(
+            Source::PowerUpSram,
+            &(0..2048u32)
+                .map(|i| ((i * 7919) >> 3) as u8)
+                .collect::<Vec<_>>(),
+        );
+        let (drone_id, rx_id) = handshake::pair(&mut TestRng(7));
+        let mut scfg = session::DroneConfig::default();
+        scfg.policy.suites = handshake::SuiteSet::all();
+        let cfg = DroneConfig {
+            mode: Mode::Secure(Box::new(SecureConfig {
+                identity: drone_id.into(),
+                session: scfg,
+            })),
+            packet_payload: 1020,
+        };
+        let mut esp = EspModel::new();
+        esp.bridge = Bridge::new(Config {
+            client_queue_bytes: 64 << 20,
+            ..Config::default()
+        });
+        let client = esp.bridge.add_client(Transport::Tcp).unwrap();
+        // The receiver, on the WiFi side of the simulated ESP32: it sends its HELLO first, then
+        // reads what the bridge has for it and answers (ACCEPT -> KEY_ACK, frames) whenever the
+        // ESP32's task runs.
+        let mut rxs = ReceiverSession::new(
+            rx_id,
+            ReceiverConfig {
+                suites: vec![suite],
+                ..ReceiverConfig::default()
+            },
+        );
+        rxs.connect(&mut TestRng(99), &|| 0u64).unwrap();
+        let rx = Rc::new(RefCell::new(Rx {
+            session: rxs,
+            dec: StreamDecoder::new(),
+            asm: Assembler::new(1 << 20),
+            frames: Vec::new(),
+            errors: Vec::new(),
+        }));
+        let rx2 = rx.clone();
+        esp.wifi = Some(Box::new(move |b: &mut Bridge| {
+            rx2.borrow_mut().pump(b, client)
+        }));
+
+        let cluster = HostCluster::new();
+        let engine = ClusterEngine::new(&cluster, gap_rust_wrapper_config()).unwrap();
+        let link = CpxSpiLink::new(esp, 1000, Some(pool.clone()));
+        let cam = HimaxCamera::new(
+            FakeHw::new(counter.clone(), 3_000_000),
+            &clock,
+            FMT,
+            Some(pool.clone()),
+        );
+        let mut out = String::new();
+        let frames = 4u32;
+        let app_cfg = AppConfig {
+            frames,
+            handshake_timeout_ns: 1_000_000_000,
+            ..AppConfig::default()
+        };
+        let summary = if one_shot {
+            let mut d = Drone::new(
+                OneShot::new(cam),
+                link,
+                &clock,
+                PoolEntropy(pool.clone()),
+                engine,
+                cfg,
+            )
+            .unwrap();
+            let s = run(&mut d, &clock, 50_000_000, app_cfg, &mut Inline, &mut out).unwrap();
+            let l = d.link_mut();
+            assert!(l.hw().violations.is_empty(), "{:?}", l.hw().violations);
+            l.hw_mut().run_esp();
+            s
+        } else {
+            let mut d =
+                Drone::new(cam, link, &clock, PoolEntropy(pool.clone()), engine, cfg).unwrap();
+            let s = run(&mut d, &clock, 50_000_000, app_cfg, &mut Inline, &mut out).unwrap();
+            let l = d.link_mut();
+            assert!(l.hw().violations.is_empty(), "{:?}", l.hw().violations);
+            l.hw_mut().run_esp();
+            s
+        };
+        assert_eq!(summary.frames, frames as u64);
+        assert!(out.contains("FW handshake suite="), "{out}");
+        assert!(out.contains("FW summary frames=4"), "{out}");
+        assert!(
+            summary.capture_cycles > 0 && summary.period_cycles > 0,
+            "{summary:?}"
+        );
+
+        let rx = rx.borrow();
+        assert!(
+            rx.errors.is_empty(),
+            "receiver rejected messages: {:?}",
+            rx.errors
+        );
+        assert!(rx.session.is_established());
+        assert_eq!(rx.frames.len(), frames as usize);
+        // FakeHw wrote its k-th capture as fake_pixel(k, i); the warm-up took captures 0 and 1.
+        for (k, (f, authenticated)) in rx.frames.iter().enumerate() {
+            let n = (k + 2) as u8;
+            assert!(*authenticated || suite == Suite::None);
+            assert_eq!(f.len(), 324 * 244);
+            assert!(
+                f.iter().enumerate().all(|(i, &p)| p == fake_pixel(n, i)),
+                "frame {k} differs"
+            );
+        }
+    }
+
+    /// The receiver end of the host stream test.
+    struct Rx {
+        session: ReceiverSession,
+        dec: StreamDecoder,
+        asm: Assembler,
+        frames: Vec<(Vec<u8>, bool)>,
+        errors: Vec<String>,
+    }
+
+    impl Rx {
+        fn pump(&mut self, b: &mut Bridge, client: u32) {
+            let mut bytes = Vec::new();
+            while let Some((m, r)) = b.next_for_client(client) {
+                bytes.extend_from_slice(&m[r.clone()]);
+                b.client_sent(client, r.len());
+            }
+            let mut input = &bytes[..];
+            while let Some(p) = self.dec.decode(&mut input) {
+                match p {
+                    Ok(p) => {
+                        if let Err(e) = self.asm.push(p.route, p.payload) {
+                            self.errors.push(format!("{e:?}"));
+                        }
+                    }
+                    Err(e) => self.errors.push(format!("{e:?}")),
+                }
+            }
+            while let Some(m) = self.asm.next_message() {
+                match self.session.handle_message(
+                    &mut gap_rust_cipher_s::Sequential,
+                    &mut TestRng(5),
+                    &|| 0u64,
+                    m,
+                ) {
+                    Ok(Some(ReceiverEvent::Frame(f))) => {
+                        let a = f.authenticated;
+                        self.frames.push((f.into_pixels(), a));
+                    }
+                    Ok(_) => {}
+                    Err(e) => self.errors.push(format!("{e:?}")),
+                }
+            }
+            while let Some(m) = self.session.poll_transmit() {
+                let mut p = gapstream_protocol::cpx::Packetizer::new(
+                    gapstream_protocol::cpx::Route::new(
+                        gapstream_protocol::cpx::Target::WifiHost,
+                        gapstream_protocol::cpx::Target::Gap8,
+                        gapstream_protocol::cpx::GAPSTREAM_FUNCTION,
+                    ),
+                    [&m, &[], &[]],
+                    1020,
+                    gapstream_protocol::cpx::LastFlag::Final,
+                )
+                .unwrap();
+                let mut pb = [0u8; 1024];
+                let mut up = Vec::new();
+                while let Some(n) = p.next_packet(&mut pb) {
+                    up.extend_from_slice(&pb[..n.unwrap()]);
+                }
+                b.client_received(client, &up).unwrap();
+            }
+        }
+    }
+
+    fn gap_rust_wrapper_config() -> gap_rust_cipher_s::engine::Config {
+        gap_rust_cipher_s::engine::Config::new(8, 8192)
+    }
+
+    #[test]
+    fn pipelined_stream_arrives_byte_exact_at_the_receiver() {
+        stream(false, Suite::ChaCha20Poly1305);
+    }
+
+    #[test]
+    fn sequential_baseline_and_aes_gcm_too() {
+        stream(true, Suite::Aes128Gcm);
+    }
+
+    #[test]
+    fn no_receiver_times_out() {
+        let counter = Rc::new(Cell::new(0u32));
+        let clock = WideClock::new(FakeCounter(counter.clone(), 50_000_000));
+        let (drone_id, _) = handshake::pair(&mut TestRng(3));
+        let cfg = DroneConfig {
+            mode: Mode::Secure(Box::new(SecureConfig {
+                identity: drone_id.into(),
+                session: session::DroneConfig::default(),
+            })),
+            packet_payload: 1020,
+        };
+        /// A link whose ESP32 never signals; time passes 1 ms per wait.
+        struct Quiet(Rc<Cell<u32>>);
+        impl Link for Quiet {
+            type Error = &'static str;
+            fn send(&mut self, _: &[u8]) -> Result<(), &'static str> {
+                Ok(())
+            }
+            fn poll_recv(&mut self, _: &mut [u8]) -> Result<usize, &'static str> {
+                Ok(0)
+            }
+        }
+        impl WaitUpstream for Quiet {
+            fn wait_upstream_us(&mut self, us: u32) -> bool {
+                self.0.set(self.0.get() + us * 50);
+                false
+            }
+        }
+        let cam = HimaxCamera::new(FakeHw::new(counter.clone(), 10), &clock, FMT, None);
+        let mut d = Drone::new(
+            cam,
+            Quiet(counter.clone()),
+            &clock,
+            PoolEntropy(Rc::new(RefCell::new(EntropyPool::new()))),
+            gap_rust_cipher_s::Sequential,
+            cfg,
+        )
+        .unwrap();
+        let r = run(
+            &mut d,
+            &clock,
+            50_000_000,
+            AppConfig {
+                frames: 1,
+                handshake_timeout_ns: 10_000_000,
+                ..AppConfig::default()
+            },
+            &mut Inline,
+            &mut String::new(),
+        );
+        assert!(matches!(r, Err(AppError::NoReceiver)));
+    }
+}

@@ -1,0 +1,353 @@
+//! `gapstream_drone::Camera` for the AI-deck's Himax HM01B0: captures by uDMA (CPI) into a buffer
+//! the camera holds by value while the transfer runs, so the drone seals and sends the other
+//! buffer meanwhile (double buffering).
+//!
+//! | type | what |
+//! |---|---|
+//! | [`CameraHw`] | what the board provides: start a capture into raw memory, wait, the timer values at start and completion |
+//! | [`HimaxCamera`] | the `Camera`: buffer ownership, size checks, timestamps, per-capture timing, pixel noise and timing into the entropy pool |
+//! | [`OneShot`] | a wrapper that makes any `Camera` capture only when the frame is asked for (no overlap): the sequential baseline the paper measured |
+
+use alloc::vec::Vec;
+
+use gapstream_drone::{Camera, Capture, FrameFormat};
+
+use crate::clock::{Counter32, WideClock};
+use crate::entropy::SharedPool;
+
+/// The capture hardware (GAP8: `fw_cam_*` in firmware/src/board.c).
+pub trait CameraHw {
+    /// Starts a capture of `len` bytes into `buf` in the background.
+    ///
+    /// # Safety
+    /// `buf..buf+len` must stay valid, unmoved and otherwise untouched until [`CameraHw::wait`]
+    /// returned for this capture.
+    unsafe fn start(&mut self, buf: *mut u8, len: usize) -> Result<(), CameraError>;
+    /// Waits until the capture started last is complete.
+    fn wait(&mut self) -> Result<(), CameraError>;
+    /// Raw timer values (the clock's counter) when the last capture started / completed.
+    fn started_at(&self) -> u32;
+    fn done_at(&self) -> u32;
+}
+
+/// Why a capture failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CameraError {
+    /// The driver refused to start (already busy, not open).
+    Start,
+    /// No capture in flight to wait for.
+    NotStarted,
+    /// A buffer of the wrong size.
+    BufferSize { expected: usize, got: usize },
+    /// `start` while a capture is in flight.
+    Busy,
+}
+
+impl core::fmt::Display for CameraError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            CameraError::Start => f.write_str("the camera driver refused to start a capture"),
+            CameraError::NotStarted => f.write_str("no capture in flight"),
+            CameraError::BufferSize { expected, got } => {
+                write!(
+                    f,
+                    "frame buffer of {got} bytes, the camera needs {expected}"
+                )
+            }
+            CameraError::Busy => f.write_str("a capture is already in flight"),
+        }
+    }
+}
+
+/// Timing of the captures, in counter cycles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaptureTiming {
+    pub captures: u64,
+    /// Sum over captures of (completion - start): the capture stage.
+    pub capture_cycles: u64,
+    /// Completion time of the last capture (64-bit cycles).
+    pub last_done: u64,
+}
+
+/// Pixels sampled for the entropy pool: every 16th (about 4,900 per 324x244 frame).
+pub const NOISE_STRIDE: usize = 16;
+
+/// The camera.
+pub struct HimaxCamera<'k, H: CameraHw, T: Counter32> {
+    hw: H,
+    clock: &'k WideClock<T>,
+    format: FrameFormat,
+    in_flight: Option<Vec<u8>>,
+    pool: Option<SharedPool>,
+    timing: CaptureTiming,
+}
+
+impl<'k, H: CameraHw, T: Counter32> HimaxCamera<'k, H, T> {
+    pub fn new(
+        hw: H,
+        clock: &'k WideClock<T>,
+        format: FrameFormat,
+        pool: Option<SharedPool>,
+    ) -> Self {
+        HimaxCamera {
+            hw,
+            clock,
+            format,
+            in_flight: None,
+            pool,
+            timing: CaptureTiming::default(),
+        }
+    }
+
+    pub fn timing(&self) -> CaptureTiming {
+        self.timing
+    }
+
+    pub fn hw(&self) -> &H {
+        &self.hw
+    }
+}
+
+impl<H: CameraHw, T: Counter32> Camera for HimaxCamera<'_, H, T> {
+    type Error = CameraError;
+
+    fn format(&self) -> FrameFormat {
+        self.format
+    }
+
+    fn start(&mut self, mut buf: Vec<u8>) -> Result<(), CameraError> {
+        if self.in_flight.is_some() {
+            return Err(CameraError::Busy);
+        }
+        let expected = self.format.bytes();
+        if buf.len() != expected {
+            return Err(CameraError::BufferSize {
+                expected,
+                got: buf.len(),
+            });
+        }
+        // SAFETY: the Vec's heap block stays where it is when the Vec is moved into `in_flight`,
+        // and nothing reads, writes, resizes or frees it until `wait` has returned (the only way
+        // to get the Vec back out, except `Drop`, which waits first).
+        unsafe { self.hw.start(buf.as_mut_ptr(), expected)? };
+        self.in_flight = Some(buf);
+        Ok(())
+    }
+
+    fn wait(&mut self) -> Result<Capture, CameraError> {
+        if self.in_flight.is_none() {
+            return Err(CameraError::NotStarted);
+        }
+        self.hw.wait()?;
+        let buf = self.in_flight.take().ok_or(CameraError::NotStarted)?;
+        let (start, done) = (self.hw.started_at(), self.hw.done_at());
+        let done64 = self.clock.extend(done);
+        self.timing.captures += 1;
+        self.timing.capture_cycles += done.wrapping_sub(start) as u64;
+        self.timing.last_done = done64;
+        if let Some(p) = &self.pool {
+            let mut p = p.borrow_mut();
+            p.absorb_timing(done);
+            p.absorb_pixel_lsbs(&buf, NOISE_STRIDE);
+        }
+        Ok(Capture {
+            buf,
+            capture_ns: self.clock.cycles_to_ns(done64),
+        })
+    }
+}
+
+impl<H: CameraHw, T: Counter32> Drop for HimaxCamera<'_, H, T> {
+    fn drop(&mut self) {
+        // The DMA must not write into a freed buffer.
+        if self.in_flight.is_some() {
+            let _ = self.hw.wait();
+        }
+    }
+}
+
+/// Any camera, but capturing only when [`Camera::wait`] asks for the frame: the stages then run
+/// one after the other (capture, seal, send), as in the paper's measurement. For comparison runs.
+pub struct OneShot<C: Camera> {
+    inner: C,
+    pending: Option<Vec<u8>>,
+}
+
+impl<C: Camera> OneShot<C> {
+    pub fn new(inner: C) -> Self {
+        OneShot {
+            inner,
+            pending: None,
+        }
+    }
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+}
+
+impl<C: Camera> Camera for OneShot<C> {
+    type Error = C::Error;
+    fn format(&self) -> FrameFormat {
+        self.inner.format()
+    }
+    fn start(&mut self, buf: Vec<u8>) -> Result<(), C::Error> {
+        self.pending = Some(buf);
+        Ok(())
+    }
+    fn wait(&mut self) -> Result<Capture, C::Error> {
+        let buf = self
+            .pending
+            .take()
+            .unwrap_or_else(|| alloc::vec![0u8; self.inner.format().bytes()]);
+        self.inner.start(buf)?;
+        self.inner.wait()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::clock::tests::FakeCounter;
+    use crate::entropy::EntropyPool;
+    use core::cell::{Cell, RefCell};
+    use gapstream_drone::PixelFormat;
+    use std::rc::Rc;
+
+    /// Pixel `i` of fake frame `frame`: a ramp plus hash noise in the low bits (like sensor noise).
+    pub fn fake_pixel(frame: u8, i: usize) -> u8 {
+        let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ frame as u64;
+        x ^= x >> 29;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 32;
+        frame.wrapping_add(i as u8) ^ (x as u8 & 3)
+    }
+
+    /// A capture engine that "DMAs" frame `n` ([`fake_pixel`]) into the raw pointer at `wait`,
+    /// advancing the fake counter by `cycles` per capture, and records the pointers it wrote to.
+    pub struct FakeHw {
+        pub counter: Rc<Cell<u32>>,
+        pub cycles: u32,
+        pub frame: u8,
+        pub target: Option<(*mut u8, usize)>,
+        pub started: u32,
+        pub done: u32,
+        pub pointers: Vec<usize>,
+    }
+
+    impl FakeHw {
+        pub fn new(counter: Rc<Cell<u32>>, cycles: u32) -> Self {
+            FakeHw {
+                counter,
+                cycles,
+                frame: 0,
+                target: None,
+                started: 0,
+                done: 0,
+                pointers: Vec::new(),
+            }
+        }
+    }
+
+    impl CameraHw for FakeHw {
+        unsafe fn start(&mut self, buf: *mut u8, len: usize) -> Result<(), CameraError> {
+            if self.target.is_some() {
+                return Err(CameraError::Start);
+            }
+            self.started = self.counter.get();
+            self.target = Some((buf, len));
+            self.pointers.push(buf as usize);
+            Ok(())
+        }
+        fn wait(&mut self) -> Result<(), CameraError> {
+            let (p, len) = self.target.take().ok_or(CameraError::NotStarted)?;
+            // SAFETY: the contract of `start`: the block is valid and ours until wait returns.
+            let s = unsafe { core::slice::from_raw_parts_mut(p, len) };
+            for (i, b) in s.iter_mut().enumerate() {
+                *b = fake_pixel(self.frame, i);
+            }
+            self.frame = self.frame.wrapping_add(1);
+            self.counter
+                .set(self.counter.get().wrapping_add(self.cycles));
+            self.done = self.counter.get();
+            Ok(())
+        }
+        fn started_at(&self) -> u32 {
+            self.started
+        }
+        fn done_at(&self) -> u32 {
+            self.done
+        }
+    }
+
+    pub const SMALL: FrameFormat = FrameFormat {
+        width: 16,
+        height: 4,
+        pixel: PixelFormat::Grey8,
+    };
+
+    #[test]
+    fn captures_into_the_given_buffer_and_times_them() {
+        let c = Rc::new(Cell::new(100));
+        let clock = WideClock::new(FakeCounter(c.clone(), 1_000_000));
+        let pool = Rc::new(RefCell::new(EntropyPool::new()));
+        let mut cam = HimaxCamera::new(
+            FakeHw::new(c.clone(), 500),
+            &clock,
+            SMALL,
+            Some(pool.clone()),
+        );
+        let a = vec![0u8; 64];
+        let pa = a.as_ptr() as usize;
+        cam.start(a).unwrap();
+        assert_eq!(cam.start(vec![0u8; 64]), Err(CameraError::Busy));
+        let cap = cam.wait().unwrap();
+        assert_eq!(cap.buf.as_ptr() as usize, pa, "the same buffer comes back");
+        assert_eq!(
+            cap.buf[..3],
+            [fake_pixel(0, 0), fake_pixel(0, 1), fake_pixel(0, 2)]
+        );
+        assert_eq!(cap.capture_ns, 600 * 1000, "completion time at 1 MHz");
+        assert_eq!(cam.timing().capture_cycles, 500);
+        assert_eq!(cam.hw().pointers, vec![pa]);
+        assert!(
+            pool.borrow().stats().inputs >= 1,
+            "pixel noise went to the pool"
+        );
+        assert_eq!(cam.wait().unwrap_err(), CameraError::NotStarted);
+    }
+
+    #[test]
+    fn wrong_buffer_sizes_are_refused_without_starting() {
+        let c = Rc::new(Cell::new(0));
+        let clock = WideClock::new(FakeCounter(c.clone(), 1000));
+        let mut cam = HimaxCamera::new(FakeHw::new(c, 1), &clock, SMALL, None);
+        assert_eq!(
+            cam.start(vec![0u8; 63]),
+            Err(CameraError::BufferSize {
+                expected: 64,
+                got: 63
+            })
+        );
+        assert!(cam.hw().pointers.is_empty());
+    }
+
+    #[test]
+    fn one_shot_captures_only_when_asked() {
+        let c = Rc::new(Cell::new(0));
+        let clock = WideClock::new(FakeCounter(c.clone(), 1000));
+        let mut cam = OneShot::new(HimaxCamera::new(
+            FakeHw::new(c.clone(), 7),
+            &clock,
+            SMALL,
+            None,
+        ));
+        cam.start(vec![0u8; 64]).unwrap();
+        assert!(
+            cam.inner().hw().pointers.is_empty(),
+            "nothing captured at start"
+        );
+        let f = cam.wait().unwrap();
+        assert_eq!(f.buf[0], fake_pixel(0, 0));
+        assert_eq!(cam.inner().hw().pointers.len(), 1);
+    }
+}

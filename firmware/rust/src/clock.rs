@@ -1,0 +1,151 @@
+//! The drone's clock from a free-running 32-bit hardware counter (GAP8: FC timer 1 at the FC
+//! clock, 50 MHz on the model, so it wraps every 86 s): extended to 64 bits in software, in cycles
+//! for the per-stage figures and in nanoseconds for `gapstream_drone::Clock`.
+
+use core::cell::Cell;
+
+/// A free-running up-counter.
+pub trait Counter32 {
+    /// The counter now.
+    fn read(&self) -> u32;
+    /// Its rate in Hz (must be > 0).
+    fn hz(&self) -> u32;
+}
+
+/// 64-bit cycles and nanoseconds from a [`Counter32`]. Reads must come at least once per wrap
+/// period (86 s at 50 MHz); the firmware reads it several times per frame.
+pub struct WideClock<T: Counter32> {
+    counter: T,
+    last: Cell<u32>,
+    high: Cell<u64>,
+}
+
+impl<T: Counter32> WideClock<T> {
+    pub fn new(counter: T) -> Self {
+        let now = counter.read();
+        WideClock {
+            counter,
+            last: Cell::new(now),
+            high: Cell::new(0),
+        }
+    }
+
+    /// The counter.
+    pub fn counter(&self) -> &T {
+        &self.counter
+    }
+
+    /// Cycles since [`WideClock::new`]'s reading of the counter, plus that reading.
+    pub fn cycles(&self) -> u64 {
+        let now = self.counter.read();
+        if now < self.last.get() {
+            self.high.set(self.high.get() + (1u64 << 32));
+        }
+        self.last.set(now);
+        self.high.get() | now as u64
+    }
+
+    /// Extends a raw counter value taken a short while (less than one wrap period) before now, for
+    /// timestamps recorded by interrupt handlers.
+    pub fn extend(&self, raw: u32) -> u64 {
+        let now = self.cycles();
+        let back = (now as u32).wrapping_sub(raw) as u64;
+        now - back.min(now)
+    }
+
+    /// Cycles to nanoseconds at the counter's rate (exact integer arithmetic, no overflow for
+    /// any u64 cycle count below 2^64 / 10^9 * hz... i.e. centuries).
+    pub fn cycles_to_ns(&self, cycles: u64) -> u64 {
+        cycles_to_ns(cycles, self.counter.hz())
+    }
+}
+
+/// `cycles` at `hz` in nanoseconds, rounded down.
+pub fn cycles_to_ns(cycles: u64, hz: u32) -> u64 {
+    let hz = hz.max(1) as u128;
+    ((cycles as u128 * 1_000_000_000) / hz) as u64
+}
+
+impl<T: Counter32> gapstream_drone::Clock for WideClock<T> {
+    fn now_ns(&self) -> u64 {
+        self.cycles_to_ns(self.cycles())
+    }
+}
+
+impl<T: Counter32> gapstream_drone::Clock for &WideClock<T> {
+    fn now_ns(&self) -> u64 {
+        (*self).now_ns()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use gapstream_drone::Clock;
+    use proptest::prelude::*;
+    use std::rc::Rc;
+
+    /// A counter the test moves by hand.
+    #[derive(Clone)]
+    pub struct FakeCounter(pub Rc<Cell<u32>>, pub u32);
+    impl Counter32 for FakeCounter {
+        fn read(&self) -> u32 {
+            self.0.get()
+        }
+        fn hz(&self) -> u32 {
+            self.1
+        }
+    }
+
+    #[test]
+    fn wraps_are_counted() {
+        let c = Rc::new(Cell::new(0xFFFF_FF00u32));
+        let clk = WideClock::new(FakeCounter(c.clone(), 50_000_000));
+        assert_eq!(clk.cycles(), 0xFFFF_FF00);
+        c.set(0x10);
+        assert_eq!(clk.cycles(), (1 << 32) + 0x10);
+        c.set(0xFFFF_FFFF);
+        assert_eq!(clk.cycles(), (1 << 32) + 0xFFFF_FFFF);
+        c.set(5);
+        assert_eq!(clk.cycles(), (2 << 32) + 5);
+    }
+
+    #[test]
+    fn nanoseconds_at_50_mhz_are_20_per_cycle() {
+        let c = Rc::new(Cell::new(0));
+        let clk = WideClock::new(FakeCounter(c.clone(), 50_000_000));
+        c.set(50_000_000);
+        assert_eq!(clk.now_ns(), 1_000_000_000);
+        assert_eq!(cycles_to_ns(3, 50_000_000), 60);
+        assert_eq!(
+            cycles_to_ns(u64::MAX / 2, 50_000_000),
+            ((u64::MAX / 2) as u128 * 20) as u64
+        );
+    }
+
+    #[test]
+    fn extend_maps_a_recent_raw_value_across_a_wrap() {
+        let c = Rc::new(Cell::new(0xFFFF_FFF0u32));
+        let clk = WideClock::new(FakeCounter(c.clone(), 1000));
+        c.set(0x20);
+        // Recorded by an interrupt just before the wrap.
+        assert_eq!(clk.extend(0xFFFF_FFF8), 0xFFFF_FFF8);
+        assert_eq!(clk.extend(0x18), (1 << 32) + 0x18);
+    }
+
+    proptest! {
+        /// Reading at least once per wrap: the 64-bit value is the sum of all increments.
+        #[test]
+        fn monotonic_sum_of_steps(start in any::<u32>(), steps in proptest::collection::vec(0u32..=u32::MAX, 1..50)) {
+            let c = Rc::new(Cell::new(start));
+            let clk = WideClock::new(FakeCounter(c.clone(), 50_000_000));
+            let mut expect = start as u64;
+            prop_assert_eq!(clk.cycles(), expect);
+            for s in steps {
+                c.set(c.get().wrapping_add(s));
+                expect += s as u64;
+                prop_assert_eq!(clk.cycles(), expect);
+            }
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! The GAP8 edge: FFI to `firmware/src/board.c` (the SDK's pmsis drivers), the hardware trait
+//! implementations over it, the global allocator (pmsis' L2 heap), the panic handler and the C
+//! entry point [`gapstream_main`] that `firmware/src/main.c` calls from its FreeRTOS task.
+
+use alloc::boxed::Box;
+use alloc::rc::Rc;
+use core::alloc::{GlobalAlloc, Layout};
+use core::cell::RefCell;
+use core::fmt::Write;
+
+use gap_rust_cipher_s::engine::{ClusterEngine, Config as EngineConfig};
+use gap_rust_sdk::mem::RawAlloc;
+use gap_rust_sdk::pmsis::{PmsisCluster, PmsisConfig, PmsisL2};
+use gapstream_drone::{Drone, DroneConfig, FrameFormat, Mode, SecureConfig};
+use gapstream_protocol::session;
+
+use crate::app::{self, AppConfig};
+use crate::camera::{CameraError, CameraHw, HimaxCamera, OneShot};
+use crate::clock::{Counter32, WideClock};
+use crate::entropy::{EntropyPool, PoolEntropy, Source};
+use crate::keys;
+use crate::link::{CpxSpiLink, LinkError, SpiHw};
+
+// --- FFI ------------------------------------------------------------------------------------------
+
+unsafe extern "C" {
+    fn fw_cam_open(frame_drop: u32) -> i32;
+    fn fw_cam_start(buf: *mut u8, len: u32) -> i32;
+    fn fw_cam_wait() -> i32;
+    fn fw_cam_started_at() -> u32;
+    fn fw_cam_done_at() -> u32;
+    fn fw_link_open(baudrate: u32) -> i32;
+    fn fw_spi_transfer(tx: *const u8, rx: *mut u8, len: u32, keep_cs: i32) -> i32;
+    fn fw_gap_rtt_set(level: i32);
+    fn fw_esp_rtt_take() -> i32;
+    fn fw_esp_rtt_wait(timeout_us: u32) -> i32;
+    fn fw_timer_start();
+    fn fw_timer_read() -> u32;
+    fn fw_fc_hz() -> u32;
+    fn fw_set_fc_hz(hz: u32) -> i32;
+    fn fw_set_cl_hz(hz: u32) -> i32;
+    fn fw_cl_hz() -> u32;
+    fn fw_fast_stack_init(size: u32) -> i32;
+    fn fw_run_on_fast_stack(
+        f: unsafe extern "C" fn(*mut core::ffi::c_void),
+        arg: *mut core::ffi::c_void,
+    );
+    fn fw_fast_stack_used() -> u32;
+    fn fw_fast_stack_size() -> u32;
+    fn fw_noise_uninit(out: *mut u8, len: usize) -> usize;
+    fn fw_console_write(s: *const u8, len: usize);
+    fn fw_exit(status: i32);
+    /// The pairing file and the device seed, from `firmware/generated/keys.S` (made at build time
+    /// from `gapstream pair`'s drone.key; never in the source tree).
+    static gapstream_pairing_text: u8;
+    static gapstream_pairing_len: u32;
+    static gapstream_device_seed: [u8; 32];
+}
+
+/// The run's settings, filled by `firmware/src/main.c` from the build's make variables.
+/// Layout shared with `struct gapstream_fw_config` in `firmware/src/main.c` (checked there with
+/// `_Static_assert` and here with the assertions below).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FwConfig {
+    /// Frames to send after the handshake (0: forever).
+    pub frames: u32,
+    /// CPI frame drop (sensor frames skipped between delivered ones; 0 on hardware).
+    pub frame_drop: u32,
+    /// SPI clock to the ESP32 in Hz.
+    pub spi_hz: u32,
+    /// 1: double-buffered (capture N+1 while N is sealed and sent); 0: one stage after the other.
+    pub pipeline: u32,
+    /// Cluster cores for the encryption (1..=8).
+    pub cores: u32,
+    /// L1 buffer per round of the cluster engine, bytes.
+    pub l1_buffer: u32,
+    /// Give up when no receiver shakes hands within this many ms (0: wait forever).
+    pub handshake_timeout_ms: u32,
+    /// CPX payload bytes per packet (1..=1020).
+    pub packet_payload: u32,
+    /// Bitcraze's plaintext 0xBC stream instead of the secure protocol (no receiver handshake).
+    pub stock: u32,
+    /// FC clock in Hz (0: leave it).
+    pub fc_hz: u32,
+    /// Cluster clock in Hz (0: leave it).
+    pub cl_hz: u32,
+    /// Bytes of FC TCDM for the per-frame stack (0: run on the task stack).
+    pub fast_stack: u32,
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<FwConfig>() == 48);
+    assert!(core::mem::offset_of!(FwConfig, pipeline) == 12);
+    assert!(core::mem::offset_of!(FwConfig, stock) == 32);
+    assert!(core::mem::offset_of!(FwConfig, cl_hz) == 40);
+};
+
+// --- allocator, panic, console -------------------------------------------------------------------
+
+/// The global allocator: pmsis' L2 heap (`pi_l2_malloc` / `pi_l2_free` with the exact size).
+struct L2Heap;
+
+// SAFETY: `PmsisL2` returns blocks of at least `layout.size()` bytes aligned to `layout.align()`
+// or null, and frees with the same layout (RawAlloc's contract); the firmware allocates from one
+// FreeRTOS task only (the cluster code never allocates), and pmsis' allocator masks interrupts.
+unsafe impl GlobalAlloc for L2Heap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() == 0 {
+            return layout.align() as *mut u8;
+        }
+        PmsisL2
+            .alloc(layout)
+            .map_or(core::ptr::null_mut(), |p| p.as_ptr())
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        if let Some(p) = core::ptr::NonNull::new(ptr) {
+            // SAFETY: allocated by `alloc` above with this layout.
+            unsafe { PmsisL2.dealloc(p, layout) }
+        }
+    }
+}
+
+#[global_allocator]
+static HEAP: L2Heap = L2Heap;
+
+/// `core::fmt::Write` to the console (stdout on GVSOC, UART on the deck).
+pub struct Console;
+
+impl Write for Console {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        // SAFETY: a valid byte range; the C side only reads it.
+        unsafe { fw_console_write(s.as_ptr(), s.len()) };
+        Ok(())
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    let _ = writeln!(Console, "FW panic: {info}");
+    // SAFETY: ends the program (pmsis_exit); never returns.
+    unsafe { fw_exit(101) };
+    loop {}
+}
+
+// --- hardware trait implementations --------------------------------------------------------------
+
+/// FC timer 1 at the FC clock.
+pub struct FcTimer {
+    hz: u32,
+}
+
+impl Counter32 for FcTimer {
+    fn read(&self) -> u32 {
+        // SAFETY: reads a timer register.
+        unsafe { fw_timer_read() }
+    }
+    fn hz(&self) -> u32 {
+        self.hz
+    }
+}
+
+/// The Himax on CPI 0 through `fw_cam_*`.
+pub struct BoardCamera;
+
+impl CameraHw for BoardCamera {
+    unsafe fn start(&mut self, buf: *mut u8, len: usize) -> Result<(), CameraError> {
+        let len = u32::try_from(len).map_err(|_| CameraError::Start)?;
+        // SAFETY: the caller keeps `buf..buf+len` valid and untouched until `wait` returned.
+        if unsafe { fw_cam_start(buf, len) } != 0 {
+            return Err(CameraError::Start);
+        }
+        Ok(())
+    }
+    fn wait(&mut self) -> Result<(), CameraError> {
+        // SAFETY: waits on the driver's task for the capture in flight (checked on the C side).
+        if unsafe { fw_cam_wait() } != 0 {
+            return Err(CameraError::NotStarted);
+        }
+        Ok(())
+    }
+    fn started_at(&self) -> u32 {
+        // SAFETY: reads a variable the capture callback wrote.
+        unsafe { fw_cam_started_at() }
+    }
+    fn done_at(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { fw_cam_done_at() }
+    }
+}
+
+/// SPIM1 + the ready lines through `fw_spi_*` / `fw_*_rtt_*`.
+pub struct BoardSpi;
+
+impl SpiHw for BoardSpi {
+    fn transfer(&mut self, tx: &[u8], rx: &mut [u8], keep_cs: bool) -> Result<(), LinkError> {
+        if tx.len() != rx.len() || tx.is_empty() {
+            return Err(LinkError::Spi);
+        }
+        // SAFETY: both buffers are valid for `len` bytes (heap memory in L2, reachable by the
+        // uDMA) and stay borrowed for the whole blocking transfer.
+        let r = unsafe {
+            fw_spi_transfer(
+                tx.as_ptr(),
+                rx.as_mut_ptr(),
+                tx.len() as u32,
+                keep_cs as i32,
+            )
+        };
+        if r != 0 { Err(LinkError::Spi) } else { Ok(()) }
+    }
+    fn set_gap_rtt(&mut self, high: bool) {
+        // SAFETY: writes a GPIO.
+        unsafe { fw_gap_rtt_set(high as i32) }
+    }
+    fn take_esp_edge(&mut self) -> bool {
+        // SAFETY: takes a semaphore without blocking.
+        unsafe { fw_esp_rtt_take() != 0 }
+    }
+    fn wait_esp_edge(&mut self, timeout_us: u32) -> bool {
+        // SAFETY: blocks this FreeRTOS task on a semaphore with a timeout.
+        unsafe { fw_esp_rtt_wait(timeout_us) != 0 }
+    }
+    fn stamp(&self) -> u32 {
+        // SAFETY: reads a timer register.
+        unsafe { fw_timer_read() }
+    }
+}
+
+/// Runs the per-frame step on the FC-TCDM stack (`fw_run_on_fast_stack`).
+pub struct FastStack;
+
+unsafe extern "C" fn run_dyn(arg: *mut core::ffi::c_void) {
+    // SAFETY: `arg` is the `&mut &mut dyn FnMut()` that `FastStack::run` keeps alive on its own
+    // stack until `fw_run_on_fast_stack` returned (the call is synchronous).
+    let f = unsafe { &mut *(arg as *mut &mut dyn FnMut()) };
+    f();
+}
+
+impl app::StepRunner for FastStack {
+    fn run(&mut self, f: &mut dyn FnMut()) {
+        let mut f = f;
+        // SAFETY: `run_dyn` only calls the closure behind `arg`, which outlives the call.
+        unsafe { fw_run_on_fast_stack(run_dyn, (&raw mut f).cast()) }
+    }
+}
+
+// --- entry point ----------------------------------------------------------------------------------
+
+fn embedded_pairing() -> &'static [u8] {
+    // SAFETY: `keys.S` defines `gapstream_pairing_text` as `gapstream_pairing_len` bytes of
+    // read-only data that live for the whole program.
+    unsafe {
+        core::slice::from_raw_parts(
+            &raw const gapstream_pairing_text,
+            gapstream_pairing_len as usize,
+        )
+    }
+}
+
+fn fail(what: &str, code: i32) -> i32 {
+    let _ = writeln!(Console, "FW error: {what}");
+    code
+}
+
+/// Runs the firmware; returns the exit status (0: all frames sent).
+///
+/// # Safety
+/// `cfg` points to a valid [`FwConfig`]; called once, from the application's FreeRTOS task, after
+/// the SDK is up (`pmsis_kickoff`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
+    // SAFETY: caller contract.
+    let cfg = unsafe { *cfg };
+    let mut out = Console;
+    let _ = writeln!(
+        out,
+        "FW start frames={} frame_drop={} spi_hz={} pipeline={} cores={} l1_buffer={} packet={} stock={} fc_hz={} cl_hz={}",
+        cfg.frames,
+        cfg.frame_drop,
+        cfg.spi_hz,
+        cfg.pipeline,
+        cfg.cores,
+        cfg.l1_buffer,
+        cfg.packet_payload,
+        cfg.stock,
+        cfg.fc_hz,
+        cfg.cl_hz
+    );
+
+    // Entropy: device seed and SRAM power-up state first (before the heap reaches that memory).
+    let pool = Rc::new(RefCell::new(EntropyPool::new()));
+    {
+        let mut p = pool.borrow_mut();
+        // SAFETY: 32 bytes of read-only data from keys.S.
+        p.absorb(Source::DeviceSeed, unsafe { &gapstream_device_seed });
+        let mut sram = [0u8; 2048];
+        // SAFETY: `sram` is a valid 2 KiB buffer.
+        let n = unsafe { fw_noise_uninit(sram.as_mut_ptr(), sram.len()) };
+        p.absorb(Source::PowerUpSram, &sram[..n]);
+    }
+
+    let mode = if cfg.stock != 0 {
+        Mode::StockPlaintext
+    } else {
+        let identity = match keys::drone_identity(embedded_pairing()) {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = writeln!(out, "FW error: {e}");
+                return 2;
+            }
+        };
+        // The default policy: authenticated suites only, every key-establishment mode.
+        let session = session::DroneConfig::default();
+        Mode::Secure(Box::new(SecureConfig { identity, session }))
+    };
+
+    // SAFETY: allocates and paints the stack (C side).
+    let fast = cfg.fast_stack != 0 && unsafe { fw_fast_stack_init(cfg.fast_stack) } == 0;
+    if cfg.fast_stack != 0 && !fast {
+        let _ = writeln!(
+            out,
+            "FW no {} bytes of FC TCDM for the per-frame stack: using the task stack",
+            cfg.fast_stack
+        );
+    }
+    // SAFETY: FLL / PMU driver call, before any peripheral is opened.
+    if unsafe { fw_set_fc_hz(cfg.fc_hz) } != 0 {
+        return fail("could not set the FC clock", 9);
+    }
+    let _ = writeln!(out, "FW opening the camera, the SPI link and the cluster");
+    // SAFETY: plain driver calls (C side: board.c).
+    if unsafe { fw_cam_open(cfg.frame_drop) } != 0 {
+        return fail("camera open failed", 3);
+    }
+    // SAFETY: as above.
+    let link_status = unsafe { fw_link_open(cfg.spi_hz) };
+    if link_status != 0 {
+        return fail("SPI link open failed", 4);
+    }
+    // After the camera is open: its driver used FC timer 1 for delays while opening.
+    // SAFETY: configures FC timer 1.
+    unsafe { fw_timer_start() };
+    // SAFETY: reads the FLL frequency.
+    let hz = unsafe { fw_fc_hz() };
+    let clock = WideClock::new(FcTimer { hz });
+
+    // Cluster stacks: the engine's per-core frame is ~1.4 KiB before the kernel's own; the SDK
+    // default of 2 KiB per worker overflowed into the neighbour's stack (seen on GVSOC: a worker
+    // returned to a corrupted `ra`). 4 KiB + 7 x 3 KiB + the engine's 3 x 8 KiB fit the 64 KiB L1.
+    let pcfg = PmsisConfig {
+        master_stack: 4096,
+        slave_stack: 3072,
+        ..PmsisConfig::default()
+    };
+    let cluster = match PmsisCluster::open(pcfg) {
+        Ok(c) => c,
+        Err(_) => return fail("cluster open failed", 5),
+    };
+    // SAFETY: FLL driver call, the cluster is on.
+    if unsafe { fw_set_cl_hz(cfg.cl_hz) } != 0 {
+        return fail("could not set the cluster clock", 10);
+    }
+    let engine_cfg = EngineConfig::new(
+        cfg.cores.clamp(1, 8) as usize,
+        cfg.l1_buffer.max(64) as usize,
+    );
+    let engine = match ClusterEngine::new(&cluster, engine_cfg) {
+        Ok(e) => e,
+        Err(_) => return fail("cluster engine: no L1 for its buffers", 6),
+    };
+
+    let _ = writeln!(
+        out,
+        "FW ready: FC {hz} Hz, cluster {} Hz, waiting for a receiver's handshake ({} warm-up captures first)",
+        // SAFETY: reads the FLL frequency.
+        unsafe { fw_cl_hz() },
+        app_cfg_warmup()
+    );
+    let mut engine = engine;
+    if let Err(e) = engine_self_test(&mut engine, &clock, &mut out) {
+        return fail(e, 8);
+    }
+    let camera = HimaxCamera::new(BoardCamera, &clock, FrameFormat::HM01B0, Some(pool.clone()));
+    let link = CpxSpiLink::new(BoardSpi, 200_000, Some(pool.clone()));
+    let dcfg = DroneConfig {
+        mode,
+        packet_payload: cfg.packet_payload.clamp(1, 1020) as usize,
+    };
+    let app_cfg = AppConfig {
+        frames: cfg.frames,
+        handshake_timeout_ns: cfg.handshake_timeout_ms as u64 * 1_000_000,
+        poll_us: 2_000,
+        per_frame_lines: true,
+        warmup_captures: app_cfg_warmup(),
+    };
+    let entropy = PoolEntropy(pool.clone());
+    let r = if cfg.pipeline != 0 {
+        match Drone::new(camera, link, &clock, entropy, engine, dcfg) {
+            Ok(mut d) => {
+                let r = app::run(&mut d, &clock, hz as u64, app_cfg, &mut FastStack, &mut out)
+                    .map(|_| ());
+                report_link(&mut out, d.link_mut().stats());
+                r.map_err(|e| alloc::format!("{e}"))
+            }
+            Err(e) => Err(alloc::format!("{e}")),
+        }
+    } else {
+        match Drone::new(OneShot::new(camera), link, &clock, entropy, engine, dcfg) {
+            Ok(mut d) => {
+                let r = app::run(&mut d, &clock, hz as u64, app_cfg, &mut FastStack, &mut out)
+                    .map(|_| ());
+                report_link(&mut out, d.link_mut().stats());
+                r.map_err(|e| alloc::format!("{e}"))
+            }
+            Err(e) => Err(alloc::format!("{e}")),
+        }
+    };
+    if fast {
+        // SAFETY: reads the painted stack (C side).
+        let (used, size) = unsafe { (fw_fast_stack_used(), fw_fast_stack_size()) };
+        let _ = writeln!(
+            out,
+            "FW per-frame stack in FC TCDM: {used} of {size} bytes used"
+        );
+    }
+    let ps = pool.borrow().stats();
+    let _ = writeln!(
+        out,
+        "FW entropy credited_bits={} inputs={} outputs={} stuck_sources={:#x}",
+        ps.credited_bits, ps.inputs, ps.outputs, ps.stuck_sources
+    );
+    match r {
+        Ok(()) => 0,
+        Err(e) => fail(&e, 7),
+    }
+}
+
+/// Known-answer check of the cluster path before streaming: ChaCha20 over 16 KiB (a length that
+/// is not a multiple of the round or the core count) on the cluster engine must equal the FC's
+/// sequential kernel byte for byte.
+fn engine_self_test<C: gap_rust_sdk::Cluster>(
+    engine: &mut ClusterEngine<'_, C>,
+    clock: &WideClock<FcTimer>,
+    out: &mut Console,
+) -> Result<(), &'static str> {
+    use gap_rust_cipher_s::{CipherId, KeystreamApplier, Sequential};
+    let len = 16 * 1024 + 37;
+    let mut a: alloc::vec::Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+    let mut b = a.clone();
+    let key = [0x42u8; 32];
+    let nonce = [7u8; 12];
+    let t0 = clock.cycles();
+    engine
+        .apply_keystream(CipherId::ChaCha20, &key, &nonce, 64, &mut a)
+        .map_err(|_| "cluster engine self-test: the engine failed")?;
+    let t1 = clock.cycles();
+    Sequential
+        .apply_keystream(CipherId::ChaCha20, &key, &nonce, 64, &mut b)
+        .map_err(|_| "cluster engine self-test: the FC kernel failed")?;
+    let t2 = clock.cycles();
+    let _ = writeln!(
+        out,
+        "FW engine self-test bytes={len} cluster_cycles={} fc_cycles={} {}",
+        t1 - t0,
+        t2 - t1,
+        if a == b { "ok" } else { "FAIL" }
+    );
+    if a != b {
+        return Err("cluster engine self-test: output differs from the FC kernel");
+    }
+    // The cluster's share of sealing one frame (ChaCha20 over 324 x 244 bytes in L2).
+    let mut frame = alloc::vec![0x5Au8; FrameFormat::HM01B0.bytes()];
+    let t0 = clock.cycles();
+    engine
+        .apply_keystream(CipherId::ChaCha20, &key, &nonce, 64, &mut frame)
+        .map_err(|_| "cluster engine: a frame failed")?;
+    let t1 = clock.cycles();
+    // The whole seal of one frame: Poly1305 key and ChaCha20 on the cluster, the MAC on the FC.
+    let pk = gapstream_protocol::aead::PayloadKey::new(
+        engine,
+        gapstream_protocol::suite::Suite::ChaCha20Poly1305,
+        &key,
+    )
+    .map_err(|_| "payload key")?;
+    let hdr = [0u8; 48];
+    pk.seal(engine, &nonce, &hdr, &mut frame)
+        .map_err(|_| "seal")?;
+    let t2 = clock.cycles();
+    let _ = writeln!(
+        out,
+        "FW engine frame bytes={} cluster_chacha_cycles={} seal_chacha20poly1305_cycles={} fc_stack_at={:p}",
+        frame.len(),
+        t1 - t0,
+        t2 - t1,
+        &t2
+    );
+    Ok(())
+}
+
+const fn app_cfg_warmup() -> u32 {
+    2
+}
+
+fn report_link(out: &mut Console, s: crate::link::LinkStats) {
+    let _ = writeln!(
+        out,
+        "FW link transactions={} packets_sent={} packets_received={} bytes_clocked={} bad_rx_lengths={} rx_dropped={} timeouts={} wait_cycles={} transfer_cycles={}",
+        s.transactions,
+        s.packets_sent,
+        s.packets_received,
+        s.bytes_clocked,
+        s.bad_rx_lengths,
+        s.rx_dropped,
+        s.timeouts,
+        s.wait_cycles,
+        s.transfer_cycles
+    );
+}

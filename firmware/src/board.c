@@ -1,0 +1,308 @@
+/*
+ * board.c: the AI-deck hardware behind board.h, on the GAP SDK's pmsis drivers (FreeRTOS port).
+ * Pins and interfaces are the AI-deck's (gap_sdk rtos/pmsis/bsp/include/bsp/ai_deck.h): Himax on
+ * CPI 0 / I2C 0, ESP32 (NINA-W102) on SPIM1 CS0, ESP32 ready line on GPIO 18 (pad A13), GAP8 ready
+ * line on GPIO 3 (pad B1), the same lines Bitcraze's CPX firmware uses.
+ */
+#include "pmsis.h"
+#include "bsp/bsp.h"
+#include "bsp/camera/himax.h"
+#include "board.h"
+
+#define ESP_RTT_GPIO 18 /* ESP32 -> GAP8: the ESP32 has set up an SPI slave transaction */
+#define ESP_RTT_PAD PI_PAD_32_A13_TIMER0_CH1
+#define ESP_RTT_PAD_FUNC PI_PAD_32_A13_GPIO_A18_FUNC1
+#define GAP_RTT_GPIO 3 /* GAP8 -> ESP32: the GAP8 has a packet to send */
+#define GAP_RTT_PAD PI_PAD_15_B1_RF_PACTRL3
+#define GAP_RTT_PAD_FUNC PI_PAD_15_B1_GPIO_A3_FUNC1
+#define HIMAX_CPI_ID 0
+
+/* ------------------------------------------------------------------------------------------------ */
+/* time                                                                                             */
+
+void fw_timer_start(void)
+{
+    /* FC timer 1, counting FC clock cycles from 0 to 0xFFFFFFFF (same settings as the SDK's
+     * pi_perf cycle timer). FC timer 0 is FreeRTOS's tick. Nothing else may use timer 1 while the
+     * application runs: pi_time_wait_us() does (the Himax driver calls it while opening), so this is
+     * called after the camera is open, and the Rust clock checks that the counter never goes back. */
+    timer_cfg_u cfg = {0};
+    cfg.field.enable = 1;
+    cfg.field.reset = 1;
+    cfg.field.irq_en = 0;
+    cfg.field.mode = 1;
+    cfg.field.one_shot = 0;
+    cfg.field.presc_en = 0;
+    cfg.field.clk_source = 0;
+    pi_timer_init(FC_TIMER_1, cfg, 0xFFFFFFFF);
+}
+
+uint32_t fw_timer_read(void)
+{
+    return pi_timer_value_read(FC_TIMER_1);
+}
+
+uint32_t fw_fc_hz(void)
+{
+    return pi_freq_get(PI_FREQ_DOMAIN_FC);
+}
+
+/* Defined by the GAP8 pmsis PMU driver (drivers/pmu/pmu.c); its prototype is commented out in the
+ * pmsis API header. */
+extern int pi_pmu_voltage_set(pi_pmu_domain_e domain, uint32_t voltage);
+
+int fw_set_fc_hz(uint32_t hz)
+{
+    if (hz == 0)
+        return 0;
+    if (hz > 150000000 && pi_pmu_voltage_set(PI_PMU_DOMAIN_FC, 1200))
+        return -1;
+    return pi_freq_set(PI_FREQ_DOMAIN_FC, hz) ? -2 : 0;
+}
+
+int fw_set_cl_hz(uint32_t hz)
+{
+    if (hz == 0)
+        return 0;
+    return pi_freq_set(PI_FREQ_DOMAIN_CL, hz) ? -1 : 0;
+}
+
+uint32_t fw_cl_hz(void)
+{
+    return pi_freq_get(PI_FREQ_DOMAIN_CL);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* camera                                                                                           */
+
+static struct pi_device cam_dev;
+static pi_task_t cam_task;
+static volatile int cam_in_flight;
+static volatile uint32_t cam_started, cam_done;
+
+static void cam_done_cb(void *arg)
+{
+    (void) arg;
+    cam_done = fw_timer_read();
+}
+
+int fw_cam_open(uint32_t frame_drop)
+{
+    struct pi_himax_conf conf;
+    pi_himax_conf_init(&conf);
+    conf.format = PI_CAMERA_QVGA;
+    pi_open_from_conf(&cam_dev, &conf);
+    if (pi_camera_open(&cam_dev))
+        return -1;
+    /* The CPI's frame drop (GAP8 CPI CFG_GLOB FRAMEDROP_EN / FRAMEDROP_VAL). */
+    cpi_framedrop_val_set(HIMAX_CPI_ID, frame_drop);
+    cpi_framedrop_en_set(HIMAX_CPI_ID, frame_drop != 0);
+    pi_camera_control(&cam_dev, PI_CAMERA_CMD_START, 0);
+    return 0;
+}
+
+int fw_cam_start(uint8_t *buf, uint32_t len)
+{
+    if (cam_in_flight)
+        return -1;
+    cam_in_flight = 1;
+    cam_started = fw_timer_read();
+    pi_task_callback(&cam_task, cam_done_cb, NULL);
+    pi_camera_capture_async(&cam_dev, buf, len, &cam_task);
+    return 0;
+}
+
+int fw_cam_wait(void)
+{
+    if (!cam_in_flight)
+        return -1;
+    pi_task_wait_on(&cam_task);
+    cam_in_flight = 0;
+    return 0;
+}
+
+uint32_t fw_cam_started_at(void)
+{
+    return cam_started;
+}
+
+uint32_t fw_cam_done_at(void)
+{
+    return cam_done;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* SPI link                                                                                         */
+
+static struct pi_device spi_dev, gpio_dev;
+static pi_gpio_callback_t esp_rtt_cb;
+static SemaphoreHandle_t esp_rtt_sem;
+
+static void esp_rtt_isr(void *arg)
+{
+    (void) arg;
+    BaseType_t woken = pdFALSE;
+    xSemaphoreGiveFromISR(esp_rtt_sem, &woken);
+    portYIELD_FROM_ISR(woken);
+}
+
+int fw_link_open(uint32_t baudrate)
+{
+    /* A counting semaphore: every rising edge of the ESP32 ready line is one armed transaction. */
+    esp_rtt_sem = xSemaphoreCreateCounting(16, 0);
+    if (esp_rtt_sem == NULL)
+        return -1;
+
+    struct pi_gpio_conf gconf;
+    pi_gpio_conf_init(&gconf);
+    pi_open_from_conf(&gpio_dev, &gconf);
+    if (pi_gpio_open(&gpio_dev))
+        return -2;
+    pi_pad_set_function(GAP_RTT_PAD, GAP_RTT_PAD_FUNC);
+    pi_gpio_pin_configure(&gpio_dev, GAP_RTT_GPIO, PI_GPIO_OUTPUT);
+    pi_gpio_pin_write(&gpio_dev, GAP_RTT_GPIO, 0);
+    pi_pad_set_function(ESP_RTT_PAD, ESP_RTT_PAD_FUNC);
+    pi_gpio_pin_configure(&gpio_dev, ESP_RTT_GPIO, PI_GPIO_INPUT);
+    pi_gpio_pin_notif_configure(&gpio_dev, ESP_RTT_GPIO, PI_GPIO_NOTIF_RISE);
+    pi_gpio_callback_init(&esp_rtt_cb, 1u << (ESP_RTT_GPIO & PI_GPIO_NUM_MASK), esp_rtt_isr, NULL);
+    pi_gpio_callback_add(&gpio_dev, &esp_rtt_cb);
+    /* An ESP32 that armed a transaction before the interrupt was set up raised its line already:
+     * that edge was missed, so count the level once (as Bitcraze's com_task does at start). */
+    if (fw_esp_rtt_level())
+        xSemaphoreGive(esp_rtt_sem);
+
+    struct pi_spi_conf sconf;
+    pi_spi_conf_init(&sconf);
+    sconf.wordsize = PI_SPI_WORDSIZE_8;
+    sconf.big_endian = 1;
+    sconf.max_baudrate = baudrate;
+    sconf.polarity = 0;
+    sconf.phase = 0;
+    sconf.itf = 1;
+    sconf.cs = 0;
+    pi_open_from_conf(&spi_dev, &sconf);
+    if (pi_spi_open(&spi_dev))
+        return -3;
+    return 0;
+}
+
+int fw_spi_transfer(const uint8_t *tx, uint8_t *rx, uint32_t len, int keep_cs)
+{
+    if (len == 0)
+        return -1;
+    pi_spi_transfer(&spi_dev, (void *) tx, rx, len * 8,
+                    PI_SPI_LINES_SINGLE | (keep_cs ? PI_SPI_CS_KEEP : PI_SPI_CS_AUTO));
+    return 0;
+}
+
+void fw_gap_rtt_set(int level)
+{
+    pi_gpio_pin_write(&gpio_dev, GAP_RTT_GPIO, level ? 1 : 0);
+}
+
+int fw_esp_rtt_level(void)
+{
+    uint32_t v = 0;
+    pi_gpio_pin_read(&gpio_dev, ESP_RTT_GPIO, &v);
+    return v != 0;
+}
+
+int fw_esp_rtt_take(void)
+{
+    return xSemaphoreTake(esp_rtt_sem, 0) == pdTRUE;
+}
+
+int fw_esp_rtt_wait(uint32_t timeout_us)
+{
+    TickType_t ticks = pdMS_TO_TICKS((timeout_us + 999) / 1000);
+    return xSemaphoreTake(esp_rtt_sem, ticks ? ticks : 1) == pdTRUE;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* noise                                                                                            */
+
+extern char __heapl2ram_limit[];
+
+size_t fw_noise_uninit(uint8_t *out, size_t len)
+{
+    /* The last 2 KiB of L2: heap that nothing has allocated yet when this is called at start-up,
+     * and that neither the boot ROM (its buffers are at 0x1C078000) nor the loader touch. */
+    const volatile uint8_t *src = (const volatile uint8_t *) (__heapl2ram_limit - 2048);
+    if (len > 2048)
+        len = 2048;
+    for (size_t i = 0; i < len; i++)
+        out[i] = src[i];
+    return len;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* fast stack                                                                                       */
+
+#define STACK_PAINT 0xA5A5A5A5u
+static uint32_t *fast_stack;
+static uint32_t fast_size;
+
+int fw_fast_stack_init(uint32_t size)
+{
+    size &= ~15u;
+    if (size == 0)
+        return -1;
+    fast_stack = pi_fc_l1_malloc(size);
+    if (fast_stack == NULL)
+        return -1;
+    fast_size = size;
+    for (uint32_t i = 0; i < size / 4; i++)
+        fast_stack[i] = STACK_PAINT;
+    return 0;
+}
+
+/* Calls f(arg) with sp at `top` (16-byte aligned), then switches back. */
+static void __attribute__((noinline)) call_on_stack(void (*f)(void *), void *arg, void *top)
+{
+    __asm__ volatile("mv t0, sp\n"
+                     "mv sp, %[top]\n"
+                     "addi sp, sp, -16\n"
+                     "sw t0, 0(sp)\n"
+                     "mv a0, %[arg]\n"
+                     "jalr %[f]\n"
+                     "lw t0, 0(sp)\n"
+                     "mv sp, t0\n"
+                     :
+                     : [f] "r"(f), [arg] "r"(arg), [top] "r"(top)
+                     : "ra", "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a0", "a1", "a2", "a3", "a4",
+                       "a5", "a6", "a7", "memory");
+}
+
+void fw_run_on_fast_stack(void (*f)(void *), void *arg)
+{
+    if (fast_stack)
+        call_on_stack(f, arg, (uint8_t *) fast_stack + fast_size);
+    else
+        f(arg);
+}
+
+uint32_t fw_fast_stack_used(void)
+{
+    uint32_t untouched = 0;
+    while (untouched < fast_size / 4 && fast_stack[untouched] == STACK_PAINT)
+        untouched++;
+    return fast_size - 4 * untouched;
+}
+
+uint32_t fw_fast_stack_size(void)
+{
+    return fast_size;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* console / exit                                                                                   */
+
+void fw_console_write(const char *s, size_t len)
+{
+    printf("%.*s", (int) len, s);
+}
+
+void fw_exit(int status)
+{
+    pmsis_exit(status);
+}

@@ -1,0 +1,362 @@
+/*
+ * esp32_standin.cpp: a GVSOC DPI model standing in for the AI-deck's ESP32 (NINA-W102) in the
+ * end-to-end run (`make gvsoc-e2e`). Written for gapstream; built against the GAP SDK's DPI model
+ * headers (dpi/models.hpp) and linked with esp32_bridge's C entry points, so the simulated ESP32
+ * runs the very forwarding core and SPI-slave logic of the real ESP32 firmware
+ * (esp32_bridge/esp-idf): only the I/O around it is different.
+ *
+ *  - SPI slave on the GAP8's SPIM1 CS0, bit by bit: MOSI sampled on every clock edge, MISO driven
+ *    before the next one (full duplex), one CPX packet per transaction each way;
+ *  - the two ready-to-talk lines: GAP8 -> ESP32 on GPIO 3 (a rising edge asks for a
+ *    transaction), ESP32 -> GAP8 on GPIO 18 (high while a transaction is armed);
+ *  - the WiFi side as a TCP server on localhost (port from the config, like the deck's port 5000):
+ *    receivers (`gapstream view/record --connect`) connect to it; several at once.
+ *
+ * Simulated time: the ESP32 reacts `latency_ns` after the GAP8 asks (its SPI task waking up and
+ * queueing a slave transaction) and polls its sockets every `poll_ns`; its task runs every
+ * `tick_ns` of simulated time.
+ *
+ * Board wiring: selected with gapy config options (see gvsoc/e2e/run.sh), which swap the ai_deck
+ * board's "wifi" device for this model:
+ *   --config-opt=**\/devices/wifi/generator=generators/v1/devices/spim_verif_gen
+ *   --config-opt=**\/devices/wifi/module=/abs/path/esp32_standin.so
+ *   --config-opt=**\/devices/wifi/gpio/esp_rtt=gpio18 --config-opt=**\/devices/wifi/gpio/gap_rtt=gpio3
+ */
+#include "dpi/models.hpp"
+#include "esp32_bridge.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+class Esp32;
+
+class Esp32_qspi_itf : public Qspi_itf
+{
+public:
+    Esp32_qspi_itf(Esp32 *top) : top(top) {}
+    void edge(int64_t timestamp, int data_0, int data_1, int data_2, int data_3, int mask);
+    void cs_edge(int64_t timestamp, int cs);
+
+private:
+    Esp32 *top;
+};
+
+class Esp32_gpio_itf : public Gpio_itf
+{
+public:
+    Esp32_gpio_itf(Esp32 *top, bool is_gap_rtt) : top(top), is_gap_rtt(is_gap_rtt) {}
+    void edge(int64_t timestamp, int data);
+
+private:
+    Esp32 *top;
+    bool is_gap_rtt;
+};
+
+struct Client
+{
+    int fd;
+    uint32_t id;
+    std::vector<uint8_t> pending; /* taken from the bridge, not yet written */
+    size_t off;
+};
+
+class Esp32 : public Dpi_model
+{
+public:
+    Esp32(js::config *config, void *handle);
+    void start();
+    void stop();
+
+    void cs_edge(int cs);
+    void mosi_bit(int bit);
+    void gap_rtt(int level);
+
+private:
+    static void task_stub(void *arg) { static_cast<Esp32 *>(arg)->task(); }
+    void task();
+    void arm();
+    void drive_miso();
+    void poll_sockets();
+    void log(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+    Esp32_qspi_itf *spi;
+    Esp32_gpio_itf *esp_rtt_itf;
+    Esp32_gpio_itf *gap_rtt_itf;
+    esp32b_t *bridge;
+    uint8_t tx[ESP32B_SPI_BUFFER_LEN];
+    uint8_t rx[ESP32B_SPI_BUFFER_LEN];
+    bool armed = false;
+    bool selected = false;
+    bool gap_asked = false;
+    int gap_level = 0;
+    size_t bit = 0;
+    int64_t latency_ps;
+    int64_t poll_ps;
+    int64_t tick_ps;
+    int port;
+    int listen_fd = -1;
+    std::vector<Client> clients;
+    uint64_t transactions = 0;
+    uint64_t bits_outside = 0;
+    bool verbose;
+};
+
+void Esp32_qspi_itf::edge(int64_t, int data_0, int, int, int, int)
+{
+    top->mosi_bit(data_0 & 1);
+}
+
+void Esp32_qspi_itf::cs_edge(int64_t, int cs)
+{
+    top->cs_edge(cs);
+}
+
+void Esp32_gpio_itf::edge(int64_t, int data)
+{
+    if (is_gap_rtt)
+        top->gap_rtt(data);
+}
+
+Esp32::Esp32(js::config *config, void *handle) : Dpi_model(config, handle)
+{
+    signal(SIGPIPE, SIG_IGN);
+    this->spi = new Esp32_qspi_itf(this);
+    this->create_itf("input", static_cast<Dpi_itf *>(this->spi));
+    js::config *gpio = config->get("gpio");
+    std::string esp_rtt = gpio ? gpio->get_child_str("esp_rtt") : "";
+    std::string gap_rtt = gpio ? gpio->get_child_str("gap_rtt") : "";
+    if (esp_rtt.empty() || gap_rtt.empty())
+        this->fatal("esp32_standin: the config needs gpio/esp_rtt and gpio/gap_rtt\n");
+    this->esp_rtt_itf = new Esp32_gpio_itf(this, false);
+    this->gap_rtt_itf = new Esp32_gpio_itf(this, true);
+    this->create_itf(esp_rtt, static_cast<Dpi_itf *>(this->esp_rtt_itf));
+    this->create_itf(gap_rtt, static_cast<Dpi_itf *>(this->gap_rtt_itf));
+
+    js::config *c;
+    this->port = (c = config->get("port")) ? (int) c->get_int() : 5000;
+    this->latency_ps = ((c = config->get("latency_ns")) ? c->get_int() : 20000) * 1000;
+    this->poll_ps = ((c = config->get("poll_ns")) ? c->get_int() : 50000) * 1000;
+    this->tick_ps = ((c = config->get("tick_ns")) ? c->get_int() : 1000) * 1000;
+    this->verbose = (c = config->get("verbose")) && c->get_int() != 0;
+
+    this->bridge = esp32b_new(NULL);
+    if (!this->bridge)
+        this->fatal("esp32_standin: out of memory\n");
+    memset(this->tx, 0, sizeof this->tx);
+    memset(this->rx, 0, sizeof this->rx);
+}
+
+void Esp32::log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "esp32-standin: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+void Esp32::start()
+{
+    this->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(this->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t) this->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(this->listen_fd, (struct sockaddr *) &a, sizeof a) != 0 || listen(this->listen_fd, 8) != 0)
+        this->fatal("esp32_standin: cannot listen on 127.0.0.1:%d: %s\n", this->port, strerror(errno));
+    fcntl(this->listen_fd, F_SETFL, O_NONBLOCK);
+    this->log("WiFi side listening on 127.0.0.1:%d (ESP32 latency %lld ns, socket poll %lld ns)",
+              this->port, (long long) (this->latency_ps / 1000), (long long) (this->poll_ps / 1000));
+    this->create_task((void *) &Esp32::task_stub, this);
+}
+
+void Esp32::stop()
+{
+    esp32b_stats_t st;
+    if (esp32b_stats(this->bridge, &st) == 0)
+        this->log("SPI transactions %llu, packets from GAP8 %llu, to GAP8 %llu, malformed %llu",
+                  (unsigned long long) st.spi_transactions, (unsigned long long) st.packets_from_gap8,
+                  (unsigned long long) st.packets_to_gap8, (unsigned long long) st.spi_malformed);
+}
+
+/* The ESP32's SPI task: arm a transaction when the GAP8 asked or a packet waits for it. It runs
+ * on its own simulated-time ticks (`tick_ns`); the callbacks only set flags. */
+void Esp32::task()
+{
+    this->esp_rtt_itf->set_data(0);
+    int64_t since_poll = this->poll_ps;
+    while (1) {
+        if (since_poll >= this->poll_ps) {
+            this->poll_sockets();
+            since_poll = 0;
+        }
+        if (!this->armed && esp32b_spi_should_arm(this->bridge, this->gap_asked) == 1) {
+            this->wait_ps(this->latency_ps);
+            since_poll += this->latency_ps;
+            if (!this->armed)
+                this->arm();
+            continue;
+        }
+        this->wait_ps(this->tick_ps);
+        since_poll += this->tick_ps;
+    }
+}
+
+void Esp32::arm()
+{
+    memset(this->tx, 0, sizeof this->tx);
+    memset(this->rx, 0, sizeof this->rx);
+    int n = esp32b_spi_arm(this->bridge, this->tx, sizeof this->tx);
+    if (this->verbose)
+        this->log("armed (packet of %d bytes for the GAP8)", n);
+    this->gap_asked = false;
+    this->bit = 0;
+    this->armed = true;
+    this->esp_rtt_itf->set_data(1);
+}
+
+void Esp32::drive_miso()
+{
+    size_t byte = this->bit / 8;
+    int v = byte < sizeof this->tx ? (this->tx[byte] >> (7 - this->bit % 8)) & 1 : 0;
+    this->spi->set_data(v);
+}
+
+void Esp32::cs_edge(int cs)
+{
+    bool sel = cs == 0;
+    if (sel == this->selected)
+        return;
+    this->selected = sel;
+    if (sel) {
+        /* Start (or, after a held CS, continuation) of a transaction: first MISO bit out. */
+        if (!this->armed)
+            this->bits_outside++;
+        this->drive_miso();
+        return;
+    }
+    /* End of the transaction. */
+    if (this->armed) {
+        this->armed = false;
+        this->esp_rtt_itf->set_data(0);
+        size_t n = (this->bit + 7) / 8;
+        if (n > sizeof this->rx)
+            n = sizeof this->rx;
+        int r = esp32b_spi_complete(this->bridge, this->rx, n);
+        this->transactions++;
+        if (this->verbose || r < 0)
+            this->log("transaction %llu: %zu bytes clocked, %s", (unsigned long long) this->transactions, n,
+                      r < 0 ? "malformed packet from the GAP8" : "ok");
+    }
+}
+
+void Esp32::mosi_bit(int v)
+{
+    if (!this->selected || !this->armed) {
+        this->bits_outside++;
+        return;
+    }
+    size_t byte = this->bit / 8;
+    if (byte < sizeof this->rx) {
+        int shift = 7 - this->bit % 8;
+        this->rx[byte] = (uint8_t) ((this->rx[byte] & ~(1u << shift)) | ((unsigned) v << shift));
+    }
+    this->bit++;
+    this->drive_miso();
+}
+
+void Esp32::gap_rtt(int level)
+{
+    if (level && !this->gap_level)
+        this->gap_asked = true;
+    this->gap_level = level;
+}
+
+/* The WiFi side: accept receivers, feed what they send to the bridge, write what it has for
+ * them (non-blocking; a slow receiver makes the bridge drop whole frames for it). */
+void Esp32::poll_sockets()
+{
+    for (;;) {
+        int fd = accept(this->listen_fd, NULL, NULL);
+        if (fd < 0)
+            break;
+        int id = esp32b_client_add(this->bridge, 0);
+        if (id < 0) {
+            this->log("refusing a receiver: too many clients");
+            close(fd);
+            continue;
+        }
+        fcntl(fd, F_SETFL, O_NONBLOCK);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        this->clients.push_back(Client{fd, (uint32_t) id, {}, 0});
+        this->log("receiver %d connected", id);
+    }
+    uint8_t buf[4096];
+    for (size_t i = 0; i < this->clients.size();) {
+        Client &c = this->clients[i];
+        bool gone = false;
+        for (;;) {
+            ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+            if (n > 0) {
+                esp32b_client_received(this->bridge, c.id, buf, (size_t) n);
+                continue;
+            }
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                gone = true;
+            break;
+        }
+        while (!gone) {
+            if (c.off == c.pending.size()) {
+                c.pending.resize(sizeof buf);
+                int n = esp32b_client_next(this->bridge, c.id, c.pending.data(), c.pending.size());
+                if (n <= 0) {
+                    c.pending.clear();
+                    c.off = 0;
+                    break;
+                }
+                c.pending.resize((size_t) n);
+                c.off = 0;
+            }
+            ssize_t w = send(c.fd, c.pending.data() + c.off, c.pending.size() - c.off, MSG_NOSIGNAL);
+            if (w > 0) {
+                esp32b_client_sent(this->bridge, c.id, (size_t) w);
+                c.off += (size_t) w;
+                continue;
+            }
+            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                break;
+            gone = true;
+        }
+        if (gone) {
+            this->log("receiver %u disconnected", c.id);
+            esp32b_client_remove(this->bridge, c.id);
+            close(c.fd);
+            this->clients.erase(this->clients.begin() + i);
+            continue;
+        }
+        i++;
+    }
+}
+
+extern "C" Dpi_model *dpi_model_new(js::config *config, void *handle)
+{
+    return new Esp32(config, handle);
+}

@@ -1,0 +1,11 @@
+//! The end-to-end run of the GAP8 firmware on the GVSOC AI-deck model (`make gvsoc-e2e`): what
+//! runs on the host around the simulator.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`pgm`] | the input frames: distinct seeded 324×244 greyscale PGMs for the Himax camera model |
+//! | [`receiver`] | the receiver: connects to the ESP32 stand-in's WiFi side, runs `gapstream_protocol`'s `ReceiverSession` (handshake, decryption, authentication) with timeouts suited to a simulator |
+//! | [`report`] | parses the firmware's `FW ...` lines, matches received frames byte for byte against the inputs, prints the paper-style breakdown and checks the criteria |
+pub mod pgm;
+pub mod receiver;
+pub mod report;

@@ -1,0 +1,297 @@
+//! `gvsoc-e2e`: the host side of `make gvsoc-e2e`.
+//!
+//! ```text
+//! gvsoc-e2e frames --out DIR --count 11          input PGMs for the camera model
+//! gvsoc-e2e run --elf FW --model esp32_standin.so --keys receiver.key --inputs DIR ...
+//! ```
+//! `run` starts the GAP8 model through the GAP SDK's `gapy` (ai_deck board; the camera model reads
+//! DIR/in%d.pgm, the board's wifi device is replaced by the ESP32 stand-in), receives and verifies
+//! the stream, then prints the verdict. One line per error; exit status 1 on failure.
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use gapstream_protocol::handshake::{Identity, Role};
+use gapstream_protocol::suite::{KexMode, Suite};
+use gvsoc_e2e::{pgm, receiver, report};
+
+#[derive(Parser)]
+#[command(about = "End-to-end run of the gapstream GAP8 firmware on the GVSOC AI-deck model")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Write the input frames DIR/in0.pgm .. in{count-1}.pgm.
+    Frames {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 11)]
+        count: u32,
+        #[arg(long, default_value_t = 0x6a70_7374)]
+        seed: u64,
+    },
+    /// Run the firmware on the model and check the stream.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The firmware ELF (make -C firmware platform=gvsoc).
+    #[arg(long)]
+    elf: PathBuf,
+    /// The ESP32 stand-in DPI model (gvsoc/e2e/esp32_standin.so).
+    #[arg(long)]
+    model: PathBuf,
+    /// The receiver's pairing file (the firmware was built with the matching drone.key).
+    #[arg(long)]
+    keys: PathBuf,
+    /// Folder with the input frames in0.pgm, in1.pgm, ...
+    #[arg(long)]
+    inputs: PathBuf,
+    /// GVSOC work directory.
+    #[arg(long)]
+    work: PathBuf,
+    /// Frames the firmware sends (its FRAMES setting).
+    #[arg(long, default_value_t = 8)]
+    frames: usize,
+    /// TCP port of the stand-in's WiFi side.
+    #[arg(long, default_value_t = 5731)]
+    port: u16,
+    /// Frame suite the receiver asks for.
+    #[arg(long, default_value = "chacha20poly1305")]
+    suite: String,
+    /// ESP32 reaction time to the GAP8's ready line, simulated ns.
+    #[arg(long, default_value_t = 20_000)]
+    latency_ns: u64,
+    /// Give up after this many seconds of wall-clock time.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// Criteria: byte-exact frames at least, period / (capture + encrypt + send) at most.
+    #[arg(long, default_value_t = 5)]
+    min_frames: usize,
+    #[arg(long, default_value_t = 0.6)]
+    max_ratio: f64,
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("gvsoc-e2e: error: {msg}");
+    ExitCode::FAILURE
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().cmd {
+        Cmd::Frames { out, count, seed } => {
+            if let Err(e) = std::fs::create_dir_all(&out) {
+                return fail(format!("{}: {e}", out.display()));
+            }
+            for i in 0..count {
+                let p = out.join(format!("in{i}.pgm"));
+                let px = pgm::input_frame(seed, i);
+                if let Err(e) = std::fs::write(&p, pgm::encode(pgm::WIDTH, pgm::HEIGHT, &px)) {
+                    return fail(format!("{}: {e}", p.display()));
+                }
+            }
+            println!("gvsoc-e2e: {count} input frames in {}", out.display());
+            ExitCode::SUCCESS
+        }
+        Cmd::Run(a) => run(a),
+    }
+}
+
+fn abs(p: &std::path::Path) -> Result<PathBuf, String> {
+    std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+fn run(a: RunArgs) -> ExitCode {
+    let (elf, model, inputs_dir) = match (abs(&a.elf), abs(&a.model), abs(&a.inputs)) {
+        (Ok(e), Ok(m), Ok(i)) => (e, m, i),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e),
+    };
+    let Some(suite) = Suite::from_name(&a.suite) else {
+        return fail(format!("unknown suite {}", a.suite));
+    };
+    let identity: Identity = match std::fs::read_to_string(&a.keys)
+        .map_err(|e| e.to_string())
+        .and_then(|t| Identity::from_pairing_text(&t).map_err(|e| e.to_string()))
+    {
+        Ok((Role::Receiver, id)) => id,
+        Ok((Role::Drone, _)) => {
+            return fail(format!(
+                "{}: this is the drone's key file",
+                a.keys.display()
+            ));
+        }
+        Err(e) => return fail(format!("{}: {e}", a.keys.display())),
+    };
+    let mut inputs = Vec::new();
+    for i in 0.. {
+        let p = inputs_dir.join(format!("in{i}.pgm"));
+        if !p.exists() {
+            break;
+        }
+        match pgm::read(&p) {
+            Ok(px) => inputs.push(px),
+            Err(e) => return fail(e),
+        }
+    }
+    if inputs.is_empty() {
+        return fail(format!(
+            "no input frames {}/in0.pgm ...",
+            inputs_dir.display()
+        ));
+    }
+    if let Err(e) = std::fs::create_dir_all(&a.work) {
+        return fail(format!("{}: {e}", a.work.display()));
+    }
+    let work = match abs(&a.work) {
+        Ok(w) => w,
+        Err(e) => return fail(e),
+    };
+
+    // The GAP SDK's run flow for the ai_deck board: ROM boot from a HyperFlash image.
+    let opts = [
+        format!(
+            "--config-opt=camera/image-stream={}/in%d.pgm",
+            inputs_dir.display()
+        ),
+        "--config-opt=**/devices/wifi/generator=generators/v1/devices/spim_verif_gen".into(),
+        "--config-opt=**/devices/wifi/type=dpi".into(),
+        format!("--config-opt=**/devices/wifi/module={}", model.display()),
+        "--config-opt=**/devices/wifi/gpio/esp_rtt=gpio18".into(),
+        "--config-opt=**/devices/wifi/gpio/gap_rtt=gpio3".into(),
+        format!("--config-opt=**/devices/wifi/port={}", a.port),
+        format!("--config-opt=**/devices/wifi/latency_ns={}", a.latency_ns),
+        "--config-opt=**/runner/boot/mode=flash".into(),
+    ];
+    let mut cmd = Command::new("stdbuf");
+    cmd.args(["-oL", "-eL", "gapy", "--target=ai_deck", "--platform=gvsoc"])
+        .arg(format!("--work-dir={}", work.display()))
+        .args(&opts)
+        .args(["run", "--image", "--flash", "--exec-prepare", "--exec"])
+        .arg(format!("--binary={}", elf.display()))
+        .stdout(Stdio::piped());
+    eprintln!(
+        "gvsoc-e2e: starting the GAP8 model: gapy --target=ai_deck --platform=gvsoc {} run ... --binary={}",
+        opts.join(" "),
+        elf.display()
+    );
+    let t0 = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return fail(format!(
+                "cannot start gapy (load the GAP SDK environment): {e}"
+            ));
+        }
+    };
+    let stdout = child.stdout.take().expect("piped");
+    let log_thread = std::thread::spawn(move || {
+        let mut log = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("  | {line}");
+            log.push_str(&line);
+            log.push('\n');
+        }
+        log
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = t0 + Duration::from_secs(a.timeout);
+    let rx_cfg = receiver::RxConfig {
+        addr: SocketAddr::from(([127, 0, 0, 1], a.port)),
+        identity,
+        suite,
+        mode: KexMode::X25519,
+        frames: a.frames,
+        stop: stop.clone(),
+        deadline,
+    };
+    let rx_thread = std::thread::spawn(move || receiver::receive(rx_cfg));
+
+    // Wait for the simulator (the firmware exits after its frames), killing it at the deadline.
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => return fail(format!("waiting for gapy: {e}")),
+        }
+    };
+    // Give the receiver a moment for the last bytes, then stop it.
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let log = log_thread.join().unwrap_or_default();
+    let rx = match rx_thread.join() {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return fail(e),
+        Err(_) => return fail("the receiver thread panicked"),
+    };
+    let wall = t0.elapsed().as_secs_f64();
+    match status {
+        None => eprintln!(
+            "gvsoc-e2e: the simulation did not end within {} s: killed",
+            a.timeout
+        ),
+        Some(s) if !s.success() => eprintln!("gvsoc-e2e: the simulation exited with {s}"),
+        Some(_) => {}
+    }
+    if let Some(h) = &rx.handshake {
+        println!("gvsoc-e2e: handshake {h}");
+    }
+    println!(
+        "gvsoc-e2e: receiver counters: tag failures {}, replays {}, lost {}, rejected messages {}",
+        rx.tag_failures, rx.replays, rx.lost, rx.rejected
+    );
+    let received: Vec<Vec<u8>> = rx
+        .frames
+        .iter()
+        .filter(|f| f.authenticated || suite == Suite::None)
+        .map(|f| f.pixels.clone())
+        .collect();
+    let out_dir = work.join("received");
+    let _ = std::fs::create_dir_all(&out_dir);
+    for (i, f) in rx.frames.iter().enumerate() {
+        if usize::from(f.width) * usize::from(f.height) == f.pixels.len() {
+            let _ = std::fs::write(
+                out_dir.join(format!("frame{i}_seq{}.pgm", f.seq)),
+                pgm::encode(f.width.into(), f.height.into(), &f.pixels),
+            );
+        }
+    }
+    let matches = report::match_frames(&inputs, &received);
+    let fw = report::FwSummary::parse(&log);
+    let (text, ok) = report::verdict(
+        &matches,
+        fw.as_ref(),
+        report::Criteria {
+            min_frames: a.min_frames,
+            max_ratio: a.max_ratio,
+        },
+    );
+    print!("{text}");
+    println!(
+        "gvsoc-e2e: wall-clock {wall:.1} s; received frames in {}",
+        out_dir.display()
+    );
+    let fw_ok = report::fields(&log, "FW exit ")
+        .is_some_and(|f| f.get("status").map(String::as_str) == Some("0"));
+    if !fw_ok {
+        eprintln!("gvsoc-e2e: error: the firmware did not exit with status 0");
+    }
+    if ok && fw_ok && status.is_some_and(|s| s.success()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
