@@ -30,6 +30,9 @@ firmware-rv32:
 # --- end-to-end on the GVSOC AI-deck model -----------------------------------------------------------
 E2E_DIR        ?= target/gvsoc-e2e
 E2E_FRAMES     ?= 8
+# Input PGMs: a prime count, so that captures 22 sensor frames apart never see the same image twice
+# in a row (the check treats a repeat as a stale buffer).
+E2E_INPUTS     ?= 13
 # The model's Himax streams a frame every 4.28 ms (233 fps); the CPI drops 21 of every 22 so the
 # sensor delivers one every 94 ms, about what the SPI link needs for an authenticated frame: the
 # paper's regime (capture ~ send). docs/hardware.md, "End-to-end run", explains the choice.
@@ -56,7 +59,7 @@ gvsoc-e2e-run: gvsoc-e2e-model
 	  FRAMES=$(E2E_FRAMES) FRAME_DROP=$(E2E_FRAME_DROP) FC_HZ=$(E2E_FC_HZ) CL_HZ=$(E2E_CL_HZ) \
 	  PIPELINE=$(E2E_PIPELINE) HANDSHAKE_TIMEOUT_MS=600000 > $(E2E_DIR)/firmware-build.log 2>&1 \
 	  || { tail -30 $(E2E_DIR)/firmware-build.log; echo "gvsoc-e2e: the firmware build failed (log: $(E2E_DIR)/firmware-build.log)"; exit 1; }
-	$(FW_TGT)/debug/gvsoc-e2e frames --out $(E2E_DIR)/inputs --count 11
+	$(FW_TGT)/debug/gvsoc-e2e frames --out $(E2E_DIR)/inputs --count $(E2E_INPUTS)
 	$(FW_TGT)/debug/gvsoc-e2e run --elf $(E2E_ELF) --model $(E2E_MODEL) --keys $(E2E_DIR)/keys/receiver.key \
 	  --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work --frames $(E2E_FRAMES) --port $(E2E_PORT) \
 	  --max-ratio $(E2E_MAX_RATIO)
