@@ -128,14 +128,18 @@ pub fn verdict(
                 ("encrypt + tag (cluster+FC)", f.seal_cycles),
                 ("SPI send to the ESP32", f.send_cycles),
                 ("one after the other (sum)", f.sum_cycles),
-                ("frame period (pipelined)", f.period_cycles),
+                ("frame period", f.period_cycles),
             ] {
                 let _ = writeln!(s, "    {name:<26} {c:>10} {:>9.2}", ms(c));
             }
+            let slower = f.capture_cycles.max(f.seal_cycles + f.send_cycles);
             let _ = writeln!(
                 s,
-                "gvsoc-e2e: {:.2} frames per simulated second; period / sum = {:.3} (criterion <= {:.2})",
-                f.fps, f.ratio, criteria.max_ratio
+                "gvsoc-e2e: {:.2} frames per simulated second; period / sum = {:.3} (criterion <= {:.2}); period / slower of capture and encrypt+send = {:.3}",
+                f.fps,
+                f.ratio,
+                criteria.max_ratio,
+                f.period_cycles as f64 / slower.max(1) as f64
             );
             if !(f.ratio > 0.0 && f.ratio <= criteria.max_ratio) {
                 ok = false;
