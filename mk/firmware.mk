@@ -42,6 +42,8 @@ E2E_CL_HZ      ?= 150000000
 E2E_PIPELINE   ?= 1
 E2E_PORT       ?= 5731
 E2E_MAX_RATIO  ?= 0.6
+E2E_SUITE      ?= chacha20poly1305
+E2E_KEX        ?= x25519
 E2E_ELF        := firmware/BUILD/GAP8_V2/GCC_RISCV_FREERTOS_gvsoc/gapstream
 E2E_MODEL      := $(E2E_DIR)/esp32_standin.so
 
@@ -62,7 +64,7 @@ gvsoc-e2e-run: gvsoc-e2e-model
 	$(FW_TGT)/debug/gvsoc-e2e frames --out $(E2E_DIR)/inputs --count $(E2E_INPUTS)
 	$(FW_TGT)/debug/gvsoc-e2e run --elf $(E2E_ELF) --model $(E2E_MODEL) --keys $(E2E_DIR)/keys/receiver.key \
 	  --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work --frames $(E2E_FRAMES) --port $(E2E_PORT) \
-	  --max-ratio $(E2E_MAX_RATIO)
+	  --max-ratio $(E2E_MAX_RATIO) --suite $(E2E_SUITE) --kex $(E2E_KEX)
 
 # The same with the stages one after the other (OneShot camera): the baseline the paper measured.
 gvsoc-e2e-sequential:

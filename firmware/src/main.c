@@ -45,7 +45,19 @@ static void app(void)
         .cl_hz = FW_CL_HZ,
         .fast_stack = FW_FC_STACK,
     };
+    /* Paint the unused part of this task's stack (below our frame, 1 KiB short of the stack's end)
+     * to report how much the firmware used: the handshake's arithmetic is the peak. */
+    uint32_t *sp;
+    __asm__ volatile("mv %0, sp" : "=r"(sp));
+    uint32_t *lo = sp - (FW_MAIN_STACK_SIZE - 1024) / 4, *hi = sp - 64;
+    for (uint32_t *p = lo; p < hi; p++)
+        *p = 0xA5A5A5A5u;
     int32_t status = gapstream_main(&cfg);
+    uint32_t *p = lo;
+    while (p < hi && *p == 0xA5A5A5A5u)
+        p++;
+    printf("FW main stack: %u of %u bytes used%s\n", (unsigned) ((sp - p) * 4), (unsigned) FW_MAIN_STACK_SIZE,
+           p == lo ? " (the painted area is exhausted: raise MAIN_STACK_SIZE)" : "");
     printf("FW exit status=%d\n", (int) status);
     pmsis_exit(status);
 }

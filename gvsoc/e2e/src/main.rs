@@ -68,6 +68,9 @@ struct RunArgs {
     /// Frame suite the receiver asks for.
     #[arg(long, default_value = "chacha20poly1305")]
     suite: String,
+    /// Key establishment the receiver asks for inside the handshake.
+    #[arg(long, default_value = "x25519")]
+    kex: String,
     /// ESP32 reaction time to the GAP8's ready line, simulated ns.
     #[arg(long, default_value_t = 20_000)]
     latency_ns: u64,
@@ -117,6 +120,9 @@ fn run(a: RunArgs) -> ExitCode {
     };
     let Some(suite) = Suite::from_name(&a.suite) else {
         return fail(format!("unknown suite {}", a.suite));
+    };
+    let Some(mode) = KexMode::from_name(&a.kex) else {
+        return fail(format!("unknown key-establishment mode {}", a.kex));
     };
     let identity: Identity = match std::fs::read_to_string(&a.keys)
         .map_err(|e| e.to_string())
@@ -208,7 +214,7 @@ fn run(a: RunArgs) -> ExitCode {
         addr: SocketAddr::from(([127, 0, 0, 1], a.port)),
         identity,
         suite,
-        mode: KexMode::X25519,
+        mode,
         frames: a.frames,
         stop: stop.clone(),
         deadline,

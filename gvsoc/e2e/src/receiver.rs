@@ -116,9 +116,20 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
     };
     sock.set_nodelay(true)?;
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+    // The RSA-OAEP mode needs a fresh receiver key pair (as `gapstream` makes one per run).
+    let rsa_key = if cfg.mode == KexMode::RsaOaep2048 {
+        let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
+        Some(
+            gapstream_protocol::rsa_oaep::Decryptor::generate(&mut rng)
+                .map_err(|e| RxError::Handshake(format!("RSA key generation: {e:?}")))?,
+        )
+    } else {
+        None
+    };
     let rcfg = ReceiverConfig {
         suites: vec![cfg.suite],
         modes: vec![cfg.mode],
+        rsa_key,
         // The simulated drone is slow: never give up on the HELLO while the run lasts.
         handshake_timeout_ns: 3_600 * 1_000_000_000,
         ..ReceiverConfig::default()
