@@ -158,6 +158,9 @@ pub struct BridgeStats {
     pub upstream_refused: u64,
     pub clients_connected: u64,
     pub clients_left: u64,
+    /// Times the GAP8 side (re)started its link (`spi_reset`): a host waits on it before clients
+    /// talk to the drone, since a reset drops what was queued for the GAP8.
+    pub spi_resets: u64,
 }
 
 struct Client {
@@ -291,6 +294,7 @@ impl Bridge {
 
     /// The GAP8 side was reset (SPI link restarted): drop its partial message.
     pub fn spi_reset(&mut self) {
+        self.stats.spi_resets += 1;
         self.spi_rx.reset();
         self.spi_head_progress = 0;
         self.to_spi.clear();

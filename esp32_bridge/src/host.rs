@@ -153,6 +153,22 @@ impl HostBridge {
         f(&self.shared.core())
     }
 
+    /// Waits until a GAP8 (or the simulated node) has connected to the SPI side, at most
+    /// `timeout`; true when it has. Messages that clients send towards the GAP8 before its link is
+    /// up are dropped when it comes up (a restarted GAP8 must not see stale handshake messages).
+    pub fn wait_gap8_link(&self, timeout: Duration) -> bool {
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            if self.with_core(|b| b.stats().spi_resets) > 0 {
+                return true;
+            }
+            if std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Stops the bridge and closes every socket.
     pub fn stop(mut self) {
         self.shutdown();

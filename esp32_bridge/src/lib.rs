@@ -14,10 +14,10 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 extern crate alloc;
 
-pub mod cpx;
-pub mod forward;
-pub mod spi_slave;
 #[cfg(feature = "capi")]
 pub mod capi;
+pub mod cpx;
+pub mod forward;
 #[cfg(feature = "host")]
 pub mod host;
+pub mod spi_slave;

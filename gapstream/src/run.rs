@@ -475,6 +475,13 @@ pub fn demo(
         engine: ENGINE,
     })
     .map_err(RunError::Node)?;
+    // The receivers start once the node's SPI link is up: the bridge drops what was queued for the
+    // GAP8 when its link (re)starts, so an earlier HELLO would only be answered on the retry.
+    if !bridge.wait_gap8_link(Duration::from_secs(5)) {
+        eprintln!(
+            "gapstream: the simulated drone has not reached the bridge after 5 s; starting the receiver anyway"
+        );
+    }
     let bridge_addr = match s.transport {
         Transport::Tcp => bridge.tcp_addr,
         Transport::Udp => bridge
