@@ -130,6 +130,11 @@ struct ViewArgs {
     /// CPX payload bytes per packet for what the receiver sends.
     #[arg(long, value_parser = ["128", "256", "512", "1020"], default_value = "1020")]
     packet_size: String,
+    /// Debugging aid, off by default: append one line per key epoch (frame key and iv, control
+    /// keys) to FILE, like TLS's SSLKEYLOGFILE, so an independent tool can open a capture (see
+    /// docs/protocol.md §12). Whoever reads the file reads the stream.
+    #[arg(long, value_name = "FILE", env = "GAPSTREAM_KEYLOGFILE")]
+    keylog: Option<PathBuf>,
     #[command(flatten)]
     security: SecurityOpts,
     #[command(flatten)]
@@ -275,7 +280,15 @@ fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String
         _ => Some(run::load_identity(&a.keys, Role::Receiver).map_err(|e| e.to_string())?),
     };
     let packet: usize = a.packet_size.parse().map_err(|_| "bad packet size")?;
-    run::receiver_session(&security, id, packet).map_err(|e| e.to_string())
+    let mut session = run::receiver_session(&security, id, packet).map_err(|e| e.to_string())?;
+    if let (gapstream::receiver::SessionKind::Secure(s), Some(f)) = (&mut session, &a.keylog) {
+        eprintln!(
+            "gapstream: key log ON: every epoch's keys go to {} (a debugging aid: whoever reads it reads the stream)",
+            f.display()
+        );
+        s.keylog = Some(f.clone());
+    }
+    Ok(session)
 }
 
 /// Ctrl-C / SIGTERM set the flag.

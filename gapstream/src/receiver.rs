@@ -112,6 +112,8 @@ pub struct SecureSettings {
     pub packet_payload: usize,
     /// The receiver's RSA-2048 key (only for the RSA-OAEP mode).
     pub rsa_key: Option<gapstream_protocol::rsa_oaep::Decryptor>,
+    /// Key log: one line per key epoch appended to this file (debugging aid, off by default).
+    pub keylog: Option<std::path::PathBuf>,
 }
 
 impl SessionKind {
@@ -278,6 +280,7 @@ struct SecureSession {
     packet_payload: usize,
     /// Counters of earlier connections (each connection has a new session).
     base: session::ReceiverCounters,
+    keylog: Option<std::path::PathBuf>,
 }
 
 /// A generator seeded from the OS for one call into the session.
@@ -296,6 +299,7 @@ impl SecureSession {
             modes: s.modes.clone(),
             rsa_key: s.rsa_key.clone(),
             packet_payload: s.packet_payload,
+            keylog: s.keylog.is_some(),
             ..session::ReceiverConfig::default()
         };
         let asm = Assembler::new(cfg.max_message());
@@ -304,6 +308,33 @@ impl SecureSession {
             asm,
             packet_payload: s.packet_payload,
             base,
+            keylog: s.keylog.clone(),
+        }
+    }
+
+    /// Appends the key-log lines the session produced (created with mode 0600).
+    fn write_keylog(&mut self, events: &mut Vec<Event>) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let Some(path) = &self.keylog else { return };
+        let mut text = String::new();
+        while let Some(line) = self.rs.drain_keylog() {
+            text.push_str(&format!("{line}\n"));
+        }
+        if text.is_empty() {
+            return;
+        }
+        let r = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()));
+        if let Err(e) = r {
+            events.push(Event::Info(format!(
+                "cannot write the key log {}: {e}",
+                path.display()
+            )));
         }
     }
 
@@ -399,6 +430,7 @@ impl Session for SecureSession {
                 Err(e) => events.push(Event::Rejected(format!("message rejected: {e}"))),
             }
         }
+        self.write_keylog(events);
         self.flush(reply);
     }
 
@@ -410,6 +442,7 @@ impl Session for SecureSession {
         {
             self.event(ev, events);
         }
+        self.write_keylog(events);
         self.flush(reply);
     }
 

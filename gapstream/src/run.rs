@@ -231,6 +231,7 @@ pub fn receiver_session(
                 modes: vec![*kex],
                 packet_payload,
                 rsa_key,
+                keylog: None,
             })))
         }
     }

@@ -528,6 +528,89 @@ fn a_replayed_frame_is_rejected() {
     assert_eq!(s.counters.replays, 2, "{s:?}");
 }
 
+/// `gapstream view --keylog FILE`: the key-log line the receiver writes opens a frame captured on
+/// the wire with RustCrypto's `chacha20poly1305`, an implementation independent of the protocol
+/// crate's (nonce = iv XOR (0^32 || be64(sequence)), AAD = the 36-byte header; docs/protocol.md §12).
+#[test]
+fn the_key_log_opens_a_captured_frame_with_an_independent_implementation() {
+    use chacha20poly1305::aead::{AeadInOut, KeyInit};
+    use std::os::unix::fs::PermissionsExt;
+    let spec = SourceSpec::Synthetic {
+        width: 324,
+        height: 244,
+        bayer: false,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("keys.log");
+    let b = bridge_at(any(), any(), any());
+    let (mode, mut session) = secure(Suite::ChaCha20Poly1305, 1020);
+    match &mut session {
+        SessionKind::Secure(s) => s.keylog = Some(log.clone()),
+        _ => unreachable!("a secure session"),
+    }
+    let wire: Arc<std::sync::Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let w = wire.clone();
+    let (relay, stop) = tampering_relay(b.tcp_addr, move |_, m| {
+        if is_frame(&m) {
+            w.lock().unwrap().push(m.clone());
+        }
+        vec![m]
+    });
+    let rx = receiver_on(relay, Transport::Tcp, session);
+    wait_clients(&b, 1);
+    let n = node_with(&spec, b.spi_addr, 60.0, None, 1020, mode);
+    let got = rx.take(3, Duration::from_secs(30));
+    rx.finish();
+    n.stop();
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(got.len(), 3);
+
+    let text = std::fs::read_to_string(&log).expect("the key log was written");
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let line = text.lines().next().expect("one line per epoch");
+    let f: Vec<&str> = line.split(' ').collect();
+    assert_eq!(f.len(), 10, "{line}");
+    assert_eq!((f[0], f[3]), ("GAPSTREAM_KEYLOG_V2", "chacha20poly1305"));
+    let unhex = |h: &str| -> Vec<u8> {
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+            .collect()
+    };
+    let (epoch, key, iv) = (f[2].parse::<u32>().unwrap(), unhex(f[4]), unhex(f[5]));
+    assert_eq!((key.len(), iv.len()), (32, 12));
+
+    let wire = wire.lock().unwrap();
+    let m = wire
+        .iter()
+        .find(|m| u64::from_le_bytes(m[16..24].try_into().unwrap()) == got[0].seq)
+        .expect("the delivered frame was seen on the wire");
+    let (header, body) = m.split_at(36);
+    assert_eq!(
+        u32::from_le_bytes(header[12..16].try_into().unwrap()),
+        epoch
+    );
+    let (ct, tag) = body.split_at(body.len() - 16);
+    let mut nonce = [0u8; 12];
+    nonce[4..].copy_from_slice(&got[0].seq.to_be_bytes());
+    for (n, i) in nonce.iter_mut().zip(&iv) {
+        *n ^= i;
+    }
+    let aead = chacha20poly1305::ChaCha20Poly1305::new_from_slice(&key).unwrap();
+    let mut pt = ct.to_vec();
+    aead.decrypt_inout_detached(
+        &nonce.into(),
+        header,
+        pt.as_mut_slice().into(),
+        tag.try_into().unwrap(),
+    )
+    .expect("the key-log key opens the captured frame");
+    assert!(pt == got[0].pixels, "decrypted payload = delivered frame");
+}
+
 #[test]
 fn wrong_pairing_keys_are_refused_with_a_clear_message() {
     let spec = SourceSpec::Synthetic {
