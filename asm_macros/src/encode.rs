@@ -190,6 +190,62 @@ pub fn lp_setupi(l: u32, count: i64, offset: i64) -> Result<u32, OperandError> {
     Ok(i_type(count as u32, s, 0b101, l, OP_HWLOOP))
 }
 
+/// Opcode 1010111 (`OP-V` in standard RISC-V): the PULP packed-SIMD ALU operations (`pv.*`).
+pub const OP_PULP_SIMD: u32 = 0b101_0111;
+
+/// funct6 of `pv.srl.*` (logical right shift of each element).
+const F6_PV_SRL: u32 = 0b01_0000;
+/// funct6 of `pv.sll.*` (left shift of each element).
+const F6_PV_SLL: u32 = 0b01_0100;
+/// funct3 of the byte forms: vector-vector `.b` and scalar-immediate `.sci.b`.
+const F3_B: u32 = 0b001;
+const F3_SCI_B: u32 = 0b111;
+
+/// Packed-SIMD vector-vector form: `funct6 | 0 | rs2 | rs1 | funct3 | rD | 1010111`.
+fn pv_rr(funct6: u32, rd: u32, rs1: u32, rs2: u32, funct3: u32) -> u32 {
+    r_type(funct6 << 1, rs2, rs1, funct3, rd, OP_PULP_SIMD)
+}
+
+/// Packed-SIMD scalar-immediate form (`.sci`): the 6-bit immediate is split, `Imm6[0]` in bit 25
+/// and `Imm6[5:1]` in bits 24:20 (the rs2 field):
+/// `funct6 | Imm6[0] | Imm6[5:1] | rs1 | funct3 | rD | 1010111`. For byte elements only
+/// `Imm6[2:0]` is a shift amount, so anything outside 0..=7 is rejected.
+fn pv_sci_b(funct6: u32, rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
+    check_range("Imm6", imm, 0, 7)?;
+    let imm = imm as u32;
+    Ok((funct6 << 26)
+        | ((imm & 1) << 25)
+        | ((imm >> 1) << 20)
+        | (rs1 << 15)
+        | (F3_SCI_B << 12)
+        | (rd << 7)
+        | OP_PULP_SIMD)
+}
+
+/// `pv.srl.sci.b rD, rs1, Imm6`: each byte of rs1 shifted right (logical) by Imm6 (0..=7).
+/// `010000 | Imm6[0] | Imm6[5:1] | rs1 | 111 | rD | 1010111`.
+pub fn pv_srl_sci_b(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
+    pv_sci_b(F6_PV_SRL, rd, rs1, imm)
+}
+
+/// `pv.sll.sci.b rD, rs1, Imm6`: each byte of rs1 shifted left by Imm6 (0..=7), bits shifted out
+/// of a byte are lost. `010100 | Imm6[0] | Imm6[5:1] | rs1 | 111 | rD | 1010111`.
+pub fn pv_sll_sci_b(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
+    pv_sci_b(F6_PV_SLL, rd, rs1, imm)
+}
+
+/// `pv.srl.b rD, rs1, rs2`: byte `i` of rs1 shifted right (logical) by bits 2:0 of byte `i` of
+/// rs2. `010000 | 0 | rs2 | rs1 | 001 | rD | 1010111`.
+pub fn pv_srl_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_SRL, rd, rs1, rs2, F3_B)
+}
+
+/// `pv.sll.b rD, rs1, rs2`: byte `i` of rs1 shifted left by bits 2:0 of byte `i` of rs2.
+/// `010100 | 0 | rs2 | rs1 | 001 | rD | 1010111`.
+pub fn pv_sll_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_SLL, rd, rs1, rs2, F3_B)
+}
+
 /// The assembler text for one word: `.insn 4, 0x........` keeps the word in the instruction
 /// stream (code mapping), so disassemblers decode it as an instruction rather than data.
 pub fn insn_directive(word: u32) -> String {
@@ -347,6 +403,51 @@ mod tests {
         assert!(lp_setupi(0, 10, 64).is_err());
         assert!(lp_setupi(0, 0, 16).is_err());
         assert!(lp_setupi(0, 4096, 16).is_err());
+    }
+
+    /// Packed-SIMD > Encoding (`pv.srl`: `01000 0 ...`, `pv.sll`: `01010 0 ...`; funct3 001 `.b`,
+    /// 111 `.sci.b`; opcode 1010111), cross-checked against the GAP8 GVSOC decoder
+    /// (`gvsoc/models/cpu/iss/isa_gen/isa_riscv_gen.py`, `pulp_v2_insns`:
+    /// `pv.srl.sci.b 'RRU' '010000- ----- ----- 111 ----- 1010111'`, format RRU = `Imm6[0]` in bit
+    /// 25, `Imm6[5:1]` in bits 24:20).
+    #[test]
+    fn pv_srl_sci_b_golden() {
+        assert_eq!(pv_srl_sci_b(0, 0, 0).unwrap(), 0x4000_7057);
+        assert_eq!(pv_srl_sci_b(r("a0"), r("a1"), 2).unwrap(), 0x4015_F557);
+        assert_eq!(pv_srl_sci_b(r("x31"), r("x31"), 7).unwrap(), 0x423F_FFD7);
+        assert_eq!(pv_srl_sci_b(r("t0"), r("t0"), 2).unwrap(), 0x4012_F2D7);
+        assert_eq!(pv_srl_sci_b(r("ra"), r("zero"), 1).unwrap(), 0x4200_70D7);
+        assert!(pv_srl_sci_b(1, 1, 8).is_err());
+        assert!(pv_srl_sci_b(1, 1, -1).is_err());
+    }
+
+    /// As above: `pv.sll.sci.b 'RRU' '010100- ----- ----- 111 ----- 1010111'`.
+    #[test]
+    fn pv_sll_sci_b_golden() {
+        assert_eq!(pv_sll_sci_b(0, 0, 0).unwrap(), 0x5000_7057);
+        assert_eq!(pv_sll_sci_b(r("a0"), r("a1"), 6).unwrap(), 0x5035_F557);
+        assert_eq!(pv_sll_sci_b(r("ra"), r("zero"), 4).unwrap(), 0x5020_70D7);
+        assert_eq!(pv_sll_sci_b(r("x31"), r("x31"), 7).unwrap(), 0x523F_FFD7);
+        assert_eq!(pv_sll_sci_b(r("t0"), r("t0"), 6).unwrap(), 0x5032_F2D7);
+        assert!(pv_sll_sci_b(1, 1, 8).is_err());
+    }
+
+    /// As above, vector-vector form: `pv.srl.b 'R' '010000- ----- ----- 001 ----- 1010111'`.
+    #[test]
+    fn pv_srl_b_golden() {
+        assert_eq!(pv_srl_b(0, 0, 0), 0x4000_1057);
+        assert_eq!(pv_srl_b(r("a0"), r("a1"), r("a2")), 0x40C5_9557);
+        assert_eq!(pv_srl_b(r("x31"), r("x31"), r("x31")), 0x41FF_9FD7);
+        assert_eq!(pv_srl_b(r("ra"), r("t6"), r("zero")), 0x400F_90D7);
+    }
+
+    /// `pv.sll.b 'R' '010100- ----- ----- 001 ----- 1010111'`.
+    #[test]
+    fn pv_sll_b_golden() {
+        assert_eq!(pv_sll_b(0, 0, 0), 0x5000_1057);
+        assert_eq!(pv_sll_b(r("a0"), r("a1"), r("a2")), 0x50C5_9557);
+        assert_eq!(pv_sll_b(r("x31"), r("x31"), r("x31")), 0x51FF_9FD7);
+        assert_eq!(pv_sll_b(r("zero"), r("ra"), r("t6")), 0x51F0_9057);
     }
 
     #[test]

@@ -29,6 +29,10 @@
 //! | [`lp_counti!`]`(L, n)` | `lp.counti` | lpcount\[L\] = n (1..=4095) |
 //! | [`lp_setup!`]`(L, rs1, off)` | `lp.setup` | start = pc + 4, end = pc + off, count = rs1 |
 //! | [`lp_setupi!`]`(L, n, off)` | `lp.setupi` | start = pc + 4, end = pc + off (8..=62), count = n |
+//! | [`pv_srl_sci_b!`]`(rd, rs1, imm)` | `pv.srl.sci.b` | each byte: rd\[i\] = rs1\[i\] >> imm (0..=7, logical) |
+//! | [`pv_sll_sci_b!`]`(rd, rs1, imm)` | `pv.sll.sci.b` | each byte: rd\[i\] = rs1\[i\] << imm (0..=7) |
+//! | [`pv_srl_b!`]`(rd, rs1, rs2)` | `pv.srl.b` | each byte: rd\[i\] = rs1\[i\] >> (rs2\[i\] & 7) |
+//! | [`pv_sll_b!`]`(rd, rs1, rs2)` | `pv.sll.b` | each byte: rd\[i\] = rs1\[i\] << (rs2\[i\] & 7) |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
 //!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
@@ -52,8 +56,9 @@
 //! ```
 //!
 //! Encodings: RI5CY User Manual rev. 4.4, chapter "Instruction Set Extensions" (cross-checked
-//! against GreenWaves' GAP8 binutils `riscv-opc.h`); see `encode.rs`, whose unit tests pin every
-//! instruction to golden words.
+//! against GreenWaves' GAP8 binutils `riscv-opc.h`, and for the packed-SIMD `pv.*` words against
+//! the GAP8 GVSOC instruction decoder, `isa_riscv_gen.py`); see `encode.rs`, whose unit tests pin
+//! every instruction to golden words.
 use proc_macro::TokenStream;
 use proc_macro2::{Delimiter, Span, TokenTree};
 use syn::parse::ParseStream;
@@ -412,4 +417,75 @@ fn parse_lp_setupi(input: ParseStream) -> syn::Result<u32> {
 #[proc_macro]
 pub fn lp_setupi(input: TokenStream) -> TokenStream {
     expand(input, parse_lp_setupi)
+}
+
+// ------------------------------------------------------------------------------------------------
+// packed SIMD: byte shifts
+
+fn parse_pv_sci_b(
+    input: ParseStream,
+    insn: &str,
+    f: fn(u32, u32, i64) -> Result<u32, OperandError>,
+) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs1 = parse_reg(input, insn, "rs1")?;
+    comma(input, insn)?;
+    let (imm, span) = parse_int(input, insn, "Imm6")?;
+    end(input, insn)?;
+    f(rd.num, rs1.num, imm).map_err(|e| operand_error(insn, span, e))
+}
+
+fn parse_pv_rr(input: ParseStream, insn: &str, f: fn(u32, u32, u32) -> u32) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs1 = parse_reg(input, insn, "rs1")?;
+    comma(input, insn)?;
+    let rs2 = parse_reg(input, insn, "rs2")?;
+    end(input, insn)?;
+    Ok(f(rd.num, rs1.num, rs2.num))
+}
+
+/// `pv.srl.sci.b rD, rs1, imm`: every byte of rs1 shifted right (logical) by `imm` (0..=7).
+/// `pv_srl_sci_b!(a0, a1, 2)` → `".insn 4, 0x4015f557"`.
+///
+/// ```compile_fail
+/// asm_macros::pv_srl_sci_b!(a0, a1, 8);
+/// ```
+#[proc_macro]
+pub fn pv_srl_sci_b(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_pv_sci_b(i, "pv.srl.sci.b", encode::pv_srl_sci_b)
+    })
+}
+
+/// `pv.sll.sci.b rD, rs1, imm`: every byte of rs1 shifted left by `imm` (0..=7).
+/// `pv_sll_sci_b!(a0, a1, 6)` → `".insn 4, 0x5035f557"`.
+///
+/// ```compile_fail
+/// asm_macros::pv_sll_sci_b!(a0, a1, -1);
+/// ```
+#[proc_macro]
+pub fn pv_sll_sci_b(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_pv_sci_b(i, "pv.sll.sci.b", encode::pv_sll_sci_b)
+    })
+}
+
+/// `pv.srl.b rD, rs1, rs2`: byte `i` of rs1 shifted right (logical) by bits 2:0 of byte `i` of
+/// rs2. `pv_srl_b!(a0, a1, a2)` → `".insn 4, 0x40c59557"`.
+#[proc_macro]
+pub fn pv_srl_b(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_pv_rr(i, "pv.srl.b", encode::pv_srl_b))
+}
+
+/// `pv.sll.b rD, rs1, rs2`: byte `i` of rs1 shifted left by bits 2:0 of byte `i` of rs2.
+/// `pv_sll_b!(a0, a1, a2)` → `".insn 4, 0x50c59557"`.
+///
+/// ```compile_fail
+/// asm_macros::pv_sll_b!(a0, a1, 3);
+/// ```
+#[proc_macro]
+pub fn pv_sll_b(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_pv_rr(i, "pv.sll.b", encode::pv_sll_b))
 }

@@ -1,6 +1,9 @@
 //! The macros end to end: what they expand to (golden words, see `src/encode.rs` for where each
 //! comes from), and that both assemblers that matter turn the expansion into exactly that word.
-use asm_macros::{lp_count, lp_counti, lp_endi, lp_setup, lp_setupi, lp_starti, p_lw, p_ror, p_sw};
+use asm_macros::{
+    lp_count, lp_counti, lp_endi, lp_setup, lp_setupi, lp_starti, p_lw, p_ror, p_sw, pv_sll_b,
+    pv_sll_sci_b, pv_srl_b, pv_srl_sci_b,
+};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -41,6 +44,18 @@ fn table() -> Vec<(&'static str, u32)> {
         (lp_setupi!(x0, 10, 16), 0x00A4_507B),
         (lp_setupi!(x1, 4095, 62), 0xFFFF_D0FB),
         (lp_setupi!(0, 1, 8), 0x0012_507B),
+        (pv_srl_sci_b!(a0, a1, 2), 0x4015_F557),
+        (pv_srl_sci_b!(x31, x31, 7), 0x423F_FFD7),
+        (pv_srl_sci_b!(ra, zero, 1), 0x4200_70D7),
+        (pv_sll_sci_b!(a0, a1, 6), 0x5035_F557),
+        (pv_sll_sci_b!(ra, zero, 4), 0x5020_70D7),
+        (pv_sll_sci_b!(t6, t6, 7), 0x523F_FFD7),
+        (pv_srl_b!(a0, a1, a2), 0x40C5_9557),
+        (pv_srl_b!(x31, x31, x31), 0x41FF_9FD7),
+        (pv_srl_b!(ra, t6, zero), 0x400F_90D7),
+        (pv_sll_b!(a0, a1, a2), 0x50C5_9557),
+        (pv_sll_b!(x31, x31, x31), 0x51FF_9FD7),
+        (pv_sll_b!(zero, ra, t6), 0x51F0_9057),
     ]
 }
 
