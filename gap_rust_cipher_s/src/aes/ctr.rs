@@ -42,6 +42,8 @@
 //!
 //! Every index and branch here depends on the counter and the length only, which are public.
 use super::key::RoundKeys;
+#[cfg(doc)]
+use super::key::Schedule;
 use super::slice::{self, Rotate, State};
 
 /// Bits of a plane in `P`, the positions round 1 changes with the counter's low byte:
@@ -202,6 +204,21 @@ pub(crate) fn rounds_to_10<R: Rotate>(s: &mut State, keys: &RoundKeys, from: usi
     slice::add_round_key(s, &keys.rk[10]);
 }
 
+/// Rounds 3..=10 with an explicit ShiftRows at drift 0 (round keys of [`Schedule::ShiftRows`]):
+/// what the PULP kernel computes. The state after round 2 is at drift 0 in both schedules.
+#[inline(always)]
+pub(crate) fn rounds_3_to_10_shift_rows<R: Rotate>(s: &mut State, keys: &RoundKeys) {
+    for r in 3..10 {
+        slice::sub_bytes(s);
+        slice::shift_rows(s);
+        slice::mix_columns::<R, 0>(s);
+        slice::add_round_key(s, &keys.rk[r]);
+    }
+    slice::sub_bytes(s);
+    slice::shift_rows(s);
+    slice::add_round_key(s, &keys.rk[10]);
+}
+
 /// Encrypts two arbitrary blocks (no caching): the block function, for tests and diagnostics.
 pub(crate) fn encrypt_pair(keys: &RoundKeys, b0: &[u8; 16], b1: &[u8; 16]) -> ([u8; 16], [u8; 16]) {
     let x0 = slice::shift_rows_bytes(b0, 2);
@@ -226,9 +243,13 @@ pub struct PairJob<'a> {
     pub(crate) npairs: usize,
 }
 
-/// The portable kernel, generic over the rotate.
+/// The portable kernel, generic over the rotate and the round schedule (`SR`:
+/// [`Schedule::ShiftRows`], else [`Schedule::Fixsliced`]).
 #[inline(always)]
-pub(crate) fn xor_pairs_generic<R: Rotate>(job: &mut PairJob<'_>, data: &mut [u32]) {
+pub(crate) fn xor_pairs_generic<R: Rotate, const SR: bool>(
+    job: &mut PairJob<'_>,
+    data: &mut [u32],
+) {
     debug_assert_eq!(data.len(), 8 * job.npairs);
     debug_assert!(job.v0 % 2 == 0 && usize::from(job.v0) + 2 * job.npairs <= 256);
     let mut v = job.v0;
@@ -239,7 +260,11 @@ pub(crate) fn xor_pairs_generic<R: Rotate>(job: &mut PairJob<'_>, data: &mut [u3
             job.run.zbase = g;
         }
         let mut s = pair_state::<R>(job.run, &job.run.z, u32::from(v >> 1) & 3);
-        rounds_to_10::<R>(&mut s, job.keys, 3);
+        if SR {
+            rounds_3_to_10_shift_rows::<R>(&mut s, job.keys);
+        } else {
+            rounds_to_10::<R>(&mut s, job.keys, 3);
+        }
         slice::transpose(&mut s);
         // s[2c + b] is column c of block b; memory holds block 0 then block 1.
         for c in 0..4 {

@@ -5,7 +5,8 @@
 //! is stored for the state it is added to:
 //! permuted by `SR^-d` with the drift `d = (2 + r) mod 4` of that state (see `ctr.rs` for why the
 //! drift starts at 2), XORed with `0x63` in every byte for `r ≥ 1` (the NOTs the S-box circuit
-//! leaves out), and packed into both lanes.
+//! leaves out), and packed into both lanes. Kernels that execute ShiftRows in rounds 3..=10
+//! ([`Schedule::ShiftRows`]) take round keys 3..=10 unpermuted (drift 0).
 use super::slice::{self, State};
 use zeroize::Zeroize;
 
@@ -13,6 +14,27 @@ use zeroize::Zeroize;
 /// ten ShiftRows of AES-128 the state is back in byte order (2 + 10 ≡ 0 mod 4) and no final
 /// ShiftRows is needed.
 pub(crate) const DRIFT0: usize = 2;
+
+/// Which drift each round key is stored for: the kernels of a backend decide (`Backend::SCHEDULE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Fixsliced throughout: round `r` at drift `(2 + r) mod 4`, ShiftRows never executed.
+    Fixsliced,
+    /// Rounds 1 and 2 fixsliced (drifts 3, 0: the counter-mode caches are the same), rounds
+    /// 3..=10 with an explicit ShiftRows at drift 0 (the PULP kernel: one per-byte rotation per
+    /// plane with packed-SIMD shifts is cheaper than the fixsliced MixColumns of odd drifts).
+    ShiftRows,
+}
+
+impl Schedule {
+    /// Drift of the state round key `r` is added to.
+    pub(crate) const fn drift(self, r: usize) -> usize {
+        match self {
+            Schedule::ShiftRows if r >= 3 => 0,
+            _ => (DRIFT0 + r) % 4,
+        }
+    }
+}
 
 /// Expanded AES-128 key in the representation the kernels use.
 ///
@@ -92,8 +114,13 @@ pub(crate) fn expand_bytes(key: &[u8; 16]) -> [[u8; 16]; 11] {
 }
 
 impl RoundKeys {
-    /// Expands `key`.
+    /// Expands `key` for the fixsliced kernels.
     pub(crate) fn new(key: &[u8; 16]) -> Self {
+        Self::with_schedule(key, Schedule::Fixsliced)
+    }
+
+    /// Expands `key` for kernels running `schedule`.
+    pub(crate) fn with_schedule(key: &[u8; 16], schedule: Schedule) -> Self {
         // Built in place and one round key at a time: cluster cores have 2 KiB stacks.
         let mut keys = RoundKeys {
             rk: [[0u32; 8]; 11],
@@ -108,7 +135,7 @@ impl RoundKeys {
             if r > 0 {
                 next_round_key(&mut w, &mut rcon);
             }
-            let d = (DRIFT0 + r) % 4;
+            let d = schedule.drift(r);
             // Stored as SR^-d(K): column c, row r' comes from column c - d·r'. The S-box's NOTs
             // (0x63 in every byte) go into keys 1..=10.
             let nots = if r >= 1 { 0x6363_6363 } else { 0 };

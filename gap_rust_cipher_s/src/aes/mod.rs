@@ -90,8 +90,8 @@ pub use asm::Pulp;
 #[cfg(target_arch = "riscv32")]
 pub use asm::Rv32;
 pub use ctr::PairJob;
-pub use key::RoundKeys;
-pub use stream::{Aes128CtrCore, Backend, Portable};
+pub use key::{RoundKeys, Schedule};
+pub use stream::{Aes128CtrCore, Backend, Portable, PortableShiftRows};
 
 /// AES-128-CTR with the best kernel compiled in.
 pub type Aes128Ctr = cipher::StreamCipherCoreWrapper<Aes128CtrCore<Best>>;

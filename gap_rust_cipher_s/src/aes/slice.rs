@@ -271,6 +271,21 @@ pub(crate) fn mix_columns<R: Rotate, const K: u32>(s: &mut State) {
     s[7] = b[7] ^ c[6] ^ r2(c[7]);
 }
 
+/// ShiftRows on a state at drift 0 (`out(r, c) = in(r, c + r)`): byte `r` of every plane
+/// rotated right by `2·r` bits. The PULP kernel does it with two packed-SIMD shifts and an OR
+/// per plane (`pv.srl.b` by bytes `0, 2, 4, 6`, `pv.sll.b` by `0, 6, 4, 2`).
+#[inline(always)]
+pub(crate) fn shift_rows(s: &mut State) {
+    for x in s.iter_mut() {
+        let mut y = *x & 0xff;
+        for r in 1..4u32 {
+            let b = (*x >> (8 * r)) & 0xff;
+            y |= (((b >> (2 * r)) | (b << (8 - 2 * r))) & 0xff) << (8 * r);
+        }
+        *x = y;
+    }
+}
+
 /// AddRoundKey.
 #[inline(always)]
 pub(crate) fn add_round_key(s: &mut State, rk: &State) {

@@ -1,6 +1,6 @@
 //! The RustCrypto `cipher` 0.5 core traits for AES-128-CTR, over a compile-time [`Backend`].
 use super::ctr::{PairJob, RunCtx};
-use super::key::RoundKeys;
+use super::key::{RoundKeys, Schedule};
 use cipher::consts::{U1, U16};
 use cipher::{
     AlgorithmName, Block, BlockSizeUser, IvSizeUser, KeyIvInit, KeySizeUser, ParBlocksSizeUser,
@@ -13,6 +13,9 @@ use core::marker::PhantomData;
 pub trait Backend: Copy + Default + core::fmt::Debug + Send + Sync + 'static {
     /// Variant name used by benchmarks and logs.
     const NAME: &'static str;
+    /// The drift of each round key the kernel expects.
+    #[doc(hidden)]
+    const SCHEDULE: Schedule = Schedule::Fixsliced;
     /// XORs the keystream of `job.w.len()` pairs of blocks into `data` (8 words per pair).
     #[doc(hidden)]
     fn xor_pairs(job: &mut PairJob<'_>, data: &mut [u32]);
@@ -68,7 +71,7 @@ impl<B: Backend> BlockSizeUser for Aes128CtrCore<B> {
 impl<B: Backend> KeyIvInit for Aes128CtrCore<B> {
     fn new(key: &cipher::Key<Self>, iv: &cipher::Iv<Self>) -> Self {
         Aes128CtrCore {
-            keys: RoundKeys::new(&key.0),
+            keys: RoundKeys::with_schedule(&key.0, B::SCHEDULE),
             iv: u128::from_be_bytes(iv.0),
             pos: 0,
             _backend: PhantomData,
@@ -276,6 +279,22 @@ impl Backend for Portable {
     const NAME: &'static str = "portable";
     #[inline(never)]
     fn xor_pairs(job: &mut PairJob<'_>, data: &mut [u32]) {
-        super::ctr::xor_pairs_generic::<super::slice::NativeRotate>(job, data);
+        super::ctr::xor_pairs_generic::<super::slice::NativeRotate, false>(job, data);
+    }
+}
+
+/// The PULP kernel's computation in plain Rust: rounds 3..=10 with an explicit ShiftRows
+/// ([`Schedule::ShiftRows`]). Runs everywhere; it is the model the tests check the schedule and
+/// its round keys with on hosts (the assembly itself runs on GVSOC, or on QEMU with its PULP
+/// instructions emulated).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PortableShiftRows;
+
+impl Backend for PortableShiftRows {
+    const NAME: &'static str = "portable-sr";
+    const SCHEDULE: Schedule = Schedule::ShiftRows;
+    #[inline(never)]
+    fn xor_pairs(job: &mut PairJob<'_>, data: &mut [u32]) {
+        super::ctr::xor_pairs_generic::<super::slice::NativeRotate, true>(job, data);
     }
 }

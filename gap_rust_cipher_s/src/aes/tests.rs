@@ -171,6 +171,7 @@ fn sp800_38a<C: KeyIvInit + StreamCipher>(input: &str, output: &str) {
 fn sp800_38a_f51_encrypt() {
     sp800_38a::<Aes128Ctr>(F5_PT, F5_CT);
     sp800_38a::<Aes128CtrWith<Portable>>(F5_PT, F5_CT);
+    sp800_38a::<Aes128CtrWith<PortableShiftRows>>(F5_PT, F5_CT);
     sp800_38a::<Reference>(F5_PT, F5_CT);
 }
 
@@ -178,6 +179,40 @@ fn sp800_38a_f51_encrypt() {
 fn sp800_38a_f52_decrypt() {
     sp800_38a::<Aes128Ctr>(F5_CT, F5_PT);
     sp800_38a::<Aes128CtrWith<Portable>>(F5_CT, F5_PT);
+    sp800_38a::<Aes128CtrWith<PortableShiftRows>>(F5_CT, F5_PT);
+}
+
+/// ShiftRows on planes is the byte-level ShiftRows (`shift_rows_bytes(·, 1)`) of both lanes.
+#[test]
+fn plane_shift_rows_is_shift_rows() {
+    let mut rng = 0x1234_5678_9abc_def0u64;
+    for _ in 0..64 {
+        let mut b = [[0u8; 16]; 2];
+        for x in b.iter_mut().flatten() {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            *x = (rng >> 56) as u8;
+        }
+        let mut s = slice::pack(&b[0], &b[1]);
+        slice::shift_rows(&mut s);
+        let (o0, o1) = slice::unpack(&s);
+        assert_eq!(o0, slice::shift_rows_bytes(&b[0], 1));
+        assert_eq!(o1, slice::shift_rows_bytes(&b[1], 1));
+    }
+}
+
+/// Both round-key schedules agree on rounds 0..=2 (the counter caches are shared) and store the
+/// plain round key for drift 0.
+#[test]
+fn schedules_share_rounds_0_to_2() {
+    let key = arr16(&hex("000102030405060708090a0b0c0d0e0f"));
+    let a = RoundKeys::new(&key);
+    let b = RoundKeys::with_schedule(&key, Schedule::ShiftRows);
+    assert_eq!(a.rk[..3], b.rk[..3]);
+    assert_eq!(a.rk[6], b.rk[6]);
+    assert_eq!(a.rk[10], b.rk[10]);
+    assert_ne!(a.rk[3], b.rk[3]);
 }
 
 #[test]
@@ -267,6 +302,12 @@ proptest! {
         let pb = run::<Aes128CtrWith<Portable>>(&key, &iv, seek, &mut got[misalign..], &cuts);
         prop_assert_eq!(&got, &want);
         prop_assert_eq!(pa, pb);
+        let mut got_sr = input.clone();
+        let pc = run::<Aes128CtrWith<PortableShiftRows>>(
+            &key, &iv, seek, &mut got_sr[misalign..], &cuts,
+        );
+        prop_assert_eq!(&got_sr, &want);
+        prop_assert_eq!(pa, pc);
         prop_assert_eq!(pb, seek + len as u64);
     }
 

@@ -127,20 +127,37 @@ class Block:
         return self.emit(op, self.tmp(), (a,), imm)
 
 
+def is_phys(v):
+    """`sp` and `$name` operands are machine registers the allocator does not manage (`$t6`: t6)."""
+    return v == "sp" or v.startswith("$")
+
+
+def phys_name(v):
+    return v[1:] if v.startswith("$") else v
+
+
 def schedule(block):
     """Reorders a block so that no instruction uses the result of the load just before it (RI5CY
     stalls one cycle on a load-use), keeping the original order wherever possible (register
-    pressure). Loads and stores keep their relative order around stores."""
+    pressure). Loads and stores keep their relative order around stores; a write of a machine
+    register (`$name`) stays after its earlier reads."""
     ops = block.ops
     n = len(ops)
     deps = [set() for _ in range(n)]
     last_def = {}
+    reads = {}
     last_store = None
     mem_since_store = []
     for i, (op, d, srcs, imm) in enumerate(ops):
         for s in srcs:
             if s in last_def:
                 deps[i].add(last_def[s])
+            if s.startswith("$"):
+                reads.setdefault(s, []).append(i)
+        if d is not None and d.startswith("$"):
+            deps[i].update(j for j in reads.get(d, []) if j != i)
+            if d in last_def:
+                deps[i].add(last_def[d])
         if op == "sw":
             if last_store is not None:
                 deps[i].add(last_store)
@@ -194,7 +211,7 @@ def allocate(block, avail, pin_in, pin_out, keep=()):
     uses = {}
     for i, (op, d, srcs, imm) in enumerate(ops):
         for s in srcs:
-            if s != "sp":
+            if not is_phys(s):
                 uses.setdefault(s, []).append(i)
     for v in list(pin_out) + list(keep):
         uses.setdefault(v, []).append(n)
@@ -247,21 +264,23 @@ def allocate(block, avail, pin_in, pin_out, keep=()):
     for i, (op, d, srcs, imm) in enumerate(ops):
         protect = set(srcs)
         for s in srcs:
-            if s in spilled:
+            if not is_phys(s) and s in spilled:
                 slot = spilled.pop(s)
                 r = pick(i, (), protect)
                 out.append(("lw", rname(r), ("sp",), 4 * (F_SPILL + slot)))
                 slots.append(slot)
                 reg_of[s] = r
                 owner[r] = s
-        sregs = tuple("sp" if s == "sp" else rname(reg_of[s]) for s in srcs)
+        sregs = tuple(phys_name(s) if is_phys(s) else rname(reg_of[s]) for s in srcs)
         dying = []
         for s in dict.fromkeys(srcs):
-            if s != "sp" and next_use(s, i + 1) is None:
+            if not is_phys(s) and next_use(s, i + 1) is None:
                 dying.append(reg_of[s])
                 release(s)
         dreg = None
-        if d is not None:
+        if d is not None and is_phys(d):
+            dreg = phys_name(d)
+        elif d is not None:
             prefer = ([targets[d]] if d in targets else []) + dying
             r = pick(i, prefer, protect)
             reg_of[d] = r
@@ -290,22 +309,34 @@ def allocate(block, avail, pin_in, pin_out, keep=()):
 
 
 ABI_INV = {v: k for k, v in ABI.items()}
+ABI_INV["zero"] = 0
+
+# PULP words come from `asm_macros` (one proc-macro per instruction, golden-word tests there):
+#   p.ror rd, rs1, rs2           asm_macros::p_ror!
+#   p.lw rd, imm(rs1!)           asm_macros::p_lw!       (post-increment load)
+#   pv.srl.b / pv.sll.b rd, rs1, rs2        asm_macros::pv_srl_b! / pv_sll_b!   (per-byte amounts)
+#   pv.srl.sci.b / pv.sll.sci.b rd, rs1, k  asm_macros::pv_srl_sci_b! / pv_sll_sci_b!
+# `encode_pulp` below builds the same words independently; `gen.py` checks every word it emits
+# against it, and the Rust test `asm::tests::generated_pulp_words_match_asm_macros` checks the
+# golden words of this script against the macros' expansions.
+PULP_MACRO = {"p.ror": "p_ror", "p.lw": "p_lw", "pv.srl.b": "pv_srl_b", "pv.sll.b": "pv_sll_b",
+              "pv.srl.sci.b": "pv_srl_sci_b", "pv.sll.sci.b": "pv_sll_sci_b"}
 
 
-# PULP packed-SIMD shifts by an immediate, on the four bytes of a word (RI5CY "Xpulpv2"):
-#   pv.srl.sci.b rd, rs1, imm   funct6 010000, funct3 111, opcode 1010111
-#   pv.sll.sci.b rd, rs1, imm   funct6 010100, funct3 111, opcode 1010111
-# with imm[0] in bit 25 and imm[5:1] in bits 24:20 (the rs2 field). Source: the GAP8 GVSOC model's
-# decoder table (gap_sdk gvsoc/models/cpu/iss/isa_gen/isa_riscv_gen.py, pulp_v2_insns, format RRU).
-# asm_macros has no encoder for these, so the words are built here and pinned by GOLDEN below and
-# by `asm::tests` (Rust).
-PV_FUNCT6 = {"pv.srl.sci.b": 0b010000, "pv.sll.sci.b": 0b010100}
-
-
-def encode_pv(op, rd, rs1, imm):
-    assert 0 <= imm < 64 and 0 <= rd < 32 and 0 <= rs1 < 32
-    return ((PV_FUNCT6[op] << 26) | ((imm & 1) << 25) | ((imm >> 1) << 20) | (rs1 << 15)
-            | (0b111 << 12) | (rd << 7) | 0b1010111)
+def encode_pulp(op, rd, rs1, x):
+    """The word of a PULP instruction (`x`: rs2 register number or immediate). Sources: RI5CY
+    User Manual rev. 4.4, "Instruction Set Extensions"; GAP8 GVSOC decoder table
+    (gap_sdk gvsoc/models/cpu/iss/isa_gen/isa_riscv_gen.py, pulp_v2_insns)."""
+    if op == "p.ror":  # 0000100 rs2 rs1 101 rd 0110011
+        return (0b0000100 << 25) | (x << 20) | (rs1 << 15) | (0b101 << 12) | (rd << 7) | 0b0110011
+    if op == "p.lw":  # imm[11:0] rs1 010 rd 0001011
+        return ((x & 0xFFF) << 20) | (rs1 << 15) | (0b010 << 12) | (rd << 7) | 0b0001011
+    f6 = {"srl": 0b010000, "sll": 0b010100}[op.split(".")[1]]
+    if op.endswith(".sci.b"):  # f6 imm[0] imm[5:1] rs1 111 rd 1010111
+        assert 0 <= x < 8
+        return (f6 << 26) | ((x & 1) << 25) | ((x >> 1) << 20) | (rs1 << 15) | (0b111 << 12) | (rd << 7) | 0b1010111
+    # f6 0 rs2 rs1 001 rd 1010111
+    return (f6 << 26) | (x << 20) | (rs1 << 15) | (0b001 << 12) | (rd << 7) | 0b1010111
 
 
 GOLDEN = [
@@ -313,9 +344,16 @@ GOLDEN = [
     (("pv.sll.sci.b", 10, 11, 6), 0x5035F557),  # pv.sll.sci.b a0, a1, 6
     (("pv.srl.sci.b", 31, 31, 7), 0x423FFFD7),  # edge registers, odd immediate
     (("pv.sll.sci.b", 1, 0, 4), 0x502070D7),    # ra, zero
+    (("pv.srl.b", 10, 11, 12), 0x40C59557),     # pv.srl.b a0, a1, a2
+    (("pv.srl.b", 31, 31, 31), 0x41FF9FD7),
+    (("pv.sll.b", 10, 11, 12), 0x50C59557),     # pv.sll.b a0, a1, a2
+    (("pv.sll.b", 0, 1, 31), 0x51F09057),
+    (("p.ror", 10, 10, 11), 0x08B55533),        # p.ror a0, a0, a1
+    (("p.lw", 12, 13, 4), 0x0046A60B),          # p.lw a2, 4(a3!)
+    (("p.lw", 31, 31, 2047), 0x7FFFAF8B),
 ]
 for (args, word) in GOLDEN:
-    assert encode_pv(*args) == word, (args, hex(encode_pv(*args)), hex(word))
+    assert encode_pulp(*args) == word, (args, hex(encode_pulp(*args)), hex(word))
 
 
 def fmt(ins, pulp_macro):
@@ -334,11 +372,15 @@ def fmt(ins, pulp_macro):
         return "sw %s, %d(%s)" % (s[0], imm, s[1])
     if op == "mv":
         return "mv %s, %s" % (d, s[0])
-    if op == "p.ror":
-        return pulp_macro("p_ror", "%s, %s, %s" % (d, s[0], s[1]))
-    if op in PV_FUNCT6:
-        word = encode_pv(op, ABI_INV[d], ABI_INV[s[0]], imm)
-        return ".insn 4, 0x%08x # %s %s, %s, %d" % (word, op, d, s[0], imm)
+    if op in ("p.ror", "pv.srl.b", "pv.sll.b"):
+        encode_pulp(op, ABI_INV[d], ABI_INV[s[0]], ABI_INV[s[1]])
+        return pulp_macro(PULP_MACRO[op], "%s, %s, %s" % (d, s[0], s[1]))
+    if op in ("pv.srl.sci.b", "pv.sll.sci.b"):
+        encode_pulp(op, ABI_INV[d], ABI_INV[s[0]], imm)
+        return pulp_macro(PULP_MACRO[op], "%s, %s, %d" % (d, s[0], imm))
+    if op == "p.lw":
+        # The post-incremented base is s[0]; the block writes it back through its `$` name.
+        return pulp_macro("p_lw", "%s, %d(%s!)" % (d, imm, s[0]))
     raise ValueError(op)
 
 

@@ -106,66 +106,82 @@ impl Backend for Pulp {
 #[cfg(test)]
 mod tests {
     extern crate std;
+    use std::vec::Vec;
 
-    /// `pv.srl.sci.b` / `pv.sll.sci.b` (packed-SIMD byte shifts by an immediate): funct6
-    /// 010000 / 010100, funct3 111, opcode 1010111, imm\[0\] in bit 25, imm\[5:1\] in bits 24:20
-    /// (GAP8 GVSOC decoder table, `isa_riscv_gen.py`, format RRU). Written independently of
-    /// `gen.py`'s encoder.
-    fn encode_pv(shl: bool, rd: u32, rs1: u32, imm: u32) -> u32 {
-        let funct6: u32 = if shl { 0b010100 } else { 0b010000 };
-        funct6 << 26 | (imm & 1) << 25 | (imm >> 1) << 20 | rs1 << 15 | 0b111 << 12 | rd << 7 | 0x57
+    /// The golden words `gen.py` checks its own PULP encoder against (its `GOLDEN` table), parsed
+    /// from the script: `((op, rd, rs1, rs2-or-imm), word)`.
+    fn gen_py_golden() -> Vec<(std::string::String, u32)> {
+        let src = include_str!("gen.py");
+        let table = src.split("GOLDEN = [").nth(1).unwrap();
+        let table = table.split("\n]").next().unwrap();
+        table
+            .lines()
+            .filter(|l| l.trim_start().starts_with("((\""))
+            .map(|l| {
+                let body = l.trim_start().trim_start_matches("((");
+                let (args, rest) = body.split_once("),").unwrap();
+                let word = rest.split(')').next().unwrap().trim();
+                let word = u32::from_str_radix(word.trim_start_matches("0x"), 16).unwrap();
+                (args.replace(['"', ' '], ""), word)
+            })
+            .collect()
     }
 
-    fn reg(name: &str) -> u32 {
-        const ABI: [&str; 32] = [
-            "zero", "ra", "sp", "gp", "tp", "t0", "t1", "t2", "s0", "s1", "a0", "a1", "a2", "a3",
-            "a4", "a5", "a6", "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11",
-            "t3", "t4", "t5", "t6",
+    fn word(expansion: &str) -> u32 {
+        u32::from_str_radix(expansion.strip_prefix(".insn 4, 0x").unwrap(), 16).unwrap()
+    }
+
+    /// Every golden word of `gen.py` (which checks each PULP word it emits with its own encoder)
+    /// equals the `asm_macros` expansion of the same instruction: the script's encoder, the
+    /// macros the generated kernel uses, and the GAP8 decoder table agree.
+    #[test]
+    fn gen_py_golden_words_match_asm_macros() {
+        let macros: [(&str, &str); 11] = [
+            ("pv.srl.sci.b,10,11,2", asm_macros::pv_srl_sci_b!(a0, a1, 2)),
+            ("pv.sll.sci.b,10,11,6", asm_macros::pv_sll_sci_b!(a0, a1, 6)),
+            ("pv.srl.sci.b,31,31,7", asm_macros::pv_srl_sci_b!(t6, t6, 7)),
+            ("pv.sll.sci.b,1,0,4", asm_macros::pv_sll_sci_b!(ra, zero, 4)),
+            ("pv.srl.b,10,11,12", asm_macros::pv_srl_b!(a0, a1, a2)),
+            ("pv.srl.b,31,31,31", asm_macros::pv_srl_b!(t6, t6, t6)),
+            ("pv.sll.b,10,11,12", asm_macros::pv_sll_b!(a0, a1, a2)),
+            ("pv.sll.b,0,1,31", asm_macros::pv_sll_b!(zero, ra, t6)),
+            ("p.ror,10,10,11", asm_macros::p_ror!(a0, a0, a1)),
+            ("p.lw,12,13,4", asm_macros::p_lw!(a2, 4(a3!))),
+            ("p.lw,31,31,2047", asm_macros::p_lw!(t6, 2047(t6!))),
         ];
-        ABI.iter()
-            .position(|r| *r == name)
-            .expect("ABI register name") as u32
-    }
-
-    #[test]
-    fn simd_shift_golden_words() {
-        assert_eq!(encode_pv(false, reg("a0"), reg("a1"), 2), 0x4015_F557);
-        assert_eq!(encode_pv(true, reg("a0"), reg("a1"), 6), 0x5035_F557);
-        assert_eq!(encode_pv(false, 31, 31, 7), 0x423F_FFD7);
-        assert_eq!(encode_pv(true, reg("ra"), reg("zero"), 4), 0x5020_70D7);
-        // The words the QEMU emulator of rv32_qemu probes with.
-        assert_eq!(encode_pv(false, reg("t0"), reg("t0"), 2), 0x4012_F2D7);
-        assert_eq!(encode_pv(true, reg("t0"), reg("t0"), 6), 0x5032_F2D7);
-    }
-
-    /// Every SIMD word in the generated PULP kernel is the encoding of the instruction named in
-    /// its comment.
-    #[test]
-    fn generated_simd_words_match_their_mnemonics() {
-        let src = include_str!("pulp.rs");
-        let mut n = 0;
-        for line in src.lines().filter(|l| l.contains("# pv.")) {
-            let body = line
-                .split("r#\"")
-                .nth(1)
-                .and_then(|l| l.split("\"#").next())
-                .unwrap();
-            let (insn, mnemonic) = body.split_once('#').unwrap();
-            let word =
-                u32::from_str_radix(insn.trim().trim_start_matches(".insn 4, 0x"), 16).unwrap();
-            let (op, args) = mnemonic.trim().split_once(' ').unwrap();
-            let a: std::vec::Vec<&str> = args.split(", ").collect();
-            let imm: u32 = a[2].parse().unwrap();
-            let shl = match op {
-                "pv.sll.sci.b" => true,
-                "pv.srl.sci.b" => false,
-                _ => panic!("unexpected {op}"),
-            };
-            assert!(matches!(imm, 2 | 4 | 6), "{line}");
-            assert_eq!(word, encode_pv(shl, reg(a[0]), reg(a[1]), imm), "{line}");
-            n += 1;
+        let golden = gen_py_golden();
+        assert_eq!(golden.len(), macros.len(), "{golden:?}");
+        for ((args, w), (margs, expansion)) in golden.iter().zip(macros) {
+            assert_eq!(args, margs);
+            assert_eq!(*w, word(expansion), "{args}");
         }
-        // Two per column rotation: MC_1 and MC_3 rotate 16 words each, MC_2 eight.
-        assert_eq!(n, 2 * (16 + 8 + 16));
+    }
+
+    /// The generated PULP kernel takes every PULP instruction from `asm_macros` (no raw words),
+    /// and only the instructions this module documents.
+    #[test]
+    fn generated_pulp_kernel_uses_asm_macros_only() {
+        let src = include_str!("pulp.rs");
+        assert!(!src.contains(".insn"), "raw instruction words in pulp.rs");
+        assert!(!src.contains(".4byte") && !src.contains(".word"));
+        let mut seen = std::collections::BTreeSet::new();
+        for line in src.lines().filter(|l| l.contains("asm_macros::")) {
+            let name = line.trim().trim_start_matches("asm_macros::");
+            let name = name.split('!').next().unwrap();
+            assert!(
+                [
+                    "p_ror",
+                    "p_lw",
+                    "pv_srl_b",
+                    "pv_sll_b",
+                    "pv_srl_sci_b",
+                    "pv_sll_sci_b"
+                ]
+                .contains(&name),
+                "{line}"
+            );
+            seen.insert(name);
+        }
+        assert!(seen.contains("p_ror"), "{seen:?}");
     }
 }
