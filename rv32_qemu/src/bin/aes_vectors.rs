@@ -148,10 +148,12 @@ fn main() -> Result<(), &'static str> {
     variant::<aes::Pulp>(25)?;
     let t1 = emu.traps();
     println!(
-        "pulp: emulated {} p.ror, {} pv.srl.sci.b, {} pv.sll.sci.b",
+        "pulp: emulated {} p.ror, {} pv.srl.sci.b, {} pv.sll.sci.b, {} pv.srl.b, {} pv.sll.b",
         t1[0] - t0[0],
         t1[1] - t0[1],
-        t1[2] - t0[2]
+        t1[2] - t0[2],
+        t1[3] - t0[3],
+        t1[4] - t0[4]
     );
     drop(emu);
     Ok(())

@@ -410,8 +410,9 @@ def build_sbox(gates):
 class Rot:
     """Rotation strategies."""
 
-    def __init__(self, pulp):
+    def __init__(self, pulp, amount_regs=None):
         self.pulp = pulp
+        self.amount_regs = amount_regs or {}
         self.amt = {}
         self.masks = {}
 
@@ -421,6 +422,8 @@ class Rot:
         self.masks = {}
 
     def amount(self, n):
+        if n in self.amount_regs:
+            return self.amount_regs[n]
         if n not in self.amt:
             self.amt[n] = self.b.li(n)
         return self.amt[n]
@@ -573,12 +576,13 @@ def build_pair(rot):
     return b, out
 
 
-def build_final():
-    """AddRoundKey 10, unpack, XOR into the data, advance."""
+def build_final(key_base=None, key_off=96):
+    """AddRoundKey 10 (key at `key_base` + `key_off`; default: the round-key cursor + 96),
+    unpack, XOR into the data, advance."""
     b = Block("final")
     a = ["%%a%d" % i for i in range(8)]
-    cur = b.lwsp(F_RKCUR)
-    w = [b.xor(a[i], b.lw(cur, 96 + 4 * i)) for i in range(8)]
+    cur = key_base or b.lwsp(F_RKCUR)
+    w = [b.xor(a[i], b.lw(cur, key_off + 4 * i)) for i in range(8)]
     m55 = b.lwsp(F_M55)
     m33 = b.lwsp(F_M33)
     m0f = b.lwsp(F_M2)
@@ -607,8 +611,266 @@ def build_final():
 
 
 # ---------------------------------------------------------------------------------------------
+# The PULP kernel: rounds 3..=10 with an explicit ShiftRows (round keys `Schedule::ShiftRows`),
+# so every round is the same code: S-box, ShiftRows (per-byte rotations: `pv.srl.b` by bytes
+# 0,2,4,6 and `pv.sll.b` by 0,6,4,2, ORed), MixColumns_0 + AddRoundKey. One loop body, no calls.
+#
+# Machine registers kept across the round loop (outside the allocator):
+VA, VB, KP = "$t4", "$t5", "$t6"
+# VA = 0x06040208: byte r = 2r, the pv.srl.b amount of row r (bits 2:0 of each byte); its bits
+# 4:0 are 8, so `p.ror x, VA` is the rotation by 8 (p.ror uses rs2[4:0]). VB = 0x02040610: byte r
+# = (8 - 2r) mod 8, the pv.sll.b amounts; bits 4:0 = 16 for `p.ror x, VB`.
+VA_VALUE, VB_VALUE = 0x06040208, 0x02040610
+assert VA_VALUE & 31 == 8 and VB_VALUE & 31 == 16
+for _r in range(4):
+    assert (VA_VALUE >> (8 * _r)) & 7 == 2 * _r and (VB_VALUE >> (8 * _r)) & 7 == (8 - 2 * _r) % 8
+PULP_FIXED = [29, 30, 31]
+# Frame slots of the PULP kernel (slots the fixsliced masks use in rv32).
+F_VA, F_VB, F_KEND = F_M1, F_M3, F_CNT
+
+
+def sbox_low_pressure(block, ins, outs, limit):
+    """Reorders the S-box gates (a randomized greedy list schedule preferring gates that end a
+    value's life, fixed seeds) until at most `limit` values are live at once: the round loop keeps
+    three machine registers, so the S-box gets 25."""
+    import random
+    ops = block.ops
+    n = len(ops)
+    users = {}
+    for i, (op, d, srcs, imm) in enumerate(ops):
+        for x in srcs:
+            users.setdefault(x, set()).add(i)
+    outset = set(outs)
+
+    def count0():
+        c = {x: len(users.get(x, ())) + (x in outset) for x in ins}
+        for (op, d, srcs, imm) in ops:
+            c[d] = len(users.get(d, ())) + (d in outset)
+        return c
+
+    for seed in range(20000):
+        rnd = random.Random(seed)
+        scale = (0.3, 0.5, 0.9, 1.2)[seed % 4]
+        remaining = count0()
+        done = set(ins)
+        placed = [False] * n
+        order = []
+        live = len(ins)
+        peak = live
+        while len(order) < n:
+            best = None
+            for i in range(n):
+                if placed[i] or not all(x in done for x in ops[i][2]):
+                    continue
+                kills = sum(1 for x in set(ops[i][2]) if remaining[x] == 1)
+                score = (1 - kills) + rnd.random() * scale
+                if best is None or score < best[0]:
+                    best = (score, i)
+            i = best[1]
+            placed[i] = True
+            order.append(i)
+            for x in set(ops[i][2]):
+                remaining[x] -= 1
+                if remaining[x] == 0:
+                    live -= 1
+            live += 1
+            done.add(ops[i][1])
+            peak = max(peak, live)
+            if peak > limit:
+                break
+        if peak <= limit:
+            block.ops = [ops[i] for i in order]
+            return seed
+    raise SystemExit("no S-box order with at most %d live values" % limit)
+
+
+def build_sbox_sr(gates, limit, order=range(8)):
+    """One round's S-box and ShiftRows on the planes (round-loop body, part 2; ShiftRows of the
+    planes in `order`), and the loop end pointer for the branch."""
+    b, ins, outs = build_sbox(gates)
+    sbox_low_pressure(b, ins, outs, limit)
+    b.n = 1000  # fresh names past the gate names (%t1.. are gates of the circuit)
+    res = [None] * 8
+    for k in order:
+        x = outs[k]
+        lo = b.emit("pv.srl.b", b.tmp("r"), (x, VA))
+        hi = b.emit("pv.sll.b", b.tmp("l"), (x, VB))
+        res[k] = b.or_(lo, hi)
+    kend = b.lwsp(F_KEND)
+    b.name = "sbox_sr"
+    return b, ins, res, kend
+
+
+def build_mc_loop(rot):
+    """MixColumns_0 + AddRoundKey of the round loop (part 1): round key at KP, KP += 32."""
+    b = Block("mc")
+    rot.reset(b)
+    a = ["%%a%d" % i for i in range(8)]
+    out = ["%%o%d" % i for i in range(8)]
+    keys = [b.lw(KP, 4 * i) for i in range(8)]
+    b.emit("addi", KP, (KP,), 32)
+    mix_columns(b, rot, 0, a, keys, out)
+    return b, a, out
+
+
+def build_pair_sr(rot):
+    """Round-2 state of the pair (as `build_pair`), and the round loop's machine registers."""
+    b = Block("pair")
+    rot.reset(b)
+    out = ["%%o%d" % i for i in range(8)]
+    b.emit("lw", VA, ("sp",), 4 * F_VA)
+    b.emit("lw", VB, ("sp",), 4 * F_VB)
+    b.emit("lw", KP, ("sp",), 4 * F_RK3)
+    n = b.slli(b.andi(b.lwsp(F_V), 6), 2)
+    m = b.lwsp(F_MV)
+    run = b.lwsp(F_RUN)
+    d = [b.and_(b.pror(b.lw(run, 4 * (RUN_Z + i)), n), m) for i in range(8)]
+    keys = [b.lw(run, 4 * (RUN_C2 + i)) for i in range(8)]
+    mix_columns(b, rot, 0, d, keys, out)
+    return b, out
+
+
+def build_final_sr():
+    """AddRoundKey 10 (key at KP), unpack, XOR into the data, advance."""
+    b = build_final(KP, 0)[0]
+    return b
+
+
+def generate_pulp():
+    sym = "gapstream_aes128ctr_pairs_pulp"
+    L = ".Laes_pulp_"
+    lines = []
+    counts = {}
+    stall_counts = {}
+
+    def asm(s):
+        lines.append(s)
+
+    def macro(name, args):
+        return "\x00MACRO %s!(%s)" % (name, args)
+
+    def put(block, out):
+        counts[block.name] = counts.get(block.name, 0) + len(out)
+        stall_counts[block.name] = stall_counts.get(block.name, 0) + stalls(out)
+        for ins in out:
+            asm("    " + fmt(ins, macro))
+
+    gates = sbox_gates()
+    s_in_regs = [ABI_INV[x] for x in ("a0", "a1", "a2", "a3", "a4", "a5", "s0", "s1")]
+    # The group's two S-boxes: a subroutine (`jal ra`), all registers but ra.
+    sb, sb_in, sb_out = build_sbox(gates)
+    sbox_avail = [r for r in ALL_REGS if r != 1]
+    sbox_code, where = allocate(sb, sbox_avail, dict(zip(sb_in, s_in_regs)), {}, keep=sb_out)
+    sb_out_regs = [where[v] for v in sb_out]
+    blk_avail = [1] + ALL_REGS
+    loop_avail = [r for r in blk_avail if r not in PULP_FIXED]
+    final_avail = [r for r in blk_avail if r != 31]
+    rot = Rot(True, {8: VA, 16: VB})
+
+    # The round loop: part 1 MixColumns + AddRoundKey (Y regs -> X regs), part 2 (entered first)
+    # S-box + ShiftRows (X regs -> Y regs). X and Y are iterated to a fixed point of the two
+    # allocations, so that neither part ends with register moves.
+    ssr, ssr_in, ssr_out, kend = build_sbox_sr(gates, len(loop_avail))
+    ssr_code, ssr_where = allocate(ssr, loop_avail, dict(zip(ssr_in, s_in_regs)), {},
+                                   keep=ssr_out + [kend])
+    y_regs = [ssr_where[v] for v in ssr_out]
+    mb, ain, mout = build_mc_loop(rot)
+    mc_code, mc_where = allocate(mb, loop_avail, dict(zip(ain, y_regs)), {}, keep=mout)
+    x_regs = [mc_where[v] for v in mout]
+    # The ShiftRows order decides whether the outputs land in Y without moves: try a few.
+    import random
+    rnd = random.Random(1)
+    best = None
+    for attempt in range(64):
+        order = list(range(8))
+        if attempt:
+            rnd.shuffle(order)
+        ssr, ssr_in, ssr_out, kend = build_sbox_sr(gates, len(loop_avail), order)
+        code, where = allocate(ssr, loop_avail, dict(zip(ssr_in, x_regs)),
+                               dict(zip(ssr_out, y_regs)), keep=[kend])
+        moves = sum(1 for ins in code if ins[0] == "mv")
+        if best is None or moves < best[0]:
+            best = (moves, code, where)
+        if moves == 0:
+            break
+    _, ssr_code, ssr_where = best
+    kend_reg = ssr_where[kend]
+
+    asm('.section .text.%s,"ax",@progbits' % sym)
+    asm(".globl %s" % sym)
+    asm(".type %s,@function" % sym)
+    asm(".p2align 2")
+    asm("%s:" % sym)
+    # Prologue: a0 = &rk[0][0], a1 = &RunCtx, a2 = first low byte (even), a3 = data, a4 = pairs.
+    asm("    addi sp, sp, -%d" % (4 * FRAME_WORDS))
+    for k, r in enumerate(CALLEE_SAVED):
+        asm("    sw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
+    for slot, val in ((F_MV, 0x0C30C003), (F_VA, VA_VALUE), (F_VB, VB_VALUE),
+                      (F_M2, 0x0F0F0F0F), (F_M55, 0x55555555), (F_M33, 0x33333333),
+                      (F_R23, 0x3C3C3C3C), (F_R3, 0x0C0C0C0C)):
+        asm("    li t0, 0x%08x" % val)
+        asm("    sw t0, %d(sp)" % (4 * slot))
+    asm("    addi t0, a0, 96")
+    asm("    sw t0, %d(sp)" % (4 * F_RK3))
+    asm("    addi t0, a0, 320")
+    asm("    sw t0, %d(sp)" % (4 * F_KEND))
+    asm("    sw a1, %d(sp)" % (4 * F_RUN))
+    asm("    sw a2, %d(sp)" % (4 * F_V))
+    asm("    sw a3, %d(sp)" % (4 * F_DATA))
+    asm("    sw a4, %d(sp)" % (4 * F_NPAIRS))
+    asm("    beqz a4, %sdone" % L)
+    # The run's group cache may already hold this group (a previous call of the same message).
+    asm("    lw t0, %d(a1)" % (4 * RUN_ZBASE))
+    asm("    andi t1, a2, -8")
+    asm("    beq t0, t1, %spair" % L)
+    asm("%sgroup:" % L)
+    gy, gy_out = build_group_y()
+    put(gy, allocate(gy, blk_avail, {}, dict(zip(gy_out, s_in_regs)))[0])
+    asm("    jal ra, %ssbox" % L)
+    gz, gz_in, gz_out = build_group_z()
+    put(gz, allocate(gz, blk_avail, dict(zip(gz_in, sb_out_regs)), dict(zip(gz_out, s_in_regs)))[0])
+    asm("    jal ra, %ssbox" % L)
+    gs, gs_in = build_group_store()
+    put(gs, allocate(gs, blk_avail, dict(zip(gs_in, sb_out_regs)), {})[0])
+    asm("%spair:" % L)
+    pb, pout = build_pair_sr(rot)
+    put(pb, allocate(pb, loop_avail, {}, dict(zip(pout, x_regs)))[0])
+    asm("    j %smid" % L)
+    asm("%sloop:" % L)
+    put(mb, mc_code)
+    asm("%smid:" % L)
+    put(ssr, ssr_code)
+    asm("    bne t6, %s, %sloop" % (rname(kend_reg), L))
+    fb, fin = build_final(KP, 0)
+    put(fb, allocate(fb, final_avail, dict(zip(fin, y_regs)), {})[0])
+    asm("    lw t0, %d(sp)" % (4 * F_NPAIRS))
+    asm("    addi t0, t0, -1")
+    asm("    sw t0, %d(sp)" % (4 * F_NPAIRS))
+    asm("    beqz t0, %sdone" % L)
+    asm("    lw t1, %d(sp)" % (4 * F_V))
+    asm("    addi t1, t1, 2")
+    asm("    sw t1, %d(sp)" % (4 * F_V))
+    asm("    andi t1, t1, 7")
+    asm("    beqz t1, %sgroup" % L)
+    asm("    j %spair" % L)
+    asm("%sdone:" % L)
+    for k, r in enumerate(CALLEE_SAVED):
+        asm("    lw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
+    asm("    addi sp, sp, %d" % (4 * FRAME_WORDS))
+    asm("    ret")
+    asm("%ssbox:" % L)
+    put(sb, sbox_code)
+    asm("    ret")
+    asm(".size %s, .-%s" % (sym, sym))
+    print("pulp load-use stalls: %s" % ", ".join("%s %d" % kv for kv in sorted(stall_counts.items())))
+    return lines, counts
+
+
+# ---------------------------------------------------------------------------------------------
 def generate(variant):
-    pulp = variant == "pulp"
+    if variant == "pulp":
+        return generate_pulp()
+    pulp = False
     sym = "gapstream_aes128ctr_pairs_%s" % variant
     L = ".Laes_%s_" % variant
     lines = []
@@ -717,7 +979,7 @@ def generate(variant):
 def to_rust(variant, lines, counts):
     doc = {
         "rv32": "rv32imc (no PULP instructions): rotations are `srli`/`slli`/`or`.",
-        "pulp": "PULP (`p.ror` from `asm_macros`, `pv.srl.sci.b`/`pv.sll.sci.b` words from `gen.py`); the rest is rv32imc.",
+        "pulp": "PULP (`p.ror`, `pv.srl.b`, `pv.sll.b` from `asm_macros`; ShiftRows executed in rounds 3..=10, one round-loop body); the rest is rv32imc.",
     }[variant]
     cfg = {
         "rv32": '#![cfg(target_arch = "riscv32")]',

@@ -98,6 +98,7 @@ pub struct Pulp;
 ))]
 impl Backend for Pulp {
     const NAME: &'static str = "pulp";
+    const SCHEDULE: super::key::Schedule = super::key::Schedule::ShiftRows;
     fn xor_pairs(job: &mut PairJob<'_>, data: &mut [u32]) {
         call(gapstream_aes128ctr_pairs_pulp, job, data);
     }

@@ -1,5 +1,5 @@
-//! PULP instructions on QEMU: a machine-mode trap handler that emulates `p.ror`, `pv.srl.sci.b`
-//! and `pv.sll.sci.b`, so the PULP AES-128-CTR kernel can be cross-checked and its instructions
+//! PULP instructions on QEMU: a machine-mode trap handler that emulates `p.ror`, `pv.srl.sci.b`,
+//! `pv.sll.sci.b`, `pv.srl.b` and `pv.sll.b`, so the PULP AES-128-CTR kernel can be cross-checked and its instructions
 //! counted on stock QEMU.
 //!
 //! Included with `#[path]` by `aes_vectors.rs` and `bench_aes.rs` (this directory has no
@@ -8,7 +8,8 @@
 //! The handler accepts only illegal-instruction traps on those words (`p.ror`: funct7 0000100,
 //! funct3 101, opcode 0110011, `p.ror a0, a0, a1` = 0x08B55533; `pv.srl.sci.b` / `pv.sll.sci.b`:
 //! funct6 010000 / 010100, funct3 111, opcode 1010111, imm\[0\] in bit 25, imm\[5:1\] in bits
-//! 24:20); anything else restores the runtime's trap vector and re-executes, so the runtime reports
+//! 24:20; `pv.srl.b` / `pv.sll.b`: the same funct6 with bit 25 clear and funct3 001, per-byte
+//! amounts in bits 2:0 of each byte of rs2); anything else restores the runtime's trap vector and re-executes, so the runtime reports
 //! it. Each kind has a fixed path, so every emulated instruction of a kind costs the same number of
 //! retired instructions, which [`PulpEmu::install`] measures; [`PulpEmu::count`] turns a measured
 //! region into the count a PULP core would retire (each emulated instruction = 1).
@@ -21,7 +22,7 @@ core::arch::global_asm!(
     r#".p2align 4"#,
     r#"aes_pulp_emu_regs: .zero 128"#,
     r#".globl aes_pulp_emu_traps"#,
-    r#"aes_pulp_emu_traps: .zero 12"#,
+    r#"aes_pulp_emu_traps: .zero 20"#,
     r#".globl aes_pulp_emu_old_mtvec"#,
     r#"aes_pulp_emu_old_mtvec: .zero 4"#,
     r#".section .text.aes_pulp_emu,"ax",@progbits"#,
@@ -62,6 +63,13 @@ core::arch::global_asm!(
     r#"    beq t3, t4, 2f"#,
     r#"    li t4, 0x50007057"#,
     r#"    beq t3, t4, 3f"#,
+    // pv.srl.b / pv.sll.b: funct6 010000 / 010100, bit 25 clear, funct3 001, opcode 1010111
+    r#"    li t4, 0xFE00707F"#,
+    r#"    and t3, t1, t4"#,
+    r#"    li t4, 0x40001057"#,
+    r#"    beq t3, t4, 4f"#,
+    r#"    li t4, 0x50001057"#,
+    r#"    beq t3, t4, 5f"#,
     r#"    j 9f"#,
     // p.ror rd, rs1, rs2
     r#"1:  srli t3, t1, 20"#,
@@ -104,6 +112,33 @@ core::arch::global_asm!(
     r#"    mul t5, t5, t3"#,
     r#"    and t4, t4, t5"#,
     r#"    li t6, 8"#,
+    r#"    j 8f"#,
+    // Per-byte shifts: byte i of rs1 (t2) by bits 2:0 of byte i of rs2 (t3), four fixed rounds.
+    r#"4:  li t6, 12"#,
+    r#"    j 6f"#,
+    r#"5:  li t6, 16"#,
+    r#"6:  srli t3, t1, 20"#,
+    r#"    andi t3, t3, 31"#,
+    r#"    slli t3, t3, 2"#,
+    r#"    add t3, t3, sp"#,
+    r#"    lw t3, 0(t3)"#,
+    r#"    li t4, 0"#,
+    r#"    li a0, 0"#,
+    r#"61: srl a1, t2, a0"#,
+    r#"    andi a1, a1, 0xff"#,
+    r#"    srl a2, t3, a0"#,
+    r#"    andi a2, a2, 7"#,
+    r#"    srl a3, a1, a2"#,
+    r#"    sll a1, a1, a2"#,
+    r#"    andi a1, a1, 0xff"#,
+    r#"    li a4, 12"#,
+    r#"    beq t6, a4, 62f"#,
+    r#"    mv a3, a1"#,
+    r#"62: sll a3, a3, a0"#,
+    r#"    or t4, t4, a3"#,
+    r#"    addi a0, a0, 8"#,
+    r#"    li a4, 32"#,
+    r#"    bne a0, a4, 61b"#,
     // write rd, count, skip the instruction
     r#"8:  srli t1, t1, 7"#,
     r#"    andi t1, t1, 31"#,
@@ -134,14 +169,14 @@ core::arch::global_asm!(
 );
 
 unsafe extern "C" {
-    static aes_pulp_emu_traps: [u32; 3];
+    static aes_pulp_emu_traps: [u32; KINDS];
     static mut aes_pulp_emu_old_mtvec: u32;
     static aes_pulp_emu_regs: u8;
     fn aes_pulp_emu_trap();
 }
 
-/// The emulated instructions: `p.ror`, `pv.srl.sci.b`, `pv.sll.sci.b`.
-const KINDS: usize = 3;
+/// The emulated instructions: `p.ror`, `pv.srl.sci.b`, `pv.sll.sci.b`, `pv.srl.b`, `pv.sll.b`.
+const KINDS: usize = 5;
 
 /// While alive, the emulated PULP instructions execute instead of ending the program.
 pub struct PulpEmu {
@@ -196,11 +231,24 @@ impl PulpEmu {
         let (e0, ok0) = probe!("0x0862d2b3", 0x1234_5678, 8u32, 0x7812_3456);
         let (e1, ok1) = probe!("0x4012f2d7", 0x1234_56f8, 0u32, 0x040d_153e);
         let (e2, ok2) = probe!("0x5032f2d7", 0x1234_5679, 0u32, 0x8000_8040);
-        if !(ok0 && ok1 && ok2) || traps().iter().zip(t0).any(|(a, b)| *a != b + 1) {
+        // pv.srl.b t0, t0, t1 = 0x406292D7; pv.sll.b t0, t0, t1 = 0x506292D7, with the AES
+        // kernel's ShiftRows amount words (gen.py VA_VALUE / VB_VALUE).
+        let (e3, ok3) = probe!("0x406292d7", 0x1234_5678, 0x0604_0208u32, 0x0003_1578);
+        let (e4, ok4) = probe!("0x506292d7", 0x1234_5678, 0x0204_0610u32, 0x4840_8078);
+        // p.ror rotates by rs2[4:0]: the kernel rotates by VA_VALUE (bits 4:0 = 8).
+        let (e5, ok5) = probe!("0x0862d2b3", 0x1234_5678, 0x0604_0208u32, 0x7812_3456);
+        let want = [2, 1, 1, 1, 1];
+        if !(ok0 && ok1 && ok2 && ok3 && ok4 && ok5 && e5 == e0)
+            || traps()
+                .iter()
+                .zip(t0)
+                .zip(want)
+                .any(|((a, b), w)| *a != b + w)
+        {
             return Err("PULP instruction emulation does not work");
         }
         Ok(PulpEmu {
-            extra: [e0, e1, e2],
+            extra: [e0, e1, e2, e3, e4],
         })
     }
 
@@ -213,7 +261,8 @@ impl PulpEmu {
         (r, n - extra)
     }
 
-    /// Emulated instructions so far: `p.ror`, `pv.srl.sci.b`, `pv.sll.sci.b`.
+    /// Emulated instructions so far: `p.ror`, `pv.srl.sci.b`, `pv.sll.sci.b`, `pv.srl.b`,
+    /// `pv.sll.b`.
     pub fn traps(&self) -> [u64; KINDS] {
         traps()
     }
