@@ -41,7 +41,7 @@ pub enum DmaError {
     TooLong,
     /// The local side is not in the cluster's L1.
     NotLocal,
-    /// The scope already has [`SCOPE_SLOTS`] transfers in flight.
+    /// The scope already has as many transfers in flight as it has command slots.
     Busy,
 }
 
@@ -98,19 +98,37 @@ pub unsafe trait DmaRaw {
     unsafe fn wait(&mut self, cmd: &mut Self::Cmd);
 }
 
-/// DMA commands one [`Scope`] can have in flight (mchan has 16 transfer ids).
+/// DMA commands one [`Scope`] can have in flight by default (mchan has 16 transfer ids).
 pub const SCOPE_SLOTS: usize = 16;
 
-/// Safe handle on a backend's DMA engine.
-pub struct Dma<R: DmaRaw> {
+/// Safe handle on a backend's DMA engine; its scopes have room for `N` commands in flight
+/// (1..=16, the transfer ids of mchan; the records live on the stack of the scope's caller, so a cluster core with a small
+/// stack that needs only a couple of transfers at a time uses a small `N`, see [`Dma::with_slots`]).
+pub struct Dma<R: DmaRaw, const N: usize = SCOPE_SLOTS> {
     raw: R,
     chunk: usize,
 }
 
 impl<R: DmaRaw> Dma<R> {
-    /// Wraps a backend engine.
+    /// Wraps a backend engine ([`SCOPE_SLOTS`] command slots per scope).
     pub fn new(raw: R) -> Self {
         Dma { raw, chunk: 0 }
+    }
+}
+
+impl<R: DmaRaw, const N: usize> Dma<R, N> {
+    /// The same engine with room for `M` commands per scope.
+    pub fn with_slots<const M: usize>(self) -> Dma<R, M> {
+        const {
+            assert!(
+                M >= 1 && M <= SCOPE_SLOTS,
+                "a scope has 1..=16 command slots"
+            )
+        };
+        Dma {
+            raw: self.raw,
+            chunk: self.chunk,
+        }
     }
 
     /// Splits every later copy into commands of at most `bytes` (0: only as the engine's
@@ -130,12 +148,12 @@ impl<R: DmaRaw> Dma<R> {
     #[inline(always)]
     pub fn scope<'env, T, F>(&'env mut self, f: F) -> T
     where
-        F: for<'s> FnOnce(&'s Scope<'s, 'env, R>) -> T,
+        F: for<'s> FnOnce(&'s Scope<'s, 'env, R, N>) -> T,
     {
         let state = ScopeState {
             chunk: self.chunk,
             raw: UnsafeCell::new(&mut self.raw),
-            cmds: [const { UnsafeCell::new(MaybeUninit::uninit()) }; SCOPE_SLOTS],
+            cmds: [const { UnsafeCell::new(MaybeUninit::uninit()) }; N],
             busy: Cell::new(0),
         };
         let scope = Scope {
@@ -162,35 +180,35 @@ impl<R: DmaRaw> Dma<R> {
 /// Bit `i` of `busy` is set exactly while `cmds[i]` holds a started, not yet waited command (and
 /// only then is `cmds[i]` initialised). Records are written only when a command starts, so a scope
 /// costs nothing for the slots it does not use (this runs every round on the GAP8 cluster).
-struct ScopeState<'env, R: DmaRaw> {
+struct ScopeState<'env, R: DmaRaw, const N: usize> {
     chunk: usize,
     raw: UnsafeCell<&'env mut R>,
-    cmds: [UnsafeCell<MaybeUninit<R::Cmd>>; SCOPE_SLOTS],
+    cmds: [UnsafeCell<MaybeUninit<R::Cmd>>; N],
     busy: Cell<u32>,
 }
 
 /// Transfers started in a scope borrow their buffers for `'s`; all are complete when the scope ends.
-pub struct Scope<'s, 'env: 's, R: DmaRaw> {
-    state: &'s ScopeState<'env, R>,
+pub struct Scope<'s, 'env: 's, R: DmaRaw, const N: usize = SCOPE_SLOTS> {
+    state: &'s ScopeState<'env, R, N>,
     // Invariant in `'s`, as `std::thread::Scope`.
     _scope: PhantomData<&'s mut &'s ()>,
 }
 
 /// A transfer in flight. [`Transfer::wait`] waits for it; dropping it does nothing (the scope waits).
-pub struct Transfer<'s, 'env: 's, R: DmaRaw> {
-    state: &'s ScopeState<'env, R>,
+pub struct Transfer<'s, 'env: 's, R: DmaRaw, const N: usize = SCOPE_SLOTS> {
+    state: &'s ScopeState<'env, R, N>,
     /// The slots of its commands (one bit per slot).
     slots: u32,
 }
 
-impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
+impl<'s, 'env: 's, R: DmaRaw, const N: usize> Scope<'s, 'env, R, N> {
     /// Starts copying `ext` (L2) into `loc` (L1). Both stay borrowed until the scope ends.
     #[inline(always)]
     pub fn copy_in(
         &'s self,
         ext: &'s [u8],
         loc: &'s mut [u8],
-    ) -> Result<Transfer<'s, 'env, R>, DmaError> {
+    ) -> Result<Transfer<'s, 'env, R, N>, DmaError> {
         if ext.len() != loc.len() {
             return Err(DmaError::Length);
         }
@@ -208,7 +226,7 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
         &'s self,
         loc: &'s [u8],
         ext: &'s mut [u8],
-    ) -> Result<Transfer<'s, 'env, R>, DmaError> {
+    ) -> Result<Transfer<'s, 'env, R, N>, DmaError> {
         if ext.len() != loc.len() {
             return Err(DmaError::Length);
         }
@@ -222,7 +240,7 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
 
     // On GAP8 this runs every round of the cluster engine: linked with the engine's hot code, and
     // kept small (one command, the common case, here; several in `start_split`).
-    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.dma"))]
     #[inline(never)]
     fn start(
         &'s self,
@@ -230,7 +248,7 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
         ext: *mut u8,
         loc: *mut u8,
         len: usize,
-    ) -> Result<Transfer<'s, 'env, R>, DmaError> {
+    ) -> Result<Transfer<'s, 'env, R, N>, DmaError> {
         let st = self.state;
         // SAFETY: the state is `!Sync` (UnsafeCell) and none of its methods keeps a reference to
         // `raw` across a call, so this is the only live reference to the engine.
@@ -258,7 +276,7 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
         // The lowest free slot, by a loop: `trailing_zeros` without the B extension reads a
         // lookup table in `.rodata` (L2 on GAP8, behind the transfer just started).
         let mut slot = 0;
-        while busy & (1 << slot) != 0 && slot < SCOPE_SLOTS {
+        while slot < N && busy & (1 << slot) != 0 {
             slot += 1;
         }
         let Some(cell) = st.cmds.get(slot) else {
@@ -292,13 +310,13 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
         loc: *mut u8,
         len: usize,
         chunk: usize,
-    ) -> Result<Transfer<'s, 'env, R>, DmaError> {
+    ) -> Result<Transfer<'s, 'env, R, N>, DmaError> {
         let st = self.state;
         // SAFETY: as in `start`.
         let raw: &mut R = unsafe { &mut **st.raw.get() };
         let commands = len.div_ceil(chunk);
         let busy = st.busy.get();
-        if commands > SCOPE_SLOTS - busy.count_ones() as usize {
+        if commands > N - busy.count_ones() as usize {
             // Nothing started: either the whole transfer is issued or none of it.
             return Err(DmaError::Busy);
         }
@@ -335,7 +353,7 @@ impl<'s, 'env: 's, R: DmaRaw> Scope<'s, 'env, R> {
     }
 }
 
-impl<R: DmaRaw> ScopeState<'_, R> {
+impl<R: DmaRaw, const N: usize> ScopeState<'_, R, N> {
     /// Waits for the commands of the slots in `mask` that are still in flight.
     #[inline(always)]
     fn wait_slots(&self, mask: u32) {
@@ -359,14 +377,14 @@ impl<R: DmaRaw> ScopeState<'_, R> {
     }
 }
 
-impl<R: DmaRaw> Drop for ScopeState<'_, R> {
+impl<R: DmaRaw, const N: usize> Drop for ScopeState<'_, R, N> {
     #[inline(always)]
     fn drop(&mut self) {
         self.wait_slots(u32::MAX);
     }
 }
 
-impl<R: DmaRaw> Transfer<'_, '_, R> {
+impl<R: DmaRaw, const N: usize> Transfer<'_, '_, R, N> {
     /// Waits until this transfer is complete.
     pub fn wait(self) {
         self.state.wait_slots(self.slots);

@@ -2,10 +2,11 @@
 use crate::cipher::{CipherFactory, KeyIv};
 use crate::erase::Worker;
 use crate::rotation::{Rotation, Turn};
-use crate::source::{InPlace, Separate, Source};
+use crate::source::{InPlace, Part, Separate, Source, Split};
 use crate::split::{boundaries, piece};
 use crate::{Config, Error, Rounds};
 use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+use gap_rust_sdk::dma::SCOPE_SLOTS;
 use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaRaw, MAX_CORES, Team};
 
 /// The parallel stream-cipher engine of one cluster.
@@ -73,7 +74,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
         offset: u64,
         data: &mut [u8],
     ) -> Result<(), Error> {
-        self.apply_source(factory, offset, &mut InPlace(data))
+        self.apply_split(factory, offset, &mut InPlace(data))
     }
 
     /// Same, reading `input` and writing `output` (same length, both in L2).
@@ -87,7 +88,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
         if input.len() != output.len() {
             return Err(Error::Length);
         }
-        self.apply_source(factory, offset, &mut Separate { input, output })
+        self.apply_split(factory, offset, &mut Separate { input, output })
     }
 
     /// [`Engine::apply`] with cipher `S` made from `key` and `iv` on every core.
@@ -121,7 +122,58 @@ impl<'c, C: Cluster> Engine<'c, C> {
             .map_err(Error::Cluster)?
     }
 
-    /// Runs the rounds over any [`Source`].
+    /// Runs a payload that can be cut into per-core parts: per-core pipelines with
+    /// [`Rounds::Auto`] (see there), the team rounds otherwise.
+    pub fn apply_split<F, S>(
+        &mut self,
+        factory: &F,
+        offset: u64,
+        payload: &mut S,
+    ) -> Result<(), Error>
+    where
+        F: CipherFactory,
+        S: Split,
+    {
+        if payload.is_empty() {
+            return factory.prepare(offset, 0, &mut None);
+        }
+        let cfg = self.cfg;
+        let [a, b, c] = &mut self.bufs;
+        // The job captures one reference: cluster core 0 reads what it needs from the caller's
+        // frame instead of copying the whole closure first.
+        let mut call = Call {
+            cfg,
+            bufs: Some([&mut a[..], &mut b[..], &mut c[..]]),
+            factory,
+            offset,
+            payload,
+        };
+        let call = &mut call;
+        self.cluster
+            .run(move |ctrl| {
+                let cfg = call.cfg;
+                let Some(bufs) = call.bufs.take() else {
+                    return Err(Error::Config);
+                };
+                let share = lane_share::<F>(&cfg);
+                if cfg.rounds == Rounds::Auto && share > 0 {
+                    lanes(
+                        ctrl,
+                        cfg,
+                        share,
+                        bufs,
+                        call.factory,
+                        call.offset,
+                        call.payload,
+                    )
+                } else {
+                    rounds(ctrl, cfg, bufs, call.factory, call.offset, call.payload)
+                }
+            })
+            .map_err(Error::Cluster)?
+    }
+
+    /// Runs the team rounds over any [`Source`].
     pub fn apply_source<F, P>(
         &mut self,
         factory: &F,
@@ -142,6 +194,15 @@ impl<'c, C: Cluster> Engine<'c, C> {
             .run(move |ctrl| rounds(ctrl, cfg, bufs, factory, offset, payload))
             .map_err(Error::Cluster)?
     }
+}
+
+/// The arguments of one call, on the caller's stack (see [`Engine::apply_split`]).
+struct Call<'a, F, S> {
+    cfg: Config,
+    bufs: Option<[&'a mut [u8]; 3]>,
+    factory: &'a F,
+    offset: u64,
+    payload: &'a mut S,
 }
 
 /// Rounds of one call: round 0 covers `[0, first)`, round `r >= 1` covers
@@ -245,7 +306,7 @@ pub(crate) fn round_sizes(cfg: &Config, len: usize) -> Sizes {
     let (first, round, ramp) = match cfg.rounds {
         Rounds::Fixed => (buf, buf, false),
         Rounds::Sized { first, round } => (first, round, false),
-        Rounds::Auto => {
+        Rounds::Auto | Rounds::Ramp => {
             // Each round costs a barrier and the DMA issue (a few hundred cycles); the first
             // fetch and the last write-back are not overlapped with work (round / 8 cycles each
             // at the DMA's ~8 bytes per cycle). The round minimising the sum is about
@@ -276,9 +337,9 @@ pub(crate) fn round_sizes(cfg: &Config, len: usize) -> Sizes {
     }
 }
 
-/// See [`Rounds::Auto`].
+/// See [`Rounds::Ramp`].
 const AUTO_K: usize = 512;
-/// Bytes of the first round with [`Rounds::Auto`] (at least two blocks per core).
+/// Bytes of the first round with [`Rounds::Ramp`] (at least two blocks per core).
 const AUTO_FIRST: usize = 1024;
 
 /// `cfg` with pieces aligned to what the cipher's worker asks for too.
@@ -298,7 +359,7 @@ fn with_piece_align<F: CipherFactory>(cfg: Config) -> Config {
 /// copy, next to the round loop (it is called from three places of it).
 #[inline(never)]
 #[allow(unsafe_code)] // `link_section`
-#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.3.rounds"))]
 fn work(ks: &mut Option<Worker<'_>>, pos: u64, piece: &mut [u8], result: &mut Result<(), Error>) {
     if let (Ok(()), Some(k)) = (&*result, ks) {
         if !piece.is_empty() {
@@ -362,6 +423,189 @@ where
     );
     fork.map_err(Error::Fork)?;
     slots.iter().try_for_each(|s| s.2)
+}
+
+/// Bytes of each core's slice of an L1 buffer in the per-core pipelines: the buffer shared
+/// equally, in whole piece alignment units (0: too small for one unit per core).
+fn lane_share<F: CipherFactory>(cfg: &Config) -> usize {
+    let cfg = with_piece_align::<F>(*cfg);
+    (cfg.buffer / cfg.cores.max(1)) & !(cfg.split_align - 1)
+}
+
+/// Core `i`'s share of a per-core call: its part of the payload, its DMA, its slice of each of
+/// the three L1 buffers, the keystream position of its first byte.
+struct Lane<'a, P, D: DmaRaw> {
+    part: P,
+    dma: Dma<D, LANE_SLOTS>,
+    bufs: [&'a mut [u8]; 3],
+    pos: u64,
+}
+
+/// DMA commands a lane has in flight at most: one fetch and one write-back (each one command:
+/// a lane's chunk is at most the DMA's longest command).
+const LANE_SLOTS: usize = 2;
+const _: () = assert!(LANE_SLOTS <= SCOPE_SLOTS);
+
+/// The smallest chunk of a lane's ramp-down, in piece alignment units: the last write-back,
+/// which nothing overlaps, against one more chunk's DMA issue and wait (measured on the GAP8
+/// model: 1 to 4 units are within the instruction-cache noise; 4 has the fewest chunks).
+const LANE_LAST_BLOCKS: usize = 4;
+
+/// Per-core slot of a lane fork: the core's part and DMA (none for cores past the team), its
+/// result.
+type LaneSlot<P, D> = (Option<(P, Dma<D, LANE_SLOTS>)>, Result<(), Error>);
+
+/// What every core of a lane fork reads.
+struct LaneCtx<'a, F: CipherFactory> {
+    factory: &'a F,
+    shared: &'a F::Shared,
+    rot: Rotation<'a>,
+    share: usize,
+    align: usize,
+    offset: u64,
+    cuts: [usize; MAX_CORES + 1],
+}
+
+/// The per-core pipelines, on cluster core 0: build the cipher, cut the payload into one part per
+/// core, fork once; each core takes its slices of the buffers and runs its lane ([`run_lane`]).
+/// Kept small (no per-core structures built here): on GAP8 this runs on core 0 alone, before the
+/// fork, and its code can evict lines of the lanes' code from the instruction cache.
+#[inline(never)]
+#[allow(unsafe_code)] // the `Rotation` lane accessor (contract in rotation.rs)
+fn lanes<Ctl, F, S>(
+    ctrl: &mut Ctl,
+    cfg: Config,
+    share: usize,
+    bufs: [&mut [u8]; 3],
+    factory: &F,
+    offset: u64,
+    payload: &mut S,
+) -> Result<(), Error>
+where
+    Ctl: Controller,
+    F: CipherFactory,
+    S: Split,
+{
+    let len = payload.len();
+    let cfg = with_piece_align::<F>(cfg);
+    let mut slot = None;
+    factory.prepare(offset, len, &mut slot)?;
+    let Some(shared) = &slot else {
+        return Err(Error::Config);
+    };
+    let cores = cfg.cores;
+    let ctx = LaneCtx {
+        factory,
+        shared,
+        rot: Rotation::new(bufs, cfg.buffer),
+        share,
+        align: cfg.split_align,
+        offset,
+        cuts: boundaries(0, len, cores, offset, cfg.split_align),
+    };
+    let mut slots: [LaneSlot<S::Part<'_>, Ctl::DmaRaw>; MAX_CORES] =
+        [const { (None, Ok(())) }; MAX_CORES];
+    payload.split(&ctx.cuts, cores, |i, part| {
+        if let Some(s) = slots.get_mut(i) {
+            s.0 = Some((part, ctrl.dma().with_slots()));
+        }
+    });
+    let fork = ctrl.fork_each(cores, &ctx, &mut slots, |team, ctx, (io, result)| {
+        let i = team.core_id();
+        let Some((part, dma)) = io.take() else {
+            *result = Err(Error::Config);
+            return;
+        };
+        let mut lane = Lane {
+            part,
+            dma,
+            // SAFETY: core `i` of this lane fork, once; no round accessor is used in it.
+            bufs: unsafe { ctx.rot.lane(i, ctx.share) },
+            pos: ctx.offset + ctx.cuts[i] as u64,
+        };
+        match ctx.factory.worker(ctx.shared) {
+            Ok(mut w) => run_lane(&mut lane, Worker::new(&mut w), ctx.align, result),
+            Err(e) => *result = Err(e),
+        }
+    });
+    fork.map_err(Error::Fork)?;
+    slots.iter().try_for_each(|s| s.1)
+}
+
+/// One core's pipeline over its part of the payload: chunk `k` is worked on in buffer `k % 3`
+/// while chunk `k + 1` is fetched into buffer `(k + 1) % 3` and chunk `k - 1` written back from
+/// buffer `(k + 2) % 3` (the lane's own slices; its own DMA commands, waited for before the next
+/// chunk). Chunks: the first ends at the first keystream block boundary after the lane's start
+/// (one block for every lane but possibly core 0's), then they double up to the lane's slice and
+/// halve again towards the end of the part (each at most half of what is left, at least
+/// [`LANE_LAST_BLOCKS`] units), so that the first fetch and the last write-back, which nothing
+/// overlaps, are short.
+/// Every chunk but a part's last ends on a keystream block boundary.
+///
+/// Not generic over the cipher (one copy per payload type), linked with the hot code
+/// (`.text.hot.0.lane`, after the DMA issue `.text.hot.0.dma` and before the kernels `.text.hot.1.*`):
+/// on GAP8 the code of a chunk must stay in the instruction cache.
+#[inline(never)]
+#[allow(unsafe_code)] // `link_section`
+#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.lane"))]
+fn run_lane<P: Part, D: DmaRaw>(
+    lane: &mut Lane<'_, P, D>,
+    mut ks: Worker<'_>,
+    align: usize,
+    result: &mut Result<(), Error>,
+) {
+    let n = lane.part.len();
+    let mask = align - 1;
+    // A chunk is one DMA command (the lane's scope has room for two).
+    let share = lane.bufs[0]
+        .len()
+        .min(lane.dma.raw().max_len() & !mask)
+        .max(align);
+    let mut prev = (0, 0);
+    let mut now = (0, 0);
+    let first = align;
+    let last = (align * LANE_LAST_BLOCKS).min(share);
+    let mut next = (0, n.min(first - (lane.pos as usize & mask)));
+    let mut size = first;
+    let mut t = 0;
+    while next.1 > next.0 || now.1 > now.0 || prev.1 > prev.0 {
+        let [a, b, c] = &mut lane.bufs;
+        let (w, f, m) = match t {
+            0 => (a, b, c),
+            1 => (b, c, a),
+            _ => (c, a, b),
+        };
+        let Some((out, inp)) = lane.part.io(prev, next) else {
+            fail(result, Error::Length);
+            return;
+        };
+        let piece = &mut w[..now.1 - now.0];
+        let pos = lane.pos + now.0 as u64;
+        let r = lane.dma.scope(|s| {
+            // The write-back first (see `Source::exchange`).
+            if !out.is_empty() {
+                s.copy_out(&m[..out.len()], out)?;
+            }
+            if !inp.is_empty() {
+                s.copy_in(inp, &mut f[..inp.len()])?;
+            }
+            if piece.is_empty() {
+                Ok(Ok(()))
+            } else {
+                Ok(ks.apply_at(pos, piece))
+            }
+        });
+        if let Err(e) = r.map_err(Error::Dma).and_then(|r| r) {
+            fail(result, e);
+            return;
+        }
+        prev = now;
+        now = next;
+        size = (size * 2).min(share);
+        let down = ((n - now.1) >> 1) & !mask;
+        next = (now.1, n.min(now.1 + size.min(down.max(last))));
+        t = if t == 2 { 0 } else { t + 1 };
+    }
 }
 
 /// What every core of a round fork reads.
@@ -461,12 +705,12 @@ where
 /// pass every barrier); a core that failed skips its later work and core 0 its later transfers.
 ///
 /// Not generic over the cipher (the worker is type-erased, `erase.rs`): one copy of this loop
-/// serves every cipher, and on GAP8 it is linked at the start of the hot code
-/// (`.text.hot.0.engine`), followed by the kernels' per-piece code and the kernels themselves
-/// (`.text.hot.1.*`), so that the code of a round stays in the cluster's 4 KiB instruction cache.
+/// serves every cipher, and on GAP8 it is linked with the hot code (`.text.hot.3.rounds`, after
+/// the per-core pipelines `.text.hot.0.*` and the kernels `.text.hot.1.*`, `.text.hot.2.*`), so
+/// that the code of a round stays in the cluster's 4 KiB instruction cache.
 #[inline(never)]
 #[allow(unsafe_code)] // the `Rotation` accessors (contract in rotation.rs); `link_section`
-#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.3.rounds"))]
 fn round_loop<T: Team, P: Source, D: DmaRaw>(
     team: &T,
     ctx: &RoundCtx<'_>,
@@ -571,7 +815,7 @@ impl Cursor {
     #[inline(never)]
     #[allow(unsafe_code)] // `link_section`
     #[allow(clippy::mut_from_ref)] // the buffer is shared by the round fork (rotation.rs)
-    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.3.rounds"))]
     unsafe fn piece<'b>(&mut self, ctx: &'b RoundCtx<'_>, core: usize) -> (u64, &'b mut [u8]) {
         let plan = &ctx.plan;
         let now = self.now;
@@ -601,7 +845,7 @@ impl Cursor {
 /// work on the rest of its piece meanwhile, wait for both.
 #[inline(never)]
 #[allow(unsafe_code)] // the `Rotation` accessors (contract in rotation.rs); `link_section`
-#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+#[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.3.rounds"))]
 fn drive<P: Source, D: DmaRaw>(
     d: &mut Driver<'_, P, D>,
     ctx: &RoundCtx<'_>,

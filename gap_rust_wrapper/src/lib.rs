@@ -16,7 +16,7 @@
 //! | [`Engine`] | owns the three L1 buffers; [`Engine::apply`] (in place), [`Engine::apply_b2b`] (separate output), [`Engine::apply_direct`] (no DMA: payload already in L1, or cores read L2 directly), [`Engine::apply_source`] (any [`Source`]) |
 //! | [`Config`], [`Rounds`] | cores (1..=8, changeable per call), buffer size, round sizes (fixed, chosen from the payload, or given), piece alignment, DMA timing |
 //! | [`cipher`] | [`CipherFactory`] and [`Keystream`]: each core's cipher for a call — the generic `StreamCipher + StreamCipherSeek` path ([`KeyIv`], [`Cloned`]) and the block-level fast path ([`Blocks`]) |
-//! | [`source`] | [`Source`]: where the payload lives and how rounds reach L1 — [`InPlace`], [`Separate`] (L2 through the cluster DMA); external RAM drivers implement it too |
+//! | [`source`] | [`Source`]: where the payload lives and how rounds reach L1 — [`InPlace`], [`Separate`] (L2 through the cluster DMA); external RAM drivers implement it too; [`Split`]: payloads cut into per-core parts (per-core pipelines) |
 //! | [`split`] | how a round is cut into per-core pieces aligned to keystream blocks |
 //!
 //! Generic over the backend ([`gap_rust_sdk::Cluster`]: pmsis, bare, host) and the cipher: any
@@ -55,7 +55,7 @@ pub mod split;
 
 pub use cipher::{Blocks, CipherFactory, Cloned, KeyIv, Keystream};
 pub use engine::Engine;
-pub use source::{InPlace, Separate, Source};
+pub use source::{InPlace, Separate, Source, Split};
 
 use gap_rust_sdk::{AllocError, ClusterError, DmaError, ForkError};
 
@@ -150,14 +150,24 @@ impl Config {
 pub enum Rounds {
     /// Every round is one whole buffer (the paper's scheme).
     Fixed,
-    /// Chosen from the payload length and the core count (default): a first round of 1 KiB or two
-    /// 64-byte blocks per core if that is more (its fetch is the one transfer nothing overlaps),
-    /// then rounds that double
-    /// up to about `sqrt(512 * len)` bytes (a power of two within a factor of sqrt(2), rounded up
-    /// to whole blocks per core), at most the buffer. For 8 cores the full round is 4 KiB at
-    /// 16 KiB and 8 KiB from 128 KiB on. With several cores every round is one 64-byte block short of that:
-    /// the missing block is core 0's, which also drives the DMA.
+    /// Chosen by the engine (default). For the payloads of [`Engine::apply`] and
+    /// [`Engine::apply_b2b`] (which can be cut into per-core parts, [`Split`]): per-core
+    /// pipelines. Each core takes one contiguous part of the payload (cut on keystream blocks)
+    /// and moves it through its own slice of the three L1 buffers with its own DMA commands, in
+    /// chunks of one block doubling up to its slice and halving again towards the end of its part
+    /// (short transfers where nothing overlaps them); there is no team barrier between chunks, so
+    /// no core waits for another until the end of the call. Used when every core's slice of a
+    /// buffer holds at least one piece alignment unit; otherwise, and for other sources, as
+    /// [`Rounds::Ramp`].
     Auto,
+    /// Team rounds chosen from the payload length and the core count: a first round of 1 KiB or
+    /// two 64-byte blocks per core if that is more (its fetch is the one transfer nothing
+    /// overlaps), then rounds that double up to about `sqrt(512 * len)` bytes (a power of two
+    /// within a factor of sqrt(2), rounded up to whole blocks per core), at most the buffer. For 8
+    /// cores the full round is 4 KiB at 16 KiB and 8 KiB from 128 KiB on. With several cores
+    /// every round is one 64-byte block short of that: the missing block is core 0's, which also
+    /// drives the DMA.
+    Ramp,
     /// Round 0 is `first` bytes, every later round `round` bytes (both clamped to `1..=buffer`,
     /// `first <= round`).
     Sized {

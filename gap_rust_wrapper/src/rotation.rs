@@ -13,6 +13,10 @@
 //!
 //! Between two rounds every core passes the team barrier, so the roles rotate only when nobody
 //! holds a reference obtained in the previous round.
+//!
+//! The per-core pipelines (`Rounds::Auto`) use the buffers differently: core `i` owns bytes
+//! `[i * share, (i + 1) * share)` of all three for the whole fork ([`Rotation::lane`]), and
+//! rotates its three slices itself; the slices of different cores are disjoint.
 #![allow(unsafe_code)]
 
 use core::marker::PhantomData;
@@ -60,7 +64,7 @@ impl<'a> Rotation<'a> {
     /// Bytes `[start, end)` of buffer `which` (0, 1, 2), clamped to the buffer. One copy next to
     /// the round loop (three accessors call it every round).
     #[inline(never)]
-    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.engine"))]
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.3.rounds"))]
     fn range(&self, which: u8, start: usize, end: usize) -> (*mut u8, usize) {
         // Out-of-range requests are clamped (the engine never makes one); no panic on the chip.
         let end = end.min(self.len);
@@ -112,6 +116,25 @@ impl<'a> Rotation<'a> {
         let (p, n) = self.range(t.next().next().0, 0, len);
         // SAFETY: in bounds; no writer while the reference lives (caller's contract).
         unsafe { core::slice::from_raw_parts(p, n) }
+    }
+}
+
+impl<'a> Rotation<'a> {
+    /// Core `i`'s slice of each of the three buffers in the per-core pipelines: bytes
+    /// `[i * share, (i + 1) * share)`, clamped to the buffers.
+    ///
+    /// # Safety
+    /// Called by core `i` of a lane fork, once, and by no other core with the same `i` or another
+    /// `share`; while the fork runs nobody uses the round accessors above. Distinct cores then
+    /// hold disjoint slices.
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    pub(crate) unsafe fn lane(&self, i: usize, share: usize) -> [&mut [u8]; 3] {
+        let start = i.saturating_mul(share).min(self.len);
+        let n = share.min(self.len - start);
+        // SAFETY: `start + n <= len`, inside each buffer; exclusive per the caller's contract.
+        self.bufs
+            .map(|b| unsafe { core::slice::from_raw_parts_mut(b.add(start), n) })
     }
 }
 

@@ -12,7 +12,7 @@
 //! | [`Separate`] | `&[u8]` in, `&mut [u8]` out (same length), both in L2 | cluster DMA |
 //! | your driver | external RAM / flash (e.g. `pi_cl_ram_read` / `pi_cl_ram_write`) | the driver's own asynchronous requests; implement [`Source`] |
 use crate::Error;
-use gap_rust_sdk::{Dma, DmaRaw};
+use gap_rust_sdk::{Dma, DmaRaw, MAX_CORES};
 
 /// A payload the engine encrypts round by round.
 pub trait Source: Send {
@@ -33,9 +33,9 @@ pub trait Source: Send {
     /// On GAP8 an instruction-cache refill waits behind a running DMA transfer, and the engine's
     /// first round warms the code of a fetch but not of a write-back: the sources here start the
     /// write-back first.
-    fn exchange<D: DmaRaw, T>(
+    fn exchange<D: DmaRaw, const N: usize, T>(
         &mut self,
-        dma: &mut Dma<D>,
+        dma: &mut Dma<D, N>,
         fetch: Option<(usize, &mut [u8])>,
         commit: Option<(usize, &[u8])>,
         work: impl FnOnce() -> T,
@@ -58,9 +58,9 @@ impl Source for InPlace<'_> {
         self.0.len()
     }
 
-    fn exchange<D: DmaRaw, T>(
+    fn exchange<D: DmaRaw, const N: usize, T>(
         &mut self,
-        dma: &mut Dma<D>,
+        dma: &mut Dma<D, N>,
         fetch: Option<(usize, &mut [u8])>,
         commit: Option<(usize, &[u8])>,
         work: impl FnOnce() -> T,
@@ -123,9 +123,9 @@ impl Source for Separate<'_> {
         self.input.len()
     }
 
-    fn exchange<D: DmaRaw, T>(
+    fn exchange<D: DmaRaw, const N: usize, T>(
         &mut self,
-        dma: &mut Dma<D>,
+        dma: &mut Dma<D, N>,
         fetch: Option<(usize, &mut [u8])>,
         commit: Option<(usize, &[u8])>,
         work: impl FnOnce() -> T,
@@ -153,5 +153,147 @@ impl Source for Separate<'_> {
             }
             Ok(work())
         })
+    }
+}
+
+/// A payload that can be cut into contiguous per-core parts, each moved by its own core with its
+/// own DMA commands: what the engine's per-core pipelines ([`crate::Rounds::Auto`]) need.
+/// Implemented by [`InPlace`] and [`Separate`]; other sources use the team rounds.
+pub trait Split: Source {
+    /// One core's part.
+    type Part<'a>: Part
+    where
+        Self: 'a;
+
+    /// Hands the parts `[b[i], b[i + 1])` for `i < n` to `put(i, part)`. `b` must be
+    /// non-decreasing from 0; parts past the end of the payload are cut short or empty.
+    fn split<'a>(
+        &'a mut self,
+        b: &[usize; MAX_CORES + 1],
+        n: usize,
+        put: impl FnMut(usize, Self::Part<'a>),
+    );
+}
+
+/// One core's part of a [`Split`] payload (positions relative to the part's start).
+pub trait Part: Send {
+    /// Bytes of the part.
+    fn len(&self) -> usize;
+
+    /// True for an empty part.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The output bytes `commit` (to write back into) and the input bytes `fetch` (to read), as
+    /// two borrows that can be in flight at the same time; `None` unless `commit.0 <= commit.1
+    /// <= fetch.0 <= fetch.1 <= self.len()` (an empty range is allowed anywhere in that order).
+    fn io(&mut self, commit: (usize, usize), fetch: (usize, usize)) -> Option<(&mut [u8], &[u8])>;
+}
+
+/// Length of part `i` of `split` given the bytes `at` already handed out and `left` remaining.
+#[inline(always)]
+fn part_len(b: &[usize; MAX_CORES + 1], n: usize, i: usize, at: usize, left: usize) -> usize {
+    if i < n {
+        b[i + 1].saturating_sub(at).min(left)
+    } else {
+        0
+    }
+}
+
+/// `commit.0 <= commit.1 <= fetch.0 <= fetch.1 <= len`.
+#[inline(always)]
+fn ordered(commit: (usize, usize), fetch: (usize, usize), len: usize) -> bool {
+    commit.0 <= commit.1 && commit.1 <= fetch.0 && fetch.0 <= fetch.1 && fetch.1 <= len
+}
+
+impl Split for InPlace<'_> {
+    type Part<'a>
+        = InPlace<'a>
+    where
+        Self: 'a;
+
+    #[inline(never)]
+    fn split<'a>(
+        &'a mut self,
+        b: &[usize; MAX_CORES + 1],
+        n: usize,
+        mut put: impl FnMut(usize, InPlace<'a>),
+    ) {
+        let mut rest: &mut [u8] = &mut self.0[..];
+        let mut at = 0;
+        for i in 0..n.min(MAX_CORES) {
+            let k = part_len(b, n, i, at, rest.len());
+            let (part, tail) = core::mem::take(&mut rest).split_at_mut(k);
+            rest = tail;
+            at += k;
+            put(i, InPlace(part));
+        }
+    }
+}
+
+impl Part for InPlace<'_> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    #[inline(always)]
+    fn io(&mut self, commit: (usize, usize), fetch: (usize, usize)) -> Option<(&mut [u8], &[u8])> {
+        if !ordered(commit, fetch, self.0.len()) {
+            return None;
+        }
+        let (lo, hi) = self.0.split_at_mut(fetch.0);
+        Some((&mut lo[commit.0..commit.1], &hi[..fetch.1 - fetch.0]))
+    }
+}
+
+impl Split for Separate<'_> {
+    type Part<'a>
+        = Separate<'a>
+    where
+        Self: 'a;
+
+    #[inline(never)]
+    fn split<'a>(
+        &'a mut self,
+        b: &[usize; MAX_CORES + 1],
+        n: usize,
+        mut put: impl FnMut(usize, Separate<'a>),
+    ) {
+        let mut input: &[u8] = self.input;
+        let mut output: &mut [u8] = &mut self.output[..];
+        let mut at = 0;
+        for i in 0..n.min(MAX_CORES) {
+            let k = part_len(b, n, i, at, input.len().min(output.len()));
+            let (pi, ti) = input.split_at(k);
+            let (po, to) = core::mem::take(&mut output).split_at_mut(k);
+            input = ti;
+            output = to;
+            at += k;
+            put(
+                i,
+                Separate {
+                    input: pi,
+                    output: po,
+                },
+            );
+        }
+    }
+}
+
+impl Part for Separate<'_> {
+    fn len(&self) -> usize {
+        self.input.len().min(self.output.len())
+    }
+
+    #[inline(always)]
+    fn io(&mut self, commit: (usize, usize), fetch: (usize, usize)) -> Option<(&mut [u8], &[u8])> {
+        if !ordered(commit, fetch, Part::len(self)) {
+            return None;
+        }
+        Some((
+            &mut self.output[commit.0..commit.1],
+            &self.input[fetch.0..fetch.1],
+        ))
     }
 }

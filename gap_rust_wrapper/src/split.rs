@@ -11,9 +11,20 @@
 
 /// Boundaries `b[0] = start <= b[1] <= … <= b[n] = end` of `n` pieces; piece `i` is `b[i]..b[i+1]`.
 /// `n` is 1..=8 and `align` a power of two.
+#[inline(never)]
 pub fn boundaries(start: usize, end: usize, n: usize, offset: u64, align: usize) -> [usize; 9] {
     debug_assert!((1..=8).contains(&n) && align.is_power_of_two() && start <= end);
-    core::array::from_fn(|i| cut(start, end, n, i, offset, align))
+    // One division for all cuts, and a loop rather than nine unrolled copies (this runs once per
+    // call on GAP8, where code size costs instruction-cache refills).
+    let per = per(start, end, n, align);
+    let mut b = [end; 9];
+    let mut i = 0;
+    // Cuts 0..n (cut n and later are `end`); a loop bounded by `n`, not unrolled nine times.
+    while i < n.min(b.len()) {
+        b[i] = cut_per(start, end, per, n, i, offset, align);
+        i += 1;
+    }
+    b
 }
 
 /// Boundary `i` (`0..=n`, larger values give `end`) of [`boundaries`], computed on its own.

@@ -181,6 +181,7 @@ fn run_engine_cfg(
 fn rounds_policy() -> impl Strategy<Value = Rounds> {
     prop_oneof![
         2 => Just(Rounds::Auto),
+        1 => Just(Rounds::Ramp),
         1 => Just(Rounds::Fixed),
         1 => (1usize..20_000, 1usize..20_000).prop_map(|(first, round)| Rounds::Sized { first, round }),
     ]
@@ -482,9 +483,9 @@ impl Source for SimRam {
     fn len(&self) -> usize {
         self.len
     }
-    fn exchange<D: gap_rust_sdk::DmaRaw, T>(
+    fn exchange<D: gap_rust_sdk::DmaRaw, const N: usize, T>(
         &mut self,
-        _dma: &mut gap_rust_sdk::Dma<D>,
+        _dma: &mut gap_rust_sdk::Dma<D, N>,
         fetch: Option<(usize, &mut [u8])>,
         commit: Option<(usize, &[u8])>,
         work: impl FnOnce() -> T,

@@ -556,6 +556,10 @@ fn launch(
     let mut trace_file = None;
     if let Some((re, file)) = trace {
         cmd.arg(format!("--trace={re}"));
+        // e.g. GVSOC_TRACE_LEVEL=debug for the icache's refills and mchan's commands.
+        if let Ok(level) = std::env::var("GVSOC_TRACE_LEVEL") {
+            cmd.arg(format!("--trace-level={level}"));
+        }
         trace_file = Some(
             fs::File::create(file).map_err(|e| format!("cannot create {}: {e}", file.display()))?,
         );

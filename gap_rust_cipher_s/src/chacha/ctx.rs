@@ -37,62 +37,89 @@ const _: () = {
 };
 
 /// Which state word each `pre` entry holds.
+#[cfg(test)]
 pub(crate) const PRE_WORDS: [usize; 12] = [1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15];
 
-/// One quarter-round on the state (out of line: the per-message set-up runs on a cluster core
-/// once per call, and its code size counts more than its speed there — every line of it that
-/// enters the shared 4 KiB instruction cache can evict a line of the kernel).
+/// One quarter-round on one column `[a, b, c, d]` (out of line: the per-message set-up runs on a
+/// cluster core once per call, and its code size counts more than its speed there — every line of
+/// it that enters the shared 4 KiB instruction cache can evict a line of the kernel).
 #[inline(never)]
-pub(crate) fn quarter_round(x: &mut [u32; 16], a: usize, b: usize, c: usize, d: usize) {
-    x[a] = x[a].wrapping_add(x[b]);
-    x[d] = (x[d] ^ x[a]).rotate_left(16);
-    x[c] = x[c].wrapping_add(x[d]);
-    x[b] = (x[b] ^ x[c]).rotate_left(12);
-    x[a] = x[a].wrapping_add(x[b]);
-    x[d] = (x[d] ^ x[a]).rotate_left(8);
-    x[c] = x[c].wrapping_add(x[d]);
-    x[b] = (x[b] ^ x[c]).rotate_left(7);
+pub(crate) fn quarter_round(x: &mut [u32; 4]) {
+    let [mut a, mut b, mut c, mut d] = *x;
+    a = a.wrapping_add(b);
+    d = (d ^ a).rotate_left(16);
+    c = c.wrapping_add(d);
+    b = (b ^ c).rotate_left(12);
+    a = a.wrapping_add(b);
+    d = (d ^ a).rotate_left(8);
+    c = c.wrapping_add(d);
+    b = (b ^ c).rotate_left(7);
+    *x = [a, b, c, d];
 }
 
-/// Little-endian words from bytes (out of line, see [`quarter_round`]). Word-aligned bytes are
-/// read a word at a time: on a GAP8 cluster core the key sits in L2, where every load costs
-/// about 15 cycles.
+/// Little-endian word `i` of `bytes` (read as a whole word when it is aligned: on a GAP8 cluster
+/// core the key sits in L2, where every load costs about 15 cycles).
+#[inline(always)]
+fn le_word(bytes: &[u8], i: usize) -> u32 {
+    let w = &bytes[4 * i..4 * i + 4];
+    u32::from_le_bytes([w[0], w[1], w[2], w[3]])
+}
+
+/// Little-endian words from bytes, written in place (out of line, see [`quarter_round`]).
 #[inline(never)]
 fn load_le(words: &mut [u32], bytes: &[u8]) {
     // SAFETY: every bit pattern is a valid `u32`; `align_to` only hands out the aligned middle.
     let (head, mid, _) = unsafe { bytes.align_to::<u32>() };
-    if head.is_empty() && mid.len() >= words.len() && cfg!(target_endian = "little") {
-        words.copy_from_slice(&mid[..words.len()]);
-        return;
-    }
-    for (w, c) in words.iter_mut().zip(bytes.chunks_exact(4)) {
-        *w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    let aligned = head.is_empty() && mid.len() >= words.len() && cfg!(target_endian = "little");
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = if aligned { mid[i] } else { le_word(bytes, i) };
     }
 }
 
+/// `N` little-endian words of `bytes` (see [`load_le`]).
+#[inline(always)]
+fn words<const N: usize>(bytes: &[u8]) -> [u32; N] {
+    let mut w = [0; N];
+    load_le(&mut w, bytes);
+    w
+}
+
 impl Ctx {
+    /// The context for `key` and `nonce`, every word computed once and stored once (no zeroing and
+    /// no copies of the 128-byte state: on a cluster core every moved byte is a load and a store,
+    /// and a call to `memset` / `memcpy` is code outside the kernel's that enters the shared
+    /// instruction cache).
+    #[inline(always)]
     pub(crate) fn new(key: &[u8; 32], nonce: &[u8; 12]) -> Ctx {
-        let mut init = [0u32; 16];
-        init[..4].copy_from_slice(&SIGMA);
-        load_le(&mut init[4..12], key);
-        load_le(&mut init[13..16], nonce);
-        let mut x = init;
-        for col in 1..4 {
-            quarter_round(&mut x, col, 4 + col, 8 + col, 12 + col);
-        }
-        let mut pre = [0u32; 12];
-        for (p, &i) in pre.iter_mut().zip(PRE_WORDS.iter()) {
-            *p = x[i];
-        }
-        let x2x7 = x[2].wrapping_add(x[7]);
-        let diag = [
-            x[0].wrapping_add(x[4]),
-            x[1].wrapping_add(x[6]),
-            x2x7,
-            (x[13] ^ x2x7).rotate_left(16),
+        let k: [u32; 8] = words(key);
+        let n: [u32; 3] = words(nonce);
+        let init = [
+            SIGMA[0], SIGMA[1], SIGMA[2], SIGMA[3], k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7],
+            0, n[0], n[1], n[2],
         ];
-        x.zeroize();
-        Ctx { init, pre, diag }
+        // The column quarter-rounds of columns 1, 2, 3 (words c, c + 4, c + 8, c + 12) do not
+        // touch the counter (word 12).
+        let mut c1 = [init[1], init[5], init[9], init[13]];
+        let mut c2 = [init[2], init[6], init[10], init[14]];
+        let mut c3 = [init[3], init[7], init[11], init[15]];
+        quarter_round(&mut c1);
+        quarter_round(&mut c2);
+        quarter_round(&mut c3);
+        // After the column round: x0, x4 unchanged (column 0 needs the counter); x1 = c1[0],
+        // x6 = c2[1], x2 = c2[0], x7 = c3[1], x13 = c1[3].
+        let x2x7 = c2[0].wrapping_add(c3[1]);
+        Ctx {
+            init,
+            pre: [
+                c1[0], c1[1], c1[2], c1[3], c2[0], c2[1], c2[2], c2[3], c3[0], c3[1], c3[2], c3[3],
+            ],
+            diag: [
+                init[0].wrapping_add(init[4]),
+                c1[0].wrapping_add(c2[1]),
+                x2x7,
+                (c1[3] ^ x2x7).rotate_left(16),
+            ],
+        }
     }
 }
 

@@ -172,6 +172,7 @@ impl<B: Backend> BlockSizeUser for ChaCha20Core<B> {
 }
 
 impl<B: Backend> KeyIvInit for ChaCha20Core<B> {
+    #[inline(always)]
     fn new(key: &cipher::Key<Self>, iv: &cipher::Iv<Self>) -> Self {
         ChaCha20Core {
             backend: B::new(&key.0, &iv.0),

@@ -186,6 +186,7 @@ pub struct PulpAsm(Ctx);
 impl sealed::Sealed for PulpAsm {}
 
 impl Backend for PulpAsm {
+    #[inline(always)]
     fn new(key: &[u8; 32], nonce: &[u8; 12]) -> Self {
         PulpAsm(Ctx::new(key, nonce))
     }
