@@ -143,19 +143,76 @@ fn main() -> Result<(), &'static str> {
     if a0 != 0x1800_0000 {
         return Err("p.ror a0, a0, a1 (0x08B55533) emulated wrongly");
     }
+    count_check(&emu)?;
     let t0 = emu.traps();
     // Fewer cases: every emulated p.ror costs about a hundred QEMU instructions.
     variant::<aes::Pulp>(25)?;
     let t1 = emu.traps();
     println!(
-        "pulp: emulated {} p.ror, {} pv.srl.sci.b, {} pv.sll.sci.b, {} pv.srl.b, {} pv.sll.b",
+        "pulp: emulated {} p.ror, {} pv.srl.sci.b, {} pv.sll.sci.b, {} pv.srl.b, {} pv.sll.b, {} p.lw, {} hardware loops ({} jumps back)",
         t1[0] - t0[0],
         t1[1] - t0[1],
         t1[2] - t0[2],
         t1[3] - t0[3],
-        t1[4] - t0[4]
+        t1[4] - t0[4],
+        t1[5] - t0[5],
+        t1[10] - t0[10],
+        t1[9] - t0[9]
     );
     drop(emu);
     Ok(())
 }
+/// The emulator's corrected instruction counts are exact: sequences of emulated instructions
+/// (alone, back to back, between ordinary ones) and a 3-iteration hardware loop count what a
+/// PULP core retires for them.
+fn count_check(emu: &pulp_emu::PulpEmu) -> Result<(), &'static str> {
+    macro_rules! c {
+        ($($l:literal),*) => {{
+            let mut v = 5u32;
+            let words = [1u32, 2, 3, 4, 5, 6, 7, 8];
+            let mut ptr = words.as_ptr();
+            // SAFETY: ALU instructions on t0, p.lw reading `words` through t1 (at most two words
+            // on), lp.* setting the emulator's loop state; all emulated while `emu` is alive.
+            let (_, n) = emu.count(|| unsafe {
+                core::arch::asm!($($l),*, inout("t0") v, inout("t1") ptr,
+                    in("t2") 0x0604_0208u32, options(nostack, readonly))
+            });
+            core::hint::black_box((&mut v, &mut ptr));
+            n
+        }};
+    }
+    let base = c!("addi t0, t0, 1") - 1;
+    let got = [
+        c!(".insn 4, 0x0872d2b3") - base, // p.ror t0, t0, t2
+        c!(".insn 4, 0x0872d2b3", ".insn 4, 0x0872d2b3") - base,
+        c!(".insn 4, 0x0043228b", ".insn 4, 0x0043228b") - base, // p.lw t0, 4(t1!)
+        c!(
+            "addi t0, t0, 1",
+            ".insn 4, 0x0043228b",
+            "addi t0, t0, 1",
+            ".insn 4, 0x407292d7"
+        ) - base,
+        c!(".insn 4, 0x407292d7", ".insn 4, 0x507292d7") - base, // pv.srl.b / pv.sll.b
+        // lp.starti x0, 12; lp.endi x0, 12; lp.counti x0, 3; two-instruction body; marker:
+        // 3 + 3 * 2 + 1 on GAP8.
+        c!(
+            ".option push",
+            ".option norvc",
+            ".insn 4, 0x0060007b",
+            ".insn 4, 0x0060107b",
+            ".insn 4, 0x0030307b",
+            "addi t0, t0, 1",
+            "addi t0, t0, 1",
+            ".insn 4, 0x08005033",
+            ".option pop"
+        ) - base,
+    ];
+    if got != [1, 2, 2, 4, 2, 10] {
+        println!("emulated instruction counts {got:?}, want [1, 2, 2, 4, 2, 10]");
+        return Err("the PULP emulator's instruction counts are not exact");
+    }
+    println!("pulp emulator: instruction counts of emulated sequences and a hardware loop exact");
+    Ok(())
+}
+
 rv32_qemu::entry!(main);

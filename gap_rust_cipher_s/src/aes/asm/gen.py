@@ -164,7 +164,14 @@ def schedule(block):
             deps[i].update(mem_since_store)
             last_store = i
             mem_since_store = []
-        elif op == "lw":
+        elif op in ("lw", "p.lw"):
+            if op == "p.lw":
+                # Post-increment: writes its base register; keeps its order with the base's uses.
+                base = srcs[0]
+                deps[i].update(j for j in reads.get(base, []) if j != i)
+                if base in last_def:
+                    deps[i].add(last_def[base])
+                last_def[base] = i
             if last_store is not None:
                 deps[i].add(last_store)
             mem_since_store.append(i)
@@ -185,7 +192,7 @@ def schedule(block):
         done[pick] = True
         order.append(pick)
         op, d = ops[pick][0], ops[pick][1]
-        prev_load_dst = d if op == "lw" else None
+        prev_load_dst = d if op in ("lw", "p.lw") else None
     block.ops = [ops[i] for i in order]
 
 
@@ -193,7 +200,7 @@ def stalls(code):
     """Load-use stalls of straight-line allocated code."""
     k = 0
     for a, b in zip(code, code[1:]):
-        if a[0] == "lw" and a[1] in b[2]:
+        if a[0] in ("lw", "p.lw") and a[1] in b[2]:
             k += 1
     return k
 
@@ -356,6 +363,17 @@ for (args, word) in GOLDEN:
     assert encode_pulp(*args) == word, (args, hex(encode_pulp(*args)), hex(word))
 
 
+def encode_jal0(off):
+    """`jal zero, off` (RV32I J-type: imm[20|10:1|11|19:12] rd 1101111)."""
+    assert off % 2 == 0 and -(1 << 20) <= off < (1 << 20)
+    u = off & 0x1FFFFF
+    return (((u >> 20) & 1) << 31) | (((u >> 1) & 0x3FF) << 21) | (((u >> 11) & 1) << 20) \
+        | (((u >> 12) & 0xFF) << 12) | 0b1101111
+
+
+assert encode_jal0(8) == 0x0080006F and encode_jal0(2048) == 0x0010006F | (1 << 20) >> 20 << 20
+
+
 def fmt(ins, pulp_macro):
     op, d, s, imm = ins
     if op in ("xor", "and", "or", "srl", "sll"):
@@ -380,7 +398,7 @@ def fmt(ins, pulp_macro):
         return pulp_macro(PULP_MACRO[op], "%s, %s, %d" % (d, s[0], imm))
     if op == "p.lw":
         # The post-incremented base is s[0]; the block writes it back through its `$` name.
-        return pulp_macro("p_lw", "%s, %d(%s!)" % (d, imm, s[0]))
+            return pulp_macro("p_lw", "%s, %d(%s!)" % (d, imm, s[0]))
     raise ValueError(op)
 
 
@@ -686,7 +704,7 @@ def sbox_low_pressure(block, ins, outs, limit):
 
 def build_sbox_sr(gates, limit, order=range(8)):
     """One round's S-box and ShiftRows on the planes (round-loop body, part 2; ShiftRows of the
-    planes in `order`), and the loop end pointer for the branch."""
+    planes in `order`)."""
     b, ins, outs = build_sbox(gates)
     sbox_low_pressure(b, ins, outs, limit)
     b.n = 1000  # fresh names past the gate names (%t1.. are gates of the circuit)
@@ -696,19 +714,18 @@ def build_sbox_sr(gates, limit, order=range(8)):
         lo = b.emit("pv.srl.b", b.tmp("r"), (x, VA))
         hi = b.emit("pv.sll.b", b.tmp("l"), (x, VB))
         res[k] = b.or_(lo, hi)
-    kend = b.lwsp(F_KEND)
     b.name = "sbox_sr"
-    return b, ins, res, kend
+    return b, ins, res
 
 
 def build_mc_loop(rot):
-    """MixColumns_0 + AddRoundKey of the round loop (part 1): round key at KP, KP += 32."""
+    """MixColumns_0 + AddRoundKey of the round loop (part 1): round key at KP, loaded with
+    post-increment (`p.lw k, 4(KP!)`), so KP moves on to the next round key."""
     b = Block("mc")
     rot.reset(b)
     a = ["%%a%d" % i for i in range(8)]
     out = ["%%o%d" % i for i in range(8)]
-    keys = [b.lw(KP, 4 * i) for i in range(8)]
-    b.emit("addi", KP, (KP,), 32)
+    keys = [b.emit("p.lw", b.tmp("m"), (KP,), 4) for i in range(8)]
     mix_columns(b, rot, 0, a, keys, out)
     return b, a, out
 
@@ -770,9 +787,9 @@ def generate_pulp():
     # The round loop: part 1 MixColumns + AddRoundKey (Y regs -> X regs), part 2 (entered first)
     # S-box + ShiftRows (X regs -> Y regs). X and Y are iterated to a fixed point of the two
     # allocations, so that neither part ends with register moves.
-    ssr, ssr_in, ssr_out, kend = build_sbox_sr(gates, len(loop_avail))
+    ssr, ssr_in, ssr_out = build_sbox_sr(gates, len(loop_avail))
     ssr_code, ssr_where = allocate(ssr, loop_avail, dict(zip(ssr_in, s_in_regs)), {},
-                                   keep=ssr_out + [kend])
+                                   keep=ssr_out)
     y_regs = [ssr_where[v] for v in ssr_out]
     mb, ain, mout = build_mc_loop(rot)
     mc_code, mc_where = allocate(mb, loop_avail, dict(zip(ain, y_regs)), {}, keep=mout)
@@ -785,16 +802,15 @@ def generate_pulp():
         order = list(range(8))
         if attempt:
             rnd.shuffle(order)
-        ssr, ssr_in, ssr_out, kend = build_sbox_sr(gates, len(loop_avail), order)
+        ssr, ssr_in, ssr_out = build_sbox_sr(gates, len(loop_avail), order)
         code, where = allocate(ssr, loop_avail, dict(zip(ssr_in, x_regs)),
-                               dict(zip(ssr_out, y_regs)), keep=[kend])
+                               dict(zip(ssr_out, y_regs)))
         moves = sum(1 for ins in code if ins[0] == "mv")
         if best is None or moves < best[0]:
             best = (moves, code, where)
         if moves == 0:
             break
     _, ssr_code, ssr_where = best
-    kend_reg = ssr_where[kend]
 
     asm('.section .text.%s,"ax",@progbits' % sym)
     asm(".globl %s" % sym)
@@ -812,8 +828,6 @@ def generate_pulp():
         asm("    sw t0, %d(sp)" % (4 * slot))
     asm("    addi t0, a0, 96")
     asm("    sw t0, %d(sp)" % (4 * F_RK3))
-    asm("    addi t0, a0, 320")
-    asm("    sw t0, %d(sp)" % (4 * F_KEND))
     asm("    sw a1, %d(sp)" % (4 * F_RUN))
     asm("    sw a2, %d(sp)" % (4 * F_V))
     asm("    sw a3, %d(sp)" % (4 * F_DATA))
@@ -835,12 +849,42 @@ def generate_pulp():
     asm("%spair:" % L)
     pb, pout = build_pair_sr(rot)
     put(pb, allocate(pb, loop_avail, {}, dict(zip(pout, x_regs)))[0])
-    asm("    j %smid" % L)
+    # Hardware loop 0 over the round loop, entered at `mid` (S-box of round 3): 8 arrivals at its
+    # last instruction, the first 7 jump back to `loop` (MixColumns of rounds 3..=9). Written
+    # without compressed instructions, so the offsets below are 4 x instructions; the assembler
+    # checks them against the labels.
+    n_mc, n_ssr = len(mc_code), len(ssr_code)
+    off_start = 16
+    off_end = 12 + 4 * (n_mc + n_ssr - 1)
+    asm("    .option push")
+    asm("    .option norvc")
+    asm("%slps:" % L)
+    asm("    " + macro("lp_starti", "x0, %d" % off_start))
+    asm("    " + macro("lp_endi", "x0, %d" % off_end))
+    asm("    " + macro("lp_counti", "x0, 8"))
+    # `j mid` as a finished word: a jump with a relocation would make the label differences
+    # below non-absolute for LLVM (linker relaxation), and the assembler could not check them.
+    asm("%sjmid:" % L)
+    asm("    .insn 4, 0x%08x # jal zero, %smid (+%d)" % (encode_jal0(4 + 4 * n_mc), L, 4 + 4 * n_mc))
     asm("%sloop:" % L)
     put(mb, mc_code)
     asm("%smid:" % L)
-    put(ssr, ssr_code)
-    asm("    bne t6, %s, %sloop" % (rname(kend_reg), L))
+    put(ssr, ssr_code[:-1])
+    asm("%slpend:" % L)
+    put(ssr, ssr_code[-1:])
+    # Executed once per pair on GAP8 (`p.ror zero, zero, zero` does nothing); on QEMU, where
+    # every instruction here traps, the PULP emulator of rv32_qemu takes it as the end of the
+    # hardware loop just passed (see `aes_support/pulp_emu.rs`).
+    asm("    " + macro("p_ror", "zero, zero, zero"))
+    # Every line of the region is one 4-byte instruction (no pseudo-instruction expands there).
+    region = lines[lines.index("%slps:" % L):]
+    for l in region:
+        assert l.endswith(":") or l.startswith("    .") or l.startswith("    \x00MACRO") \
+            or l.split()[0] in ("xor", "and", "or"), l
+    # (LLVM does not evaluate label differences here as absolute in the optimised builds, so the
+    # offsets are not re-checked with `.if`; the QEMU emulator checks that the marker follows
+    # the loop end and that the loop start follows the jump, and the cross-checks catch the rest.)
+    asm("    .option pop")
     fb, fin = build_final(KP, 0)
     put(fb, allocate(fb, final_avail, dict(zip(fin, y_regs)), {})[0])
     asm("    lw t0, %d(sp)" % (4 * F_NPAIRS))

@@ -4,13 +4,14 @@
 //! | file | backend | instructions |
 //! |---|---|---|
 //! | `rv32.rs` | [`Rv32`] | rv32imc only; runs on QEMU and any RV32IMC core |
-//! | `pulp.rs` | [`Pulp`] (feature `pulp`, or `aes-pulp-kernel` to compile it without selecting it) | rv32imc + `p.ror` (from `asm_macros`) + `pv.srl.sci.b`/`pv.sll.sci.b` (words built by `gen.py`, pinned by the tests below); GAP8 / GVSOC, or QEMU with those emulated |
+//! | `pulp.rs` | [`Pulp`] (feature `pulp`, or `aes-pulp-kernel` to compile it without selecting it) | rv32imc + `p.ror`, `pv.srl.b`/`pv.sll.b` (ShiftRows), `p.lw` (post-increment round-key loads), `lp.starti`/`lp.endi`/`lp.counti` (hardware loop 0 over the rounds), all from `asm_macros`; GAP8 / GVSOC, or QEMU with those emulated (`rv32_qemu`'s `aes_support/pulp_emu.rs`) |
 //!
 //! Kernel ABI (C): `a0` = `&rk[0][0]` (11 × 8 words), `a1` = `&mut RunCtx` (33 words), `a2` = low
 //! byte of the first pair's first block (even), `a3` = data (8 words per pair, updated in place),
 //! `a4` = number of pairs (all in one run: `a2 + 2·a4 ≤ 256`).
-//! The kernel saves what the ABI asks it to save, keeps a 160-byte frame on the stack, and does
-//! not touch `gp` or `tp`.
+//! The kernel saves what the ABI asks it to save, keeps a 128-byte frame on the stack, and does
+//! not touch `gp` or `tp`. The PULP kernel uses hardware loop 0 and leaves it finished (count 0);
+//! its caller must not itself be inside hardware loop 0 (compiled Rust never is).
 #[cfg(target_arch = "riscv32")]
 use super::{ctr::PairJob, stream::Backend};
 
@@ -163,7 +164,35 @@ mod tests {
     #[test]
     fn generated_pulp_kernel_uses_asm_macros_only() {
         let src = include_str!("pulp.rs");
-        assert!(!src.contains(".insn"), "raw instruction words in pulp.rs");
+        // The only raw word: the jump into the middle of the hardware loop (an RV32I `jal zero`,
+        // written as a word so that no relocation sits next to the loop), whose J-immediate must
+        // be the offset its comment names.
+        for line in src.lines().filter(|l| l.contains(".insn")) {
+            let (w, comment) = line
+                .split_once(".insn 4, 0x")
+                .unwrap()
+                .1
+                .split_once(" # ")
+                .unwrap();
+            let w = u32::from_str_radix(w, 16).unwrap();
+            assert!(comment.starts_with("jal zero, .Laes_pulp_mid (+"), "{line}");
+            let off: u32 = comment
+                .split("(+")
+                .nth(1)
+                .unwrap()
+                .split(')')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let imm = ((w >> 31) & 1) << 20
+                | ((w >> 21) & 0x3ff) << 1
+                | ((w >> 20) & 1) << 11
+                | ((w >> 12) & 0xff) << 12;
+            assert_eq!(w & 0xfff, 0x06f, "{line}");
+            assert_eq!(imm, off, "{line}");
+        }
+        assert_eq!(src.matches(".insn").count(), 1);
         assert!(!src.contains(".4byte") && !src.contains(".word"));
         let mut seen = std::collections::BTreeSet::new();
         for line in src.lines().filter(|l| l.contains("asm_macros::")) {
@@ -175,6 +204,9 @@ mod tests {
                     "p_lw",
                     "pv_srl_b",
                     "pv_sll_b",
+                    "lp_starti",
+                    "lp_endi",
+                    "lp_counti",
                     "pv_srl_sci_b",
                     "pv_sll_sci_b"
                 ]

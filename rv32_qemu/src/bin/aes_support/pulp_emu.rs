@@ -22,7 +22,10 @@ core::arch::global_asm!(
     r#".p2align 4"#,
     r#"aes_pulp_emu_regs: .zero 128"#,
     r#".globl aes_pulp_emu_traps"#,
-    r#"aes_pulp_emu_traps: .zero 20"#,
+    r#"aes_pulp_emu_traps: .zero 44"#,
+    // Hardware loop 0 as set by lp.starti / lp.endi / lp.counti: start, end, count.
+    r#".globl aes_pulp_emu_lp"#,
+    r#"aes_pulp_emu_lp: .zero 12"#,
     r#".globl aes_pulp_emu_old_mtvec"#,
     r#"aes_pulp_emu_old_mtvec: .zero 4"#,
     r#".section .text.aes_pulp_emu,"ax",@progbits"#,
@@ -51,6 +54,21 @@ core::arch::global_asm!(
     r#"    slli t2, t2, 2"#,
     r#"    add t2, t2, sp"#,
     r#"    lw t2, 0(t2)"#,
+    // The hardware-loop marker `p.ror zero, zero, zero` (before the generic p.ror)
+    r#"    li t4, 0x08005033"#,
+    r#"    beq t1, t4, 20f"#,
+    // p.lw rd, imm(rs1!): opcode 0001011, funct3 010
+    r#"    li t4, 0x707F"#,
+    r#"    and t3, t1, t4"#,
+    r#"    li t4, 0x200B"#,
+    r#"    beq t3, t4, 21f"#,
+    // lp.starti / lp.endi / lp.counti: opcode 1111011, funct3 000 / 001 / 011
+    r#"    li t4, 0x007B"#,
+    r#"    beq t3, t4, 22f"#,
+    r#"    li t4, 0x107B"#,
+    r#"    beq t3, t4, 23f"#,
+    r#"    li t4, 0x307B"#,
+    r#"    beq t3, t4, 24f"#,
     // p.ror: funct7 0000100, funct3 101, opcode 0110011
     r#"    li t4, 0xFE00707F"#,
     r#"    and t3, t1, t4"#,
@@ -139,6 +157,61 @@ core::arch::global_asm!(
     r#"    addi a0, a0, 8"#,
     r#"    li a4, 32"#,
     r#"    bne a0, a4, 61b"#,
+    r#"    j 8f"#,
+    // p.lw: t4 = Mem32(rs1); rs1 += sext(imm[11:0]) (written before rd)
+    r#"21: lw t4, 0(t2)"#,
+    r#"    srai t3, t1, 20"#,
+    r#"    add t3, t3, t2"#,
+    r#"    srli a0, t1, 15"#,
+    r#"    andi a0, a0, 31"#,
+    r#"    slli a0, a0, 2"#,
+    r#"    add a0, a0, sp"#,
+    r#"    sw t3, 0(a0)"#,
+    r#"    li t6, 20"#,
+    r#"    j 8f"#,
+    // lp.starti / lp.endi x0, uimm: pc + 2 * uimm; lp.counti x0, uimm. Loop 1 is not emulated.
+    r#"22: li t6, 24"#,
+    r#"    li a1, 0"#,
+    r#"    j 25f"#,
+    r#"23: li t6, 28"#,
+    r#"    li a1, 4"#,
+    r#"25: srli a0, t1, 20"#,
+    r#"    slli a0, a0, 1"#,
+    r#"    add a0, a0, t0"#,
+    r#"    j 26f"#,
+    r#"24: li t6, 32"#,
+    r#"    li a1, 8"#,
+    r#"    srli a0, t1, 20"#,
+    r#"26: andi t3, t1, 0x80"#,
+    r#"    bnez t3, 9f"#,
+    r#"    la t3, aes_pulp_emu_lp"#,
+    r#"    add t3, t3, a1"#,
+    r#"    sw a0, 0(t3)"#,
+    r#"    li t4, 0"#,
+    r#"    j 8f"#,
+    // Marker right after the loop end: the end instruction just ran; jump back to the start
+    // while the count stays above 1 (GAP8 does this in hardware), else fall through. Both ways
+    // take the same number of instructions.
+    r#"20: la t3, aes_pulp_emu_lp"#,
+    r#"    lw a0, 4(t3)"#,
+    r#"    addi a0, a0, 4"#,
+    r#"    bne a0, t0, 9f"#,
+    r#"    lw a1, 8(t3)"#,
+    r#"    li a2, 1"#,
+    r#"    li t4, 0"#,
+    r#"    bgeu a2, a1, 27f"#,
+    r#"    addi a1, a1, -1"#,
+    r#"    sw a1, 8(t3)"#,
+    r#"    lw t0, 0(t3)"#,
+    r#"    addi t0, t0, -4"#,
+    r#"    li t6, 36"#,
+    r#"    j 8f"#,
+    r#"27: sw zero, 8(t3)"#,
+    r#"    mv t0, t0"#,
+    r#"    nop"#,
+    r#"    nop"#,
+    r#"    li t6, 40"#,
+    r#"    j 8f"#,
     // write rd, count, skip the instruction
     r#"8:  srli t1, t1, 7"#,
     r#"    andi t1, t1, 31"#,
@@ -175,8 +248,13 @@ unsafe extern "C" {
     fn aes_pulp_emu_trap();
 }
 
-/// The emulated instructions: `p.ror`, `pv.srl.sci.b`, `pv.sll.sci.b`, `pv.srl.b`, `pv.sll.b`.
-const KINDS: usize = 5;
+/// The emulated kinds: `p.ror`, `pv.srl.sci.b`, `pv.sll.sci.b`, `pv.srl.b`, `pv.sll.b`, `p.lw`
+/// (post-increment), `lp.starti`, `lp.endi`, `lp.counti`, and the hardware-loop marker
+/// (`p.ror zero, zero, zero` right after a loop's last instruction) jumping back / falling
+/// through.
+const KINDS: usize = 11;
+/// Kind of a marker that jumped back: a GAP8 core retires nothing for it.
+const LOOP_BACK: usize = 9;
 
 /// While alive, the emulated PULP instructions execute instead of ending the program.
 pub struct PulpEmu {
@@ -190,6 +268,44 @@ fn traps() -> [u64; KINDS] {
     // single hart; volatile reads see their last values.
     let t = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(aes_pulp_emu_traps)) };
     t.map(u64::from)
+}
+
+/// Retired instructions of the marker `p.ror zero, zero, zero` after a hardware loop's end with
+/// `count` left (2: jumps back, 1: falls through), minus a `nop` in its place. Both sequences
+/// set the loop state with the same (emulated) lp.starti / lp.endi / lp.counti words.
+fn marker_extra(count: u32) -> u64 {
+    macro_rules! seq {
+        ($counti:literal, $last:literal) => {{
+            // SAFETY: lp.* only set the emulator's loop state; the marker then continues at the
+            // instruction after itself either way (the loop start is set there).
+            count_instructions(|| unsafe {
+                core::arch::asm!(
+                    ".option push",
+                    ".option norvc",
+                    ".insn 4, 0x00a0007b", // lp.starti x0, 20: start = 5 words on
+                    ".insn 4, 0x0040107b", // lp.endi x0, 8: end = the addi
+                    $counti,
+                    "addi zero, zero, 0",
+                    $last,
+                    ".option pop",
+                    options(nomem, nostack)
+                )
+            })
+            .1
+        }};
+    }
+    let (with, without) = if count == 2 {
+        (
+            seq!(".insn 4, 0x0020307b", ".insn 4, 0x08005033"),
+            seq!(".insn 4, 0x0020307b", "addi zero, zero, 0"),
+        )
+    } else {
+        (
+            seq!(".insn 4, 0x0010307b", ".insn 4, 0x08005033"),
+            seq!(".insn 4, 0x0010307b", "addi zero, zero, 0"),
+        )
+    };
+    with - without
 }
 
 /// Retired instructions of `insn` (one word, `t0 = op(t0, t1)`) minus those of `addi t0, t0, 0`
@@ -237,8 +353,35 @@ impl PulpEmu {
         let (e4, ok4) = probe!("0x506292d7", 0x1234_5678, 0x0204_0610u32, 0x4840_8078);
         // p.ror rotates by rs2[4:0]: the kernel rotates by VA_VALUE (bits 4:0 = 8).
         let (e5, ok5) = probe!("0x0862d2b3", 0x1234_5678, 0x0604_0208u32, 0x7812_3456);
-        let want = [2, 1, 1, 1, 1];
-        if !(ok0 && ok1 && ok2 && ok3 && ok4 && ok5 && e5 == e0)
+        // p.lw t0, 4(t1!) = 0x0043228B: t0 = *t1, t1 += 4.
+        let word = [0x5a5a_1234u32, 0];
+        let mut ptr = word.as_ptr();
+        let mut v = 0u32;
+        // SAFETY: loads the word `ptr` points at (emulated) and advances `ptr` by 4, still inside
+        // `word`.
+        let (_, with) = count_instructions(|| unsafe {
+            core::arch::asm!(".insn 4, 0x0043228b", inout("t0") v, inout("t1") ptr,
+                options(nostack, readonly))
+        });
+        let ok6 = v == 0x5a5a_1234 && ptr == word[1..].as_ptr();
+        let mut w = 0u32;
+        let mut ptr2 = word.as_ptr();
+        // SAFETY: a register-only instruction (same operands as the measured p.lw).
+        let (_, without) = count_instructions(|| unsafe {
+            core::arch::asm!("addi t0, t0, 0", inout("t0") w, inout("t1") ptr2,
+                options(nostack, readonly))
+        });
+        core::hint::black_box((&mut w, &mut ptr2));
+        let e6 = with - without;
+        // lp.starti x0, 20 / lp.endi x0, 8 / lp.counti x0, 1 (state only).
+        let (e7, _) = probe!("0x00a0007b", 0, 0u32, 0);
+        let (e8, _) = probe!("0x0040107b", 0, 0u32, 0);
+        let (e9, _) = probe!("0x0010307b", 0, 0u32, 0);
+        // The marker, jumping back (count 2) and falling through (count 1): loop state set so
+        // that the end is the instruction before the marker and the start the one after it.
+        let (e10, e11) = (marker_extra(2), marker_extra(1));
+        let want = [2, 1, 1, 1, 1, 1, 1 + 4, 1 + 4, 1 + 4, 1, 1];
+        if !(ok0 && ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && e5 == e0)
             || traps()
                 .iter()
                 .zip(t0)
@@ -247,9 +390,10 @@ impl PulpEmu {
         {
             return Err("PULP instruction emulation does not work");
         }
-        Ok(PulpEmu {
-            extra: [e0, e1, e2, e3, e4],
-        })
+        let mut extra = [e0, e1, e2, e3, e4, e6, e7, e8, e9, e10, e11];
+        // A marker that jumps back stands for no instruction at all on GAP8.
+        extra[LOOP_BACK] += 1;
+        Ok(PulpEmu { extra })
     }
 
     /// Instructions a PULP core retires for `f` (each emulated instruction counted once).
@@ -261,8 +405,7 @@ impl PulpEmu {
         (r, n - extra)
     }
 
-    /// Emulated instructions so far: `p.ror`, `pv.srl.sci.b`, `pv.sll.sci.b`, `pv.srl.b`,
-    /// `pv.sll.b`.
+    /// Emulated instructions so far, by kind (see `KINDS`).
     pub fn traps(&self) -> [u64; KINDS] {
         traps()
     }
