@@ -164,6 +164,81 @@ impl<R: DmaRaw, const N: usize> Dma<R, N> {
         f(&scope)
     }
 
+    /// Starts writing `commit.0` (L1) into `commit.1` (L2) and reading `fetch.0` (L2) into
+    /// `fetch.1` (L1), runs `work` while both are in flight, and returns its result once both are
+    /// complete (also when `work` unwinds). An empty pair issues no command. Each copy is one
+    /// command: longer than [`DmaRaw::max_len`] is [`DmaError::TooLong`], and nothing is started
+    /// on any error.
+    ///
+    /// The lean form of a [`Dma::scope`] with one write-back and one fetch (no command slots to
+    /// search, nothing to split): the per-core pipelines of the cluster engine run it for every
+    /// chunk on every core.
+    #[inline(always)]
+    pub fn overlap<T>(
+        &mut self,
+        commit: (&[u8], &mut [u8]),
+        fetch: (&[u8], &mut [u8]),
+        work: impl FnOnce() -> T,
+    ) -> Result<T, DmaError> {
+        let (out_loc, out_ext) = commit;
+        let (in_ext, in_loc) = fetch;
+        let raw = &mut self.raw;
+        if out_loc.len() != out_ext.len() || in_ext.len() != in_loc.len() {
+            return Err(DmaError::Length);
+        }
+        let max = raw.max_len();
+        if out_loc.len() > max || in_loc.len() > max {
+            return Err(DmaError::TooLong);
+        }
+        if !raw.is_local(out_loc.as_ptr() as usize, out_loc.len())
+            || !raw.is_local(in_loc.as_ptr() as usize, in_loc.len())
+        {
+            return Err(DmaError::NotLocal);
+        }
+        // The records live in this frame and do not move until `Pending` has waited for them
+        // (its `Drop`, also while unwinding).
+        let mut cmds = [R::new_cmd(), R::new_cmd()];
+        let [c_out, c_in] = &mut cmds;
+        let mut pending = Pending {
+            raw,
+            out: None,
+            inp: None,
+        };
+        if !out_loc.is_empty() {
+            // SAFETY: `out_loc` (L1, checked) and `out_ext` are borrowed, with equal length
+            // `0 < len <= max_len`, until this function returns, and `pending` waits for the
+            // command before that (its `Drop`); one is shared and one exclusive, so they do not
+            // overlap, and nobody else reads or writes the destination meanwhile. `c_out` stays
+            // in `cmds` until then.
+            unsafe {
+                pending.raw.start(
+                    Dir::LocToExt,
+                    out_ext.as_mut_ptr(),
+                    out_loc.as_ptr() as *mut u8,
+                    out_loc.len(),
+                    c_out,
+                )
+            };
+            pending.out = Some(c_out);
+        }
+        if !in_loc.is_empty() {
+            // SAFETY: as above, for `in_ext` (source) and `in_loc` (L1 destination).
+            unsafe {
+                pending.raw.start(
+                    Dir::ExtToLoc,
+                    in_ext.as_ptr() as *mut u8,
+                    in_loc.as_mut_ptr(),
+                    in_loc.len(),
+                    c_in,
+                )
+            };
+            pending.inp = Some(c_in);
+        }
+        let r = work();
+        drop(pending);
+        Ok(r)
+    }
+
     /// Copies `ext` (L2) into `loc` (L1) and waits.
     pub fn copy_in(&mut self, ext: &[u8], loc: &mut [u8]) -> Result<(), DmaError> {
         self.scope(|s| s.copy_in(ext, loc).map(|t| t.wait()))
@@ -172,6 +247,28 @@ impl<R: DmaRaw, const N: usize> Dma<R, N> {
     /// Copies `loc` (L1) into `ext` (L2) and waits.
     pub fn copy_out(&mut self, loc: &[u8], ext: &mut [u8]) -> Result<(), DmaError> {
         self.scope(|s| s.copy_out(loc, ext).map(|t| t.wait()))
+    }
+}
+
+/// The commands [`Dma::overlap`] started; waits for them when dropped.
+struct Pending<'a, R: DmaRaw> {
+    raw: &'a mut R,
+    out: Option<&'a mut R::Cmd>,
+    inp: Option<&'a mut R::Cmd>,
+}
+
+impl<R: DmaRaw> Drop for Pending<'_, R> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if let Some(c) = self.out.take() {
+            // SAFETY: `c` was passed to `start` on this engine (it is only stored after) and is
+            // waited on once (taken).
+            unsafe { self.raw.wait(c) };
+        }
+        if let Some(c) = self.inp.take() {
+            // SAFETY: as above.
+            unsafe { self.raw.wait(c) };
+        }
     }
 }
 
@@ -501,5 +598,62 @@ mod tests {
             (dma.raw().started, dma.raw().waited),
             (SCOPE_SLOTS, SCOPE_SLOTS)
         );
+    }
+
+    #[test]
+    fn small_scopes_have_their_own_bound() {
+        let mut dma = Dma::new(Log::default()).with_slots::<2>();
+        let src = [3u8; 8];
+        let mut bufs = [[0u8; 8]; 3];
+        dma.scope(|s| {
+            let [a, b, c] = &mut bufs;
+            s.copy_in(&src, a).unwrap();
+            s.copy_in(&src, b).unwrap();
+            assert_eq!(s.copy_in(&src, c).err(), Some(DmaError::Busy));
+        });
+        assert_eq!(bufs, [[3; 8], [3; 8], [0; 8]]);
+        assert_eq!((dma.raw().started, dma.raw().waited), (2, 2));
+    }
+
+    #[test]
+    fn overlap_runs_work_between_start_and_wait() {
+        let mut dma = Dma::new(Log::default());
+        let l2_in: Vec<u8> = (0..64).collect();
+        let mut l2_out = [0u8; 32];
+        let l1_out = [9u8; 32];
+        let mut l1_in = [0u8; 64];
+        let seen = dma
+            .overlap((&l1_out, &mut l2_out), (&l2_in, &mut l1_in), || 42)
+            .unwrap();
+        assert_eq!(seen, 42);
+        assert_eq!(l2_out, [9; 32]);
+        assert_eq!(l1_in[..], l2_in[..]);
+        assert_eq!((dma.raw().started, dma.raw().waited), (2, 2));
+        // Empty pairs issue nothing; errors start nothing and do not run `work`.
+        let r = dma.overlap((&[], &mut []), (&[], &mut []), || 1).unwrap();
+        assert_eq!(r, 1);
+        assert_eq!((dma.raw().started, dma.raw().waited), (2, 2));
+        let mut ran = false;
+        let e = dma.overlap((&l1_out, &mut l2_out[..31]), (&[], &mut []), || ran = true);
+        assert_eq!(e, Err(DmaError::Length));
+        let big = [0u8; 1025];
+        let mut big_l1 = [0u8; 1025];
+        let e = dma.overlap((&[], &mut []), (&big, &mut big_l1), || ran = true);
+        assert_eq!(e, Err(DmaError::TooLong));
+        assert!(!ran);
+        assert_eq!((dma.raw().started, dma.raw().waited), (2, 2));
+    }
+
+    #[test]
+    fn overlap_waits_when_work_unwinds() {
+        let mut dma = Dma::new(Log::default());
+        let src = [5u8; 16];
+        let mut dst = [0u8; 16];
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = dma.overlap((&[], &mut []), (&src, &mut dst), || panic!("work failed"));
+        }));
+        assert!(r.is_err());
+        assert_eq!(dst, [5; 16]);
+        assert_eq!((dma.raw().started, dma.raw().waited), (1, 1));
     }
 }

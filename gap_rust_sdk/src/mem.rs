@@ -232,7 +232,9 @@ fn align_up(addr: usize, align: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    extern crate std;
     use proptest::prelude::*;
+    use std::vec::Vec;
 
     #[test]
     fn fills_exactly_and_fails_when_full() {

@@ -6,7 +6,6 @@ use crate::source::{InPlace, Part, Separate, Source, Split};
 use crate::split::{boundaries, piece};
 use crate::{Config, Error, Rounds};
 use cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
-use gap_rust_sdk::dma::SCOPE_SLOTS;
 use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaRaw, MAX_CORES, Team};
 
 /// The parallel stream-cipher engine of one cluster.
@@ -436,15 +435,10 @@ fn lane_share<F: CipherFactory>(cfg: &Config) -> usize {
 /// the three L1 buffers, the keystream position of its first byte.
 struct Lane<'a, P, D: DmaRaw> {
     part: P,
-    dma: Dma<D, LANE_SLOTS>,
+    dma: Dma<D>,
     bufs: [&'a mut [u8]; 3],
     pos: u64,
 }
-
-/// DMA commands a lane has in flight at most: one fetch and one write-back (each one command:
-/// a lane's chunk is at most the DMA's longest command).
-const LANE_SLOTS: usize = 2;
-const _: () = assert!(LANE_SLOTS <= SCOPE_SLOTS);
 
 /// The smallest chunk of a lane's ramp-down, in piece alignment units: the last write-back,
 /// which nothing overlaps, against one more chunk's DMA issue and wait (measured on the GAP8
@@ -453,7 +447,7 @@ const LANE_LAST_BLOCKS: usize = 4;
 
 /// Per-core slot of a lane fork: the core's part and DMA (none for cores past the team), its
 /// result.
-type LaneSlot<P, D> = (Option<(P, Dma<D, LANE_SLOTS>)>, Result<(), Error>);
+type LaneSlot<P, D> = (Option<(P, Dma<D>)>, Result<(), Error>);
 
 /// What every core of a lane fork reads.
 struct LaneCtx<'a, F: CipherFactory> {
@@ -507,7 +501,7 @@ where
         [const { (None, Ok(())) }; MAX_CORES];
     payload.split(&ctx.cuts, cores, |i, part| {
         if let Some(s) = slots.get_mut(i) {
-            s.0 = Some((part, ctrl.dma().with_slots()));
+            s.0 = Some((part, ctrl.dma()));
         }
     });
     let fork = ctrl.fork_each(cores, &ctx, &mut slots, |team, ctx, (io, result)| {
@@ -556,55 +550,42 @@ fn run_lane<P: Part, D: DmaRaw>(
 ) {
     let n = lane.part.len();
     let mask = align - 1;
-    // A chunk is one DMA command (the lane's scope has room for two).
+    // A chunk is one DMA command (`Dma::overlap`).
     let share = lane.bufs[0]
         .len()
         .min(lane.dma.raw().max_len() & !mask)
         .max(align);
-    let mut prev = (0, 0);
-    let mut now = (0, 0);
-    let first = align;
     let last = (align * LANE_LAST_BLOCKS).min(share);
-    let mut next = (0, n.min(first - (lane.pos as usize & mask)));
-    let mut size = first;
-    let mut t = 0;
-    while next.1 > next.0 || now.1 > now.0 || prev.1 > prev.0 {
-        let [a, b, c] = &mut lane.bufs;
-        let (w, f, m) = match t {
-            0 => (a, b, c),
-            1 => (b, c, a),
-            _ => (c, a, b),
-        };
-        let Some((out, inp)) = lane.part.io(prev, next) else {
+    // Chunks are consecutive: `[a, b)` is written back, `[b, c)` worked on, `[c, d)` fetched;
+    // `bufs[2]`, `bufs[0]`, `bufs[1]` hold them (rotated after every chunk).
+    let (mut a, mut b, mut c) = (0, 0, 0);
+    let mut d = n.min(align - (lane.pos as usize & mask));
+    let mut size = align;
+    while a < d {
+        let [w, f, m] = &mut lane.bufs;
+        let Some((out, inp)) = lane.part.io((a, b), (c, d)) else {
             fail(result, Error::Length);
             return;
         };
-        let piece = &mut w[..now.1 - now.0];
-        let pos = lane.pos + now.0 as u64;
-        let r = lane.dma.scope(|s| {
-            // The write-back first (see `Source::exchange`).
-            if !out.is_empty() {
-                s.copy_out(&m[..out.len()], out)?;
-            }
-            if !inp.is_empty() {
-                s.copy_in(inp, &mut f[..inp.len()])?;
-            }
+        let piece = &mut w[..c - b];
+        let pos = lane.pos + b as u64;
+        let (out_loc, in_loc) = (&m[..out.len()], &mut f[..inp.len()]);
+        let r = lane.dma.overlap((out_loc, out), (inp, in_loc), || {
             if piece.is_empty() {
-                Ok(Ok(()))
+                Ok(())
             } else {
-                Ok(ks.apply_at(pos, piece))
+                ks.apply_at(pos, piece)
             }
         });
         if let Err(e) = r.map_err(Error::Dma).and_then(|r| r) {
             fail(result, e);
             return;
         }
-        prev = now;
-        now = next;
+        lane.bufs.rotate_left(1);
+        (a, b, c) = (b, c, d);
         size = (size * 2).min(share);
-        let down = ((n - now.1) >> 1) & !mask;
-        next = (now.1, n.min(now.1 + size.min(down.max(last))));
-        t = if t == 2 { 0 } else { t + 1 };
+        let down = ((n - d) >> 1) & !mask;
+        d = n.min(d + size.min(down.max(last)));
     }
 }
 
