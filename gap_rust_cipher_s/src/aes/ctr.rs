@@ -110,6 +110,7 @@ impl Drop for RunCtx {
         use zeroize::Zeroize;
         self.c2.zeroize();
         self.bconst.zeroize();
+        self.yin.zeroize();
         self.z.zeroize();
     }
 }
@@ -131,6 +132,17 @@ pub(crate) fn round1_const(keys: &RoundKeys, ctr: u128) -> State {
 }
 
 impl RunCtx {
+    /// A context of no run (all zero, no group cached), to be overwritten by [`RunCtx::new`].
+    pub(crate) const fn empty() -> Self {
+        RunCtx {
+            c2: [0; 8],
+            bconst: [0; 8],
+            yin: [0; 8],
+            zbase: u32::MAX,
+            z: [0; 8],
+        }
+    }
+
     /// The run of 256 counter blocks whose bytes 0..=14 are those of `ctr`. Not inlined: its
     /// temporaries stay out of the frame that calls the kernel (cluster stacks are 2 KiB).
     #[inline(never)]

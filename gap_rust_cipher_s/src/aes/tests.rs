@@ -345,6 +345,42 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// One cipher applied at positions that jump forward and back, inside a run of 256 blocks and
+    /// across runs (the run context and its group cache are kept between calls), with every
+    /// kernel, against a fresh reference at each position.
+    #[test]
+    fn run_cache_across_calls_and_seeks(
+        key in any::<[u8; 16]>(),
+        iv in iv_strategy(),
+        steps in proptest::collection::vec((0u64..20_000, 0usize..600), 1..8),
+    ) {
+        fn check<C: KeyIvInit + StreamCipher + StreamCipherSeek>(
+            key: &[u8; 16],
+            iv: &[u8; 16],
+            steps: &[(u64, usize)],
+        ) -> Result<(), TestCaseError> {
+            let mut c = C::new_from_slices(key, iv).unwrap();
+            for &(pos, len) in steps {
+                let mut got = std::vec![0x5au8; len];
+                let mut want = got.clone();
+                c.seek(pos);
+                c.apply_keystream(&mut got);
+                let mut r = Reference::new(&(*key).into(), &(*iv).into());
+                r.seek(pos);
+                r.apply_keystream(&mut want);
+                prop_assert_eq!(got, want, "position {}", pos);
+            }
+            Ok(())
+        }
+        check::<Aes128CtrWith<Portable>>(&key, &iv, &steps)?;
+        check::<Aes128CtrWith<PortableShiftRows>>(&key, &iv, &steps)?;
+        check::<Aes128Ctr>(&key, &iv, &steps)?;
+    }
+}
+
 #[test]
 fn far_positions_match_the_reference() {
     let key = [7u8; 16];

@@ -40,13 +40,13 @@ ALL_REGS = list(range(8, 16)) + [5, 6, 7] + list(range(16, 32))
 F_MV = 0  # VARYING_MASK
 F_M1, F_M2, F_M3 = 1, 2, 3  # 0x3F3F3F3F, 0x0F0F0F0F, 0x03030303
 F_M55, F_M33 = 4, 5  # 0x55555555, 0x33333333 (0x0F0F0F0F is F_M2)
-F_R23, F_R3 = 6, 7  # group layout rows 2-3 (0x3C3C3C3C) and row 3 (0x0C0C0C0C)
+F_R23, F_NR3 = 6, 7  # group layout rows 2-3 (0x3C3C3C3C) and all but row 3 (0xF3F3F3F3)
 F_RKCUR = 8  # current round-key pointer
 F_RK3 = 9  # &rk[3]
 F_RUN = 10  # &RunCtx
 F_DATA = 11
 F_V = 12  # low byte of the current pair's first block
-F_NPAIRS = 13
+F_VEND = 13  # low byte after the last pair
 F_CNT = 14
 F_SPILL = 15  # 4 spill slots
 N_SPILL = 4
@@ -549,11 +549,11 @@ def build_group_z():
     out = ["%%o%d" % i for i in range(8)]
     run = b.lwsp(F_RUN)
     m23 = b.lwsp(F_R23)
-    m3 = b.lwsp(F_R3)
+    nm3 = b.lwsp(F_NR3)
     x2 = [y[7], b.xor(y[0], y[7]), y[1], b.xor(y[2], y[7]), b.xor(y[3], y[7]), y[4], y[5], y[6]]
     for i in range(8):
-        t = b.xor(y[i], b.and_(x2[i], m23))
-        t = b.xor(t, b.and_(y[i], m3))
+        # y ^ (2y on rows 2-3) ^ (y on row 3) = (y off row 3) ^ (2y on rows 2-3)
+        t = b.xor(b.and_(y[i], nm3), b.and_(x2[i], m23))
         b.xor(t, b.lw(run, 4 * (RUN_BCONST + i)), d=out[i])
     return b, y, out
 
@@ -643,8 +643,6 @@ assert VA_VALUE & 31 == 8 and VB_VALUE & 31 == 16
 for _r in range(4):
     assert (VA_VALUE >> (8 * _r)) & 7 == 2 * _r and (VB_VALUE >> (8 * _r)) & 7 == (8 - 2 * _r) % 8
 PULP_FIXED = [29, 30, 31]
-# Frame slots of the PULP kernel (slots the fixsliced masks use in rv32).
-F_VA, F_VB, F_KEND = F_M1, F_M3, F_CNT
 
 
 def sbox_low_pressure(block, ins, outs, limit):
@@ -731,12 +729,10 @@ def build_mc_loop(rot):
 
 
 def build_pair_sr(rot):
-    """Round-2 state of the pair (as `build_pair`), and the round loop's machine registers."""
+    """Round-2 state of the pair (as `build_pair`), and the round-key pointer KP = &rk[3]."""
     b = Block("pair")
     rot.reset(b)
     out = ["%%o%d" % i for i in range(8)]
-    b.emit("lw", VA, ("sp",), 4 * F_VA)
-    b.emit("lw", VB, ("sp",), 4 * F_VB)
     b.emit("lw", KP, ("sp",), 4 * F_RK3)
     n = b.slli(b.andi(b.lwsp(F_V), 6), 2)
     m = b.lwsp(F_MV)
@@ -774,14 +770,16 @@ def generate_pulp():
 
     gates = sbox_gates()
     s_in_regs = [ABI_INV[x] for x in ("a0", "a1", "a2", "a3", "a4", "a5", "s0", "s1")]
-    # The group's two S-boxes: a subroutine (`jal ra`), all registers but ra.
+    # VA and VB (t4, t5) stay set for the whole call; KP (t6) is set per pair.
+    blk_avail = [r for r in [1] + ALL_REGS if r not in (29, 30)]
+    loop_avail = [r for r in blk_avail if r not in PULP_FIXED]
+    final_avail = loop_avail
+    # The group's two S-boxes: a subroutine (`jal ra`), all registers but ra, t4, t5.
     sb, sb_in, sb_out = build_sbox(gates)
-    sbox_avail = [r for r in ALL_REGS if r != 1]
+    sbox_avail = [r for r in blk_avail if r != 1]
+    sbox_low_pressure(sb, sb_in, sb_out, len(sbox_avail))
     sbox_code, where = allocate(sb, sbox_avail, dict(zip(sb_in, s_in_regs)), {}, keep=sb_out)
     sb_out_regs = [where[v] for v in sb_out]
-    blk_avail = [1] + ALL_REGS
-    loop_avail = [r for r in blk_avail if r not in PULP_FIXED]
-    final_avail = [r for r in blk_avail if r != 31]
     rot = Rot(True, {8: VA, 16: VB})
 
     # The round loop: part 1 MixColumns + AddRoundKey (Y regs -> X regs), part 2 (entered first)
@@ -821,9 +819,11 @@ def generate_pulp():
     asm("    addi sp, sp, -%d" % (4 * FRAME_WORDS))
     for k, r in enumerate(CALLEE_SAVED):
         asm("    sw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
-    for slot, val in ((F_MV, 0x0C30C003), (F_VA, VA_VALUE), (F_VB, VB_VALUE),
+    asm("    li t4, 0x%08x" % VA_VALUE)
+    asm("    li t5, 0x%08x" % VB_VALUE)
+    for slot, val in ((F_MV, 0x0C30C003),
                       (F_M2, 0x0F0F0F0F), (F_M55, 0x55555555), (F_M33, 0x33333333),
-                      (F_R23, 0x3C3C3C3C), (F_R3, 0x0C0C0C0C)):
+                      (F_R23, 0x3C3C3C3C), (F_NR3, 0xF3F3F3F3)):
         asm("    li t0, 0x%08x" % val)
         asm("    sw t0, %d(sp)" % (4 * slot))
     asm("    addi t0, a0, 96")
@@ -831,7 +831,9 @@ def generate_pulp():
     asm("    sw a1, %d(sp)" % (4 * F_RUN))
     asm("    sw a2, %d(sp)" % (4 * F_V))
     asm("    sw a3, %d(sp)" % (4 * F_DATA))
-    asm("    sw a4, %d(sp)" % (4 * F_NPAIRS))
+    asm("    slli t0, a4, 1")
+    asm("    add t0, t0, a2")
+    asm("    sw t0, %d(sp)" % (4 * F_VEND))
     asm("    beqz a4, %sdone" % L)
     # The run's group cache may already hold this group (a previous call of the same message).
     asm("    lw t0, %d(a1)" % (4 * RUN_ZBASE))
@@ -887,16 +889,15 @@ def generate_pulp():
     asm("    .option pop")
     fb, fin = build_final(KP, 0)
     put(fb, allocate(fb, final_avail, dict(zip(fin, y_regs)), {})[0])
-    asm("    lw t0, %d(sp)" % (4 * F_NPAIRS))
-    asm("    addi t0, t0, -1")
-    asm("    sw t0, %d(sp)" % (4 * F_NPAIRS))
-    asm("    beqz t0, %sdone" % L)
+    # Next pair: low byte + 2; done at the end, a new group every 4 pairs.
     asm("    lw t1, %d(sp)" % (4 * F_V))
+    asm("    lw t0, %d(sp)" % (4 * F_VEND))
     asm("    addi t1, t1, 2")
     asm("    sw t1, %d(sp)" % (4 * F_V))
+    asm("    beq t1, t0, %sdone" % L)
     asm("    andi t1, t1, 7")
-    asm("    beqz t1, %sgroup" % L)
-    asm("    j %spair" % L)
+    asm("    bnez t1, %spair" % L)
+    asm("    j %sgroup" % L)
     asm("%sdone:" % L)
     for k, r in enumerate(CALLEE_SAVED):
         asm("    lw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
@@ -954,7 +955,7 @@ def generate(variant):
         asm("    sw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
     for slot, val in ((F_MV, 0x0C30C003), (F_M1, 0x3F3F3F3F), (F_M2, 0x0F0F0F0F),
                       (F_M3, 0x03030303), (F_M55, 0x55555555), (F_M33, 0x33333333),
-                      (F_R23, 0x3C3C3C3C), (F_R3, 0x0C0C0C0C)):
+                      (F_R23, 0x3C3C3C3C), (F_NR3, 0xF3F3F3F3)):
         asm("    li t0, 0x%08x" % val)
         asm("    sw t0, %d(sp)" % (4 * slot))
     asm("    addi t0, a0, 96")
@@ -962,7 +963,9 @@ def generate(variant):
     asm("    sw a1, %d(sp)" % (4 * F_RUN))
     asm("    sw a2, %d(sp)" % (4 * F_V))
     asm("    sw a3, %d(sp)" % (4 * F_DATA))
-    asm("    sw a4, %d(sp)" % (4 * F_NPAIRS))
+    asm("    slli t0, a4, 1")
+    asm("    add t0, t0, a2")
+    asm("    sw t0, %d(sp)" % (4 * F_VEND))
     asm("    beqz a4, %sdone" % L)
     # The run's group cache may already hold this group (a previous call of the same message).
     asm("    lw t0, %d(a1)" % (4 * RUN_ZBASE))
@@ -997,16 +1000,15 @@ def generate(variant):
     asm("    jal ra, %ssbox" % L)
     fb, fin = build_final()
     put(fb, allocate(fb, blk_avail, dict(zip(fin, sb_out_regs)), {})[0])
-    asm("    lw t0, %d(sp)" % (4 * F_NPAIRS))
-    asm("    addi t0, t0, -1")
-    asm("    sw t0, %d(sp)" % (4 * F_NPAIRS))
-    asm("    beqz t0, %sdone" % L)
+    # Next pair: low byte + 2; done at the end, a new group every 4 pairs.
     asm("    lw t1, %d(sp)" % (4 * F_V))
+    asm("    lw t0, %d(sp)" % (4 * F_VEND))
     asm("    addi t1, t1, 2")
     asm("    sw t1, %d(sp)" % (4 * F_V))
+    asm("    beq t1, t0, %sdone" % L)
     asm("    andi t1, t1, 7")
-    asm("    beqz t1, %sgroup" % L)
-    asm("    j %spair" % L)
+    asm("    bnez t1, %spair" % L)
+    asm("    j %sgroup" % L)
     asm("%sdone:" % L)
     for k, r in enumerate(CALLEE_SAVED):
         asm("    lw %s, %d(sp)" % (rname(r), 4 * (F_SAVE + k)))
