@@ -141,8 +141,13 @@ impl RoundKeys {
             let nots = if r >= 1 { 0x6363_6363 } else { 0 };
             for c in 0..4 {
                 let mut col = nots;
-                for row in 0..4 {
-                    col ^= w[(c + 4 * row - d * row) % 4] & (0xff << (8 * row));
+                if d == 0 {
+                    // Most keys of Schedule::ShiftRows (a branch on the round number only).
+                    col ^= w[c];
+                } else {
+                    for row in 0..4 {
+                        col ^= w[(c + 4 * row - d * row) % 4] & (0xff << (8 * row));
+                    }
                 }
                 out[2 * c] = col;
                 out[2 * c + 1] = col;

@@ -58,6 +58,10 @@ impl RunCache {
     /// The run context of the run `ctr` is in, built unless it is the cached one. Not inlined:
     /// the new context is built in this frame, not in the caller's (cluster stacks are 2 KiB).
     #[inline(never)]
+    #[cfg_attr(
+        target_arch = "riscv32",
+        unsafe(link_section = ".text.hot.2.aes.2.run")
+    )]
     fn get(&mut self, keys: &RoundKeys, ctr: u128) -> &mut RunCtx {
         let base = ctr & !0xff;
         if !self.valid || self.base != base {
@@ -289,6 +293,14 @@ fn xor_keystream(ks: &[u32], data: &mut [u8]) {
 }
 
 /// XORs the keystream for counter blocks `ctr, ctr + 1, …` (mod 2^128) into `data` (whole blocks).
+///
+/// On GAP8 it sits with the AES kernel in the hot text (`.text.hot.2.aes.*`, see
+/// `gap_rust_sdk`'s `gap8.x`): it runs for every piece the cluster engine hands a core.
+#[inline(never)]
+#[cfg_attr(
+    target_arch = "riscv32",
+    unsafe(link_section = ".text.hot.2.aes.1.blocks")
+)]
 pub(crate) fn xor_blocks<B: Backend>(
     keys: &RoundKeys,
     cache: &mut RunCache,

@@ -380,7 +380,7 @@ def fmt(ins, pulp_macro):
         return "%s %s, %s, %s" % (op, d, s[0], s[1])
     if op == "neg":
         return "neg %s, %s" % (d, s[0])
-    if op in ("srli", "slli", "addi", "andi"):
+    if op in ("srli", "slli", "srai", "addi", "andi"):
         return "%s %s, %s, %d" % (op, d, s[0], imm)
     if op == "li":
         return "li %s, 0x%x" % (d, imm)
@@ -531,13 +531,14 @@ def build_group_y():
     b = Block("group_y")
     out = ["%%o%d" % i for i in range(8)]
     run = b.lwsp(F_RUN)
-    g = b.andi(b.lwsp(F_V), -8)
+    v = b.lwsp(F_V)
     for i in range(8):
         if i < 3:
             b.lw(run, 4 * (RUN_YIN + i), d=out[i])
         else:
             y = b.lw(run, 4 * (RUN_YIN + i))
-            bit = b.neg(b.andi(b.srli(g, i), 1))
+            # All ones if bit i (>= 3: a bit of the group's low byte) is set.
+            bit = b.emit("srai", b.tmp(), (b.slli(v, 31 - i),), 31)
             b.xor(y, bit, d=out[i])
     return b, out
 
@@ -751,6 +752,9 @@ def build_final_sr():
 
 def generate_pulp():
     sym = "gapstream_aes128ctr_pairs_pulp"
+    # In the hot text of GAP8 programs (gap_rust_sdk's gap8.x sorts `.text.hot.*` first), after
+    # the AES worker and its per-piece code.
+    section = ".text.hot.2.aes.3.kernel"
     L = ".Laes_pulp_"
     lines = []
     counts = {}
@@ -810,7 +814,7 @@ def generate_pulp():
             break
     _, ssr_code, ssr_where = best
 
-    asm('.section .text.%s,"ax",@progbits' % sym)
+    asm('.section %s,"ax",@progbits' % section)
     asm(".globl %s" % sym)
     asm(".type %s,@function" % sym)
     asm(".p2align 2")
