@@ -121,7 +121,7 @@ pub(crate) fn round1_const(keys: &RoundKeys, ctr: u128) -> State {
     let x0 = slice::shift_rows_bytes(&p, 2);
     let mut s = slice::pack(&x0, &x0);
     slice::add_round_key(&mut s, &keys.rk[0]);
-    slice::sub_bytes(&mut s);
+    slice::sub_bytes_once(&mut s);
     for x in s.iter_mut() {
         // Byte 15 of the counter block sits at (row 3, column 1): bits 26 and 27.
         *x &= !0x0C00_0000;
@@ -149,7 +149,7 @@ impl RunCtx {
     pub(crate) fn new(keys: &RoundKeys, ctr: u128) -> Self {
         let c1 = round1_const(keys, ctr);
         let mut a = c1;
-        slice::sub_bytes(&mut a);
+        slice::sub_bytes_once(&mut a);
         for x in a.iter_mut() {
             *x &= !VARYING_MASK;
         }

@@ -232,6 +232,14 @@ pub(crate) fn sub_bytes(s: &mut State) {
     *s = [s7, s6, s5, s4, s3, s2, s1, s0];
 }
 
+/// [`sub_bytes`] as one out-of-line copy, for the once-per-run and once-per-key code (run
+/// context, key schedule): on GAP8 that code runs between kernel calls and every byte of it
+/// competes with the kernel for the cluster's 4 KiB instruction cache.
+#[inline(never)]
+pub(crate) fn sub_bytes_once(s: &mut State) {
+    sub_bytes(s)
+}
+
 /// "Next row, `K` columns further" (`(R_K a)(r, c) = a(r + 1, c + K)`) on one plane.
 #[inline(always)]
 fn rot_row<R: Rotate, const K: u32>(x: u32) -> u32 {

@@ -37,13 +37,41 @@ pub struct Aes128CtrCore<B: Backend> {
     _backend: PhantomData<B>,
 }
 
-/// A [`RunCtx`] and the run it belongs to.
+/// A [`RunCtx`] and the run it belongs to, and the unused half of the last partial pair.
 #[derive(Clone)]
 pub(crate) struct RunCache {
     /// Counter block of the run with the low byte 0; meaningless while `valid` is false.
     base: u128,
     valid: bool,
     ctx: RunCtx,
+    half: HalfPair,
+}
+
+/// The keystream of block `ctr` (odd), the second block of a pair whose first block ended the
+/// previous call: a call that starts there (the next piece of the same message) takes it instead
+/// of computing the pair again.
+#[derive(Clone)]
+struct HalfPair {
+    ctr: u128,
+    valid: bool,
+    ks: [u32; 4],
+}
+
+impl Drop for HalfPair {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.ks);
+    }
+}
+
+impl HalfPair {
+    /// XORs the cached keystream into `data` (16 bytes) if it is block `ctr`'s.
+    fn take(&self, ctr: u128, data: &mut [u8]) -> bool {
+        if !self.valid || self.ctr != ctr {
+            return false;
+        }
+        xor_keystream(&self.ks, data);
+        true
+    }
 }
 
 impl RunCache {
@@ -52,6 +80,11 @@ impl RunCache {
             base: 0,
             valid: false,
             ctx: RunCtx::empty(),
+            half: HalfPair {
+                ctr: 0,
+                valid: false,
+                ks: [0; 4],
+            },
         }
     }
 
@@ -229,6 +262,7 @@ fn call<B: Backend>(keys: &RoundKeys, run: &mut RunCtx, p: usize, n: usize, word
 fn xor_pairs_partial<B: Backend>(
     keys: &RoundKeys,
     run: &mut RunCtx,
+    (half, base): (&mut HalfPair, u128),
     (mut p0, p1): (usize, usize),
     skip_first: bool,
     skip_last: bool,
@@ -252,28 +286,34 @@ fn xor_pairs_partial<B: Backend>(
         let n = core::cmp::min(SCRATCH_PAIRS, left);
         let take = core::cmp::min(32 * n - skip, data.len());
         let (now, rest) = data.split_at_mut(take);
-        via_scratch::<B>(keys, run, p0, n, skip, now);
+        via_scratch::<B>(keys, run, (&mut *half, base), (p0, n), skip, now);
         data = rest;
         p0 += n;
         skip = 0;
     }
 }
 
-/// Keystream of pairs `p..p + n` (`n ≤ SCRATCH_PAIRS`) into a scratch buffer, then from byte
-/// `skip` of it into `data`. Not inlined, so the buffer is not on the stack while the direct
-/// path runs the kernel.
+/// Keystream of pairs `p..p + n` (`n ≤ SCRATCH_PAIRS`) of the run starting at counter `base`
+/// into a scratch buffer, then from byte `skip` of it into `data`. When `data` ends one block
+/// short of the keystream (a partial last pair), that block's keystream is kept in `half`.
+/// Not inlined, so the buffer is not on the stack while the direct path runs the kernel.
 #[inline(never)]
 fn via_scratch<B: Backend>(
     keys: &RoundKeys,
     run: &mut RunCtx,
-    p: usize,
-    n: usize,
+    (half, base): (&mut HalfPair, u128),
+    (p, n): (usize, usize),
     skip: usize,
     data: &mut [u8],
 ) {
     let mut ks = [0u32; 8 * SCRATCH_PAIRS];
     call::<B>(keys, run, p, n, &mut ks[..8 * n]);
     xor_keystream(&ks[skip / 4..8 * n], data);
+    if skip + data.len() == 32 * n - 16 {
+        half.ks.copy_from_slice(&ks[8 * n - 4..8 * n]);
+        half.ctr = base.wrapping_add((2 * (p + n) - 1) as u128);
+        half.valid = true;
+    }
     zeroize::Zeroize::zeroize(&mut ks);
 }
 
@@ -307,13 +347,20 @@ pub(crate) fn xor_blocks<B: Backend>(
     mut ctr: u128,
     mut data: &mut [u8],
 ) {
+    // A piece that starts on the second block of a pair the previous piece ended in.
+    if data.len() >= 16 && cache.half.take(ctr, &mut data[..16]) {
+        data = &mut data[16..];
+        ctr = ctr.wrapping_add(1);
+    }
     while !data.is_empty() {
         let low = (ctr & 0xff) as usize;
         let nb = core::cmp::min(data.len() / 16, 256 - low);
-        let run = cache.get(keys, ctr);
+        cache.get(keys, ctr);
+        let (run, half, base) = (&mut cache.ctx, &mut cache.half, cache.base);
         let (chunk, rest) = core::mem::take(&mut data).split_at_mut(16 * nb);
         let pairs = (low / 2, (low + nb).div_ceil(2));
-        xor_pairs_partial::<B>(keys, run, pairs, low % 2 == 1, (low + nb) % 2 == 1, chunk);
+        let skips = (low % 2 == 1, (low + nb) % 2 == 1);
+        xor_pairs_partial::<B>(keys, run, (half, base), pairs, skips.0, skips.1, chunk);
         data = rest;
         ctr = ctr.wrapping_add(nb as u128);
     }

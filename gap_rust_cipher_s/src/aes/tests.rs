@@ -379,6 +379,48 @@ proptest! {
         check::<Aes128CtrWith<PortableShiftRows>>(&key, &iv, &steps)?;
         check::<Aes128Ctr>(&key, &iv, &steps)?;
     }
+
+    /// A message applied as consecutive pieces of whole blocks (odd and even block counts, so
+    /// pieces end and start inside pairs and the kept half pair is used), then once more from a
+    /// position inside it, against one reference pass.
+    #[test]
+    fn pieces_of_blocks_match_one_pass(
+        key in any::<[u8; 16]>(),
+        iv in iv_strategy(),
+        start in 0u64..600,
+        pieces in proptest::collection::vec(0usize..40, 1..12),
+        back in 0usize..40,
+    ) {
+        let total: usize = pieces.iter().sum::<usize>() * 16;
+        let input: Vec<u8> = (0..total).map(|i| (i * 7) as u8).collect();
+        let mut want = input.clone();
+        let mut r = Reference::new(&key.into(), &iv.into());
+        r.seek(16 * start);
+        r.apply_keystream(&mut want);
+        fn pass<C: KeyIvInit + StreamCipher + StreamCipherSeek>(
+            key: &[u8; 16], iv: &[u8; 16], start: u64, pieces: &[usize], back: usize,
+            input: &[u8], want: &[u8],
+        ) -> Result<(), TestCaseError> {
+            let mut c = C::new_from_slices(key, iv).unwrap();
+            c.seek(16 * start);
+            let mut got = input.to_vec();
+            let mut at = 0;
+            for &n in pieces {
+                c.apply_keystream(&mut got[at..at + 16 * n]);
+                at += 16 * n;
+            }
+            prop_assert_eq!(&got, &want);
+            let b = (16 * back).min(input.len());
+            let mut again = input[b..].to_vec();
+            c.seek(16 * start + b as u64);
+            c.apply_keystream(&mut again);
+            prop_assert_eq!(&again[..], &want[b..]);
+            Ok(())
+        }
+        pass::<Aes128CtrWith<Portable>>(&key, &iv, start, &pieces, back, &input, &want)?;
+        pass::<Aes128CtrWith<PortableShiftRows>>(&key, &iv, start, &pieces, back, &input, &want)?;
+        pass::<Aes128Ctr>(&key, &iv, start, &pieces, back, &input, &want)?;
+    }
 }
 
 #[test]
