@@ -842,7 +842,7 @@ def generate_pulp():
     # The run's group cache may already hold this group (a previous call of the same message).
     asm("    lw t0, %d(a1)" % (4 * RUN_ZBASE))
     asm("    andi t1, a2, -8")
-    asm("    beq t0, t1, %spair" % L)
+    asm("    beq t0, t1, %slpset" % L)
     asm("%sgroup:" % L)
     gy, gy_out = build_group_y()
     put(gy, allocate(gy, blk_avail, {}, dict(zip(gy_out, s_in_regs)))[0])
@@ -852,24 +852,25 @@ def generate_pulp():
     asm("    jal ra, %ssbox" % L)
     gs, gs_in = build_group_store()
     put(gs, allocate(gs, blk_avail, dict(zip(gs_in, sb_out_regs)), {})[0])
-    asm("%spair:" % L)
-    pb, pout = build_pair_sr(rot)
-    put(pb, allocate(pb, loop_avail, {}, dict(zip(pout, x_regs)))[0])
     # Hardware loop 0 over the round loop, entered at `mid` (S-box of round 3): 8 arrivals at its
-    # last instruction, the first 7 jump back to `loop` (MixColumns of rounds 3..=9). Written
-    # without compressed instructions, so the offsets below are 4 x instructions; the assembler
-    # checks them against the labels.
-    n_mc, n_ssr = len(mc_code), len(ssr_code)
-    off_start = 16
-    off_end = 12 + 4 * (n_mc + n_ssr - 1)
+    # last instruction, the first 7 jump back to `loop` (MixColumns of rounds 3..=9). Its start
+    # and end are set once per group (and at the start of a call), its count per pair. The code
+    # from `lpset` to the loop end has no compressed instructions, so the offsets below are
+    # 4 x instructions.
+    pb, pout = build_pair_sr(rot)
+    pair_code = allocate(pb, loop_avail, {}, dict(zip(pout, x_regs)))[0]
+    n_pair, n_mc, n_ssr = len(pair_code), len(mc_code), len(ssr_code)
+    off_start = 16 + 4 * n_pair
+    off_end = off_start - 4 + 4 * (n_mc + n_ssr - 1)
     asm("    .option push")
     asm("    .option norvc")
-    asm("%slps:" % L)
+    asm("%slpset:" % L)
     asm("    " + macro("lp_starti", "x0, %d" % off_start))
     asm("    " + macro("lp_endi", "x0, %d" % off_end))
+    asm("%spair:" % L)
+    put(pb, pair_code)
     asm("    " + macro("lp_counti", "x0, 8"))
-    # `j mid` as a finished word: a jump with a relocation would make the label differences
-    # below non-absolute for LLVM (linker relaxation), and the assembler could not check them.
+    # `j mid` as a finished word (no relocation next to the loop).
     asm("%sjmid:" % L)
     asm("    .insn 4, 0x%08x # jal zero, %smid (+%d)" % (encode_jal0(4 + 4 * n_mc), L, 4 + 4 * n_mc))
     asm("%sloop:" % L)
@@ -883,10 +884,10 @@ def generate_pulp():
     # hardware loop just passed (see `aes_support/pulp_emu.rs`).
     asm("    " + macro("p_ror", "zero, zero, zero"))
     # Every line of the region is one 4-byte instruction (no pseudo-instruction expands there).
-    region = lines[lines.index("%slps:" % L):]
+    region = lines[lines.index("%slpset:" % L):]
     for l in region:
         assert l.endswith(":") or l.startswith("    .") or l.startswith("    \x00MACRO") \
-            or l.split()[0] in ("xor", "and", "or"), l
+            or l.split()[0] in ("xor", "and", "or", "lw", "andi", "slli", "mv"), l
     # (LLVM does not evaluate label differences here as absolute in the optimised builds, so the
     # offsets are not re-checked with `.if`; the QEMU emulator checks that the marker follows
     # the loop end and that the loop start follows the jump, and the cross-checks catch the rest.)
