@@ -132,7 +132,7 @@ pub(crate) fn round1_const(keys: &RoundKeys, ctr: u128) -> State {
 }
 
 impl RunCtx {
-    /// A context of no run (all zero, no group cached), to be overwritten by [`RunCtx::new`].
+    /// A context of no run (all zero, no group cached), to be overwritten by [`RunCtx::fill`].
     pub(crate) const fn empty() -> Self {
         RunCtx {
             c2: [0; 8],
@@ -143,35 +143,40 @@ impl RunCtx {
         }
     }
 
-    /// The run of 256 counter blocks whose bytes 0..=14 are those of `ctr`. Not inlined: its
-    /// temporaries stay out of the frame that calls the kernel (cluster stacks are 2 KiB).
-    #[inline(never)]
+    /// The run of 256 counter blocks whose bytes 0..=14 are those of `ctr` (tests).
+    #[cfg(test)]
     pub(crate) fn new(keys: &RoundKeys, ctr: u128) -> Self {
+        let mut run = RunCtx::empty();
+        run.fill(keys, ctr);
+        run
+    }
+
+    /// Makes this the context of the run of `ctr`, in place (no 132-byte copy). Not inlined:
+    /// its temporaries stay out of the frame that calls the kernel (cluster stacks are 2 KiB).
+    #[inline(never)]
+    pub(crate) fn fill(&mut self, keys: &RoundKeys, ctr: u128) {
         let c1 = round1_const(keys, ctr);
-        let mut a = c1;
-        slice::sub_bytes_once(&mut a);
+        let a = &mut self.c2;
+        *a = c1;
+        slice::sub_bytes_once(a);
         for x in a.iter_mut() {
             *x &= !VARYING_MASK;
         }
-        slice::mix_columns::<slice::NativeRotate, 0>(&mut a);
-        slice::add_round_key(&mut a, &keys.rk[2]);
-        let bconst = core::array::from_fn(|i| {
+        slice::mix_columns::<slice::NativeRotate, 0>(a);
+        slice::add_round_key(a, &keys.rk[2]);
+        for (i, b) in self.bconst.iter_mut().enumerate() {
             let mut w = 0;
             for r in 0..4u32 {
                 let c = (4 - r) % 4;
                 w |= bcast(c1[i], 8 * r + 2 * c) & col(c);
             }
-            w
-        });
-        let k15 = u32::from(keys.k15);
-        let yin = core::array::from_fn(|i| pattern(i as u32) ^ bcast(k15, i as u32));
-        RunCtx {
-            c2: a,
-            bconst,
-            yin,
-            zbase: u32::MAX,
-            z: [0; 8],
+            *b = w;
         }
+        let k15 = u32::from(keys.k15);
+        for (i, y) in self.yin.iter_mut().enumerate() {
+            *y = pattern(i as u32) ^ bcast(k15, i as u32);
+        }
+        self.zbase = u32::MAX;
     }
 }
 

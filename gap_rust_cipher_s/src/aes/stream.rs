@@ -88,8 +88,7 @@ impl RunCache {
         }
     }
 
-    /// The run context of the run `ctr` is in, built unless it is the cached one. Not inlined:
-    /// the new context is built in this frame, not in the caller's (cluster stacks are 2 KiB).
+    /// The run context of the run `ctr` is in, built (in place) unless it is the cached one.
     #[inline(never)]
     #[cfg_attr(
         target_arch = "riscv32",
@@ -98,7 +97,7 @@ impl RunCache {
     fn get(&mut self, keys: &RoundKeys, ctr: u128) -> &mut RunCtx {
         let base = ctr & !0xff;
         if !self.valid || self.base != base {
-            self.ctx = RunCtx::new(keys, ctr);
+            self.ctx.fill(keys, ctr);
             self.base = base;
             self.valid = true;
         }
