@@ -88,6 +88,19 @@ fn bcast(x: u32, i: u32) -> u32 {
     0u32.wrapping_sub((x >> i) & 1)
 }
 
+/// One plane of [`RunCtx::bconst`] from the same plane of `C1`. Out of line (one copy instead of
+/// eight): the run-context code runs between kernel calls and competes with the kernel for the
+/// GAP8 cluster's instruction cache.
+#[inline(never)]
+fn bconst_plane(c1: u32) -> u32 {
+    let mut w = 0;
+    for r in 0..4u32 {
+        let c = (4 - r) % 4;
+        w |= bcast(c1, 8 * r + 2 * c) & col(c);
+    }
+    w
+}
+
 /// What a 256-block run needs: `repr(C)` because the assembly kernels read it.
 #[repr(C)]
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,13 +177,8 @@ impl RunCtx {
         }
         slice::mix_columns::<slice::NativeRotate, 0>(a);
         slice::add_round_key(a, &keys.rk[2]);
-        for (i, b) in self.bconst.iter_mut().enumerate() {
-            let mut w = 0;
-            for r in 0..4u32 {
-                let c = (4 - r) % 4;
-                w |= bcast(c1[i], 8 * r + 2 * c) & col(c);
-            }
-            *b = w;
+        for (b, &c) in self.bconst.iter_mut().zip(&c1) {
+            *b = bconst_plane(c);
         }
         let k15 = u32::from(keys.k15);
         for (i, y) in self.yin.iter_mut().enumerate() {
