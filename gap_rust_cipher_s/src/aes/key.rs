@@ -66,7 +66,7 @@ impl core::fmt::Debug for RoundKeys {
 /// other lanes are 0.
 fn sub_word(x: u32) -> u32 {
     let mut s: State = core::array::from_fn(|i| (x >> i) & 0x0101_0101);
-    slice::sub_bytes_once(&mut s);
+    slice::sub_bytes(&mut s);
     let mut y = 0;
     for (i, p) in s.iter().enumerate() {
         y |= (p & 0x0101_0101) << i;
