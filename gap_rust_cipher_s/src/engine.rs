@@ -15,18 +15,75 @@
 //!
 //! [`Sequential`]: crate::Sequential
 use crate::{CipherId, KeystreamApplier, KeystreamError};
+use cipher::KeyIvInit;
 use gap_rust_sdk::Cluster;
 pub use gap_rust_wrapper::Config;
-use gap_rust_wrapper::{Blocks, Engine, Error, Keystream};
+use gap_rust_wrapper::{Blocks, CipherFactory, Engine, Error, Keystream};
 
 /// The ChaCha20 core of this target's kernel ([`crate::ChaCha20`] without the byte-level wrapper).
 pub type ChaCha20Core = crate::chacha::ChaCha20Core<ChaChaBackend>;
 /// The AES-128-CTR core of this target's best kernel.
 pub type Aes128CtrCore = crate::aes::Aes128CtrCore<crate::aes::Best>;
 
-/// Per-core worker of [`ChaCha20Core`]: the engine's fast path, its code linked on GAP8 next to
-/// the ChaCha20 kernel (`.text.hot.1.chacha`), after the engine's round loop.
-pub type ChaCha20Blocks<'a> = Blocks<'a, ChaCha20Core, ChaCha20Worker>;
+/// ChaCha20 for the cluster engine: the block-level fast path, where every core builds its own
+/// [`ChaCha20Core`] from the key and nonce (the per-message set-up — key words, the precomputed
+/// column round — runs on all cores at once after the fork, instead of on core 0 before it and a
+/// 136-byte copy per core). Core 0 checks the keystream range first with the exact rules of the
+/// generic path ([`gap_rust_wrapper::cipher::check_core`], on an [`Unkeyed`] core), so errors
+/// are those of [`crate::ChaCha20`]. The worker's code is linked on GAP8 next to the kernel
+/// (`.text.hot.1.chacha`).
+///
+/// [`Unkeyed`]: crate::chacha::Unkeyed
+pub struct ChaCha20Blocks<'a> {
+    key: &'a [u8; 32],
+    nonce: &'a [u8; 12],
+    bad_len: bool,
+}
+
+impl<'a> ChaCha20Blocks<'a> {
+    /// Key and nonce (lengths are checked when a call starts: `Error::KeyIv`).
+    pub fn new(key: &'a [u8], nonce: &'a [u8]) -> Self {
+        const ZK: [u8; 32] = [0; 32];
+        const ZN: [u8; 12] = [0; 12];
+        match (<&[u8; 32]>::try_from(key), <&[u8; 12]>::try_from(nonce)) {
+            (Ok(key), Ok(nonce)) => ChaCha20Blocks {
+                key,
+                nonce,
+                bad_len: false,
+            },
+            _ => ChaCha20Blocks {
+                key: &ZK,
+                nonce: &ZN,
+                bad_len: true,
+            },
+        }
+    }
+}
+
+impl CipherFactory for ChaCha20Blocks<'_> {
+    type Shared = ();
+    type Worker = ChaCha20Worker;
+
+    fn prepare(&self, offset: u64, len: usize, slot: &mut Option<()>) -> Result<(), Error> {
+        if self.bad_len {
+            return Err(Error::KeyIv);
+        }
+        let mut probe = crate::chacha::ChaCha20Core::<crate::chacha::Unkeyed>::new(
+            &Default::default(),
+            &Default::default(),
+        );
+        gap_rust_wrapper::cipher::check_core(&mut probe, offset, len)?;
+        *slot = Some(());
+        Ok(())
+    }
+
+    fn worker(&self, _: &()) -> Result<ChaCha20Worker, Error> {
+        Ok(ChaCha20Worker(ChaCha20Core::new(
+            self.key.into(),
+            self.nonce.into(),
+        )))
+    }
+}
 /// Per-core worker of [`Aes128CtrCore`] (`.text.hot.2.aes`).
 pub type Aes128CtrBlocks<'a> = Blocks<'a, Aes128CtrCore, Aes128CtrWorker>;
 

@@ -195,8 +195,9 @@ impl<C: BlockCore, W: From<C> + Keystream + Send> CipherFactory for Blocks<'_, C
 /// Exactly the checks of `StreamCipherCoreWrapper::try_seek(offset)` followed by
 /// `check_remaining(len)`, on the core (the wrapper's buffer type is not public): the block
 /// position must be representable, a position inside the last block is refused, and the blocks
-/// still needed after the partly used first block must not exceed `remaining_blocks`.
-fn check_core<C: StreamCipherCore + StreamCipherSeekCore>(
+/// still needed after the partly used first block must not exceed `remaining_blocks`. Moves the
+/// core's block position (and may generate one keystream block).
+pub fn check_core<C: StreamCipherCore + StreamCipherSeekCore>(
     core: &mut C,
     offset: u64,
     len: usize,

@@ -438,12 +438,19 @@ struct Lane<'a, P, D: DmaRaw> {
     dma: Dma<D>,
     bufs: [&'a mut [u8]; 3],
     pos: u64,
+    /// Bytes the lane's first full-size chunk is short of its slice (see [`run_lane`]).
+    stagger: usize,
 }
 
 /// The smallest chunk of a lane's ramp-down, in piece alignment units: the last write-back,
 /// which nothing overlaps, against one more chunk's DMA issue and wait (measured on the GAP8
 /// model: 1 to 4 units are within the instruction-cache noise; 4 has the fewest chunks).
 const LANE_LAST_BLOCKS: usize = 4;
+
+/// Factor by which a lane's chunks grow from one block up to its slice: every chunk costs a DMA
+/// issue and wait and a kernel call (about 200 cycles on GAP8), while the transfers of the
+/// short first chunks must stay short.
+const LANE_GROWTH: usize = 2;
 
 /// Per-core slot of a lane fork: the core's part and DMA (none for cores past the team), its
 /// result.
@@ -456,6 +463,8 @@ struct LaneCtx<'a, F: CipherFactory> {
     rot: Rotation<'a>,
     share: usize,
     align: usize,
+    /// `share / cores`: lane `i`'s first full chunk is `i` of these short (see [`run_lane`]).
+    stagger: usize,
     offset: u64,
     cuts: [usize; MAX_CORES + 1],
 }
@@ -494,6 +503,7 @@ where
         rot: Rotation::new(bufs, cfg.buffer),
         share,
         align: cfg.split_align,
+        stagger: share / cores,
         offset,
         cuts: boundaries(0, len, cores, offset, cfg.split_align),
     };
@@ -516,6 +526,7 @@ where
             // SAFETY: core `i` of this lane fork, once; no round accessor is used in it.
             bufs: unsafe { ctx.rot.lane(i, ctx.share) },
             pos: ctx.offset + ctx.cuts[i] as u64,
+            stagger: (i * ctx.stagger) & !(ctx.align - 1),
         };
         match ctx.factory.worker(ctx.shared) {
             Ok(mut w) => run_lane(&mut lane, Worker::new(&mut w), ctx.align, result),
@@ -530,7 +541,7 @@ where
 /// while chunk `k + 1` is fetched into buffer `(k + 1) % 3` and chunk `k - 1` written back from
 /// buffer `(k + 2) % 3` (the lane's own slices; its own DMA commands, waited for before the next
 /// chunk). Chunks: the first ends at the first keystream block boundary after the lane's start
-/// (one block for every lane but possibly core 0's), then they double up to the lane's slice and
+/// (one block for every lane but possibly core 0's), then they grow by [`LANE_GROWTH`] up to the lane's slice and
 /// halve again towards the end of the part (each at most half of what is left, at least
 /// [`LANE_LAST_BLOCKS`] units), so that the first fetch and the last write-back, which nothing
 /// overlaps, are short.
@@ -583,9 +594,19 @@ fn run_lane<P: Part, D: DmaRaw>(
         }
         lane.bufs.rotate_left(1);
         (a, b, c) = (b, c, d);
-        size = (size * 2).min(share);
+        // The first full-size chunk is `stagger` short: lane `i` then issues its transfers
+        // `i / cores` of a chunk later than lane 0, so the lanes' transfers take turns on the
+        // DMA instead of queueing all at once (an instruction-cache refill waits behind what is
+        // queued).
+        let grown = (size * LANE_GROWTH).min(share);
+        let step = if grown == share && size < share {
+            (grown - lane.stagger).max(align)
+        } else {
+            grown
+        };
+        size = grown;
         let down = ((n - d) >> 1) & !mask;
-        d = n.min(d + size.min(down.max(last)));
+        d = n.min(d + step.min(down.max(last)));
     }
 }
 

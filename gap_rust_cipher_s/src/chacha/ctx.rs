@@ -57,30 +57,29 @@ pub(crate) fn quarter_round(x: &mut [u32; 4]) {
     *x = [a, b, c, d];
 }
 
-/// Little-endian word `i` of `bytes` (read as a whole word when it is aligned: on a GAP8 cluster
-/// core the key sits in L2, where every load costs about 15 cycles).
-#[inline(always)]
-fn le_word(bytes: &[u8], i: usize) -> u32 {
-    let w = &bytes[4 * i..4 * i + 4];
-    u32::from_le_bytes([w[0], w[1], w[2], w[3]])
-}
-
-/// Little-endian words from bytes, written in place (out of line, see [`quarter_round`]).
-#[inline(never)]
-fn load_le(words: &mut [u32], bytes: &[u8]) {
-    // SAFETY: every bit pattern is a valid `u32`; `align_to` only hands out the aligned middle.
-    let (head, mid, _) = unsafe { bytes.align_to::<u32>() };
-    let aligned = head.is_empty() && mid.len() >= words.len() && cfg!(target_endian = "little");
-    for (i, w) in words.iter_mut().enumerate() {
-        *w = if aligned { mid[i] } else { le_word(bytes, i) };
-    }
-}
-
-/// `N` little-endian words of `bytes` (see [`load_le`]).
+/// `N` little-endian words of `bytes` (at least `4 * N` of them). Word-aligned bytes are read a
+/// word at a time, as one fixed-size copy (no call to `memcpy`): on a GAP8 cluster core the key
+/// sits in L2, where every load costs about 15 cycles.
 #[inline(always)]
 fn words<const N: usize>(bytes: &[u8]) -> [u32; N] {
+    // SAFETY: every bit pattern is a valid `u32`; `align_to` only hands out the aligned middle.
+    let (head, mid, _) = unsafe { bytes.align_to::<u32>() };
+    if head.is_empty() && cfg!(target_endian = "little") {
+        if let Some(w) = mid.first_chunk::<N>() {
+            return *w;
+        }
+    }
+    words_unaligned(bytes)
+}
+
+/// [`words`] for bytes that are not word-aligned (out of line: the engine's keys are aligned).
+#[cold]
+#[inline(never)]
+fn words_unaligned<const N: usize>(bytes: &[u8]) -> [u32; N] {
     let mut w = [0; N];
-    load_le(&mut w, bytes);
+    for (w, c) in w.iter_mut().zip(bytes.chunks_exact(4)) {
+        *w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
     w
 }
 

@@ -84,6 +84,22 @@ pub trait Backend: sealed::Sealed + Sized + Clone {
     fn apply_blocks(&mut self, counter: u32, blocks: InOutBuf<'_, '_, ChaChaBlock>);
 }
 
+/// No key material: a core over it knows only its block position. The cluster engine checks a
+/// call's keystream range on one before every core builds its own keyed core
+/// (`crate::engine::ChaCha20Blocks`); its keystream is zeros and is never used as keystream.
+#[derive(Clone)]
+pub struct Unkeyed;
+
+impl sealed::Sealed for Unkeyed {}
+
+impl Backend for Unkeyed {
+    fn new(_: &[u8; 32], _: &[u8; 12]) -> Self {
+        Unkeyed
+    }
+
+    fn apply_blocks(&mut self, _: u32, _: InOutBuf<'_, '_, ChaChaBlock>) {}
+}
+
 /// The ChaCha20 stream-cipher core over backend `B`; wrap it in `StreamCipherCoreWrapper` (the
 /// aliases below do) for `StreamCipher + StreamCipherSeek`. The cluster engine uses the core
 /// itself (block-level fast path, `gap_rust_wrapper::Blocks`).

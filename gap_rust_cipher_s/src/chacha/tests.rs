@@ -450,3 +450,12 @@ fn context_does_not_depend_on_key_alignment() {
         assert!((c.init, c.pre, c.diag) == want, "offset {o}");
     }
 }
+
+#[test]
+fn ctx_clone_copies_every_word() {
+    let key: [u8; 32] = core::array::from_fn(|i| (i * 7 + 1) as u8);
+    let nonce: [u8; 12] = core::array::from_fn(|i| (i * 13 + 5) as u8);
+    let c = Ctx::new(&key, &nonce);
+    let d = c.clone();
+    assert_eq!((c.init, c.pre, c.diag), (d.init, d.pre, d.diag));
+}
