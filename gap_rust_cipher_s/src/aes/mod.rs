@@ -81,8 +81,8 @@
 //!
 //! `cargo xtask bench-qemu aes` (QEMU, `minstret`) at 32 KiB: PULP 56.87, rv32 73.56, portable
 //! 80.85 instructions/byte, RustCrypto 100.32. On the GAP8 GVSOC model through the cluster
-//! engine, 128 KiB in L2: PULP 59.22 cycles/byte on one core (DMA rounds), 7.96 on eight (no
-//! DMA, the engine's choice for AES on several cores); RustCrypto 238.41 and 32.59. Details,
+//! engine, 128 KiB in L2: PULP 59.20 cycles/byte on one core (DMA rounds), 7.97 on eight (no
+//! DMA, the engine's choice for AES on several cores); RustCrypto 238.6 and 32.6. Details,
 //! code sizes and limits: `docs/aes.md`.
 mod asm;
 mod ctr;
