@@ -438,7 +438,7 @@ struct Lane<'a, P, D: DmaRaw> {
     dma: Dma<D>,
     bufs: [&'a mut [u8]; 3],
     pos: u64,
-    /// Bytes the lane's first full-size chunk is short of its slice (see [`run_lane`]).
+    /// Bytes the lane's first chunk is longer than one block (see [`run_lane`]).
     stagger: usize,
 }
 
@@ -463,7 +463,7 @@ struct LaneCtx<'a, F: CipherFactory> {
     rot: Rotation<'a>,
     share: usize,
     align: usize,
-    /// `share / cores`: lane `i`'s first full chunk is `i` of these short (see [`run_lane`]).
+    /// `share / (2 * cores)`: lane `i`'s first chunk is `i` of these longer (see [`run_lane`]).
     stagger: usize,
     offset: u64,
     cuts: [usize; MAX_CORES + 1],
@@ -503,7 +503,7 @@ where
         rot: Rotation::new(bufs, cfg.buffer),
         share,
         align: cfg.split_align,
-        stagger: share / cores,
+        stagger: share / (2 * cores),
         offset,
         cuts: boundaries(0, len, cores, offset, cfg.split_align),
     };
@@ -537,19 +537,19 @@ where
     slots.iter().try_for_each(|s| s.1)
 }
 
-/// One core's pipeline over its part of the payload: chunk `k` is worked on in buffer `k % 3`
-/// while chunk `k + 1` is fetched into buffer `(k + 1) % 3` and chunk `k - 1` written back from
-/// buffer `(k + 2) % 3` (the lane's own slices; its own DMA commands, waited for before the next
-/// chunk). Chunks: the first ends at the first keystream block boundary after the lane's start
-/// (one block for every lane but possibly core 0's), then they grow by [`LANE_GROWTH`] up to the lane's slice and
-/// halve again towards the end of the part (each at most half of what is left, at least
-/// [`LANE_LAST_BLOCKS`] units), so that the first fetch and the last write-back, which nothing
-/// overlaps, are short.
-/// Every chunk but a part's last ends on a keystream block boundary.
+/// One core's pipeline over its part of the payload: chunk `k` is worked on in one of the lane's
+/// three buffer slices while chunk `k + 1` is fetched into the next and chunk `k - 1` written
+/// back from the third (its own DMA commands, [`Dma::overlap`], waited for before the next
+/// chunk; the slices rotate after every chunk). Chunks: the first is one block (plus the lane's
+/// stagger, and ending on a keystream block boundary), then they grow by [`LANE_GROWTH`] up to
+/// the lane's slice and halve again towards the end of the part (each at most half of what is
+/// left, at least [`LANE_LAST_BLOCKS`] units), so that the first fetch and the last write-back,
+/// which nothing overlaps, are short. Every chunk but a part's last ends on a keystream block
+/// boundary.
 ///
 /// Not generic over the cipher (one copy per payload type), linked with the hot code
-/// (`.text.hot.0.lane`, after the DMA issue `.text.hot.0.dma` and before the kernels `.text.hot.1.*`):
-/// on GAP8 the code of a chunk must stay in the instruction cache.
+/// (`.text.hot.0.lane`, before the kernels `.text.hot.1.*`): on GAP8 the code of a chunk must
+/// stay in the instruction cache.
 #[inline(never)]
 #[allow(unsafe_code)] // `link_section`
 #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.lane"))]
@@ -570,8 +570,13 @@ fn run_lane<P: Part, D: DmaRaw>(
     // Chunks are consecutive: `[a, b)` is written back, `[b, c)` worked on, `[c, d)` fetched;
     // `bufs[2]`, `bufs[0]`, `bufs[1]` hold them (rotated after every chunk).
     let (mut a, mut b, mut c) = (0, 0, 0);
-    let mut d = n.min(align - (lane.pos as usize & mask));
-    let mut size = align;
+    // Lane `i`'s first chunk is `stagger` longer than lane 0's (`i * share / (2 * cores)`): its
+    // chunk boundaries, and so its transfers, then come that much later than lane 0's for the
+    // whole call, and the lanes' transfers take turns on the DMA instead of queueing all at once
+    // (an instruction-cache refill waits behind whatever is queued).
+    let first = (align + lane.stagger).min(share);
+    let mut d = n.min(first - (lane.pos as usize & mask));
+    let mut size = first;
     while a < d {
         let [w, f, m] = &mut lane.bufs;
         let Some((out, inp)) = lane.part.io((a, b), (c, d)) else {
@@ -594,17 +599,8 @@ fn run_lane<P: Part, D: DmaRaw>(
         }
         lane.bufs.rotate_left(1);
         (a, b, c) = (b, c, d);
-        // The first full-size chunk is `stagger` short: lane `i` then issues its transfers
-        // `i / cores` of a chunk later than lane 0, so the lanes' transfers take turns on the
-        // DMA instead of queueing all at once (an instruction-cache refill waits behind what is
-        // queued).
-        let grown = (size * LANE_GROWTH).min(share);
-        let step = if grown == share && size < share {
-            (grown - lane.stagger).max(align)
-        } else {
-            grown
-        };
-        size = grown;
+        size = (size * LANE_GROWTH).min(share);
+        let step = size;
         let down = ((n - d) >> 1) & !mask;
         d = n.min(d + step.min(down.max(last)));
     }
