@@ -528,8 +528,12 @@ where
             pos: ctx.offset + ctx.cuts[i] as u64,
             stagger: (i * ctx.stagger) & !(ctx.align - 1),
         };
-        match ctx.factory.worker(ctx.shared) {
-            Ok(mut w) => run_lane(&mut lane, Worker::new(&mut w), ctx.align, result),
+        let mut w = None;
+        match ctx.factory.worker_in(ctx.shared, &mut w) {
+            Ok(()) => match &mut w {
+                Some(w) => run_lane(&mut lane, Worker::new(w), ctx.align, result),
+                None => *result = Err(Error::Config),
+            },
             Err(e) => *result = Err(e),
         }
     });
