@@ -9,9 +9,10 @@
 //! ```
 //!
 //! Ciphers: [`crate::ChaCha20`] and [`crate::Aes128Ctr`] (this crate's kernels, so on GAP8 with the
-//! `pulp` feature the PULP kernels), through the engine's block-level fast path
-//! (`gap_rust_wrapper::Blocks`): the cipher core is built once per call on cluster core 0, every
-//! core clones it, and each piece is one "apply these whole blocks at this counter" call.
+//! `pulp` feature the PULP kernels), through the engine's block-level fast path: each piece is one
+//! "apply these whole blocks at this counter" call. AES-128-CTR through `gap_rust_wrapper::Blocks`
+//! (the cipher core built once per call on cluster core 0, cloned by every core); ChaCha20 through
+//! [`ChaCha20Blocks`], where every core builds its own core after the fork.
 //!
 //! [`Sequential`]: crate::Sequential
 use crate::{CipherId, KeystreamApplier, KeystreamError};

@@ -1,14 +1,17 @@
 //! A seekable stream cipher spread over the cores of the GAP8 cluster.
 //!
-//! The payload is cut into rounds of one L1 buffer each. Three L1 buffers rotate through the roles
-//! *work* (the cores XOR the keystream into it), *prefetch* (the DMA loads the next round into it)
-//! and *commit* (the DMA writes the previous round back), as in §3.2 of the paper. Cluster core 0
-//! drives the DMA; inside a round every core takes one contiguous piece of the work buffer, seeks
-//! its own copy of the cipher to the piece's keystream position and applies the keystream. One
-//! fork covers the whole call; the team barrier ends each round.
+//! Three L1 buffers rotate through the roles *work* (a core XORs the keystream into it),
+//! *prefetch* (the DMA loads the next chunk into it) and *commit* (the DMA writes the previous
+//! chunk back), as in §3.2 of the paper. One fork covers the whole call. By default
+//! ([`Rounds::Auto`], for [`Engine::apply`] / [`Engine::apply_b2b`]) every core runs its own such
+//! pipeline: it takes one contiguous part of the payload, its own slice of each buffer and its own
+//! DMA commands, and no core waits for another until the fork ends. With the other round policies
+//! (and for any other [`Source`]) the cores share team rounds: inside a round every core takes one
+//! piece of the work buffer, cluster core 0 drives the DMA, and the team barrier ends each round.
 //!
 //! ```text
-//! round r:   work = B[r%3] (all cores)   prefetch = B[(r+1)%3] <- payload[r+1]   commit = B[(r-1)%3] -> payload[r-1]
+//! lane i, chunk k:  work = its slice of B[k%3]   prefetch = its slice of B[(k+1)%3] <- part_i[k+1]   commit = its slice of B[(k+2)%3] -> part_i[k-1]
+//! round r:          work = B[r%3] (all cores)     prefetch = B[(r+1)%3] <- payload[r+1]            commit = B[(r-1)%3] -> payload[r-1]
 //! ```
 //!
 //! | module | what |
