@@ -268,17 +268,36 @@ fn plot_cpb(path: &Path, rows: &[Row], kernel: &str, paper: &[f64; 4]) -> Result
             .draw()
             .map_err(|e| e.to_string())?;
         let lx = |c: u32| (c as f64).log2();
-        for (i, (v, pts)) in lines.iter().enumerate() {
+        // A mode variant (`pulp+nodma`, `pulp+fixed`) takes its kernel's colour, dashed, so the
+        // colours never repeat for different kernels.
+        let mut bases: Vec<&str> = Vec::new();
+        for (v, _) in lines.iter() {
+            let b = v.split('+').next().unwrap_or(v);
+            if !bases.contains(&b) {
+                bases.push(b);
+            }
+        }
+        for (v, pts) in lines.iter() {
+            let base = v.split('+').next().unwrap_or(v);
+            let i = bases.iter().position(|b| *b == base).unwrap_or(0);
             let color = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(
-                    pts.iter().map(|&(c, y)| (lx(c), y)),
-                    color.stroke_width(2),
-                ))
+            let style = color.stroke_width(2);
+            let series = pts.iter().map(|&(c, y)| (lx(c), y));
+            let drawn = if v.contains('+') {
+                chart.draw_series(DashedLineSeries::new(series, 6, 4, style))
+            } else {
+                chart.draw_series(LineSeries::new(series, style))
+            };
+            let dashed = v.contains('+');
+            drawn
                 .map_err(|e| e.to_string())?
                 .label(v.clone())
                 .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    if dashed {
+                        PathElement::new(vec![(x, y), (x + 8, y)], style)
+                    } else {
+                        PathElement::new(vec![(x, y), (x + 20, y)], style)
+                    }
                 });
             chart
                 .draw_series(
