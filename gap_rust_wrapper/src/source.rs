@@ -173,7 +173,68 @@ pub trait Split: Source {
         n: usize,
         put: impl FnMut(usize, Self::Part<'a>),
     );
+
+    /// The payload as a handle from which each core takes its own part after the fork
+    /// ([`Split::take`]), so that cutting the payload needs no serial work before the fork.
+    type Shares<'a>: Sync
+    where
+        Self: 'a;
+
+    /// The handle of [`Split::take`], borrowing the payload for as long as it or a part lives.
+    fn shares(&mut self) -> Self::Shares<'_>;
+
+    /// Part `[lo, hi)` of the payload (both clamped to its length, `lo` to `hi`).
+    ///
+    /// # Safety
+    ///
+    /// The ranges taken from one handle must be pairwise disjoint while the parts live (each
+    /// payload byte in at most one part): two parts with a common byte would alias.
+    #[allow(unsafe_code)] // the contract above
+    unsafe fn take<'a>(shares: &Self::Shares<'a>, lo: usize, hi: usize) -> Self::Part<'a>
+    where
+        Self: 'a;
 }
+
+/// A payload's bytes shared by the cores of one fork, each taking a disjoint part
+/// ([`Split::take`]): a raw pointer plus length that keeps the `&'a mut` borrow it came from.
+pub struct RawShares<'a> {
+    ptr: *mut u8,
+    len: usize,
+    _borrow: core::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> RawShares<'a> {
+    fn new(bytes: &'a mut [u8]) -> Self {
+        RawShares {
+            ptr: bytes.as_mut_ptr(),
+            len: bytes.len(),
+            _borrow: core::marker::PhantomData,
+        }
+    }
+
+    /// Bytes `[lo, hi)` (clamped).
+    ///
+    /// # Safety
+    ///
+    /// No other live reference (from this handle or elsewhere) covers any of these bytes.
+    #[allow(unsafe_code)]
+    unsafe fn slice(&self, lo: usize, hi: usize) -> &'a mut [u8] {
+        let hi = hi.min(self.len);
+        let lo = lo.min(hi);
+        // SAFETY: `[lo, hi)` is within the `len` bytes at `ptr`, which the `&'a mut [u8]` this
+        // handle was made from borrows exclusively for `'a`; the caller guarantees that no other
+        // live reference covers them.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.add(lo), hi - lo) }
+    }
+}
+
+// SAFETY: the handle only hands out disjoint `&mut [u8]` (the contract of `RawShares::slice` and
+// `Split::take`), which may be sent to and used by other threads like any `&mut [u8]`.
+#[allow(unsafe_code)]
+unsafe impl Sync for RawShares<'_> {}
+// SAFETY: as above.
+#[allow(unsafe_code)]
+unsafe impl Send for RawShares<'_> {}
 
 /// One core's part of a [`Split`] payload (positions relative to the part's start).
 pub trait Part: Send {
@@ -230,6 +291,25 @@ impl Split for InPlace<'_> {
             put(i, InPlace(part));
         }
     }
+
+    type Shares<'a>
+        = RawShares<'a>
+    where
+        Self: 'a;
+
+    fn shares(&mut self) -> RawShares<'_> {
+        RawShares::new(self.0)
+    }
+
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn take<'a>(shares: &RawShares<'a>, lo: usize, hi: usize) -> InPlace<'a>
+    where
+        Self: 'a,
+    {
+        // SAFETY: the caller's ranges are disjoint (contract of `Split::take`).
+        InPlace(unsafe { shares.slice(lo, hi) })
+    }
 }
 
 impl Part for InPlace<'_> {
@@ -277,6 +357,32 @@ impl Split for Separate<'_> {
                     output: po,
                 },
             );
+        }
+    }
+
+    type Shares<'a>
+        = (&'a [u8], RawShares<'a>)
+    where
+        Self: 'a;
+
+    fn shares(&mut self) -> (&[u8], RawShares<'_>) {
+        let n = self.input.len().min(self.output.len());
+        (&self.input[..n], RawShares::new(&mut self.output[..n]))
+    }
+
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    unsafe fn take<'a>(shares: &(&'a [u8], RawShares<'a>), lo: usize, hi: usize) -> Separate<'a>
+    where
+        Self: 'a,
+    {
+        let (input, output) = shares;
+        let hi = hi.min(input.len());
+        let lo = lo.min(hi);
+        Separate {
+            input: &input[lo..hi],
+            // SAFETY: the caller's ranges are disjoint (contract of `Split::take`).
+            output: unsafe { output.slice(lo, hi) },
         }
     }
 }
