@@ -43,49 +43,107 @@ fn load_rgb(p: &Path) -> Shot {
 }
 
 /// Headless Firefox ESR: `--screenshot` waits for the page's load event (the frame is an `<img>`).
+/// What a browser run left: its exit status (None: killed after the time limit) and stderr.
+pub struct Ran {
+    pub status: Option<std::process::ExitStatus>,
+    pub stderr: Vec<u8>,
+}
+
+/// Runs a headless browser for at most 90 s of wall clock (a loaded machine once left headless
+/// Chromium hanging after its screenshot): stops waiting as soon as the screenshot exists and has
+/// stayed the same size for a moment, then kills what is left.
+fn run_bounded(cmd: &mut Command, out: &Path, missing: &str) -> Ran {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect(missing);
+    let mut stderr = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stderr, &mut v);
+        v
+    });
+    let t0 = Instant::now();
+    let mut last_len = None;
+    let status = loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            break Some(st);
+        }
+        let len = std::fs::metadata(out)
+            .map(|m| m.len())
+            .ok()
+            .filter(|&n| n > 0);
+        if len.is_some() && len == last_len {
+            break None; // the screenshot is written; the browser only lingers
+        }
+        last_len = len;
+        if t0.elapsed() > Duration::from_secs(90) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    Ran {
+        status,
+        stderr: reader.join().unwrap_or_default(),
+    }
+}
+
 pub fn run_firefox(url: &str, out: &Path, profile: &Path) {
     std::fs::create_dir_all(profile).unwrap();
-    let st = Command::new("firefox-esr")
-        .args(["--headless", "--no-remote", "--profile"])
+    let mut st = Command::new("firefox-esr");
+    st.args(["--headless", "--no-remote", "--profile"])
         .arg(profile)
         .args(["--window-size", "1100,620", "--screenshot"])
         .arg(out)
         .arg(url)
-        .env("MOZ_DISABLE_AUTO_SAFE_MODE", "1")
-        .output()
-        .expect("Debian's `firefox-esr` must be installed (make setup installs it from scripts/setup.d/stream.apt)");
+        .env("MOZ_DISABLE_AUTO_SAFE_MODE", "1");
+    let st = run_bounded(
+        &mut st,
+        out,
+        "Debian's `firefox-esr` must be installed (make setup installs it from scripts/setup.d/stream.apt)",
+    );
     assert!(
         out.exists(),
-        "firefox wrote no screenshot: {}\n{}",
+        "firefox wrote no screenshot within 90 s: {:?}\n{}",
         st.status,
         String::from_utf8_lossy(&st.stderr)
     );
 }
 
 pub fn run_chromium(url: &str, out: &Path, profile: &Path) {
-    let st = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--force-device-scale-factor=1",
-            "--window-size=1100,620",
-            "--virtual-time-budget=3000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg(format!("--screenshot={}", out.display()))
-        .arg(url)
-        .output()
-        .expect("Debian's `chromium` must be installed (make setup installs it from scripts/setup.d/stream.apt)");
+    let mut st = Command::new("chromium");
+    st.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        "--window-size=1100,620",
+        "--virtual-time-budget=3000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .arg(format!("--screenshot={}", out.display()))
+    .arg(url);
+    let st = run_bounded(
+        &mut st,
+        out,
+        "Debian's `chromium` must be installed (make setup installs it from scripts/setup.d/stream.apt)",
+    );
     assert!(
         out.exists(),
-        "chromium wrote no screenshot: {}\n{}",
+        "chromium wrote no screenshot within 90 s: {:?}\n{}",
         st.status,
         String::from_utf8_lossy(&st.stderr)
     );
