@@ -31,6 +31,19 @@ pub trait Keystream {
 
     /// XORs the keystream bytes `pos .. pos + data.len()` into `data`.
     fn apply_at(&mut self, pos: u64, data: &mut [u8]) -> Result<(), Error>;
+
+    /// XORs the keystream bytes `pos .. pos + len` into `buf[..len]`; `buf[len..]` is scratch
+    /// space the worker may overwrite (the rest of the engine's L1 buffer slice after the piece:
+    /// never written back). A block kernel can then take a piece that ends inside a block as
+    /// whole blocks, in the same kernel call, instead of on a separate path for the partial
+    /// block; it must wipe what it leaves in the scratch. `Error::Length` if `len > buf.len()`.
+    /// Default: [`Self::apply_at`] on `buf[..len]`.
+    fn apply_in(&mut self, pos: u64, buf: &mut [u8], len: usize) -> Result<(), Error> {
+        match buf.get_mut(..len) {
+            Some(data) => self.apply_at(pos, data),
+            None => Err(Error::Length),
+        }
+    }
 }
 
 /// Makes the per-core ciphers of a call.

@@ -596,14 +596,19 @@ fn run_lane<P: Part, D: DmaRaw>(
             fail(result, Error::Length);
             return;
         };
-        let piece = &mut w[..c - b];
+        // The piece is `w[..c - b]`. Every chunk but a part's last ends on a keystream block
+        // boundary; a last one that does not gets the rest of the slice as scratch
+        // (`Keystream::apply_in`: its ragged last block in the same kernel call).
+        let len = c - b;
         let pos = lane.pos + b as u64;
         let (out_loc, in_loc) = (&m[..out.len()], &mut f[..inp.len()]);
         let r = lane.dma.overlap((out_loc, out), (inp, in_loc), || {
-            if piece.is_empty() {
+            if len == 0 {
                 Ok(())
+            } else if (pos as usize).wrapping_add(len) & mask == 0 {
+                ks.apply_at(pos, &mut w[..len])
             } else {
-                ks.apply_at(pos, piece)
+                ks.apply_in(pos, w, len)
             }
         });
         if let Err(e) = r.map_err(Error::Dma).and_then(|r| r) {

@@ -16,30 +16,41 @@ use crate::cipher::Keystream;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-/// The resolved method: `<W as Keystream>::apply_at` with its receiver erased.
-type Call = unsafe fn(NonNull<()>, u64, &mut [u8]) -> Result<(), Error>;
+/// The resolved methods: `<W as Keystream>::apply_at` and `apply_in` with their receiver erased.
+type CallAt = unsafe fn(NonNull<()>, u64, &mut [u8]) -> Result<(), Error>;
+type CallIn = unsafe fn(NonNull<()>, u64, &mut [u8], usize) -> Result<(), Error>;
 
-/// An exclusive borrow of some `W: Keystream` for `'w`, with `W::apply_at` resolved.
+/// An exclusive borrow of some `W: Keystream` for `'w`, with `W::apply_at` and `W::apply_in`
+/// resolved.
 pub(crate) struct Worker<'w> {
     obj: NonNull<()>,
-    call: Call,
+    call_at: CallAt,
+    call_in: CallIn,
     _borrow: PhantomData<&'w mut ()>,
 }
 
 impl<'w> Worker<'w> {
     /// Borrows `w` exclusively for `'w`.
     pub(crate) fn new<W: Keystream>(w: &'w mut W) -> Self {
-        let method: fn(&mut W, u64, &mut [u8]) -> Result<(), Error> = W::apply_at;
+        let at: fn(&mut W, u64, &mut [u8]) -> Result<(), Error> = W::apply_at;
+        let inn: fn(&mut W, u64, &mut [u8], usize) -> Result<(), Error> = W::apply_in;
         // SAFETY: only the type of the first parameter changes, from `&mut W` to `NonNull<()>`:
         // both are thin pointers (`W: Sized`), which the language documents as ABI-compatible
         // (`fn` pointer docs, "ABI compatibility"), and `unsafe fn` has the same ABI as `fn`. The
-        // pointer is only ever called with `obj`, a `&mut W` (see `apply_at`).
-        let call = unsafe {
-            core::mem::transmute::<fn(&mut W, u64, &mut [u8]) -> Result<(), Error>, Call>(method)
+        // pointers are only ever called with `obj`, a `&mut W` (see `apply_at`, `apply_in`).
+        let (call_at, call_in) = unsafe {
+            (
+                core::mem::transmute::<fn(&mut W, u64, &mut [u8]) -> Result<(), Error>, CallAt>(at),
+                core::mem::transmute::<
+                    fn(&mut W, u64, &mut [u8], usize) -> Result<(), Error>,
+                    CallIn,
+                >(inn),
+            )
         };
         Worker {
             obj: NonNull::from(w).cast(),
-            call,
+            call_at,
+            call_in,
             _borrow: PhantomData,
         }
     }
@@ -50,7 +61,14 @@ impl<'w> Worker<'w> {
         // SAFETY: `obj` was made from a `&'w mut W` in `new`, paired with `W::apply_at`; the
         // borrow lasts as long as `self` (`PhantomData<&'w mut ()>`), and `&mut self` makes this
         // call the only access to it, so passing it where `W::apply_at` takes `&mut W` is valid.
-        unsafe { (self.call)(self.obj, pos, data) }
+        unsafe { (self.call_at)(self.obj, pos, data) }
+    }
+
+    /// `w.apply_in(pos, buf, len)`.
+    #[inline(always)]
+    pub(crate) fn apply_in(&mut self, pos: u64, buf: &mut [u8], len: usize) -> Result<(), Error> {
+        // SAFETY: as in `apply_at`, with `W::apply_in`.
+        unsafe { (self.call_in)(self.obj, pos, buf, len) }
     }
 }
 
@@ -76,7 +94,12 @@ mod tests {
             w.apply_at(10, &mut d).unwrap();
             w.apply_at(1, &mut d[..1]).unwrap();
             assert_eq!(d, [7, 7, 7]);
+            // The default `apply_in` works on `buf[..len]` only, and refuses `len > buf.len()`.
+            let mut e = [0u8; 4];
+            w.apply_in(2, &mut e, 2).unwrap();
+            assert_eq!(e, [7, 7, 0, 0]);
+            assert_eq!(w.apply_in(0, &mut e, 5), Err(Error::Length));
         }
-        assert_eq!(c.0, 15);
+        assert_eq!(c.0, 15 + 4);
     }
 }
