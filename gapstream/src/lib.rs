@@ -9,10 +9,12 @@
 //! | [`sim`] | host simulation of the drone: std camera / SPI link / clock / entropy running `gapstream_drone::Drone` |
 //! | [`receiver`] | connect to the bridge (TCP / UDP), run the session, deliver frames, reconnect by itself |
 //! | [`run`] | `demo`, `view`, `node`, `bench`: node + bridge + receiver + viewer wired together |
+//! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
 pub mod images;
 pub mod metrics;
 pub mod receiver;
 pub mod report;
 pub mod run;
+pub mod secret_file;
 pub mod sim;
 pub mod viewer;

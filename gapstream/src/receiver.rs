@@ -312,10 +312,8 @@ impl SecureSession {
         }
     }
 
-    /// Appends the key-log lines the session produced (created with mode 0600).
+    /// Appends the key-log lines the session produced (mode 0600, `secret_file`).
     fn write_keylog(&mut self, events: &mut Vec<Event>) {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let Some(path) = &self.keylog else { return };
         let mut text = String::new();
         while let Some(line) = self.rs.drain_keylog() {
@@ -324,12 +322,7 @@ impl SecureSession {
         if text.is_empty() {
             return;
         }
-        let r = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
+        let r = crate::secret_file::write(path, text.as_bytes(), crate::secret_file::How::Append);
         if let Err(e) = r {
             events.push(Event::Info(format!(
                 "cannot write the key log {}: {e}",

@@ -194,15 +194,7 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
 }
 
 fn write_secret(p: &Path, text: &str) -> Result<(), RunError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(p)?;
-    f.write_all(text.as_bytes())?;
+    crate::secret_file::write(p, text.as_bytes(), crate::secret_file::How::Replace)?;
     Ok(())
 }
 
