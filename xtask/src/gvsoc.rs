@@ -433,6 +433,20 @@ struct DeviceLine {
     digest: u64,
     ok: bool,
     verdict: String,
+    /// Stack high-water marks so far, `(used, size)`: cluster core 0, the most used of 1..7.
+    stacks: Option<[(u32, u32); 2]>,
+}
+
+/// The largest stack high-water marks a sweep saw, `(used, size)`: cluster core 0, cores 1..7.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackMarks(pub [(u32, u32); 2]);
+
+impl StackMarks {
+    fn add(&mut self, s: [(u32, u32); 2]) {
+        for (m, (u, z)) in self.0.iter_mut().zip(s) {
+            *m = (m.0.max(u), z);
+        }
+    }
 }
 
 fn parse_device_line(line: &str) -> Option<DeviceLine> {
@@ -449,6 +463,10 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
         .skip(1)
         .collect::<Vec<_>>()
         .join(" ");
+    let stack = |k: &str| {
+        let (u, z) = field(k)?.split_once('/')?;
+        Some((u.parse().ok()?, z.parse().ok()?))
+    };
     Some(DeviceLine {
         index,
         cycles: field("cycles")?.parse().ok()?,
@@ -456,6 +474,7 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
         digest: u64::from_str_radix(field("digest")?, 16).ok()?,
         ok,
         verdict,
+        stacks: stack("stack0").zip(stack("stack")).map(|(a, b)| [a, b]),
     })
 }
 
@@ -651,7 +670,8 @@ pub fn bench(o: &Options) -> Result<(), String> {
     // Patched copies and the simulator's work directory live outside the repository.
     let scratch = env::temp_dir().join(format!("gvsoc-bench-{}", std::process::id()));
     fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
-    let result = sweep(o, &plan, &image, &scratch);
+    let mut stacks = StackMarks::default();
+    let result = sweep(o, &plan, &image, &scratch, &mut stacks);
     let _ = fs::remove_dir_all(&scratch);
     let rows = median_of_repeats(result?, o.repeat.max(1));
     if let Some(dir) = csv_path.parent() {
@@ -660,6 +680,10 @@ pub fn bench(o: &Options) -> Result<(), String> {
     fs::write(&csv_path, to_csv(&rows))
         .map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
     print!("{}", summary(&rows));
+    let [(u0, z0), (u1, z1)] = stacks.0;
+    println!(
+        "cluster stacks (high-water, stack paint): core 0 {u0} of {z0} B, cores 1-7 at most {u1} of {z1} B"
+    );
     println!(
         "gvsoc-bench: {} runs verified, wrote {}",
         rows.len(),
@@ -668,7 +692,13 @@ pub fn bench(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
-fn sweep(o: &Options, plan: &[Point], image: &[u8], scratch: &Path) -> Result<Vec<Row>, String> {
+fn sweep(
+    o: &Options,
+    plan: &[Point],
+    image: &[u8],
+    scratch: &Path,
+    stacks: &mut StackMarks,
+) -> Result<Vec<Row>, String> {
     let mut digests: HashMap<(bool, u32, u32), u64> = HashMap::new();
     let runs: Vec<(Point, u64)> = plan
         .iter()
@@ -698,6 +728,9 @@ fn sweep(o: &Options, plan: &[Point], image: &[u8], scratch: &Path) -> Result<Ve
         let mut got: Vec<Option<DeviceLine>> = (0..batch.len()).map(|_| None).collect();
         let (status, other) = launch(&path, &scratch.join("work"), o.trace.as_ref(), |line| {
             if let Some(d) = parse_device_line(line) {
+                if let Some(s) = d.stacks {
+                    stacks.add(s);
+                }
                 let i = d.index;
                 if i < batch.len() {
                     progress.update(&batch[i].0);
@@ -1084,9 +1117,19 @@ mod tests {
             (d.index, d.cycles, d.instructions, d.digest, d.ok),
             (3, 268000, 250000, 0x19dc_b8dc_651d_76a5, true)
         );
+        assert_eq!(d.stacks, None);
         let f = parse_device_line(&l.replace(" ok", " FAIL digest")).unwrap();
         assert!(!f.ok);
         assert_eq!(f.verdict, "FAIL digest");
+        // Stack high-water marks, and the sweep's maximum of them.
+        let s = l.replace(" digest=", " stack0=3600/8192 stack=1264/3072 digest=");
+        let s = parse_device_line(&s.replace(" ok", " FAIL stack-near-overflow")).unwrap();
+        assert_eq!(s.stacks, Some([(3600, 8192), (1264, 3072)]));
+        assert_eq!(s.verdict, "FAIL stack-near-overflow");
+        let mut m = StackMarks::default();
+        m.add([(3600, 8192), (1264, 3072)]);
+        m.add([(100, 8192), (2000, 3072)]);
+        assert_eq!(m, StackMarks([(3600, 8192), (2000, 3072)]));
         let rows = vec![Row {
             kernel: "chacha20".into(),
             variant: "pulp+nodma".into(),

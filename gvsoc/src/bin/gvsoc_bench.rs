@@ -8,10 +8,12 @@
 //! Per run, on the FC: fill the payload (in L2, between two guard areas), make one warm-up call of
 //! the same configuration over at most 2 KiB (so the cluster's instruction cache holds the call's
 //! code, as in a streaming loop; flag [`BENCH_FLAG_COLD`] skips it), refill, make the measured
-//! call, check the output digest and both guards, print one line:
+//! call, check the output digest, both guards and the cluster stacks' high-water marks (stack
+//! paint; a stack used to within 256 bytes of its end fails the run), print one line:
 //!
 //! `bench i=<n> kernel=<k> variant=<v> mode=<dma|fixed|nodma> cores=<n> buffer=<b> bytes=<n>
-//! cycles=<c> instructions=<i> active=<a> rounds=<r> digest=<hex> ok` (or `FAIL <why>`)
+//! cycles=<c> instructions=<i> active=<a> rounds=<r> stack0=<used>/<size> stack=<used>/<size>
+//! digest=<hex> ok` (or `FAIL <why>`; `stack` is the most used of cores 1–7, both so far)
 //!
 //! Measured on cluster core 0 around the engine's cluster job (the offloaded function: cipher
 //! set-up, DMA, fork, rounds): `cycles` are elapsed cluster clock cycles (cluster timer),
@@ -256,6 +258,9 @@ mod app {
         }
     }
 
+    /// Bytes a cluster stack must keep unused (see the stack check after each run).
+    const STACK_MARGIN: usize = 256;
+
     fn main() -> u32 {
         let Some(cl) = BareCluster::take() else {
             bare_println!("bench FAIL: the cluster did not boot");
@@ -315,10 +320,20 @@ mod app {
             let guards_ok = (0..BENCH_GUARD)
                 .chain(BENCH_GUARD + len..region.len())
                 .all(|j| region[j] == guard_byte(j));
+            // Cluster stacks: high-water marks so far (stack paint), core 0 and the most used of
+            // cores 1..7. A stack used to within STACK_MARGIN of its end fails the run: past its
+            // end a core writes into its neighbour's stack, and the model may hang instead of
+            // reporting anything.
+            let (s0, z0) = gap_rust_sdk::bare::stack_used(0);
+            let (s1, z1) = (1..8)
+                .map(gap_rust_sdk::bare::stack_used)
+                .fold((0, 0), |(m, _), (u, z)| (m.max(u), z));
+            let stacks_ok = s0 + STACK_MARGIN <= z0 && s1 + STACK_MARGIN <= z1;
             let verdict = match &result {
                 Err(_) => "FAIL engine-error",
                 Ok(_) if !guards_ok => "FAIL guard-overwritten",
                 Ok(_) if d != want => "FAIL digest",
+                Ok(_) if !stacks_ok => "FAIL stack-near-overflow",
                 Ok(_) => "ok",
             };
             if verdict != "ok" {
@@ -334,7 +349,7 @@ mod app {
                 _ => 0,
             };
             bare_println!(
-                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} cycles={c} instructions={n} active={a} rounds={rounds} digest={d:016x} {verdict}",
+                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
                 s.cores,
                 s.buffer,
                 s.bytes
