@@ -83,7 +83,7 @@ struct GvsocBenchArgs {
     /// GVSOC trace: `--trace REGEX FILE` (e.g. `--trace insn /tmp/t.log`); keep FILE outside the repository.
     #[arg(long, num_args = 2, value_names = ["REGEX", "FILE"])]
     trace: Vec<String>,
-    /// CSV to write (default target/bench/gvsoc.csv; gvsoc-adhoc.csv when filtered).
+    /// CSV to write (default target/bench/gvsoc.csv; gvsoc-quick.csv with --quick, gvsoc-adhoc.csv when filtered).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
 }
