@@ -35,47 +35,17 @@ fn word_of(expansion: &str) -> u32 {
     u32::from_str_radix(hex, 16).unwrap()
 }
 
-/// The golden table, in the order of `gap_pulp_encoding_table` (chacha/pulp.rs) and of
-/// `asm_macros/tests/macros.rs`.
-fn encoding_table() -> Vec<(&'static str, u32)> {
+/// The golden table (`asm_macros/tests/common/golden.rs`, shared with the macros' own tests):
+/// `golden_scalar()` is in the order of `gap_pulp_encoding_table` (chacha/pulp.rs).
+mod golden {
+    #![allow(dead_code)] // `golden_simd` is for the macros' tests
     use asm_macros::*;
-    vec![
-        (p_ror!(a0, a0, a1), 0x08B5_5533),
-        (p_ror!(x31, x31, x31), 0x09FF_DFB3),
-        (p_ror!(zero, t6, ra), 0x081F_D033),
-        (p_lw!(a2, 4(a3!)), 0x0046_A60B),
-        (p_lw!(x31, 2047(x31!)), 0x7FFF_AF8B),
-        (p_lw!(ra, -2048(zero!)), 0x8000_208B),
-        (p_lw!(t0, -4(sp!)), 0xFFC1_228B),
-        (p_lw!(a0, a1(a2!)), 0x20B6_750B),
-        (p_lw!(x31, x31(x31!)), 0x21FF_FF8B),
-        (p_lw!(x1, x0(x31!)), 0x200F_F08B),
-        (p_sw!(a2, 4(a3!)), 0x00C6_A22B),
-        (p_sw!(x31, 2047(x31!)), 0x7FFF_AFAB),
-        (p_sw!(zero, -2048(ra!)), 0x8000_A02B),
-        (p_sw!(a0, a1(a2!)), 0x00A6_65AB),
-        (p_sw!(x31, x31(x31!)), 0x01FF_EFAB),
-        (p_sw!(x0, x31(x1!)), 0x0000_EFAB),
-        (lp_starti!(x0, 0), 0x0000_007B),
-        (lp_starti!(1, 8), 0x0040_00FB),
-        (lp_starti!(x0, 8190), 0xFFF0_007B),
-        (lp_endi!(x0, 0), 0x0000_107B),
-        (lp_endi!(x1, 384), 0x0C00_10FB),
-        (lp_endi!(0, 8190), 0xFFF0_107B),
-        (lp_count!(x0, zero), 0x0000_207B),
-        (lp_count!(x1, a0), 0x0005_20FB),
-        (lp_count!(x0, x31), 0x000F_A07B),
-        (lp_counti!(x0, 9), 0x0090_307B),
-        (lp_counti!(x1, 1), 0x0010_30FB),
-        (lp_counti!(x0, 4095), 0xFFF0_307B),
-        (lp_setup!(x1, t1, 8), 0x0043_40FB),
-        (lp_setup!(x0, a1, 384), 0x0C05_C07B),
-        (lp_setup!(x0, x31, 8190), 0xFFFF_C07B),
-        (lp_setupi!(x0, 10, 16), 0x00A4_507B),
-        (lp_setupi!(x1, 4095, 62), 0xFFFF_D0FB),
-        (lp_setupi!(0, 1, 8), 0x0012_507B),
-    ]
+    include!("../../asm_macros/tests/common/golden.rs");
+    pub(super) fn encoding_table() -> Vec<(&'static str, u32)> {
+        golden_scalar()
+    }
 }
+use golden::encoding_table;
 
 /// Builds the PULP variant and returns the path of the rlib cargo produced for it.
 fn build() -> Result<String, String> {
