@@ -21,6 +21,7 @@
 //! | [`session`] | the I/O-free [`session::DroneSession`] (one session per receiver, group epochs, joins and leaves) and [`session::ReceiverSession`], counters |
 //! | [`replay`] | sliding replay window over u64 sequence numbers, loss from gaps |
 //! | [`compat`] | the stock plaintext `0xBC` image stream, for stock viewers and A/B runs |
+//! | `test_rng` | (feature `test-rng`) a deterministic generator for tests and the rv32 benchmarks: never for real keys |
 //!
 //! The drone calls [`session::DroneSession::handle_message`] for what the receivers send,
 //! [`session::DroneSession::handle_timeout`] and [`session::DroneSession::seal_frame`] per frame, and
@@ -71,34 +72,19 @@ pub use session::{
 };
 pub use suite::{KexMode, Suite};
 
-#[cfg(test)]
-#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
-pub(crate) mod test_util {
-    use alloc::vec::Vec;
-    /// Hex to bytes; whitespace ignored. Panics on bad input (tests only).
-    pub fn hex(s: &str) -> Vec<u8> {
-        let s: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        s.chunks(2)
-            .map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap())
-            .collect()
-    }
-
-    /// Bytes to lower-case hex.
-    pub fn to_hex(b: &[u8]) -> alloc::string::String {
-        use core::fmt::Write;
-        let mut s = alloc::string::String::new();
-        for x in b {
-            write!(s, "{x:02x}").unwrap();
-        }
-        s
-    }
-
-    /// Deterministic ChaCha20 keystream as a `CryptoRng` — tests only, never for real keys.
+/// A deterministic random generator for tests and benchmarks (feature `test-rng`): the same bytes
+/// on the host and on rv32, so the rv32 programs can reproduce the host tests' golden handshakes.
+/// Never for real keys.
+#[cfg(any(test, feature = "test-rng"))]
+pub mod test_rng {
+    /// Deterministic ChaCha20 keystream (key = the seed, zero nonce) as a `CryptoRng`: tests and
+    /// benchmarks only, never for real keys.
     pub struct TestRng {
         key: [u8; 32],
         offset: u64,
     }
     impl TestRng {
+        /// The generator for `seed` (the key's first 8 bytes, little-endian; the rest zero).
         pub fn new(seed: u64) -> Self {
             let mut key = [0u8; 32];
             key[..8].copy_from_slice(&seed.to_le_bytes());
@@ -134,6 +120,38 @@ pub(crate) mod test_util {
         }
     }
     impl rand_core::TryCryptoRng for TestRng {}
+    impl core::fmt::Debug for TestRng {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            f.debug_struct("TestRng")
+                .field("offset", &self.offset)
+                .finish_non_exhaustive()
+        }
+    }
+}
+
+#[cfg(test)]
+#[cfg_attr(not(feature = "alloc"), allow(dead_code))]
+pub(crate) mod test_util {
+    use alloc::vec::Vec;
+    /// Hex to bytes; whitespace ignored. Panics on bad input (tests only).
+    pub fn hex(s: &str) -> Vec<u8> {
+        let s: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        s.chunks(2)
+            .map(|c| u8::from_str_radix(core::str::from_utf8(c).unwrap(), 16).unwrap())
+            .collect()
+    }
+
+    /// Bytes to lower-case hex.
+    pub fn to_hex(b: &[u8]) -> alloc::string::String {
+        use core::fmt::Write;
+        let mut s = alloc::string::String::new();
+        for x in b {
+            write!(s, "{x:02x}").unwrap();
+        }
+        s
+    }
+
+    pub use crate::test_rng::TestRng;
 
     /// An RSA-2048 test key (made with `openssl genrsa 2048` for the tests; e = 65537).
     pub const RSA_TEST_N: &str = "8342d4d7c1fc992376c5515d491b435b0a0794b5aa04360637d42f7c547445cb33c96439e6969fe47e71f9e6810d8aa7\

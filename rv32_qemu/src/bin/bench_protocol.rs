@@ -19,46 +19,7 @@ use gapstream_protocol::{
 };
 use rv32_qemu::{bench, count_instructions, metric, println};
 
-/// Deterministic ChaCha20 keystream as a CryptoRng: BENCHMARK ONLY, never for real keys.
-struct TestRng {
-    key: [u8; 32],
-    offset: u64,
-}
-impl TestRng {
-    fn new(seed: u64) -> Self {
-        let mut key = [0u8; 32];
-        key[..8].copy_from_slice(&seed.to_le_bytes());
-        TestRng { key, offset: 0 }
-    }
-}
-impl TryRng for TestRng {
-    type Error = core::convert::Infallible;
-    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        let mut b = [0u8; 4];
-        self.try_fill_bytes(&mut b)?;
-        Ok(u32::from_le_bytes(b))
-    }
-    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        let mut b = [0u8; 8];
-        self.try_fill_bytes(&mut b)?;
-        Ok(u64::from_le_bytes(b))
-    }
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-        dst.fill(0);
-        Sequential
-            .apply_keystream(
-                gapstream_protocol::CipherId::ChaCha20,
-                &self.key,
-                &[0; 12],
-                self.offset,
-                dst,
-            )
-            .expect("keystream");
-        self.offset += dst.len() as u64;
-        Ok(())
-    }
-}
-impl TryCryptoRng for TestRng {}
+use gapstream_protocol::test_rng::TestRng;
 
 const RSA_TEST_N: &str = include_str!("../../../gapstream_protocol/testdata/rsa_test_n.hex");
 
