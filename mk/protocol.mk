@@ -2,7 +2,7 @@
 # (they include the docs/protocol.md vectors), its rv32 build with alloc in `test-rv32-build`
 # (RV32_CRATES), its QEMU program protocol_handshake in `qemu-test`.
 ## make protocol-test    host tests of gapstream_protocol only
-## make bench-protocol   instructions for the drone's handshake per mode and per-frame sealing (QEMU)
+## make bench-protocol   instructions for the drone's handshake per mode and per-frame sealing (QEMU; target/bench/qemu-bench_protocol.csv)
 .PHONY: protocol-test protocol-nostd bench-protocol
 TEST_TARGETS += protocol-nostd
 # The allocation-free part (CPX codec, frame sealing, replay window) must build without `alloc`.

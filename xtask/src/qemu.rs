@@ -182,13 +182,37 @@ pub fn bench(filter: Option<&str>) -> Result<(), String> {
     }
     let out = target_dir().join("bench");
     fs::create_dir_all(&out).map_err(|e| e.to_string())?;
-    fs::write(out.join("qemu.csv"), csv).map_err(|e| e.to_string())?;
-    println!("wrote {}", out.join("qemu.csv").display());
+    let path = out.join(csv_name(filter));
+    fs::write(&path, csv).map_err(|e| e.to_string())?;
+    println!("wrote {}", path.display());
     Ok(())
+}
+
+/// `qemu.csv` for all benchmarks (what `make bench-report` reads); a filtered run (`make
+/// bench-protocol`, `xtask bench-qemu aes`) writes `qemu-<filter>.csv` instead of overwriting it
+/// with its subset.
+fn csv_name(filter: Option<&str>) -> String {
+    match filter {
+        None => "qemu.csv".into(),
+        Some(f) => {
+            let f: String = f
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+                .collect();
+            format!("qemu-{f}.csv")
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn filtered_runs_do_not_overwrite_the_full_csv() {
+        assert_eq!(super::csv_name(None), "qemu.csv");
+        assert_eq!(super::csv_name(Some("bench_protocol")), "qemu-bench_protocol.csv");
+        assert_eq!(super::csv_name(Some("a/b c")), "qemu-a_b_c.csv");
+    }
     use super::*;
 
     #[test]
