@@ -1,9 +1,9 @@
 //! Files that hold secrets (pairing keys, the session key log): opened owner-only.
 //!
 //! `OpenOptions::mode` applies only when the file is created, so a secret written over an existing
-//! file (a key file re-paired, a key log appended to) would keep that file's old permissions. Both
-//! functions here set mode 0600 on the open file as well.
-use std::fs::{File, OpenOptions, Permissions};
+//! file (a key file re-paired, a key log appended to) would keep that file's old permissions;
+//! [`write`] sets mode 0600 on the open file as well, before writing.
+use std::fs::{OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -19,19 +19,14 @@ pub enum How {
 
 /// Writes `bytes` to `path` (created if missing), the file's mode 0600 afterwards.
 pub fn write(path: &Path, bytes: &[u8], how: How) -> io::Result<()> {
-    let mut f = open(path, how)?;
-    f.write_all(bytes)
-}
-
-fn open(path: &Path, how: How) -> io::Result<File> {
     let mut o = OpenOptions::new();
     match how {
         How::Replace => o.write(true).truncate(true),
         How::Append => o.append(true),
     };
-    let f = o.create(true).mode(0o600).open(path)?;
+    let mut f = o.create(true).mode(0o600).open(path)?;
     f.set_permissions(Permissions::from_mode(0o600))?;
-    Ok(f)
+    f.write_all(bytes)
 }
 
 #[cfg(test)]
