@@ -49,12 +49,12 @@ pub struct Ran {
     pub stderr: Vec<u8>,
 }
 
-/// Runs a headless browser for at most 90 s of wall clock (a loaded machine once left headless
+/// Runs a headless browser for at most `limit` of wall clock (a loaded machine once left headless
 /// Chromium hanging after its screenshot): stops waiting as soon as the screenshot exists and has
 /// stayed the same size for a moment, then kills what is left.
-fn run_bounded(cmd: &mut Command, out: &Path, missing: &str) -> Ran {
+fn run_bounded(cmd: &mut Command, out: &Path, missing: &str, limit: Duration) -> Ran {
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
     let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -80,7 +80,7 @@ fn run_bounded(cmd: &mut Command, out: &Path, missing: &str) -> Ran {
             break None; // the screenshot is written; the browser only lingers
         }
         last_len = len;
-        if t0.elapsed() > Duration::from_secs(90) {
+        if t0.elapsed() > limit {
             break None;
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -95,58 +95,72 @@ fn run_bounded(cmd: &mut Command, out: &Path, missing: &str) -> Ran {
     }
 }
 
+/// Screenshots with a browser started by `launch(profile)`, at most 3 attempts of 45 s each, every
+/// one with a fresh profile: headless Chromium now and then never writes its screenshot on a busy
+/// machine (a run normally takes ~7 s), which is the browser's start-up, not the page under test.
+/// Panics with every attempt's status and stderr if none wrote one.
+fn screenshot(
+    name: &str,
+    out: &Path,
+    profile: &Path,
+    missing: &str,
+    launch: impl Fn(&Path) -> Command,
+) {
+    let mut tried = String::new();
+    for attempt in 1..=3 {
+        let _ = std::fs::remove_file(out);
+        let dir = profile.join(format!("attempt{attempt}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ran = run_bounded(&mut launch(&dir), out, missing, Duration::from_secs(45));
+        if out.exists() {
+            return;
+        }
+        tried.push_str(&format!(
+            "attempt {attempt}: {:?}\n{}\n",
+            ran.status,
+            String::from_utf8_lossy(&ran.stderr)
+        ));
+    }
+    panic!("{name} wrote no screenshot in 3 attempts of 45 s:\n{tried}");
+}
+
 pub fn run_firefox(url: &str, out: &Path, profile: &Path) {
-    std::fs::create_dir_all(profile).unwrap();
-    let mut st = Command::new("firefox-esr");
-    st.args(["--headless", "--no-remote", "--profile"])
-        .arg(profile)
-        .args(["--window-size", "1100,620", "--screenshot"])
-        .arg(out)
-        .arg(url)
-        .env("MOZ_DISABLE_AUTO_SAFE_MODE", "1");
-    let st = run_bounded(
-        &mut st,
-        out,
-        "Debian's `firefox-esr` must be installed (make setup installs it from scripts/setup.d/stream.apt)",
-    );
-    assert!(
-        out.exists(),
-        "firefox wrote no screenshot within 90 s: {:?}\n{}",
-        st.status,
-        String::from_utf8_lossy(&st.stderr)
-    );
+    let missing = "Debian's `firefox-esr` must be installed (make setup installs it from scripts/setup.d/stream.apt)";
+    screenshot("firefox", out, profile, missing, |profile| {
+        let mut c = Command::new("firefox-esr");
+        c.args(["--headless", "--no-remote", "--profile"])
+            .arg(profile)
+            .args(["--window-size", "1100,620", "--screenshot"])
+            .arg(out)
+            .arg(url)
+            .env("MOZ_DISABLE_AUTO_SAFE_MODE", "1");
+        c
+    });
 }
 
 pub fn run_chromium(url: &str, out: &Path, profile: &Path) {
-    let mut st = Command::new("chromium");
-    st.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-        "--force-device-scale-factor=1",
-        "--window-size=1100,620",
-        "--virtual-time-budget=3000",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()))
-    .arg(format!("--screenshot={}", out.display()))
-    .arg(url);
-    let st = run_bounded(
-        &mut st,
-        out,
-        "Debian's `chromium` must be installed (make setup installs it from scripts/setup.d/stream.apt)",
-    );
-    assert!(
-        out.exists(),
-        "chromium wrote no screenshot within 90 s: {:?}\n{}",
-        st.status,
-        String::from_utf8_lossy(&st.stderr)
-    );
+    let missing = "Debian's `chromium` must be installed (make setup installs it from scripts/setup.d/stream.apt)";
+    screenshot("chromium", out, profile, missing, |profile| {
+        let mut c = Command::new("chromium");
+        c.args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+            "--window-size=1100,620",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", out.display()))
+        .arg(url);
+        c
+    });
 }
 
 #[test]
