@@ -9,6 +9,7 @@
 //! | [`KeystreamApplier`], [`CipherId`] | the one interface the protocol uses to encrypt a payload, implemented by the sequential kernels here ([`Sequential`]) and by the cluster engine |
 //! | [`chacha`] | ChaCha20 (RFC 8439): portable (RustCrypto), RV32IMC assembly and PULP assembly backends; [`ChaCha20`] is the one chosen for this target |
 //! | [`aes`] | AES-128-CTR (SP 800-38A): constant-time bitsliced/fixsliced kernels with counter-mode caching, [`Aes128Ctr`] |
+//! | [`ghash`] | GHASH (GCM's MAC): constant-time GF(2^128) multiply from integer multiplies with holes, per-core parts combined with powers of `H` |
 //! | [`engine`] | [`engine::ClusterEngine`]: the same [`KeystreamApplier`] spread over the GAP8 cluster by `gap_rust_wrapper` (any `gap_rust_sdk` backend) |
 //! | `capi` (features `host` / `pmsis` / `bare`) | C entry points `gapcs_*` for C firmware; header `include/gap_rust_cipher_s.h` |
 //!
@@ -21,6 +22,7 @@
 pub mod aes;
 pub mod chacha;
 pub mod engine;
+pub mod ghash;
 #[cfg(any(feature = "host", feature = "pmsis", feature = "bare"))]
 pub mod capi;
 

@@ -1,0 +1,270 @@
+//! Constant-time multiplication in GCM's GF(2^128), for 32-bit cores without carry-less multiply.
+//!
+//! # Representation
+//!
+//! An element is four 32-bit words `w`, loaded big-endian from the 16-byte block with `w[3]` =
+//! bytes 0..4 and `w[0]` = bytes 12..16. Read as one 128-bit integer (`w[0]` least significant),
+//! this is the *bit reversal* of GCM's polynomial (GCM puts the coefficient of `x^0` in the most
+//! significant bit of byte 0). Carry-less products commute with bit reversal up to a shift:
+//! `rev128(a) ⊗ rev128(b) = rev255(a ⊗ b)`, so the 255-bit integer product shifted left by one
+//! is `rev256(a ⊗ b)`, and the reduction modulo `x^128 + x^7 + x^2 + x + 1` folds its low four
+//! words into the high four. This is the layout and reduction of T. Pornin's BearSSL
+//! (`ghash_ctmul`, `ghash_ctmul32`), reimplemented here.
+//!
+//! # Carry-less products from integer multiplies ("holes")
+//!
+//! A 32×32 carry-less product is computed with ordinary integer multiplies on operands split
+//! into four masks `0x11111111 << i`: in the product of two such pieces every bit position gets
+//! at most 8 partial products, and the carries of a sum of at most 8 ones never reach the next
+//! bit of the same residue class mod 4 (4 bits apart), so masking the integer products keeps
+//! exactly the carry-less bits. Sixteen multiplies give one 32×32 carry-less product.
+//!
+//! Two kernels ([`Kernel`]):
+//!
+//! * [`Kernel::Wide`]: 32×32 → 64 products (`mul` and `mulhu` on rv32), 9 per 128×128 product
+//!   (two levels of Karatsuba): 144 `mul` + 144 `mulhu`.
+//! * [`Kernel::Low`]: only the low 32 bits of each product (`mul`); the high half comes from the
+//!   same product of the bit-reversed operands (`ghash_ctmul32`), 18 per 128×128 product: 288
+//!   `mul` and 13 word bit reversals (no `mulhu`, which takes several cycles on some cores).
+//!
+//! # Constant time
+//!
+//! No table, no branch, no memory index depends on an operand: only `and`, `or`, `xor`, shifts
+//! by constants and integer multiplies. Multiplies on RI5CY (GAP8) and on common hosts take a
+//! fixed number of cycles regardless of their operands.
+
+/// One field element (see the module docs for the word order).
+pub type Elem = [u32; 4];
+
+const M0: u32 = 0x1111_1111;
+const M1: u32 = 0x2222_2222;
+const M2: u32 = 0x4444_4444;
+const M3: u32 = 0x8888_8888;
+
+/// Which integer-multiply formulation computes the carry-less products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// 32×32 → 64-bit integer products (`mul` + `mulhu` on rv32): 9 carry-less products.
+    Wide,
+    /// 32×32 → low 32 bits only, twice (plain and bit-reversed operands): 18 carry-less products.
+    Low,
+}
+
+/// The kernel [`super::Ghash`] uses on this target: measured under QEMU (instructions) and on
+/// the GAP8 model (cycles), see `docs/aead-gcm.md`.
+pub const BEST: Kernel = Kernel::Wide;
+
+/// Loads a block (big-endian words, `w[3]` first).
+#[inline(always)]
+pub fn load(b: &[u8; 16]) -> Elem {
+    let w = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    [w(12), w(8), w(4), w(0)]
+}
+
+/// Stores an element as a block.
+#[inline(always)]
+pub fn store(e: &Elem) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..4].copy_from_slice(&e[3].to_be_bytes());
+    b[4..8].copy_from_slice(&e[2].to_be_bytes());
+    b[8..12].copy_from_slice(&e[1].to_be_bytes());
+    b[12..16].copy_from_slice(&e[0].to_be_bytes());
+    b
+}
+
+/// An operand split into its four hole masks.
+type Split = [u32; 4];
+
+#[inline(always)]
+fn split(y: u32) -> Split {
+    [y & M0, y & M1, y & M2, y & M3]
+}
+
+/// The nine Karatsuba operands of a 128-bit value: `a0, a1, a0^a1` (low half), `a2, a3, a2^a3`
+/// (high half), `a0^a2, a1^a3, a0^a1^a2^a3` (sum of halves).
+#[inline(always)]
+fn kara9(a: &Elem) -> [u32; 9] {
+    let (l, h) = (a[0] ^ a[2], a[1] ^ a[3]);
+    [
+        a[0],
+        a[1],
+        a[0] ^ a[1],
+        a[2],
+        a[3],
+        a[2] ^ a[3],
+        l,
+        h,
+        l ^ h,
+    ]
+}
+
+/// A fixed multiplier (the hash key `H`, or a power of it) prepared once: its Karatsuba operands
+/// split into hole masks, plain and (for [`Kernel::Low`]) bit-reversed. Wiped on drop.
+#[derive(Clone)]
+pub struct Prepared {
+    plain: [Split; 9],
+    rev: [Split; 9],
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.plain);
+        zeroize::Zeroize::zeroize(&mut self.rev);
+    }
+}
+
+impl Prepared {
+    /// Prepares `h` as the right operand of [`Prepared::mul`].
+    #[inline]
+    pub fn new(h: &Elem) -> Self {
+        let k = kara9(h);
+        let mut p = Prepared {
+            plain: [[0; 4]; 9],
+            rev: [[0; 4]; 9],
+        };
+        for (i, &w) in k.iter().enumerate() {
+            p.plain[i] = split(w);
+            p.rev[i] = split(w.reverse_bits());
+        }
+        p
+    }
+
+    /// `y · h` with the given kernel.
+    #[inline(always)]
+    pub fn mul_with(&self, kernel: Kernel, y: &Elem) -> Elem {
+        match kernel {
+            Kernel::Wide => self.mul_wide(y),
+            Kernel::Low => self.mul_low(y),
+        }
+    }
+
+    /// `y · h` with [`BEST`].
+    #[inline(always)]
+    pub fn mul(&self, y: &Elem) -> Elem {
+        self.mul_with(BEST, y)
+    }
+
+    /// [`Kernel::Wide`].
+    #[inline(always)]
+    pub fn mul_wide(&self, y: &Elem) -> Elem {
+        let a = kara9(y);
+        let mut c = [0u64; 9];
+        for i in 0..9 {
+            c[i] = clmul_wide(a[i], &self.plain[i]);
+        }
+        reduce(combine(&c))
+    }
+
+    /// [`Kernel::Low`].
+    #[inline(always)]
+    pub fn mul_low(&self, y: &Elem) -> Elem {
+        let a = kara9(y);
+        let mut c = [0u64; 9];
+        // The bit-reversed operands' Karatsuba words are the reversals of the plain ones
+        // (reversal is linear over XOR): reverse the four words, rebuild the sums.
+        let r = kara9(&[
+            y[0].reverse_bits(),
+            y[1].reverse_bits(),
+            y[2].reverse_bits(),
+            y[3].reverse_bits(),
+        ]);
+        for i in 0..9 {
+            let lo = clmul_low(a[i], &self.plain[i]);
+            // rev32(x) ⊗ rev32(y) = rev63(x ⊗ y): its low 32 bits, reversed, are bits 31..62
+            // of x ⊗ y, so one more shift gives the high word (bits 32..62).
+            let hi = clmul_low(r[i], &self.rev[i]).reverse_bits() >> 1;
+            c[i] = (lo as u64) | ((hi as u64) << 32);
+        }
+        reduce(combine(&c))
+    }
+}
+
+/// 32×32 → 63-bit carry-less product from 16 integer 32×32 → 64 multiplies.
+#[inline(always)]
+fn clmul_wide(x: u32, y: &Split) -> u64 {
+    let x = split(x);
+    let m = |a: u32, b: u32| (a as u64).wrapping_mul(b as u64);
+    let z0 = m(x[0], y[0]) ^ m(x[1], y[3]) ^ m(x[2], y[2]) ^ m(x[3], y[1]);
+    let z1 = m(x[0], y[1]) ^ m(x[1], y[0]) ^ m(x[2], y[3]) ^ m(x[3], y[2]);
+    let z2 = m(x[0], y[2]) ^ m(x[1], y[1]) ^ m(x[2], y[0]) ^ m(x[3], y[3]);
+    let z3 = m(x[0], y[3]) ^ m(x[1], y[2]) ^ m(x[2], y[1]) ^ m(x[3], y[0]);
+    let w = |m: u32| (m as u64) | ((m as u64) << 32);
+    (z0 & w(M0)) | (z1 & w(M1)) | (z2 & w(M2)) | (z3 & w(M3))
+}
+
+/// Low 32 bits of the 32×32 carry-less product from 16 integer multiplies (low halves only).
+#[inline(always)]
+fn clmul_low(x: u32, y: &Split) -> u32 {
+    let x = split(x);
+    let m = |a: u32, b: u32| a.wrapping_mul(b);
+    let z0 = m(x[0], y[0]) ^ m(x[1], y[3]) ^ m(x[2], y[2]) ^ m(x[3], y[1]);
+    let z1 = m(x[0], y[1]) ^ m(x[1], y[0]) ^ m(x[2], y[3]) ^ m(x[3], y[2]);
+    let z2 = m(x[0], y[2]) ^ m(x[1], y[1]) ^ m(x[2], y[0]) ^ m(x[3], y[3]);
+    let z3 = m(x[0], y[3]) ^ m(x[1], y[2]) ^ m(x[2], y[1]) ^ m(x[3], y[0]);
+    (z0 & M0) | (z1 & M1) | (z2 & M2) | (z3 & M3)
+}
+
+/// Karatsuba recombination of the nine 64-bit products into the 255-bit product (8 words,
+/// least significant first).
+#[inline(always)]
+fn combine(c: &[u64; 9]) -> [u32; 8] {
+    // 64×64 from three 32×32: lo ^ (mid ^ lo ^ hi) << 32 ^ hi << 64, as four words.
+    let k64 = |lo: u64, hi: u64, mid: u64| -> [u32; 4] {
+        let m = mid ^ lo ^ hi;
+        [
+            lo as u32,
+            (lo >> 32) as u32 ^ m as u32,
+            hi as u32 ^ (m >> 32) as u32,
+            (hi >> 32) as u32,
+        ]
+    };
+    let l = k64(c[0], c[1], c[2]);
+    let h = k64(c[3], c[4], c[5]);
+    let m = k64(c[6], c[7], c[8]);
+    let mut z = [0u32; 8];
+    for i in 0..4 {
+        z[i] ^= l[i];
+        z[i + 4] ^= h[i];
+        z[i + 2] ^= m[i] ^ l[i] ^ h[i];
+    }
+    z
+}
+
+/// Shift the 255-bit bit-reversed product left by one and reduce modulo GCM's polynomial.
+#[inline(always)]
+fn reduce(d: [u32; 8]) -> Elem {
+    let mut z = [0u32; 8];
+    z[0] = d[0] << 1;
+    for i in 1..8 {
+        z[i] = (d[i] << 1) | (d[i - 1] >> 31);
+    }
+    for i in 0..4 {
+        let lw = z[i];
+        z[i + 4] ^= lw ^ (lw >> 1) ^ (lw >> 2) ^ (lw >> 7);
+        z[i + 3] ^= (lw << 31) ^ (lw << 30) ^ (lw << 25);
+    }
+    [z[4], z[5], z[6], z[7]]
+}
+
+/// `a · b` for two arbitrary elements (prepares `b`; for a fixed multiplier keep a
+/// [`Prepared`]).
+pub fn mul(a: &Elem, b: &Elem) -> Elem {
+    Prepared::new(b).mul(a)
+}
+
+/// `y · h^k`, by square-and-multiply over the bits of `k` (public: a length), `k ≥ 0`.
+pub fn mul_pow(y: &Elem, h: &Elem, mut k: u64) -> Elem {
+    let mut acc = *y;
+    let mut p = *h;
+    while k != 0 {
+        if k & 1 == 1 {
+            acc = mul(&acc, &p);
+        }
+        k >>= 1;
+        if k != 0 {
+            p = mul(&p, &p);
+        }
+    }
+    zeroize::Zeroize::zeroize(&mut p);
+    acc
+}
