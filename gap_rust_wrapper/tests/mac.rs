@@ -114,7 +114,7 @@ proptest! {
         let mut c = ChaCha::new_from_slices(&key, &nonce).unwrap();
         c.seek(offset);
         c.apply_keystream(&mut expect);
-        let toy = Toy(u128::from(seed) % P | 1);
+        let toy = Toy((u128::from(seed) % P) | 1);
         // Opening absorbs the input (the ciphertext), sealing the output.
         let (side, want) = if input_side {
             (MacInput::Input, whole(&toy, &input))
