@@ -124,6 +124,25 @@ pub trait KeystreamApplier {
         offset: u64,
         data: &mut [u8],
     ) -> Result<(), KeystreamError>;
+
+    /// AES-128-GCM's encryption pass: XORs the AES-128-CTR keystream of `key` from `inc32(J0)`
+    /// into `data` (`J0 = nonce ‖ 00000001`, keystream offset 16 from `J0`) and returns the GHASH
+    /// polynomial of the resulting ciphertext under `h`, `X_C = Σ C_j · H^(N-j)` over its `N`
+    /// zero-padded blocks (as a block, [`ghash::field::store`]); [`ghash::Gcm::tag_from_ct_hash`]
+    /// turns it into the tag. The cluster engine hashes each piece in the same pass, while it is
+    /// in L1; this default runs the two one after the other on the calling core.
+    fn aes128_gcm_encrypt(
+        &mut self,
+        key: &[u8],
+        nonce: &[u8; 12],
+        h: &[u8; 16],
+        data: &mut [u8],
+    ) -> Result<[u8; 16], KeystreamError> {
+        self.apply_keystream(CipherId::Aes128Ctr, key, &ghash::j0(nonce), 16, data)?;
+        let mut g = ghash::Ghash::new(h);
+        g.update_padded(data);
+        Ok(g.state())
+    }
 }
 
 /// Runs the kernels of this crate on the calling core, one after the other.

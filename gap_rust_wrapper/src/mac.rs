@@ -164,10 +164,12 @@ impl<P: Polynomial> Horner<P> {
         }
     }
 
-    /// Brings `acc` to `next = j` (blocks `next .. j` are not this lane's: zero).
+    /// Brings `acc` to `next = j` (blocks `next .. j` are not this lane's: zero). A lane that
+    /// has absorbed nothing yet (`next == 0`) holds zero and needs no shift (a core's first
+    /// piece deep in the payload would otherwise pay a `k^j` for nothing).
     #[inline(always)]
     fn reach(&mut self, j: u64) {
-        if j > self.next {
+        if j > self.next && self.next != 0 {
             self.key.shift(&mut self.acc, j - self.next);
         }
         self.next = j;

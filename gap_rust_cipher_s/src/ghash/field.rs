@@ -19,11 +19,11 @@
 //! bit of the same residue class mod 4 (4 bits apart), so masking the integer products keeps
 //! exactly the carry-less bits. Sixteen multiplies give one 32×32 carry-less product.
 //!
-//! Two kernels ([`Kernel`]):
+//! Two kernels ([`Multiplier`]):
 //!
-//! * [`Kernel::Wide`]: 32×32 → 64 products (`mul` and `mulhu` on rv32), 9 per 128×128 product
+//! * [`Wide`]: 32×32 → 64 products (`mul` and `mulhu` on rv32), 9 per 128×128 product
 //!   (two levels of Karatsuba): 144 `mul` + 144 `mulhu`.
-//! * [`Kernel::Low`]: only the low 32 bits of each product (`mul`); the high half comes from the
+//! * [`Low`]: only the low 32 bits of each product (`mul`); the high half comes from the
 //!   same product of the bit-reversed operands (`ghash_ctmul32`), 18 per 128×128 product: 288
 //!   `mul` and 13 word bit reversals (no `mulhu`, which takes several cycles on some cores).
 //!
@@ -41,18 +41,18 @@ const M1: u32 = 0x2222_2222;
 const M2: u32 = 0x4444_4444;
 const M3: u32 = 0x8888_8888;
 
-/// Which integer-multiply formulation computes the carry-less products.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kernel {
-    /// 32×32 → 64-bit integer products (`mul` + `mulhu` on rv32): 9 carry-less products.
-    Wide,
-    /// 32×32 → low 32 bits only, twice (plain and bit-reversed operands): 18 carry-less products.
-    Low,
+/// A fixed multiplier (the hash key `H`, or a power of it) prepared once, and the multiply by it.
+/// The two kernels are [`Wide`] and [`Low`].
+pub trait Multiplier: Clone {
+    /// Prepares `h` as the right operand of [`Multiplier::mul`].
+    fn new(h: &Elem) -> Self;
+    /// `y · h`.
+    fn mul(&self, y: &Elem) -> Elem;
 }
 
-/// The kernel [`super::Ghash`] uses on this target: measured under QEMU (instructions) and on
-/// the GAP8 model (cycles), see `docs/aead-gcm.md`.
-pub const BEST: Kernel = Kernel::Wide;
+/// The kernel [`super::Ghash`] uses by default ([`Wide`]: fewer instructions on rv32imc,
+/// `docs/aead-gcm.md` has the figures).
+pub type Prepared = Wide;
 
 /// Loads a block (big-endian words, `w[3]` first).
 #[inline(always)]
@@ -98,55 +98,52 @@ fn kara9(a: &Elem) -> [u32; 9] {
     ]
 }
 
-/// A fixed multiplier (the hash key `H`, or a power of it) prepared once: its Karatsuba operands
-/// split into hole masks, plain and (for [`Kernel::Low`]) bit-reversed. Wiped on drop.
+/// Kernel `wide`: `h`'s Karatsuba operands split into hole masks; 32×32 → 64-bit integer
+/// products (`mul` + `mulhu` on rv32), 9 carry-less products per multiply. Wiped on drop.
 #[derive(Clone)]
-pub struct Prepared {
+pub struct Wide {
+    plain: [Split; 9],
+}
+
+/// Kernel `low`: also the bit-reversed operands; only the low 32 bits of each integer product
+/// (`mul`), 18 carry-less products per multiply (as BearSSL's `ghash_ctmul32`). Wiped on drop.
+#[derive(Clone)]
+pub struct Low {
     plain: [Split; 9],
     rev: [Split; 9],
 }
 
-impl Drop for Prepared {
+impl Drop for Wide {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.plain);
+    }
+}
+
+impl Drop for Low {
     fn drop(&mut self) {
         zeroize::Zeroize::zeroize(&mut self.plain);
         zeroize::Zeroize::zeroize(&mut self.rev);
     }
 }
 
-impl Prepared {
-    /// Prepares `h` as the right operand of [`Prepared::mul`].
+fn split9(k: [u32; 9]) -> [Split; 9] {
+    let mut p = [[0; 4]; 9];
+    for (d, &w) in p.iter_mut().zip(k.iter()) {
+        *d = split(w);
+    }
+    p
+}
+
+impl Multiplier for Wide {
     #[inline]
-    pub fn new(h: &Elem) -> Self {
-        let k = kara9(h);
-        let mut p = Prepared {
-            plain: [[0; 4]; 9],
-            rev: [[0; 4]; 9],
-        };
-        for (i, &w) in k.iter().enumerate() {
-            p.plain[i] = split(w);
-            p.rev[i] = split(w.reverse_bits());
-        }
-        p
-    }
-
-    /// `y · h` with the given kernel.
-    #[inline(always)]
-    pub fn mul_with(&self, kernel: Kernel, y: &Elem) -> Elem {
-        match kernel {
-            Kernel::Wide => self.mul_wide(y),
-            Kernel::Low => self.mul_low(y),
+    fn new(h: &Elem) -> Self {
+        Wide {
+            plain: split9(kara9(h)),
         }
     }
 
-    /// `y · h` with [`BEST`].
     #[inline(always)]
-    pub fn mul(&self, y: &Elem) -> Elem {
-        self.mul_with(BEST, y)
-    }
-
-    /// [`Kernel::Wide`].
-    #[inline(always)]
-    pub fn mul_wide(&self, y: &Elem) -> Elem {
+    fn mul(&self, y: &Elem) -> Elem {
         let a = kara9(y);
         let mut c = [0u64; 9];
         for i in 0..9 {
@@ -154,10 +151,24 @@ impl Prepared {
         }
         reduce(combine(&c))
     }
+}
 
-    /// [`Kernel::Low`].
+impl Multiplier for Low {
+    #[inline]
+    fn new(h: &Elem) -> Self {
+        Low {
+            plain: split9(kara9(h)),
+            rev: split9(kara9(&[
+                h[0].reverse_bits(),
+                h[1].reverse_bits(),
+                h[2].reverse_bits(),
+                h[3].reverse_bits(),
+            ])),
+        }
+    }
+
     #[inline(always)]
-    pub fn mul_low(&self, y: &Elem) -> Elem {
+    fn mul(&self, y: &Elem) -> Elem {
         let a = kara9(y);
         let mut c = [0u64; 9];
         // The bit-reversed operands' Karatsuba words are the reversals of the plain ones
@@ -253,7 +264,20 @@ pub fn mul(a: &Elem, b: &Elem) -> Elem {
 }
 
 /// `y · h^k`, by square-and-multiply over the bits of `k` (public: a length), `k ≥ 0`.
-pub fn mul_pow(y: &Elem, h: &Elem, mut k: u64) -> Elem {
+pub fn mul_pow(y: &Elem, h: &Elem, k: u64) -> Elem {
+    mul_pow_with(y, h, &Prepared::new(h), k)
+}
+
+/// [`mul_pow`] with `h` also prepared: exponents up to 8 take `k` multiplies by the prepared
+/// `h` (a gap of a few blocks between a core's pieces), larger ones square-and-multiply.
+pub fn mul_pow_with<M: Multiplier>(y: &Elem, h: &Elem, hp: &M, mut k: u64) -> Elem {
+    if k <= 8 {
+        let mut acc = *y;
+        for _ in 0..k {
+            acc = hp.mul(&acc);
+        }
+        return acc;
+    }
     let mut acc = *y;
     let mut p = *h;
     while k != 0 {

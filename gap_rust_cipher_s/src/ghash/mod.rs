@@ -22,26 +22,34 @@
 //! last part may end inside a block, which is zero-padded as GCM requires.
 pub mod field;
 
-use field::{Elem, Prepared};
+use field::{Elem, Multiplier, Prepared};
 
-/// Sequential GHASH under one hash key (the same function as RustCrypto `ghash::GHash`).
+/// Sequential GHASH under one hash key (the same function as RustCrypto `ghash::GHash`), with
+/// the multiply kernel `M` ([`field::Wide`] by default).
 #[derive(Clone)]
-pub struct Ghash {
-    h: Prepared,
+pub struct Ghash<M: Multiplier = Prepared> {
+    h: M,
     y: Elem,
 }
 
-impl Drop for Ghash {
+impl<M: Multiplier> Drop for Ghash<M> {
     fn drop(&mut self) {
         zeroize::Zeroize::zeroize(&mut self.y);
     }
 }
 
 impl Ghash {
-    /// GHASH under `h` (`E_K(0^128)`), state zero.
+    /// GHASH under `h` (`E_K(0^128)`), state zero, with the default kernel.
     pub fn new(h: &[u8; 16]) -> Self {
+        Self::with_kernel(h)
+    }
+}
+
+impl<M: Multiplier> Ghash<M> {
+    /// GHASH under `h` with the multiply kernel `M`.
+    pub fn with_kernel(h: &[u8; 16]) -> Self {
         Ghash {
-            h: Prepared::new(&field::load(h)),
+            h: M::new(&field::load(h)),
             y: [0; 4],
         }
     }
@@ -50,22 +58,8 @@ impl Ghash {
     /// were absorbed.
     #[inline]
     pub fn update_blocks(&mut self, data: &[u8]) -> usize {
-        self.update_blocks_with(field::BEST, data)
-    }
-
-    /// [`Ghash::update_blocks`] with a chosen multiply kernel (benchmarks and tests).
-    #[inline]
-    pub fn update_blocks_with(&mut self, kernel: field::Kernel, data: &[u8]) -> usize {
-        let mut y = self.y;
         let mut chunks = data.chunks_exact(16);
-        for b in &mut chunks {
-            let x = field::load(b.try_into().unwrap_or(&[0; 16]));
-            y = self.h.mul_with(
-                kernel,
-                &[y[0] ^ x[0], y[1] ^ x[1], y[2] ^ x[2], y[3] ^ x[3]],
-            );
-        }
-        self.y = y;
+        self.y = blocks(&self.h, self.y, &mut chunks);
         data.len() - chunks.remainder().len()
     }
 
@@ -89,6 +83,28 @@ impl Ghash {
     pub fn elem(&self) -> Elem {
         self.y
     }
+}
+
+/// Horner's rule over whole blocks: `y = (y ⊕ X) · H` per block.
+#[inline(always)]
+fn blocks<M: Multiplier>(
+    h: &M,
+    mut y: Elem,
+    chunks: &mut core::slice::ChunksExact<'_, u8>,
+) -> Elem {
+    for b in chunks {
+        let x = field::load(b.try_into().unwrap_or(&[0; 16]));
+        y = h.mul(&[y[0] ^ x[0], y[1] ^ x[1], y[2] ^ x[2], y[3] ^ x[3]]);
+    }
+    y
+}
+
+/// GCM's `J0` for a 96-bit nonce: `nonce ‖ 00000001`.
+pub fn j0(nonce: &[u8; 12]) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..12].copy_from_slice(nonce);
+    b[15] = 1;
+    b
 }
 
 /// GCM's length block: `be64(8·aad) ‖ be64(8·ct)`.
@@ -297,6 +313,79 @@ pub fn gcm_tag_parts(
         acc = add(&acc, &share);
     }
     gcm.tag(h, acc, mask)
+}
+
+/// GHASH as a [`gap_rust_wrapper::mac::Polynomial`]: the MAC the cluster engine computes in the
+/// AES-CTR pass (every core hashes the ciphertext of its pieces while they are in L1). The
+/// engine's sum over the cores is `X_C = Σ C_j · H^(N-j)` over the `N` zero-padded ciphertext
+/// blocks; [`Gcm::tag_from_ct_hash`] adds the AAD, the length block and the mask.
+#[derive(Clone)]
+pub struct GhashPoly<M: Multiplier = Prepared> {
+    h: Elem,
+    hp: M,
+}
+
+impl<M: Multiplier> GhashPoly<M> {
+    /// The polynomial under `h` (`E_K(0^128)`).
+    pub fn new(h: &[u8; 16]) -> Self {
+        let h = field::load(h);
+        GhashPoly { hp: M::new(&h), h }
+    }
+}
+
+impl<M: Multiplier> Drop for GhashPoly<M> {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.h);
+    }
+}
+
+impl<M: Multiplier + Send + Sync> gap_rust_wrapper::mac::Polynomial for GhashPoly<M> {
+    type Acc = Elem;
+
+    fn zero(&self) -> Elem {
+        [0; 4]
+    }
+
+    #[inline(never)]
+    #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.3.ghash"))]
+    fn blocks(&self, acc: &mut Elem, data: &[u8]) {
+        let mut chunks = data.chunks_exact(16);
+        *acc = blocks(&self.hp, *acc, &mut chunks);
+    }
+
+    fn block(&self, acc: &mut Elem, block: &[u8; 16], _lead: bool) {
+        let x = field::load(block);
+        *acc = self.hp.mul(&add(acc, &x));
+    }
+
+    fn shift(&self, acc: &mut Elem, n: u64) {
+        *acc = field::mul_pow_with(acc, &self.h, &self.hp, n);
+    }
+
+    fn add(&self, a: &mut Elem, b: &Elem) {
+        *a = add(a, b);
+    }
+}
+
+impl Gcm {
+    /// The tag from the ciphertext's hash as the engine returns it (`X_C = Σ C_j · H^(N-j)`,
+    /// see [`GhashPoly`]): `((GHASH(aad) · H^N) ⊕ X_C ⊕ L) · H ⊕ mask`.
+    pub fn tag_from_ct_hash(
+        &self,
+        h: &[u8; 16],
+        aad: &[u8],
+        x_c: &Elem,
+        mask: &[u8; 16],
+    ) -> [u8; 16] {
+        let he = field::load(h);
+        let hp = Prepared::new(&he);
+        let mut g = Ghash::new(h);
+        g.update_padded(aad);
+        let xa = field::mul_pow_with(&g.elem(), &he, &hp, self.ct_blocks());
+        let l = field::load(&length_block(self.aad_len, self.ct_len));
+        let s = hp.mul(&add(&add(&xa, x_c), &l));
+        xor16(&field::store(&s), mask)
+    }
 }
 
 #[cfg(test)]
