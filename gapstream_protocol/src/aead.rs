@@ -1,8 +1,11 @@
 //! Payload protection for every [`Suite`], on top of [`KeystreamApplier`].
 //!
 //! The keystream (the expensive part, parallel on the GAP8 cluster) always comes from the
-//! `KeystreamApplier` the caller passes in; the MACs run on the calling core with RustCrypto's
-//! `poly1305` and `ghash`.
+//! `KeystreamApplier` the caller passes in. Sealing with AES-128-GCM hashes the ciphertext in the
+//! same pass ([`KeystreamApplier::aes128_gcm_encrypt`]: on the cluster engine every core hashes
+//! its own pieces with `gap_rust_cipher_s::ghash`) and adds AAD, lengths and mask here. Opening,
+//! and the ChaCha20-Poly1305 MAC, run on the calling core with RustCrypto's `ghash` and
+//! `poly1305`, so a receiver checks the drone's GHASH with independent code.
 //!
 //! * ChaCha20-Poly1305, RFC 8439 §2.8: the Poly1305 one-time key is the first 32 bytes of ChaCha20
 //!   block 0 (keystream offset 0), the payload is encrypted from block 1 (offset 64), the MAC covers
@@ -19,6 +22,7 @@
 //! Opening verifies the tag (in constant time) before anything is decrypted; on failure the buffer
 //! is left as it was.
 
+use gap_rust_cipher_s::ghash as cluster_ghash;
 use gap_rust_cipher_s::{CipherId, KeystreamApplier, KeystreamError};
 use ghash::GHash;
 use poly1305::Poly1305;
@@ -159,14 +163,12 @@ impl PayloadKey {
             }
             Suite::Aes128Gcm => {
                 let mask = self.gcm_mask(k, nonce)?;
-                k.apply_keystream(
-                    CipherId::Aes128Ctr,
-                    self.key(),
-                    &ctr_block(nonce, 1),
-                    16,
-                    data,
-                )?;
-                Ok(self.gcm_tag(&mask, aad, data))
+                // Encryption and GHASH of the ciphertext in one pass (on the cluster, each core
+                // hashes its pieces while they are in L1); AAD, lengths and mask here.
+                let x_c = k.aes128_gcm_encrypt(self.key(), nonce, &self.ghash_h, data)?;
+                let gcm = cluster_ghash::Gcm::new(aad.len() as u64, data.len() as u64);
+                let x_c = cluster_ghash::field::load(&x_c);
+                Ok(gcm.tag_from_ct_hash(&self.ghash_h, aad, &x_c, &mask))
             }
         }
     }
