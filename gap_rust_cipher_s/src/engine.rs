@@ -464,6 +464,52 @@ mod tests {
         }
     }
 
+    /// A skipped DMA wait in the fused AES-GCM pass never goes unnoticed: what the engine
+    /// outputs (ciphertext and the tag made from its GHASH) does not open to the plaintext with
+    /// RustCrypto `aes-gcm` (a skipped prefetch wait encrypts and hashes stale bytes; a skipped
+    /// write-back wait leaves ciphertext in L2 that the tag does not cover).
+    #[test]
+    fn fault_injection_skipped_wait_fails_the_gcm_tag() {
+        use aes_gcm::aead::{AeadInOut, KeyInit};
+        use gap_rust_sdk::host::Fault;
+        let key = [0x3Cu8; 16];
+        let nonce = [0x11u8; 12];
+        let aad = [0x22u8; 36];
+        let pt: Vec<u8> = (0..40_000).map(|i| (i * 17 + 1) as u8).collect();
+        let mut h = [0u8; 16];
+        Sequential.apply_keystream(CipherId::Aes128Ctr, &key, &[0; 16], 0, &mut h).unwrap();
+        let mut mask = [0u8; 16];
+        let j0 = crate::ghash::j0(&nonce);
+        Sequential.apply_keystream(CipherId::Aes128Ctr, &key, &j0, 0, &mut mask).unwrap();
+        let seal = |eng: &mut ClusterEngine<'_, HostCluster>| {
+            let mut ct = pt.clone();
+            let xc = eng.aes128_gcm_encrypt(&key, &nonce, &h, &mut ct).unwrap();
+            let gcm = crate::ghash::Gcm::new(aad.len() as u64, ct.len() as u64);
+            let tag = gcm.tag_from_ct_hash(&h, &aad, &crate::ghash::field::load(&xc), &mask);
+            (ct, tag)
+        };
+        let opens = |(mut ct, tag): (Vec<u8>, [u8; 16])| {
+            let r = aes_gcm::Aes128Gcm::new(&key.into());
+            r.decrypt_inout_detached(&nonce.into(), &aad, ct.as_mut_slice().into(), &tag.into())
+                .is_ok()
+                && ct == pt
+        };
+        for every in [1, 2, 3, 5] {
+            for cores in [1, 8] {
+                let cl = HostCluster::new();
+                let mut eng = ClusterEngine::new(&cl, Config::new(cores, 4096)).unwrap();
+                eng.set_transfer(Transfer::Dma);
+                cl.inject(Fault::SkipWait(every));
+                assert!(
+                    !opens(seal(&mut eng)),
+                    "skipping every {every}th DMA wait went unnoticed ({cores} cores)"
+                );
+                cl.inject(Fault::None);
+                assert!(opens(seal(&mut eng)), "{cores} cores without the fault");
+            }
+        }
+    }
+
     #[test]
     fn wrong_lengths_are_reported_like_sequential() {
         let cl = HostCluster::new();
