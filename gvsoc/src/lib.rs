@@ -12,3 +12,4 @@
 
 include!("common.rs");
 include!(concat!(env!("OUT_DIR"), "/expected.rs"));
+include!(concat!(env!("OUT_DIR"), "/gcm.rs"));

@@ -54,7 +54,9 @@ mod app {
     use gap_rust_cipher_s::engine::{Aes128CtrBlocks, ChaCha20Blocks};
     use gap_rust_sdk::bare::{BareCluster, BareL2};
     use gap_rust_sdk::{Buf, bare_println};
-    use gap_rust_wrapper::{Blocks, CipherFactory, Config, Engine, Error, KeyIv, Rounds};
+    use gap_rust_wrapper::{
+        Blocks, CipherFactory, Config, Engine, Error, KeyIv, MacInput, PolyMac, Polynomial, Rounds,
+    };
     use gvsoc::*;
 
     const _: () = assert!(core::mem::size_of::<RunSpec>() == 32);
@@ -122,6 +124,9 @@ mod app {
         cycles: u32,
         active: u32,
         instructions: u32,
+        /// AEAD runs: the tag (the output digest covers it) and the fabric controller's cycles
+        /// for what follows the cluster's pass (AAD, length block, mask: `Gcm::tag_from_ct_hash`).
+        tag: Option<([u8; 16], u32)>,
     }
 
     fn call<F: CipherFactory>(
@@ -160,8 +165,119 @@ mod app {
             cycles: st.cycles,
             active: st.active_cycles,
             instructions: st.instructions,
+            tag: None,
         })
     }
+
+    /// GHASH with RustCrypto `ghash` as the engine's MAC lanes (the anchor of the AES-128-GCM
+    /// rows): Horner steps are `GHash` updates from the lane's state; `acc · H^n` is a
+    /// square-and-multiply whose multiplies are one-block `GHash` runs.
+    #[derive(Clone)]
+    struct RcGhash([u8; 16]);
+
+    fn rc_mul(a: &[u8; 16], b: &[u8; 16]) -> [u8; 16] {
+        use ghash::universal_hash::UniversalHash;
+        let mut g = ghash::GHash::new(&(*b).into());
+        g.update(&[(*a).into()]);
+        g.finalize().into()
+    }
+
+    impl Polynomial for RcGhash {
+        type Acc = [u8; 16];
+        fn zero(&self) -> [u8; 16] {
+            [0; 16]
+        }
+        fn blocks(&self, acc: &mut [u8; 16], blocks: &[u8]) {
+            use ghash::universal_hash::UniversalHash;
+            if blocks.len() < 16 {
+                return;
+            }
+            let mut first = *acc;
+            for (f, b) in first.iter_mut().zip(&blocks[..16]) {
+                *f ^= b;
+            }
+            let mut g = ghash::GHash::new(&self.0.into());
+            g.update(&[first.into()]);
+            g.update_padded(&blocks[16..]);
+            *acc = g.finalize().into();
+        }
+        fn block(&self, acc: &mut [u8; 16], block: &[u8; 16], _lead: bool) {
+            self.blocks(acc, block);
+        }
+        fn shift(&self, acc: &mut [u8; 16], mut n: u64) {
+            let mut p = self.0;
+            while n != 0 {
+                if n & 1 == 1 {
+                    *acc = rc_mul(acc, &p);
+                }
+                n >>= 1;
+                if n != 0 {
+                    p = rc_mul(&p, &p);
+                }
+            }
+        }
+        fn add(&self, a: &mut [u8; 16], b: &[u8; 16]) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x ^= y;
+            }
+        }
+    }
+
+    /// AES-128-GCM: the cluster's pass (AES-CTR from `inc32(J0)` with the MAC lanes of `poly`),
+    /// measured as the other runs, then the tag on the fabric controller (measured apart). `h`
+    /// and the mask `E_K(J0)` are per key and per message set-up, made before.
+    #[allow(clippy::too_many_arguments)]
+    fn measure_gcm<F: CipherFactory, P: Polynomial>(
+        cl: &BareCluster,
+        eng: &mut Engine<'_, BareCluster>,
+        f: &F,
+        poly: P,
+        to_elem: fn(&P::Acc) -> [u32; 4],
+        s: &RunSpec,
+        region: &mut [u8],
+        warm: bool,
+    ) -> Result<Outcome, Error> {
+        use gap_rust_cipher_s::ghash::Gcm;
+        let len = s.bytes as usize;
+        let mac = PolyMac {
+            key: poly,
+            input: MacInput::Output,
+        };
+        let run = |eng: &mut Engine<'_, BareCluster>, data: &mut [u8]| {
+            if s.mode == 2 {
+                eng.apply_direct_mac(f, 16, data, &mac)
+            } else {
+                eng.apply_mac(f, 16, data, &mac)
+            }
+        };
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        if warm {
+            run(eng, &mut payload[..len.min(WARM_BYTES)])?;
+        }
+        fill(region, len);
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        let x_c = run(eng, payload)?;
+        let st = cl.last_run();
+        gap_rust_sdk::bare::perf::start();
+        let tag = Gcm::new(BENCH_GCM_AAD.len() as u64, len as u64).tag_from_ct_hash(
+            &GCM_H.0,
+            &BENCH_GCM_AAD,
+            &to_elem(&x_c),
+            &GCM_MASK.0,
+        );
+        let tail = gap_rust_sdk::bare::perf::cycles();
+        Ok(Outcome {
+            cycles: st.cycles,
+            active: st.active_cycles,
+            instructions: st.instructions,
+            tag: Some((tag, tail)),
+        })
+    }
+
+    /// `H = E_K(0^128)` and the mask `E_K(J0)` of the AES-128-GCM runs (the key and nonce are
+    /// fixed), computed by the host runner's reference and checked by every run's digest.
+    static GCM_H: Aligned<16> = Aligned(BENCH_GCM_H);
+    static GCM_MASK: Aligned<16> = Aligned(BENCH_GCM_MASK);
 
     /// Guards, payload pattern, guards.
     fn fill(region: &mut [u8], len: usize) {
@@ -188,6 +304,7 @@ mod app {
     static CHACHA_NONCE: Aligned<12> = Aligned(CHECK_NONCE);
     static AES_KEY: Aligned<16> = Aligned(BENCH_AES_KEY);
     static AES_IV: Aligned<16> = Aligned(BENCH_AES_IV);
+    static GCM_J0: Aligned<16> = Aligned(bench_gcm_j0());
 
     fn run_one(
         cl: &BareCluster,
@@ -254,6 +371,20 @@ mod app {
                 let f = KeyIv::<ctr::Ctr128BE<::aes::Aes128>>::new(ak, ai);
                 measure(cl, eng, &f, s, region, warm)
             }
+            #[cfg(feature = "pulp")]
+            9 => {
+                use gap_rust_cipher_s::ghash::{GhashPoly, field};
+                let j0 = &GCM_J0.0[..];
+                let poly = GhashPoly::<field::Prepared>::new(&GCM_H.0);
+                let f = Aes128CtrBlocks::new(ak, j0);
+                measure_gcm(cl, eng, &f, poly, |x| *x, s, region, warm)
+            }
+            10 => {
+                let j0 = &GCM_J0.0[..];
+                let f = KeyIv::<ctr::Ctr128BE<::aes::Aes128>>::new(ak, j0);
+                let to_elem = |x: &[u8; 16]| gap_rust_cipher_s::ghash::field::load(x);
+                measure_gcm(cl, eng, &f, RcGhash(GCM_H.0), to_elem, s, region, warm)
+            }
             _ => Err(Error::Config),
         }
     }
@@ -315,7 +446,11 @@ mod app {
                 _ => Err(Error::Config),
             };
             let len = s.bytes as usize;
-            let d = digest(&region[BENCH_GUARD..BENCH_GUARD + len]);
+            let tag = result.as_ref().ok().and_then(|o| o.tag);
+            let d = match tag {
+                Some((t, _)) => digest_tagged(&region[BENCH_GUARD..BENCH_GUARD + len], &t),
+                None => digest(&region[BENCH_GUARD..BENCH_GUARD + len]),
+            };
             let want = (s.digest_hi as u64) << 32 | s.digest_lo as u64;
             let guards_ok = (0..BENCH_GUARD)
                 .chain(BENCH_GUARD + len..region.len())
@@ -354,6 +489,13 @@ mod app {
                 s.buffer,
                 s.bytes
             );
+            if let Some((_, tail)) = tag {
+                bare_println!(
+                    "tag i={i} kernel={kernel} variant={variant} mode={mode} cores={} bytes={} fc_cycles={tail} (AAD, lengths, mask on the fabric controller)",
+                    s.cores,
+                    s.bytes
+                );
+            }
             if let Err(e) = result {
                 bare_println!("bench i={i} error: {e}");
             }
