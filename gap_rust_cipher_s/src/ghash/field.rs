@@ -145,11 +145,13 @@ impl Multiplier for Wide {
     #[inline(always)]
     fn mul(&self, y: &Elem) -> Elem {
         let a = kara9(y);
-        let mut c = [0u64; 9];
-        for i in 0..9 {
-            c[i] = clmul_wide(a[i], &self.plain[i]);
-        }
-        reduce(combine(&c))
+        let p = &self.plain;
+        // Each 64×64 Karatsuba product is finished before the next starts, so that at most
+        // three 64-bit products are live (fewer spills on rv32).
+        let l = k64(clmul_wide(a[0], &p[0]), clmul_wide(a[1], &p[1]), clmul_wide(a[2], &p[2]));
+        let h = k64(clmul_wide(a[3], &p[3]), clmul_wide(a[4], &p[4]), clmul_wide(a[5], &p[5]));
+        let m = k64(clmul_wide(a[6], &p[6]), clmul_wide(a[7], &p[7]), clmul_wide(a[8], &p[8]));
+        reduce(combine4(&l, &h, &m))
     }
 }
 
@@ -191,6 +193,134 @@ impl Multiplier for Low {
 }
 
 /// 32×32 → 63-bit carry-less product from 16 integer 32×32 → 64 multiplies.
+///
+/// On riscv32 one `asm!` block (rv32imc: `mul`, `mulhu`, `and`, `or`, `xor`, `slli`, `lw`;
+/// 84 instructions): written by hand only so that the compiler cannot hoist the 32 multiplies of
+/// all nine products of a block to the top and spill their results (it did: about 280 of the
+/// 1,270 instructions of a block were spill loads and stores). Same operations as the portable
+/// version below; checked against RustCrypto `ghash` on QEMU (`rv32_qemu` `ghash_check`).
+#[cfg(target_arch = "riscv32")]
+#[inline(always)]
+fn clmul_wide(x: u32, y: &Split) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: reads the four words of `y` (a valid `&[u32; 4]`); no other memory access, no
+    // stack use; every register written is an output or a declared temporary.
+    unsafe {
+        core::arch::asm!(
+            // Split x by the masks 0x11111111 << k (m walks through them), load y's splits.
+            "and {x0}, {x}, {m}",
+            "slli {m}, {m}, 1",
+            "and {x1}, {x}, {m}",
+            "slli {m}, {m}, 1",
+            "and {x2}, {x}, {m}",
+            "slli {m}, {m}, 1",
+            "and {x3}, {x}, {m}",
+            "srli {m}, {m}, 3",
+            "lw {y0}, 0({yp})",
+            "lw {y1}, 4({yp})",
+            "lw {y2}, 8({yp})",
+            "lw {y3}, 12({yp})",
+            // z0 = x0 y0 ^ x1 y3 ^ x2 y2 ^ x3 y1, kept in class 0: lo/hi = z0 & m.
+            "mul {l}, {x0}, {y0}",
+            "mulhu {h}, {x0}, {y0}",
+            "mul {t}, {x1}, {y3}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x1}, {y3}",
+            "xor {h}, {h}, {t}",
+            "mul {t}, {x2}, {y2}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x2}, {y2}",
+            "xor {h}, {h}, {t}",
+            "mul {t}, {x3}, {y1}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x3}, {y1}",
+            "xor {h}, {h}, {t}",
+            "and {lo}, {l}, {m}",
+            "and {hi}, {h}, {m}",
+            "slli {m}, {m}, 1",
+            // z1 = x0 y1 ^ x1 y0 ^ x2 y3 ^ x3 y2, class 1.
+            "mul {l}, {x0}, {y1}",
+            "mulhu {h}, {x0}, {y1}",
+            "mul {t}, {x1}, {y0}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x1}, {y0}",
+            "xor {h}, {h}, {t}",
+            "mul {t}, {x2}, {y3}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x2}, {y3}",
+            "xor {h}, {h}, {t}",
+            "mul {t}, {x3}, {y2}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x3}, {y2}",
+            "xor {h}, {h}, {t}",
+            "and {l}, {l}, {m}",
+            "and {h}, {h}, {m}",
+            "or {lo}, {lo}, {l}",
+            "or {hi}, {hi}, {h}",
+            "slli {m}, {m}, 1",
+            // z2 = x0 y2 ^ x1 y1 ^ x2 y0 ^ x3 y3, class 2.
+            "mul {l}, {x0}, {y2}",
+            "mulhu {h}, {x0}, {y2}",
+            "mul {t}, {x1}, {y1}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x1}, {y1}",
+            "xor {h}, {h}, {t}",
+            "mul {t}, {x2}, {y0}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x2}, {y0}",
+            "xor {h}, {h}, {t}",
+            "mul {t}, {x3}, {y3}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x3}, {y3}",
+            "xor {h}, {h}, {t}",
+            "and {l}, {l}, {m}",
+            "and {h}, {h}, {m}",
+            "or {lo}, {lo}, {l}",
+            "or {hi}, {hi}, {h}",
+            "slli {m}, {m}, 1",
+            // z3 = x0 y3 ^ x1 y2 ^ x2 y1 ^ x3 y0, class 3.
+            "mul {l}, {x0}, {y3}",
+            "mulhu {h}, {x0}, {y3}",
+            "mul {t}, {x1}, {y2}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x1}, {y2}",
+            "xor {h}, {h}, {t}",
+            "mul {t}, {x2}, {y1}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x2}, {y1}",
+            "xor {h}, {h}, {t}",
+            "mul {t}, {x3}, {y0}",
+            "xor {l}, {l}, {t}",
+            "mulhu {t}, {x3}, {y0}",
+            "xor {h}, {h}, {t}",
+            "and {l}, {l}, {m}",
+            "and {h}, {h}, {m}",
+            "or {lo}, {lo}, {l}",
+            "or {hi}, {hi}, {h}",
+            x = in(reg) x,
+            yp = in(reg) y.as_ptr(),
+            m = inout(reg) M0 => _,
+            x0 = out(reg) _,
+            x1 = out(reg) _,
+            x2 = out(reg) _,
+            x3 = out(reg) _,
+            y0 = out(reg) _,
+            y1 = out(reg) _,
+            y2 = out(reg) _,
+            y3 = out(reg) _,
+            l = out(reg) _,
+            h = out(reg) _,
+            t = out(reg) _,
+            lo = out(reg) lo,
+            hi = out(reg) hi,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    (lo as u64) | ((hi as u64) << 32)
+}
+
+/// 32×32 → 63-bit carry-less product from 16 integer 32×32 → 64 multiplies.
+#[cfg(not(target_arch = "riscv32"))]
 #[inline(always)]
 fn clmul_wide(x: u32, y: &Split) -> u64 {
     let x = split(x);
@@ -215,23 +345,32 @@ fn clmul_low(x: u32, y: &Split) -> u32 {
     (z0 & M0) | (z1 & M1) | (z2 & M2) | (z3 & M3)
 }
 
+/// 64×64 from three 32×32 carry-less products: `lo ^ (mid ^ lo ^ hi) << 32 ^ hi << 64`, as four
+/// words.
+#[inline(always)]
+fn k64(lo: u64, hi: u64, mid: u64) -> [u32; 4] {
+    let m = mid ^ lo ^ hi;
+    [
+        lo as u32,
+        (lo >> 32) as u32 ^ m as u32,
+        hi as u32 ^ (m >> 32) as u32,
+        (hi >> 32) as u32,
+    ]
+}
+
 /// Karatsuba recombination of the nine 64-bit products into the 255-bit product (8 words,
 /// least significant first).
 #[inline(always)]
 fn combine(c: &[u64; 9]) -> [u32; 8] {
-    // 64×64 from three 32×32: lo ^ (mid ^ lo ^ hi) << 32 ^ hi << 64, as four words.
-    let k64 = |lo: u64, hi: u64, mid: u64| -> [u32; 4] {
-        let m = mid ^ lo ^ hi;
-        [
-            lo as u32,
-            (lo >> 32) as u32 ^ m as u32,
-            hi as u32 ^ (m >> 32) as u32,
-            (hi >> 32) as u32,
-        ]
-    };
     let l = k64(c[0], c[1], c[2]);
     let h = k64(c[3], c[4], c[5]);
     let m = k64(c[6], c[7], c[8]);
+    combine4(&l, &h, &m)
+}
+
+/// The 128-bit Karatsuba level: `l ^ (m ^ l ^ h) << 64 ^ h << 128`.
+#[inline(always)]
+fn combine4(l: &[u32; 4], h: &[u32; 4], m: &[u32; 4]) -> [u32; 8] {
     let mut z = [0u32; 8];
     for i in 0..4 {
         z[i] ^= l[i];
