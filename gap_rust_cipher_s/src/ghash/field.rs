@@ -148,9 +148,21 @@ impl Multiplier for Wide {
         let p = &self.plain;
         // Each 64×64 Karatsuba product is finished before the next starts, so that at most
         // three 64-bit products are live (fewer spills on rv32).
-        let l = k64(clmul_wide(a[0], &p[0]), clmul_wide(a[1], &p[1]), clmul_wide(a[2], &p[2]));
-        let h = k64(clmul_wide(a[3], &p[3]), clmul_wide(a[4], &p[4]), clmul_wide(a[5], &p[5]));
-        let m = k64(clmul_wide(a[6], &p[6]), clmul_wide(a[7], &p[7]), clmul_wide(a[8], &p[8]));
+        let l = k64(
+            clmul_wide(a[0], &p[0]),
+            clmul_wide(a[1], &p[1]),
+            clmul_wide(a[2], &p[2]),
+        );
+        let h = k64(
+            clmul_wide(a[3], &p[3]),
+            clmul_wide(a[4], &p[4]),
+            clmul_wide(a[5], &p[5]),
+        );
+        let m = k64(
+            clmul_wide(a[6], &p[6]),
+            clmul_wide(a[7], &p[7]),
+            clmul_wide(a[8], &p[8]),
+        );
         reduce(combine4(&l, &h, &m))
     }
 }
