@@ -184,7 +184,6 @@ impl Multiplier for Low {
     #[inline(always)]
     fn mul(&self, y: &Elem) -> Elem {
         let a = kara9(y);
-        let mut c = [0u64; 9];
         // The bit-reversed operands' Karatsuba words are the reversals of the plain ones
         // (reversal is linear over XOR): reverse the four words, rebuild the sums.
         let r = kara9(&[
@@ -193,15 +192,232 @@ impl Multiplier for Low {
             y[2].reverse_bits(),
             y[3].reverse_bits(),
         ]);
-        for i in 0..9 {
+        // rev32(x) ⊗ rev32(y) = rev63(x ⊗ y): its low 32 bits, reversed, are bits 31..62 of
+        // x ⊗ y, so one more shift gives the high word (bits 32..62).
+        let c = |i: usize| {
             let lo = clmul_low(a[i], &self.plain[i]);
-            // rev32(x) ⊗ rev32(y) = rev63(x ⊗ y): its low 32 bits, reversed, are bits 31..62
-            // of x ⊗ y, so one more shift gives the high word (bits 32..62).
             let hi = clmul_low(r[i], &self.rev[i]).reverse_bits() >> 1;
-            c[i] = (lo as u64) | ((hi as u64) << 32);
-        }
-        reduce(combine(&c))
+            (lo as u64) | ((hi as u64) << 32)
+        };
+        let l = k64(c(0), c(1), c(2));
+        let h = k64(c(3), c(4), c(5));
+        let m = k64(c(6), c(7), c(8));
+        reduce(combine4(&l, &h, &m))
     }
+}
+
+/// Kernel `half`: `h`'s Karatsuba operands cut into 16-bit halves and their sum (a third level of
+/// Karatsuba), each split into three hole masks `0x49249249 << k`: a 16×16 carry-less product
+/// fits the low half of one integer multiply, and with holes three bits apart at most 6 partial
+/// products meet in a bit position (sums up to 6 fit in 3 bits), so 9 `mul` give it. 27 such
+/// products per multiply: 243 `mul`, no `mulhu` (5 cycles on RI5CY) and no bit reversal. Wiped on
+/// drop.
+#[derive(Clone)]
+pub struct Half {
+    /// Per Karatsuba operand: low half, high half, their XOR, each as three class masks.
+    y: [[u32; 9]; 9],
+}
+
+impl Drop for Half {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.y);
+    }
+}
+
+const T0: u32 = 0x4924_9249;
+const T1: u32 = 0x9249_2492;
+const T2: u32 = 0x2492_4924;
+
+fn split3(v: u32) -> [u32; 3] {
+    [v & T0, v & T1, v & T2]
+}
+
+impl Multiplier for Half {
+    #[inline]
+    fn new(h: &Elem) -> Self {
+        let mut y = [[0u32; 9]; 9];
+        for (d, w) in y.iter_mut().zip(kara9(h)) {
+            let (l, hh) = (w & 0xffff, w >> 16);
+            d[0..3].copy_from_slice(&split3(l));
+            d[3..6].copy_from_slice(&split3(hh));
+            d[6..9].copy_from_slice(&split3(l ^ hh));
+        }
+        Half { y }
+    }
+
+    #[inline(always)]
+    fn mul(&self, y: &Elem) -> Elem {
+        let a = kara9(y);
+        let p = &self.y;
+        let l = k64(
+            clmul_half(a[0], &p[0]),
+            clmul_half(a[1], &p[1]),
+            clmul_half(a[2], &p[2]),
+        );
+        let h = k64(
+            clmul_half(a[3], &p[3]),
+            clmul_half(a[4], &p[4]),
+            clmul_half(a[5], &p[5]),
+        );
+        let m = k64(
+            clmul_half(a[6], &p[6]),
+            clmul_half(a[7], &p[7]),
+            clmul_half(a[8], &p[8]),
+        );
+        reduce(combine4(&l, &h, &m))
+    }
+}
+
+/// 16×16 carry-less product (31 bits) from 9 integer multiplies, `y` split by [`split3`].
+#[cfg(not(target_arch = "riscv32"))]
+#[inline(always)]
+fn clmul16(x: u32, y: &[u32]) -> u32 {
+    let x = split3(x);
+    let m = |a: u32, b: u32| a.wrapping_mul(b);
+    let z0 = m(x[0], y[0]) ^ m(x[1], y[2]) ^ m(x[2], y[1]);
+    let z1 = m(x[0], y[1]) ^ m(x[1], y[0]) ^ m(x[2], y[2]);
+    let z2 = m(x[0], y[2]) ^ m(x[1], y[1]) ^ m(x[2], y[0]);
+    (z0 & T0) | (z1 & T1) | (z2 & T2)
+}
+
+/// 32×32 → 63-bit carry-less product from three 16×16 ones (Karatsuba), 27 `mul`.
+#[cfg(not(target_arch = "riscv32"))]
+#[inline(always)]
+fn clmul_half(x: u32, y: &[u32; 9]) -> u64 {
+    let (xl, xh) = (x & 0xffff, x >> 16);
+    let lo = clmul16(xl, &y[0..3]);
+    let hi = clmul16(xh, &y[3..6]);
+    let mid = clmul16(xl ^ xh, &y[6..9]) ^ lo ^ hi;
+    (lo as u64) ^ ((mid as u64) << 16) ^ ((hi as u64) << 32)
+}
+
+/// 32×32 → 63-bit carry-less product from three 16×16 ones (Karatsuba), 27 `mul`: one `asm!`
+/// block of 88 rv32imc instructions on riscv32 (`lw`, `and`, `mul`, `xor`, `or`, shifts),
+/// ordered so that no product or load is used by the next instruction. The same operations as
+/// the portable version; checked against RustCrypto `ghash` on QEMU (`rv32_qemu` `ghash_check`).
+#[cfg(target_arch = "riscv32")]
+#[inline(always)]
+fn clmul_half(x: u32, y: &[u32; 9]) -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: reads the nine words of `y` (a valid `&[u32; 9]`); no other memory access, no
+    // stack use; every register written is an output or a declared temporary.
+    unsafe {
+        core::arch::asm!(
+            "srli {xh}, {x}, 16",
+            "slli {xl}, {x}, 16",
+            "srli {xl}, {xl}, 16",
+            // lo = xl ⊗ y[0..3] (16×16, three classes).
+            "lw {y0}, 0({yp})",
+            "lw {y1}, 4({yp})",
+            "lw {y2}, 8({yp})",
+            "and {x0}, {xl}, {m0}",
+            "and {x1}, {xl}, {m1}",
+            "and {x2}, {xl}, {m2}",
+            "mul {t0}, {x0}, {y0}",
+            "mul {t1}, {x1}, {y2}",
+            "mul {t2}, {x2}, {y1}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {lo}, {t0}, {m0}",
+            "mul {t0}, {x0}, {y1}",
+            "mul {t1}, {x1}, {y0}",
+            "mul {t2}, {x2}, {y2}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {t0}, {t0}, {m1}",
+            "or {lo}, {lo}, {t0}",
+            "mul {t0}, {x0}, {y2}",
+            "mul {t1}, {x1}, {y1}",
+            "mul {t2}, {x2}, {y0}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {t0}, {t0}, {m2}",
+            "or {lo}, {lo}, {t0}",
+            // hi = xh ⊗ y[3..6] (16×16, three classes).
+            "lw {y0}, 12({yp})",
+            "lw {y1}, 16({yp})",
+            "lw {y2}, 20({yp})",
+            "and {x0}, {xh}, {m0}",
+            "and {x1}, {xh}, {m1}",
+            "and {x2}, {xh}, {m2}",
+            "mul {t0}, {x0}, {y0}",
+            "mul {t1}, {x1}, {y2}",
+            "mul {t2}, {x2}, {y1}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {hi}, {t0}, {m0}",
+            "mul {t0}, {x0}, {y1}",
+            "mul {t1}, {x1}, {y0}",
+            "mul {t2}, {x2}, {y2}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {t0}, {t0}, {m1}",
+            "or {hi}, {hi}, {t0}",
+            "mul {t0}, {x0}, {y2}",
+            "mul {t1}, {x1}, {y1}",
+            "mul {t2}, {x2}, {y0}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {t0}, {t0}, {m2}",
+            "or {hi}, {hi}, {t0}",
+            "xor {xl}, {xl}, {xh}",
+            // mid = xl ⊗ y[6..9] (16×16, three classes).
+            "lw {y0}, 24({yp})",
+            "lw {y1}, 28({yp})",
+            "lw {y2}, 32({yp})",
+            "and {x0}, {xl}, {m0}",
+            "and {x1}, {xl}, {m1}",
+            "and {x2}, {xl}, {m2}",
+            "mul {t0}, {x0}, {y0}",
+            "mul {t1}, {x1}, {y2}",
+            "mul {t2}, {x2}, {y1}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {mid}, {t0}, {m0}",
+            "mul {t0}, {x0}, {y1}",
+            "mul {t1}, {x1}, {y0}",
+            "mul {t2}, {x2}, {y2}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {t0}, {t0}, {m1}",
+            "or {mid}, {mid}, {t0}",
+            "mul {t0}, {x0}, {y2}",
+            "mul {t1}, {x1}, {y1}",
+            "mul {t2}, {x2}, {y0}",
+            "xor {t0}, {t0}, {t1}",
+            "xor {t0}, {t0}, {t2}",
+            "and {t0}, {t0}, {m2}",
+            "or {mid}, {mid}, {t0}",
+            // Karatsuba: lo ^ (mid ^ lo ^ hi) << 16 ^ hi << 32.
+            "xor {mid}, {mid}, {lo}",
+            "xor {mid}, {mid}, {hi}",
+            "slli {t0}, {mid}, 16",
+            "srli {t1}, {mid}, 16",
+            "xor {lo}, {lo}, {t0}",
+            "xor {hi}, {hi}, {t1}",
+            x = in(reg) x,
+            yp = in(reg) y.as_ptr(),
+            m0 = in(reg) T0,
+            m1 = in(reg) T1,
+            m2 = in(reg) T2,
+            xl = out(reg) _,
+            xh = out(reg) _,
+            x0 = out(reg) _,
+            x1 = out(reg) _,
+            x2 = out(reg) _,
+            y0 = out(reg) _,
+            y1 = out(reg) _,
+            y2 = out(reg) _,
+            t0 = out(reg) _,
+            t1 = out(reg) _,
+            t2 = out(reg) _,
+            mid = out(reg) _,
+            lo = out(reg) lo,
+            hi = out(reg) hi,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    (lo as u64) | ((hi as u64) << 32)
 }
 
 /// 32×32 → 63-bit carry-less product from 16 integer 32×32 → 64 multiplies.
@@ -346,6 +562,96 @@ fn clmul_wide(x: u32, y: &Split) -> u64 {
 }
 
 /// Low 32 bits of the 32×32 carry-less product from 16 integer multiplies (low halves only).
+///
+/// On riscv32 one `asm!` block (rv32imc: `mul`, `and`, `or`, `xor`, shifts, `lw`; 53
+/// instructions), for the same reason as [`clmul_wide`]'s, ordered so that no product is used by
+/// the next instruction (RI5CY's `mul` result arrives a cycle later). Checked against RustCrypto
+/// `ghash` on QEMU (`rv32_qemu` `ghash_check`).
+#[cfg(target_arch = "riscv32")]
+#[inline(always)]
+fn clmul_low(x: u32, y: &Split) -> u32 {
+    let z: u32;
+    // SAFETY: reads the four words of `y` (a valid `&[u32; 4]`); no other memory access, no
+    // stack use; every register written is an output or a declared temporary.
+    unsafe {
+        core::arch::asm!(
+            "and {x0}, {x}, {m}",
+            "slli {m}, {m}, 1",
+            "and {x1}, {x}, {m}",
+            "slli {m}, {m}, 1",
+            "and {x2}, {x}, {m}",
+            "slli {m}, {m}, 1",
+            "and {x3}, {x}, {m}",
+            "srli {m}, {m}, 3",
+            "lw {y0}, 0({yp})",
+            "lw {y1}, 4({yp})",
+            "lw {y2}, 8({yp})",
+            "lw {y3}, 12({yp})",
+            // z0 = x0 y0 ^ x1 y3 ^ x2 y2 ^ x3 y1, class 0.
+            "mul {t0}, {x0}, {y0}",
+            "mul {t1}, {x1}, {y3}",
+            "mul {t2}, {x2}, {y2}",
+            "xor {t0}, {t0}, {t1}",
+            "mul {t1}, {x3}, {y1}",
+            "xor {t0}, {t0}, {t2}",
+            "xor {t0}, {t0}, {t1}",
+            "and {z}, {t0}, {m}",
+            "slli {m}, {m}, 1",
+            // z1 = x0 y1 ^ x1 y0 ^ x2 y3 ^ x3 y2, class 1.
+            "mul {t0}, {x0}, {y1}",
+            "mul {t1}, {x1}, {y0}",
+            "mul {t2}, {x2}, {y3}",
+            "xor {t0}, {t0}, {t1}",
+            "mul {t1}, {x3}, {y2}",
+            "xor {t0}, {t0}, {t2}",
+            "xor {t0}, {t0}, {t1}",
+            "and {t0}, {t0}, {m}",
+            "or {z}, {z}, {t0}",
+            "slli {m}, {m}, 1",
+            // z2 = x0 y2 ^ x1 y1 ^ x2 y0 ^ x3 y3, class 2.
+            "mul {t0}, {x0}, {y2}",
+            "mul {t1}, {x1}, {y1}",
+            "mul {t2}, {x2}, {y0}",
+            "xor {t0}, {t0}, {t1}",
+            "mul {t1}, {x3}, {y3}",
+            "xor {t0}, {t0}, {t2}",
+            "xor {t0}, {t0}, {t1}",
+            "and {t0}, {t0}, {m}",
+            "or {z}, {z}, {t0}",
+            "slli {m}, {m}, 1",
+            // z3 = x0 y3 ^ x1 y2 ^ x2 y1 ^ x3 y0, class 3.
+            "mul {t0}, {x0}, {y3}",
+            "mul {t1}, {x1}, {y2}",
+            "mul {t2}, {x2}, {y1}",
+            "xor {t0}, {t0}, {t1}",
+            "mul {t1}, {x3}, {y0}",
+            "xor {t0}, {t0}, {t2}",
+            "xor {t0}, {t0}, {t1}",
+            "and {t0}, {t0}, {m}",
+            "or {z}, {z}, {t0}",
+            x = in(reg) x,
+            yp = in(reg) y.as_ptr(),
+            m = inout(reg) M0 => _,
+            x0 = out(reg) _,
+            x1 = out(reg) _,
+            x2 = out(reg) _,
+            x3 = out(reg) _,
+            y0 = out(reg) _,
+            y1 = out(reg) _,
+            y2 = out(reg) _,
+            y3 = out(reg) _,
+            t0 = out(reg) _,
+            t1 = out(reg) _,
+            t2 = out(reg) _,
+            z = out(reg) z,
+            options(pure, readonly, nostack, preserves_flags)
+        );
+    }
+    z
+}
+
+/// Low 32 bits of the 32×32 carry-less product from 16 integer multiplies (low halves only).
+#[cfg(not(target_arch = "riscv32"))]
 #[inline(always)]
 fn clmul_low(x: u32, y: &Split) -> u32 {
     let x = split(x);
@@ -368,16 +674,6 @@ fn k64(lo: u64, hi: u64, mid: u64) -> [u32; 4] {
         hi as u32 ^ (m >> 32) as u32,
         (hi >> 32) as u32,
     ]
-}
-
-/// Karatsuba recombination of the nine 64-bit products into the 255-bit product (8 words,
-/// least significant first).
-#[inline(always)]
-fn combine(c: &[u64; 9]) -> [u32; 8] {
-    let l = k64(c[0], c[1], c[2]);
-    let h = k64(c[3], c[4], c[5]);
-    let m = k64(c[6], c[7], c[8]);
-    combine4(&l, &h, &m)
 }
 
 /// The 128-bit Karatsuba level: `l ^ (m ^ l ^ h) << 64 ^ h << 128`.

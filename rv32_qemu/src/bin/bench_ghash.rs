@@ -49,6 +49,7 @@ fn main() -> Result<(), &'static str> {
     }
     run::<field::Wide>("wide", &h, &data)?;
     run::<field::Low>("low", &h, &data)?;
+    run::<field::Half>("half", &h, &data)?;
     for &n in &SIZES {
         let mut g = ghash::GHash::new(&h.into());
         let (_, instr) =
