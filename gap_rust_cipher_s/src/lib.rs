@@ -9,6 +9,8 @@
 //! | [`KeystreamApplier`], [`CipherId`] | the one interface the protocol uses to encrypt a payload, implemented by the sequential kernels here ([`Sequential`]) and by the cluster engine |
 //! | [`chacha`] | ChaCha20 (RFC 8439): portable (RustCrypto), RV32IMC assembly and PULP assembly backends; [`ChaCha20`] is the one chosen for this target |
 //! | [`aes`] | AES-128-CTR (SP 800-38A): constant-time bitsliced/fixsliced kernels with counter-mode caching, [`Aes128Ctr`] |
+//! | [`poly1305`] | Poly1305 (RFC 8439 §2.5): portable rv32 kernels (radix 2^26 and 2^32), the parallel form the cluster engine's MAC lanes use, the sequential MAC |
+//! | [`aead`] | ChaCha20-Poly1305 on the cluster in one pass (each core MACs its ciphertext chunks in L1), tag exactly RFC 8439's |
 //! | [`engine`] | [`engine::ClusterEngine`]: the same [`KeystreamApplier`] spread over the GAP8 cluster by `gap_rust_wrapper` (any `gap_rust_sdk` backend) |
 //! | `capi` (features `host` / `pmsis` / `bare`) | C entry points `gapcs_*` for C firmware; header `include/gap_rust_cipher_s.h` |
 //!
@@ -18,11 +20,13 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod aead;
 pub mod aes;
-pub mod chacha;
-pub mod engine;
 #[cfg(any(feature = "host", feature = "pmsis", feature = "bare"))]
 pub mod capi;
+pub mod chacha;
+pub mod engine;
+pub mod poly1305;
 
 pub use aes::Aes128Ctr;
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
@@ -97,7 +101,9 @@ impl core::fmt::Display for KeystreamError {
         f.write_str(match self {
             KeystreamError::KeyLength => "wrong key length for the cipher",
             KeystreamError::IvLength => "wrong IV/nonce length for the cipher",
-            KeystreamError::CounterOverflow => "keystream position past the end of the counter range",
+            KeystreamError::CounterOverflow => {
+                "keystream position past the end of the counter range"
+            }
             KeystreamError::Engine => "cluster engine failed",
         })
     }
@@ -145,8 +151,10 @@ impl KeystreamApplier for Sequential {
             data: &mut [u8],
         ) -> Result<(), KeystreamError> {
             let mut c = C::new_from_slices(key, iv).map_err(|_| KeystreamError::KeyLength)?;
-            c.try_seek(offset).map_err(|_| KeystreamError::CounterOverflow)?;
-            c.try_apply_keystream(data).map_err(|_| KeystreamError::CounterOverflow)
+            c.try_seek(offset)
+                .map_err(|_| KeystreamError::CounterOverflow)?;
+            c.try_apply_keystream(data)
+                .map_err(|_| KeystreamError::CounterOverflow)
         }
         if key.len() != id.key_len() {
             return Err(KeystreamError::KeyLength);
