@@ -162,6 +162,49 @@ mod tests {
         }
     }
 
+    /// A skipped DMA wait in the fused pass (a chunk encrypted and MACed before it landed, or
+    /// written back before the write landed) must make the frame fail to open with RustCrypto.
+    #[test]
+    fn fault_injection_skipped_wait_fails_the_tag() {
+        use gap_rust_sdk::host::Fault;
+        let key = [7u8; 32];
+        let nonce = [9u8; 12];
+        let aad = [1u8; 36];
+        let pt: Vec<u8> = (0..40_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let r = chacha20poly1305::ChaCha20Poly1305::new(&key.into());
+        for every in [1, 2, 3, 5] {
+            for cores in [1, 8] {
+                let cl = HostCluster::new();
+                let mut eng = Engine::new(&cl, Config::new(cores, 4096)).unwrap();
+                cl.inject(Fault::SkipWait(every));
+                let mut d = pt.clone();
+                let tag = seal(&mut eng, Pass::Dma, &key, &nonce, &aad, &mut d).unwrap();
+                let opened = r.decrypt_inout_detached(
+                    (&nonce).into(),
+                    &aad,
+                    d.as_mut_slice().into(),
+                    (&tag).into(),
+                );
+                assert!(
+                    opened.is_err(),
+                    "skipping every {every}th DMA wait went unnoticed ({cores} cores)"
+                );
+                // The same engine without the fault is right again.
+                cl.inject(Fault::None);
+                let mut d = pt.clone();
+                let tag = seal(&mut eng, Pass::Dma, &key, &nonce, &aad, &mut d).unwrap();
+                r.decrypt_inout_detached(
+                    (&nonce).into(),
+                    &aad,
+                    d.as_mut_slice().into(),
+                    (&tag).into(),
+                )
+                .unwrap();
+                assert_eq!(d, pt);
+            }
+        }
+    }
+
     fn len() -> impl Strategy<Value = usize> {
         prop_oneof![
             4 => 0usize..300,
