@@ -15,7 +15,7 @@
 //! [`ChaCha20Blocks`], where every core builds its own core after the fork.
 //!
 //! [`Sequential`]: crate::Sequential
-use crate::{CipherId, KeystreamApplier, KeystreamError};
+use crate::{AeadId, CipherId, KeystreamApplier, KeystreamError};
 use cipher::KeyIvInit;
 use gap_rust_sdk::Cluster;
 pub use gap_rust_wrapper::Config;
@@ -321,6 +321,35 @@ impl<C: Cluster> KeystreamApplier for ClusterEngine<'_, C> {
             }
         };
         r.map_err(keystream_error)
+    }
+
+    /// ChaCha20-Poly1305 in one pass on the cluster ([`crate::aead`]): each core encrypts its
+    /// chunks and absorbs their ciphertext into its Poly1305 lane while they are in L1. Payload in
+    /// L2 through the DMA pipelines, or where it is with [`Transfer::Direct`].
+    fn seal_aead(
+        &mut self,
+        id: AeadId,
+        key: &[u8],
+        nonce: &[u8; 12],
+        aad: &[u8],
+        data: &mut [u8],
+    ) -> Option<Result<[u8; 16], KeystreamError>> {
+        match id {
+            AeadId::ChaCha20Poly1305 => {
+                let Ok(key) = <&[u8; 32]>::try_from(key) else {
+                    return Some(Err(KeystreamError::KeyLength));
+                };
+                let pass = match self.transfer {
+                    Transfer::Direct => crate::aead::Pass::Direct,
+                    Transfer::Dma | Transfer::Auto => crate::aead::Pass::Dma,
+                };
+                Some(
+                    crate::aead::seal(&mut self.engine, pass, key, nonce, aad, data)
+                        .map_err(keystream_error),
+                )
+            }
+            _ => None,
+        }
     }
 }
 

@@ -128,6 +128,32 @@ pub trait KeystreamApplier {
         offset: u64,
         data: &mut [u8],
     ) -> Result<(), KeystreamError>;
+
+    /// Seals `data` in place with AEAD `id` in one pass (keystream and MAC together, the MAC
+    /// of each chunk computed while it is in L1) and returns the tag, if this applier has such a
+    /// pass; `None` (the default): the caller applies the keystream and computes the MAC
+    /// itself. The ciphertext and tag are exactly the AEAD's (RFC 8439 §2.8, NIST SP 800-38D).
+    fn seal_aead(
+        &mut self,
+        id: AeadId,
+        key: &[u8],
+        nonce: &[u8; 12],
+        aad: &[u8],
+        data: &mut [u8],
+    ) -> Option<Result<[u8; 16], KeystreamError>> {
+        let _ = (id, key, nonce, aad, data);
+        None
+    }
+}
+
+/// The AEADs a [`KeystreamApplier`] may run in one pass ([`KeystreamApplier::seal_aead`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AeadId {
+    /// ChaCha20-Poly1305, RFC 8439 §2.8 (32-byte key, 96-bit nonce).
+    ChaCha20Poly1305,
+    /// AES-128-GCM, NIST SP 800-38D with a 96-bit nonce (16-byte key).
+    Aes128Gcm,
 }
 
 /// Runs the kernels of this crate on the calling core, one after the other.
