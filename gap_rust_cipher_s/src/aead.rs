@@ -2,8 +2,8 @@
 //! the payload chunk by chunk and absorbs each chunk's ciphertext into its own Poly1305 lane while
 //! the chunk is still in L1 (`gap_rust_wrapper::mac`); the lanes' partial polynomials, each
 //! already multiplied by the power of r of the blocks after it, add up to the polynomial of the
-//! ciphertext. The associated data, the padding and the length block are folded in on the calling
-//! core:
+//! ciphertext. The associated data, the padding and the length block are folded in too, all
+//! inside the cluster job ([`ChaChaPolyMac`]):
 //!
 //! ```text
 //! h = ((A(r) * r^N + C(r)) + L) * r          A(r): AAD blocks by Horner, C(r) = sum_i lane_i
@@ -16,7 +16,7 @@ use crate::engine::ChaCha20Blocks;
 use crate::poly1305::{Fe, Poly1305Key};
 use cipher::{KeyIvInit, StreamCipher};
 use gap_rust_sdk::Cluster;
-use gap_rust_wrapper::{Engine, Error, MacInput, PolyMac, Polynomial};
+use gap_rust_wrapper::{Engine, Error, Horner, MacFactory, MacInput, MacLane, Polynomial};
 use zeroize::Zeroize;
 
 /// The Poly1305 one-time key of `(key, nonce)`: the first 32 bytes of ChaCha20 block 0.
@@ -29,19 +29,110 @@ pub fn chacha20poly1305_otk(key: &[u8; 32], nonce: &[u8; 12]) -> Poly1305Key {
     k
 }
 
-/// The tag from the ciphertext's polynomial `c` (as the engine's lanes add it up).
-pub fn chacha20poly1305_tag(key: &Poly1305Key, aad: &[u8], c: &Fe, len: usize) -> [u8; 16] {
+/// The Horner value of the associated data, zero-padded (the polynomial's first blocks).
+fn aad_poly(key: &Poly1305Key, aad: &[u8]) -> Fe {
     let mut h = Fe::ZERO;
     key.update_zero_padded(&mut h, aad);
-    key.shift(&mut h, len.div_ceil(16) as u64);
-    key.add(&mut h, c);
+    h
+}
+
+/// The tag from `h`, the polynomial of the associated data and the ciphertext (as the engine's
+/// lanes add it up): the length block, then `+ s`.
+pub fn chacha20poly1305_tag(key: &Poly1305Key, h: &Fe, aad_len: usize, len: usize) -> [u8; 16] {
+    let mut h = *h;
     let mut lens = [0u8; 16];
-    lens[..8].copy_from_slice(&(aad.len() as u64).to_le_bytes());
+    lens[..8].copy_from_slice(&(aad_len as u64).to_le_bytes());
     lens[8..].copy_from_slice(&(len as u64).to_le_bytes());
     key.block(&mut h, &lens, true);
     let t = key.tag(&h);
     h.zeroize();
     t
+}
+
+/// The ChaCha20-Poly1305 MAC of one engine call, all of it inside the cluster job: the one-time
+/// key on cluster core 0 before the fork ([`MacFactory::prepare`]); each core's lane absorbs its
+/// ciphertext chunks, and the lane that holds payload byte 0 starts from the associated data's
+/// polynomial ([`Horner::seed`]), so that its multiplication by r^N is part of the lane's own
+/// (parallel) finish; the length block and `+ s` on core 0 after the fork
+/// ([`MacFactory::conclude`]). The call returns the tag.
+pub struct ChaChaPolyMac<'a> {
+    key: &'a [u8; 32],
+    nonce: &'a [u8; 12],
+    aad: &'a [u8],
+    input: MacInput,
+}
+
+impl<'a> ChaChaPolyMac<'a> {
+    /// Sealing (`MacInput::Output`) or opening (`MacInput::Input`) under `key`, `nonce`, `aad`.
+    pub fn new(key: &'a [u8; 32], nonce: &'a [u8; 12], aad: &'a [u8], input: MacInput) -> Self {
+        ChaChaPolyMac {
+            key,
+            nonce,
+            aad,
+            input,
+        }
+    }
+}
+
+/// A core's Poly1305 lane of [`ChaChaPolyMac`].
+pub struct AeadLane<'a> {
+    h: Horner<Poly1305Key>,
+    aad: &'a [u8],
+}
+
+impl MacLane for AeadLane<'_> {
+    #[inline(always)]
+    fn absorb(&mut self, at: usize, data: &[u8]) {
+        if at == 0 {
+            let a = aad_poly(self.h.key(), self.aad);
+            self.h.seed(a);
+        }
+        self.h.absorb_at(at, data)
+    }
+}
+
+impl<'a> MacFactory for ChaChaPolyMac<'a> {
+    type Shared = Poly1305Key;
+    type Lane = AeadLane<'a>;
+    type Partial = Fe;
+    type Output = [u8; 16];
+
+    fn input(&self) -> MacInput {
+        self.input
+    }
+
+    fn prepare(&self, _len: usize, slot: &mut Option<Poly1305Key>) {
+        *slot = Some(chacha20poly1305_otk(self.key, self.nonce));
+    }
+
+    fn lane_in(&self, key: &Poly1305Key, _len: usize, slot: &mut Option<AeadLane<'a>>) {
+        *slot = Some(AeadLane {
+            h: Horner::new(key.clone()),
+            aad: self.aad,
+        });
+    }
+
+    fn finish(&self, _: &Poly1305Key, lane: &mut AeadLane<'a>, len: usize) -> Fe {
+        lane.h.finish(len)
+    }
+
+    fn zero(&self) -> Fe {
+        Fe::ZERO
+    }
+
+    fn combine(&self, a: Fe, b: Fe) -> Fe {
+        Fe(a.add(&b).freeze().0)
+    }
+
+    fn conclude(&self, key: &Poly1305Key, sum: Fe, len: usize) -> [u8; 16] {
+        // An empty payload has no lane that held byte 0: the AAD's polynomial alone.
+        let h = if len == 0 {
+            aad_poly(key, self.aad)
+        } else {
+            sum
+        };
+        chacha20poly1305_tag(key, &h, self.aad.len(), len)
+    }
 }
 
 /// Where the payload is for [`seal`] / [`open`].
@@ -101,19 +192,12 @@ fn run<C: Cluster>(
     data: &mut [u8],
     input: MacInput,
 ) -> Result<[u8; 16], Error> {
-    let pk = chacha20poly1305_otk(key, nonce);
     let f = ChaCha20Blocks::new(key, nonce);
-    let mac = PolyMac {
-        key: pk.clone(),
-        input,
-    };
-    let mut c = match pass {
-        Pass::Dma => eng.apply_mac(&f, 64, data, &mac)?,
-        Pass::Direct => eng.apply_direct_mac(&f, 64, data, &mac)?,
-    };
-    let t = chacha20poly1305_tag(&pk, aad, &c, data.len());
-    c.zeroize();
-    Ok(t)
+    let mac = ChaChaPolyMac::new(key, nonce, aad, input);
+    match pass {
+        Pass::Dma => eng.apply_mac(&f, 64, data, &mac),
+        Pass::Direct => eng.apply_direct_mac(&f, 64, data, &mac),
+    }
 }
 
 #[cfg(test)]

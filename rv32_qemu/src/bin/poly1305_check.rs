@@ -93,7 +93,7 @@ fn main() -> Result<(), &'static str> {
         };
         let mut ls: Vec<Option<_>> = (0..lanes).map(|_| None).collect();
         for l in ls.iter_mut() {
-            mac.lane_in(len, l);
+            mac.lane_in(&(), len, l);
         }
         let (mut at, mut i) = (0, 0);
         while at < len {
@@ -106,7 +106,7 @@ fn main() -> Result<(), &'static str> {
         }
         let sum = ls
             .iter_mut()
-            .filter_map(|l| l.as_mut().map(|l| mac.finish(l, len)))
+            .filter_map(|l| l.as_mut().map(|l| mac.finish(&(), l, len)))
             .fold(mac.zero(), |a, b| mac.combine(a, b));
         if k.tag(&sum) != k.tag(&h) {
             println!("case {case}: lanes {lanes} len {len}");
