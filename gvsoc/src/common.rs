@@ -101,9 +101,24 @@ pub const BENCH_FLAG_COLD: u32 = 1;
 /// Byte size of [`BenchConfig`] (what the runner patches).
 pub const BENCH_CONFIG_BYTES: usize = 16 + 32 * BENCH_MAX_RUNS;
 
+/// Associated data of the AEAD runs: a 36-byte frame header.
+pub const BENCH_AAD: [u8; 36] = [
+    0x47, 0x53, 0x01, 0x01, 0x01, 0x00, 0x44, 0x01, 0xf4, 0x00, 0x03, 0x00, 0x00, 0x00, 0x4d, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xd0, 0x34,
+    0x01, 0x00, 0x00, 0x00,
+];
+
+/// Digest of an AEAD run: the ciphertext's [`digest`] mixed with the tag's.
+pub fn aead_digest(ct: &[u8], tag: &[u8; 16]) -> u64 {
+    digest(ct) ^ digest(tag).rotate_left(17)
+}
+
 /// `(kernel, variant)` of each kernel index; the cipher is ChaCha20 for `kernel == "chacha20"`,
-/// AES-128-CTR for `"aes128ctr"`.
-pub const BENCH_KERNELS: [(&str, &str); 9] = [
+/// AES-128-CTR for `"aes128ctr"`; `"chacha20poly1305"` is the AEAD (RFC 8439 §2.8, AAD
+/// [`BENCH_AAD`], output digest [`aead_digest`]): `pulp` the engine's fused pass (PULP ChaCha20,
+/// each core's Poly1305 lane over its ciphertext chunks in L1, the tag made in the cluster job),
+/// `rustcrypto` the `chacha20poly1305` crate on cluster core 0 (1 core only: the anchor).
+pub const BENCH_KERNELS: [(&str, &str); 11] = [
     ("chacha20", "portable"),
     ("chacha20", "rv32-asm"),
     ("chacha20", "pulp"),
@@ -113,6 +128,8 @@ pub const BENCH_KERNELS: [(&str, &str); 9] = [
     ("aes128ctr", "rv32-asm"),
     ("aes128ctr", "pulp"),
     ("aes128ctr", "rustcrypto"),
+    ("chacha20poly1305", "pulp"),
+    ("chacha20poly1305", "rustcrypto"),
 ];
 
 /// Modes: the engine's DMA rounds with round sizes chosen from the payload (`dma`), with every
