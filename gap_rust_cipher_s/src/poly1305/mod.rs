@@ -186,13 +186,14 @@ fn mul_r(h: &[u32; 5], r: &[u32; 5], s: &[u32; 4]) -> Fe {
 /// A hot-loop kernel: `acc = (acc + m) * r` for every whole 16-byte block of `data` (each with
 /// its 2^128 bit).
 pub trait BlockKernel {
-    /// Runs the blocks given as little-endian words.
-    fn run<I: Iterator<Item = [u32; 4]>>(key: &Poly1305Key, acc: &mut Fe, blocks: I);
+    /// Runs the blocks given as little-endian words (`words.len()` a multiple of 4; a partial
+    /// last block is ignored). The hot loop.
+    fn words(key: &Poly1305Key, acc: &mut Fe, words: &[u32]);
 
-    /// Runs the whole blocks of `data` (a partial last block is ignored): loaded as words when
-    /// `data` is 4-byte aligned (the engine's L1 buffers and chunks are), byte by byte otherwise
-    /// (the alignment is the buffer's address, not a secret).
-    #[inline(never)]
+    /// Runs the whole blocks of `data` (a partial last block is ignored): as words in place when
+    /// `data` is 4-byte aligned (the engine's L1 buffers and chunks are), otherwise each block
+    /// copied into an aligned one first (the alignment is the buffer's address, not a secret).
+    #[inline(always)]
     fn blocks(key: &Poly1305Key, acc: &mut Fe, data: &[u8]) {
         let data = &data[..data.len() & !15];
         if data.as_ptr() as usize & 3 == 0 {
@@ -200,28 +201,36 @@ pub trait BlockKernel {
             // a multiple of 16 bytes long, so `align_to` puts all of it in the middle part.
             let (head, mid, _) = unsafe { data.align_to::<u32>() };
             if head.is_empty() {
-                let it = mid
-                    .chunks_exact(4)
-                    .map(|c| [c[0], c[1], c[2], c[3]].map(u32::from_le));
-                return Self::run(key, acc, it);
+                return Self::words(key, acc, mid);
             }
         }
-        let it = data
-            .chunks_exact(16)
-            .map(|b| words(b.try_into().unwrap_or(&[0; 16])));
-        Self::run(key, acc, it)
+        unaligned::<Self>(key, acc, data)
     }
+}
+
+/// [`BlockKernel::blocks`] on a buffer that is not 4-byte aligned: block by block through an
+/// aligned copy (out of line: the engine's chunks are aligned).
+#[cold]
+#[inline(never)]
+fn unaligned<K: BlockKernel + ?Sized>(key: &Poly1305Key, acc: &mut Fe, data: &[u8]) {
+    let mut w = [0u32; 4];
+    for b in data.chunks_exact(16) {
+        w = words(b.try_into().unwrap_or(&[0; 16])).map(u32::to_le);
+        K::words(key, acc, &w);
+    }
+    w.zeroize();
 }
 
 /// The radix-2^26 kernel (five 26-bit limbs, 25 products of 64 bits per block).
 pub struct Radix26;
 
 impl BlockKernel for Radix26 {
-    #[inline(always)]
-    fn run<I: Iterator<Item = [u32; 4]>>(key: &Poly1305Key, acc: &mut Fe, blocks: I) {
+    #[inline(never)]
+    fn words(key: &Poly1305Key, acc: &mut Fe, words: &[u32]) {
         let (r, s) = (&key.r.0, &key.s5);
         let mut h = *acc;
-        for w in blocks {
+        for c in words.chunks_exact(4) {
+            let w = [c[0], c[1], c[2], c[3]].map(u32::from_le);
             h = mul_r(&h.add(&Fe::from_words(w, 1)).0, r, s);
         }
         *acc = h;
@@ -234,13 +243,20 @@ impl BlockKernel for Radix26 {
 pub struct Radix32;
 
 impl BlockKernel for Radix32 {
-    #[inline(always)]
-    fn run<I: Iterator<Item = [u32; 4]>>(key: &Poly1305Key, acc: &mut Fe, blocks: I) {
+    /// On GAP8 in the hot text, after the ChaCha20 kernel (`.text.hot.1.chacha.2.poly1305`): a
+    /// fused chunk runs one after the other, so both stay in the cluster's instruction cache.
+    #[inline(never)]
+    #[cfg_attr(
+        target_arch = "riscv32",
+        unsafe(link_section = ".text.hot.1.chacha.2.poly1305")
+    )]
+    fn words(key: &Poly1305Key, acc: &mut Fe, words: &[u32]) {
         let [r0, r1, r2, r3] = key.r32;
         let (s1, s2, s3) = (r1 + (r1 >> 2), r2 + (r2 >> 2), r3 + (r3 >> 2));
         let [mut h0, mut h1, mut h2, mut h3, mut h4] = to32(acc);
         let m = |a: u32, b: u32| a as u64 * b as u64;
-        for w in blocks {
+        for c in words.chunks_exact(4) {
+            let w = [c[0], c[1], c[2], c[3]].map(u32::from_le);
             let d0 = h0 as u64 + w[0] as u64;
             h0 = d0 as u32;
             let d1 = h1 as u64 + (d0 >> 32) + w[1] as u64;
