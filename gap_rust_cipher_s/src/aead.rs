@@ -50,11 +50,12 @@ pub fn chacha20poly1305_tag(key: &Poly1305Key, h: &Fe, aad_len: usize, len: usiz
 }
 
 /// The ChaCha20-Poly1305 MAC of one engine call, all of it inside the cluster job: the one-time
-/// key on cluster core 0 before the fork ([`MacFactory::prepare`]); each core's lane absorbs its
-/// ciphertext chunks, and the lane that holds payload byte 0 starts from the associated data's
-/// polynomial ([`Horner::seed`]), so that its multiplication by r^N is part of the lane's own
-/// (parallel) finish; the length block and `+ s` on core 0 after the fork
-/// ([`MacFactory::conclude`]). The call returns the tag.
+/// key and the associated data's polynomial on cluster core 0 before the fork
+/// ([`MacFactory::prepare`]: no DMA transfer runs yet, so its code's instruction-cache misses are
+/// short on GAP8); each core's lane absorbs its ciphertext chunks, and the lane that holds payload
+/// byte 0 starts from the associated data's polynomial ([`Horner::seed`]), so that its
+/// multiplication by r^N is part of that lane's own (parallel) finish; the length block and `+ s`
+/// on core 0 after the fork ([`MacFactory::conclude`]). The call returns the tag.
 pub struct ChaChaPolyMac<'a> {
     key: &'a [u8; 32],
     nonce: &'a [u8; 12],
@@ -74,13 +75,32 @@ impl<'a> ChaChaPolyMac<'a> {
     }
 }
 
-/// A core's Poly1305 lane of [`ChaChaPolyMac`].
-pub struct AeadLane<'a> {
-    h: Horner<Poly1305Key>,
-    aad: &'a [u8],
+/// What every lane of a [`ChaChaPolyMac`] call reads: the one-time key and the associated
+/// data's polynomial.
+pub struct AeadShared {
+    key: Poly1305Key,
+    aad: Fe,
 }
 
-impl MacLane for AeadLane<'_> {
+/// A core's Poly1305 lane of [`ChaChaPolyMac`].
+pub struct AeadLane {
+    h: Horner<Poly1305Key>,
+    aad: Fe,
+}
+
+impl Drop for AeadShared {
+    fn drop(&mut self) {
+        self.aad.zeroize();
+    }
+}
+
+impl Drop for AeadLane {
+    fn drop(&mut self) {
+        self.aad.zeroize();
+    }
+}
+
+impl MacLane for AeadLane {
     /// On GAP8 in the hot text with the ChaCha20 kernel and the Poly1305 block loop.
     #[inline(never)]
     #[cfg_attr(
@@ -89,16 +109,15 @@ impl MacLane for AeadLane<'_> {
     )]
     fn absorb(&mut self, at: usize, data: &[u8]) {
         if at == 0 {
-            let a = aad_poly(self.h.key(), self.aad);
-            self.h.seed(a);
+            self.h.seed(self.aad);
         }
         self.h.absorb_at(at, data)
     }
 }
 
-impl<'a> MacFactory for ChaChaPolyMac<'a> {
-    type Shared = Poly1305Key;
-    type Lane = AeadLane<'a>;
+impl MacFactory for ChaChaPolyMac<'_> {
+    type Shared = AeadShared;
+    type Lane = AeadLane;
     type Partial = Fe;
     type Output = [u8; 16];
 
@@ -106,18 +125,20 @@ impl<'a> MacFactory for ChaChaPolyMac<'a> {
         self.input
     }
 
-    fn prepare(&self, _len: usize, slot: &mut Option<Poly1305Key>) {
-        *slot = Some(chacha20poly1305_otk(self.key, self.nonce));
+    fn prepare(&self, _len: usize, slot: &mut Option<AeadShared>) {
+        let key = chacha20poly1305_otk(self.key, self.nonce);
+        let aad = aad_poly(&key, self.aad);
+        *slot = Some(AeadShared { key, aad });
     }
 
-    fn lane_in(&self, key: &Poly1305Key, _len: usize, slot: &mut Option<AeadLane<'a>>) {
+    fn lane_in(&self, sh: &AeadShared, _len: usize, slot: &mut Option<AeadLane>) {
         *slot = Some(AeadLane {
-            h: Horner::new(key.clone()),
-            aad: self.aad,
+            h: Horner::new(sh.key.clone()),
+            aad: sh.aad,
         });
     }
 
-    fn finish(&self, _: &Poly1305Key, lane: &mut AeadLane<'a>, len: usize) -> Fe {
+    fn finish(&self, _: &AeadShared, lane: &mut AeadLane, len: usize) -> Fe {
         lane.h.finish(len)
     }
 
@@ -129,14 +150,10 @@ impl<'a> MacFactory for ChaChaPolyMac<'a> {
         Fe(a.add(&b).freeze().0)
     }
 
-    fn conclude(&self, key: &Poly1305Key, sum: Fe, len: usize) -> [u8; 16] {
+    fn conclude(&self, sh: &AeadShared, sum: Fe, len: usize) -> [u8; 16] {
         // An empty payload has no lane that held byte 0: the AAD's polynomial alone.
-        let h = if len == 0 {
-            aad_poly(key, self.aad)
-        } else {
-            sum
-        };
-        chacha20poly1305_tag(key, &h, self.aad.len(), len)
+        let h = if len == 0 { sh.aad } else { sum };
+        chacha20poly1305_tag(&sh.key, &h, self.aad.len(), len)
     }
 }
 
