@@ -32,24 +32,4 @@ fn main() {
         ),
     )
     .unwrap();
-    // AES-128-GCM runs of gvsoc_bench: H = E_K(0^128) and the tag mask E_K(J0).
-    let enc = |block: [u8; 16]| {
-        use aes::cipher::{BlockCipherEncrypt, KeyInit};
-        let mut b = block.into();
-        aes::Aes128::new(&BENCH_AES_KEY.into()).encrypt_block(&mut b);
-        let b: [u8; 16] = b.into();
-        b
-    };
-    fs::write(
-        out.join("gcm.rs"),
-        format!(
-            "/// `H = E_K(0^128)` of the AES-128-GCM benchmark key (build.rs, RustCrypto `aes`).\n\
-             pub const BENCH_GCM_H: [u8; 16] = {:?};\n\
-             /// `E_K(J0)` of the AES-128-GCM benchmark (build.rs, RustCrypto `aes`).\n\
-             pub const BENCH_GCM_MASK: [u8; 16] = {:?};\n",
-            enc([0; 16]),
-            enc(bench_gcm_j0())
-        ),
-    )
-    .unwrap();
 }

@@ -15,11 +15,11 @@
 //! [`ChaCha20Blocks`], where every core builds its own core after the fork.
 //!
 //! [`Sequential`]: crate::Sequential
-use crate::{CipherId, KeystreamApplier, KeystreamError};
+use crate::{AeadId, CipherId, KeystreamApplier, KeystreamError};
 use cipher::KeyIvInit;
 use gap_rust_sdk::Cluster;
 pub use gap_rust_wrapper::Config;
-use gap_rust_wrapper::{Blocks, CipherFactory, Engine, Error, Keystream, MacInput, PolyMac};
+use gap_rust_wrapper::{Blocks, CipherFactory, Engine, Error, Keystream};
 
 /// The ChaCha20 core of this target's kernel ([`crate::ChaCha20`] without the byte-level wrapper).
 pub type ChaCha20Core = crate::chacha::ChaCha20Core<ChaChaBackend>;
@@ -323,38 +323,49 @@ impl<C: Cluster> KeystreamApplier for ClusterEngine<'_, C> {
         r.map_err(keystream_error)
     }
 
-    /// AES-CTR and GHASH in one pass over the cluster: every core hashes the ciphertext of each
-    /// of its pieces right after encrypting it, while it is in L1 (per-core pipelines with DMA,
-    /// or directly without, as [`Transfer`] says); the cores' partial sums are combined with
-    /// powers of `H` into exactly GCM's polynomial (see [`crate::ghash`]).
-    fn aes128_gcm_encrypt(
+    /// ChaCha20-Poly1305 in one pass on the cluster ([`crate::aead`]): each core encrypts its
+    /// chunks and absorbs their ciphertext into its Poly1305 lane while they are in L1. Payload in
+    /// L2 through the DMA pipelines, or where it is with [`Transfer::Direct`].
+    fn seal_aead(
         &mut self,
+        id: AeadId,
         key: &[u8],
         nonce: &[u8; 12],
-        h: &[u8; 16],
+        aad: &[u8],
         data: &mut [u8],
-    ) -> Result<[u8; 16], KeystreamError> {
-        if key.len() != 16 {
-            return Err(KeystreamError::KeyLength);
+    ) -> Option<Result<[u8; 16], KeystreamError>> {
+        match id {
+            AeadId::ChaCha20Poly1305 => {
+                let Ok(key) = <&[u8; 32]>::try_from(key) else {
+                    return Some(Err(KeystreamError::KeyLength));
+                };
+                let pass = match self.transfer {
+                    Transfer::Direct => crate::aead::Pass::Direct,
+                    Transfer::Dma | Transfer::Auto => crate::aead::Pass::Dma,
+                };
+                Some(
+                    crate::aead::seal(&mut self.engine, pass, key, nonce, aad, data)
+                        .map_err(keystream_error),
+                )
+            }
+            AeadId::Aes128Gcm => {
+                let Ok(key) = <&[u8; 16]>::try_from(key) else {
+                    return Some(Err(KeystreamError::KeyLength));
+                };
+                // As for AES-128-CTR: no DMA on several cores (the kernel, GHASH and the engine
+                // do not fit the instruction cache; misses would wait behind the transfers).
+                let pass = match self.transfer {
+                    Transfer::Direct => crate::aead::Pass::Direct,
+                    Transfer::Dma => crate::aead::Pass::Dma,
+                    Transfer::Auto if self.engine.config().cores > 1 => crate::aead::Pass::Direct,
+                    Transfer::Auto => crate::aead::Pass::Dma,
+                };
+                Some(
+                    crate::ghash::gcm::seal(&mut self.engine, pass, key, nonce, aad, data)
+                        .map_err(keystream_error),
+                )
+            }
         }
-        let j0 = crate::ghash::j0(nonce);
-        let cipher = Aes128CtrBlocks::new(key, &j0);
-        let mac = PolyMac {
-            key: crate::ghash::GhashPoly::<crate::ghash::field::Prepared>::new(h),
-            input: MacInput::Output,
-        };
-        let direct = match self.transfer {
-            Transfer::Dma => false,
-            Transfer::Direct => true,
-            Transfer::Auto => self.engine.config().cores > 1,
-        };
-        let r = if direct {
-            self.engine.apply_direct_mac(&cipher, 16, data, &mac)
-        } else {
-            self.engine.apply_mac(&cipher, 16, data, &mac)
-        };
-        r.map(|x| crate::ghash::field::store(&x))
-            .map_err(keystream_error)
     }
 }
 
@@ -430,9 +441,9 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-        /// AES-128-GCM with GHASH fused into the cluster's AES-CTR pass against RustCrypto
-        /// `aes-gcm`: lengths 0..=256 KiB (sampled), 1–8 cores, buffer sizes, both transfers,
-        /// AAD (the 36-byte header or any length); and equal to the sequential default.
+        /// AES-128-GCM with GHASH fused into the cluster's AES-CTR pass (the whole tag in the
+        /// cluster job) against RustCrypto `aes-gcm`: lengths 0..=256 KiB (sampled), 1–8 cores,
+        /// buffer sizes, every transfer, AAD (the 36-byte header or any length).
         #[test]
         fn fused_gcm_equals_aes_gcm(len in prop_oneof![0usize..300, 0usize..20_000, 0usize..=256 * 1024, Just(79_056)],
                                     cores in 1usize..=8,
@@ -442,25 +453,16 @@ mod tests {
             use aes_gcm::aead::{AeadInOut, KeyInit};
             let pt: Vec<u8> = (0..len).map(|i| (i * 131 + 5) as u8).collect();
             let aad: Vec<u8> = (0..aad_len).map(|i| (i * 7) as u8).collect();
-            let mut h = [0u8; 16];
-            Sequential.apply_keystream(CipherId::Aes128Ctr, &key, &[0; 16], 0, &mut h).unwrap();
-            let mut mask = [0u8; 16];
-            Sequential.apply_keystream(CipherId::Aes128Ctr, &key, &crate::ghash::j0(&nonce), 0, &mut mask).unwrap();
             let cl = HostCluster::new();
             let mut eng = ClusterEngine::new(&cl, Config::new(cores, buffer)).unwrap();
             eng.set_transfer([Transfer::Auto, Transfer::Dma, Transfer::Direct][transfer as usize]);
             let mut got = pt.clone();
-            let xc = eng.aes128_gcm_encrypt(&key, &nonce, &h, &mut got).unwrap();
-            let gcm = crate::ghash::Gcm::new(aad.len() as u64, len as u64);
-            let tag = gcm.tag_from_ct_hash(&h, &aad, &crate::ghash::field::load(&xc), &mask);
+            let tag = eng.seal_aead(crate::AeadId::Aes128Gcm, &key, &nonce, &aad, &mut got).unwrap().unwrap();
             let mut want = pt.clone();
             let r = aes_gcm::Aes128Gcm::new(&key.into());
             let rtag = r.encrypt_inout_detached(&nonce.into(), &aad, want.as_mut_slice().into()).unwrap();
             prop_assert!(got == want, "ciphertext differs");
             prop_assert_eq!(&tag[..], &rtag[..]);
-            let mut seq = pt.clone();
-            prop_assert_eq!(Sequential.aes128_gcm_encrypt(&key, &nonce, &h, &mut seq).unwrap(), xc);
-            prop_assert!(seq == want);
         }
     }
 
@@ -476,16 +478,13 @@ mod tests {
         let nonce = [0x11u8; 12];
         let aad = [0x22u8; 36];
         let pt: Vec<u8> = (0..40_000).map(|i| (i * 17 + 1) as u8).collect();
-        let mut h = [0u8; 16];
-        Sequential.apply_keystream(CipherId::Aes128Ctr, &key, &[0; 16], 0, &mut h).unwrap();
-        let mut mask = [0u8; 16];
-        let j0 = crate::ghash::j0(&nonce);
-        Sequential.apply_keystream(CipherId::Aes128Ctr, &key, &j0, 0, &mut mask).unwrap();
         let seal = |eng: &mut ClusterEngine<'_, HostCluster>| {
             let mut ct = pt.clone();
-            let xc = eng.aes128_gcm_encrypt(&key, &nonce, &h, &mut ct).unwrap();
-            let gcm = crate::ghash::Gcm::new(aad.len() as u64, ct.len() as u64);
-            let tag = gcm.tag_from_ct_hash(&h, &aad, &crate::ghash::field::load(&xc), &mask);
+            let aead = crate::AeadId::Aes128Gcm;
+            let tag = eng
+                .seal_aead(aead, &key, &nonce, &aad, &mut ct)
+                .unwrap()
+                .unwrap();
             (ct, tag)
         };
         let opens = |(mut ct, tag): (Vec<u8>, [u8; 16])| {

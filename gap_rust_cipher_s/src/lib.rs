@@ -9,7 +9,9 @@
 //! | [`KeystreamApplier`], [`CipherId`] | the one interface the protocol uses to encrypt a payload, implemented by the sequential kernels here ([`Sequential`]) and by the cluster engine |
 //! | [`chacha`] | ChaCha20 (RFC 8439): portable (RustCrypto), RV32IMC assembly and PULP assembly backends; [`ChaCha20`] is the one chosen for this target |
 //! | [`aes`] | AES-128-CTR (SP 800-38A): constant-time bitsliced/fixsliced kernels with counter-mode caching, [`Aes128Ctr`] |
-//! | [`ghash`] | GHASH (GCM's MAC): constant-time GF(2^128) multiply from integer multiplies with holes, per-core parts combined with powers of `H` |
+//! | [`ghash`] | GHASH (GCM's MAC): constant-time GF(2^128) multiply from integer multiplies with holes, per-core parts combined with powers of `H`; AES-128-GCM on the cluster in one pass (`ghash::gcm`) |
+//! | [`poly1305`] | Poly1305 (RFC 8439 §2.5): portable rv32 kernels (radix 2^26 and 2^32), the parallel form the cluster engine's MAC lanes use, the sequential MAC |
+//! | [`aead`] | ChaCha20-Poly1305 on the cluster in one pass (each core MACs its ciphertext chunks in L1), tag exactly RFC 8439's |
 //! | [`engine`] | [`engine::ClusterEngine`]: the same [`KeystreamApplier`] spread over the GAP8 cluster by `gap_rust_wrapper` (any `gap_rust_sdk` backend) |
 //! | `capi` (features `host` / `pmsis` / `bare`) | C entry points `gapcs_*` for C firmware; header `include/gap_rust_cipher_s.h` |
 //!
@@ -19,12 +21,14 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod aead;
 pub mod aes;
+#[cfg(any(feature = "host", feature = "pmsis", feature = "bare"))]
+pub mod capi;
 pub mod chacha;
 pub mod engine;
 pub mod ghash;
-#[cfg(any(feature = "host", feature = "pmsis", feature = "bare"))]
-pub mod capi;
+pub mod poly1305;
 
 pub use aes::Aes128Ctr;
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
@@ -99,7 +103,9 @@ impl core::fmt::Display for KeystreamError {
         f.write_str(match self {
             KeystreamError::KeyLength => "wrong key length for the cipher",
             KeystreamError::IvLength => "wrong IV/nonce length for the cipher",
-            KeystreamError::CounterOverflow => "keystream position past the end of the counter range",
+            KeystreamError::CounterOverflow => {
+                "keystream position past the end of the counter range"
+            }
             KeystreamError::Engine => "cluster engine failed",
         })
     }
@@ -125,24 +131,31 @@ pub trait KeystreamApplier {
         data: &mut [u8],
     ) -> Result<(), KeystreamError>;
 
-    /// AES-128-GCM's encryption pass: XORs the AES-128-CTR keystream of `key` from `inc32(J0)`
-    /// into `data` (`J0 = nonce ‖ 00000001`, keystream offset 16 from `J0`) and returns the GHASH
-    /// polynomial of the resulting ciphertext under `h`, `X_C = Σ C_j · H^(N-j)` over its `N`
-    /// zero-padded blocks (as a block, [`ghash::field::store`]); [`ghash::Gcm::tag_from_ct_hash`]
-    /// turns it into the tag. The cluster engine hashes each piece in the same pass, while it is
-    /// in L1; this default runs the two one after the other on the calling core.
-    fn aes128_gcm_encrypt(
+    /// Seals `data` in place with AEAD `id` in one pass (keystream and MAC together, the MAC
+    /// of each chunk computed while it is in L1) and returns the tag, if this applier has such a
+    /// pass; `None` (the default): the caller applies the keystream and computes the MAC
+    /// itself. The ciphertext and tag are exactly the AEAD's (RFC 8439 §2.8, NIST SP 800-38D).
+    fn seal_aead(
         &mut self,
+        id: AeadId,
         key: &[u8],
         nonce: &[u8; 12],
-        h: &[u8; 16],
+        aad: &[u8],
         data: &mut [u8],
-    ) -> Result<[u8; 16], KeystreamError> {
-        self.apply_keystream(CipherId::Aes128Ctr, key, &ghash::j0(nonce), 16, data)?;
-        let mut g = ghash::Ghash::new(h);
-        g.update_padded(data);
-        Ok(g.state())
+    ) -> Option<Result<[u8; 16], KeystreamError>> {
+        let _ = (id, key, nonce, aad, data);
+        None
     }
+}
+
+/// The AEADs a [`KeystreamApplier`] may run in one pass ([`KeystreamApplier::seal_aead`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AeadId {
+    /// ChaCha20-Poly1305, RFC 8439 §2.8 (32-byte key, 96-bit nonce).
+    ChaCha20Poly1305,
+    /// AES-128-GCM, NIST SP 800-38D with a 96-bit nonce (16-byte key).
+    Aes128Gcm,
 }
 
 /// Runs the kernels of this crate on the calling core, one after the other.
@@ -166,8 +179,10 @@ impl KeystreamApplier for Sequential {
             data: &mut [u8],
         ) -> Result<(), KeystreamError> {
             let mut c = C::new_from_slices(key, iv).map_err(|_| KeystreamError::KeyLength)?;
-            c.try_seek(offset).map_err(|_| KeystreamError::CounterOverflow)?;
-            c.try_apply_keystream(data).map_err(|_| KeystreamError::CounterOverflow)
+            c.try_seek(offset)
+                .map_err(|_| KeystreamError::CounterOverflow)?;
+            c.try_apply_keystream(data)
+                .map_err(|_| KeystreamError::CounterOverflow)
         }
         if key.len() != id.key_len() {
             return Err(KeystreamError::KeyLength);

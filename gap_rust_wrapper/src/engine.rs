@@ -124,10 +124,10 @@ impl<'c, C: Cluster> Engine<'c, C> {
         offset: u64,
         data: &mut [u8],
         mac: &M,
-    ) -> Result<M::Partial, Error> {
+    ) -> Result<M::Output, Error> {
         if data.is_empty() {
             factory.prepare(offset, 0, &mut None)?;
-            return Ok(mac.zero());
+            return empty(mac);
         }
         let cfg = self.cfg;
         self.cluster
@@ -146,7 +146,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
         offset: u64,
         data: &mut [u8],
         mac: &M,
-    ) -> Result<M::Partial, Error> {
+    ) -> Result<M::Output, Error> {
         self.apply_split_mac(factory, offset, &mut InPlace(data), mac)
     }
 
@@ -158,7 +158,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
         input: &[u8],
         output: &mut [u8],
         mac: &M,
-    ) -> Result<M::Partial, Error> {
+    ) -> Result<M::Output, Error> {
         if input.len() != output.len() {
             return Err(Error::Length);
         }
@@ -187,7 +187,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
         offset: u64,
         payload: &mut S,
         mac: &M,
-    ) -> Result<M::Partial, Error>
+    ) -> Result<M::Output, Error>
     where
         F: CipherFactory,
         S: Split,
@@ -195,7 +195,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
     {
         if payload.is_empty() {
             factory.prepare(offset, 0, &mut None)?;
-            return Ok(mac.zero());
+            return empty(mac);
         }
         let cfg = self.cfg;
         let [a, b, c] = &mut self.bufs;
@@ -467,19 +467,49 @@ impl MacLane for NoLane {
 }
 
 impl MacFactory for NoMac {
+    type Shared = ();
     type Lane = NoLane;
     type Partial = ();
-    fn lane_in(&self, _: usize, _: &mut Option<NoLane>) {}
-    fn finish(&self, lane: &mut NoLane, _: usize) {
+    type Output = ();
+    fn prepare(&self, _: usize, slot: &mut Option<()>) {
+        *slot = Some(());
+    }
+    fn lane_in(&self, _: &(), _: usize, _: &mut Option<NoLane>) {}
+    fn finish(&self, _: &(), lane: &mut NoLane, _: usize) {
         match *lane {}
     }
     fn zero(&self) {}
     fn combine(&self, _: (), _: ()) {}
+    fn conclude(&self, _: &(), _: (), _: usize) {}
 }
 
-/// The sum of the lanes' contributions (on cluster core 0 after the fork).
-fn total<M: MacFactory>(mac: &M, parts: impl Iterator<Item = Option<M::Partial>>) -> M::Partial {
-    parts.flatten().fold(mac.zero(), |a, b| mac.combine(a, b))
+/// The MAC of an empty payload (on the caller's core: the cluster is not started).
+fn empty<M: MacFactory>(mac: &M) -> Result<M::Output, Error> {
+    match &mac_shared(mac, 0)? {
+        Some(sh) => Ok(mac.conclude(sh, mac.zero(), 0)),
+        None => Err(Error::Config),
+    }
+}
+
+/// The MAC's shared part of a call (on cluster core 0 before the fork).
+fn mac_shared<M: MacFactory>(mac: &M, len: usize) -> Result<Option<M::Shared>, Error> {
+    let mut shared = None;
+    mac.prepare(len, &mut shared);
+    if shared.is_none() {
+        return Err(Error::Config);
+    }
+    Ok(shared)
+}
+
+/// The call's result from the lanes' contributions (on cluster core 0 after the fork).
+fn total<M: MacFactory>(
+    mac: &M,
+    shared: &M::Shared,
+    len: usize,
+    parts: impl Iterator<Item = Option<M::Partial>>,
+) -> M::Output {
+    let sum = parts.flatten().fold(mac.zero(), |a, b| mac.combine(a, b));
+    mac.conclude(shared, sum, len)
 }
 
 /// Core `i`'s MAC lane and, once its pieces are done, its contribution: builds the lane, runs
@@ -487,16 +517,17 @@ fn total<M: MacFactory>(mac: &M, parts: impl Iterator<Item = Option<M::Partial>>
 #[inline(always)]
 fn with_lane<M: MacFactory, R>(
     mac: &M,
+    shared: &M::Shared,
     len: usize,
     base: u64,
     out: &mut Option<M::Partial>,
     body: impl FnOnce(Option<MacRef<'_>>) -> R,
 ) -> R {
     let mut lane = None;
-    mac.lane_in(len, &mut lane);
+    mac.lane_in(shared, len, &mut lane);
     let r = body(lane.as_mut().map(|l| MacRef::new(l, base, mac.input())));
     if let Some(l) = &mut lane {
-        *out = Some(mac.finish(l, len));
+        *out = Some(mac.finish(shared, l, len));
     }
     r
 }
@@ -518,7 +549,7 @@ fn direct<Ctl, F, M>(
     offset: u64,
     data: &mut [u8],
     mac: &M,
-) -> Result<M::Partial, Error>
+) -> Result<M::Output, Error>
 where
     Ctl: Controller,
     F: CipherFactory,
@@ -529,6 +560,10 @@ where
     let mut slot = None;
     factory.prepare(offset, data.len(), &mut slot)?;
     let Some(shared) = &slot else {
+        return Err(Error::Config);
+    };
+    let mslot = mac_shared(mac, len)?;
+    let Some(msh) = &mslot else {
         return Err(Error::Config);
     };
     let b = boundaries(0, data.len(), cfg.cores, offset, cfg.split_align);
@@ -543,14 +578,14 @@ where
     });
     let fork = ctrl.fork_each(
         cfg.cores,
-        &(factory, shared, mac),
+        &(factory, shared, mac, msh),
         &mut slots,
-        |_, &(factory, shared, mac), slot| {
+        |_, &(factory, shared, mac, msh), slot| {
             let (pos, piece, result, part) = slot;
             match factory.worker(shared) {
                 Ok(mut w) => {
                     let mut ks = Some(Worker::new(&mut w));
-                    with_lane(mac, len, offset, part, |mut m| {
+                    with_lane(mac, msh, len, offset, part, |mut m| {
                         work(&mut ks, &mut m, offset + *pos as u64, piece, result)
                     })
                 }
@@ -560,7 +595,7 @@ where
     );
     fork.map_err(Error::Fork)?;
     slots.iter().try_for_each(|s| s.2)?;
-    Ok(total(mac, slots.iter_mut().map(|s| s.3.take())))
+    Ok(total(mac, msh, len, slots.iter_mut().map(|s| s.3.take())))
 }
 
 /// Bytes of each core's slice of an L1 buffer in the per-core pipelines: the buffer shared
@@ -595,9 +630,10 @@ const LANE_GROWTH: usize = 2;
 type LaneSlot<D, Q> = (Option<Dma<D>>, Result<(), Error>, Option<Q>);
 
 /// What every core of a lane fork reads.
-struct LaneCtx<'a, F: CipherFactory, H, M> {
+struct LaneCtx<'a, F: CipherFactory, H, M: MacFactory> {
     factory: &'a F,
     mac: &'a M,
+    mac_shared: &'a M::Shared,
     shared: &'a F::Shared,
     rot: Rotation<'a>,
     share: usize,
@@ -631,7 +667,7 @@ fn lanes<Ctl, F, S, M>(
     offset: u64,
     payload: &mut S,
     mac: &M,
-) -> Result<M::Partial, Error>
+) -> Result<M::Output, Error>
 where
     Ctl: Controller,
     F: CipherFactory,
@@ -646,9 +682,14 @@ where
         return Err(Error::Config);
     };
     let cores = cfg.cores;
+    let mslot = mac_shared(mac, len)?;
+    let Some(msh) = &mslot else {
+        return Err(Error::Config);
+    };
     let ctx = LaneCtx {
         factory,
         mac,
+        mac_shared: msh,
         shared,
         rot: Rotation::new(bufs, cfg.buffer),
         share,
@@ -685,7 +726,7 @@ where
         let mut w = None;
         match ctx.factory.worker_in(ctx.shared, &mut w) {
             Ok(()) => match &mut w {
-                Some(w) => with_lane(ctx.mac, ctx.len, ctx.offset, part, |m| {
+                Some(w) => with_lane(ctx.mac, ctx.mac_shared, ctx.len, ctx.offset, part, |m| {
                     run_lane(&mut lane, Worker::new(w), m, ctx.align, result)
                 }),
                 None => *result = Err(Error::Config),
@@ -695,7 +736,7 @@ where
     });
     fork.map_err(Error::Fork)?;
     slots.iter().try_for_each(|s| s.1)?;
-    Ok(total(mac, slots.iter_mut().map(|s| s.2.take())))
+    Ok(total(mac, msh, len, slots.iter_mut().map(|s| s.2.take())))
 }
 
 /// One core's pipeline over its part of the payload: chunk `k` is worked on in one of the lane's
@@ -809,7 +850,7 @@ fn rounds<Ctl, F, P, M>(
     offset: u64,
     payload: &mut P,
     mac: &M,
-) -> Result<M::Partial, Error>
+) -> Result<M::Output, Error>
 where
     Ctl: Controller,
     F: CipherFactory,
@@ -821,6 +862,10 @@ where
     let mut slot = None;
     factory.prepare(offset, len, &mut slot)?;
     let Some(shared) = &slot else {
+        return Err(Error::Config);
+    };
+    let mslot = mac_shared(mac, len)?;
+    let Some(msh) = &mslot else {
         return Err(Error::Config);
     };
     let mut dma = ctrl.dma();
@@ -845,9 +890,9 @@ where
     });
     let fork = ctrl.fork_each(
         cfg.cores,
-        &(&ctx, factory, shared, mac),
+        &(&ctx, factory, shared, mac, msh),
         &mut slots,
-        |team, &(ctx, factory, shared, mac), (slot, part)| {
+        |team, &(ctx, factory, shared, mac, msh), (slot, part)| {
             let mut worker = factory.worker(shared);
             let ks = match &mut worker {
                 Ok(w) => Some(Worker::new(w)),
@@ -856,14 +901,14 @@ where
                     None
                 }
             };
-            with_lane(mac, len, offset, part, |m| {
+            with_lane(mac, msh, len, offset, part, |m| {
                 round_loop(team, ctx, slot, ks, m)
             });
         },
     );
     fork.map_err(Error::Fork)?;
     slots.iter().try_for_each(|s| s.0.1)?;
-    Ok(total(mac, slots.iter_mut().map(|s| s.1.take())))
+    Ok(total(mac, msh, len, slots.iter_mut().map(|s| s.1.take())))
 }
 
 /// The round loop of one core. Every core loops over the rounds, and the team barrier ends each

@@ -47,32 +47,49 @@ pub trait MacLane {
 }
 
 /// Makes the per-core MAC lanes of a call and adds up their results.
+///
+/// The order of a call (all inside the cluster job when the payload is not empty):
+/// [`prepare`](MacFactory::prepare) on cluster core 0 before the fork, then on every core
+/// [`lane_in`](MacFactory::lane_in), its pieces, [`finish`](MacFactory::finish); after the fork,
+/// on core 0, [`combine`](MacFactory::combine) over the cores' partials and
+/// [`conclude`](MacFactory::conclude). For an empty payload the engine calls `prepare` and
+/// `conclude` (with [`MacFactory::zero`]) on the caller's core, without starting the cluster.
 pub trait MacFactory: Sync {
+    /// What every lane reads (built once per call, e.g. a one-time key).
+    type Shared: Sync;
     /// One core's lane.
     type Lane: MacLane + Send;
     /// A lane's contribution to the MAC of the payload (Poly1305: a number mod 2^130 - 5; GHASH: a
     /// GF(2^128) element).
     type Partial: Send;
+    /// What the call returns (e.g. the tag).
+    type Output: Send;
 
     /// Which bytes the lanes see.
     fn input(&self) -> MacInput {
         MacInput::Output
     }
 
-    /// Builds one core's lane in `slot` for a payload of `len` bytes (on that core, in its own
-    /// stack: on GAP8 a lane that copies the key works from L1).
-    fn lane_in(&self, len: usize, slot: &mut Option<Self::Lane>);
+    /// Builds the shared part into `slot` for a payload of `len` bytes.
+    fn prepare(&self, len: usize, slot: &mut Option<Self::Shared>);
+
+    /// Builds one core's lane in `slot` (on that core, in its own stack: on GAP8 a lane that
+    /// copies the key works from L1).
+    fn lane_in(&self, shared: &Self::Shared, len: usize, slot: &mut Option<Self::Lane>);
 
     /// The lane's contribution once it has absorbed all its pieces of a `len`-byte payload (on
     /// its core, in parallel with the others). A lane that absorbed nothing gives
     /// [`MacFactory::zero`].
-    fn finish(&self, lane: &mut Self::Lane, len: usize) -> Self::Partial;
+    fn finish(&self, shared: &Self::Shared, lane: &mut Self::Lane, len: usize) -> Self::Partial;
 
     /// The contribution of nothing (the sum of no lanes; what an empty payload returns).
     fn zero(&self) -> Self::Partial;
 
     /// `a + b`.
     fn combine(&self, a: Self::Partial, b: Self::Partial) -> Self::Partial;
+
+    /// The call's result from the sum of the lanes (e.g. the AEAD's length block and tag).
+    fn conclude(&self, shared: &Self::Shared, sum: Self::Partial, len: usize) -> Self::Output;
 }
 
 /// A polynomial MAC over 16-byte blocks evaluated by Horner's rule in a field, with key `k`:
@@ -110,20 +127,31 @@ pub struct PolyMac<P> {
     pub input: MacInput,
 }
 
+/// The sum of the lanes is the call's result: `sum_j m_j * k^(N - j)`.
 impl<P: Polynomial> MacFactory for PolyMac<P> {
+    type Shared = ();
     type Lane = Horner<P>;
     type Partial = P::Acc;
+    type Output = P::Acc;
 
     fn input(&self) -> MacInput {
         self.input
     }
 
-    fn lane_in(&self, _len: usize, slot: &mut Option<Horner<P>>) {
+    fn prepare(&self, _len: usize, slot: &mut Option<()>) {
+        *slot = Some(());
+    }
+
+    fn lane_in(&self, _: &(), _len: usize, slot: &mut Option<Horner<P>>) {
         *slot = Some(Horner::new(self.key.clone()));
     }
 
-    fn finish(&self, lane: &mut Horner<P>, len: usize) -> P::Acc {
+    fn finish(&self, _: &(), lane: &mut Horner<P>, len: usize) -> P::Acc {
         lane.finish(len)
+    }
+
+    fn conclude(&self, _: &(), sum: P::Acc, _len: usize) -> P::Acc {
+        sum
     }
 
     fn zero(&self) -> P::Acc {
@@ -148,6 +176,8 @@ pub struct Horner<P: Polynomial> {
     /// Block index of `pend` (`u64::MAX`: none).
     pend_at: u64,
     pend_lead: bool,
+    /// `acc` holds a seed ([`Horner::seed`]) at `next = 0`.
+    seeded: bool,
 }
 
 impl<P: Polynomial> Horner<P> {
@@ -161,15 +191,31 @@ impl<P: Polynomial> Horner<P> {
             pend: [0; 16],
             pend_at: u64::MAX,
             pend_lead: false,
+            seeded: false,
+        }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &P {
+        &self.key
+    }
+
+    /// Starts the lane from `acc` as the value of blocks before block 0 (e.g. an AEAD's
+    /// associated data): its contribution then includes `acc * k^N`. Only before the first
+    /// absorbed byte (otherwise ignored); in the lane that absorbs payload byte 0.
+    pub fn seed(&mut self, acc: P::Acc) {
+        if self.next == 0 && self.pend_at == u64::MAX {
+            self.acc = acc;
+            self.seeded = true;
         }
     }
 
     /// Brings `acc` to `next = j` (blocks `next .. j` are not this lane's: zero). A lane that
-    /// has absorbed nothing yet (`next == 0`) holds zero and needs no shift (a core's first
-    /// piece deep in the payload would otherwise pay a `k^j` for nothing).
+    /// has absorbed nothing yet (`next == 0`, not seeded) holds zero and needs no shift (a core's
+    /// first piece deep in the payload would otherwise pay a `k^j` for nothing).
     #[inline(always)]
     fn reach(&mut self, j: u64) {
-        if j > self.next && self.next != 0 {
+        if j > self.next && (self.next != 0 || self.seeded) {
             self.key.shift(&mut self.acc, j - self.next);
         }
         self.next = j;
@@ -221,7 +267,7 @@ impl<P: Polynomial> Horner<P> {
     /// `sum_j m_j * k^(N - j)` over its blocks, `N = ceil(len / 16)`.
     pub fn finish(&mut self, len: usize) -> P::Acc {
         self.flush();
-        if self.next == 0 {
+        if self.next == 0 && !self.seeded {
             return self.key.zero();
         }
         self.reach(len.div_ceil(16) as u64);
@@ -302,7 +348,7 @@ mod tests {
                 };
                 let mut ls: [Option<Horner<Toy>>; 5] = Default::default();
                 for l in ls.iter_mut() {
-                    mac.lane_in(data.len(), l);
+                    mac.lane_in(&(), data.len(), l);
                 }
                 let mut at = 0;
                 let mut i = 0;
@@ -314,7 +360,7 @@ mod tests {
                 }
                 let sum = ls
                     .iter_mut()
-                    .map(|l| mac.finish(l.as_mut().unwrap(), data.len()))
+                    .map(|l| mac.finish(&(), l.as_mut().unwrap(), data.len()))
                     .fold(mac.zero(), |a, b| mac.combine(a, b));
                 assert_eq!(sum, want, "{lanes} lanes, step {step}");
             }

@@ -1,11 +1,11 @@
 //! Payload protection for every [`Suite`], on top of [`KeystreamApplier`].
 //!
 //! The keystream (the expensive part, parallel on the GAP8 cluster) always comes from the
-//! `KeystreamApplier` the caller passes in. Sealing with AES-128-GCM hashes the ciphertext in the
-//! same pass ([`KeystreamApplier::aes128_gcm_encrypt`]: on the cluster engine every core hashes
-//! its own pieces with `gap_rust_cipher_s::ghash`) and adds AAD, lengths and mask here. Opening,
-//! and the ChaCha20-Poly1305 MAC, run on the calling core with RustCrypto's `ghash` and
-//! `poly1305`, so a receiver checks the drone's GHASH with independent code.
+//! `KeystreamApplier` the caller passes in. Sealing with an applier that has a one-pass AEAD
+//! (`KeystreamApplier::seal_aead`: the cluster engine, whose cores MAC their ciphertext chunks in
+//! L1: Poly1305 lanes for ChaCha20-Poly1305, GHASH lanes for AES-128-GCM) uses it; otherwise, and
+//! for opening, the MACs run on the calling core with RustCrypto's `poly1305` and `ghash`, so a
+//! receiver checks the drone's MAC with independent code.
 //!
 //! * ChaCha20-Poly1305, RFC 8439 §2.8: the Poly1305 one-time key is the first 32 bytes of ChaCha20
 //!   block 0 (keystream offset 0), the payload is encrypted from block 1 (offset 64), the MAC covers
@@ -22,8 +22,7 @@
 //! Opening verifies the tag (in constant time) before anything is decrypted; on failure the buffer
 //! is left as it was.
 
-use gap_rust_cipher_s::ghash as cluster_ghash;
-use gap_rust_cipher_s::{CipherId, KeystreamApplier, KeystreamError};
+use gap_rust_cipher_s::{AeadId, CipherId, KeystreamApplier, KeystreamError};
 use ghash::GHash;
 use poly1305::Poly1305;
 use poly1305::universal_hash::{KeyInit, UniversalHash};
@@ -157,18 +156,31 @@ impl PayloadKey {
                 Ok([0; TAG_LEN])
             }
             Suite::ChaCha20Poly1305 => {
+                // The cluster engine's one pass (the MAC fused with the cipher), if the applier
+                // has it; the same bytes and tag as below.
+                if let Some(r) = k.seal_aead(AeadId::ChaCha20Poly1305, self.key(), nonce, aad, data)
+                {
+                    return Ok(r?);
+                }
                 let mut mac = self.poly1305(k, nonce)?;
                 k.apply_keystream(CipherId::ChaCha20, self.key(), nonce, 64, data)?;
                 Ok(poly1305_finish(&mut mac, aad, data))
             }
             Suite::Aes128Gcm => {
+                // The cluster engine's one pass (GHASH fused with AES-CTR), if the applier has
+                // it; the same bytes and tag as below.
+                if let Some(r) = k.seal_aead(AeadId::Aes128Gcm, self.key(), nonce, aad, data) {
+                    return Ok(r?);
+                }
                 let mask = self.gcm_mask(k, nonce)?;
-                // Encryption and GHASH of the ciphertext in one pass (on the cluster, each core
-                // hashes its pieces while they are in L1); AAD, lengths and mask here.
-                let x_c = k.aes128_gcm_encrypt(self.key(), nonce, &self.ghash_h, data)?;
-                let gcm = cluster_ghash::Gcm::new(aad.len() as u64, data.len() as u64);
-                let x_c = cluster_ghash::field::load(&x_c);
-                Ok(gcm.tag_from_ct_hash(&self.ghash_h, aad, &x_c, &mask))
+                k.apply_keystream(
+                    CipherId::Aes128Ctr,
+                    self.key(),
+                    &ctr_block(nonce, 1),
+                    16,
+                    data,
+                )?;
+                Ok(self.gcm_tag(&mask, aad, data))
             }
         }
     }

@@ -57,13 +57,6 @@ pub const BENCH_AES_IV: [u8; 16] = [
     0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
 ];
 
-/// Additional data of the AES-128-GCM runs: a 36-byte frame header's worth.
-pub const BENCH_GCM_AAD: [u8; 36] = [
-    0x47, 0x53, 0x01, 0x05, 0x01, 0x00, 0x44, 0x01, 0xf4, 0x00, 0x03, 0x00, 0x00, 0x00, 0x4d, 0x00,
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xd0, 0x34,
-    0x01, 0x00, 0x00, 0x00,
-];
-
 /// GCM's `J0` of the AES-128-GCM runs: the first 12 bytes of [`BENCH_AES_IV`] as the nonce,
 /// then `00000001`.
 pub const fn bench_gcm_j0() -> [u8; 16] {
@@ -73,22 +66,6 @@ pub const fn bench_gcm_j0() -> [u8; 16] {
     j[14] = 0;
     j[15] = 1;
     j
-}
-
-/// [`digest`] of an AEAD's output: the ciphertext, then the 16 tag bytes.
-pub fn digest_tagged(data: &[u8], tag: &[u8; 16]) -> u64 {
-    let mut h = digest(data);
-    for &b in tag {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// Whether kernel index `k` of [`BENCH_KERNELS`] is an AEAD (output digest with the tag,
-/// [`digest_tagged`]).
-pub fn bench_is_aead(k: usize) -> bool {
-    matches!(BENCH_KERNELS.get(k), Some((kernel, _)) if *kernel == "aes128gcm")
 }
 
 /// One benchmark run. All fields little-endian `u32`.
@@ -135,12 +112,28 @@ pub const BENCH_FLAG_COLD: u32 = 1;
 /// Byte size of [`BenchConfig`] (what the runner patches).
 pub const BENCH_CONFIG_BYTES: usize = 16 + 32 * BENCH_MAX_RUNS;
 
+/// Associated data of the AEAD runs: a 36-byte frame header.
+pub const BENCH_AAD: [u8; 36] = [
+    0x47, 0x53, 0x01, 0x01, 0x01, 0x00, 0x44, 0x01, 0xf4, 0x00, 0x03, 0x00, 0x00, 0x00, 0x4d, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xd0, 0x34,
+    0x01, 0x00, 0x00, 0x00,
+];
+
+/// Digest of an AEAD run: the ciphertext's [`digest`] mixed with the tag's.
+pub fn aead_digest(ct: &[u8], tag: &[u8; 16]) -> u64 {
+    digest(ct) ^ digest(tag).rotate_left(17)
+}
+
 /// `(kernel, variant)` of each kernel index; the cipher is ChaCha20 for `kernel == "chacha20"`,
-/// AES-128-CTR for `"aes128ctr"`; `"aes128gcm"` is AES-128-GCM with [`BENCH_AES_KEY`],
-/// [`bench_gcm_j0`] and [`BENCH_GCM_AAD`]: `pulp` the PULP AES-CTR pass with GHASH fused (the
-/// engine's MAC lanes, `gap_rust_cipher_s::ghash`), `rustcrypto` RustCrypto `aes` + `ctr` through
-/// the engine's generic path with RustCrypto `ghash` in the lanes (the anchor).
-pub const BENCH_KERNELS: [(&str, &str); 11] = [
+/// AES-128-CTR for `"aes128ctr"`; `"chacha20poly1305"` is the AEAD (RFC 8439 §2.8, AAD
+/// [`BENCH_AAD`], output digest [`aead_digest`]): `pulp` the engine's fused pass (PULP ChaCha20,
+/// each core's Poly1305 lane over its ciphertext chunks in L1, the tag made in the cluster job),
+/// `rustcrypto` the `chacha20poly1305` crate on cluster core 0 (1 core only: the anchor).
+/// `"aes128gcm"` is AES-128-GCM with [`BENCH_AES_KEY`], the nonce of [`bench_gcm_j0`] and
+/// [`BENCH_AAD`] (digest [`aead_digest`]): `pulp` the PULP AES-CTR pass with GHASH fused (each
+/// core's GHASH lane over its ciphertext chunks in L1, the tag made in the cluster job),
+/// `rustcrypto` the `aes-gcm` crate on cluster core 0 (1 core only: the anchor).
+pub const BENCH_KERNELS: [(&str, &str); 13] = [
     ("chacha20", "portable"),
     ("chacha20", "rv32-asm"),
     ("chacha20", "pulp"),
@@ -150,6 +143,8 @@ pub const BENCH_KERNELS: [(&str, &str); 11] = [
     ("aes128ctr", "rv32-asm"),
     ("aes128ctr", "pulp"),
     ("aes128ctr", "rustcrypto"),
+    ("chacha20poly1305", "pulp"),
+    ("chacha20poly1305", "rustcrypto"),
     ("aes128gcm", "pulp"),
     ("aes128gcm", "rustcrypto"),
 ];

@@ -12,4 +12,3 @@
 
 include!("common.rs");
 include!(concat!(env!("OUT_DIR"), "/expected.rs"));
-include!(concat!(env!("OUT_DIR"), "/gcm.rs"));

@@ -21,6 +21,7 @@
 //! start on 64-byte keystream blocks and GCM's payload starts at keystream offset 16); only the
 //! last part may end inside a block, which is zero-padded as GCM requires.
 pub mod field;
+pub mod gcm;
 
 use field::{Elem, Multiplier, Prepared};
 
@@ -318,7 +319,7 @@ pub fn gcm_tag_parts(
 /// GHASH as a [`gap_rust_wrapper::mac::Polynomial`]: the MAC the cluster engine computes in the
 /// AES-CTR pass (every core hashes the ciphertext of its pieces while they are in L1). The
 /// engine's sum over the cores is `X_C = Σ C_j · H^(N-j)` over the `N` zero-padded ciphertext
-/// blocks; [`Gcm::tag_from_ct_hash`] adds the AAD, the length block and the mask.
+/// blocks; [`gcm::GcmMac`] adds the AAD, the length block and the mask.
 #[derive(Clone)]
 pub struct GhashPoly<M: Multiplier = Prepared> {
     h: Elem,
@@ -364,27 +365,6 @@ impl<M: Multiplier + Send + Sync> gap_rust_wrapper::mac::Polynomial for GhashPol
 
     fn add(&self, a: &mut Elem, b: &Elem) {
         *a = add(a, b);
-    }
-}
-
-impl Gcm {
-    /// The tag from the ciphertext's hash as the engine returns it (`X_C = Σ C_j · H^(N-j)`,
-    /// see [`GhashPoly`]): `((GHASH(aad) · H^N) ⊕ X_C ⊕ L) · H ⊕ mask`.
-    pub fn tag_from_ct_hash(
-        &self,
-        h: &[u8; 16],
-        aad: &[u8],
-        x_c: &Elem,
-        mask: &[u8; 16],
-    ) -> [u8; 16] {
-        let he = field::load(h);
-        let hp = Prepared::new(&he);
-        let mut g = Ghash::new(h);
-        g.update_padded(aad);
-        let xa = field::mul_pow_with(&g.elem(), &he, &hp, self.ct_blocks());
-        let l = field::load(&length_block(self.aad_len, self.ct_len));
-        let s = hp.mul(&add(&add(&xa, x_c), &l));
-        xor16(&field::store(&s), mask)
     }
 }
 

@@ -54,9 +54,7 @@ mod app {
     use gap_rust_cipher_s::engine::{Aes128CtrBlocks, ChaCha20Blocks};
     use gap_rust_sdk::bare::{BareCluster, BareL2};
     use gap_rust_sdk::{Buf, bare_println};
-    use gap_rust_wrapper::{
-        Blocks, CipherFactory, Config, Engine, Error, KeyIv, MacInput, PolyMac, Polynomial, Rounds,
-    };
+    use gap_rust_wrapper::{Blocks, CipherFactory, Config, Engine, Error, KeyIv, Rounds};
     use gvsoc::*;
 
     const _: () = assert!(core::mem::size_of::<RunSpec>() == 32);
@@ -124,9 +122,8 @@ mod app {
         cycles: u32,
         active: u32,
         instructions: u32,
-        /// AEAD runs: the tag (the output digest covers it) and the fabric controller's cycles
-        /// for what follows the cluster's pass (AAD, length block, mask: `Gcm::tag_from_ct_hash`).
-        tag: Option<([u8; 16], u32)>,
+        /// The AEAD runs' tag.
+        tag: Option<[u8; 16]>,
     }
 
     fn call<F: CipherFactory>(
@@ -169,115 +166,117 @@ mod app {
         })
     }
 
-    /// GHASH with RustCrypto `ghash` as the engine's MAC lanes (the anchor of the AES-128-GCM
-    /// rows): Horner steps are `GHash` updates from the lane's state; `acc · H^n` is a
-    /// square-and-multiply whose multiplies are one-block `GHash` runs.
-    #[derive(Clone)]
-    struct RcGhash([u8; 16]);
-
-    fn rc_mul(a: &[u8; 16], b: &[u8; 16]) -> [u8; 16] {
-        use ghash::universal_hash::UniversalHash;
-        let mut g = ghash::GHash::new(&(*b).into());
-        g.update(&[(*a).into()]);
-        g.finalize().into()
-    }
-
-    impl Polynomial for RcGhash {
-        type Acc = [u8; 16];
-        fn zero(&self) -> [u8; 16] {
-            [0; 16]
-        }
-        fn blocks(&self, acc: &mut [u8; 16], blocks: &[u8]) {
-            use ghash::universal_hash::UniversalHash;
-            if blocks.len() < 16 {
-                return;
-            }
-            let mut first = *acc;
-            for (f, b) in first.iter_mut().zip(&blocks[..16]) {
-                *f ^= b;
-            }
-            let mut g = ghash::GHash::new(&self.0.into());
-            g.update(&[first.into()]);
-            g.update_padded(&blocks[16..]);
-            *acc = g.finalize().into();
-        }
-        fn block(&self, acc: &mut [u8; 16], block: &[u8; 16], _lead: bool) {
-            self.blocks(acc, block);
-        }
-        fn shift(&self, acc: &mut [u8; 16], mut n: u64) {
-            let mut p = self.0;
-            while n != 0 {
-                if n & 1 == 1 {
-                    *acc = rc_mul(acc, &p);
-                }
-                n >>= 1;
-                if n != 0 {
-                    p = rc_mul(&p, &p);
-                }
-            }
-        }
-        fn add(&self, a: &mut [u8; 16], b: &[u8; 16]) {
-            for (x, y) in a.iter_mut().zip(b) {
-                *x ^= y;
-            }
-        }
-    }
-
-    /// AES-128-GCM: the cluster's pass (AES-CTR from `inc32(J0)` with the MAC lanes of `poly`),
-    /// measured as the other runs, then the tag on the fabric controller (measured apart). `h`
-    /// and the mask `E_K(J0)` are per key and per message set-up, made before.
-    #[allow(clippy::too_many_arguments)]
-    fn measure_gcm<F: CipherFactory, P: Polynomial>(
+    /// ChaCha20-Poly1305 sealing of the payload with [`BENCH_AAD`]: `rustcrypto` runs the crate
+    /// on cluster core 0 (one cluster job, no fork), `pulp` the engine's fused pass (one-time key,
+    /// lanes, AAD, length block and tag all in the cluster job).
+    fn measure_aead(
         cl: &BareCluster,
         eng: &mut Engine<'_, BareCluster>,
-        f: &F,
-        poly: P,
-        to_elem: fn(&P::Acc) -> [u32; 4],
         s: &RunSpec,
         region: &mut [u8],
         warm: bool,
+        rustcrypto: bool,
     ) -> Result<Outcome, Error> {
-        use gap_rust_cipher_s::ghash::Gcm;
+        use gap_rust_sdk::Cluster;
         let len = s.bytes as usize;
-        let mac = PolyMac {
-            key: poly,
-            input: MacInput::Output,
-        };
-        let run = |eng: &mut Engine<'_, BareCluster>, data: &mut [u8]| {
-            if s.mode == 2 {
-                eng.apply_direct_mac(f, 16, data, &mac)
-            } else {
-                eng.apply_mac(f, 16, data, &mac)
-            }
-        };
+        let (key, nonce) = (&CHACHA_KEY.0, &CHACHA_NONCE.0);
+        let seal =
+            |eng: &mut Engine<'_, BareCluster>, data: &mut [u8]| -> Result<[u8; 16], Error> {
+                if rustcrypto {
+                    use chacha20poly1305::aead::{AeadInOut, KeyInit};
+                    let r = chacha20poly1305::ChaCha20Poly1305::new(key.into());
+                    cl.run(|_| {
+                        r.encrypt_inout_detached(nonce.into(), &BENCH_AAD, data.into())
+                            .map(|t| t.into())
+                    })
+                    .map_err(Error::Cluster)?
+                    .map_err(|_| Error::CounterOverflow)
+                } else {
+                    #[cfg(feature = "pulp")]
+                    {
+                        use gap_rust_cipher_s::aead::{Pass, seal};
+                        let pass = if s.mode == 2 { Pass::Direct } else { Pass::Dma };
+                        seal(eng, pass, key, nonce, &BENCH_AAD, data)
+                    }
+                    #[cfg(not(feature = "pulp"))]
+                    {
+                        let _ = (eng, data);
+                        Err(Error::Config)
+                    }
+                }
+            };
         let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
         if warm {
-            run(eng, &mut payload[..len.min(WARM_BYTES)])?;
+            seal(eng, &mut payload[..len.min(WARM_BYTES)])?;
         }
         fill(region, len);
         let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
-        let x_c = run(eng, payload)?;
+        let tag = seal(eng, payload)?;
         let st = cl.last_run();
-        gap_rust_sdk::bare::perf::start();
-        let tag = Gcm::new(BENCH_GCM_AAD.len() as u64, len as u64).tag_from_ct_hash(
-            &GCM_H.0,
-            &BENCH_GCM_AAD,
-            &to_elem(&x_c),
-            &GCM_MASK.0,
-        );
-        let tail = gap_rust_sdk::bare::perf::cycles();
         Ok(Outcome {
             cycles: st.cycles,
             active: st.active_cycles,
             instructions: st.instructions,
-            tag: Some((tag, tail)),
+            tag: Some(tag),
         })
     }
 
-    /// `H = E_K(0^128)` and the mask `E_K(J0)` of the AES-128-GCM runs (the key and nonce are
-    /// fixed), computed by the host runner's reference and checked by every run's digest.
-    static GCM_H: Aligned<16> = Aligned(BENCH_GCM_H);
-    static GCM_MASK: Aligned<16> = Aligned(BENCH_GCM_MASK);
+    /// AES-128-GCM sealing of the payload with [`BENCH_AAD`]: `rustcrypto` runs the `aes-gcm`
+    /// crate on cluster core 0 (one cluster job, no fork), `pulp` the engine's fused pass (`H`,
+    /// `E_K(J0)` and the AAD's GHASH on core 0 before the fork, each core's GHASH lane over its
+    /// ciphertext chunks in L1, length block and tag on core 0 after it: all in the cluster job).
+    fn measure_gcm(
+        cl: &BareCluster,
+        eng: &mut Engine<'_, BareCluster>,
+        s: &RunSpec,
+        region: &mut [u8],
+        warm: bool,
+        rustcrypto: bool,
+    ) -> Result<Outcome, Error> {
+        use gap_rust_sdk::Cluster;
+        let len = s.bytes as usize;
+        let key = &AES_KEY.0;
+        let nonce: &[u8; 12] = GCM_NONCE.0.first_chunk().ok_or(Error::Config)?;
+        let seal =
+            |eng: &mut Engine<'_, BareCluster>, data: &mut [u8]| -> Result<[u8; 16], Error> {
+                if rustcrypto {
+                    use aes_gcm::aead::{AeadInOut, KeyInit};
+                    let r = aes_gcm::Aes128Gcm::new(key.into());
+                    cl.run(|_| {
+                        r.encrypt_inout_detached(nonce.into(), &BENCH_AAD, data.into())
+                            .map(|t| t.into())
+                    })
+                    .map_err(Error::Cluster)?
+                    .map_err(|_| Error::CounterOverflow)
+                } else {
+                    #[cfg(feature = "pulp")]
+                    {
+                        use gap_rust_cipher_s::aead::Pass;
+                        let pass = if s.mode == 2 { Pass::Direct } else { Pass::Dma };
+                        gap_rust_cipher_s::ghash::gcm::seal(eng, pass, key, nonce, &BENCH_AAD, data)
+                    }
+                    #[cfg(not(feature = "pulp"))]
+                    {
+                        let _ = (eng, data);
+                        Err(Error::Config)
+                    }
+                }
+            };
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        if warm {
+            seal(eng, &mut payload[..len.min(WARM_BYTES)])?;
+        }
+        fill(region, len);
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        let tag = seal(eng, payload)?;
+        let st = cl.last_run();
+        Ok(Outcome {
+            cycles: st.cycles,
+            active: st.active_cycles,
+            instructions: st.instructions,
+            tag: Some(tag),
+        })
+    }
 
     /// Guards, payload pattern, guards.
     fn fill(region: &mut [u8], len: usize) {
@@ -304,7 +303,7 @@ mod app {
     static CHACHA_NONCE: Aligned<12> = Aligned(CHECK_NONCE);
     static AES_KEY: Aligned<16> = Aligned(BENCH_AES_KEY);
     static AES_IV: Aligned<16> = Aligned(BENCH_AES_IV);
-    static GCM_J0: Aligned<16> = Aligned(bench_gcm_j0());
+    static GCM_NONCE: Aligned<16> = Aligned(bench_gcm_j0());
 
     fn run_one(
         cl: &BareCluster,
@@ -371,20 +370,10 @@ mod app {
                 let f = KeyIv::<ctr::Ctr128BE<::aes::Aes128>>::new(ak, ai);
                 measure(cl, eng, &f, s, region, warm)
             }
-            #[cfg(feature = "pulp")]
-            9 => {
-                use gap_rust_cipher_s::ghash::{GhashPoly, field};
-                let j0 = &GCM_J0.0[..];
-                let poly = GhashPoly::<field::Prepared>::new(&GCM_H.0);
-                let f = Aes128CtrBlocks::new(ak, j0);
-                measure_gcm(cl, eng, &f, poly, |x| *x, s, region, warm)
-            }
-            10 => {
-                let j0 = &GCM_J0.0[..];
-                let f = KeyIv::<ctr::Ctr128BE<::aes::Aes128>>::new(ak, j0);
-                let to_elem = |x: &[u8; 16]| gap_rust_cipher_s::ghash::field::load(x);
-                measure_gcm(cl, eng, &f, RcGhash(GCM_H.0), to_elem, s, region, warm)
-            }
+            9 => measure_aead(cl, eng, s, region, warm, false),
+            10 if s.cores == 1 => measure_aead(cl, eng, s, region, warm, true),
+            11 => measure_gcm(cl, eng, s, region, warm, false),
+            12 if s.cores == 1 => measure_gcm(cl, eng, s, region, warm, true),
             _ => Err(Error::Config),
         }
     }
@@ -446,10 +435,10 @@ mod app {
                 _ => Err(Error::Config),
             };
             let len = s.bytes as usize;
-            let tag = result.as_ref().ok().and_then(|o| o.tag);
-            let d = match tag {
-                Some((t, _)) => digest_tagged(&region[BENCH_GUARD..BENCH_GUARD + len], &t),
-                None => digest(&region[BENCH_GUARD..BENCH_GUARD + len]),
+            let ct = &region[BENCH_GUARD..BENCH_GUARD + len];
+            let d = match &result {
+                Ok(Outcome { tag: Some(t), .. }) => aead_digest(ct, t),
+                _ => digest(ct),
             };
             let want = (s.digest_hi as u64) << 32 | s.digest_lo as u64;
             let guards_ok = (0..BENCH_GUARD)
@@ -489,13 +478,6 @@ mod app {
                 s.buffer,
                 s.bytes
             );
-            if let Some((_, tail)) = tag {
-                bare_println!(
-                    "tag i={i} kernel={kernel} variant={variant} mode={mode} cores={} bytes={} fc_cycles={tail} (AAD, lengths, mask on the fabric controller)",
-                    s.cores,
-                    s.bytes
-                );
-            }
             if let Err(e) = result {
                 bare_println!("bench i={i} error: {e}");
             }

@@ -187,9 +187,7 @@ fn main() -> Result<(), &'static str> {
         .map(|r| ReceiverSession::new(r, ReceiverConfig::default()))
         .collect();
     for i in 0..rxs.len() {
-        rxs[i]
-            .connect(&mut rng, &zero)
-            .map_err(|_| "connect")?;
+        rxs[i].connect(&mut rng, &zero).map_err(|_| "connect")?;
         // Every message to the drone, every drone message to every receiver, until quiet.
         loop {
             let mut moved = false;
