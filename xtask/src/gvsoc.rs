@@ -1028,7 +1028,7 @@ pub fn targets(rows: &[Row]) -> Vec<(String, String, bool)> {
     if let Some(r) = gcm {
         t.push((
             format!(
-                "AES-128-GCM ({}), 128 KiB, 8 cores <= 24 cB (cluster pass)",
+                "AES-128-GCM ({}, tag included), 128 KiB, 8 cores <= 24 cB",
                 r.variant
             ),
             format!("{:.2} cB", r.cpb()),
@@ -1293,6 +1293,32 @@ mod tests {
         );
         // Ciphertext and tag both move the digest.
         assert_ne!(expected_aead_digest(1024), expected_digest(true, 1024, 64));
+    }
+
+    #[test]
+    fn quick_plan_has_the_gcm_targets() {
+        let q = quick_plan();
+        let pulp = kernel_index("aes128gcm", "pulp");
+        for cores in [1, 8] {
+            for mode in [MODE_DMA, MODE_NODMA] {
+                assert!(
+                    q.iter().any(|p| p.kernel == pulp
+                        && p.mode == mode
+                        && p.cores == cores
+                        && p.bytes == 128 * 1024),
+                    "{cores} cores mode {mode}"
+                );
+            }
+        }
+        let rc = kernel_index("aes128gcm", "rustcrypto");
+        assert!(
+            full_plan()
+                .iter()
+                .chain(&q)
+                .filter(|p| p.kernel == rc)
+                .all(|p| p.cores == 1)
+        );
+        assert!(q.iter().any(|p| p.kernel == rc));
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! GHASH instruction counts on rv32 (QEMU `-icount shift=0`, `minstret`): this crate's two
-//! constant-time multiply kernels (`wide`: 32×32→64 products with `mul`+`mulhu`; `low`: low
-//! halves only with bit-reversed operands) and RustCrypto `ghash` (its portable soft backend), over
+//! GHASH instruction counts on rv32 (QEMU `-icount shift=0`, `minstret`): this crate's three
+//! constant-time multiply kernels (`half`: 16×16 products with `mul`, the default; `wide`: 32×32→64
+//! products with `mul`+`mulhu`; `low`: low halves only with bit-reversed operands) and RustCrypto
+//! `ghash` (its portable soft backend), over
 //! 256 B, 1 KiB, 8 KiB. Only the hashing is counted (key preparation is a separate METRIC), and
 //! every result is checked against RustCrypto. Also counts one `y·H^k` (the per-core combination
 //! factor) for a 128 KiB frame split in 8.
