@@ -16,7 +16,9 @@ use crate::engine::ChaCha20Blocks;
 use crate::poly1305::{Fe, Poly1305Key};
 use cipher::{KeyIvInit, StreamCipher};
 use gap_rust_sdk::Cluster;
-use gap_rust_wrapper::{Engine, Error, Horner, MacFactory, MacInput, MacLane, Polynomial};
+use gap_rust_wrapper::{
+    CipherFactory, Engine, Error, Horner, Keystream, MacFactory, MacInput, MacLane, Polynomial,
+};
 use zeroize::Zeroize;
 
 /// The Poly1305 one-time key of `(key, nonce)`: the first 32 bytes of ChaCha20 block 0.
@@ -29,21 +31,62 @@ pub fn chacha20poly1305_otk(key: &[u8; 32], nonce: &[u8; 12]) -> Poly1305Key {
     k
 }
 
-/// The Horner value of the associated data, zero-padded (the polynomial's first blocks).
+/// The same through the engine's own ChaCha20 worker (on GAP8: the kernel and its per-piece code
+/// in the hot text, already in the instruction cache when a call starts in a stream of calls).
+fn otk_with_worker(key: &[u8; 32], nonce: &[u8; 12]) -> Poly1305Key {
+    let mut block = Words::<16>([0; 16]);
+    let f = ChaCha20Blocks::new(key, nonce);
+    let mut w = None;
+    let ok = f.worker_in(&(), &mut w).is_ok()
+        && w.as_mut()
+            .is_some_and(|w| w.apply_at(0, block.bytes_mut()).is_ok());
+    let k = ok.then(|| {
+        let otk: &[u8; 32] = block.bytes_mut()[..32].try_into().unwrap_or(&[0; 32]);
+        Poly1305Key::new(otk)
+    });
+    block.0.zeroize();
+    // The worker cannot fail on block 0 of a valid key and nonce (lengths are types here).
+    k.unwrap_or_else(|| chacha20poly1305_otk(key, nonce))
+}
+
+/// `N` words, seen as bytes (4-byte aligned, so Poly1305's block loop reads them in place).
+#[repr(C, align(4))]
+struct Words<const N: usize>([u32; N]);
+
+impl<const N: usize> Words<N> {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `[u32; N]` is `4 * N` initialised bytes with no padding, and every byte pattern
+        // is a valid `u32`; the borrow is `self`'s.
+        unsafe { core::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<u8>(), 4 * N) }
+    }
+}
+
+/// The Horner value of the associated data, zero-padded (the polynomial's first blocks): whole
+/// blocks through the block loop (a short AAD, such as a 36-byte frame header, copied into
+/// zero-padded aligned blocks first).
 fn aad_poly(key: &Poly1305Key, aad: &[u8]) -> Fe {
     let mut h = Fe::ZERO;
-    key.update_zero_padded(&mut h, aad);
+    if aad.len() <= 64 {
+        let mut b = Words::<16>([0; 16]);
+        b.bytes_mut()[..aad.len()].copy_from_slice(aad);
+        key.blocks(&mut h, &b.bytes_mut()[..aad.len().div_ceil(16) * 16]);
+        b.0.zeroize();
+    } else {
+        key.update_zero_padded(&mut h, aad);
+    }
     h
 }
 
 /// The tag from `h`, the polynomial of the associated data and the ciphertext (as the engine's
-/// lanes add it up): the length block, then `+ s`.
+/// lanes add it up, limbs below 2^30): the length block, then `+ s`.
 pub fn chacha20poly1305_tag(key: &Poly1305Key, h: &Fe, aad_len: usize, len: usize) -> [u8; 16] {
-    let mut h = *h;
-    let mut lens = [0u8; 16];
-    lens[..8].copy_from_slice(&(aad_len as u64).to_le_bytes());
-    lens[8..].copy_from_slice(&(len as u64).to_le_bytes());
-    key.block(&mut h, &lens, true);
+    // Carried first: the block loop takes limbs of 26 bits (and a little).
+    let mut h = h.freeze();
+    let mut lens = Words::<4>([0; 4]);
+    let l = lens.bytes_mut();
+    l[..8].copy_from_slice(&(aad_len as u64).to_le_bytes());
+    l[8..].copy_from_slice(&(len as u64).to_le_bytes());
+    key.blocks(&mut h, lens.bytes_mut());
     let t = key.tag(&h);
     h.zeroize();
     t
@@ -126,7 +169,7 @@ impl MacFactory for ChaChaPolyMac<'_> {
     }
 
     fn prepare(&self, _len: usize, slot: &mut Option<AeadShared>) {
-        let key = chacha20poly1305_otk(self.key, self.nonce);
+        let key = otk_with_worker(self.key, self.nonce);
         let aad = aad_poly(&key, self.aad);
         *slot = Some(AeadShared { key, aad });
     }
@@ -146,8 +189,10 @@ impl MacFactory for ChaChaPolyMac<'_> {
         Fe::ZERO
     }
 
+    /// Limb-wise (each lane's limbs are below 2^27, so the sum of 8 stays below 2^30; the tag
+    /// carries it once, [`chacha20poly1305_tag`]).
     fn combine(&self, a: Fe, b: Fe) -> Fe {
-        Fe(a.add(&b).freeze().0)
+        a.add(&b)
     }
 
     fn conclude(&self, sh: &AeadShared, sum: Fe, len: usize) -> [u8; 16] {

@@ -176,8 +176,10 @@ pub struct Horner<P: Polynomial> {
     /// Block index of `pend` (`u64::MAX`: none).
     pend_at: u64,
     pend_lead: bool,
-    /// `acc` holds a seed ([`Horner::seed`]) at `next = 0`.
-    seeded: bool,
+    /// `acc` may be non-zero: a seed ([`Horner::seed`]) or an absorbed block. Until then a jump
+    /// over blocks of other lanes needs no multiplication (zero times a power is zero): a lane
+    /// whose part starts at block `j` does not compute `k^j`.
+    live: bool,
 }
 
 impl<P: Polynomial> Horner<P> {
@@ -191,7 +193,7 @@ impl<P: Polynomial> Horner<P> {
             pend: [0; 16],
             pend_at: u64::MAX,
             pend_lead: false,
-            seeded: false,
+            live: false,
         }
     }
 
@@ -206,19 +208,18 @@ impl<P: Polynomial> Horner<P> {
     pub fn seed(&mut self, acc: P::Acc) {
         if self.next == 0 && self.pend_at == u64::MAX {
             self.acc = acc;
-            self.seeded = true;
+            self.live = true;
         }
     }
 
-    /// Brings `acc` to `next = j` (blocks `next .. j` are not this lane's: zero). A lane that
-    /// has absorbed nothing yet (`next == 0`, not seeded) holds zero and needs no shift (a core's
-    /// first piece deep in the payload would otherwise pay a `k^j` for nothing).
+    /// Brings `acc` to `next = j` (blocks `next .. j` are not this lane's: zero).
     #[inline(always)]
     fn reach(&mut self, j: u64) {
-        if j > self.next && (self.next != 0 || self.seeded) {
+        if j > self.next && self.live {
             self.key.shift(&mut self.acc, j - self.next);
         }
         self.next = j;
+        self.live = true;
     }
 
     /// Adds the pending partial block to `acc`.
@@ -267,7 +268,7 @@ impl<P: Polynomial> Horner<P> {
     /// `sum_j m_j * k^(N - j)` over its blocks, `N = ceil(len / 16)`.
     pub fn finish(&mut self, len: usize) -> P::Acc {
         self.flush();
-        if self.next == 0 && !self.seeded {
+        if !self.live {
             return self.key.zero();
         }
         self.reach(len.div_ceil(16) as u64);

@@ -20,6 +20,10 @@
 use gap_rust_wrapper::Polynomial;
 use zeroize::Zeroize;
 
+#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+mod pulp;
+#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+pub use pulp::Pulp;
 #[cfg(test)]
 mod tests;
 
@@ -298,7 +302,7 @@ impl BlockKernel for Radix32 {
 
 /// Radix 2^26 to 2^32 (the value carried first; the top limb keeps what is above 2^128).
 #[inline(always)]
-fn to32(a: &Fe) -> [u32; 5] {
+pub(crate) fn to32(a: &Fe) -> [u32; 5] {
     let mut h = a.0;
     let mut c;
     c = h[0] >> 26;
@@ -324,13 +328,19 @@ fn to32(a: &Fe) -> [u32; 5] {
 
 /// Radix 2^32 to 2^26.
 #[inline(always)]
-fn to26(h: [u32; 5]) -> Fe {
+pub(crate) fn to26(h: [u32; 5]) -> Fe {
     let mut f = Fe::from_words([h[0], h[1], h[2], h[3]], 0);
     f.0[4] += h[4] << 24;
     f
 }
 
-/// The kernel of the hot loop (the cheaper one on QEMU's instruction count, docs/aead.md).
+/// The kernel of the hot loop: the radix-2^32 one (the cheaper on QEMU's instruction count,
+/// docs/aead.md), in PULP assembly on GAP8 (`pulp` feature), portable elsewhere.
+#[cfg(all(target_arch = "riscv32", feature = "pulp"))]
+pub type Kernel = Pulp;
+/// The kernel of the hot loop: the radix-2^32 one (the cheaper on QEMU's instruction count,
+/// docs/aead.md), in PULP assembly on GAP8 (`pulp` feature), portable elsewhere.
+#[cfg(not(all(target_arch = "riscv32", feature = "pulp")))]
 pub type Kernel = Radix32;
 
 /// A Poly1305 key: r (clamped) in both radices and s. Cloned into every core's MAC lane.
