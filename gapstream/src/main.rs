@@ -291,7 +291,10 @@ fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String
     Ok(session)
 }
 
-/// Ctrl-C / SIGTERM set the flag.
+/// Ctrl-C / SIGTERM set the flag; everything then winds down and the summary is printed. The
+/// signals are handled on one thread only: every other thread (the receiver's socket reads, the
+/// bridge, the drone) has them blocked, so no system call elsewhere is cut short by one. A second
+/// Ctrl-C, or a stop that takes longer than [`STOP_GRACE`], ends the process at once (status 130).
 fn stop_on_signal(stop: Arc<AtomicBool>) {
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -301,14 +304,58 @@ fn stop_on_signal(stop: Arc<AtomicBool>) {
             return;
         };
         rt.block_on(async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match &mut term { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut int = signal(SignalKind::interrupt()).ok();
+            let mut term = signal(SignalKind::terminate()).ok();
+            next_signal(&mut int, &mut term).await;
+            stop.store(true, Ordering::Relaxed);
+            let why = tokio::select! {
+                _ = next_signal(&mut int, &mut term) => "second signal".to_string(),
+                _ = tokio::time::sleep(STOP_GRACE) => {
+                    format!("still stopping after {} s", STOP_GRACE.as_secs())
+                }
+            };
+            eprintln!("gapstream: {why}: exiting at once");
+            std::process::exit(130);
         });
-        stop.store(true, Ordering::Relaxed);
     });
+    block_stop_signals_here();
+}
+
+/// The next SIGINT or SIGTERM (a signal that could not be registered never comes).
+async fn next_signal(
+    int: &mut Option<tokio::signal::unix::Signal>,
+    term: &mut Option<tokio::signal::unix::Signal>,
+) {
+    async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    tokio::select! {
+        _ = one(int) => {}
+        _ = one(term) => {}
+    }
+}
+
+/// How long a stop may take before the process exits anyway.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Blocks SIGINT and SIGTERM in the calling thread and in every thread it spawns afterwards (the
+/// signal thread above was spawned before, so it alone receives them).
+fn block_stop_signals_here() {
+    // SAFETY: `set` is a local sigset_t initialised by sigemptyset before use; pthread_sigmask
+    // only changes the calling thread's mask and reads `set`; a null old-set pointer is allowed.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 fn main() -> ExitCode {

@@ -641,7 +641,9 @@ impl Conn {
         }
     }
 
-    /// `Ok(0)` on timeout (nothing arrived), `Err` when the connection is gone.
+    /// `Ok(0)` on timeout (nothing arrived) or when a signal interrupted the wait (a socket with a
+    /// receive timeout is never restarted after a signal handler: Ctrl-C must not look like a lost
+    /// connection), `Err` when the connection is gone.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let r = match self {
             Conn::Tcp(s) => match s.read(buf) {
@@ -663,7 +665,9 @@ impl Conn {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) =>
             {
                 Ok(0)

@@ -84,14 +84,13 @@ pub fn fresh_group(receivers: usize) -> Result<(DroneIdentity, Vec<Identity>), R
 
 /// Reads a pairing file written by `gapstream pair`, checking its role.
 pub fn load_identity(path: &Path, want: Role) -> Result<Identity, RunError> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| {
-            RunError::Setup(format!(
-                "cannot read the {} key file {}: {e} (`gapstream pair --dir DIR` makes the key files)",
-                want.name(),
-                path.display()
-            ))
-        })?;
+    let text = fs::read_to_string(path).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot read the {} key file {}: {e} (`gapstream pair --dir DIR` makes the key files)",
+            want.name(),
+            path.display()
+        ))
+    })?;
     let (role, id) = match Identity::from_pairing_text(&text) {
         Ok(x) => x,
         Err(handshake::PairingError::ReceiverCount(n)) if want == Role::Receiver && n > 1 => {
@@ -148,7 +147,12 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
             handshake::MAX_RECEIVER_KEYS
         )));
     }
-    fs::create_dir_all(dir)?;
+    fs::create_dir_all(dir).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot create the key folder {}: {e}",
+            dir.display()
+        ))
+    })?;
     let (d, rs) = fresh_group(receivers)?;
     let mut files = vec![("drone.key".to_string(), d.to_pairing_text())];
     for (i, r) in rs.iter().enumerate() {
@@ -194,8 +198,8 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
 }
 
 fn write_secret(p: &Path, text: &str) -> Result<(), RunError> {
-    crate::secret_file::write(p, text.as_bytes(), crate::secret_file::How::Replace)?;
-    Ok(())
+    crate::secret_file::write(p, text.as_bytes(), crate::secret_file::How::Replace)
+        .map_err(|e| RunError::Setup(format!("cannot write the key file {}: {e}", p.display())))
 }
 
 /// The receiver's session for `security` with `identity`.
