@@ -336,6 +336,20 @@ impl Session for StockSession {
     }
 }
 
+/// The console line of a completed handshake. Two byte counts, said which is which: the handshake
+/// messages themselves (HELLO, ACCEPT) and the same on the wire with their CPX headers (4 bytes per
+/// packet), which is what the metrics CSV's `handshake_tx_bytes` / `handshake_rx_bytes` hold.
+fn handshake_line(suite: Suite, mode: KexMode, stats: &session::HandshakeStats) -> String {
+    format!(
+        "handshake with the drone done: suite {suite}, key establishment {mode}, {:.2} ms, {} bytes sent, {} received ({} / {} on the wire with CPX headers)",
+        stats.duration_ns as f64 / 1e6,
+        stats.bytes_sent,
+        stats.bytes_received,
+        stats.wire_bytes_sent,
+        stats.wire_bytes_received
+    )
+}
+
 /// The secure protocol through `gapstream_protocol::session::ReceiverSession`.
 struct SecureSession {
     rs: ReceiverSession,
@@ -410,16 +424,15 @@ impl SecureSession {
 
     fn event(&mut self, ev: ReceiverEvent, events: &mut Vec<Event>) {
         match ev {
-            ReceiverEvent::Established { suite, mode, stats } => events.push(Event::Info(format!(
-                "handshake with the drone done: suite {suite}, key establishment {mode}, {:.2} ms, {} bytes sent, {} received",
-                stats.duration_ns as f64 / 1e6,
-                stats.bytes_sent,
-                stats.bytes_received
-            ))),
-            ReceiverEvent::HandshakeFailed(e) => events.push(Event::Fatal(format!("handshake refused: {e}"))),
-            ReceiverEvent::HandshakeRetry { attempt } => {
-                events.push(Event::Info(format!("no answer from the drone yet; HELLO attempt {attempt}")))
+            ReceiverEvent::Established { suite, mode, stats } => {
+                events.push(Event::Info(handshake_line(suite, mode, &stats)))
             }
+            ReceiverEvent::HandshakeFailed(e) => {
+                events.push(Event::Fatal(format!("handshake refused: {e}")))
+            }
+            ReceiverEvent::HandshakeRetry { attempt } => events.push(Event::Info(format!(
+                "no answer from the drone yet; HELLO attempt {attempt}"
+            ))),
             ReceiverEvent::Frame(f) => {
                 let h = f.header;
                 events.push(Event::Frame(Delivered {
@@ -432,7 +445,9 @@ impl SecureSession {
                 }))
             }
             ReceiverEvent::Rekeyed { .. } => {}
-            ReceiverEvent::Closed => events.push(Event::Restart("the drone closed the session".into())),
+            ReceiverEvent::Closed => {
+                events.push(Event::Restart("the drone closed the session".into()))
+            }
             ReceiverEvent::SessionLost => events.push(Event::Restart(
                 "nothing authenticated from the drone for 5 s (did it restart?)".into(),
             )),
@@ -975,4 +990,31 @@ fn tick(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The console line gives both counts and says which one the metrics CSV holds.
+    #[test]
+    fn handshake_line_says_which_count_has_the_cpx_headers() {
+        let stats = session::HandshakeStats {
+            suite: Suite::ChaCha20Poly1305,
+            mode: KexMode::X25519,
+            bytes_sent: 72,
+            bytes_received: 70,
+            wire_bytes_sent: 76,
+            wire_bytes_received: 74,
+            duration_ns: 29_330_000,
+            attempts: 1,
+        };
+        let l = handshake_line(Suite::ChaCha20Poly1305, KexMode::X25519, &stats);
+        assert!(
+            l.ends_with(
+                "29.33 ms, 72 bytes sent, 70 received (76 / 74 on the wire with CPX headers)"
+            ),
+            "{l}"
+        );
+    }
 }
