@@ -173,3 +173,44 @@ fn pair_errors_name_the_path() {
         "{err}"
     );
 }
+
+/// `--duration 0` (or negative) is refused before anything starts, with one clear reason.
+#[test]
+fn zero_or_negative_durations_are_refused_up_front() {
+    for args in [
+        &["demo", "--duration", "0"][..],
+        &["demo", "--duration=-3"],
+        &["view", "--stock", "--duration", "0"],
+        &["demo", "--listeners", "1", "--listeners-leave-after", "0"],
+        &["node", "--stock", "--duration", "0"],
+    ] {
+        let t0 = Instant::now();
+        let (ok, err) = run(args);
+        assert!(!ok, "{args:?} accepted");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{args:?}");
+        assert!(err.contains("above 0"), "{args:?}: {err}");
+        assert!(!err.contains("no frame was delivered"), "{args:?}: {err}");
+    }
+    let (ok, err) = run(&["demo", "--fps=-1"]);
+    assert!(!ok && err.contains("between 0"), "{err}");
+}
+
+/// `--fps 0` means "as fast as possible" and is announced so, not as "at 0 fps".
+#[test]
+fn fps_zero_is_announced_as_unpaced() {
+    let (ok, err) = run(&[
+        "demo",
+        "--fps",
+        "0",
+        "--duration",
+        "1.5",
+        "--viewer",
+        "none",
+    ]);
+    assert!(ok, "{err}");
+    assert!(!err.contains("at 0 fps"), "{err}");
+    assert!(
+        err.contains("as fast as it can (--fps 0: no pacing)"),
+        "{err}"
+    );
+}
