@@ -33,7 +33,7 @@ typedef struct {
     uint32_t control_reserve_bytes;
     uint32_t spi_queue_bytes;
     uint32_t max_message;
-    uint32_t max_clients;
+    uint32_t max_clients; /* TCP clients; UDP clients have their own slots (4) */
     uint32_t leader_only; /* non-zero: only the oldest client may talk to the GAP8 */
 } esp32b_config_t;
 

@@ -138,6 +138,7 @@ pub unsafe extern "C" fn esp32b_new(cfg: *const Esp32bConfig) -> *mut Esp32b {
         spi_queue_bytes: pick(c.spi_queue_bytes, d.spi_queue_bytes),
         max_message: pick(c.max_message, d.max_message),
         max_clients: pick(c.max_clients, d.max_clients),
+        max_udp_clients: d.max_udp_clients,
         upstream: if c.leader_only != 0 {
             UpstreamPolicy::LeaderOnly
         } else {
