@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define ESP32B_EINVAL (-1)   /* null handle or buffer, buffer too small */
+#define ESP32B_EINVAL (-1)   /* null handle or buffer, buffer too small, length above PTRDIFF_MAX */
 #define ESP32B_ENOCLIENT (-2) /* no such client */
 #define ESP32B_EFULL (-3)    /* client limit reached */
 #define ESP32B_ECPX (-4)     /* malformed CPX (counted; the stream goes on) */
@@ -33,7 +33,7 @@ typedef struct {
     uint32_t control_reserve_bytes;
     uint32_t spi_queue_bytes;
     uint32_t max_message;
-    uint32_t max_clients; /* TCP clients; UDP clients have their own slots (4) */
+    uint32_t max_clients; /* per transport: TCP and UDP have separate slots (default 8 / 4) */
     uint32_t leader_only; /* non-zero: only the oldest client may talk to the GAP8 */
 } esp32b_config_t;
 

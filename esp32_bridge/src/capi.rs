@@ -17,7 +17,8 @@ use core::ffi::c_int;
 use crate::forward::{Bridge, BridgeError, Config, Transport, UpstreamPolicy};
 use crate::spi_slave::{BUFFER_LEN, SpiSlave};
 
-/// A null handle or buffer, or a buffer too small.
+/// A null handle or buffer, a buffer too small, or a length above `PTRDIFF_MAX` (or one running
+/// past the end of memory: no such buffer exists, nothing is read or written).
 pub const ESP32B_EINVAL: i32 = -1;
 /// No such client.
 pub const ESP32B_ENOCLIENT: i32 = -2;
@@ -93,13 +94,19 @@ unsafe fn handle<'a>(h: *mut Esp32b) -> Option<&'a mut Esp32b> {
     unsafe { h.as_mut() }
 }
 
+/// Whether `len` bytes at `p` can be one buffer at all: at most `isize::MAX` bytes (what
+/// `core::slice::from_raw_parts` requires), not running past the end of the address space.
+fn span_ok(p: *const u8, len: usize) -> bool {
+    len <= isize::MAX as usize && (p as usize).checked_add(len).is_some()
+}
+
 /// # Safety
 /// `p` is null (then `len` must be 0) or valid for `len` bytes.
 unsafe fn bytes<'a>(p: *const u8, len: usize) -> Option<&'a [u8]> {
     if len == 0 {
         return Some(&[]);
     }
-    if p.is_null() {
+    if p.is_null() || !span_ok(p, len) {
         return None;
     }
     // SAFETY: caller contract.
@@ -109,7 +116,7 @@ unsafe fn bytes<'a>(p: *const u8, len: usize) -> Option<&'a [u8]> {
 /// # Safety
 /// `p` is null or valid for writes of `len` bytes.
 unsafe fn bytes_mut<'a>(p: *mut u8, len: usize) -> Option<&'a mut [u8]> {
-    if p.is_null() {
+    if p.is_null() || !span_ok(p, len) {
         return None;
     }
     // SAFETY: caller contract.
@@ -138,7 +145,8 @@ pub unsafe extern "C" fn esp32b_new(cfg: *const Esp32bConfig) -> *mut Esp32b {
         spi_queue_bytes: pick(c.spi_queue_bytes, d.spi_queue_bytes),
         max_message: pick(c.max_message, d.max_message),
         max_clients: pick(c.max_clients, d.max_clients),
-        max_udp_clients: d.max_udp_clients,
+        // The C configuration's limit applies to each transport (separate slots).
+        max_udp_clients: pick(c.max_clients, d.max_udp_clients),
         upstream: if c.leader_only != 0 {
             UpstreamPolicy::LeaderOnly
         } else {
@@ -465,6 +473,33 @@ mod tests {
             out.extend_from_slice(&buf[..n.unwrap()]);
         }
         out
+    }
+
+    /// Lengths no buffer can have (above `isize::MAX`, or wrapping around the address space) are
+    /// refused with `ESP32B_EINVAL` before any slice is made, by every entry point taking one.
+    #[test]
+    fn finding6_capi_refuses_lengths_above_isize_max() {
+        // SAFETY (whole test): valid handle; the buffers are valid for every length accepted.
+        unsafe {
+            let h = esp32b_new(core::ptr::null());
+            let id = esp32b_client_add(h, 1) as u32;
+            let mut buf = [0u8; 2048];
+            let p = buf.as_mut_ptr();
+            for len in [isize::MAX as usize + 1, usize::MAX] {
+                assert_eq!(esp32b_spi_arm(h, p, len), ESP32B_EINVAL);
+                assert_eq!(esp32b_spi_complete(h, p, len), ESP32B_EINVAL);
+                assert_eq!(esp32b_client_received(h, id, p, len), ESP32B_EINVAL);
+                assert_eq!(esp32b_client_datagram(h, id, p, len), ESP32B_EINVAL);
+                assert_eq!(esp32b_client_next(h, id, p, len), ESP32B_EINVAL);
+            }
+            let end = (usize::MAX - 10) as *mut u8;
+            assert_eq!(esp32b_client_received(h, id, end, 64), ESP32B_EINVAL);
+            assert_eq!(esp32b_spi_arm(h, end, 2048), ESP32B_EINVAL);
+            // Good lengths still work.
+            assert_eq!(esp32b_client_datagram(h, id, p, 0), 0);
+            assert!(esp32b_spi_arm(h, p, buf.len()) >= 0);
+            esp32b_free(h);
+        }
     }
 
     #[test]

@@ -38,7 +38,12 @@ int main(void)
     CHECK(h != NULL);
     int32_t c0 = esp32b_client_add(h, 0), c1 = esp32b_client_add(h, 1);
     CHECK(c0 >= 0 && c1 >= 0 && c0 != c1);
+    /* max_clients per transport: TCP and UDP slots are separate. */
+    int32_t c2 = esp32b_client_add(h, 0), c3 = esp32b_client_add(h, 1);
+    CHECK(c2 >= 0 && c3 >= 0);
     CHECK(esp32b_client_add(h, 0) == ESP32B_EFULL);
+    CHECK(esp32b_client_add(h, 1) == ESP32B_EFULL);
+    CHECK(esp32b_client_remove(h, (uint32_t) c2) == 0 && esp32b_client_remove(h, (uint32_t) c3) == 0);
 
     /* GAP8 -> clients: one SPI transaction, one packet (GAP8 = 4, WiFi host = 3). */
     uint8_t rx[ESP32B_SPI_BUFFER_LEN] = {0}, out[2048];
