@@ -265,6 +265,78 @@ impl<K: Ord + Clone> SourceLimiter<K> {
     }
 }
 
+/// What a driver does with a datagram from an address that is not a registered client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send these bytes back (a cookie: never larger than the datagram), nothing more.
+    Reply([u8; REQUEST_LEN], usize),
+    /// A good echo: the address is proven. Register it if a slot is free, then send
+    /// [`Control::Welcome`].
+    Register,
+    /// No answer; the reason, for the (rate-limited) log.
+    Refuse(&'static str),
+}
+
+/// The bridge's side of the exchange, sans I/O: cookie secrets rotating every `slot_ms`, and
+/// the per-source limit on cookies. Shared by the host driver and the ESP32's C entry points.
+pub struct Gate<K: Ord + Clone> {
+    jar: CookieJar,
+    limiter: SourceLimiter<K>,
+    slot_ms: u64,
+}
+
+impl<K: Ord + Clone> Gate<K> {
+    /// `secret`: 32 random bytes for the first slot.
+    pub fn new(secret: [u8; 32], limiter: SourceLimiter<K>, slot_ms: u64) -> Self {
+        Gate {
+            jar: CookieJar::new(secret, 0),
+            limiter,
+            slot_ms: slot_ms.max(1),
+        }
+    }
+
+    /// Moves to the slot of `now_ms`; `fresh` gives the new secret (`None`: derived from the
+    /// current one by HMAC, which an attacker who does not know it cannot predict either).
+    fn tick(&mut self, now_ms: u64, fresh: impl FnOnce() -> Option<[u8; 32]>) {
+        let slot = now_ms / self.slot_ms;
+        if slot > self.jar.slot() {
+            let next = fresh().unwrap_or_else(|| self.jar.next_secret());
+            self.jar.advance(slot, || next);
+        }
+    }
+
+    /// Decides about datagram `d` from `peer` (its address encoded as the cookie binds it;
+    /// `source` its IP for the limits) at `now_ms`.
+    pub fn unproven(
+        &mut self,
+        peer: &[u8],
+        source: &K,
+        d: &[u8],
+        now_ms: u64,
+        fresh: impl FnOnce() -> Option<[u8; 32]>,
+    ) -> Verdict {
+        self.tick(now_ms, fresh);
+        match Control::parse(d) {
+            Some(Control::Request) => {
+                if !self.limiter.allow(source, now_ms) {
+                    return Verdict::Refuse("cookie rate limit");
+                }
+                let (b, n) = Control::Cookie(self.jar.cookie(peer)).encode();
+                debug_assert!(n <= d.len());
+                Verdict::Reply(b, n)
+            }
+            Some(Control::Echo(c)) if self.jar.check(peer, &c) => Verdict::Register,
+            Some(Control::Echo(_)) => Verdict::Refuse("bad or expired cookie"),
+            _ => Verdict::Refuse("datagram from an unregistered address"),
+        }
+    }
+
+    /// Forgets the sources whose limits are back to full.
+    pub fn forget_idle(&mut self, now_ms: u64) {
+        self.limiter.forget_idle(now_ms);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,6 +383,53 @@ mod tests {
         let c2 = jar.cookie(a);
         jar.advance(20, || [4; 32]);
         assert!(!jar.check(a, &c2), "a gap drops both secrets");
+    }
+
+    #[test]
+    fn gate_answers_only_requests_and_registers_only_good_echoes() {
+        let mut g = Gate::new([5; 32], SourceLimiter::new(2, 1, 16, 100), 30_000);
+        let peer = b"\x04\x0a\x00\x00\x02\x13\x88";
+        let none = || None;
+        for d in [&[][..], &[1u8][..], &[0u8; 20][..], b"GSCQ"] {
+            assert!(matches!(
+                g.unproven(peer, &1u32, d, 0, none),
+                Verdict::Refuse(_)
+            ));
+        }
+        let (req, n) = Control::Request.encode();
+        let Verdict::Reply(b, k) = g.unproven(peer, &1, &req[..n], 0, none) else {
+            panic!("no cookie")
+        };
+        assert_eq!(k, n);
+        let Some(Control::Cookie(c)) = Control::parse(&b[..k]) else {
+            panic!("not a cookie")
+        };
+        let (echo, en) = Control::Echo(c).encode();
+        assert_eq!(
+            g.unproven(peer, &1, &echo[..en], 1000, none),
+            Verdict::Register
+        );
+        // Another address with the same cookie: refused.
+        let other = b"\x04\x0a\x00\x00\x03\x13\x88";
+        assert!(matches!(
+            g.unproven(other, &1, &echo[..en], 1000, none),
+            Verdict::Refuse(_)
+        ));
+        // Still good in the next slot, not the one after (secrets derived, no fresh ones).
+        assert_eq!(
+            g.unproven(peer, &1, &echo[..en], 45_000, none),
+            Verdict::Register
+        );
+        assert!(matches!(
+            g.unproven(peer, &1, &echo[..en], 60_000, none),
+            Verdict::Refuse(_)
+        ));
+        // The per-source limit: burst 2, then 1 a second.
+        let mut g = Gate::new([5; 32], SourceLimiter::new(2, 1, 16, 100), 30_000);
+        let got = (0..10)
+            .filter(|_| matches!(g.unproven(peer, &7, &req[..n], 0, none), Verdict::Reply(..)))
+            .count();
+        assert_eq!(got, 2);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Notify;
 
-use crate::cookie::{self, Control, CookieJar, SourceLimiter};
+use crate::cookie::{self, Control, Gate, SourceLimiter, Verdict};
 use crate::forward::{Bridge, BridgeError, ClientId, Config, Transport};
 
 /// Where the host bridge listens and how patient it is.
@@ -86,25 +86,11 @@ struct Shared {
 /// Seconds per cookie slot: a cookie is valid for 30 to 60 s, the secret changes every 30 s.
 const COOKIE_SLOT_SECS: u64 = 30;
 
-/// What the bridge keeps to check UDP addresses: the cookie secrets and the per-source limits.
+/// What the bridge keeps to check UDP addresses: the cookie gate and the per-source limit.
 struct UdpGate {
-    jar: CookieJar,
-    limiter: SourceLimiter<IpAddr>,
+    gate: Gate<IpAddr>,
     start: Instant,
     per_source: usize,
-}
-
-impl UdpGate {
-    fn now_ms(&mut self, now: Instant) -> u64 {
-        let ms = now.duration_since(self.start).as_millis() as u64;
-        let slot = ms / 1000 / COOKIE_SLOT_SECS;
-        if slot > self.jar.slot() {
-            // Without the OS's random numbers, a secret derived from the current one.
-            let next = self.jar.next_secret();
-            self.jar.advance(slot, || fresh_secret().unwrap_or(next));
-        }
-        ms
-    }
 }
 
 fn fresh_secret() -> io::Result<[u8; 32]> {
@@ -246,12 +232,15 @@ impl HostBridge {
             udp_notify: Notify::new(),
             udp_peers: Mutex::new(HashMap::new()),
             udp_gate: Mutex::new(UdpGate {
-                jar: CookieJar::new(fresh_secret()?, 0),
-                limiter: SourceLimiter::new(
-                    cfg.cookie_burst,
-                    cfg.cookie_per_sec,
-                    4096,
-                    cfg.cookie_global_per_sec,
+                gate: Gate::new(
+                    fresh_secret()?,
+                    SourceLimiter::new(
+                        cfg.cookie_burst,
+                        cfg.cookie_per_sec,
+                        4096,
+                        cfg.cookie_global_per_sec,
+                    ),
+                    COOKIE_SLOT_SECS * 1000,
                 ),
                 start: Instant::now(),
                 per_source: cfg.udp_clients_per_source,
@@ -516,20 +505,20 @@ impl Shared {
     /// never larger than `d`: a cookie for a request, a welcome for a good echo.
     fn unproven(&self, peer: SocketAddr, d: &[u8]) -> Option<([u8; cookie::REQUEST_LEN], usize)> {
         let (pb, pl) = peer_bytes(peer);
-        let mut gate = self.udp_gate.lock().unwrap_or_else(|e| e.into_inner());
-        let now_ms = gate.now_ms(Instant::now());
-        let reply = match Control::parse(d) {
-            Some(Control::Request) => {
-                if !gate.limiter.allow(&peer.ip(), now_ms) {
-                    drop(gate);
-                    self.refuse(format_args!("UDP {peer}: cookie rate limit"));
-                    return None;
-                }
-                Control::Cookie(gate.jar.cookie(&pb[..pl])).encode()
+        let mut g = self.udp_gate.lock().unwrap_or_else(|e| e.into_inner());
+        let now_ms = g.start.elapsed().as_millis() as u64;
+        let verdict = g
+            .gate
+            .unproven(&pb[..pl], &peer.ip(), d, now_ms, || fresh_secret().ok());
+        let per_source = g.per_source;
+        drop(g);
+        match verdict {
+            Verdict::Reply(b, n) => Some((b, n)),
+            Verdict::Refuse(why) => {
+                self.refuse(format_args!("UDP {peer}: {why} ({} bytes)", d.len()));
+                None
             }
-            Some(Control::Echo(c)) if gate.jar.check(&pb[..pl], &c) => {
-                let per_source = gate.per_source;
-                drop(gate);
+            Verdict::Register => {
                 let mut peers = self.udp_peers.lock().unwrap_or_else(|e| e.into_inner());
                 let same_ip = peers.keys().filter(|a| a.ip() == peer.ip()).count();
                 if same_ip >= per_source {
@@ -548,24 +537,9 @@ impl Shared {
                 peers.insert(peer, (id, Instant::now()));
                 drop(peers);
                 self.log(format_args!("client {id} registered over UDP from {peer}"));
-                Control::Welcome.encode()
+                Some(Control::Welcome.encode())
             }
-            Some(Control::Echo(_)) => {
-                drop(gate);
-                self.refuse(format_args!("UDP {peer}: bad or expired cookie"));
-                return None;
-            }
-            _ => {
-                drop(gate);
-                self.refuse(format_args!(
-                    "UDP {peer}: {}-byte datagram from an unregistered address",
-                    d.len()
-                ));
-                return None;
-            }
-        };
-        debug_assert!(reply.1 <= d.len());
-        Some(reply)
+        }
     }
 }
 
@@ -609,9 +583,9 @@ async fn udp_expiry(shared: Arc<Shared>, timeout: Duration) {
             .map(|(a, (id, _))| (*a, *id))
             .collect();
         {
-            let mut gate = shared.udp_gate.lock().unwrap_or_else(|e| e.into_inner());
-            let now_ms = gate.now_ms(Instant::now());
-            gate.limiter.forget_idle(now_ms);
+            let mut g = shared.udp_gate.lock().unwrap_or_else(|e| e.into_inner());
+            let now_ms = g.start.elapsed().as_millis() as u64;
+            g.gate.forget_idle(now_ms);
         }
         for (addr, id) in stale {
             shared
