@@ -73,6 +73,22 @@ int main(void)
     esp32b_stats_t st;
     CHECK(esp32b_stats(h, &st) == 0);
     CHECK(st.clients == 2 && st.packets_from_gap8 == 1 && st.packets_to_gap8 == 1 && st.spi_malformed == 1);
+
+    /* UDP registration: nothing for an empty datagram, a cookie as large as the request, a
+     * client for the echo (a UDP slot is free: c3 was removed above). */
+    uint8_t secret[32] = {1, 2, 3}, reply[ESP32B_UDP_REPLY_MAX], req[20] = {'G', 'S', 'C', 'Q'};
+    int32_t id = 0;
+    CHECK(esp32b_udp_secret(h, secret) == 0);
+    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, req, 0, 10, reply, sizeof reply, &id) == 0 && id == -1);
+    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, req, sizeof req, 10, reply, sizeof reply, &id) == 20);
+    CHECK(memcmp(reply, "GSCK", 4) == 0 && id == -1);
+    uint8_t echo[20];
+    memcpy(echo, "GSCE", 4);
+    memcpy(echo + 4, reply + 4, 16);
+    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, echo, sizeof echo, 20, reply, sizeof reply, &id) == 4);
+    CHECK(memcmp(reply, "GSCW", 4) == 0 && id >= 0);
+    CHECK(esp32b_client_remove(h, (uint32_t) id) == 0);
+
     esp32b_free(h);
     printf("capi_test: esp32_bridge C entry points ok\n");
     return 0;
