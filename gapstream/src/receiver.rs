@@ -692,6 +692,15 @@ impl Conn {
     }
 }
 
+/// The file a recorded frame goes to: `frame_NNNNNNNN.png`, numbered with the frame number burned
+/// into the image (the synthetic source, a test-pattern stock stream) so files and pixels agree,
+/// else with the stream's sequence number (which in the secure stream starts at the handshake,
+/// not at the drone's first frame).
+pub fn frame_file_name(f: &Delivered) -> String {
+    let n = testpattern::decode(&f.pixels, f.width, f.height).map_or(f.seq, |s| s.frame as u64);
+    format!("frame_{n:08}.png")
+}
+
 /// Saves delivered frames as PNG.
 struct Recorder {
     dir: PathBuf,
@@ -710,7 +719,7 @@ impl Recorder {
         } else {
             images::encode_png(f.width, f.height, 1, &f.pixels)?
         };
-        let path = self.dir.join(format!("frame_{:08}.png", f.seq));
+        let path = self.dir.join(frame_file_name(f));
         std::fs::write(&path, png).map_err(|source| images::ImageError::Io { path, source })
     }
 }
