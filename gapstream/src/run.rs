@@ -426,7 +426,7 @@ fn receiver_sinks(viewer: &Option<(Arc<ViewerState>, Viewer)>, s: &StreamSetting
 }
 
 /// Listeners of `gapstream demo`: extra receivers next to the leader (the one with the viewer),
-/// as in the group test of the Raspberry Pi study `000_*`.
+/// a group test: each with its own key and handshake, all opening the same frames.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Listeners {
     /// How many (0..=7).
@@ -757,7 +757,7 @@ pub struct BenchRow {
     pub tag_failures: u64,
 }
 
-/// The bench CSV header (issue 6).
+/// The bench CSV header.
 pub const BENCH_HEADER: &str = "suite,transport,frames,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,lost,tag_failures";
 
 /// Streams `frames` frames of 324x244 through node -> bridge -> receiver on localhost and
