@@ -71,8 +71,11 @@ pub struct Config {
     pub spi_queue_bytes: usize,
     /// Largest message reassembled (both directions).
     pub max_message: usize,
-    /// Most clients at once.
+    /// Most TCP clients at once.
     pub max_clients: usize,
+    /// Most UDP clients at once: separate slots, so that neither transport can take all of them
+    /// (a UDP client costs its sender one datagram, a TCP client a handshake).
+    pub max_udp_clients: usize,
     pub upstream: UpstreamPolicy,
 }
 
@@ -84,6 +87,7 @@ impl Default for Config {
             spi_queue_bytes: 32 * 1024,
             max_message: 128 * 1024,
             max_clients: 8,
+            max_udp_clients: 4,
             upstream: UpstreamPolicy::All,
         }
     }
@@ -329,8 +333,19 @@ impl Bridge {
             .ok_or(BridgeError::UnknownClient(id))
     }
 
+    /// A new client, if its transport has a free slot ([`Config::max_clients`] for TCP,
+    /// [`Config::max_udp_clients`] for UDP).
     pub fn add_client(&mut self, transport: Transport) -> Result<ClientId, BridgeError> {
-        if self.clients.len() >= self.cfg.max_clients {
+        let limit = match transport {
+            Transport::Tcp => self.cfg.max_clients,
+            Transport::Udp => self.cfg.max_udp_clients,
+        };
+        let used = self
+            .clients
+            .iter()
+            .filter(|c| c.transport == transport)
+            .count();
+        if used >= limit {
             return Err(BridgeError::TooManyClients);
         }
         let id = self.next_id;
@@ -1050,6 +1065,31 @@ mod tests {
             b2.add_client(Transport::Tcp),
             Err(BridgeError::TooManyClients)
         );
+    }
+
+    #[test]
+    fn finding5_udp_and_tcp_clients_have_separate_slots() {
+        let mut b = Bridge::new(Config {
+            max_clients: 2,
+            max_udp_clients: 3,
+            ..Config::default()
+        });
+        for _ in 0..3 {
+            b.add_client(Transport::Udp).unwrap();
+        }
+        assert_eq!(
+            b.add_client(Transport::Udp),
+            Err(BridgeError::TooManyClients)
+        );
+        // Every UDP slot taken: TCP clients still get theirs, and the other way round.
+        let t1 = b.add_client(Transport::Tcp).unwrap();
+        b.add_client(Transport::Tcp).unwrap();
+        assert_eq!(
+            b.add_client(Transport::Tcp),
+            Err(BridgeError::TooManyClients)
+        );
+        b.remove_client(t1);
+        assert!(b.add_client(Transport::Tcp).is_ok());
     }
 
     proptest! {

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use esp32_bridge::cookie;
 use gap_rust_cipher_s::Sequential;
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::testpattern;
@@ -610,8 +611,7 @@ impl Conn {
                 let s = UdpSocket::bind(bind)?;
                 s.connect(addr)?;
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
-                // Registers this receiver with the bridge.
-                s.send(&[])?;
+                udp_register(&s)?;
                 Ok(Conn::Udp(s, Instant::now()))
             }
         }
@@ -673,7 +673,11 @@ impl Conn {
                     *keepalive = Instant::now();
                     s.send(&[])?;
                 }
-                s.recv(buf)
+                match s.recv(buf) {
+                    // A repeated cookie or welcome (its datagram crossed a retry): not CPX.
+                    Ok(n) if cookie::Control::parse(&buf[..n]).is_some() => Ok(0),
+                    r => r,
+                }
             }
         };
         match r {
@@ -699,6 +703,46 @@ impl Conn {
 pub fn frame_file_name(f: &Delivered) -> String {
     let n = testpattern::decode(&f.pixels, f.width, f.height).map_or(f.seq, |s| s.frame as u64);
     format!("frame_{n:08}.png")
+}
+
+/// Registers with the bridge over UDP: it sends nothing larger than what it got to an address
+/// that has not shown that it receives there, so the receiver asks for a cookie (a 20-byte
+/// request), echoes it, and waits for the welcome (`esp32_bridge::cookie`). Lost datagrams are
+/// sent again every 250 ms, for at most 2 s.
+fn udp_register(s: &UdpSocket) -> io::Result<()> {
+    let start = Instant::now();
+    let mut next = cookie::Control::Request;
+    let mut sent: Option<Instant> = None;
+    let mut buf = [0u8; 2048];
+    while start.elapsed() < Duration::from_secs(2) {
+        if sent.is_none_or(|t| t.elapsed() >= Duration::from_millis(250)) {
+            let (b, n) = next.encode();
+            s.send(&b[..n])?;
+            sent = Some(Instant::now());
+        }
+        match s.recv(&mut buf) {
+            Ok(n) => match cookie::Control::parse(&buf[..n]) {
+                Some(cookie::Control::Cookie(c)) if next == cookie::Control::Request => {
+                    next = cookie::Control::Echo(c);
+                    sent = None;
+                }
+                Some(cookie::Control::Welcome) => return Ok(()),
+                _ => {}
+            },
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "no answer to the UDP registration (cookie request) within 2 s",
+    ))
 }
 
 /// Saves delivered frames as PNG.

@@ -371,6 +371,13 @@ pub fn camera_rate(fps: f64) -> String {
 pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
     let cfg = HostConfig {
         verbose,
+        // The demo's receivers all run on this machine (one source address): a UDP slot for
+        // every receiver the drone serves.
+        udp_clients_per_source: handshake::MAX_RECEIVER_KEYS,
+        core: esp32_bridge::forward::Config {
+            max_udp_clients: handshake::MAX_RECEIVER_KEYS,
+            ..esp32_bridge::forward::Config::default()
+        },
         ..HostConfig::default()
     };
     match HostBridge::start(cfg.clone()) {

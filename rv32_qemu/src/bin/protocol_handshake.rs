@@ -17,8 +17,8 @@ use gapstream_protocol::handshake::{
 };
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
-    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, ReceiverConfig,
-    ReceiverEvent, ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
+    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, ReceiverConfig, ReceiverEvent,
+    ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
 };
 use rv32_qemu::println;
 
