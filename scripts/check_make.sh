@@ -13,7 +13,7 @@ help=$(make --no-print-directory -s help)
 names=$(grep -E '^  make ' <<<"$help" | awk '{print $2}')
 dups=$(sort <<<"$names" | uniq -d)
 [ -z "$dups" ] || fail "make help lists these targets more than once: $dups"
-for t in test demo setup; do grep -qx "$t" <<<"$names" || fail "make help does not list $t"; done
+for t in test demo setup lint; do grep -qx "$t" <<<"$names" || fail "make help does not list $t"; done
 cols=$(grep -E '^  make ' <<<"$help" | while IFS= read -r l; do
   rest=${l#  make }; name=${rest%% *}; after=${rest#"$name"}; pad=${after%%[! ]*}
   echo $(( 7 + ${#name} + ${#pad} )); done | sort -u)
