@@ -11,8 +11,12 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 export PATH := $(HOME)/.cargo/bin:$(PATH)
-# Plain cargo output (no colour escapes in logs); set CARGO_TERM_COLOR=always to override.
+# Plain, quiet cargo output in `make test` logs: no colour escapes, no `Compiling` lines, also from
+# the cargo runs that trybuild (asm_macros' compile-fail tests) starts itself and from its own
+# report (termcolor: NO_COLOR). Override on the command line, e.g. CARGO_TERM_COLOR=always.
 export CARGO_TERM_COLOR ?= never
+export CARGO_TERM_QUIET ?= true
+export NO_COLOR ?= 1
 
 CARGO       ?= cargo
 RV32_TARGET := riscv32imc-unknown-none-elf
@@ -45,6 +49,10 @@ test: setup
 TEST_TARGETS += make-check
 make-check:
 	@scripts/check_make.sh
+# What cargo sees from make (for make-check).
+.PHONY: print-test-env
+print-test-env:
+	@env | grep -E '^(CARGO_TERM_COLOR|CARGO_TERM_QUIET|NO_COLOR)=' | sort
 
 test-host:
 	$(CARGO) test --locked --quiet

@@ -42,4 +42,11 @@ grep -q 'QUICK=1: 64 points, *$\|QUICK=1: 64 points,' <<<"$help" || fail "make h
 grep -q '~15 s' <<<"$help" || fail "make help does not give the QUICK=1 time"
 grep -q 'QUICK=1` runs a subset (64 points, single runs, ~15 s)' README.md || fail "README's QUICK=1 time differs from make help"
 grep -q 'QUICK=1 .*64 points, single runs, ~15 seconds' docs/bench.md || fail "docs/bench.md's QUICK=1 time differs from make help"
+# Test output without colour escapes or cargo status lines (trybuild starts cargo and colours its
+# own report): the asm_macros tests as make runs them.
+out=$(make --no-print-directory -s print-test-env 2>&1)
+for kv in CARGO_TERM_COLOR=never CARGO_TERM_QUIET=true NO_COLOR=1; do
+  grep -qx "$kv" <<<"$out" || fail "make does not export $kv for cargo (got: $out)"
+done
+
 echo "make-check: ok (help: $(wc -l <<<"$names") targets, one column; demo announces its build; demo installs no browser)"
