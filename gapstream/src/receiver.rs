@@ -696,6 +696,15 @@ impl Conn {
     }
 }
 
+/// The file a recorded frame goes to: `frame_NNNNNNNN.png`, numbered with the frame number burned
+/// into the image (the synthetic source, a test-pattern stock stream) so files and pixels agree,
+/// else with the stream's sequence number (which in the secure stream starts at the handshake,
+/// not at the drone's first frame).
+pub fn frame_file_name(f: &Delivered) -> String {
+    let n = testpattern::decode(&f.pixels, f.width, f.height).map_or(f.seq, |s| s.frame as u64);
+    format!("frame_{n:08}.png")
+}
+
 /// Registers with the bridge over UDP: it sends nothing larger than what it got to an address
 /// that has not shown that it receives there, so the receiver asks for a cookie (a 20-byte
 /// request), echoes it, and waits for the welcome (`esp32_bridge::cookie`). Lost datagrams are
@@ -723,7 +732,9 @@ fn udp_register(s: &UdpSocket) -> io::Result<()> {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e),
         }
@@ -752,7 +763,7 @@ impl Recorder {
         } else {
             images::encode_png(f.width, f.height, 1, &f.pixels)?
         };
-        let path = self.dir.join(format!("frame_{:08}.png", f.seq));
+        let path = self.dir.join(frame_file_name(f));
         std::fs::write(&path, png).map_err(|source| images::ImageError::Io { path, source })
     }
 }

@@ -835,8 +835,7 @@ fn udp_with_5_percent_loss_counts_lost_frames_and_delivers_the_rest_intact() {
     assert!(dropped.load(Ordering::Relaxed) > 0);
 }
 
-/// A leader and two listeners through the bridge, as in the group test of the Raspberry Pi study
-/// (`000_*`): each receiver has its own key and handshake, every frame is sealed once and all three
+/// A leader and two listeners through the bridge, a group test: each receiver has its own key and handshake, every frame is sealed once and all three
 /// open it byte-identical; one listener leaves mid-run (CLOSE: the drone rekeys without it) and the
 /// other two go on through the rekey without a gap.
 #[test]

@@ -2,7 +2,10 @@
 //!
 //! Pipelining: two frame buffers. While frame N is sealed and sent (the slow SPI transfer), the
 //! camera already captures frame N+1 into the other buffer, so the frame period is bounded by the
-//! slower of capture and send, not their sum (the paper's ~8 fps came from doing them in turn).
+//! slower of capture and send, not their sum (the ~8 fps of the paper, F. Barchi et al., "RUST-Encoded
+//! Stream Ciphers on a RISC-V Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023, came from doing
+//! them in turn). NanoCockpit (E. Cereda, A. Giusti, D. Palossi, arXiv:2601.07476, 2026) pipelines
+//! the AI-deck's acquisition, computation and streaming the same way.
 //!
 //! ```text
 //! start(B)            ... capture N+1 into B runs in the background ...

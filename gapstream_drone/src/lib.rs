@@ -1,6 +1,6 @@
 //! The drone application of gapstream: capture a frame, seal it, send it as CPX packets to the
 //! ESP32, answer the receiver's handshake and rekey messages. `#![no_std]` + `alloc`, generic over
-//! small traits so the GAP8 firmware (issue 7, pmsis implementations) and the host simulation behind
+//! small traits so the GAP8 firmware (`firmware/`, pmsis implementations) and the host simulation behind
 //! `make demo` (the `gapstream` crate, std implementations) run exactly this code.
 //!
 //! | module | what |
