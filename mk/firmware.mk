@@ -14,6 +14,7 @@ firmware-test: esp32-capi-test
 	$(CARGO) test --locked --quiet -p gapstream_firmware -p gvsoc_e2e
 	$(CARGO) test --locked --quiet -p esp32_bridge --features capi --lib --test capi_header
 	firmware/tests/compat_insn.sh
+	firmware/tests/flags_stamp.sh
 
 # The ESP32's C entry points as a host staticlib, and a C program against the header.
 esp32-capi-test:

@@ -692,7 +692,7 @@ mod tests {
             assert!(tcp >= 0 && udp >= 0 && tcp != udp);
             // The GAP8 sends a frame-sized message over SPI: every client gets it.
             let down = wire(
-                Route::new(Target::Gap8, Target::WifiHost, Function::App),
+                Route::new(Target::Gap8, Target::WifiHost, Function::Test),
                 &[5u8; 3000],
             );
             let mut rx = vec![0u8; BUFFER_LEN];
@@ -727,16 +727,22 @@ mod tests {
             assert_eq!(n, 1024);
             // The receiver answers over TCP: the ESP32 arms a transaction carrying it.
             let up = wire(
-                Route::new(Target::WifiHost, Target::Gap8, Function::App),
+                Route::new(Target::WifiHost, Target::Gap8, Function::Test),
                 b"hello",
             );
+            // First the two "client connected" notifications (WIFI_CTRL [0x32, 1]).
+            let mut tx = vec![0u8; esp32b_spi_buffer_len() as usize];
+            for _ in 0..2 {
+                assert_eq!(esp32b_spi_should_arm(h, 0), 1);
+                assert_eq!(esp32b_spi_arm(h, tx.as_mut_ptr(), tx.len()), 6);
+                assert_eq!(tx[..6], [4, 0, 4 | 2 << 3 | 1 << 6, 4, 0x32, 1]);
+            }
             assert_eq!(esp32b_spi_should_arm(h, 0), 0);
             assert_eq!(
                 esp32b_client_received(h, tcp as u32, up.as_ptr(), up.len()),
                 1
             );
             assert_eq!(esp32b_spi_should_arm(h, 0), 1);
-            let mut tx = vec![0u8; esp32b_spi_buffer_len() as usize];
             assert_eq!(
                 esp32b_spi_arm(h, tx.as_mut_ptr(), tx.len()),
                 up.len() as i32
@@ -757,7 +763,7 @@ mod tests {
             assert_eq!(esp32b_stats(h, &mut st), 0);
             assert_eq!(
                 (st.clients, st.packets_from_gap8, st.packets_to_gap8),
-                (2, 3, 1)
+                (2, 3, 3)
             );
             assert_eq!(esp32b_client_remove(h, tcp as u32), 0);
             assert_eq!(esp32b_client_remove(h, tcp as u32), ESP32B_ENOCLIENT);

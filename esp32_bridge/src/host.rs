@@ -198,7 +198,10 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
-        if let Some(st) = self.core().remove_client(id) {
+        let left = self.core().remove_client(id);
+        if let Some(st) = left {
+            // The last client leaving queues WIFI_CTRL "client disconnected" for the GAP8.
+            self.spi_notify.notify_one();
             self.log(format_args!(
                 "client {id} left (sent {} messages, dropped {} frames for it)",
                 st.messages_sent, st.frames_dropped
@@ -397,6 +400,8 @@ async fn tcp_side(listener: TcpListener, shared: Arc<Shared>, write_timeout: Dur
             }
         };
         let _ = sock.set_nodelay(true);
+        // The core queued WIFI_CTRL "client connected" for the GAP8.
+        shared.spi_notify.notify_one();
         let waker = Arc::new(Notify::new());
         shared
             .wakers
@@ -537,6 +542,8 @@ impl Shared {
                 peers.insert(peer, (id, Instant::now()));
                 drop(peers);
                 self.log(format_args!("client {id} registered over UDP from {peer}"));
+                // The core has queued the client-connected status for the GAP8.
+                self.spi_notify.notify_one();
                 Some(Control::Welcome.encode())
             }
         }
@@ -681,10 +688,25 @@ mod tests {
         drop(listener);
         let up = message(9, 50, Target::WifiHost, Target::Gap8);
         leader.write_all(&up).unwrap();
-        let mut back = vec![0u8; up.len()];
+        // Before it, the GAP8 got "client connected" (WIFI_CTRL [0x32, 1]): once per client, or
+        // fewer when clients connected before the bridge saw the GAP8's link come up (a link reset
+        // clears the queue and reports the status once).
+        let status = [4u8, 0, 4 | 2 << 3 | 1 << 6, 4, 0x32, 1];
         gap8.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        gap8.read_exact(&mut back).unwrap();
-        assert_eq!(back, up);
+        let mut seen = 0;
+        loop {
+            let mut p = [0u8; 6];
+            gap8.read_exact(&mut p).unwrap();
+            if p != status {
+                let mut back = p.to_vec();
+                back.resize(up.len(), 0);
+                gap8.read_exact(&mut back[6..]).unwrap();
+                assert_eq!(back, up);
+                break;
+            }
+            seen += 1;
+        }
+        assert!((1..=3).contains(&seen), "{seen} status packets");
         let f = message(7, 5000, Target::Gap8, Target::WifiHost);
         gap8.write_all(&f).unwrap();
         assert_eq!(read_messages(&mut leader, 1), vec![f]);

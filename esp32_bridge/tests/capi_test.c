@@ -23,7 +23,7 @@ static size_t packet(uint8_t *out, uint8_t dst, uint8_t src, const uint8_t *p, s
     out[0] = (uint8_t) ((n + 2) & 0xFF);
     out[1] = (uint8_t) ((n + 2) >> 8);
     out[2] = (uint8_t) (dst | (src << 3) | (1 << 6));
-    out[3] = 0x05; /* APP */
+    out[3] = 0x0E; /* gapstream's function (APP, 0x05, would be read as the stock image stream) */
     memcpy(out + 4, p, n);
     return n + 4;
 }
@@ -45,6 +45,18 @@ int main(void)
     CHECK(esp32b_client_add(h, 1) == ESP32B_EFULL);
     CHECK(esp32b_client_remove(h, (uint32_t) c2) == 0 && esp32b_client_remove(h, (uint32_t) c3) == 0);
 
+    /* Each client's arrival (four, two of them gone again) was queued for the GAP8 as WIFI_CTRL
+     * "client connected" (ESP32 = 2 -> GAP8 = 4, function 4, [0x32, 1]), as Bitcraze's
+     * aideck-esp-firmware reports it. */
+    const uint8_t status[6] = {4, 0, 4 | (2 << 3) | (1 << 6), 4, 0x32, 1};
+    uint8_t tx[ESP32B_SPI_BUFFER_LEN];
+    for (int i = 0; i < 4; i++) {
+        CHECK(esp32b_spi_should_arm(h, 0) == 1);
+        CHECK(esp32b_spi_arm(h, tx, sizeof tx) == 6);
+        CHECK(memcmp(tx, status, 6) == 0);
+    }
+    CHECK(esp32b_spi_should_arm(h, 0) == 0);
+
     /* GAP8 -> clients: one SPI transaction, one packet (GAP8 = 4, WiFi host = 3). */
     uint8_t rx[ESP32B_SPI_BUFFER_LEN] = {0}, out[2048];
     const uint8_t msg[] = "frame bytes";
@@ -61,7 +73,6 @@ int main(void)
     size_t m = packet(up, 4, 3, hello, sizeof hello);
     CHECK(esp32b_client_datagram(h, (uint32_t) c1, up, m) == 1);
     CHECK(esp32b_spi_should_arm(h, 0) == 1);
-    uint8_t tx[ESP32B_SPI_BUFFER_LEN];
     CHECK(esp32b_spi_arm(h, tx, sizeof tx) == (int32_t) m);
     CHECK(memcmp(tx, up, m) == 0);
     CHECK(esp32b_spi_should_arm(h, 0) == 0);
@@ -72,7 +83,7 @@ int main(void)
     CHECK(esp32b_client_remove(h, 77) == ESP32B_ENOCLIENT);
     esp32b_stats_t st;
     CHECK(esp32b_stats(h, &st) == 0);
-    CHECK(st.clients == 2 && st.packets_from_gap8 == 1 && st.packets_to_gap8 == 1 && st.spi_malformed == 1);
+    CHECK(st.clients == 2 && st.packets_from_gap8 == 1 && st.packets_to_gap8 == 5 && st.spi_malformed == 1);
 
     /* UDP registration: nothing for an empty datagram, a cookie as large as the request, a
      * client for the echo (a UDP slot is free: c3 was removed above). */

@@ -10,6 +10,8 @@
  *   TCP task   accepts receivers on port 5000 (stream of CPX packets), one task per receiver
  *   UDP task   receivers on port 5000/udp (one CPX packet per datagram), registered by the
  *              cookie exchange (docs/stream.md; the decisions are the core's, esp32b_udp_*)
+ *   status     on every receiver connect and on the last one's disconnect the core queues
+ *              WIFI_CTRL_STATUS_CLIENT_CONNECTED for the GAP8, as aideck-esp-firmware does
  *   WiFi       access point (default, like the stock firmware: the deck is 192.168.4.1) or station
  *
  * The core is not thread-safe: every esp32b_* call happens under `core_lock`.
@@ -157,6 +159,7 @@ static void tcp_client_task(void *arg)
         vTaskDelete(NULL);
     }
     ESP_LOGI(TAG, "receiver %ld connected over TCP", (long) id);
+    xEventGroupSetBits(events, EV_FOR_GAP8); /* the core queued WIFI_CTRL "client connected" */
     uint8_t *buf = malloc(2048);
     size_t pending = 0, off = 0;
     int alive = buf != NULL;
@@ -195,6 +198,7 @@ static void tcp_client_task(void *arg)
     }
     ESP_LOGI(TAG, "receiver %ld disconnected", (long) id);
     LOCKED(esp32b_client_remove(core, (uint32_t) id));
+    xEventGroupSetBits(events, EV_FOR_GAP8); /* "client disconnected" if it was the last one */
     free(buf);
     close(fd);
     vTaskDelete(NULL);
@@ -278,6 +282,7 @@ static void udp_task(void *arg)
                     udp_peers[free_slot].id = id;
                     udp_peers[free_slot].last_seen = now;
                     ESP_LOGI(TAG, "receiver %ld registered over UDP", (long) id);
+                    xEventGroupSetBits(events, EV_FOR_GAP8);
                 }
                 if (r > 0)
                     sendto(s, reply, (size_t) r, MSG_DONTWAIT, (struct sockaddr *) &from, fl);
@@ -293,6 +298,7 @@ static void udp_task(void *arg)
             if (now - udp_peers[i].last_seen > pdMS_TO_TICKS(UDP_EXPIRY_MS)) {
                 LOCKED(esp32b_client_remove(core, (uint32_t) udp_peers[i].id));
                 udp_peers[i].id = -1;
+                xEventGroupSetBits(events, EV_FOR_GAP8);
                 continue;
             }
             for (int k = 0; k < 8; k++) { /* a few datagrams per peer per round */
