@@ -236,6 +236,47 @@ fn n_frames_in_the_identical_n_frames_out() {
     }
 }
 
+/// A receiver over UDP registers through the bridge's cookie exchange (request, cookie, echo,
+/// welcome) and then gets the authenticated stream, while an address that only sent empty
+/// datagrams gets no slot and nothing back.
+#[test]
+fn finding5_receiver_streams_over_udp_after_the_cookie_exchange() {
+    let d = tempfile::tempdir().unwrap();
+    let (spec, frames) = raw_frames(d.path(), 6);
+    let b = bridge_at(any(), any(), any());
+    let udp = b.udp_addr.unwrap();
+    let stranger = std::net::UdpSocket::bind(any()).unwrap();
+    stranger
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    for _ in 0..5 {
+        stranger.send_to(&[], udp).unwrap();
+    }
+    let (mode, session) = secure(Suite::ChaCha20Poly1305, 1020);
+    let rx = receiver_on(udp, Transport::Udp, session);
+    wait_clients(&b, 1);
+    let n = node_with(&spec, b.spi_addr, 60.0, None, 1020, mode);
+    let got = rx.take(6, Duration::from_secs(30));
+    let s = rx.finish();
+    n.stop();
+    assert_eq!(got.len(), 6, "{s:?}");
+    for g in &got {
+        assert!(
+            frames.contains(&g.pixels),
+            "frame {} is not a source frame",
+            g.seq
+        );
+    }
+    assert_eq!((s.counters.tag_failures, s.counters.malformed), (0, 0));
+    assert_eq!(b.udp_clients(), 1, "only the receiver holds a UDP slot");
+    let mut buf = [0u8; 2048];
+    assert!(
+        stranger.recv_from(&mut buf).is_err(),
+        "nothing to the address that only sent empty datagrams"
+    );
+    assert!(b.refused() >= 5);
+}
+
 #[test]
 fn bridge_restarted_mid_stream_receiver_reconnects_by_itself() {
     let spec = SourceSpec::Synthetic {
