@@ -137,6 +137,12 @@ pub struct DroneConfig {
     pub packet_payload: usize,
     /// Produce key-log lines ([`DroneSession::drain_keylog`]). Debug aid; off by default.
     pub keylog: bool,
+    /// The drone's boot counter: a persistent count advanced (and stored) at every start, before
+    /// any handshake (`gapstream_drone::boot`). It is authenticated in every ACCEPT and so bound
+    /// into every session key, and mixed into the drone's ephemeral keys: what a receiver sent to
+    /// an earlier boot (a recorded KEY_ACK) never opens in this one, even if the drone's randomness
+    /// repeats. 0 only for tests and benchmarks; a drone application must set it.
+    pub boot_counter: u32,
 }
 
 impl Default for DroneConfig {
@@ -151,6 +157,7 @@ impl Default for DroneConfig {
             member_timeout_ns: 5_000_000_000,
             packet_payload: crate::cpx::MAX_PAYLOAD,
             keylog: false,
+            boot_counter: 0,
         }
     }
 }
@@ -307,6 +314,10 @@ struct DroneSess {
     acked: Option<u32>,
     key_sent_ns: u64,
     last_heard_ns: u64,
+    /// The group's next frame sequence number when this session's HELLO was accepted: the session
+    /// never had a key for a frame below it, and its receiver refuses those (every GROUP_KEY of
+    /// the session carries it).
+    first_sequence: u64,
 }
 
 impl DroneSess {
@@ -525,13 +536,15 @@ impl DroneSession {
         let Some(peer) = self.id.for_receiver(receiver) else {
             return self.refuse(HandshakeError::Noise, None);
         };
-        let est = handshake::respond(&peer, &policy, rng, hello).and_then(|(e, accept)| {
-            let keys = SessionKeys::derive(k, &e.secret).map_err(|_| handshake::Refusal {
-                error: HandshakeError::Noise,
-                alert: Some(wire::encode_alert(hello_id, AlertCode::InternalError)),
-            })?;
-            Ok((e, keys, accept))
-        });
+        let est = handshake::respond(&peer, &policy, self.cfg.boot_counter, rng, hello).and_then(
+            |(e, accept)| {
+                let keys = SessionKeys::derive(k, &e.secret).map_err(|_| handshake::Refusal {
+                    error: HandshakeError::Noise,
+                    alert: Some(wire::encode_alert(hello_id, AlertCode::InternalError)),
+                })?;
+                Ok((e, keys, accept))
+            },
+        );
         let (est, keys, accept) = match est {
             Ok(x) => x,
             Err(refusal) => return self.refuse(refusal.error, refusal.alert),
@@ -541,6 +554,7 @@ impl DroneSession {
             mode,
             hello_id,
             secret,
+            ..
         } = est;
         let stats = HandshakeStats {
             suite,
@@ -573,6 +587,7 @@ impl DroneSession {
             acked: None,
             key_sent_ns: t0,
             last_heard_ns: t0,
+            first_sequence: self.next_seq,
         });
         let i = self.sessions.len() - 1;
         self.counters.handshakes += 1;
@@ -622,13 +637,12 @@ impl DroneSession {
             return;
         };
         let s = &mut self.sessions[i];
-        let body = Zeroizing::new(
-            GroupKeyBody {
-                epoch: ep.keys.epoch,
-                secret: *ep.secret.bytes(),
-            }
-            .encode(),
-        );
+        let body = GroupKeyBody {
+            epoch: ep.keys.epoch,
+            first_sequence: s.first_sequence,
+            secret: ep.secret.clone(),
+        }
+        .encode();
         let m = control(
             k,
             &s.keys.d2r_control,
@@ -1006,9 +1020,10 @@ pub struct ReceiverCounters {
     pub payload_bytes: u64,
     /// Frames whose tag did not verify.
     pub tag_failures: u64,
-    /// Frames with a sequence number already received.
+    /// Frames with a sequence number already received, or sealed before this session began
+    /// (replayed across a reconnect: below the first sequence number of the session's GROUP_KEY).
     pub replays: u64,
-    /// Frames older than the replay window (or from before the session's first frame).
+    /// Frames older than the replay window (or with the never-sealed sequence number `u64::MAX`).
     pub too_old: u64,
     /// Sequence numbers never received (gaps), from each session's first frame on, over all
     /// sessions.
@@ -1220,6 +1235,8 @@ pub struct ReceiverSession {
     first_hello_ns: u64,
     recent_hellos: [Option<SessionId>; RECENT_HELLOS],
     recent_next: usize,
+    /// The drone's boot counter of the last handshake (from its authenticated ACCEPT).
+    drone_boot: Option<u32>,
 }
 
 impl core::fmt::Debug for ReceiverSession {
@@ -1245,7 +1262,14 @@ impl ReceiverSession {
             first_hello_ns: 0,
             recent_hellos: [None; RECENT_HELLOS],
             recent_next: 0,
+            drone_boot: None,
         }
+    }
+
+    /// The drone's boot counter as its last authenticated ACCEPT gave it (a larger value than
+    /// before means the drone restarted).
+    pub fn drone_boot(&self) -> Option<u32> {
+        self.drone_boot
     }
 
     pub fn config(&self) -> &ReceiverConfig {
@@ -1464,8 +1488,10 @@ impl ReceiverSession {
             let c = &mut self.counters;
             match e {
                 Rejected::TagFailure => c.tag_failures += 1,
-                Rejected::Replay(ReplayError::Duplicate) => c.replays += 1,
-                Rejected::Replay(ReplayError::TooOld) => c.too_old += 1,
+                Rejected::Replay(ReplayError::Duplicate | ReplayError::BeforeSession) => {
+                    c.replays += 1
+                }
+                Rejected::Replay(ReplayError::TooOld | ReplayError::OutOfRange) => c.too_old += 1,
                 Rejected::WrongSuite { .. } => c.wrong_suite += 1,
                 Rejected::BadEpoch { .. } => c.bad_epoch += 1,
                 Rejected::NoKey { .. } => c.no_key += 1,
@@ -1610,11 +1636,13 @@ impl ReceiverSession {
                     suite,
                     mode,
                     hello_id,
+                    drone_boot,
                     secret,
                 },
                 keys,
             )) => {
                 drop(secret);
+                self.drone_boot = Some(drone_boot);
                 let now = clock.now_ns();
                 let stats = HandshakeStats {
                     suite,
@@ -1752,13 +1780,16 @@ impl ReceiverSession {
                 let g = GroupKeyBody::decode(body)
                     .ok_or(Rejected::Control(OpenError::Wire(WireError::Reserved)))?;
                 let e = g.epoch;
+                // Frames sealed before this session existed are replays here, whatever the
+                // (fresh) window says.
+                l.window.raise_floor(g.first_sequence);
                 let held = |x: &Option<GroupKeys>| x.as_ref().map(|x| x.epoch);
                 let known = held(&l.current) == Some(e) || held(&l.next) == Some(e);
                 let older =
                     held(&l.current).is_some_and(|c| e < c) || held(&l.next).is_some_and(|n| e < n);
                 let mut event = None;
                 if !known && !older {
-                    let keys = GroupKeys::derive(k, &GroupSecret::from_bytes(g.secret), e, l.suite)
+                    let keys = GroupKeys::derive(k, &g.secret, e, l.suite)
                         .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
                     if keylog {
                         self.keylog.push_back(KeyLogLine {

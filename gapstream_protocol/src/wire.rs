@@ -16,6 +16,10 @@
 //!
 //! All integers are little-endian.
 
+use zeroize::{ZeroizeOnDrop, Zeroizing};
+
+use crate::keys::GroupSecret;
+
 /// First two bytes of every gapstream message: "GS".
 pub const MAGIC: [u8; 2] = [0x47, 0x53];
 /// Protocol version carried in byte 2 (2: group frame keys, several receivers; see
@@ -350,29 +354,39 @@ pub fn control_session(b: &[u8]) -> Option<SessionId> {
     ControlHeader::decode(b).ok().map(|h| h.session)
 }
 
-/// The GROUP_KEY body: the epoch and its 32-byte group secret.
-#[derive(Clone, PartialEq, Eq)]
+/// The GROUP_KEY body: the epoch, the session's first frame sequence number and the epoch's
+/// 32-byte group secret (`le32(epoch) ‖ le64(first sequence) ‖ secret`). The first sequence number
+/// is the drone's next frame sequence number when it accepted the session's HELLO: the receiver
+/// refuses every frame below it, so frames recorded before a reconnect cannot be replayed into the
+/// new session. The secret is held as a [`GroupSecret`], wiped on drop.
+#[derive(Clone, ZeroizeOnDrop)]
 pub struct GroupKeyBody {
+    #[zeroize(skip)]
     pub epoch: u32,
-    pub secret: [u8; 32],
+    #[zeroize(skip)]
+    pub first_sequence: u64,
+    pub secret: GroupSecret,
 }
 
 /// Bytes of a GROUP_KEY body.
-pub const GROUP_KEY_BODY_LEN: usize = 36;
+pub const GROUP_KEY_BODY_LEN: usize = 44;
 
 impl core::fmt::Debug for GroupKeyBody {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("GroupKeyBody")
             .field("epoch", &self.epoch)
+            .field("first_sequence", &self.first_sequence)
             .finish_non_exhaustive()
     }
 }
 
 impl GroupKeyBody {
-    pub fn encode(&self) -> [u8; GROUP_KEY_BODY_LEN] {
-        let mut b = [0u8; GROUP_KEY_BODY_LEN];
+    /// The body's bytes, wiped on drop (they hold the secret).
+    pub fn encode(&self) -> Zeroizing<[u8; GROUP_KEY_BODY_LEN]> {
+        let mut b = Zeroizing::new([0u8; GROUP_KEY_BODY_LEN]);
         b[..4].copy_from_slice(&self.epoch.to_le_bytes());
-        b[4..].copy_from_slice(&self.secret);
+        b[4..12].copy_from_slice(&self.first_sequence.to_le_bytes());
+        b[12..].copy_from_slice(self.secret.bytes());
         b
     }
     pub fn decode(b: &[u8]) -> Option<Self> {
@@ -381,14 +395,9 @@ impl GroupKeyBody {
         }
         Some(GroupKeyBody {
             epoch: u32::from_le_bytes(b[..4].try_into().ok()?),
-            secret: b[4..].try_into().ok()?,
+            first_sequence: u64::from_le_bytes(b[4..12].try_into().ok()?),
+            secret: GroupSecret::from_slice(&b[12..])?,
         })
-    }
-}
-
-impl Drop for GroupKeyBody {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.secret);
     }
 }
 
@@ -591,9 +600,11 @@ mod tests {
         }
 
         #[test]
-        fn group_key_body_round_trip(epoch in any::<u32>(), secret in any::<[u8; 32]>()) {
-            let g = GroupKeyBody { epoch, secret };
-            prop_assert_eq!(GroupKeyBody::decode(&g.encode()), Some(g));
+        fn group_key_body_round_trip(epoch in any::<u32>(), first_sequence in any::<u64>(),
+                                     secret in any::<[u8; 32]>()) {
+            let g = GroupKeyBody { epoch, first_sequence, secret: GroupSecret::from_bytes(secret) };
+            let d = GroupKeyBody::decode(&g.encode()[..]).unwrap();
+            prop_assert_eq!((d.epoch, d.first_sequence, d.secret.bytes()), (epoch, first_sequence, &secret));
         }
     }
 

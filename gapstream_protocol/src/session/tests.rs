@@ -203,7 +203,8 @@ fn handshake_bytes_and_time_are_recorded() {
     );
     // X25519 alone: HELLO = 18 + 32 (e) + payload (1+2 suites +1 + 3 mode) + 16 tag.
     assert_eq!(hello.len(), 18 + 32 + 7 + 16);
-    assert_eq!(accept.len(), 18 + 32 + 4 + 16);
+    // ACCEPT = 18 + 32 (e) + choice (suite, mode, boot counter u32, share length) + 16 tag.
+    assert_eq!(accept.len(), 18 + 32 + 8 + 16);
     assert_eq!(rs.wire_bytes_sent, hello.len() as u64 + 4);
     let c = n.rx.counters();
     assert_eq!(
@@ -212,7 +213,7 @@ fn handshake_bytes_and_time_are_recorded() {
             c.handshake_bytes_received,
             c.handshake_ns
         ),
-        (73, 70, 13_000_000)
+        (73, 74, 13_000_000)
     );
 }
 
@@ -1306,9 +1307,17 @@ fn joining_starts_a_new_epoch_the_newcomer_cannot_read_earlier_frames() {
     let early = g.frame(&pixels(16, 0)).unwrap();
     g.open(0, &early).unwrap();
     g.connect(1);
-    // The newcomer holds only the new epoch's key.
+    // The newcomer holds only the new epoch's key; and the early frame was sealed before its
+    // session began, which its GROUP_KEY's first sequence number tells it (refused before any key
+    // is looked up).
     assert!(matches!(
         g.open(1, &early),
+        Err(Rejected::Replay(ReplayError::BeforeSession))
+    ));
+    let mut relabelled = early.clone();
+    relabelled[16..24].copy_from_slice(&1000u64.to_le_bytes());
+    assert!(matches!(
+        g.open(1, &relabelled),
         Err(Rejected::NoKey { epoch: 0 })
     ));
     let late = g.frame(&pixels(16, 1)).unwrap();
@@ -1316,7 +1325,7 @@ fn joining_starts_a_new_epoch_the_newcomer_cannot_read_earlier_frames() {
     g.open(0, &late).unwrap();
     g.open(1, &late).unwrap();
     assert!(matches!(
-        g.open(1, &early),
+        g.open(1, &relabelled),
         Err(Rejected::BadEpoch { epoch: 0, .. })
     ));
 }
@@ -1516,4 +1525,147 @@ fn a_newcomer_must_use_the_group_suite() {
                 HandshakeError::Refused(AlertCode::NoCommonSuite as u8)
             )))));
     assert_eq!(g.drone.members(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The findings of the security review, one test each (see docs/protocol.md, "Threat model and
+// what is guaranteed").
+
+/// Finding 1: frames recorded before a receiver's reconnect are replayed after it (the bridge only
+/// has to close the receiver's connection; the new session starts with an empty replay window, and
+/// the drone hands it the current epoch's key again). They must be rejected and counted, for a
+/// reconnect of the same receiver process and for a restarted receiver process alike.
+#[test]
+fn finding1_replay_across_reconnect() {
+    for restart_process in [false, true] {
+        let mut g = Group::new(2, DroneConfig::default(), 70);
+        g.connect(0);
+        g.connect(1);
+        let mut recorded = Vec::new();
+        for k in 0..6 {
+            let px = pixels(8, k);
+            let m = g.frame(&px).unwrap();
+            assert_eq!(g.open(0, &m).unwrap(), px);
+            recorded.push(m);
+        }
+        let epoch = g.drone.epoch();
+        // Forced reconnect: a new HELLO of receiver 0 (its old link is gone).
+        if restart_process {
+            let id = rx_identity(&g.rxs[0]);
+            g.rxs[0] = ReceiverSession::new(id, ReceiverConfig::default());
+        }
+        g.connect(0);
+        g.tick(0);
+        // The reconnect does not start a new epoch: the replays are of the current one.
+        assert_eq!(g.drone.epoch(), epoch);
+        let before = g.rxs[0].counters();
+        for m in &recorded {
+            let r = g.deliver(0, m.clone());
+            assert!(
+                matches!(r, Err(Rejected::Replay(_))),
+                "restart {restart_process}: replayed frame accepted: {r:?}"
+            );
+        }
+        let c = g.rxs[0].counters();
+        assert_eq!(
+            (c.replays + c.too_old) - (before.replays + before.too_old),
+            recorded.len() as u64
+        );
+        assert_eq!(c.frames, before.frames);
+        // The stream goes on for it and for the other receiver.
+        let px = pixels(8, 99);
+        let m = g.frame(&px).unwrap();
+        assert_eq!(g.open(0, &m).unwrap(), px);
+        assert_eq!(g.open(1, &m).unwrap(), px);
+    }
+}
+
+/// Finding 2: a restarted drone whose randomness repeats exactly (always so on GVSOC; possible on
+/// a deck), an attacker replaying the receiver's recorded HELLO *and* its recorded KEY_ACK. With
+/// the boot counter advanced, the KEY_ACK does not open (the counter is in the authenticated
+/// ACCEPT, hence in every session key, and in the ephemeral's seed): no frame is sealed, so no
+/// key and nonce are used twice. The same replay against a drone whose counter did not advance
+/// does get a frame sealed (what the counter prevents; the drone application refuses to stream
+/// when it cannot advance it).
+#[test]
+fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_seals_nothing() {
+    let mut rng = TestRng::new(80);
+    let (d, rs) = pair_group(&mut rng, 1);
+    let mut rx = ReceiverSession::new(rs[0].clone(), ReceiverConfig::default());
+    let clock = || 5u64;
+    rx.connect(&mut rng, &clock).unwrap();
+    let hello = rx.poll_transmit().unwrap();
+    let boot = |n: u32| {
+        let cfg = DroneConfig {
+            boot_counter: n,
+            ..DroneConfig::default()
+        };
+        // The same "random" numbers on every boot.
+        (DroneSession::new(d.clone(), cfg), TestRng::new(7))
+    };
+    let meta = FrameMeta {
+        pixel_format: PixelFormat::GRAY8,
+        width: 1,
+        height: 1,
+        capture_ns: 0,
+    };
+    // Boot 1: the receiver handshakes; the attacker records the HELLO, ACCEPT and KEY_ACK.
+    let (mut drone, mut d_rng) = boot(1);
+    drone
+        .handle_message(&mut Sequential, &mut d_rng, &clock, &hello)
+        .unwrap();
+    let accept1 = drone.poll_transmit().unwrap();
+    rx.handle_message(&mut Sequential, &mut rng, &clock, accept1.clone())
+        .unwrap();
+    while let Some(m) = drone.poll_transmit() {
+        rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+            .unwrap();
+    }
+    assert_eq!(rx.drone_boot(), Some(1));
+    let key_ack = rx.poll_transmit().unwrap();
+    drone
+        .handle_message(&mut Sequential, &mut d_rng, &clock, &key_ack)
+        .unwrap();
+    assert!(drone.is_established());
+    drone
+        .seal_frame(&mut Sequential, &clock, meta, &mut [0u8])
+        .unwrap();
+    // Boot 2, identical randomness, counter advanced: the replayed HELLO opens (Noise message 1
+    // is replayable) but the ACCEPT differs, and the replayed KEY_ACK does not open.
+    let (mut again, mut a_rng) = boot(2);
+    assert!(matches!(
+        again.handle_message(&mut Sequential, &mut a_rng, &clock, &hello),
+        Ok(Some(DroneEvent::Established { .. }))
+    ));
+    let accept2 = again.poll_transmit().unwrap();
+    assert_ne!(accept2[18..50], accept1[18..50], "same drone ephemeral");
+    assert!(matches!(
+        again.handle_message(&mut Sequential, &mut a_rng, &clock, &key_ack),
+        Err(DroneError::Control(_))
+    ));
+    for t in [10u64, 10_000_000_000] {
+        again.handle_timeout(&mut Sequential, &mut a_rng, &|| t);
+        assert_eq!(
+            again
+                .seal_frame(&mut Sequential, &|| t, meta, &mut [0u8])
+                .unwrap_err(),
+            SealError::NotEstablished
+        );
+    }
+    assert_eq!(again.counters().frames_sealed, 0);
+    // Without the advance (the same counter again) the replay would get a frame sealed under
+    // boot 1's key and nonce: this is what the counter prevents.
+    let (mut stale, mut s_rng) = boot(1);
+    stale
+        .handle_message(&mut Sequential, &mut s_rng, &clock, &hello)
+        .unwrap();
+    assert_eq!(stale.poll_transmit().unwrap(), accept1);
+    stale
+        .handle_message(&mut Sequential, &mut s_rng, &clock, &key_ack)
+        .unwrap();
+    assert!(
+        stale
+            .seal_frame(&mut Sequential, &clock, meta, &mut [0u8])
+            .is_ok()
+    );
 }

@@ -193,7 +193,7 @@ fn rsa_drone_side() -> Result<(), &'static str> {
     let (_rh, hello) =
         ReceiverHandshake::start(&r, &offer, &mut TestRng::new(100)).map_err(|_| "HELLO")?;
     let (res, n) = rv32_qemu::count_instructions(|| {
-        respond(&d, &DronePolicy::default(), &mut TestRng::new(200), &hello)
+        respond(&d, &DronePolicy::default(), 3, &mut TestRng::new(200), &hello)
     });
     let (_, accept) = res.map_err(|_| "drone refused the RSA-mode HELLO")?;
     if accept != hex(GOLDEN_RSA_ACCEPT) {
