@@ -17,7 +17,8 @@
 //!   epoch n+1 (frames switch; epoch n's key wiped)            last receiver gone ──▶ no epoch
 //! receiver: Idle ──connect──▶ Handshaking ──ACCEPT ok──▶ Established ──GROUP_KEY──▶ next epoch held
 //!                   (HELLO out) │  ▲ timeout: new HELLO      │   (KEY_ACK out) ──frame of it──▶ current
-//!                   ALERT / bad ACCEPT ──▶ Idle              │   (previous kept for the grace window)
+//!                   ALERT / bad ACCEPT: counted, fresh HELLO │   (previous kept for the grace window)
+//!                   after a growing backoff (never gives up)  │
 //!                                                            └─ CLOSE ──▶ Closed;  drone silent ──▶ Idle (SessionLost)
 //! ```
 //!
@@ -971,6 +972,12 @@ pub struct ReceiverConfig {
     pub rsa_key: Option<crate::rsa_oaep::Decryptor>,
     /// Resend a fresh HELLO when no ACCEPT came within this time.
     pub handshake_timeout_ns: u64,
+    /// After an attempt fails on a remote cause (an ALERT, which is unauthenticated, or an ACCEPT
+    /// that does not authenticate), the next HELLO goes out after this long, doubled for every
+    /// further failure in a row up to [`ReceiverConfig::max_retry_backoff_ns`]. The receiver never
+    /// gives up for a remote cause.
+    pub retry_backoff_ns: u64,
+    pub max_retry_backoff_ns: u64,
     /// How long frames of the previous epoch are still accepted after the switch to a new one.
     pub grace_ns: u64,
     /// Send a KEEPALIVE this often while established (the drone drops receivers it does not hear
@@ -995,6 +1002,8 @@ impl Default for ReceiverConfig {
             #[cfg(target_has_atomic = "ptr")]
             rsa_key: None,
             handshake_timeout_ns: 2_000_000_000,
+            retry_backoff_ns: 250_000_000,
+            max_retry_backoff_ns: 8_000_000_000,
             grace_ns: 500_000_000,
             keepalive_ns: 1_000_000_000,
             session_timeout_ns: 5_000_000_000,
@@ -1099,9 +1108,19 @@ pub enum ReceiverEvent {
         mode: KexMode,
         stats: HandshakeStats,
     },
-    /// The handshake failed for good (authentication, refusal): the caller reports it and may
-    /// [`ReceiverSession::connect`] again.
+    /// The handshake could not even start, for a local cause (nothing to offer, an RSA mode
+    /// without an RSA key): the caller reports it and fixes its configuration. Remote causes never
+    /// end the handshake: see [`ReceiverEvent::AttemptFailed`].
     HandshakeFailed(HandshakeError),
+    /// This attempt failed on a remote cause — an ALERT (unauthenticated: the drone's, or
+    /// anybody's) or an ACCEPT that does not authenticate — and is counted in
+    /// `handshake_failures`; a fresh HELLO follows after `retry_in_ns` (growing backoff). After an
+    /// ALERT the attempt's handshake state is kept until then, so a forged ALERT followed by the
+    /// drone's real ACCEPT still completes it.
+    AttemptFailed {
+        error: HandshakeError,
+        retry_in_ns: u64,
+    },
     /// No ACCEPT in time: a new HELLO was queued.
     HandshakeRetry {
         attempt: u32,
@@ -1146,6 +1165,8 @@ pub enum Rejected {
     /// A frame or control message while no session is established.
     NotEstablished,
     Control(OpenError),
+    /// A control message whose sequence number is not above the last one accepted (a replay).
+    ControlReplay,
     /// An ACCEPT or ALERT that answers an earlier HELLO of this receiver.
     StaleHandshake,
     Unexpected(MsgType),
@@ -1177,6 +1198,7 @@ impl core::fmt::Display for Rejected {
             }
             Rejected::NotEstablished => f.write_str("no session established"),
             Rejected::Control(e) => write!(f, "control message rejected: {e}"),
+            Rejected::ControlReplay => f.write_str("replayed control message"),
             Rejected::StaleHandshake => f.write_str("handshake message for an earlier HELLO"),
             Rejected::Unexpected(t) => write!(
                 f,
@@ -1209,7 +1231,13 @@ enum RxState {
     Handshaking {
         hs: Box<ReceiverHandshake>,
         hello_len: usize,
-        sent_ns: u64,
+        /// When a fresh HELLO goes out if no ACCEPT came (timeout, or backoff after an ALERT).
+        retry_ns: u64,
+        attempts: u32,
+    },
+    /// An attempt failed (its ACCEPT did not authenticate): a fresh HELLO at `retry_ns`.
+    Backoff {
+        retry_ns: u64,
         attempts: u32,
     },
     Established(Box<RxLink>),
@@ -1235,6 +1263,8 @@ pub struct ReceiverSession {
     first_hello_ns: u64,
     recent_hellos: [Option<SessionId>; RECENT_HELLOS],
     recent_next: usize,
+    /// Attempts failed in a row (remote causes), for the backoff.
+    failures_in_a_row: u32,
     /// The drone's boot counter of the last handshake (from its authenticated ACCEPT).
     drone_boot: Option<u32>,
 }
@@ -1262,6 +1292,7 @@ impl ReceiverSession {
             first_hello_ns: 0,
             recent_hellos: [None; RECENT_HELLOS],
             recent_next: 0,
+            failures_in_a_row: 0,
             drone_boot: None,
         }
     }
@@ -1339,6 +1370,7 @@ impl ReceiverSession {
         self.end_link();
         self.state = RxState::Idle;
         self.first_hello_ns = clock.now_ns();
+        self.failures_in_a_row = 0;
         self.send_hello(rng, clock, 1)
     }
 
@@ -1365,10 +1397,40 @@ impl ReceiverSession {
         self.state = RxState::Handshaking {
             hs: Box::new(hs),
             hello_len,
-            sent_ns: clock.now_ns(),
+            retry_ns: clock.now_ns().saturating_add(self.cfg.handshake_timeout_ns),
             attempts,
         };
         Ok(())
+    }
+
+    /// Ends the current attempt for a remote cause: counted, and the next HELLO is scheduled after
+    /// the backoff. `keep` is the attempt's handshake (after an ALERT), still able to complete.
+    fn attempt_failed(
+        &mut self,
+        error: HandshakeError,
+        now: u64,
+        keep: Option<(Box<ReceiverHandshake>, usize)>,
+        attempts: u32,
+    ) -> ReceiverEvent {
+        self.counters.handshake_failures += 1;
+        let shift = self.failures_in_a_row.min(16);
+        self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
+        let retry_in_ns = self
+            .cfg
+            .retry_backoff_ns
+            .saturating_mul(1 << shift)
+            .min(self.cfg.max_retry_backoff_ns);
+        let retry_ns = now.saturating_add(retry_in_ns);
+        self.state = match keep {
+            Some((hs, hello_len)) => RxState::Handshaking {
+                hs,
+                hello_len,
+                retry_ns,
+                attempts,
+            },
+            None => RxState::Backoff { retry_ns, attempts },
+        };
+        ReceiverEvent::AttemptFailed { error, retry_in_ns }
     }
 
     /// Timers: resends a HELLO after the handshake timeout; while established, sends a KEEPALIVE
@@ -1389,8 +1451,11 @@ impl ReceiverSession {
         let now = clock.now_ns();
         match &mut self.state {
             RxState::Handshaking {
-                sent_ns, attempts, ..
-            } if now.saturating_sub(*sent_ns) >= self.cfg.handshake_timeout_ns => {
+                retry_ns, attempts, ..
+            }
+            | RxState::Backoff { retry_ns, attempts }
+                if now >= *retry_ns =>
+            {
                 let attempt = *attempts + 1;
                 match self.send_hello(rng, clock, attempt) {
                     Ok(()) => Some(ReceiverEvent::HandshakeRetry { attempt }),
@@ -1495,7 +1560,7 @@ impl ReceiverSession {
                 Rejected::WrongSuite { .. } => c.wrong_suite += 1,
                 Rejected::BadEpoch { .. } => c.bad_epoch += 1,
                 Rejected::NoKey { .. } => c.no_key += 1,
-                Rejected::Control(_) => c.control_rejected += 1,
+                Rejected::Control(_) | Rejected::ControlReplay => c.control_rejected += 1,
                 Rejected::Wire(_)
                 | Rejected::Length { .. }
                 | Rejected::Unexpected(_)
@@ -1551,7 +1616,7 @@ impl ReceiverSession {
                 if t == MsgType::Accept {
                     self.on_accept(k, rng, clock, &msg)
                 } else {
-                    self.on_alert(&msg)
+                    self.on_alert(&msg, clock.now_ns())
                 }
             }
             MsgType::Frame => self
@@ -1570,7 +1635,7 @@ impl ReceiverSession {
         }
     }
 
-    fn on_alert(&mut self, msg: &[u8]) -> Result<Option<ReceiverEvent>, Rejected> {
+    fn on_alert(&mut self, msg: &[u8], now: u64) -> Result<Option<ReceiverEvent>, Rejected> {
         let RxState::Handshaking { hs, .. } = &self.state else {
             return Err(Rejected::StaleHandshake);
         };
@@ -1578,9 +1643,23 @@ impl ReceiverSession {
             HandshakeError::Wire(w) => Rejected::Wire(w),
             _ => Rejected::StaleHandshake,
         })?;
-        self.state = RxState::Idle;
-        self.counters.handshake_failures += 1;
-        Ok(Some(ReceiverEvent::HandshakeFailed(e)))
+        let RxState::Handshaking {
+            hs,
+            hello_len,
+            attempts,
+            ..
+        } = core::mem::replace(&mut self.state, RxState::Idle)
+        else {
+            unreachable!("checked above")
+        };
+        // Unauthenticated: it ends nothing by itself. The attempt stays open (the drone's real
+        // ACCEPT may still come) and a fresh HELLO follows after the backoff.
+        Ok(Some(self.attempt_failed(
+            e,
+            now,
+            Some((hs, hello_len)),
+            attempts,
+        )))
     }
 
     fn on_accept<K, R, C>(
@@ -1655,6 +1734,7 @@ impl ReceiverSession {
                     attempts,
                 };
                 self.stats = Some(stats);
+                self.failures_in_a_row = 0;
                 let c = &mut self.counters;
                 c.handshakes += 1;
                 c.handshake_bytes_sent = stats.bytes_sent;
@@ -1676,8 +1756,10 @@ impl ReceiverSession {
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats }))
             }
             Err(e) => {
-                self.counters.handshake_failures += 1;
-                Ok(Some(ReceiverEvent::HandshakeFailed(e)))
+                // Anybody can send bytes that look like an ACCEPT: this attempt is over (its Noise
+                // state is spent), the receiver is not.
+                let now = clock.now_ns();
+                Ok(Some(self.attempt_failed(e, now, None, attempts)))
             }
         }
     }
@@ -1768,7 +1850,7 @@ impl ReceiverSession {
         };
         let h = frame::control_header(msg).map_err(Rejected::Control)?;
         if l.ctrl_in_top.is_some_and(|top| h.sequence <= top) {
-            return Err(Rejected::Control(OpenError::Crypto(CryptoError::BadTag)));
+            return Err(Rejected::ControlReplay);
         }
         let mut buf = Zeroizing::new(msg.to_vec());
         let (h, body) =

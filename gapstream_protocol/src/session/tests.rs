@@ -326,7 +326,7 @@ fn wrong_keys_are_refused_with_a_clear_error() {
     let ev = rx
         .handle_message(&mut Sequential, &mut rng, &clock, alert)
         .unwrap();
-    let Some(ReceiverEvent::HandshakeFailed(e)) = ev else {
+    let Some(ReceiverEvent::AttemptFailed { error: e, .. }) = ev else {
         panic!("{ev:?}")
     };
     assert!(
@@ -447,12 +447,13 @@ fn downgrade_attempts_are_detected() {
     let ev =
         n.rx.handle_message(&mut Sequential, &mut n.rng, &clock, accept)
             .unwrap();
-    assert_eq!(
+    assert!(matches!(
         ev,
-        Some(ReceiverEvent::HandshakeFailed(
-            HandshakeError::Authentication
-        ))
-    );
+        Some(ReceiverEvent::AttemptFailed {
+            error: HandshakeError::Authentication,
+            ..
+        })
+    ));
 }
 
 fn rekey_net(every: u64) -> Net {
@@ -1345,7 +1346,7 @@ fn a_full_group_refuses_one_more_receiver_with_an_alert() {
     let refused = ev
         .iter()
         .find_map(|(i, e)| match e {
-            Ok(Some(ReceiverEvent::HandshakeFailed(e))) if *i == 2 => Some(*e),
+            Ok(Some(ReceiverEvent::AttemptFailed { error, .. })) if *i == 2 => Some(*error),
             _ => None,
         })
         .unwrap();
@@ -1520,10 +1521,13 @@ fn a_newcomer_must_use_the_group_suite() {
     g.rxs[1].connect(&mut g.rng, &c).unwrap();
     let ev = g.pump();
     assert!(ev.iter().any(|(i, e)| *i == 1
-        && *e
-            == Ok(Some(ReceiverEvent::HandshakeFailed(
-                HandshakeError::Refused(AlertCode::NoCommonSuite as u8)
-            )))));
+        && matches!(
+            e,
+            Ok(Some(ReceiverEvent::AttemptFailed {
+                error: HandshakeError::Refused(c),
+                ..
+            })) if *c == AlertCode::NoCommonSuite as u8
+        )));
     assert_eq!(g.drone.members(), 1);
 }
 
@@ -1668,4 +1672,158 @@ fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_sea
             .seal_frame(&mut Sequential, &clock, meta, &mut [0u8])
             .is_ok()
     );
+}
+
+/// Finding 4: an unauthenticated ALERT, or an ACCEPT with one flipped bit, ends only that attempt:
+/// it is counted, the receiver retries with a growing backoff, and it never gives up (no
+/// `HandshakeFailed`) for a remote cause. A forged ALERT followed by the drone's real ACCEPT still
+/// completes the attempt.
+#[test]
+fn finding4_forged_alert_or_bad_accept_ends_only_the_attempt() {
+    let mut n = Net::new(DroneConfig::default(), ReceiverConfig::default(), 90);
+    let t0 = n.now.get();
+    n.rx.connect(&mut n.rng, &move || t0).unwrap();
+    let hello = n.rx.poll_transmit().unwrap();
+    let hello_id: [u8; 8] = hello[4..12].try_into().unwrap();
+    // The attacker answers first with a forged ALERT.
+    let forged = wire::encode_alert(hello_id, AlertCode::AuthenticationFailed).to_vec();
+    let ev = n.deliver(forged).unwrap();
+    assert!(
+        matches!(
+            ev,
+            Some(ReceiverEvent::AttemptFailed {
+                error: HandshakeError::Refused(1),
+                retry_in_ns: 250_000_000
+            })
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(n.rx.counters().handshake_failures, 1);
+    // The drone's real ACCEPT (and group key) still complete that attempt.
+    let now = n.now.get();
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &hello)
+        .unwrap();
+    let ev = n.pump();
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, ReceiverEvent::Established { .. })),
+        "{ev:?}"
+    );
+    let m = n.frame(&pixels(8, 1));
+    n.deliver_frame(m).unwrap();
+
+    // A new receiver whose ACCEPTs are all altered in one bit: every attempt fails, is counted,
+    // and is retried after 250 ms, 500 ms, 1 s, ... (at most 8 s); never a final failure.
+    let mut n = Net::new(DroneConfig::default(), ReceiverConfig::default(), 91);
+    let t0 = n.now.get();
+    n.rx.connect(&mut n.rng, &move || t0).unwrap();
+    let mut backoffs = Vec::new();
+    for attempt in 1..=7u32 {
+        let hello = n.rx.poll_transmit().expect("a HELLO per attempt");
+        let now = n.now.get();
+        n.drone
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &hello)
+            .unwrap();
+        let mut accept = n.drone.poll_transmit().unwrap();
+        while n.drone.poll_transmit().is_some() {}
+        accept[40] ^= 0x01;
+        match n.deliver(accept).unwrap() {
+            Some(ReceiverEvent::AttemptFailed {
+                error: HandshakeError::Authentication,
+                retry_in_ns,
+            }) => backoffs.push(retry_in_ns),
+            other => panic!("attempt {attempt}: {other:?}"),
+        }
+        assert!(!n.rx.is_established() && !n.rx.is_closed());
+        assert_eq!(n.rx.counters().handshake_failures, attempt as u64);
+        // Nothing goes out before the backoff is over; then a fresh HELLO.
+        let wait = *backoffs.last().unwrap();
+        n.advance(wait - 1);
+        let now = n.now.get();
+        assert_eq!(
+            n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now),
+            None
+        );
+        assert!(n.rx.poll_transmit().is_none());
+        n.advance(1);
+        let now = n.now.get();
+        assert_eq!(
+            n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now),
+            Some(ReceiverEvent::HandshakeRetry {
+                attempt: attempt + 1
+            })
+        );
+    }
+    assert_eq!(
+        backoffs,
+        [
+            250_000_000,
+            500_000_000,
+            1_000_000_000,
+            2_000_000_000,
+            4_000_000_000,
+            8_000_000_000,
+            8_000_000_000
+        ]
+    );
+    // The next, unaltered ACCEPT completes the handshake; the backoff starts over.
+    n.pump();
+    assert!(n.rx.is_established());
+    let m = n.frame(&pixels(8, 2));
+    n.deliver_frame(m).unwrap();
+}
+
+/// Finding 6: the receiver's control-message replay check had no test (removing it broke
+/// nothing). A replayed GROUP_KEY and replayed KEEPALIVEs of the drone are refused and counted,
+/// and replaying the drone's KEEPALIVE does not keep a session alive whose drone is gone.
+#[test]
+fn finding6_receiver_refuses_replayed_control_messages() {
+    let mut n = Net::new(DroneConfig::default(), ReceiverConfig::default(), 95);
+    let now = n.now.get();
+    n.rx.connect(&mut n.rng, &move || now).unwrap();
+    let hello = n.rx.poll_transmit().unwrap();
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &hello)
+        .unwrap();
+    let accept = n.drone.poll_transmit().unwrap();
+    let group_key = n.drone.poll_transmit().unwrap();
+    n.deliver(accept).unwrap();
+    assert_eq!(
+        n.deliver(group_key.clone()).unwrap(),
+        Some(ReceiverEvent::Rekeyed { epoch: 0 })
+    );
+    n.pump();
+    assert!(n.drone.is_established());
+    assert_eq!(n.deliver(group_key).unwrap_err(), Rejected::ControlReplay);
+    assert_eq!(n.rx.counters().control_rejected, 1);
+    // One KEEPALIVE round trip; the attacker records the drone's answer.
+    n.advance(1_000_000_000);
+    let now = n.now.get();
+    n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now);
+    let ka = n.rx.poll_transmit().unwrap();
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &ka)
+        .unwrap();
+    let answer = n.drone.poll_transmit().unwrap();
+    assert_eq!(n.deliver(answer.clone()).unwrap(), None);
+    // The drone goes away; the attacker replays its KEEPALIVE every second.
+    let mut replays = 0;
+    while n.rx.is_established() {
+        assert!(replays < 6, "replayed KEEPALIVEs kept a dead session alive");
+        n.advance(1_000_000_000);
+        assert_eq!(
+            n.deliver(answer.clone()).unwrap_err(),
+            Rejected::ControlReplay
+        );
+        replays += 1;
+        let now = n.now.get();
+        let _ =
+            n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now);
+        while n.rx.poll_transmit().is_some() {}
+    }
+    // Silent for the session timeout (5 s after the last real message): lost.
+    assert_eq!(replays, 5);
+    assert_eq!(n.rx.counters().sessions_lost, 1);
+    assert_eq!(n.rx.counters().control_rejected, 1 + replays);
 }
