@@ -5,7 +5,10 @@
  * host against a NOR-flash model; this file only moves bytes.
  *
  * Placement: the last two sectors of the flash, far from the boot image and any file system at
- * the start (`flash_start` and beyond). Transfers go through a static L2 buffer (uDMA).
+ * the start (`flash_start` and beyond). The SDK's HyperFlash driver reports the sector size
+ * (256 KiB) but not the flash size (its PI_FLASH_IOCTL_INFO fills sector_size and flash_start
+ * only), so the size is the AI-deck's chip, a 512-Mbit S26KS512S (64 MiB), unless the build sets
+ * FW_BOOTFLASH_SIZE. Transfers go through a static L2 buffer (uDMA).
  */
 #include <string.h>
 #include "pmsis.h"
@@ -13,6 +16,9 @@
 #include "bootflash.h"
 
 #define FW_BOOTFLASH_BUF 16
+#ifndef FW_BOOTFLASH_SIZE
+#define FW_BOOTFLASH_SIZE (64u << 20)
+#endif
 
 static struct pi_device bootflash_dev;
 static struct pi_hyperflash_conf bootflash_conf;
@@ -26,18 +32,19 @@ int fw_flash_open(void)
 {
     if (bootflash_opened)
         return 0;
-    struct pi_flash_info info;
+    struct pi_flash_info info = {0};
     pi_hyperflash_conf_init(&bootflash_conf);
     pi_open_from_conf(&bootflash_dev, &bootflash_conf);
     if (pi_flash_open(&bootflash_dev))
         return -1;
+    const uint32_t size = FW_BOOTFLASH_SIZE;
     if (pi_flash_ioctl(&bootflash_dev, PI_FLASH_IOCTL_INFO, &info) != 0 || info.sector_size == 0 ||
-        info.size < 4 * info.sector_size || info.flash_start > info.size - 2 * info.sector_size) {
+        size < 4 * info.sector_size || info.flash_start > size - 2 * info.sector_size) {
         pi_flash_close(&bootflash_dev);
         return -2;
     }
     bootflash_sector = info.sector_size;
-    bootflash_base = info.size - 2 * info.sector_size;
+    bootflash_base = size - 2 * info.sector_size;
     bootflash_opened = 1;
     return 0;
 }

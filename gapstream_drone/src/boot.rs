@@ -347,8 +347,10 @@ mod tests {
 
     #[test]
     fn a_flash_that_cannot_be_written_gives_no_boot() {
-        let mut f = RamFlash::default();
-        f.power_budget = Some(0);
+        let f = RamFlash {
+            power_budget: Some(0),
+            ..RamFlash::default()
+        };
         assert_eq!(
             Boot::advance(&mut FlashBootCounter::new(f)),
             Err(BootCounterError::Storage)

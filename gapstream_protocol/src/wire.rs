@@ -163,6 +163,23 @@ pub fn parse_prefix(b: &[u8]) -> Result<MsgType, WireError> {
 
 /// Total length of the message whose first bytes are `head`, from its header alone:
 /// `Ok(None)` when more bytes are needed to tell. Used to reassemble messages from CPX packets.
+/// `parts` summed as a `T` (the target's `usize`), or [`WireError::TooLong`] when the sum does
+/// not fit: on a 32-bit target (the drone, an armhf Pi) a header plus a u32 payload length can
+/// exceed `usize`. Generic so the host tests check the 32-bit case with `T = u32`.
+pub fn checked_len<T: TryFrom<u64>>(parts: &[u64]) -> Result<T, WireError> {
+    let mut sum = 0u64;
+    for &p in parts {
+        sum = sum.checked_add(p).ok_or(WireError::TooLong {
+            len: u64::MAX,
+            max: u64::MAX,
+        })?;
+    }
+    T::try_from(sum).map_err(|_| WireError::TooLong {
+        len: sum,
+        max: u64::MAX >> (64 - 8 * core::mem::size_of::<T>().min(8)),
+    })
+}
+
 pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
     let t = match parse_prefix(head) {
         Ok(t) => t,
@@ -184,7 +201,11 @@ pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
         }
         MsgType::Frame => {
             let h = FrameHeader::decode(head)?;
-            FRAME_HEADER_LEN + h.payload_len as usize + h.suite_tag_len()?
+            checked_len(&[
+                FRAME_HEADER_LEN as u64,
+                u64::from(h.payload_len),
+                h.suite_tag_len()? as u64,
+            ])?
         }
         _ => {
             let h = ControlHeader::decode(head)?;
@@ -606,6 +627,40 @@ mod tests {
             let d = GroupKeyBody::decode(&g.encode()[..]).unwrap();
             prop_assert_eq!((d.epoch, d.first_sequence, d.secret.bytes()), (epoch, first_sequence, &secret));
         }
+    }
+
+    /// Finding 6: `36 + payload_len + tag` in `usize` wrapped on 32-bit targets (the drone, an
+    /// armhf Pi): a 36-byte message announcing `2^32 - 16` payload bytes matched its own "length".
+    /// The sums are checked now; `checked_len::<u32>` is exactly what a 32-bit `usize` gets (the
+    /// rv32 QEMU program `protocol_handshake` checks `message_len` / `frame_layout` themselves on a
+    /// 32-bit target).
+    #[test]
+    fn finding6_lengths_do_not_wrap_on_32_bit_targets() {
+        let wraps = [FRAME_HEADER_LEN as u64, u64::from(u32::MAX - 15), 16];
+        assert!(matches!(
+            checked_len::<u32>(&wraps),
+            Err(WireError::TooLong { .. })
+        ));
+        assert_eq!(checked_len::<u32>(&[36, 79_056, 16]), Ok(79_108));
+        assert_eq!(
+            checked_len::<u32>(&[36, u64::from(u32::MAX) - 52, 16]),
+            Ok(u32::MAX)
+        );
+        assert!(checked_len::<u64>(&[u64::MAX, 1]).is_err());
+        // On this host the same header gives the true (large) length.
+        let h = FrameHeader {
+            suite: 0x11,
+            pixel_format: PixelFormat::GRAY8,
+            width: 1,
+            height: 1,
+            epoch: 0,
+            sequence: 0,
+            capture_ns: 0,
+            payload_len: u32::MAX - 15,
+        };
+        let b = h.encode();
+        assert_eq!(message_len(&b), checked_len::<usize>(&wraps).map(Some));
+        assert!(crate::frame::frame_layout(&b, crate::suite::Suite::ChaCha20Poly1305).is_err());
     }
 
     #[test]
