@@ -60,6 +60,9 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let mut v = Vec::new();
     let route = Route::new(Target::Gap8, Target::WifiHost, Function::Test);
     v.push(("cpx-route", route.to_bytes().to_vec()));
+    // Receiver -> drone (what the receivers send; the bridge forwards it to the GAP8).
+    let up = Route::new(Target::WifiHost, Target::Gap8, Function::Test);
+    v.push(("cpx-route-to-drone", up.to_bytes().to_vec()));
     let mut out = [0u8; 16];
     let n = cpx::encode_packet(route.with_last(false), &[0x47, 0x53, 0x02], &mut out).unwrap();
     v.push(("cpx-packet", out[..n].to_vec()));
