@@ -319,9 +319,15 @@ pub fn drone_mode_with(
             s.max_receivers = identity.receivers.len().max(s.max_receivers);
             s.rekey_after_frames = rekey.after_frames.max(1);
             s.rekey_after_ns = rekey.after.as_nanos().min(u64::MAX as u128) as u64;
+            // The simulated drone draws from the operating system's RNG; its boot counter lives in
+            // RAM (every simulated drone process is boot 1). A deck keeps it in flash.
+            let boot =
+                gapstream_drone::Boot::advance(&mut gapstream_drone::boot::RamBootCounter::new(0))
+                    .map_err(|e| RunError::Setup(e.to_string()))?;
             Ok(Mode::Secure(Box::new(SecureConfig {
                 identity,
                 session: s,
+                boot,
             })))
         }
     }

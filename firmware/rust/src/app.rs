@@ -347,6 +347,10 @@ mod tests {
             mode: Mode::Secure(Box::new(SecureConfig {
                 identity: drone_id.into(),
                 session: scfg,
+                boot: gapstream_drone::Boot::advance(
+                    &mut gapstream_drone::boot::RamBootCounter::new(0),
+                )
+                .unwrap(),
             })),
             packet_payload: 1020,
         };
@@ -534,6 +538,10 @@ mod tests {
             mode: Mode::Secure(Box::new(SecureConfig {
                 identity: drone_id.into(),
                 session: session::DroneConfig::default(),
+                boot: gapstream_drone::Boot::advance(
+                    &mut gapstream_drone::boot::RamBootCounter::new(0),
+                )
+                .unwrap(),
             })),
             packet_payload: 1020,
         };
