@@ -88,8 +88,15 @@ fn cluster_aes_gcm_seal_equals_aes_gcm() {
                 let rtag = r
                     .encrypt_inout_detached(&nonce.into(), &aad, theirs.as_mut_slice().into())
                     .unwrap();
-                assert!(ours == theirs, "{cores} cores {transfer:?} {len} B: ciphertext");
-                assert_eq!(&tag[..], &rtag[..], "{cores} cores {transfer:?} {len} B: tag");
+                assert!(
+                    ours == theirs,
+                    "{cores} cores {transfer:?} {len} B: ciphertext"
+                );
+                assert_eq!(
+                    &tag[..],
+                    &rtag[..],
+                    "{cores} cores {transfer:?} {len} B: tag"
+                );
             }
         }
     }
