@@ -8,7 +8,7 @@
 //! | file | what |
 //! |---|---|
 //! | `speedup_<kernel>_<variant>.png` | speed-up of 2, 4 and 8 cores over 1 core against the payload, one line per core count (the engine's rounds, and the paper's fixed rounds dashed where measured) |
-//! | `cpb_<kernel>.png` | cycles per byte at 128 KiB against the core count, one line per variant, the paper's figures as anchors (none for the AEAD `chacha20poly1305`) |
+//! | `cpb_<kernel>.png` | cycles per byte at 128 KiB against the core count, one line per variant, the paper's figures as anchors (none for the AEADs `chacha20poly1305` and `aes128gcm`) |
 //! | `report.md` | the tables (cycles per byte, speed-ups, DMA against no DMA, the camera-frame budget, targets) with the plots embedded |
 //!
 //! Plots are drawn with `plotters` (bitmap backend, `ab_glyph` text: pure Rust) in DejaVu Sans
@@ -526,6 +526,7 @@ pub fn run(csv: Option<PathBuf>, out: Option<PathBuf>) -> Result<(), String> {
         ("chacha20", &PAPER_CHACHA20[..]),
         ("aes128ctr", &PAPER_AES_CTR[..]),
         ("chacha20poly1305", &[][..]),
+        ("aes128gcm", &[][..]),
     ] {
         let name = format!("cpb_{k}.png");
         if plot_cpb(&out.join(&name), &rows, k, paper)? {
