@@ -11,11 +11,10 @@ use alloc::vec::Vec;
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet};
 use gapstream_protocol::keys::{GroupKeys, GroupPool};
-use gapstream_protocol::rand_core::{TryCryptoRng, TryRng};
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
-    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, KeystreamApplier, ReceiverConfig,
-    ReceiverEvent, ReceiverSession, Sequential, StaticSecret, Suite,
+    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, ReceiverConfig, ReceiverEvent,
+    ReceiverSession, Sequential, StaticSecret, Suite,
 };
 use rv32_qemu::{bench, count_instructions, metric, println};
 
