@@ -727,7 +727,23 @@ where
         match ctx.factory.worker_in(ctx.shared, &mut w) {
             Ok(()) => match &mut w {
                 Some(w) => with_lane(ctx.mac, ctx.mac_shared, ctx.len, ctx.offset, part, |m| {
-                    run_lane(&mut lane, Worker::new(w), m, ctx.align, result)
+                    // Two copies of the lane loop: without a MAC it is the cipher's loop alone.
+                    match m {
+                        Some(m) => run_lane::<_, _, true>(
+                            &mut lane,
+                            Worker::new(w),
+                            Some(m),
+                            ctx.align,
+                            result,
+                        ),
+                        None => run_lane::<_, _, false>(
+                            &mut lane,
+                            Worker::new(w),
+                            None,
+                            ctx.align,
+                            result,
+                        ),
+                    }
                 }),
                 None => *result = Err(Error::Config),
             },
@@ -751,11 +767,12 @@ where
 ///
 /// Not generic over the cipher (one copy per payload type), linked with the hot code
 /// (`.text.hot.0.lane`, before the kernels `.text.hot.1.*`): on GAP8 the code of a chunk must
-/// stay in the instruction cache.
+/// stay in the instruction cache. Two copies: without a MAC (`MAC = false`: the cipher's loop
+/// alone) and with one.
 #[inline(never)]
 #[allow(unsafe_code)] // `link_section`
 #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.lane"))]
-fn run_lane<P: Part, D: DmaRaw>(
+fn run_lane<P: Part, D: DmaRaw, const MAC: bool>(
     lane: &mut Lane<'_, P, D>,
     mut ks: Worker<'_>,
     mut mac: Option<MacRef<'_>>,
@@ -796,18 +813,22 @@ fn run_lane<P: Part, D: DmaRaw>(
             if len == 0 {
                 return Ok(());
             }
-            if let Some(m) = mac.as_mut().filter(|m| m.before) {
-                m.absorb(pos, &w[..len]);
+            if MAC {
+                if let Some(m) = mac.as_mut().filter(|m| m.before) {
+                    m.absorb(pos, &w[..len]);
+                }
             }
-            if (pos as usize).wrapping_add(len) & mask == 0 {
-                ks.apply_at(pos, &mut w[..len])?;
+            let r = if (pos as usize).wrapping_add(len) & mask == 0 {
+                ks.apply_at(pos, &mut w[..len])
             } else {
-                ks.apply_in(pos, w, len)?;
+                ks.apply_in(pos, w, len)
+            };
+            if MAC && r.is_ok() {
+                if let Some(m) = mac.as_mut().filter(|m| !m.before) {
+                    m.absorb(pos, &w[..len]);
+                }
             }
-            if let Some(m) = mac.as_mut().filter(|m| !m.before) {
-                m.absorb(pos, &w[..len]);
-            }
-            Ok(())
+            r
         });
         if let Err(e) = r.map_err(Error::Dma).and_then(|r| r) {
             fail(result, e);
