@@ -57,7 +57,7 @@ pub trait Multiplier: Clone {
 /// The kernel [`super::Ghash`] and the cluster's GHASH lanes use by default: [`Half`]. On QEMU
 /// (instructions) [`Wide`] is smaller, but its 144 `mulhu` take 5 cycles each on RI5CY; on the
 /// GAP8 model AES-128-GCM over 128 KiB on one core was 126.8 cycles/byte with `Half` against
-/// 166.3 with `Wide`, both inlined (`docs/aead-gcm.md`).
+/// 166.3 with `Wide`, both inlined (`docs/aead.md`, AES-128-GCM).
 pub type Prepared = Half;
 
 /// Loads a block (big-endian words, `w[3]` first).
