@@ -209,6 +209,7 @@ fn n_frames_in_the_identical_n_frames_out() {
                 client_queue_bytes: 64 * 82_000,
                 ..esp32_bridge::forward::Config::default()
             },
+            client_write_timeout: Duration::from_secs(60),
             ..HostConfig::default()
         })
         .unwrap();
@@ -905,8 +906,10 @@ fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
         kex: KexMode::X25519,
     };
     let mode = run::drone_mode(&sec, Some(drone_id)).unwrap();
-    // Room for 64 frames per client: on a loaded machine a receiver that falls behind gets its
-    // frames late rather than dropped by the bridge, so any gap would be the protocol's.
+    // Room for 64 frames per client and a minute before a client that takes no bytes is cut off:
+    // on a loaded machine a receiver that falls behind gets its frames late rather than dropped
+    // or disconnected by the bridge (a reconnect starts after a gap), so any gap would be the
+    // protocol's.
     let b = HostBridge::start(HostConfig {
         spi_listen: any(),
         tcp_listen: any(),
@@ -915,6 +918,7 @@ fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
             client_queue_bytes: 64 * 82_000,
             ..esp32_bridge::forward::Config::default()
         },
+        client_write_timeout: Duration::from_secs(60),
         ..HostConfig::default()
     })
     .unwrap();
