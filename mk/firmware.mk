@@ -14,6 +14,7 @@ firmware-test: esp32-capi-test
 	$(CARGO) test --locked --quiet -p gapstream_firmware -p gvsoc_e2e
 	$(CARGO) test --locked --quiet -p esp32_bridge --features capi --lib --test capi_header
 	firmware/tests/compat_insn.sh
+	firmware/tests/flags_stamp.sh
 
 # The ESP32's C entry points as a host staticlib, and a C program against the header.
 esp32-capi-test:
@@ -49,7 +50,7 @@ E2E_MODEL      := $(E2E_DIR)/esp32_standin.so
 
 gvsoc-e2e:
 	@if ! command -v gapy >/dev/null 2>&1 || [ -z "$$GAP_SDK_HOME" ]; then \
-	  echo "gvsoc-e2e: skipped: the GAP SDK environment is not loaded (source <gap_sdk>/configs/ai_deck.sh; gapy not on PATH)"; exit 0; fi; \
+	  echo "gvsoc-e2e: $(GVSOC_SKIP)"; exit 0; fi; \
 	$(MAKE) --no-print-directory gvsoc-e2e-run
 
 .PHONY: gvsoc-e2e-run

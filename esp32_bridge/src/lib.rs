@@ -4,6 +4,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`cookie`] | UDP return-routability: the stateless cookie a UDP client echoes before it gets the stream, per-source limits |
 //! | [`cpx`] | the CPX framing the bridge needs: packet lengths, routing header, message grouping (`last_packet`) |
 //! | [`forward`] | the forwarding state machine (`no_std` + `alloc`, sans I/O): client set, queues, drop policy, upstream routing |
 //! | [`spi_slave`] | the ESP32's end of the SPI link to the GAP8 (one CPX packet per transaction each way, stock protocol), sans I/O |
@@ -16,6 +17,7 @@ extern crate alloc;
 
 #[cfg(feature = "capi")]
 pub mod capi;
+pub mod cookie;
 pub mod cpx;
 pub mod forward;
 #[cfg(feature = "host")]

@@ -360,6 +360,18 @@ pub fn status_line(r: &Row, suite: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The per-frame log's name, as docs/stream.md gives it.
+    #[test]
+    fn frames_log_name_is_the_documented_one() {
+        assert_eq!(
+            frames_path(Path::new("out/run.csv")),
+            Path::new("out/run.frames.csv")
+        );
+        let doc = include_str!("../../docs/stream.md");
+        assert!(doc.contains("`--metrics run.csv`") && doc.contains("writes `run.frames.csv`"));
+        assert!(!doc.contains("FILE.frames.csv"));
+    }
+
     #[test]
     fn percentiles_nearest_rank() {
         let mut v: Vec<f64> = (1..=100).map(|x| x as f64).collect();

@@ -84,14 +84,13 @@ pub fn fresh_group(receivers: usize) -> Result<(DroneIdentity, Vec<Identity>), R
 
 /// Reads a pairing file written by `gapstream pair`, checking its role.
 pub fn load_identity(path: &Path, want: Role) -> Result<Identity, RunError> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| {
-            RunError::Setup(format!(
-                "cannot read the {} key file {}: {e} (`gapstream pair --dir DIR` makes the key files)",
-                want.name(),
-                path.display()
-            ))
-        })?;
+    let text = fs::read_to_string(path).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot read the {} key file {}: {e} (`gapstream pair --dir DIR` makes the key files)",
+            want.name(),
+            path.display()
+        ))
+    })?;
     let (role, id) = match Identity::from_pairing_text(&text) {
         Ok(x) => x,
         Err(handshake::PairingError::ReceiverCount(n)) if want == Role::Receiver && n > 1 => {
@@ -148,7 +147,12 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
             handshake::MAX_RECEIVER_KEYS
         )));
     }
-    fs::create_dir_all(dir)?;
+    fs::create_dir_all(dir).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot create the key folder {}: {e}",
+            dir.display()
+        ))
+    })?;
     let (d, rs) = fresh_group(receivers)?;
     let mut files = vec![("drone.key".to_string(), d.to_pairing_text())];
     for (i, r) in rs.iter().enumerate() {
@@ -194,8 +198,8 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
 }
 
 fn write_secret(p: &Path, text: &str) -> Result<(), RunError> {
-    crate::secret_file::write(p, text.as_bytes(), crate::secret_file::How::Replace)?;
-    Ok(())
+    crate::secret_file::write(p, text.as_bytes(), crate::secret_file::How::Replace)
+        .map_err(|e| RunError::Setup(format!("cannot write the key file {}: {e}", p.display())))
 }
 
 /// The receiver's session for `security` with `identity`.
@@ -315,11 +319,28 @@ fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), R
     Ok((state, v))
 }
 
+/// How the simulated camera's rate is announced: `at 30 fps`, or for `--fps 0` (no pacing)
+/// `as fast as it can (--fps 0: no pacing)`.
+pub fn camera_rate(fps: f64) -> String {
+    if fps > 0.0 {
+        format!("at {fps} fps")
+    } else {
+        "as fast as it can (--fps 0: no pacing)".into()
+    }
+}
+
 /// Starts the host bridge on the stock ports (SPI side 5100, TCP/UDP 5000), or on free ports when
 /// those are taken.
 pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
     let cfg = HostConfig {
         verbose,
+        // The demo's receivers all run on this machine (one source address): a UDP slot for
+        // every receiver the drone serves.
+        udp_clients_per_source: handshake::MAX_RECEIVER_KEYS,
+        core: esp32_bridge::forward::Config {
+            max_udp_clients: handshake::MAX_RECEIVER_KEYS,
+            ..esp32_bridge::forward::Config::default()
+        },
         ..HostConfig::default()
     };
     match HostBridge::start(cfg.clone()) {
@@ -426,13 +447,13 @@ pub fn demo(
             .unwrap_or_else(|| "off".into())
     );
     eprintln!(
-        "  drone    {} {w}x{h} at {} fps, CPX packets of {} bytes, SPI {}",
+        "  drone    {} {w}x{h} {}, CPX packets of {} bytes, SPI {}",
         match node.source {
             SourceSpec::Synthetic { .. } => "synthetic pattern",
             SourceSpec::Folder(_) => "image folder",
             SourceSpec::Raw { .. } => "raw file",
         },
-        node.fps,
+        camera_rate(node.fps),
         node.packet_payload,
         match node.spi_hz {
             Some(hz) => format!("paced at {:.1} MHz", hz as f64 / 1e6),
@@ -615,7 +636,10 @@ pub fn node_only(
 ) -> Result<(), RunError> {
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
     let mode = drone_mode_with(&node.security, identity, node.rekey)?;
-    eprintln!("gapstream node: streaming into {bridge_spi} (Ctrl-C stops)");
+    eprintln!(
+        "gapstream node: streaming into {bridge_spi}, camera {} (Ctrl-C stops)",
+        camera_rate(node.fps)
+    );
     let n = sim::start_node(NodeConfig {
         source,
         fps: node.fps,
@@ -816,7 +840,8 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
     cases.push(Security::StockPlaintext);
     let mut rows = Vec::new();
     eprintln!(
-        "gapstream bench: {frames} frames of 324x244 per run, camera at {fps} fps, SPI {}, localhost",
+        "gapstream bench: {frames} frames of 324x244 per run, camera {}, SPI {}, localhost",
+        camera_rate(fps),
         match spi_hz {
             Some(hz) => format!("paced at {hz} Hz"),
             None => "unpaced (software chain only)".into(),

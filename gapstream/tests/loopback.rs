@@ -333,6 +333,69 @@ fn stock_frame(index: u32) -> Vec<u8> {
     out
 }
 
+/// A stock JPEG image (header type 1, size = the JPEG file's bytes), as the stock streamer sends
+/// in its JPEG mode: the `--stock` receiver decodes it to 8-bit grey. The JPEG is made here from
+/// the test pattern (frame 42), so the decoded frame must carry its stamp.
+#[test]
+fn stock_jpeg_frames_are_decoded() {
+    use gapstream_protocol::compat::{StockHeader, StockStreamer};
+    let (w, h) = (324u16, 244u16);
+    let mut img = vec![0u8; w as usize * h as usize];
+    gapstream_drone::testpattern::render(
+        &mut img,
+        w as usize,
+        h as usize,
+        gapstream_drone::testpattern::Stamp {
+            frame: 42,
+            capture_ns: sim::unix_ns(),
+        },
+    )
+    .unwrap();
+    let mut jpeg = Vec::new();
+    jpeg_encoder::Encoder::new(&mut jpeg, 95)
+        .encode(&img, w, h, jpeg_encoder::ColorType::Luma)
+        .unwrap();
+    let header = StockHeader {
+        width: w,
+        height: h,
+        depth: 1,
+        kind: 1,
+        size: jpeg.len() as u32,
+    };
+    let mut wire = Vec::new();
+    let mut s = StockStreamer::new(&jpeg, header, 1020).unwrap();
+    let mut buf = [0u8; 1024];
+    while let Some(n) = s.next_packet(&mut buf) {
+        wire.extend_from_slice(&buf[..n.unwrap()]);
+    }
+    let (addr, t) = fake_bridge(vec![vec![wire.clone(), wire]]);
+    let rx = receiver_on(addr, Transport::Tcp, SessionKind::StockPlaintext);
+    let got = rx.take(2, Duration::from_secs(20));
+    let s = rx.finish();
+    t.join().unwrap();
+    assert_eq!(got.len(), 2, "{s:?}");
+    let f = &got[0];
+    assert_eq!((f.width, f.height), (w as usize, h as usize));
+    assert_eq!(
+        f.seq, 42,
+        "the test pattern's stamp survives JPEG at quality 95"
+    );
+    let mean_err: f64 = f
+        .pixels
+        .iter()
+        .zip(&img)
+        .map(|(a, b)| (*a as f64 - *b as f64).abs())
+        .sum::<f64>()
+        / img.len() as f64;
+    assert!(
+        mean_err < 4.0,
+        "decoded JPEG too far from the image: {mean_err}"
+    );
+    // A JPEG that does not decode is one clear error, not a panic.
+    assert!(gapstream::receiver::decode_stock_jpeg(&jpeg[..200]).is_err());
+    assert!(gapstream::receiver::decode_stock_jpeg(b"not a jpeg").is_err());
+}
+
 #[test]
 fn truncated_or_garbled_cpx_gives_a_clear_error_and_the_connection_recovers() {
     let good = stock_frame(1);

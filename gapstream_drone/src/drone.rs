@@ -15,6 +15,7 @@ use alloc::vec::Vec;
 
 use gap_rust_cipher_s::KeystreamApplier;
 use gapstream_protocol::assembler::Assembler;
+use gapstream_protocol::compat;
 use gapstream_protocol::cpx::{
     self, Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
 };
@@ -42,6 +43,8 @@ pub struct SecureConfig {
 pub enum Mode {
     /// Bitcraze's stock image stream in clear (11-byte `0xBC` header packet, then the image in
     /// packets, `last_packet` on every packet): what a stock viewer shows. No security at all.
+    /// As the stock `wifi-img-streamer`, frames are sent only while the ESP32 reports a WiFi client
+    /// (WIFI_CTRL `[0x32, 1]`), always whole, so a viewer's first bytes are an image header.
     StockPlaintext,
     /// gapstream's protocol: a Noise_KK handshake with each paired receiver (up to the session's
     /// `max_receivers` at once), every frame sealed once under the group's frame key with the
@@ -72,7 +75,8 @@ impl Default for DroneConfig {
 pub struct DroneStats {
     pub frames_captured: u64,
     pub frames_sent: u64,
-    /// Frames captured while no receiver was ready (not sent).
+    /// Frames captured while no receiver was ready (not sent): in secure mode no session, in stock
+    /// mode no WiFi client reported by the ESP32.
     pub frames_skipped: u64,
     pub bytes_sent: u64,
     pub packets_sent: u64,
@@ -157,6 +161,8 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     rx: StreamDecoder,
     rx_buf: Vec<u8>,
     stats: DroneStats,
+    /// The ESP32's last WIFI_CTRL client status (stock mode streams only while it is true).
+    wifi_client: bool,
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
@@ -198,6 +204,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             rx: StreamDecoder::new(),
             rx_buf: vec![0u8; 2048],
             stats: DroneStats::default(),
+            wifi_client: false,
         })
     }
 
@@ -211,6 +218,11 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
 
     pub fn camera_mut(&mut self) -> &mut C {
         &mut self.camera
+    }
+
+    /// Whether the ESP32 last reported a WiFi client connected (WIFI_CTRL status).
+    pub fn wifi_client_connected(&self) -> bool {
+        self.wifi_client
     }
 
     /// The protocol session (secure mode).
@@ -264,7 +276,9 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                     // Stock mode has no upstream protocol; in secure mode gapstream packets are
                     // grouped into messages (lost or garbled packets cost only their message).
                     Ok(p) => {
-                        if self.session.is_some()
+                        if let Some(c) = compat::parse_client_status(p.route, p.payload) {
+                            self.wifi_client = c;
+                        } else if self.session.is_some()
                             && self.assembler.push(p.route, p.payload).is_err()
                         {
                             self.stats.upstream_errors += 1;
@@ -311,6 +325,10 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
 
     fn send_frame(&mut self, cap: &mut Capture) -> Result<(), DroneError<C::Error, L::Error>> {
         if self.session.is_none() {
+            if !self.wifi_client {
+                self.stats.frames_skipped += 1;
+                return Ok(());
+            }
             let route = Route::new(Target::Gap8, Target::WifiHost, Function::App);
             let header = stock_header(self.format);
             let t0 = self.clock.now_ns();
@@ -495,6 +513,7 @@ pub(crate) mod tests {
             DroneConfig::default(),
         )
         .unwrap();
+        tell_client_status(&mut d, true);
         for _ in 0..4 {
             let before = d.link.packets;
             d.step().unwrap();
@@ -528,6 +547,7 @@ pub(crate) mod tests {
             },
         )
         .unwrap();
+        tell_client_status(&mut d, true);
         d.step().unwrap();
         let mut dec = StreamDecoder::new();
         let mut input = &d.link.sent[..];
@@ -550,6 +570,58 @@ pub(crate) mod tests {
         assert_eq!(image.len(), 324 * 244);
         assert_eq!(payloads.len(), 1 + (324 * 244usize).div_ceil(512));
         assert_eq!(testpattern::decode(&image, 324, 244).unwrap().frame, 0);
+    }
+
+    /// The ESP32's WIFI_CTRL client status, as aideck-esp-firmware sends it.
+    fn tell_client_status<C: Camera, K: Clock, E: Entropy, A: KeystreamApplier>(
+        d: &mut Drone<C, VecLink, K, E, A>,
+        connected: bool,
+    ) {
+        let mut out = [0u8; 8];
+        let n = cpx::encode_packet(
+            compat::CLIENT_STATUS_ROUTE,
+            &compat::client_status_payload(connected),
+            &mut out,
+        )
+        .unwrap();
+        d.link.inbox.extend(&out[..n]);
+    }
+
+    /// Stock mode sends nothing until the ESP32 reports a client, then whole frames (header
+    /// first), and stops again when the client left.
+    #[test]
+    fn stock_mode_streams_only_while_a_wifi_client_is_connected() {
+        let mut d = Drone::new(
+            camera(),
+            VecLink::default(),
+            TickClock(Cell::new(0)),
+            CountingEntropy(0),
+            Sequential,
+            DroneConfig::default(),
+        )
+        .unwrap();
+        d.step().unwrap();
+        d.step().unwrap();
+        assert!(d.link.sent.is_empty());
+        assert_eq!(d.stats().frames_skipped, 2);
+        tell_client_status(&mut d, true);
+        d.step().unwrap();
+        assert!(d.wifi_client_connected());
+        assert_eq!(d.stats().frames_sent, 1);
+        assert_eq!(&d.link.sent[..5], &[13, 0, 0x63, 0x05, 0xBC]);
+        let sent = d.link.sent.len();
+        tell_client_status(&mut d, false);
+        d.step().unwrap();
+        assert_eq!(d.link.sent.len(), sent);
+        assert_eq!(d.stats().frames_skipped, 3);
+        // Other WIFI_CTRL commands (e.g. 0x31 "WiFi connected" with an IP) change nothing.
+        let mut out = [0u8; 16];
+        let n = cpx::encode_packet(compat::CLIENT_STATUS_ROUTE, &[0x31, 10, 0, 0, 1], &mut out)
+            .unwrap();
+        d.link.inbox.extend(&out[..n]);
+        d.step().unwrap();
+        assert_eq!(d.stats().frames_skipped, 4);
+        assert_eq!(d.stats().upstream_errors, 0);
     }
 
     #[test]

@@ -244,6 +244,9 @@ pub enum PairingError {
     ReceiverCount(usize),
     /// Two receiver keys with the same key id.
     DuplicateReceiver,
+    /// `local_public` is well formed but is not the public key of `local_secret` (an edited or
+    /// damaged file, or lines from two pairings mixed).
+    SecretMismatch,
 }
 
 impl core::fmt::Display for PairingError {
@@ -259,6 +262,9 @@ impl core::fmt::Display for PairingError {
             PairingError::DuplicateReceiver => {
                 f.write_str("pairing file lists the same receiver key twice")
             }
+            PairingError::SecretMismatch => f.write_str(
+                "pairing file's `local_secret` does not belong to its `local_public` (the file was edited or mixes two pairings; pair again)",
+            ),
         }
     }
 }
@@ -305,7 +311,7 @@ fn parse_pairing(text: &str) -> Result<(Role, StaticSecret, Vec<[u8; 32]>), Pair
     let local = StaticSecret(parse_hex32(field("local_secret")?, "local_secret")?);
     if let Ok(p) = field("local_public") {
         if parse_hex32(p, "local_public")? != local.public() {
-            return Err(PairingError::BadHex("local_public"));
+            return Err(PairingError::SecretMismatch);
         }
     }
     let peers = values("peer_public")
@@ -1107,6 +1113,16 @@ mod tests {
         );
         let bad = text.replace("peer_public=", "peer_public=zz");
         assert!(Identity::from_pairing_text(&bad).is_err());
+        // A secret that no longer matches its public key is said so (not "not 64 hex digits").
+        let secret = text
+            .lines()
+            .find_map(|l| l.strip_prefix("local_secret="))
+            .unwrap();
+        let other = alloc::format!("{:0>64}", "1");
+        let bad = text.replace(secret, &other);
+        let e = Identity::from_pairing_text(&bad).unwrap_err();
+        assert_eq!(e, PairingError::SecretMismatch);
+        assert!(alloc::format!("{e}").contains("does not belong to its `local_public`"));
     }
 
     #[test]

@@ -68,6 +68,13 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = [0u8; cpx::MAX_WIRE_PACKET];
     let n = st.next_packet(&mut out).unwrap().unwrap();
     v.push(("stock-header-packet", out[..n].to_vec()));
+    let n = cpx::encode_packet(
+        crate::compat::CLIENT_STATUS_ROUTE,
+        &crate::compat::client_status_payload(true),
+        &mut out,
+    )
+    .unwrap();
+    v.push(("client-status-packet", out[..n].to_vec()));
     let h = FrameHeader {
         suite: Suite::ChaCha20Poly1305 as u8,
         pixel_format: PixelFormat::GRAY8,

@@ -651,7 +651,7 @@ fn launch(
 pub fn bench(o: &Options) -> Result<(), String> {
     if !on_path("gapy") {
         println!(
-            "gvsoc-bench: skipped: gapy is not on PATH (load the GAP SDK environment, e.g. source <gap_sdk>/configs/ai_deck.sh; see docs/bench.md)"
+            "gvsoc-bench: skipped: the GAP8 GVSOC simulator is not set up (run: make gvsoc-setup; or load a GAP SDK environment with gapy on PATH)"
         );
         return Ok(());
     }

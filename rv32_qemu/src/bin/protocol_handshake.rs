@@ -15,11 +15,10 @@ use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{
     DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet, respond,
 };
-use gapstream_protocol::rand_core::{TryCryptoRng, TryRng};
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
-    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, KeystreamApplier, ReceiverConfig,
-    ReceiverEvent, ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
+    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, ReceiverConfig, ReceiverEvent,
+    ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
 };
 use rv32_qemu::println;
 
