@@ -1,7 +1,9 @@
-//! The bridge's client side: what WiFi clients send (TCP bytes, UDP datagrams) through the
-//! forwarding core `esp32_bridge::forward::Bridge`, with the GAP8 side and the drivers' writes
-//! driven by the input too.
+//! The bridge's client side: what WiFi clients send (TCP bytes, UDP datagrams, the UDP cookie
+//! exchange) through `esp32_bridge::cookie::Gate` and the forwarding core
+//! `esp32_bridge::forward::Bridge`, with the GAP8 side and the drivers' writes driven by the
+//! input too.
 
+use esp32_bridge::cookie::{Control, Gate, SourceLimiter, Verdict};
 use esp32_bridge::cpx::{self, MessageAssembler};
 use esp32_bridge::forward::{Bridge, ClientId, Config, Transport, UpstreamPolicy};
 
@@ -10,7 +12,11 @@ use crate::Input;
 /// Operations of a record (`ctl & 7`); `ctl >> 3` picks the client (index into those connected).
 pub mod op {
     pub const ADD_TCP: u8 = 0;
+    /// Registers a UDP client directly; with [`VIA_GATE`] the body is a datagram from the
+    /// unregistered address `[p; 6]` (p = `(ctl >> 3) & 7`), decided by the cookie gate.
     pub const ADD_UDP: u8 = 1;
+    /// `ctl` bit for [`ADD_UDP`] (and, for [`FROM_GAP8`], one SPI transaction instead of bytes).
+    pub const VIA_GATE: u8 = 0x40;
     pub const REMOVE: u8 = 2;
     /// The body arrives from a TCP client (stream bytes).
     pub const TCP_BYTES: u8 = 3;
@@ -24,8 +30,19 @@ pub mod op {
     pub const FROM_GAP8: u8 = 7;
 }
 
-/// The bridge configuration for the selector byte: bit 0 small queues, bit 1 two clients at most,
-/// bit 2 only the leader talks to the GAP8.
+/// The cookie secret of the first slot (the seeds echo cookies made with it).
+pub const GATE_SECRET: [u8; 32] = [9; 32];
+/// Cookie slot length and the time that passes per record.
+pub const GATE_SLOT_MS: u64 = 10_000;
+pub const RECORD_MS: u64 = 250;
+
+/// The address of unregistered UDP peer `p` as the cookie binds it.
+pub fn gate_peer(p: u8) -> [u8; 6] {
+    [p; 6]
+}
+
+/// The bridge configuration for the selector byte: bit 0 small queues, bit 1 two clients of each
+/// transport at most, bit 2 only the leader talks to the GAP8.
 pub fn bridge_config(sel: u8) -> Config {
     let d = Config::default();
     let small = sel & 1 != 0;
@@ -35,6 +52,7 @@ pub fn bridge_config(sel: u8) -> Config {
         spi_queue_bytes: if small { 2500 } else { d.spi_queue_bytes },
         max_message: if small { 2048 } else { d.max_message },
         max_clients: if sel & 2 != 0 { 2 } else { d.max_clients },
+        max_udp_clients: if sel & 2 != 0 { 2 } else { d.max_udp_clients },
         upstream: if sel & 4 != 0 {
             UpstreamPolicy::LeaderOnly
         } else {
@@ -68,16 +86,37 @@ impl Sink {
 }
 
 /// `bridge_client`: input `config selector u8` ([`bridge_config`]), then records ([`op`]).
-/// Invariants: whatever the clients send, the bytes the bridge writes towards the GAP8 and to each
-/// TCP client are whole CPX messages, never interleaved (a fresh reassembler reads them without an
-/// error); a UDP client gets exactly one CPX packet per datagram.
+/// Invariants: the gate never answers an unregistered address with more bytes than it sent (no
+/// amplification), and only with a cookie; whatever the clients send, the bytes the bridge writes
+/// towards the GAP8 and to each TCP client are whole CPX messages, never interleaved (a fresh
+/// reassembler reads them without an error); a UDP client gets exactly one CPX packet per datagram.
 pub fn bridge_client(data: &[u8]) {
+    run(data);
+}
+
+/// What a `bridge_client` run got through (the seeds' depth checks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// UDP clients registered through the cookie gate.
+    pub gate_registered: usize,
+    /// Whole messages written towards the GAP8.
+    pub to_gap8: usize,
+    /// Whole messages written to clients.
+    pub to_clients: usize,
+}
+
+/// The body of `bridge_client`.
+pub fn run(data: &[u8]) -> Outcome {
+    let mut out = Outcome::default();
     let mut i = Input::new(data);
     let cfg = bridge_config(i.byte());
     let mut b = Bridge::new(cfg);
+    let mut gate: Gate<u8> = Gate::new(GATE_SECRET, SourceLimiter::new(2, 1, 4, 10), GATE_SLOT_MS);
+    let mut now_ms = 0u64;
     let mut spi = Sink::new(usize::MAX);
     let mut sinks: Vec<(ClientId, Transport, Sink)> = Vec::new();
     while let Some((ctl, body)) = i.record() {
+        now_ms += RECORD_MS;
         let ids: Vec<ClientId> = b.client_ids().collect();
         let pick = ids.get((ctl >> 3) as usize % ids.len().max(1)).copied();
         let limit = match body {
@@ -85,6 +124,28 @@ pub fn bridge_client(data: &[u8]) {
             _ => 0,
         };
         match (ctl & 7, pick) {
+            (op::ADD_UDP, _) if ctl & op::VIA_GATE != 0 => {
+                let p = (ctl >> 3) & 7;
+                match gate.unproven(&gate_peer(p), &p, body, now_ms, || None) {
+                    Verdict::Reply(r, n) => {
+                        assert!(
+                            n <= body.len(),
+                            "{n}-byte reply to a {}-byte datagram",
+                            body.len()
+                        );
+                        assert!(matches!(Control::parse(&r[..n]), Some(Control::Cookie(_))));
+                    }
+                    Verdict::Register => {
+                        assert!(matches!(Control::parse(body), Some(Control::Echo(_))));
+                        out.gate_registered += 1;
+                        if let Ok(id) = b.add_client(Transport::Udp) {
+                            sinks.push((id, Transport::Udp, Sink::new(usize::MAX)));
+                        }
+                    }
+                    Verdict::Refuse(_) => {}
+                }
+                gate.forget_idle(now_ms);
+            }
             (op::ADD_TCP, _) | (op::ADD_UDP, _) => {
                 let t = if ctl & 7 == op::ADD_TCP {
                     Transport::Tcp
@@ -97,6 +158,10 @@ pub fn bridge_client(data: &[u8]) {
             }
             (op::REMOVE, Some(id)) => {
                 assert!(b.remove_client(id).is_some());
+                out.to_clients += sinks
+                    .iter()
+                    .find(|(s, ..)| *s == id)
+                    .map_or(0, |x| x.2.messages);
                 sinks.retain(|(s, _, _)| *s != id);
             }
             (op::TCP_BYTES, Some(id)) => {
@@ -143,7 +208,7 @@ pub fn bridge_client(data: &[u8]) {
                 }
             }
             (op::FROM_GAP8, _) => {
-                if ctl & 0x40 != 0 {
+                if ctl & op::VIA_GATE != 0 {
                     let _ = b.spi_transfer(body);
                 } else {
                     b.spi_received(body);
@@ -152,4 +217,7 @@ pub fn bridge_client(data: &[u8]) {
             _ => {}
         }
     }
+    out.to_gap8 = spi.messages;
+    out.to_clients += sinks.iter().map(|x| x.2.messages).sum::<usize>();
+    out
 }

@@ -437,7 +437,42 @@ pub fn all() -> Vec<Seed> {
         push_record(&mut b, bridge::op::FROM_GAP8 | 0x40, p);
     }
     push_record(&mut b, bridge::op::WRITE_CLIENT, &[7, 0]);
+    push_record(&mut b, bridge::op::WRITE_CLIENT, &[]);
     seeds.push(seed("bridge_client", "small-leader-only-interleaved", b));
+    // UDP clients through the cookie gate: a request (answered with a cookie), the echo of the
+    // cookie for that address (registered), a bad echo, then the client's datagrams.
+    let mut b = vec![0];
+    let jar = esp32_bridge::cookie::CookieJar::new(bridge::GATE_SECRET, 0);
+    let (req, n) = esp32_bridge::cookie::Control::Request.encode();
+    push_record(
+        &mut b,
+        bridge::op::ADD_UDP | bridge::op::VIA_GATE | 3 << 3,
+        &req[..n],
+    );
+    let cookie = jar.cookie(&bridge::gate_peer(3));
+    let (echo, n) = esp32_bridge::cookie::Control::Echo(cookie).encode();
+    push_record(
+        &mut b,
+        bridge::op::ADD_UDP | bridge::op::VIA_GATE | 3 << 3,
+        &echo[..n],
+    );
+    push_record(
+        &mut b,
+        bridge::op::ADD_UDP | bridge::op::VIA_GATE | 4 << 3,
+        &echo[..n],
+    );
+    push_record(
+        &mut b,
+        bridge::op::ADD_UDP | bridge::op::VIA_GATE | 5 << 3,
+        &[],
+    );
+    for p in packets(&hello, 100, UP).chunks(104) {
+        push_record(&mut b, bridge::op::DATAGRAM, p);
+    }
+    push_record(&mut b, bridge::op::WRITE_SPI, &[]);
+    push_record(&mut b, bridge::op::FROM_GAP8, &packets(&frame, 100, DOWN));
+    push_record(&mut b, bridge::op::WRITE_CLIENT, &[]);
+    seeds.push(seed("bridge_client", "udp-cookie-exchange", b));
 
     seeds
 }

@@ -120,6 +120,18 @@ fn session_seeds_replay_to_streaming_sessions() {
     }
 }
 
+#[test]
+fn bridge_seeds_move_messages_both_ways_and_register_through_the_gate() {
+    use gapstream_fuzz_targets::bridge::run;
+    for s in seeds::all().iter().filter(|s| s.target == "bridge_client") {
+        let o = run(&s.bytes);
+        assert!(o.to_gap8 >= 1 && o.to_clients >= 1, "{}: {o:?}", s.name);
+        if s.name.contains("cookie") {
+            assert_eq!(o.gate_registered, 1, "{}: {o:?}", s.name);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
