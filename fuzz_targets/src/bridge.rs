@@ -86,7 +86,8 @@ impl Sink {
 }
 
 /// `bridge_client`: input `config selector u8` ([`bridge_config`]), then records ([`op`]).
-/// Invariants: the gate never answers an unregistered address with more bytes than it sent (no
+/// Invariants: a cookie-exchange datagram that parses re-encodes to the same bytes (the receiver
+/// parses them too); the gate never answers an unregistered address with more bytes than it sent (no
 /// amplification), and only with a cookie; whatever the clients send, the bytes the bridge writes
 /// towards the GAP8 and to each TCP client are whole CPX messages, never interleaved (a fresh
 /// reassembler reads them without an error); a UDP client gets exactly one CPX packet per datagram.
@@ -126,6 +127,10 @@ pub fn run(data: &[u8]) -> Outcome {
         match (ctl & 7, pick) {
             (op::ADD_UDP, _) if ctl & op::VIA_GATE != 0 => {
                 let p = (ctl >> 3) & 7;
+                if let Some(c) = Control::parse(body) {
+                    let (bytes, n) = c.encode();
+                    assert_eq!(&bytes[..n], body, "{c:?} re-encodes differently");
+                }
                 match gate.unproven(&gate_peer(p), &p, body, now_ms, || None) {
                     Verdict::Reply(r, n) => {
                         assert!(
