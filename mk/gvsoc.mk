@@ -32,7 +32,10 @@ TEST_TARGETS += gvsoc-build
 gvsoc-build:
 	$(CARGO) build --locked --quiet $(RV32_GVSOC) --features pulp --bins
 
-## make gvsoc-bench   cycle-level sweep on the GAP8 model: kernels x cores x payloads x L1 buffers (+ no-DMA, fixed rounds, the frame), every run verified, each point the median of 3; target/bench/gvsoc.csv + summary (QUICK=1: the subset that takes under 2 minutes, single runs; GVSOC_BENCH_ARGS: other xtask options)
+## make gvsoc-bench   cycle-level sweep on the GAP8 model: kernels x cores x payloads x L1 buffers
+##                    (+ no-DMA, fixed rounds, the frame), every run verified, each point the median
+##                    of 3, about 13 minutes; target/bench/gvsoc.csv + summary (QUICK=1: 64 points,
+##                    single runs, ~15 s; GVSOC_BENCH_ARGS: other xtask options)
 ## make bench-report  PNG plots and target/bench/report.md from target/bench/gvsoc.csv (CSV=path: from another CSV)
 .PHONY: gvsoc-bench bench-report
 gvsoc-bench:

@@ -1,6 +1,6 @@
 //! The forwarding core, sans I/O: what the ESP32 does between its SPI link to the GAP8 and its
 //! WiFi clients, as a state machine that the host binary (tokio sockets) and the ESP-IDF glue
-//! (issue 7: FreeRTOS tasks) drive the same way:
+//! (`esp-idf/`: FreeRTOS tasks) drive the same way:
 //!
 //! - bytes from the GAP8 → [`Bridge::spi_received`] → whole messages queued for every client;
 //! - bytes / datagrams from a client → [`Bridge::client_received`] / [`Bridge::client_datagram`] →

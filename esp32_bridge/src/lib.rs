@@ -11,7 +11,7 @@
 //! | `capi` (feature `capi`) | C entry points (`include/esp32_bridge.h`) for the ESP-IDF firmware (`esp-idf/`) and the GVSOC stand-in |
 //! | `host` (feature `host`) | the std/tokio driver: SPI side as a TCP socket, TCP and UDP servers, the `esp32-bridge` binary |
 //!
-//! Without the `host` feature the crate is `no_std` + `alloc` (what the ESP-IDF glue of issue 7 links).
+//! Without the `host` feature the crate is `no_std` + `alloc` (what the ESP-IDF glue in `esp-idf/` links).
 #![cfg_attr(not(feature = "std"), no_std)]
 extern crate alloc;
 

@@ -2,7 +2,8 @@
 //!
 //! Three L1 buffers rotate through the roles *work* (a core XORs the keystream into it),
 //! *prefetch* (the DMA loads the next chunk into it) and *commit* (the DMA writes the previous
-//! chunk back), as in §3.2 of the paper. One fork covers the whole call. By default
+//! chunk back), as in §3.2 of the paper (F. Barchi et al., "RUST-Encoded Stream Ciphers on a
+//! RISC-V Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023). One fork covers the whole call. By default
 //! ([`Rounds::Auto`], for [`Engine::apply`] / [`Engine::apply_b2b`]) every core runs its own such
 //! pipeline: it takes one contiguous part of the payload, its own slice of each buffer and its own
 //! DMA commands, and no core waits for another until the fork ends. With the other round policies

@@ -187,6 +187,11 @@ struct DemoArgs {
     /// each with its own key and handshake, all opening the same frames.
     #[arg(long, default_value_t = 0)]
     listeners: usize,
+    /// Write this run's pairing into DIR (drone.key, receiver.key, receiver2.key, ... up to 8
+    /// receivers), so `gapstream view --keys DIR/receiverN.key` or `gapstream record` can attach to
+    /// the running demo with a spare receiver key (the demo prints which).
+    #[arg(long, value_name = "DIR")]
+    keys_dir: Option<PathBuf>,
     /// The listeners leave after this many seconds (the drone rekeys; the viewer's stream goes on).
     #[arg(long, value_parser = seconds_above_zero)]
     listeners_leave_after: Option<f64>,
@@ -403,7 +408,7 @@ fn main() -> ExitCode {
                 count: a.listeners,
                 leave_after: a.listeners_leave_after.map(Duration::from_secs_f64),
             };
-            run::demo(node, s, listeners, stop).map_err(|e| e.to_string())
+            run::demo(node, s, listeners, a.keys_dir.as_deref(), stop).map_err(|e| e.to_string())
         })(),
         Cmd::View(a) => (|| {
             let s = settings(&a.stream)?;

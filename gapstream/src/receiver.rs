@@ -370,8 +370,13 @@ fn rng() -> Result<DrbgRng, String> {
     DrbgRng::from_entropy(&mut OsEntropy).map_err(|e| e.to_string())
 }
 
+/// The protocol's clock (`session::Clock` promises monotonic time: timeouts, backoff, grace
+/// windows): nanoseconds since the first call in this process, from `Instant`. Wall time may jump
+/// (NTP, a user setting the clock), which would end or stretch sessions at random.
 fn proto_clock() -> u64 {
-    unix_ns()
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl SecureSession {
@@ -433,7 +438,15 @@ impl SecureSession {
                 events.push(Event::Info(handshake_line(suite, mode, &stats)))
             }
             ReceiverEvent::HandshakeFailed(e) => {
-                events.push(Event::Fatal(format!("handshake refused: {e}")))
+                events.push(Event::Fatal(format!("cannot start the handshake: {e}")))
+            }
+            // A remote cause (an unauthenticated ALERT, an ACCEPT that does not authenticate):
+            // counted; the session retries after the backoff, the receiver never exits for it.
+            ReceiverEvent::AttemptFailed { error, retry_in_ns } => {
+                events.push(Event::Info(format!(
+                    "handshake attempt failed: {error}; trying again in {:.2} s",
+                    retry_in_ns as f64 / 1e9
+                )))
             }
             ReceiverEvent::HandshakeRetry { attempt } => events.push(Event::Info(format!(
                 "no answer from the drone yet; HELLO attempt {attempt}"
@@ -700,6 +713,15 @@ impl Conn {
     }
 }
 
+/// The file a recorded frame goes to: `frame_NNNNNNNN.png`, numbered with the frame number burned
+/// into the image (the synthetic source, a test-pattern stock stream) so files and pixels agree,
+/// else with the stream's sequence number (which in the secure stream starts at the handshake,
+/// not at the drone's first frame).
+pub fn frame_file_name(f: &Delivered) -> String {
+    let n = testpattern::decode(&f.pixels, f.width, f.height).map_or(f.seq, |s| s.frame as u64);
+    format!("frame_{n:08}.png")
+}
+
 /// Registers with the bridge over UDP: it sends nothing larger than what it got to an address
 /// that has not shown that it receives there, so the receiver asks for a cookie (a 20-byte
 /// request), echoes it, and waits for the welcome (`esp32_bridge::cookie`). Lost datagrams are
@@ -727,7 +749,9 @@ fn udp_register(s: &UdpSocket) -> io::Result<()> {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => return Err(e),
         }
@@ -756,7 +780,7 @@ impl Recorder {
         } else {
             images::encode_png(f.width, f.height, 1, &f.pixels)?
         };
-        let path = self.dir.join(format!("frame_{:08}.png", f.seq));
+        let path = self.dir.join(frame_file_name(f));
         std::fs::write(&path, png).map_err(|source| images::ImageError::Io { path, source })
     }
 }
@@ -1041,6 +1065,23 @@ fn tick(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Finding 6: the receiver's protocol clock was wall time (`unix_ns`), which jumps when the
+    /// system clock is set, although `session::Clock` promises monotonic time. It is `Instant`
+    /// based now: time since the process first asked (not since 1970), never going back.
+    #[test]
+    fn finding6_the_receiver_protocol_clock_is_monotonic() {
+        let a = proto_clock();
+        assert!(a < 3_600_000_000_000, "{a} ns: wall time?");
+        let mut last = a;
+        for _ in 0..10_000 {
+            let t = proto_clock();
+            assert!(t >= last);
+            last = t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(proto_clock() - a >= 20_000_000);
+    }
 
     /// The console line gives both counts and says which one the metrics CSV holds.
     #[test]

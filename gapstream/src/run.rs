@@ -138,6 +138,43 @@ pub fn receiver_key_name(i: usize) -> String {
     }
 }
 
+/// First line of the key files `gapstream demo --keys-dir` writes; the next demo run may replace
+/// files that carry it, never a real pairing.
+const DEMO_KEYS_MARK: &str =
+    "# gapstream demo: the pairing of one demo run (the next run replaces it)";
+
+/// Writes a demo run's pairing into `dir` (drone.key, receiver.key, receiver2.key, ...), replacing
+/// an earlier demo run's files but refusing to overwrite any other file.
+fn write_demo_pairing(
+    dir: &Path,
+    drone: &DroneIdentity,
+    receivers: &[Identity],
+) -> Result<(), RunError> {
+    fs::create_dir_all(dir).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot create the key folder {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let mut files = vec![("drone.key".to_string(), drone.to_pairing_text())];
+    for (i, r) in receivers.iter().enumerate() {
+        files.push((receiver_key_name(i), r.to_pairing_text(Role::Receiver)));
+    }
+    for (name, _) in &files {
+        let p = dir.join(name);
+        if p.exists() && !fs::read_to_string(&p).is_ok_and(|t| t.starts_with(DEMO_KEYS_MARK)) {
+            return Err(RunError::Setup(format!(
+                "{} exists and is not a demo run's key file: give --keys-dir an empty or a demo's folder",
+                p.display()
+            )));
+        }
+    }
+    for (name, text) in &files {
+        write_secret(&dir.join(name), &format!("{DEMO_KEYS_MARK}\n{text}"))?;
+    }
+    Ok(())
+}
+
 /// `gapstream pair`: writes `drone.key` (listing every receiver) and one key file per receiver
 /// (`receiver.key`, `receiver2.key`, ...) into `dir`.
 pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
@@ -282,9 +319,15 @@ pub fn drone_mode_with(
             s.max_receivers = identity.receivers.len().max(s.max_receivers);
             s.rekey_after_frames = rekey.after_frames.max(1);
             s.rekey_after_ns = rekey.after.as_nanos().min(u64::MAX as u128) as u64;
+            // The simulated drone draws from the operating system's RNG; its boot counter lives in
+            // RAM (every simulated drone process is boot 1). A deck keeps it in flash.
+            let boot =
+                gapstream_drone::Boot::advance(&mut gapstream_drone::boot::RamBootCounter::new(0))
+                    .map_err(|e| RunError::Setup(e.to_string()))?;
             Ok(Mode::Secure(Box::new(SecureConfig {
                 identity,
                 session: s,
+                boot,
             })))
         }
     }
@@ -396,7 +439,7 @@ fn receiver_sinks(viewer: &Option<(Arc<ViewerState>, Viewer)>, s: &StreamSetting
 }
 
 /// Listeners of `gapstream demo`: extra receivers next to the leader (the one with the viewer),
-/// as in the group test of the Raspberry Pi study `000_*`.
+/// a group test: each with its own key and handshake, all opening the same frames.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Listeners {
     /// How many (0..=7).
@@ -411,6 +454,7 @@ pub fn demo(
     node: NodeSettings,
     s: StreamSettings,
     listeners: Listeners,
+    keys_dir: Option<&Path>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), RunError> {
     if listeners.count >= handshake::MAX_RECEIVER_KEYS {
@@ -421,9 +465,26 @@ pub fn demo(
             handshake::MAX_RECEIVER_KEYS
         )));
     }
-    let (drone_id, rx_ids) = fresh_group(1 + listeners.count)?;
+    // With a key folder the drone is paired with every receiver slot: the viewer's, the
+    // listeners', and spare ones that `gapstream view` / `record` attach with.
+    let receivers = if keys_dir.is_some() {
+        handshake::MAX_RECEIVER_KEYS
+    } else {
+        1 + listeners.count
+    };
+    let (drone_id, rx_ids) = fresh_group(receivers)?;
+    let spare = match keys_dir {
+        Some(dir) => {
+            write_demo_pairing(dir, &drone_id, &rx_ids)?;
+            (1 + listeners.count..receivers)
+                .map(|i| dir.join(receiver_key_name(i)))
+                .collect()
+        }
+        None => Vec::new(),
+    };
     let mut sessions = rx_ids
         .into_iter()
+        .take(1 + listeners.count)
         .map(|id| receiver_session(&node.security, Some(id), node.packet_payload))
         .collect::<Result<Vec<_>, _>>()?
         .into_iter();
@@ -480,6 +541,15 @@ pub fn demo(
         eprintln!(
             "  viewer   {}   (open it in a browser; Ctrl-C stops)",
             v.url()
+        );
+    }
+    if let (Some(dir), Some(first)) = (keys_dir, spare.first()) {
+        eprintln!(
+            "  keys     this run's pairing in {}: attach with `gapstream view --keys {}` (or `record DIR --keys ...`), {} spare receiver key{} there, one per process",
+            dir.display(),
+            first.display(),
+            spare.len(),
+            if spare.len() > 1 { "s" } else { "" }
         );
     }
     let n = sim::start_node(NodeConfig {
@@ -598,11 +668,19 @@ pub fn view(
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
+    // `gapstream record DIR` is `view` with a recorder: it says which it is.
+    let who = if s.record.is_some() { "record" } else { "view" };
     eprintln!(
-        "gapstream view: receiving from {bridge} over {} ({})",
+        "gapstream {who}: receiving from {bridge} over {} ({})",
         s.transport,
         session.label()
     );
+    if let Some(d) = &s.record {
+        eprintln!(
+            "  record   every verified frame into {}/frame_NNNNNNNN.png (NNNNNNNN: the frame number burned into the image when it has one, else the stream's sequence number)",
+            d.display()
+        );
+    }
     if let Some((_, v)) = &viewer {
         eprintln!("  viewer   {}   (Ctrl-C stops)", v.url());
     }
@@ -692,7 +770,7 @@ pub struct BenchRow {
     pub tag_failures: u64,
 }
 
-/// The bench CSV header (issue 6).
+/// The bench CSV header.
 pub const BENCH_HEADER: &str = "suite,transport,frames,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,lost,tag_failures";
 
 /// Streams `frames` frames of 324x244 through node -> bridge -> receiver on localhost and

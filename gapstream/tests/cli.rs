@@ -219,3 +219,109 @@ fn fps_zero_is_announced_as_unpaced() {
         "{err}"
     );
 }
+
+/// Waits for a line containing `what` (at most `secs`), keeping every line seen.
+fn wait_line(
+    lines: &mpsc::Receiver<String>,
+    seen: &mut Vec<String>,
+    what: &str,
+    secs: u64,
+) -> String {
+    let t0 = Instant::now();
+    loop {
+        let left = Duration::from_secs(secs).saturating_sub(t0.elapsed());
+        let l = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no `{what}` line: {seen:#?}"));
+        seen.push(l.clone());
+        if l.contains(what) {
+            return l;
+        }
+    }
+}
+
+/// `demo --keys-dir DIR` writes the run's pairing; `gapstream record` attaches to the running
+/// demo with a spare receiver key, announces itself as `record`, and names each file with the
+/// frame number burned into its pixels.
+#[test]
+fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() {
+    let d = tempfile::tempdir().unwrap();
+    let keys = d.path().join("keys");
+    let out = d.path().join("frames");
+    let (mut demo, lines) = spawn(&[
+        "demo",
+        "--viewer",
+        "none",
+        "--fps",
+        "10",
+        "--keys-dir",
+        keys.to_str().unwrap(),
+    ]);
+    let mut seen = Vec::new();
+    let bridge = wait_line(&lines, &mut seen, "  bridge ", 60);
+    let tcp = bridge
+        .split("TCP ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap()
+        .to_string();
+    let keys_line = wait_line(&lines, &mut seen, "  keys ", 10);
+    let spare = keys.join("receiver2.key");
+    assert!(keys_line.contains(spare.to_str().unwrap()), "{keys_line}");
+    // A few frames of the demo first, so the recorder joins a stream well under way.
+    wait_line(&lines, &mut seen, "frames ", 30);
+    thread::sleep(Duration::from_millis(1500));
+    let (ok, err) = run(&[
+        "record",
+        out.to_str().unwrap(),
+        "--connect",
+        &tcp,
+        "--keys",
+        spare.to_str().unwrap(),
+        "--viewer",
+        "none",
+        "--duration",
+        "3",
+    ]);
+    sigint(demo.id());
+    let _ = demo.wait();
+    assert!(ok, "{err}");
+    assert!(err.starts_with("gapstream record: "), "{err}");
+    assert!(!err.contains("gapstream view"), "{err}");
+    let mut files: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{files:?}\n{err}");
+    let first: u64 = files[0].file_stem().unwrap().to_str().unwrap()[6..]
+        .parse()
+        .unwrap();
+    assert!(
+        first > 10,
+        "numbered from the drone's frame count, not from 0: {files:?}"
+    );
+    for f in &files {
+        let n: u32 = f.file_stem().unwrap().to_str().unwrap()[6..]
+            .parse()
+            .unwrap();
+        let img = gapstream::images::load_image(f).unwrap();
+        let stamp = gapstream_drone::testpattern::decode(&img.pixels, img.width, img.height)
+            .expect("a test-pattern frame");
+        assert_eq!(stamp.frame, n, "{}", f.display());
+    }
+    // A second run replaces the demo's own key files, never a real pairing.
+    let (ok, _) = run(&["pair", "--dir", d.path().join("real").to_str().unwrap()]);
+    assert!(ok);
+    let (ok, err) = run(&[
+        "demo",
+        "--keys-dir",
+        d.path().join("real").to_str().unwrap(),
+        "--duration",
+        "1",
+        "--viewer",
+        "none",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("is not a demo run's key file"), "{err}");
+}

@@ -2,7 +2,10 @@
 //!
 //! Pipelining: two frame buffers. While frame N is sealed and sent (the slow SPI transfer), the
 //! camera already captures frame N+1 into the other buffer, so the frame period is bounded by the
-//! slower of capture and send, not their sum (the paper's ~8 fps came from doing them in turn).
+//! slower of capture and send, not their sum (the ~8 fps of the paper, F. Barchi et al., "RUST-Encoded
+//! Stream Ciphers on a RISC-V Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023, came from doing
+//! them in turn). NanoCockpit (E. Cereda, A. Giusti, D. Palossi, arXiv:2601.07476, 2026) pipelines
+//! the AI-deck's acquisition, computation and streaming the same way.
 //!
 //! ```text
 //! start(B)            ... capture N+1 into B runs in the background ...
@@ -24,6 +27,7 @@ use gapstream_protocol::handshake::DroneIdentity;
 use gapstream_protocol::session::{self, DroneEvent, DroneSession};
 use gapstream_protocol::wire;
 
+use crate::boot::Boot;
 use crate::rng::DrbgRng;
 use crate::traits::{
     Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat,
@@ -31,11 +35,15 @@ use crate::traits::{
 
 /// The secure mode's settings: the pairing identity (the drone's static key and the public keys of
 /// its receivers, from `gapstream pair`; an `Identity` for one receiver converts with `.into()`) and
-/// the protocol's session settings (suites, receivers at once, rekey policy).
+/// the protocol's session settings (suites, receivers at once, rekey policy), and this boot's
+/// value of the persistent boot counter ([`Boot::advance`]: without a stored counter there is no
+/// secure stream). The boot value overrides `session.boot_counter` and is mixed into every random
+/// number the drone draws.
 #[derive(Clone, Debug)]
 pub struct SecureConfig {
     pub identity: DroneIdentity,
     pub session: session::DroneConfig,
+    pub boot: Boot,
 }
 
 /// How frames leave the drone.
@@ -151,6 +159,8 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     entropy: E,
     applier: A,
     session: Option<DroneSession>,
+    /// The boot counter's value (secure mode), mixed into the DRBG.
+    boot: u32,
     assembler: Assembler,
     cfg: DroneConfig,
     format: FrameFormat,
@@ -180,16 +190,21 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             )));
         }
         let format = camera.format();
-        let session = match &cfg.mode {
-            Mode::StockPlaintext => None,
+        let (session, boot) = match &cfg.mode {
+            Mode::StockPlaintext => (None, 0),
             Mode::Secure(sc) => {
                 let mut scfg = sc.session.clone();
                 scfg.packet_payload = cfg.packet_payload;
-                Some(DroneSession::new(sc.identity.clone(), scfg))
+                scfg.boot_counter = sc.boot.value();
+                (
+                    Some(DroneSession::new(sc.identity.clone(), scfg)),
+                    sc.boot.value(),
+                )
             }
         };
         Ok(Drone {
             session,
+            boot,
             assembler: Assembler::new(4096),
             camera,
             link,
@@ -299,7 +314,8 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         };
         // A fresh generator per message, seeded from the entropy source (messages are rare:
         // HELLO, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE).
-        let mut rng = DrbgRng::from_entropy(&mut self.entropy).map_err(DroneError::Entropy)?;
+        let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
+            .map_err(DroneError::Entropy)?;
         let clock = ClockRef(&self.clock);
         match s.handle_message(&mut self.applier, &mut rng, &clock, msg) {
             Ok(Some(DroneEvent::Established { .. })) => self.stats.handshakes += 1,
@@ -343,7 +359,8 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         if s.members() > 0 {
             // Timers: a receiver silent too long has left, the rekey policy (frames, time, joins
             // and leaves), GROUP_KEY resends. A new epoch needs fresh randomness.
-            let mut rng = DrbgRng::from_entropy(&mut self.entropy).map_err(DroneError::Entropy)?;
+            let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
+                .map_err(DroneError::Entropy)?;
             let left = s.handle_timeout(&mut self.applier, &mut rng, &clock);
             self.stats.receivers_left += left as u64;
             self.stats.receivers = s.members() as u32;
@@ -691,6 +708,7 @@ pub(crate) mod tests {
             mode: Mode::Secure(Box::new(SecureConfig {
                 identity: drone_id.into(),
                 session: scfg,
+                boot: Boot::advance(&mut crate::boot::RamBootCounter::new(0)).unwrap(),
             })),
             packet_payload: 1020,
         };
@@ -789,6 +807,68 @@ pub(crate) mod tests {
         }
     }
 
+    /// Finding 2 through the drone loop: the drone restarts with exactly the same entropy (a
+    /// source with no state across boots, as on GVSOC), its boot counter kept in (modelled) flash;
+    /// the attacker replays the receiver's HELLO and KEY_ACK of the first boot. The restarted drone
+    /// answers the HELLO but never sends a frame.
+    #[test]
+    fn finding2_restart_with_the_same_entropy_sends_no_frame_to_replayed_messages() {
+        use crate::boot::{FlashBootCounter, RamFlash};
+        use gapstream_protocol::handshake;
+        use gapstream_protocol::session::{ReceiverConfig, ReceiverSession};
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(31)).unwrap());
+        let (drone_id, rx_id) = handshake::pair(&mut rng);
+        let mut flash = FlashBootCounter::new(RamFlash::default());
+        let boot = |flash: &mut FlashBootCounter<RamFlash>| {
+            let cfg = DroneConfig {
+                mode: Mode::Secure(Box::new(SecureConfig {
+                    identity: drone_id.clone().into(),
+                    session: session::DroneConfig::default(),
+                    boot: Boot::advance(flash).unwrap(),
+                })),
+                packet_payload: 1020,
+            };
+            Drone::new(
+                camera(),
+                VecLink::default(),
+                TickClock(Cell::new(0)),
+                CountingEntropy(0),
+                Sequential,
+                cfg,
+            )
+            .unwrap()
+        };
+        let clock = || 0u64;
+        let mut rx = ReceiverSession::new(rx_id, ReceiverConfig::default());
+        // Boot 1: a real handshake; frames flow.
+        let mut d = boot(&mut flash);
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        for m in messages(&core::mem::take(&mut d.link.sent)) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let key_ack = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &key_ack);
+        d.step().unwrap();
+        d.step().unwrap();
+        assert!(d.stats().frames_sent >= 1);
+        // Boot 2: the same entropy, the counter advanced; HELLO and KEY_ACK replayed.
+        let mut d = boot(&mut flash);
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        assert_eq!(d.stats().handshakes, 1);
+        to_drone(&mut d, &key_ack);
+        for _ in 0..5 {
+            d.step().unwrap();
+        }
+        assert_eq!(d.stats().rekeys_acked, 0);
+        assert_eq!(d.stats().frames_sent, 0);
+        assert_eq!(d.session().unwrap().counters().frames_sealed, 0);
+    }
+
     /// Two paired receivers through the drone loop: both open the same sealed frames; the second
     /// joining starts a new epoch; one leaving (CLOSE) leaves the other's stream whole.
     #[test]
@@ -801,6 +881,7 @@ pub(crate) mod tests {
             mode: Mode::Secure(Box::new(SecureConfig {
                 identity: drone_id,
                 session: session::DroneConfig::default(),
+                boot: Boot::advance(&mut crate::boot::RamBootCounter::new(0)).unwrap(),
             })),
             packet_payload: 1020,
         };

@@ -1,6 +1,7 @@
 //! `gapstream_drone::Camera` for the AI-deck's Himax HM01B0: captures by uDMA (CPI) into a buffer
 //! the camera holds by value while the transfer runs, so the drone seals and sends the other
-//! buffer meanwhile (double buffering).
+//! buffer meanwhile (double buffering). "The paper" below: F. Barchi et al., "RUST-Encoded Stream
+//! Ciphers on a RISC-V Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023.
 //!
 //! | type | what |
 //! |---|---|
