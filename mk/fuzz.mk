@@ -6,6 +6,7 @@
 .PHONY: fuzz fuzz-setup fuzz-corpus
 FUZZ_SECONDS ?= 60
 
+fuzz: SETUP_FOR = run
 fuzz: setup fuzz-setup
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 

@@ -248,6 +248,33 @@ pub fn session_seeds() -> SessionSeeds {
         receiver_frames.push((name.to_string(), rx.frames));
         seeds.push(seed("receiver_session", *name, bytes));
     }
+    // Regression: under an unauthenticated suite anyone can send a frame with any sequence number;
+    // sequence u64::MAX once made the replay window's `top = seq + 1` wrap (a panic in debug
+    // builds). After the seed's frames: u64::MAX - 1 (accepted), then u64::MAX twice (refused).
+    let (mut bytes, mut rx) = receiver_seed(2, None, &mut seen);
+    let frame = {
+        let mut i = crate::Input::new(&bytes[1..]);
+        let mut last = None;
+        while let Some((ctl, body)) = i.record() {
+            if ctl & 7 == op::MESSAGE && FrameHeader::decode(body).is_ok() {
+                last = Some(body.to_vec());
+            }
+        }
+        last.expect("the seed has frames")
+    };
+    for seq in [u64::MAX - 1, u64::MAX, u64::MAX] {
+        let mut f = frame.clone();
+        f[16..24].copy_from_slice(&seq.to_le_bytes());
+        push_record(&mut bytes, op::MESSAGE, &f);
+        rx.step(op::MESSAGE, &f);
+    }
+    receiver_frames.push(("unauthenticated-sequence-max".into(), rx.frames));
+    seeds.push(seed(
+        "receiver_session",
+        "unauthenticated-sequence-max",
+        bytes,
+    ));
+
     let (bytes, rx) = receiver_seed(0, Some(100), &mut seen);
     receiver_frames.push(("cpx-100".into(), rx.frames));
     seeds.push(seed("receiver_session", "cpx-100", bytes));

@@ -10,11 +10,11 @@ use crate::Input;
 
 /// `stock_stream`: input `selector u8, CPX stream...`. The stream goes through the CPX decoder into
 /// `compat::StockReceiver` (limit picked by the selector) and the WIFI_CTRL client-status parser,
-/// and, split into pieces of
-/// `selector + 1` bytes, through the receiver's own stock session; the first bytes are also read
-/// as a header and as a test-pattern frame. Invariants: a header that decodes re-encodes to the
-/// same 11 bytes, and a packet taken for a header packet decodes as one; an image has exactly the announced size, within the limit; a frame the receiver
-/// delivers has `width × height` pixels.
+/// and, in pieces of `selector + 1` bytes, through the receiver's own stock session; the first
+/// bytes are also read as a header and as a test-pattern frame. Invariants: a header that decodes
+/// re-encodes to the same 11 bytes, and a packet taken for a header packet decodes as one; an
+/// image has exactly the announced size, within the limit; a frame the receiver delivers has
+/// `width × height` pixels.
 pub fn stock_stream(data: &[u8]) {
     let mut i = Input::new(data);
     let sel = i.byte();

@@ -79,6 +79,12 @@ fn session_seeds_replay_to_streaming_sessions() {
     for (name, frames) in &s.receiver_frames {
         assert!(*frames >= 5, "receiver seed {name}: {frames} frames");
     }
+    // The sequence-max regression seed: its base seed's frames and u64::MAX - 1, not u64::MAX.
+    let frames = |n: &str| s.receiver_frames.iter().find(|(x, _)| x == n).unwrap().1;
+    assert_eq!(
+        frames("unauthenticated-sequence-max"),
+        frames("unauthenticated-x25519") + 1
+    );
     for (name, sealed, delivered) in &s.drone_frames {
         assert!(
             *sealed >= 5 && *delivered >= 5,
