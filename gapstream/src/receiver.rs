@@ -27,6 +27,10 @@ use crate::metrics::{self, Counters, MetricsLog};
 use crate::sim::{OsEntropy, unix_ns};
 use crate::viewer::{Frame, ViewerState};
 
+/// The receiver's packet path without a socket, for the fuzz targets.
+#[doc(hidden)]
+pub mod fuzz_entry;
+
 /// How the receiver reaches the bridge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
