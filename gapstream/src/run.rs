@@ -84,14 +84,13 @@ pub fn fresh_group(receivers: usize) -> Result<(DroneIdentity, Vec<Identity>), R
 
 /// Reads a pairing file written by `gapstream pair`, checking its role.
 pub fn load_identity(path: &Path, want: Role) -> Result<Identity, RunError> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| {
-            RunError::Setup(format!(
-                "cannot read the {} key file {}: {e} (`gapstream pair --dir DIR` makes the key files)",
-                want.name(),
-                path.display()
-            ))
-        })?;
+    let text = fs::read_to_string(path).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot read the {} key file {}: {e} (`gapstream pair --dir DIR` makes the key files)",
+            want.name(),
+            path.display()
+        ))
+    })?;
     let (role, id) = match Identity::from_pairing_text(&text) {
         Ok(x) => x,
         Err(handshake::PairingError::ReceiverCount(n)) if want == Role::Receiver && n > 1 => {
