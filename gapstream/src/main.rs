@@ -33,10 +33,10 @@ enum Cmd {
     Demo(DemoArgs),
     /// Receive from a bridge (a real AI-deck's ESP32, or `esp32-bridge`) and show the live viewer.
     View(ViewArgs),
-    /// Receive and save every verified frame as PNG into DIR.
+    /// Receive and save every verified frame as PNG into DIR, and/or as ROS 2 MCAP with --mcap FILE.
     Record {
-        /// Folder for frame_NNNNNNNN.png files.
-        dir: PathBuf,
+        /// Folder for frame_NNNNNNNN.png files (optional with --mcap).
+        dir: Option<PathBuf>,
         #[command(flatten)]
         view: ViewArgs,
     },
@@ -117,6 +117,11 @@ struct StreamOpts {
     /// The camera is the colour HM01B0: demosaic its RGGB frames in the viewer and recordings.
     #[arg(long)]
     bayer: bool,
+    /// Record every verified frame into FILE as ROS 2 MCAP (sensor_msgs/msg/Image on
+    /// /gapstream/image, gapstream_msgs/msg/FrameInfo on /gapstream/frame_info): Foxglove opens it,
+    /// `ros2 bag play` replays it.
+    #[arg(long, value_name = "FILE")]
+    mcap: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -270,6 +275,7 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
         viewer: (stream.viewer != "none").then(|| stream.viewer.clone()),
         bayer: stream.bayer,
         record: None,
+        mcap: stream.mcap.clone(),
     })
 }
 
@@ -343,7 +349,10 @@ fn main() -> ExitCode {
         })(),
         Cmd::Record { dir, view } => (|| {
             let mut s = settings(&view.stream)?;
-            s.record = Some(dir.clone());
+            if dir.is_none() && s.mcap.is_none() {
+                return Err("record needs a folder for the PNG files, --mcap FILE, or both".into());
+            }
+            s.record = dir.clone();
             run::view(resolve(&view.connect)?, view_session(&view)?, s, stop)
                 .map_err(|e| e.to_string())
         })(),

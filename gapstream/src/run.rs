@@ -47,6 +47,8 @@ pub struct StreamSettings {
     pub viewer: Option<String>,
     pub bayer: bool,
     pub record: Option<PathBuf>,
+    /// ROS 2 MCAP recording of every verified frame (see [`crate::mcap_out`]).
+    pub mcap: Option<PathBuf>,
 }
 
 /// What protects the stream.
@@ -362,15 +364,25 @@ fn print_summary(who: &str, s: &Summary) {
     );
 }
 
-fn receiver_sinks(viewer: &Option<(Arc<ViewerState>, Viewer)>, s: &StreamSettings) -> Sinks {
-    Sinks {
+fn receiver_sinks(
+    viewer: &Option<(Arc<ViewerState>, Viewer)>,
+    s: &StreamSettings,
+) -> Result<Sinks, RunError> {
+    let mut taps: Vec<Box<dyn crate::tap::FrameTap>> = Vec::new();
+    if let Some(p) = &s.mcap {
+        taps.push(Box::new(
+            crate::mcap_out::McapRecorder::create(p, s.bayer).map_err(RunError::Setup)?,
+        ));
+    }
+    Ok(Sinks {
         viewer: viewer.as_ref().map(|(st, _)| st.clone()),
         metrics_csv: s.metrics.clone(),
         record_dir: s.record.clone(),
         frames: None,
         status_line: true,
         log_errors: true,
-    }
+        taps,
+    })
 }
 
 /// Listeners of `gapstream demo`: extra receivers next to the leader (the one with the viewer),
@@ -412,6 +424,7 @@ pub fn demo(
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
+    let sinks = receiver_sinks(&viewer, &s)?;
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
     let (w, h) = (source.width(), source.height());
     eprintln!("gapstream demo: simulated drone -> ESP32 bridge -> receiver, all on this machine");
@@ -514,6 +527,7 @@ pub fn demo(
                         frames: None,
                         status_line: false,
                         log_errors: false,
+                        taps: Vec::new(),
                     },
                     false,
                 )
@@ -531,7 +545,7 @@ pub fn demo(
             max_frames: None,
             idle_timeout: Duration::from_secs(3),
         },
-        receiver_sinks(&viewer, &s),
+        sinks,
         s.bayer,
     );
     stop.store(true, Ordering::Relaxed);
@@ -576,6 +590,7 @@ pub fn view(
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
+    let sinks = receiver_sinks(&viewer, &s)?;
     eprintln!(
         "gapstream view: receiving from {bridge} over {} ({})",
         s.transport,
@@ -594,7 +609,7 @@ pub fn view(
             max_frames: None,
             idle_timeout: Duration::from_secs(3),
         },
-        receiver_sinks(&viewer, &s),
+        sinks,
         s.bayer,
     )?;
     print_summary("gapstream", &summary);
@@ -714,6 +729,7 @@ pub fn bench_one(
                 frames: Some(tx),
                 status_line: false,
                 log_errors: false,
+                taps: Vec::new(),
             },
             false,
         )
