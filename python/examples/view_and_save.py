@@ -2,9 +2,10 @@
 """Show the verified frames of a gapstream drone with OpenCV and save them as a dataset.
 
     pip install ./python opencv-python          # from the repository's top
-    gapstream demo --viewer none &               # or a real AI-deck: --connect 192.168.4.1:5000
+    gapstream pair --dir keys                    # a simulated drone on this machine:
+    esp32-bridge & gapstream node --keys keys/drone.key &
     python python/examples/view_and_save.py --connect 127.0.0.1:5000 --keys keys/receiver.key \
-        --out dataset --frames 100
+        --out dataset --frames 100               # a real AI-deck: --connect 192.168.4.1:5000
 
 Writes dataset/frame_<sequence>.png and dataset/frames.csv (sequence, key epoch, capture and
 receive time, latency, suite). Without a display (or with --no-window) it only saves.

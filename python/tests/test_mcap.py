@@ -61,7 +61,7 @@ def test_mcap_ros2_support_decodes_every_message(recording):
         assert (info.header.stamp.sec, info.header.stamp.nanosec) == (
             img.header.stamp.sec, img.header.stamp.nanosec)
         assert info.suite.startswith("chacha20poly1305")
-        assert 0 < info.latency_ms < 5000 and info.tag_failures == 0
+        assert 0 < info.latency_ms < 60_000 and info.tag_failures == 0
         recv = info.receive_stamp.sec * 10**9 + info.receive_stamp.nanosec
         assert recv == message.log_time >= stamp
     seqs = [i.sequence for i in infos]

