@@ -24,3 +24,12 @@ python-test: python-install
 	$(CARGO) build --locked --quiet -p esp32_bridge --features host --bin esp32-bridge
 	$(PYTHON) -c "import gapstream, sys; print('gapstream', gapstream.__version__, 'from', gapstream.__file__)"
 	$(PYTEST) python/tests/test_receiver.py
+
+# Zenoh publishing is behind the cargo feature `zenoh` (the zenoh crate is large: its clean build
+# would more than double `make test`), so this step is not part of `make test`.
+## make zenoh-test    gapstream --features zenoh; an eclipse-zenoh subscriber in another process gets >= 50 frames of `view --zenoh`, pixel-identical
+.PHONY: zenoh-test
+zenoh-test: setup
+	$(CARGO) build --locked --quiet -p gapstream --features zenoh
+	$(CARGO) build --locked --quiet -p esp32_bridge --features host --bin esp32-bridge
+	$(PYTEST) -s python/tests/test_zenoh.py

@@ -12,6 +12,7 @@
 //! | [`tap`] | per-frame outputs beside the viewer (MCAP, Zenoh, Python): the [`tap::FrameTap`] trait |
 //! | [`ros`] | ROS 2 messages in CDR: `sensor_msgs/msg/Image` and gapstream's `FrameInfo`, with their ros2msg schemas |
 //! | [`mcap_out`] | `--mcap FILE`: every verified frame as a ROS 2 Image + FrameInfo in an MCAP file (Foxglove's `mcap` crate) |
+//! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
 pub mod images;
 pub mod mcap_out;
@@ -24,3 +25,5 @@ pub mod secret_file;
 pub mod sim;
 pub mod tap;
 pub mod viewer;
+#[cfg(feature = "zenoh")]
+pub mod zenoh_out;

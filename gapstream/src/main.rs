@@ -122,6 +122,15 @@ struct StreamOpts {
     /// `ros2 bag play` replays it.
     #[arg(long, value_name = "FILE")]
     mcap: Option<PathBuf>,
+    /// Publish every verified frame on Zenoh (gapstream/<drone>/image as a CDR sensor_msgs/msg/Image,
+    /// .../frame_info, .../stats): as a peer, or connecting to ENDPOINT (tcp/HOST:PORT). The stream
+    /// is plaintext inside Zenoh: beyond one machine use Zenoh's TLS and access control. Needs a
+    /// gapstream built with `--features zenoh`.
+    #[arg(long, value_name = "ENDPOINT", num_args = 0..=1, default_missing_value = "")]
+    zenoh: Option<String>,
+    /// The <drone> part of the Zenoh key expressions.
+    #[arg(long, default_value = "aideck")]
+    drone: String,
 }
 
 #[derive(Args, Clone)]
@@ -276,6 +285,10 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
         bayer: stream.bayer,
         record: None,
         mcap: stream.mcap.clone(),
+        zenoh: stream.zenoh.as_ref().map(|e| run::ZenohSettings {
+            endpoint: (!e.is_empty()).then(|| e.clone()),
+            drone: stream.drone.clone(),
+        }),
     })
 }
 

@@ -49,6 +49,17 @@ pub struct StreamSettings {
     pub record: Option<PathBuf>,
     /// ROS 2 MCAP recording of every verified frame (see [`crate::mcap_out`]).
     pub mcap: Option<PathBuf>,
+    /// Publish every verified frame on Zenoh (feature `zenoh`).
+    pub zenoh: Option<ZenohSettings>,
+}
+
+/// Where `--zenoh` publishes.
+#[derive(Clone, Debug)]
+pub struct ZenohSettings {
+    /// Connect to this Zenoh endpoint (`tcp/HOST:PORT`); None: a peer with Zenoh's defaults.
+    pub endpoint: Option<String>,
+    /// The `<drone>` chunk of `gapstream/<drone>/image`.
+    pub drone: String,
 }
 
 /// What protects the stream.
@@ -373,6 +384,28 @@ fn receiver_sinks(
         taps.push(Box::new(
             crate::mcap_out::McapRecorder::create(p, s.bayer).map_err(RunError::Setup)?,
         ));
+    }
+    if let Some(z) = &s.zenoh {
+        #[cfg(feature = "zenoh")]
+        {
+            taps.push(Box::new(
+                crate::zenoh_out::ZenohPublisher::open(z.endpoint.as_deref(), &z.drone, s.bayer)
+                    .map_err(RunError::Setup)?,
+            ));
+            eprintln!(
+                "  zenoh    publishing gapstream/{}/image, frame_info, stats ({}; plaintext inside Zenoh)",
+                z.drone,
+                z.endpoint
+                    .as_deref()
+                    .map(|e| format!("connected to {e}"))
+                    .unwrap_or_else(|| "peer".into())
+            );
+        }
+        #[cfg(not(feature = "zenoh"))]
+        return Err(RunError::Setup(format!(
+            "--zenoh (drone {:?}): this gapstream was built without Zenoh; build it with `cargo build --release -p gapstream --features zenoh`",
+            z.drone
+        )));
     }
     Ok(Sinks {
         viewer: viewer.as_ref().map(|(st, _)| st.clone()),

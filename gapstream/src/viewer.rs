@@ -538,6 +538,9 @@ async fn push(
             },
         }
     }
+    if let Some(t) = token.as_deref() {
+        st.forget_gate(t);
+    }
 }
 
 #[cfg(test)]
