@@ -1,4 +1,4 @@
-# The drone side for real (issue 7): GAP8 firmware (firmware/: FreeRTOS/pmsis app + the Rust crate
+# The drone side for real: GAP8 firmware (firmware/: FreeRTOS/pmsis app + the Rust crate
 # gapstream_firmware), the ESP32 bridge's C entry points and ESP-IDF glue (esp32_bridge/), and the
 # end-to-end run on the GAP8 GVSOC model (gvsoc/e2e/). Hardware guide: docs/hardware.md.
 ## make firmware-test   host tests of the firmware logic, the ESP32 C entry points (+ C test), the PULP compat words
@@ -14,6 +14,7 @@ firmware-test: esp32-capi-test
 	$(CARGO) test --locked --quiet -p gapstream_firmware -p gvsoc_e2e
 	$(CARGO) test --locked --quiet -p esp32_bridge --features capi --lib --test capi_header
 	firmware/tests/compat_insn.sh
+	firmware/tests/flags_stamp.sh
 
 # The ESP32's C entry points as a host staticlib, and a C program against the header.
 esp32-capi-test:
@@ -35,7 +36,8 @@ E2E_FRAMES     ?= 8
 E2E_INPUTS     ?= 13
 # The model's Himax streams a frame every 4.28 ms (233 fps); the CPI drops 21 of every 22 so the
 # sensor delivers one every 94 ms, about what the SPI link needs for an authenticated frame: the
-# paper's regime (capture ~ send). docs/hardware.md, "End-to-end run", explains the choice.
+# paper's regime (capture ~ send; the paper: see below). docs/hardware.md, "End-to-end run",
+# explains the choice.
 E2E_FRAME_DROP ?= 21
 E2E_FC_HZ      ?= 250000000
 E2E_CL_HZ      ?= 150000000
@@ -49,7 +51,7 @@ E2E_MODEL      := $(E2E_DIR)/esp32_standin.so
 
 gvsoc-e2e:
 	@if ! command -v gapy >/dev/null 2>&1 || [ -z "$$GAP_SDK_HOME" ]; then \
-	  echo "gvsoc-e2e: skipped: the GAP SDK environment is not loaded (source <gap_sdk>/configs/ai_deck.sh; gapy not on PATH)"; exit 0; fi; \
+	  echo "gvsoc-e2e: $(GVSOC_SKIP)"; exit 0; fi; \
 	$(MAKE) --no-print-directory gvsoc-e2e-run
 
 .PHONY: gvsoc-e2e-run
@@ -66,7 +68,9 @@ gvsoc-e2e-run: gvsoc-e2e-model
 	  --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work --frames $(E2E_FRAMES) --port $(E2E_PORT) \
 	  --max-ratio $(E2E_MAX_RATIO) --suite $(E2E_SUITE) --kex $(E2E_KEX)
 
-# The same with the stages one after the other (OneShot camera): the baseline the paper measured.
+# The same with the stages one after the other (OneShot camera): the baseline the paper measured
+# (F. Barchi et al., "RUST-Encoded Stream Ciphers on a RISC-V Parallel Ultra-Low-Power Processor",
+# PARMA-DITAM 2023).
 gvsoc-e2e-sequential:
 	$(MAKE) --no-print-directory gvsoc-e2e E2E_PIPELINE=0 E2E_MAX_RATIO=1.2
 
