@@ -994,6 +994,9 @@ pub fn run(cfg: ReceiverConfig, mut sinks: Sinks, bayer: bool) -> Result<Summary
                         if sinks.log_errors {
                             eprintln!("gapstream: {m}");
                         }
+                        if let Some(v) = &sinks.viewer {
+                            v.update_stats(|s| s.last_message = Some(m.clone()));
+                        }
                     }
                     Event::Restart(m) => restart = Some(m),
                     Event::Fatal(m) => {

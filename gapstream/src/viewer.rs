@@ -59,6 +59,8 @@ pub struct Stats {
     pub handshakes: u64,
     pub rekeys: u64,
     pub last_error: Option<String>,
+    /// The receiver's last informational line (handshake done, a refused attempt, a retry).
+    pub last_message: Option<String>,
 }
 
 fn json_str(s: &str) -> String {

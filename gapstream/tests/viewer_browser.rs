@@ -51,6 +51,13 @@ pub struct Ran {
     pub stderr: Vec<u8>,
 }
 
+/// The file ends with PNG's IEND chunk (a browser on a loaded machine may pause for more than the
+/// poll interval while writing its screenshot).
+fn complete_png(p: &Path) -> bool {
+    const IEND: [u8; 12] = [0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xAE, 0x42, 0x60, 0x82];
+    std::fs::read(p).is_ok_and(|b| b.ends_with(&IEND))
+}
+
 /// Runs a headless browser for at most `limit` of wall clock (a loaded machine once left headless
 /// Chromium hanging after its screenshot): stops waiting as soon as the screenshot exists and has
 /// stayed the same size for a moment, then kills what is left.
@@ -78,7 +85,7 @@ fn run_bounded(cmd: &mut Command, out: &Path, missing: &str, limit: Duration) ->
             .map(|m| m.len())
             .ok()
             .filter(|&n| n > 0);
-        if len.is_some() && len == last_len {
+        if len.is_some() && len == last_len && complete_png(out) {
             break None; // the screenshot is written; the browser only lingers
         }
         last_len = len;
@@ -114,7 +121,7 @@ fn screenshot(
         let dir = profile.join(format!("attempt{attempt}"));
         std::fs::create_dir_all(&dir).unwrap();
         let ran = run_bounded(&mut launch(&dir), out, missing, Duration::from_secs(45));
-        if out.exists() {
+        if complete_png(out) {
             return;
         }
         tried.push_str(&format!(

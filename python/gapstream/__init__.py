@@ -65,6 +65,7 @@ class Receiver:
     ``none``, or ``stock`` for Bitcraze's plaintext stream), ``kex`` (``x25519``, ``p256``,
     ``rsa2048``). The stream ends after ``duration`` seconds or ``max_frames`` frames, or at
     :meth:`close`. ``demosaic=True`` makes ``pixels`` the RGB image of an RGGB mosaic.
+    ``frame_timeout``: iteration raises (see :meth:`next`) after that long without a frame.
     """
 
     def __init__(
@@ -80,17 +81,21 @@ class Receiver:
         max_frames: Optional[int] = None,
         idle_timeout: float = 3.0,
         demosaic: bool = False,
+        frame_timeout: Optional[float] = None,
         keylog: "Optional[str | os.PathLike[str]]" = None,
         verbose: bool = False,
     ) -> None:
         self._demosaic = demosaic
+        self._frame_timeout = frame_timeout
         self._rx = _RawReceiver(
             connect, os.fspath(keys), transport, suite, kex, packet_size, duration,
             max_frames, idle_timeout, None if keylog is None else os.fspath(keylog), verbose,
         )
 
     def next(self, timeout: Optional[float] = None) -> Optional[Frame]:
-        """The next frame; None at the end of the stream; TimeoutError after ``timeout`` s."""
+        """The next frame; None at the end of the stream. After ``timeout`` s without a frame:
+        :class:`Error` with the receiver's last message (``handshake refused: ...`` for a wrong
+        key: like ``gapstream view`` the receiver keeps retrying), or TimeoutError."""
         t = self._rx.next_frame(timeout)
         if t is None:
             return None
@@ -102,7 +107,7 @@ class Receiver:
 
     def __iter__(self) -> Iterator[Frame]:
         while True:
-            f = self.next()
+            f = self.next(self._frame_timeout)
             if f is None:
                 return
             yield f

@@ -280,11 +280,16 @@ impl RawReceiver {
                 }
             }
             py.check_signals()?;
-            if timeout.is_some_and(|t| t0.elapsed().as_secs_f64() >= t) {
-                return Err(pyo3::exceptions::PyTimeoutError::new_err(format!(
-                    "no frame in {:.1} s",
-                    timeout.unwrap_or_default()
-                )));
+            if let Some(t) = timeout.filter(|&t| t0.elapsed().as_secs_f64() >= t) {
+                // What the CLI printed last says why (a refused handshake is retried, as by
+                // `gapstream view`, and never ends the stream by itself).
+                let s = self.live.stats();
+                return Err(match s.last_error.or(s.last_message) {
+                    Some(m) => error(format!("no frame in {t:.1} s; last: {m}")),
+                    None => {
+                        pyo3::exceptions::PyTimeoutError::new_err(format!("no frame in {t:.1} s"))
+                    }
+                });
             }
         }
     }
@@ -298,6 +303,7 @@ impl RawReceiver {
         d.set_item("suite", &s.suite)?;
         d.set_item("transport", &s.transport)?;
         d.set_item("last_error", &s.last_error)?;
+        d.set_item("last_message", &s.last_message)?;
         let outcome = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
         match &*outcome {
             Some(Ok(sum)) => {

@@ -29,6 +29,7 @@ def recording(gapstream_bin, tmp_path_factory):
     )
     assert r.returncode == 0, r.stderr
     print(r.stderr.strip().splitlines()[-2:])
+    # PNGs are named by the frame number burned into the picture: in stream order as well
     frames = {}
     for p in sorted(pngs.glob("frame_*.png")):
         frames[int(p.stem.split("_")[1])] = np.asarray(Image.open(p).convert("L"))
@@ -52,10 +53,10 @@ def test_mcap_ros2_support_decodes_every_message(recording):
                 assert schema.name == "gapstream_msgs/msg/FrameInfo"
                 infos.append(msg)
     assert len(images) == len(infos) == len(frames)
-    for (message, img), info in zip(images, infos):
+    for (message, img), info, (name, ref) in zip(images, infos, sorted(frames.items())):
         assert img.encoding == "mono8" and (img.width, img.height, img.step) == (324, 244, 324)
         px = np.frombuffer(bytes(img.data), dtype=np.uint8).reshape(img.height, img.width)
-        assert np.array_equal(px, frames[info.sequence]), f"frame {info.sequence} differs"
+        assert np.array_equal(px, ref), f"sequence {info.sequence} differs from frame_{name:08}.png"
         stamp = img.header.stamp.sec * 10**9 + img.header.stamp.nanosec
         assert stamp == message.publish_time
         assert (info.header.stamp.sec, info.header.stamp.nanosec) == (

@@ -1,8 +1,8 @@
 """`gapstream view --zenoh` received by an `eclipse-zenoh` subscriber in another process.
 
-The chain (esp32-bridge + simulated drone) comes from the CLI; `gapstream view` (built with the
-cargo feature `zenoh`) connects to the subscriber's endpoint, publishes every verified frame as a
-CDR sensor_msgs/msg/Image and records the same frames as PNG. Every image the subscriber got,
+The chain (esp32-bridge + simulated drone) comes from the CLI; `gapstream record` (`view` with a
+PNG recorder; built with the cargo feature `zenoh`) connects to the subscriber's endpoint,
+publishes every verified frame as a CDR sensor_msgs/msg/Image and records the same frames as PNG. Every image the subscriber got,
 decoded by rosbags' own ROS 2 types, must be one of the recorded frames, pixel-identical; at least
 50 of them.
 """
@@ -34,9 +34,10 @@ def test_a_zenoh_subscriber_receives_identical_frames(gapstream_bin, tmp_path):
     try:
         assert sub.stdout.readline().strip() == "ready"
         r = subprocess.run(
-            [gapstream_bin, "view", "--connect", f"127.0.0.1:{chain.port}", "--keys",
-             str(tmp_path / "keys" / "receiver.key"), "--viewer", "none", "--duration", "20",
-             "--zenoh", endpoint, "--drone", "test", "--record", str(tmp_path / "png")],
+            # `record DIR` is `view` that also saves every verified frame as PNG
+            [gapstream_bin, "record", str(tmp_path / "png"), "--connect", f"127.0.0.1:{chain.port}",
+             "--keys", str(tmp_path / "keys" / "receiver.key"), "--viewer", "none", "--duration", "20",
+             "--zenoh", endpoint, "--drone", "test"],
             capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert "published" in r.stderr and "plaintext inside Zenoh" in r.stderr, r.stderr
