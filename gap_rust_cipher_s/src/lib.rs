@@ -9,6 +9,9 @@
 //! | [`KeystreamApplier`], [`CipherId`] | the one interface the protocol uses to encrypt a payload, implemented by the sequential kernels here ([`Sequential`]) and by the cluster engine |
 //! | [`chacha`] | ChaCha20 (RFC 8439): portable (RustCrypto), RV32IMC assembly and PULP assembly backends; [`ChaCha20`] is the one chosen for this target |
 //! | [`aes`] | AES-128-CTR (SP 800-38A): constant-time bitsliced/fixsliced kernels with counter-mode caching, [`Aes128Ctr`] |
+//! | [`ghash`] | GHASH (GCM's MAC): constant-time GF(2^128) multiply from integer multiplies with holes, per-core parts combined with powers of `H`; AES-128-GCM on the cluster in one pass (`ghash::gcm`) |
+//! | [`poly1305`] | Poly1305 (RFC 8439 §2.5): portable rv32 kernels (radix 2^26 and 2^32), the parallel form the cluster engine's MAC lanes use, the sequential MAC |
+//! | [`aead`] | ChaCha20-Poly1305 on the cluster in one pass (each core MACs its ciphertext chunks in L1), tag exactly RFC 8439's |
 //! | [`engine`] | [`engine::ClusterEngine`]: the same [`KeystreamApplier`] spread over the GAP8 cluster by `gap_rust_wrapper` (any `gap_rust_sdk` backend) |
 //! | `capi` (features `host` / `pmsis` / `bare`) | C entry points `gapcs_*` for C firmware; header `include/gap_rust_cipher_s.h` |
 //!
@@ -18,11 +21,14 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod aead;
 pub mod aes;
 #[cfg(any(feature = "host", feature = "pmsis", feature = "bare"))]
 pub mod capi;
 pub mod chacha;
 pub mod engine;
+pub mod ghash;
+pub mod poly1305;
 
 pub use aes::Aes128Ctr;
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
@@ -124,6 +130,32 @@ pub trait KeystreamApplier {
         offset: u64,
         data: &mut [u8],
     ) -> Result<(), KeystreamError>;
+
+    /// Seals `data` in place with AEAD `id` in one pass (keystream and MAC together, the MAC
+    /// of each chunk computed while it is in L1) and returns the tag, if this applier has such a
+    /// pass; `None` (the default): the caller applies the keystream and computes the MAC
+    /// itself. The ciphertext and tag are exactly the AEAD's (RFC 8439 §2.8, NIST SP 800-38D).
+    fn seal_aead(
+        &mut self,
+        id: AeadId,
+        key: &[u8],
+        nonce: &[u8; 12],
+        aad: &[u8],
+        data: &mut [u8],
+    ) -> Option<Result<[u8; 16], KeystreamError>> {
+        let _ = (id, key, nonce, aad, data);
+        None
+    }
+}
+
+/// The AEADs a [`KeystreamApplier`] may run in one pass ([`KeystreamApplier::seal_aead`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AeadId {
+    /// ChaCha20-Poly1305, RFC 8439 §2.8 (32-byte key, 96-bit nonce).
+    ChaCha20Poly1305,
+    /// AES-128-GCM, NIST SP 800-38D with a 96-bit nonce (16-byte key).
+    Aes128Gcm,
 }
 
 /// Runs the kernels of this crate on the calling core, one after the other.

@@ -1,6 +1,7 @@
 //! The engine: three L1 buffers and the round loop.
 use crate::cipher::{CipherFactory, KeyIv};
-use crate::erase::Worker;
+use crate::erase::{MacRef, Worker};
+use crate::mac::{MacFactory, MacLane};
 use crate::rotation::{Rotation, Turn};
 use crate::source::{InPlace, Part, Separate, Source, Split};
 use crate::split::{boundaries, piece};
@@ -112,13 +113,56 @@ impl<'c, C: Cluster> Engine<'c, C> {
         offset: u64,
         data: &mut [u8],
     ) -> Result<(), Error> {
+        self.apply_direct_mac(factory, offset, data, &NoMac)
+    }
+
+    /// [`Engine::apply_direct`] with a MAC of the payload computed in the same pass (see
+    /// [`crate::mac`]): returns the sum of the cores' contributions.
+    pub fn apply_direct_mac<F: CipherFactory, M: MacFactory>(
+        &mut self,
+        factory: &F,
+        offset: u64,
+        data: &mut [u8],
+        mac: &M,
+    ) -> Result<M::Output, Error> {
         if data.is_empty() {
-            return factory.prepare(offset, 0, &mut None);
+            factory.prepare(offset, 0, &mut None)?;
+            return empty(mac);
         }
         let cfg = self.cfg;
         self.cluster
-            .run(move |ctrl| direct(ctrl, cfg, factory, offset, data))
+            .run(move |ctrl| direct(ctrl, cfg, factory, offset, data, mac))
             .map_err(Error::Cluster)?
+    }
+
+    /// [`Engine::apply`] with a MAC of the payload computed in the same pass: each core absorbs
+    /// each of its pieces while it is in L1, right after (or, for [`MacInput::Input`], right
+    /// before) applying the keystream and before the write-back (see [`crate::mac`],
+    /// [`MacInput`](crate::MacInput)). Returns the
+    /// sum of the cores' contributions ([`MacFactory::combine`]).
+    pub fn apply_mac<F: CipherFactory, M: MacFactory>(
+        &mut self,
+        factory: &F,
+        offset: u64,
+        data: &mut [u8],
+        mac: &M,
+    ) -> Result<M::Output, Error> {
+        self.apply_split_mac(factory, offset, &mut InPlace(data), mac)
+    }
+
+    /// [`Engine::apply_b2b`] with a MAC in the same pass (see [`Engine::apply_mac`]).
+    pub fn apply_b2b_mac<F: CipherFactory, M: MacFactory>(
+        &mut self,
+        factory: &F,
+        offset: u64,
+        input: &[u8],
+        output: &mut [u8],
+        mac: &M,
+    ) -> Result<M::Output, Error> {
+        if input.len() != output.len() {
+            return Err(Error::Length);
+        }
+        self.apply_split_mac(factory, offset, &mut Separate { input, output }, mac)
     }
 
     /// Runs a payload that can be cut into per-core parts: per-core pipelines with
@@ -133,8 +177,25 @@ impl<'c, C: Cluster> Engine<'c, C> {
         F: CipherFactory,
         S: Split,
     {
+        self.apply_split_mac(factory, offset, payload, &NoMac)
+    }
+
+    /// [`Engine::apply_split`] with a MAC in the same pass (see [`Engine::apply_mac`]).
+    pub fn apply_split_mac<F, S, M>(
+        &mut self,
+        factory: &F,
+        offset: u64,
+        payload: &mut S,
+        mac: &M,
+    ) -> Result<M::Output, Error>
+    where
+        F: CipherFactory,
+        S: Split,
+        M: MacFactory,
+    {
         if payload.is_empty() {
-            return factory.prepare(offset, 0, &mut None);
+            factory.prepare(offset, 0, &mut None)?;
+            return empty(mac);
         }
         let cfg = self.cfg;
         let [a, b, c] = &mut self.bufs;
@@ -146,6 +207,7 @@ impl<'c, C: Cluster> Engine<'c, C> {
             factory,
             offset,
             payload,
+            mac,
         };
         let call = &mut call;
         self.cluster
@@ -164,9 +226,18 @@ impl<'c, C: Cluster> Engine<'c, C> {
                         call.factory,
                         call.offset,
                         call.payload,
+                        call.mac,
                     )
                 } else {
-                    rounds(ctrl, cfg, bufs, call.factory, call.offset, call.payload)
+                    rounds(
+                        ctrl,
+                        cfg,
+                        bufs,
+                        call.factory,
+                        call.offset,
+                        call.payload,
+                        call.mac,
+                    )
                 }
             })
             .map_err(Error::Cluster)?
@@ -190,18 +261,19 @@ impl<'c, C: Cluster> Engine<'c, C> {
         let [a, b, c] = &mut self.bufs;
         let bufs: [&mut [u8]; 3] = [&mut a[..], &mut b[..], &mut c[..]];
         self.cluster
-            .run(move |ctrl| rounds(ctrl, cfg, bufs, factory, offset, payload))
+            .run(move |ctrl| rounds(ctrl, cfg, bufs, factory, offset, payload, &NoMac))
             .map_err(Error::Cluster)?
     }
 }
 
 /// The arguments of one call, on the caller's stack (see [`Engine::apply_split`]).
-struct Call<'a, F, S> {
+struct Call<'a, F, S, M> {
     cfg: Config,
     bufs: Option<[&'a mut [u8]; 3]>,
     factory: &'a F,
     offset: u64,
     payload: &'a mut S,
+    mac: &'a M,
 }
 
 /// Rounds of one call: round 0 covers `[0, first)`, round `r >= 1` covers
@@ -359,14 +431,105 @@ fn with_piece_align<F: CipherFactory>(cfg: Config) -> Config {
 #[inline(never)]
 #[allow(unsafe_code)] // `link_section`
 #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.3.rounds"))]
-fn work(ks: &mut Option<Worker<'_>>, pos: u64, piece: &mut [u8], result: &mut Result<(), Error>) {
+fn work(
+    ks: &mut Option<Worker<'_>>,
+    mac: &mut Option<MacRef<'_>>,
+    pos: u64,
+    piece: &mut [u8],
+    result: &mut Result<(), Error>,
+) {
     if let (Ok(()), Some(k)) = (&*result, ks) {
         if !piece.is_empty() {
+            if let Some(m) = mac.as_mut().filter(|m| m.before) {
+                m.absorb(pos, piece);
+            }
             if let Err(e) = k.apply_at(pos, piece) {
                 fail(result, e);
+                return;
+            }
+            if let Some(m) = mac.as_mut().filter(|m| !m.before) {
+                m.absorb(pos, piece);
             }
         }
     }
+}
+
+/// The MAC of calls without one: no lane is built, so no piece is absorbed.
+pub(crate) struct NoMac;
+
+/// [`NoMac`]'s lane (never built).
+pub(crate) enum NoLane {}
+
+impl MacLane for NoLane {
+    fn absorb(&mut self, _: usize, _: &[u8]) {
+        match *self {}
+    }
+}
+
+impl MacFactory for NoMac {
+    type Shared = ();
+    type Lane = NoLane;
+    type Partial = ();
+    type Output = ();
+    fn prepare(&self, _: usize, slot: &mut Option<()>) {
+        *slot = Some(());
+    }
+    fn lane_in(&self, _: &(), _: usize, _: &mut Option<NoLane>) {}
+    fn finish(&self, _: &(), lane: &mut NoLane, _: usize) {
+        match *lane {}
+    }
+    fn zero(&self) {}
+    fn combine(&self, _: (), _: ()) {}
+    fn conclude(&self, _: &(), _: (), _: usize) {}
+}
+
+/// The MAC of an empty payload (on the caller's core: the cluster is not started).
+fn empty<M: MacFactory>(mac: &M) -> Result<M::Output, Error> {
+    match &mac_shared(mac, 0)? {
+        Some(sh) => Ok(mac.conclude(sh, mac.zero(), 0)),
+        None => Err(Error::Config),
+    }
+}
+
+/// The MAC's shared part of a call (on cluster core 0 before the fork).
+fn mac_shared<M: MacFactory>(mac: &M, len: usize) -> Result<Option<M::Shared>, Error> {
+    let mut shared = None;
+    mac.prepare(len, &mut shared);
+    if shared.is_none() {
+        return Err(Error::Config);
+    }
+    Ok(shared)
+}
+
+/// The call's result from the lanes' contributions (on cluster core 0 after the fork).
+fn total<M: MacFactory>(
+    mac: &M,
+    shared: &M::Shared,
+    len: usize,
+    parts: impl Iterator<Item = Option<M::Partial>>,
+) -> M::Output {
+    let sum = parts.flatten().fold(mac.zero(), |a, b| mac.combine(a, b));
+    mac.conclude(shared, sum, len)
+}
+
+/// Core `i`'s MAC lane and, once its pieces are done, its contribution: builds the lane, runs
+/// `body` with it (erased), finishes it into `out`.
+#[inline(always)]
+fn with_lane<M: MacFactory, R>(
+    mac: &M,
+    shared: &M::Shared,
+    len: usize,
+    base: u64,
+    out: &mut Option<M::Partial>,
+    body: impl FnOnce(Option<MacRef<'_>>) -> R,
+) -> R {
+    let mut lane = None;
+    mac.lane_in(shared, len, &mut lane);
+    let r = body(lane.as_mut().map(|l| MacRef::new(l, base, mac.input())));
+    if let Some(l) = &mut lane {
+        *out = Some(mac.finish(shared, l, len));
+    }
+    r
 }
 
 /// Records a core's first error (out of line: the round loop's code stays small).
@@ -379,49 +542,60 @@ fn fail(result: &mut Result<(), Error>, e: Error) {
 }
 
 /// The no-DMA path, on cluster core 0: one fork, each core on its piece of `data` where it is.
-fn direct<Ctl, F>(
+fn direct<Ctl, F, M>(
     ctrl: &mut Ctl,
     cfg: Config,
     factory: &F,
     offset: u64,
     data: &mut [u8],
-) -> Result<(), Error>
+    mac: &M,
+) -> Result<M::Output, Error>
 where
     Ctl: Controller,
     F: CipherFactory,
+    M: MacFactory,
 {
+    let len = data.len();
     let cfg = with_piece_align::<F>(cfg);
     let mut slot = None;
     factory.prepare(offset, data.len(), &mut slot)?;
     let Some(shared) = &slot else {
         return Err(Error::Config);
     };
+    let mslot = mac_shared(mac, len)?;
+    let Some(msh) = &mslot else {
+        return Err(Error::Config);
+    };
     let b = boundaries(0, data.len(), cfg.cores, offset, cfg.split_align);
     // Core i gets `(payload position, piece)` in slot i.
     let mut rest = data;
-    let mut slots: [(usize, &mut [u8], Result<(), Error>); MAX_CORES] = core::array::from_fn(|i| {
+    type DirectSlot<'d, Q> = (usize, &'d mut [u8], Result<(), Error>, Option<Q>);
+    let mut slots: [DirectSlot<'_, M::Partial>; MAX_CORES] = core::array::from_fn(|i| {
         let len = if i < cfg.cores { b[i + 1] - b[i] } else { 0 };
         let (piece, tail) = core::mem::take(&mut rest).split_at_mut(len);
         rest = tail;
-        (b[i.min(cfg.cores)], piece, Ok(()))
+        (b[i.min(cfg.cores)], piece, Ok(()), None)
     });
     let fork = ctrl.fork_each(
         cfg.cores,
-        &(factory, shared),
+        &(factory, shared, mac, msh),
         &mut slots,
-        |_, &(factory, shared), slot| {
-            let (pos, piece, result) = slot;
+        |_, &(factory, shared, mac, msh), slot| {
+            let (pos, piece, result, part) = slot;
             match factory.worker(shared) {
                 Ok(mut w) => {
                     let mut ks = Some(Worker::new(&mut w));
-                    work(&mut ks, offset + *pos as u64, piece, result)
+                    with_lane(mac, msh, len, offset, part, |mut m| {
+                        work(&mut ks, &mut m, offset + *pos as u64, piece, result)
+                    })
                 }
                 Err(e) => *result = Err(e),
             }
         },
     );
     fork.map_err(Error::Fork)?;
-    slots.iter().try_for_each(|s| s.2)
+    slots.iter().try_for_each(|s| s.2)?;
+    Ok(total(mac, msh, len, slots.iter_mut().map(|s| s.3.take())))
 }
 
 /// Bytes of each core's slice of an L1 buffer in the per-core pipelines: the buffer shared
@@ -453,11 +627,13 @@ const LANE_LAST_BLOCKS: usize = 4;
 const LANE_GROWTH: usize = 2;
 
 /// Per-core slot of a lane fork: the core's DMA (none for cores past the team), its result.
-type LaneSlot<D> = (Option<Dma<D>>, Result<(), Error>);
+type LaneSlot<D, Q> = (Option<Dma<D>>, Result<(), Error>, Option<Q>);
 
 /// What every core of a lane fork reads.
-struct LaneCtx<'a, F: CipherFactory, H> {
+struct LaneCtx<'a, F: CipherFactory, H, M: MacFactory> {
     factory: &'a F,
+    mac: &'a M,
+    mac_shared: &'a M::Shared,
     shared: &'a F::Shared,
     rot: Rotation<'a>,
     share: usize,
@@ -481,7 +657,8 @@ struct LaneCtx<'a, F: CipherFactory, H> {
 /// fork, and its code can evict lines of the lanes' code from the instruction cache.
 #[inline(never)]
 #[allow(unsafe_code)] // the `Rotation` lane accessor (rotation.rs), `Split::take` (source.rs)
-fn lanes<Ctl, F, S>(
+#[allow(clippy::too_many_arguments)]
+fn lanes<Ctl, F, S, M>(
     ctrl: &mut Ctl,
     cfg: Config,
     share: usize,
@@ -489,11 +666,13 @@ fn lanes<Ctl, F, S>(
     factory: &F,
     offset: u64,
     payload: &mut S,
-) -> Result<(), Error>
+    mac: &M,
+) -> Result<M::Output, Error>
 where
     Ctl: Controller,
     F: CipherFactory,
     S: Split,
+    M: MacFactory,
 {
     let len = payload.len();
     let cfg = with_piece_align::<F>(cfg);
@@ -503,8 +682,14 @@ where
         return Err(Error::Config);
     };
     let cores = cfg.cores;
+    let mslot = mac_shared(mac, len)?;
+    let Some(msh) = &mslot else {
+        return Err(Error::Config);
+    };
     let ctx = LaneCtx {
         factory,
+        mac,
+        mac_shared: msh,
         shared,
         rot: Rotation::new(bufs, cfg.buffer),
         share,
@@ -515,11 +700,12 @@ where
         cores,
         shares: payload.shares(),
     };
-    let mut slots: [LaneSlot<Ctl::DmaRaw>; MAX_CORES] = [const { (None, Ok(())) }; MAX_CORES];
+    let mut slots: [LaneSlot<Ctl::DmaRaw, M::Partial>; MAX_CORES] =
+        core::array::from_fn(|_| (None, Ok(()), None));
     for s in slots.iter_mut().take(cores) {
         s.0 = Some(ctrl.dma());
     }
-    let fork = ctrl.fork_each(cores, &ctx, &mut slots, |team, ctx, (io, result)| {
+    let fork = ctrl.fork_each(cores, &ctx, &mut slots, |team, ctx, (io, result, part)| {
         let i = team.core_id();
         let Some(dma) = io.take() else {
             *result = Err(Error::Config);
@@ -540,14 +726,33 @@ where
         let mut w = None;
         match ctx.factory.worker_in(ctx.shared, &mut w) {
             Ok(()) => match &mut w {
-                Some(w) => run_lane(&mut lane, Worker::new(w), ctx.align, result),
+                Some(w) => with_lane(ctx.mac, ctx.mac_shared, ctx.len, ctx.offset, part, |m| {
+                    // Two copies of the lane loop: without a MAC it is the cipher's loop alone.
+                    match m {
+                        Some(m) => run_lane::<_, _, true>(
+                            &mut lane,
+                            Worker::new(w),
+                            Some(m),
+                            ctx.align,
+                            result,
+                        ),
+                        None => run_lane::<_, _, false>(
+                            &mut lane,
+                            Worker::new(w),
+                            None,
+                            ctx.align,
+                            result,
+                        ),
+                    }
+                }),
                 None => *result = Err(Error::Config),
             },
             Err(e) => *result = Err(e),
         }
     });
     fork.map_err(Error::Fork)?;
-    slots.iter().try_for_each(|s| s.1)
+    slots.iter().try_for_each(|s| s.1)?;
+    Ok(total(mac, msh, len, slots.iter_mut().map(|s| s.2.take())))
 }
 
 /// One core's pipeline over its part of the payload: chunk `k` is worked on in one of the lane's
@@ -562,13 +767,15 @@ where
 ///
 /// Not generic over the cipher (one copy per payload type), linked with the hot code
 /// (`.text.hot.0.lane`, before the kernels `.text.hot.1.*`): on GAP8 the code of a chunk must
-/// stay in the instruction cache.
+/// stay in the instruction cache. Two copies: without a MAC (`MAC = false`: the cipher's loop
+/// alone) and with one.
 #[inline(never)]
 #[allow(unsafe_code)] // `link_section`
 #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.0.lane"))]
-fn run_lane<P: Part, D: DmaRaw>(
+fn run_lane<P: Part, D: DmaRaw, const MAC: bool>(
     lane: &mut Lane<'_, P, D>,
     mut ks: Worker<'_>,
+    mut mac: Option<MacRef<'_>>,
     align: usize,
     result: &mut Result<(), Error>,
 ) {
@@ -604,12 +811,24 @@ fn run_lane<P: Part, D: DmaRaw>(
         let (out_loc, in_loc) = (&m[..out.len()], &mut f[..inp.len()]);
         let r = lane.dma.overlap((out_loc, out), (inp, in_loc), || {
             if len == 0 {
-                Ok(())
-            } else if (pos as usize).wrapping_add(len) & mask == 0 {
+                return Ok(());
+            }
+            if MAC {
+                if let Some(m) = mac.as_mut().filter(|m| m.before) {
+                    m.absorb(pos, &w[..len]);
+                }
+            }
+            let r = if (pos as usize).wrapping_add(len) & mask == 0 {
                 ks.apply_at(pos, &mut w[..len])
             } else {
                 ks.apply_in(pos, w, len)
+            };
+            if MAC && r.is_ok() {
+                if let Some(m) = mac.as_mut().filter(|m| !m.before) {
+                    m.absorb(pos, &w[..len]);
+                }
             }
+            r
         });
         if let Err(e) = r.map_err(Error::Dma).and_then(|r| r) {
             fail(result, e);
@@ -644,24 +863,30 @@ struct Driver<'a, P, D: DmaRaw> {
 /// (instruction-cache lines on GAP8).
 #[inline(never)]
 #[allow(unsafe_code)] // the `Rotation` accessor of the epilogue (contract in rotation.rs)
-fn rounds<Ctl, F, P>(
+fn rounds<Ctl, F, P, M>(
     ctrl: &mut Ctl,
     cfg: Config,
     bufs: [&mut [u8]; 3],
     factory: &F,
     offset: u64,
     payload: &mut P,
-) -> Result<(), Error>
+    mac: &M,
+) -> Result<M::Output, Error>
 where
     Ctl: Controller,
     F: CipherFactory,
     P: Source,
+    M: MacFactory,
 {
     let len = payload.len();
     let cfg = with_piece_align::<F>(cfg);
     let mut slot = None;
     factory.prepare(offset, len, &mut slot)?;
     let Some(shared) = &slot else {
+        return Err(Error::Config);
+    };
+    let mslot = mac_shared(mac, len)?;
+    let Some(msh) = &mslot else {
         return Err(Error::Config);
     };
     let mut dma = ctrl.dma();
@@ -677,17 +902,18 @@ where
         plan,
         rot: Rotation::new(bufs, cfg.buffer),
     };
-    let mut slots: [RoundSlot<'_, P, Ctl::DmaRaw>; MAX_CORES] =
-        core::array::from_fn(|_| (None, Ok(())));
-    slots[0].0 = Some(Driver {
+    type MacSlot<'a, P, D, Q> = (RoundSlot<'a, P, D>, Option<Q>);
+    let mut slots: [MacSlot<'_, P, Ctl::DmaRaw, M::Partial>; MAX_CORES] =
+        core::array::from_fn(|_| ((None, Ok(())), None));
+    slots[0].0.0 = Some(Driver {
         payload: &mut *payload,
         dma: &mut dma,
     });
     let fork = ctrl.fork_each(
         cfg.cores,
-        &(&ctx, factory, shared),
+        &(&ctx, factory, shared, mac, msh),
         &mut slots,
-        |team, &(ctx, factory, shared), slot| {
+        |team, &(ctx, factory, shared, mac, msh), (slot, part)| {
             let mut worker = factory.worker(shared);
             let ks = match &mut worker {
                 Ok(w) => Some(Worker::new(w)),
@@ -696,11 +922,14 @@ where
                     None
                 }
             };
-            round_loop(team, ctx, slot, ks);
+            with_lane(mac, msh, len, offset, part, |m| {
+                round_loop(team, ctx, slot, ks, m)
+            });
         },
     );
     fork.map_err(Error::Fork)?;
-    slots.iter().try_for_each(|s| s.1)
+    slots.iter().try_for_each(|s| s.0.1)?;
+    Ok(total(mac, msh, len, slots.iter_mut().map(|s| s.1.take())))
 }
 
 /// The round loop of one core. Every core loops over the rounds, and the team barrier ends each
@@ -734,6 +963,7 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
     ctx: &RoundCtx<'_>,
     slot: &mut RoundSlot<'_, P, D>,
     mut ks: Option<Worker<'_>>,
+    mut mac: Option<MacRef<'_>>,
 ) {
     let core = team.core_id();
     let plan = &ctx.plan;
@@ -760,7 +990,7 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
             .min(piece.len());
             let (head, rest) = piece.split_at_mut(lead);
             if lead > 0 {
-                work(&mut ks, p, head, result);
+                work(&mut ks, &mut mac, p, head, result);
             }
             if c.first {
                 team.barrier();
@@ -770,9 +1000,9 @@ fn round_loop<T: Team, P: Source, D: DmaRaw>(
             tail = rest;
         }
         match driver {
-            Some(d) if result.is_ok() => drive(d, ctx, &c, &mut ks, pos, tail, result),
+            Some(d) if result.is_ok() => drive(d, ctx, &c, &mut ks, &mut mac, pos, tail, result),
             Some(_) => {}
-            None => work(&mut ks, pos, tail, result),
+            None => work(&mut ks, &mut mac, pos, tail, result),
         }
         team.barrier();
         c.advance(plan);
@@ -864,11 +1094,13 @@ impl Cursor {
 #[inline(never)]
 #[allow(unsafe_code)] // the `Rotation` accessors (contract in rotation.rs); `link_section`
 #[cfg_attr(target_arch = "riscv32", unsafe(link_section = ".text.hot.3.rounds"))]
+#[allow(clippy::too_many_arguments)]
 fn drive<P: Source, D: DmaRaw>(
     d: &mut Driver<'_, P, D>,
     ctx: &RoundCtx<'_>,
     c: &Cursor,
     ks: &mut Option<Worker<'_>>,
+    mac: &mut Option<MacRef<'_>>,
     pos: u64,
     tail: &mut [u8],
     result: &mut Result<(), Error>,
@@ -886,7 +1118,7 @@ fn drive<P: Source, D: DmaRaw>(
     });
     let x = d
         .payload
-        .exchange(d.dma, fetch, commit, || work(ks, pos, tail, result));
+        .exchange(d.dma, fetch, commit, || work(ks, mac, pos, tail, result));
     if let Err(e) = x {
         fail(result, e);
     }

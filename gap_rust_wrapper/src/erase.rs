@@ -14,6 +14,7 @@
 
 use crate::Error;
 use crate::cipher::Keystream;
+use crate::mac::{MacInput, MacLane};
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
@@ -70,6 +71,46 @@ impl<'w> Worker<'w> {
     pub(crate) fn apply_in(&mut self, pos: u64, buf: &mut [u8], len: usize) -> Result<(), Error> {
         // SAFETY: as in `apply_at`, with `W::apply_in`.
         unsafe { (self.call_in)(self.obj, pos, buf, len) }
+    }
+}
+
+/// The resolved method `<L as MacLane>::absorb` with its receiver erased.
+type CallAbsorb = unsafe fn(NonNull<()>, usize, &[u8]);
+
+/// An exclusive borrow of some `L: MacLane` for `'w`, with `L::absorb` resolved (as [`Worker`],
+/// so that a chunk's MAC call reads no vtable from L2), and where the call's payload starts in
+/// the keystream and which side of the keystream the lane sees.
+pub(crate) struct MacRef<'w> {
+    obj: NonNull<()>,
+    call: CallAbsorb,
+    /// Keystream position of payload byte 0.
+    base: u64,
+    /// Absorb a piece before the keystream is applied ([`MacInput::Input`]).
+    pub(crate) before: bool,
+    _borrow: PhantomData<&'w mut ()>,
+}
+
+impl<'w> MacRef<'w> {
+    /// Borrows `l` exclusively for `'w`.
+    pub(crate) fn new<L: MacLane>(l: &'w mut L, base: u64, input: MacInput) -> Self {
+        let f: fn(&mut L, usize, &[u8]) = L::absorb;
+        // SAFETY: as in `Worker::new`: only the first parameter's type changes, from `&mut L` to
+        // `NonNull<()>` (thin pointers, ABI-compatible); only ever called with `obj`.
+        let call = unsafe { core::mem::transmute::<fn(&mut L, usize, &[u8]), CallAbsorb>(f) };
+        MacRef {
+            obj: NonNull::from(l).cast(),
+            call,
+            base,
+            before: input == MacInput::Input,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// `l.absorb(pos - base, data)`: the piece at keystream position `pos`.
+    #[inline(always)]
+    pub(crate) fn absorb(&mut self, pos: u64, data: &[u8]) {
+        // SAFETY: as in `Worker::apply_at`, with `L::absorb`.
+        unsafe { (self.call)(self.obj, pos.wrapping_sub(self.base) as usize, data) }
     }
 }
 

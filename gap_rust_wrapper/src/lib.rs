@@ -58,12 +58,14 @@
 pub mod cipher;
 mod engine;
 mod erase;
+pub mod mac;
 mod rotation;
 pub mod source;
 pub mod split;
 
 pub use cipher::{Blocks, CipherFactory, Cloned, KeyIv, Keystream};
 pub use engine::Engine;
+pub use mac::{Horner, MacFactory, MacInput, MacLane, PolyMac, Polynomial};
 pub use source::{InPlace, Separate, Source, Split};
 
 use gap_rust_sdk::{AllocError, ClusterError, DmaError, ForkError};

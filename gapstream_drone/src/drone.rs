@@ -692,10 +692,11 @@ pub(crate) mod tests {
         out
     }
 
-    fn secure_pair(
+    fn secure_pair_with<A: KeystreamApplier>(
         suite: gapstream_protocol::suite::Suite,
+        applier: A,
     ) -> (
-        Drone<PatternCamera, VecLink, TickClock, CountingEntropy, Sequential>,
+        Drone<PatternCamera, VecLink, TickClock, CountingEntropy, A>,
         gapstream_protocol::session::ReceiverSession,
     ) {
         use gapstream_protocol::handshake;
@@ -717,7 +718,7 @@ pub(crate) mod tests {
             VecLink::default(),
             TickClock(Cell::new(0)),
             CountingEntropy(0),
-            Sequential,
+            applier,
             cfg,
         )
         .unwrap();
@@ -732,8 +733,8 @@ pub(crate) mod tests {
     }
 
     /// Queues a receiver's message on the drone's link as CPX packets (what the bridge forwards).
-    fn to_drone(
-        d: &mut Drone<PatternCamera, VecLink, TickClock, CountingEntropy, Sequential>,
+    fn to_drone<A: KeystreamApplier>(
+        d: &mut Drone<PatternCamera, VecLink, TickClock, CountingEntropy, A>,
         msg: &[u8],
     ) {
         let mut p = Packetizer::new(
@@ -751,10 +752,26 @@ pub(crate) mod tests {
 
     #[test]
     fn secure_mode_handshakes_then_sends_frames_the_receiver_opens() {
+        secure_mode_with(|| Sequential);
+    }
+
+    /// The same with the drone sealing on the cluster engine (host backend, 1 and 8 cores):
+    /// ChaCha20-Poly1305 in its one pass (the MAC fused with the cipher), opened by the receiver
+    /// with RustCrypto.
+    #[test]
+    fn secure_mode_on_the_cluster_engine() {
+        use gap_rust_cipher_s::engine::{ClusterEngine, Config};
+        let cluster = gap_rust_sdk::host::HostCluster::new();
+        for cores in [1, 8] {
+            secure_mode_with(|| ClusterEngine::new(&cluster, Config::new(cores, 8192)).unwrap());
+        }
+    }
+
+    fn secure_mode_with<A: KeystreamApplier>(applier: impl Fn() -> A) {
         use gapstream_protocol::session::ReceiverEvent;
         use gapstream_protocol::suite::Suite;
         for suite in [Suite::ChaCha20Poly1305, Suite::Aes128Gcm, Suite::None] {
-            let (mut d, mut rx) = secure_pair(suite);
+            let (mut d, mut rx) = secure_pair_with(suite, applier());
             let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
             let clock = || 0u64;
             // Before any receiver: frames are captured but not sent.

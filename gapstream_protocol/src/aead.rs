@@ -1,8 +1,11 @@
 //! Payload protection for every [`Suite`], on top of [`KeystreamApplier`].
 //!
 //! The keystream (the expensive part, parallel on the GAP8 cluster) always comes from the
-//! `KeystreamApplier` the caller passes in; the MACs run on the calling core with RustCrypto's
-//! `poly1305` and `ghash`.
+//! `KeystreamApplier` the caller passes in. Sealing with an applier that has a one-pass AEAD
+//! (`KeystreamApplier::seal_aead`: the cluster engine, whose cores MAC their ciphertext chunks in
+//! L1: Poly1305 lanes for ChaCha20-Poly1305, GHASH lanes for AES-128-GCM) uses it; otherwise, and
+//! for opening, the MACs run on the calling core with RustCrypto's `poly1305` and `ghash`, so a
+//! receiver checks the drone's MAC with independent code.
 //!
 //! * ChaCha20-Poly1305, RFC 8439 §2.8: the Poly1305 one-time key is the first 32 bytes of ChaCha20
 //!   block 0 (keystream offset 0), the payload is encrypted from block 1 (offset 64), the MAC covers
@@ -19,7 +22,7 @@
 //! Opening verifies the tag (in constant time) before anything is decrypted; on failure the buffer
 //! is left as it was.
 
-use gap_rust_cipher_s::{CipherId, KeystreamApplier, KeystreamError};
+use gap_rust_cipher_s::{AeadId, CipherId, KeystreamApplier, KeystreamError};
 use ghash::GHash;
 use poly1305::Poly1305;
 use poly1305::universal_hash::{KeyInit, UniversalHash};
@@ -153,11 +156,22 @@ impl PayloadKey {
                 Ok([0; TAG_LEN])
             }
             Suite::ChaCha20Poly1305 => {
+                // The cluster engine's one pass (the MAC fused with the cipher), if the applier
+                // has it; the same bytes and tag as below.
+                if let Some(r) = k.seal_aead(AeadId::ChaCha20Poly1305, self.key(), nonce, aad, data)
+                {
+                    return Ok(r?);
+                }
                 let mut mac = self.poly1305(k, nonce)?;
                 k.apply_keystream(CipherId::ChaCha20, self.key(), nonce, 64, data)?;
                 Ok(poly1305_finish(&mut mac, aad, data))
             }
             Suite::Aes128Gcm => {
+                // The cluster engine's one pass (GHASH fused with AES-CTR), if the applier has
+                // it; the same bytes and tag as below.
+                if let Some(r) = k.seal_aead(AeadId::Aes128Gcm, self.key(), nonce, aad, data) {
+                    return Ok(r?);
+                }
                 let mask = self.gcm_mask(k, nonce)?;
                 k.apply_keystream(
                     CipherId::Aes128Ctr,

@@ -57,6 +57,17 @@ pub const BENCH_AES_IV: [u8; 16] = [
     0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
 ];
 
+/// GCM's `J0` of the AES-128-GCM runs: the first 12 bytes of [`BENCH_AES_IV`] as the nonce,
+/// then `00000001`.
+pub const fn bench_gcm_j0() -> [u8; 16] {
+    let mut j = BENCH_AES_IV;
+    j[12] = 0;
+    j[13] = 0;
+    j[14] = 0;
+    j[15] = 1;
+    j
+}
+
 /// One benchmark run. All fields little-endian `u32`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -101,9 +112,28 @@ pub const BENCH_FLAG_COLD: u32 = 1;
 /// Byte size of [`BenchConfig`] (what the runner patches).
 pub const BENCH_CONFIG_BYTES: usize = 16 + 32 * BENCH_MAX_RUNS;
 
+/// Associated data of the AEAD runs: a 36-byte frame header.
+pub const BENCH_AAD: [u8; 36] = [
+    0x47, 0x53, 0x01, 0x01, 0x01, 0x00, 0x44, 0x01, 0xf4, 0x00, 0x03, 0x00, 0x00, 0x00, 0x4d, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xd0, 0x34,
+    0x01, 0x00, 0x00, 0x00,
+];
+
+/// Digest of an AEAD run: the ciphertext's [`digest`] mixed with the tag's.
+pub fn aead_digest(ct: &[u8], tag: &[u8; 16]) -> u64 {
+    digest(ct) ^ digest(tag).rotate_left(17)
+}
+
 /// `(kernel, variant)` of each kernel index; the cipher is ChaCha20 for `kernel == "chacha20"`,
-/// AES-128-CTR for `"aes128ctr"`.
-pub const BENCH_KERNELS: [(&str, &str); 9] = [
+/// AES-128-CTR for `"aes128ctr"`; `"chacha20poly1305"` is the AEAD (RFC 8439 §2.8, AAD
+/// [`BENCH_AAD`], output digest [`aead_digest`]): `pulp` the engine's fused pass (PULP ChaCha20,
+/// each core's Poly1305 lane over its ciphertext chunks in L1, the tag made in the cluster job),
+/// `rustcrypto` the `chacha20poly1305` crate on cluster core 0 (1 core only: the anchor).
+/// `"aes128gcm"` is AES-128-GCM with [`BENCH_AES_KEY`], the nonce of [`bench_gcm_j0`] and
+/// [`BENCH_AAD`] (digest [`aead_digest`]): `pulp` the PULP AES-CTR pass with GHASH fused (each
+/// core's GHASH lane over its ciphertext chunks in L1, the tag made in the cluster job),
+/// `rustcrypto` the `aes-gcm` crate on cluster core 0 (1 core only: the anchor).
+pub const BENCH_KERNELS: [(&str, &str); 13] = [
     ("chacha20", "portable"),
     ("chacha20", "rv32-asm"),
     ("chacha20", "pulp"),
@@ -113,6 +143,10 @@ pub const BENCH_KERNELS: [(&str, &str); 9] = [
     ("aes128ctr", "rv32-asm"),
     ("aes128ctr", "pulp"),
     ("aes128ctr", "rustcrypto"),
+    ("chacha20poly1305", "pulp"),
+    ("chacha20poly1305", "rustcrypto"),
+    ("aes128gcm", "pulp"),
+    ("aes128gcm", "rustcrypto"),
 ];
 
 /// Modes: the engine's DMA rounds with round sizes chosen from the payload (`dma`), with every

@@ -116,7 +116,25 @@ fn kernel_index(kernel: &str, variant: &str) -> usize {
 }
 
 fn is_chacha(kernel: usize) -> bool {
-    BENCH_KERNELS[kernel].0 == "chacha20"
+    BENCH_KERNELS[kernel].0.starts_with("chacha20")
+}
+
+fn is_aead(kernel: usize) -> bool {
+    matches!(BENCH_KERNELS[kernel].0, "chacha20poly1305" | "aes128gcm")
+}
+
+fn is_gcm(kernel: usize) -> bool {
+    BENCH_KERNELS[kernel].0 == "aes128gcm"
+}
+
+/// Points a kernel has: the RustCrypto AEAD anchor runs on one core only (the crate on cluster
+/// core 0), in the engine's default mode.
+fn exists(p: &Point) -> bool {
+    let anchor = matches!(
+        BENCH_KERNELS[p.kernel],
+        ("chacha20poly1305", "rustcrypto") | ("aes128gcm", "rustcrypto")
+    );
+    !(anchor && (p.cores != 1 || p.mode != MODE_DMA))
 }
 
 /// The full sweep: every kernel × cores × payload (+ the frame) × buffer with the engine's DMA
@@ -169,6 +187,7 @@ pub fn full_plan() -> Vec<Point> {
             }
         }
     }
+    v.retain(exists);
     v
 }
 
@@ -215,7 +234,11 @@ pub fn quick_plan() -> Vec<Point> {
             bytes: 128 * 1024,
         });
     }
-    for kernel in [pulp, kernel_index("aes128ctr", "pulp")] {
+    for kernel in [
+        pulp,
+        kernel_index("aes128ctr", "pulp"),
+        kernel_index("aes128gcm", "pulp"),
+    ] {
         for cores in [1, 8] {
             v.push(Point {
                 kernel,
@@ -226,6 +249,15 @@ pub fn quick_plan() -> Vec<Point> {
             });
         }
     }
+    // The AEAD: the frame on 8 cores (128 KiB on 1 and 8 cores are in the loop above).
+    v.push(Point {
+        kernel: kernel_index("chacha20poly1305", "pulp"),
+        mode: MODE_DMA,
+        cores: 8,
+        buffer: b,
+        bytes: FRAME_BYTES,
+    });
+    v.retain(exists);
     let mut seen = std::collections::HashSet::new();
     v.retain(|p| seen.insert(*p));
     v
@@ -262,6 +294,18 @@ fn offset_of(kernel: usize) -> u32 {
     if is_chacha(kernel) { 64 } else { 16 }
 }
 
+/// Digest of the expected output of an AEAD run (ciphertext and tag), computed with RustCrypto
+/// `chacha20poly1305`.
+fn expected_aead_digest(bytes: u32) -> u64 {
+    use chacha20poly1305::aead::{AeadInOut, KeyInit};
+    let mut data: Vec<u8> = (0..bytes as usize).map(pattern).collect();
+    let r = chacha20poly1305::ChaCha20Poly1305::new(&CHECK_KEY.into());
+    let tag = r
+        .encrypt_inout_detached(&CHECK_NONCE.into(), &BENCH_AAD, data.as_mut_slice().into())
+        .expect("payload within the AEAD's limit");
+    aead_digest(&data, &tag.into())
+}
+
 /// Digest of the expected output of a run, computed with RustCrypto.
 fn expected_digest(chacha: bool, bytes: u32, offset: u32) -> u64 {
     let mut data: Vec<u8> = (0..bytes as usize).map(pattern).collect();
@@ -275,6 +319,18 @@ fn expected_digest(chacha: bool, bytes: u32, offset: u32) -> u64 {
         c.apply_keystream(&mut data);
     }
     digest(&data)
+}
+
+/// Digest of the expected output of an AES-128-GCM run (ciphertext and tag), computed with
+/// RustCrypto `aes-gcm`.
+fn expected_gcm_digest(bytes: u32) -> u64 {
+    use aes_gcm::aead::{AeadInOut, KeyInit};
+    let mut data: Vec<u8> = (0..bytes as usize).map(pattern).collect();
+    let nonce: [u8; 12] = bench_gcm_j0()[..12].try_into().unwrap();
+    let tag = aes_gcm::Aes128Gcm::new(&BENCH_AES_KEY.into())
+        .encrypt_inout_detached(&nonce.into(), &BENCH_AAD, data.as_mut_slice().into())
+        .expect("within GCM's length limit");
+    aead_digest(&data, &tag.into())
 }
 
 /// The `BenchConfig` bytes for `runs` (at most `BENCH_MAX_RUNS`).
@@ -709,14 +765,26 @@ fn sweep(
     scratch: &Path,
     stacks: &mut StackMarks,
 ) -> Result<Vec<Row>, String> {
-    let mut digests: HashMap<(bool, u32, u32), u64> = HashMap::new();
+    let mut digests: HashMap<(bool, u32, u32, bool), u64> = HashMap::new();
     let runs: Vec<(Point, u64)> = plan
         .iter()
         .map(|p| {
-            let key = (is_chacha(p.kernel), p.bytes, offset_of(p.kernel));
-            let d = *digests
-                .entry(key)
-                .or_insert_with(|| expected_digest(key.0, key.1, key.2));
+            // (chacha, bytes, offset, aead)
+            let key = (
+                is_chacha(p.kernel),
+                p.bytes,
+                offset_of(p.kernel),
+                is_aead(p.kernel),
+            );
+            let d = *digests.entry(key).or_insert_with(|| {
+                if is_gcm(p.kernel) {
+                    expected_gcm_digest(key.1)
+                } else if key.3 {
+                    expected_aead_digest(key.1)
+                } else {
+                    expected_digest(key.0, key.1, key.2)
+                }
+            });
             (*p, d)
         })
         .collect();
@@ -893,6 +961,28 @@ pub fn targets(rows: &[Row]) -> Vec<(String, String, bool)> {
             ms <= 1.1,
         ));
     }
+    // The AEAD: the engine's fused pass (tag included, made in the cluster job).
+    if let Some(r) = find(rows, "chacha20poly1305", "pulp", 1, 8192, big) {
+        t.push((
+            "ChaCha20-Poly1305 (fused), 128 KiB, 1 core <= 28 cB".into(),
+            format!("{:.2} cB", r.cpb()),
+            r.cpb() <= 28.0,
+        ));
+    }
+    if let Some(r) = find(rows, "chacha20poly1305", "pulp", 8, 8192, big) {
+        t.push((
+            "ChaCha20-Poly1305 (fused), 128 KiB, 8 cores <= 3.6 cB".into(),
+            format!("{:.2} cB", r.cpb()),
+            r.cpb() <= 3.6,
+        ));
+    }
+    if let Some(f) = find(rows, "chacha20poly1305", "pulp", 8, 8192, FRAME_BYTES) {
+        t.push((
+            "ChaCha20-Poly1305 frame (79,056 B + 36 B header, tag included) on 8 cores <= 300,000 cycles".into(),
+            format!("{} cycles", f.cycles),
+            f.cycles <= 300_000,
+        ));
+    }
     // The best constant-time AES-128-CTR among this crate's kernels, in any engine mode (DMA
     // rounds with 8 KiB buffers, the paper's fixed rounds, or no DMA, which is what
     // `ClusterEngine`'s `Transfer::Auto` picks for AES-128-CTR on several cores); the label
@@ -925,6 +1015,26 @@ pub fn targets(rows: &[Row]) -> Vec<(String, String, bool)> {
             ),
             format!("{:.2} cB", r.cpb()),
             r.cpb() <= 8.0,
+        ));
+    }
+    // AES-128-GCM with GHASH fused into the PULP AES-CTR pass, in the best engine mode.
+    let gcm = rows
+        .iter()
+        .filter(|r| r.kernel == "aes128gcm" && r.variant.starts_with("pulp"))
+        .filter(|r| {
+            r.cores == 8
+                && r.bytes == big
+                && (r.buffer == 8192 || (r.buffer == 0 && r.variant.ends_with("+nodma")))
+        })
+        .min_by(|a, b| a.cycles.cmp(&b.cycles));
+    if let Some(r) = gcm {
+        t.push((
+            format!(
+                "AES-128-GCM ({}, tag included), 128 KiB, 8 cores <= 24 cB",
+                r.variant
+            ),
+            format!("{:.2} cB", r.cpb()),
+            r.cpb() <= 24.0,
         ));
     }
     t
@@ -1162,6 +1272,58 @@ mod tests {
     }
 
     #[test]
+    fn quick_plan_has_the_aead_targets() {
+        let q = quick_plan();
+        let pulp = kernel_index("chacha20poly1305", "pulp");
+        for (cores, bytes) in [(1, 128 * 1024), (8, 128 * 1024), (8, FRAME_BYTES)] {
+            assert!(
+                q.iter().any(|p| p.kernel == pulp
+                    && p.mode == MODE_DMA
+                    && p.cores == cores
+                    && p.bytes == bytes),
+                "{cores} cores {bytes} B"
+            );
+        }
+        // The RustCrypto anchor on one core only.
+        let rc = kernel_index("chacha20poly1305", "rustcrypto");
+        assert!(
+            full_plan()
+                .iter()
+                .chain(&q)
+                .filter(|p| p.kernel == rc)
+                .all(|p| p.cores == 1)
+        );
+        // Ciphertext and tag both move the digest.
+        assert_ne!(expected_aead_digest(1024), expected_digest(true, 1024, 64));
+    }
+
+    #[test]
+    fn quick_plan_has_the_gcm_targets() {
+        let q = quick_plan();
+        let pulp = kernel_index("aes128gcm", "pulp");
+        for cores in [1, 8] {
+            for mode in [MODE_DMA, MODE_NODMA] {
+                assert!(
+                    q.iter().any(|p| p.kernel == pulp
+                        && p.mode == mode
+                        && p.cores == cores
+                        && p.bytes == 128 * 1024),
+                    "{cores} cores mode {mode}"
+                );
+            }
+        }
+        let rc = kernel_index("aes128gcm", "rustcrypto");
+        assert!(
+            full_plan()
+                .iter()
+                .chain(&q)
+                .filter(|p| p.kernel == rc)
+                .all(|p| p.cores == 1)
+        );
+        assert!(q.iter().any(|p| p.kernel == rc));
+    }
+
+    #[test]
     fn digests_follow_the_reference_ciphers() {
         // The ChaCha20 digest at 128 KiB from block 1 is the one gvsoc's build.rs computes too.
         assert_ne!(
@@ -1172,5 +1334,13 @@ mod tests {
             expected_digest(false, 4096, 16),
             digest(&(0..4096).map(pattern).collect::<Vec<u8>>())
         );
+        // GCM: the tag is part of the digest (the ciphertext alone gives another one).
+        let mut ct: Vec<u8> = (0..4096).map(pattern).collect();
+        let mut c =
+            ctr::Ctr128BE::<aes::Aes128>::new(&BENCH_AES_KEY.into(), &bench_gcm_j0().into());
+        c.seek(16u64);
+        c.apply_keystream(&mut ct);
+        assert_ne!(expected_gcm_digest(4096), digest(&ct));
+        assert_ne!(expected_gcm_digest(4096), expected_gcm_digest(4095));
     }
 }

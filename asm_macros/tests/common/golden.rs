@@ -43,6 +43,12 @@ fn golden_scalar() -> Vec<(&'static str, u32)> {
         (lp_setupi!(x0, 10, 16), 0x00A4_507B),
         (lp_setupi!(x1, 4095, 62), 0xFFFF_D0FB),
         (lp_setupi!(0, 1, 8), 0x0012_507B),
+        // The PULP Poly1305 block loop's own words (gap_rust_cipher_s/src/poly1305/pulp.rs).
+        (p_lw!(t0, 4(t6!)), 0x004F_A28B),
+        (p_lw!(t2, 4(t6!)), 0x004F_A38B),
+        (p_lw!(t3, 4(t6!)), 0x004F_AE0B),
+        (p_lw!(t4, 4(t6!)), 0x004F_AE8B),
+        (lp_setup!(x0, t1, 544), 0x1103_407B),
     ]
 }
 

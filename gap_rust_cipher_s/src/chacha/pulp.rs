@@ -223,6 +223,8 @@ core::arch::global_asm!(
     asm_macros::lp_counti!(x0, 9), asm_macros::lp_counti!(x1, 1), asm_macros::lp_counti!(x0, 4095),
     asm_macros::lp_setup!(x1, t1, 8), asm_macros::lp_setup!(x0, a1, 384), asm_macros::lp_setup!(x0, x31, 8190),
     asm_macros::lp_setupi!(x0, 10, 16), asm_macros::lp_setupi!(x1, 4095, 62), asm_macros::lp_setupi!(0, 1, 8),
+    p_lw!(t0, 4(t6!)), p_lw!(t2, 4(t6!)), p_lw!(t3, 4(t6!)), p_lw!(t4, 4(t6!)),
+    asm_macros::lp_setup!(x0, t1, 544),
     ".size gap_pulp_encoding_table, . - gap_pulp_encoding_table",
     ".option pop",
     ".popsection",

@@ -122,6 +122,8 @@ mod app {
         cycles: u32,
         active: u32,
         instructions: u32,
+        /// The AEAD runs' tag.
+        tag: Option<[u8; 16]>,
     }
 
     fn call<F: CipherFactory>(
@@ -160,6 +162,119 @@ mod app {
             cycles: st.cycles,
             active: st.active_cycles,
             instructions: st.instructions,
+            tag: None,
+        })
+    }
+
+    /// ChaCha20-Poly1305 sealing of the payload with [`BENCH_AAD`]: `rustcrypto` runs the crate
+    /// on cluster core 0 (one cluster job, no fork), `pulp` the engine's fused pass (one-time key,
+    /// lanes, AAD, length block and tag all in the cluster job).
+    fn measure_aead(
+        cl: &BareCluster,
+        eng: &mut Engine<'_, BareCluster>,
+        s: &RunSpec,
+        region: &mut [u8],
+        warm: bool,
+        rustcrypto: bool,
+    ) -> Result<Outcome, Error> {
+        use gap_rust_sdk::Cluster;
+        let len = s.bytes as usize;
+        let (key, nonce) = (&CHACHA_KEY.0, &CHACHA_NONCE.0);
+        let seal =
+            |eng: &mut Engine<'_, BareCluster>, data: &mut [u8]| -> Result<[u8; 16], Error> {
+                if rustcrypto {
+                    use chacha20poly1305::aead::{AeadInOut, KeyInit};
+                    let r = chacha20poly1305::ChaCha20Poly1305::new(key.into());
+                    cl.run(|_| {
+                        r.encrypt_inout_detached(nonce.into(), &BENCH_AAD, data.into())
+                            .map(|t| t.into())
+                    })
+                    .map_err(Error::Cluster)?
+                    .map_err(|_| Error::CounterOverflow)
+                } else {
+                    #[cfg(feature = "pulp")]
+                    {
+                        use gap_rust_cipher_s::aead::{Pass, seal};
+                        let pass = if s.mode == 2 { Pass::Direct } else { Pass::Dma };
+                        seal(eng, pass, key, nonce, &BENCH_AAD, data)
+                    }
+                    #[cfg(not(feature = "pulp"))]
+                    {
+                        let _ = (eng, data);
+                        Err(Error::Config)
+                    }
+                }
+            };
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        if warm {
+            seal(eng, &mut payload[..len.min(WARM_BYTES)])?;
+        }
+        fill(region, len);
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        let tag = seal(eng, payload)?;
+        let st = cl.last_run();
+        Ok(Outcome {
+            cycles: st.cycles,
+            active: st.active_cycles,
+            instructions: st.instructions,
+            tag: Some(tag),
+        })
+    }
+
+    /// AES-128-GCM sealing of the payload with [`BENCH_AAD`]: `rustcrypto` runs the `aes-gcm`
+    /// crate on cluster core 0 (one cluster job, no fork), `pulp` the engine's fused pass (`H`,
+    /// `E_K(J0)` and the AAD's GHASH on core 0 before the fork, each core's GHASH lane over its
+    /// ciphertext chunks in L1, length block and tag on core 0 after it: all in the cluster job).
+    fn measure_gcm(
+        cl: &BareCluster,
+        eng: &mut Engine<'_, BareCluster>,
+        s: &RunSpec,
+        region: &mut [u8],
+        warm: bool,
+        rustcrypto: bool,
+    ) -> Result<Outcome, Error> {
+        use gap_rust_sdk::Cluster;
+        let len = s.bytes as usize;
+        let key = &AES_KEY.0;
+        let nonce: &[u8; 12] = GCM_NONCE.0.first_chunk().ok_or(Error::Config)?;
+        let seal =
+            |eng: &mut Engine<'_, BareCluster>, data: &mut [u8]| -> Result<[u8; 16], Error> {
+                if rustcrypto {
+                    use aes_gcm::aead::{AeadInOut, KeyInit};
+                    let r = aes_gcm::Aes128Gcm::new(key.into());
+                    cl.run(|_| {
+                        r.encrypt_inout_detached(nonce.into(), &BENCH_AAD, data.into())
+                            .map(|t| t.into())
+                    })
+                    .map_err(Error::Cluster)?
+                    .map_err(|_| Error::CounterOverflow)
+                } else {
+                    #[cfg(feature = "pulp")]
+                    {
+                        use gap_rust_cipher_s::aead::Pass;
+                        let pass = if s.mode == 2 { Pass::Direct } else { Pass::Dma };
+                        gap_rust_cipher_s::ghash::gcm::seal(eng, pass, key, nonce, &BENCH_AAD, data)
+                    }
+                    #[cfg(not(feature = "pulp"))]
+                    {
+                        let _ = (eng, data);
+                        Err(Error::Config)
+                    }
+                }
+            };
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        if warm {
+            seal(eng, &mut payload[..len.min(WARM_BYTES)])?;
+        }
+        fill(region, len);
+        let payload = &mut region[BENCH_GUARD..BENCH_GUARD + len];
+        let tag = seal(eng, payload)?;
+        let st = cl.last_run();
+        Ok(Outcome {
+            cycles: st.cycles,
+            active: st.active_cycles,
+            instructions: st.instructions,
+            tag: Some(tag),
         })
     }
 
@@ -188,6 +303,7 @@ mod app {
     static CHACHA_NONCE: Aligned<12> = Aligned(CHECK_NONCE);
     static AES_KEY: Aligned<16> = Aligned(BENCH_AES_KEY);
     static AES_IV: Aligned<16> = Aligned(BENCH_AES_IV);
+    static GCM_NONCE: Aligned<16> = Aligned(bench_gcm_j0());
 
     fn run_one(
         cl: &BareCluster,
@@ -254,6 +370,10 @@ mod app {
                 let f = KeyIv::<ctr::Ctr128BE<::aes::Aes128>>::new(ak, ai);
                 measure(cl, eng, &f, s, region, warm)
             }
+            9 => measure_aead(cl, eng, s, region, warm, false),
+            10 if s.cores == 1 => measure_aead(cl, eng, s, region, warm, true),
+            11 => measure_gcm(cl, eng, s, region, warm, false),
+            12 if s.cores == 1 => measure_gcm(cl, eng, s, region, warm, true),
             _ => Err(Error::Config),
         }
     }
@@ -315,7 +435,11 @@ mod app {
                 _ => Err(Error::Config),
             };
             let len = s.bytes as usize;
-            let d = digest(&region[BENCH_GUARD..BENCH_GUARD + len]);
+            let ct = &region[BENCH_GUARD..BENCH_GUARD + len];
+            let d = match &result {
+                Ok(Outcome { tag: Some(t), .. }) => aead_digest(ct, t),
+                _ => digest(ct),
+            };
             let want = (s.digest_hi as u64) << 32 | s.digest_lo as u64;
             let guards_ok = (0..BENCH_GUARD)
                 .chain(BENCH_GUARD + len..region.len())
