@@ -9,7 +9,8 @@
 #                    viewer's browser tests: the demo does not need them)
 #   rustup:          target riscv32imc-unknown-none-elf; in test / all also the rustfmt and clippy
 #                    components (the lint step of `make test`)
-#   pip:             each scripts/setup.d/NAME.pip
+#   python:          a project venv .venv with each scripts/setup.d/NAME.pip; NAME.test.pip in
+#                    test / all only (the tests' readers, pytest, maturin for the Python package)
 #   scripts/setup.sh --list MODE        prints the apt needs of MODE ("probe:package" lines), installs nothing
 # Set GAPSTREAM_SETUP_SKIP=1 to skip (for example on a machine managed another way).
 set -euo pipefail
@@ -88,16 +89,40 @@ if command -v rustup >/dev/null 2>&1; then
   fi
 fi
 
-# --- Python packages registered by parts of the project (plots) ----------------------------------
+# --- Python packages registered by parts of the project: the project venv .venv -------------------
+# setup.d/*.pip lines are "import-name:pip-requirement"; only missing ones are installed, into
+# .venv at the repository's top (Debian's and pyenv's pythons may refuse system-wide pip installs).
+# GAPSTREAM_VENV overrides the location.
+VENV="${GAPSTREAM_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
+PIP_NEEDS=()
 for f in "$(dirname "$0")"/setup.d/*.pip; do
   [ -e "$f" ] || continue
+  [[ "$f" == *.test.pip && "$mode" == run ]] && continue
   while IFS= read -r line; do
-    line="${line%%#*}"; line="$(echo "$line" | xargs)"; [ -n "$line" ] || continue
-    mod="${line%%:*}"; pkg="${line##*:}"
-    python3 -c "import $mod" >/dev/null 2>&1 && continue
-    say "installing python package $pkg"
-    python3 -m pip install -q "$pkg" >/dev/null 2>&1 || python3 -m pip install -q --break-system-packages "$pkg" >/dev/null
+    line="${line%%#*}"; line="$(echo "$line" | xargs)"
+    [ -n "$line" ] && PIP_NEEDS+=("$line")
   done < "$f"
 done
+if [ "${#PIP_NEEDS[@]}" -gt 0 ]; then
+  if [ ! -x "$VENV/bin/python" ]; then
+    if ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then
+      SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
+      say "installing apt package python3-venv"
+      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    fi
+    say "creating the project venv $VENV"
+    python3 -m venv "$VENV"
+  fi
+  missing=()
+  for entry in "${PIP_NEEDS[@]}"; do
+    mod="${entry%%:*}"; pkg="${entry#*:}"
+    "$VENV/bin/python" -c "import $mod" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing python packages into $VENV: ${missing[*]}"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${missing[@]}" >/dev/null
+  fi
+fi
 
 say "ok"

@@ -9,12 +9,21 @@
 //! | [`sim`] | host simulation of the drone: std camera / SPI link / clock / entropy running `gapstream_drone::Drone` |
 //! | [`receiver`] | connect to the bridge (TCP / UDP), run the session, deliver frames, reconnect by itself |
 //! | [`run`] | `demo`, `view`, `node`, `bench`: node + bridge + receiver + viewer wired together |
+//! | [`tap`] | per-frame outputs beside the viewer (MCAP, Zenoh, Python): the [`tap::FrameTap`] trait |
+//! | [`ros`] | ROS 2 messages in CDR: `sensor_msgs/msg/Image` and gapstream's `FrameInfo`, with their ros2msg schemas |
+//! | [`mcap_out`] | `--mcap FILE`: every verified frame as a ROS 2 Image + FrameInfo in an MCAP file (Foxglove's `mcap` crate) |
+//! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
 pub mod images;
+pub mod mcap_out;
 pub mod metrics;
 pub mod receiver;
 pub mod report;
+pub mod ros;
 pub mod run;
 pub mod secret_file;
 pub mod sim;
+pub mod tap;
 pub mod viewer;
+#[cfg(feature = "zenoh")]
+pub mod zenoh_out;

@@ -33,10 +33,10 @@ enum Cmd {
     Demo(DemoArgs),
     /// Receive from a bridge (a real AI-deck's ESP32, or `esp32-bridge`) and show the live viewer.
     View(ViewArgs),
-    /// Receive and save every verified frame as PNG into DIR.
+    /// Receive and save every verified frame as PNG into DIR, and/or as ROS 2 MCAP with --mcap FILE.
     Record {
-        /// Folder for frame_NNNNNNNN.png files.
-        dir: PathBuf,
+        /// Folder for frame_NNNNNNNN.png files (optional with --mcap).
+        dir: Option<PathBuf>,
         #[command(flatten)]
         view: ViewArgs,
     },
@@ -117,6 +117,20 @@ struct StreamOpts {
     /// The camera is the colour HM01B0: demosaic its RGGB frames in the viewer and recordings.
     #[arg(long)]
     bayer: bool,
+    /// Record every verified frame into FILE as ROS 2 MCAP (sensor_msgs/msg/Image on
+    /// /gapstream/image, gapstream_msgs/msg/FrameInfo on /gapstream/frame_info): Foxglove opens it,
+    /// `ros2 bag play` replays it.
+    #[arg(long, value_name = "FILE")]
+    mcap: Option<PathBuf>,
+    /// Publish every verified frame on Zenoh (gapstream/<drone>/image as a CDR sensor_msgs/msg/Image,
+    /// .../frame_info, .../stats): as a peer, or connecting to ENDPOINT (tcp/HOST:PORT). The stream
+    /// is plaintext inside Zenoh: beyond one machine use Zenoh's TLS and access control. Needs a
+    /// gapstream built with `--features zenoh`.
+    #[arg(long, value_name = "ENDPOINT", num_args = 0..=1, default_missing_value = "")]
+    zenoh: Option<String>,
+    /// The <drone> part of the Zenoh key expressions.
+    #[arg(long, default_value = "aideck")]
+    drone: String,
 }
 
 #[derive(Args, Clone)]
@@ -296,6 +310,11 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
         viewer: (stream.viewer != "none").then(|| stream.viewer.clone()),
         bayer: stream.bayer,
         record: None,
+        mcap: stream.mcap.clone(),
+        zenoh: stream.zenoh.as_ref().map(|e| run::ZenohSettings {
+            endpoint: (!e.is_empty()).then(|| e.clone()),
+            drone: stream.drone.clone(),
+        }),
     })
 }
 
@@ -416,7 +435,10 @@ fn main() -> ExitCode {
         })(),
         Cmd::Record { dir, view } => (|| {
             let mut s = settings(&view.stream)?;
-            s.record = Some(dir.clone());
+            if dir.is_none() && s.mcap.is_none() {
+                return Err("record needs a folder for the PNG files, --mcap FILE, or both".into());
+            }
+            s.record = dir.clone();
             run::view(resolve(&view.connect)?, view_session(&view)?, s, stop)
                 .map_err(|e| e.to_string())
         })(),

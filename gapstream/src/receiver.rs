@@ -68,6 +68,9 @@ pub enum ReceiverError {
     Metrics(#[from] io::Error),
     #[error("recording: {0}")]
     Record(#[from] images::ImageError),
+    /// A per-frame output ([`crate::tap::FrameTap`]) failed.
+    #[error("{0}")]
+    Tap(String),
 }
 
 /// What the receiver does with what it gets.
@@ -80,6 +83,23 @@ pub struct Sinks {
     pub status_line: bool,
     /// Print one line per error / reconnect on stderr.
     pub log_errors: bool,
+    /// Per-frame outputs (MCAP, Zenoh, ...), each given every verified frame with its metadata.
+    pub taps: Vec<Box<dyn crate::tap::FrameTap>>,
+}
+
+impl Default for Sinks {
+    /// No output at all; set the fields wanted.
+    fn default() -> Self {
+        Sinks {
+            viewer: None,
+            metrics_csv: None,
+            record_dir: None,
+            frames: None,
+            status_line: false,
+            log_errors: false,
+            taps: Vec::new(),
+        }
+    }
 }
 
 /// The receiver's settings.
@@ -786,7 +806,7 @@ impl Recorder {
 }
 
 /// Runs the receiver until stopped, the duration is over or `max_frames` were delivered.
-pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, ReceiverError> {
+pub fn run(cfg: ReceiverConfig, mut sinks: Sinks, bayer: bool) -> Result<Summary, ReceiverError> {
     let mut log = MetricsLog::new(sinks.metrics_csv.as_deref())?;
     let recorder = match &sinks.record_dir {
         Some(d) => {
@@ -953,6 +973,17 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
                                 pixels: Arc::new(f.pixels.clone()),
                             });
                         }
+                        if !sinks.taps.is_empty() {
+                            let meta = crate::tap::FrameMeta {
+                                suite: &label,
+                                receive_ns: now,
+                                latency_ms: lat,
+                                counters: &counters,
+                            };
+                            for t in &mut sinks.taps {
+                                t.frame(&f, &meta).map_err(ReceiverError::Tap)?;
+                            }
+                        }
                         if let Some(tx) = &sinks.frames {
                             let _ = tx.send(f);
                         }
@@ -966,6 +997,9 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
                     Event::Info(m) => {
                         if sinks.log_errors {
                             eprintln!("gapstream: {m}");
+                        }
+                        if let Some(v) = &sinks.viewer {
+                            v.update_stats(|s| s.last_message = Some(m.clone()));
                         }
                     }
                     Event::Restart(m) => restart = Some(m),
@@ -1000,6 +1034,9 @@ pub fn run(cfg: ReceiverConfig, sinks: Sinks, bayer: bool) -> Result<Summary, Re
         conn.finish();
     }
     log.tick(&counters, true)?;
+    for t in &mut sinks.taps {
+        t.finish().map_err(ReceiverError::Tap)?;
+    }
     if sinks.status_line && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!();
     }

@@ -47,6 +47,19 @@ pub struct StreamSettings {
     pub viewer: Option<String>,
     pub bayer: bool,
     pub record: Option<PathBuf>,
+    /// ROS 2 MCAP recording of every verified frame (see [`crate::mcap_out`]).
+    pub mcap: Option<PathBuf>,
+    /// Publish every verified frame on Zenoh (feature `zenoh`).
+    pub zenoh: Option<ZenohSettings>,
+}
+
+/// Where `--zenoh` publishes.
+#[derive(Clone, Debug)]
+pub struct ZenohSettings {
+    /// Connect to this Zenoh endpoint (`tcp/HOST:PORT`); None: a peer with Zenoh's defaults.
+    pub endpoint: Option<String>,
+    /// The `<drone>` chunk of `gapstream/<drone>/image`.
+    pub drone: String,
 }
 
 /// What protects the stream.
@@ -427,15 +440,47 @@ fn print_summary(who: &str, s: &Summary) {
     );
 }
 
-fn receiver_sinks(viewer: &Option<(Arc<ViewerState>, Viewer)>, s: &StreamSettings) -> Sinks {
-    Sinks {
+fn receiver_sinks(
+    viewer: &Option<(Arc<ViewerState>, Viewer)>,
+    s: &StreamSettings,
+) -> Result<Sinks, RunError> {
+    let mut taps: Vec<Box<dyn crate::tap::FrameTap>> = Vec::new();
+    if let Some(p) = &s.mcap {
+        taps.push(Box::new(
+            crate::mcap_out::McapRecorder::create(p, s.bayer).map_err(RunError::Setup)?,
+        ));
+    }
+    if let Some(z) = &s.zenoh {
+        #[cfg(feature = "zenoh")]
+        {
+            taps.push(Box::new(
+                crate::zenoh_out::ZenohPublisher::open(z.endpoint.as_deref(), &z.drone, s.bayer)
+                    .map_err(RunError::Setup)?,
+            ));
+            eprintln!(
+                "  zenoh    publishing gapstream/{}/image, frame_info, stats ({}; plaintext inside Zenoh)",
+                z.drone,
+                z.endpoint
+                    .as_deref()
+                    .map(|e| format!("connected to {e}"))
+                    .unwrap_or_else(|| "peer".into())
+            );
+        }
+        #[cfg(not(feature = "zenoh"))]
+        return Err(RunError::Setup(format!(
+            "--zenoh (drone {:?}): this gapstream was built without Zenoh; build it with `cargo build --release -p gapstream --features zenoh`",
+            z.drone
+        )));
+    }
+    Ok(Sinks {
         viewer: viewer.as_ref().map(|(st, _)| st.clone()),
         metrics_csv: s.metrics.clone(),
         record_dir: s.record.clone(),
         frames: None,
         status_line: true,
         log_errors: true,
-    }
+        taps,
+    })
 }
 
 /// Listeners of `gapstream demo`: extra receivers next to the leader (the one with the viewer),
@@ -495,6 +540,7 @@ pub fn demo(
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
+    let sinks = receiver_sinks(&viewer, &s)?;
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
     let (w, h) = (source.width(), source.height());
     eprintln!("gapstream demo: simulated drone -> ESP32 bridge -> receiver, all on this machine");
@@ -606,6 +652,7 @@ pub fn demo(
                         frames: None,
                         status_line: false,
                         log_errors: false,
+                        taps: Vec::new(),
                     },
                     false,
                 )
@@ -623,7 +670,7 @@ pub fn demo(
             max_frames: None,
             idle_timeout: Duration::from_secs(3),
         },
-        receiver_sinks(&viewer, &s),
+        sinks,
         s.bayer,
     );
     stop.store(true, Ordering::Relaxed);
@@ -668,8 +715,13 @@ pub fn view(
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
+    let sinks = receiver_sinks(&viewer, &s)?;
     // `gapstream record DIR` is `view` with a recorder: it says which it is.
-    let who = if s.record.is_some() { "record" } else { "view" };
+    let who = if s.record.is_some() || s.mcap.is_some() {
+        "record"
+    } else {
+        "view"
+    };
     eprintln!(
         "gapstream {who}: receiving from {bridge} over {} ({})",
         s.transport,
@@ -694,7 +746,7 @@ pub fn view(
             max_frames: None,
             idle_timeout: Duration::from_secs(3),
         },
-        receiver_sinks(&viewer, &s),
+        sinks,
         s.bayer,
     )?;
     print_summary("gapstream", &summary);
@@ -817,6 +869,7 @@ pub fn bench_one(
                 frames: Some(tx),
                 status_line: false,
                 log_errors: false,
+                taps: Vec::new(),
             },
             false,
         )

@@ -1,12 +1,30 @@
-//! Live web viewer on localhost: one HTML page, `/frame.png` (the latest verified frame; RGGB
-//! mosaics are demosaiced when asked), `/stats.json` (fps, latency, loss, tag failures, suite, key
-//! epoch). Plain HTTP/1.1 through `tiny_http`; the page uses only `<img>` reloads and `fetch`, so it
-//! works in any current Chromium or Firefox.
+//! Live web viewer on localhost: one HTML page that gets every verified frame and the stats pushed
+//! over a WebSocket (`/ws`: binary frame messages, JSON stats text messages), draws the frame on a
+//! canvas scaled to the window and charts fps and latency. `/stats.json` and `/frame.png` (the
+//! latest frame, one request = one picture) stay for scripts and `curl`; the page never polls them.
+//!
+//! The server is axum on a small tokio runtime owned by the [`Viewer`]: every connection is a task,
+//! not a thread, and at most [`MAX_PAGES`] pages are pushed to at once (a further `/ws` upgrade is
+//! answered `503`). A slow page is sent the latest frame when it is ready for one; frames in
+//! between are skipped for that page only.
+//!
+//! Frame message (binary, little-endian): `b"GSF1"`, sequence u64, width u16, height u16, channels
+//! u8 (1 grey, 3 RGB after RGGB demosaicing), 3 zero bytes, then `width*height*channels` pixels.
 
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::images;
 
@@ -41,6 +59,8 @@ pub struct Stats {
     pub handshakes: u64,
     pub rekeys: u64,
     pub last_error: Option<String>,
+    /// The receiver's last informational line (handshake done, a refused attempt, a retry).
+    pub last_message: Option<String>,
 }
 
 fn json_str(s: &str) -> String {
@@ -100,16 +120,35 @@ impl Stats {
     }
 }
 
-/// A frame's PNG, tagged with its sequence number.
-type EncodedPng = (u64, Arc<Vec<u8>>);
+/// Pages pushed to at once; one more `/ws` upgrade is refused with `503 Service Unavailable`.
+pub const MAX_PAGES: usize = 8;
 
-/// Shared between the receiver (publishes) and the HTTP threads (serve).
+/// How long `/gate/TOKEN` holds its answer waiting for the page to show its first frame.
+const GATE_WAIT: Duration = Duration::from_secs(5);
+
+/// A frame's encoding (PNG or WebSocket message), tagged with its sequence number.
+type Encoded = Mutex<Option<(u64, Bytes)>>;
+
+/// A chart point: when, fps, latency p50, latency p95.
+type Sample = (Instant, f64, Option<f64>, Option<f64>);
+
+/// Shared between the receiver (publishes) and the server's tasks (push and serve).
 pub struct ViewerState {
     bayer: bool,
-    /// The latest frame and the PNG encoded for it (by sequence number).
-    frame: Mutex<(Option<Frame>, Option<EncodedPng>)>,
-    new_frame: Condvar,
+    /// The latest frame; every page's task waits on it.
+    frame: watch::Sender<Option<Frame>>,
+    png: Encoded,
+    message: Encoded,
     stats: Mutex<Stats>,
+    /// Frame messages sent to pages, `/frame.png` answers served (the browser tests check that
+    /// the page never polls).
+    pushed: AtomicU64,
+    png_served: AtomicU64,
+    /// Pages waiting for their first frame: token -> shown (see the page's load gate).
+    gates: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    slots: Arc<Semaphore>,
+    /// fps, latency p50 and p95 every 0.5 s over the last minute, for a page's chart when it opens.
+    history: Mutex<VecDeque<Sample>>,
 }
 
 impl ViewerState {
@@ -117,19 +156,23 @@ impl ViewerState {
     pub fn new(bayer: bool) -> Arc<Self> {
         Arc::new(ViewerState {
             bayer,
-            frame: Mutex::new((None, None)),
-            new_frame: Condvar::new(),
+            frame: watch::Sender::new(None),
+            png: Mutex::new(None),
+            message: Mutex::new(None),
             stats: Mutex::new(Stats {
                 connection: "starting".into(),
                 ..Default::default()
             }),
+            pushed: AtomicU64::new(0),
+            png_served: AtomicU64::new(0),
+            gates: Mutex::new(HashMap::new()),
+            slots: Arc::new(Semaphore::new(MAX_PAGES)),
+            history: Mutex::new(VecDeque::new()),
         })
     }
 
     pub fn publish_frame(&self, f: Frame) {
-        let mut g = self.frame.lock().unwrap_or_else(|e| e.into_inner());
-        g.0 = Some(f);
-        self.new_frame.notify_all();
+        self.frame.send_replace(Some(f));
     }
 
     pub fn update_stats(&self, update: impl FnOnce(&mut Stats)) {
@@ -140,41 +183,142 @@ impl ViewerState {
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The latest frame as PNG (encoded once per frame), waiting up to `wait` for the first one.
-    pub fn frame_png(&self, wait: Duration) -> Option<(u64, Arc<Vec<u8>>)> {
-        let g = self.frame.lock().unwrap_or_else(|e| e.into_inner());
-        let (g, _) = self
-            .new_frame
-            .wait_timeout_while(g, wait, |g| g.0.is_none())
-            .unwrap_or_else(|e| e.into_inner());
-        let f = g.0.clone()?;
-        if let Some((seq, png)) = &g.1
+    /// Frame messages pushed to pages so far.
+    pub fn frames_pushed(&self) -> u64 {
+        self.pushed.load(Ordering::Relaxed)
+    }
+
+    /// `/frame.png` requests answered so far.
+    pub fn png_served(&self) -> u64 {
+        self.png_served.load(Ordering::Relaxed)
+    }
+
+    /// Pages being pushed to now.
+    pub fn pages(&self) -> usize {
+        MAX_PAGES - self.slots.available_permits()
+    }
+
+    /// Samples the stats into the chart's history (every 0.5 s, one minute kept).
+    fn sample(&self) {
+        let s = self.stats();
+        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        h.push_back((now, s.fps, s.latency_p50_ms, s.latency_p95_ms));
+        while h
+            .front()
+            .is_some_and(|p| now.duration_since(p.0) > Duration::from_secs(60))
+        {
+            h.pop_front();
+        }
+    }
+
+    /// `{"history":[[age_s,fps,p50,p95],...]}`, oldest first.
+    fn history_json(&self) -> String {
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let rows: Vec<String> = h
+            .iter()
+            .map(|(t, fps, p50, p95)| {
+                format!(
+                    "[{:.2},{},{},{}]",
+                    now.duration_since(*t).as_secs_f64(),
+                    json_num(Some(*fps)),
+                    json_num(*p50),
+                    json_num(*p95)
+                )
+            })
+            .collect();
+        format!("{{\"history\":[{}]}}", rows.join(","))
+    }
+
+    fn latest(&self) -> Option<Frame> {
+        self.frame.borrow().clone()
+    }
+
+    /// The frame's pixels as shown: grey, or RGB after demosaicing an RGGB mosaic.
+    fn shown(&self, f: &Frame) -> (usize, Vec<u8>) {
+        if self.bayer && f.width >= 2 && f.height >= 2 {
+            (3, images::demosaic_rggb(&f.pixels, f.width, f.height))
+        } else {
+            (1, f.pixels.as_ref().clone())
+        }
+    }
+
+    /// Encodes `f` once per frame (the cache holds the latest encoding).
+    fn cached(
+        &self,
+        cache: &Encoded,
+        f: &Frame,
+        encode: impl FnOnce() -> Option<Vec<u8>>,
+    ) -> Option<Bytes> {
+        if let Some((seq, b)) = &*cache.lock().unwrap_or_else(|e| e.into_inner())
             && *seq == f.seq
         {
-            return Some((*seq, png.clone()));
+            return Some(b.clone());
         }
-        drop(g);
-        let png = if self.bayer && f.width >= 2 && f.height >= 2 {
-            images::encode_png(
-                f.width,
-                f.height,
-                3,
-                &images::demosaic_rggb(&f.pixels, f.width, f.height),
-            )
-        } else {
-            images::encode_png(f.width, f.height, 1, &f.pixels)
+        let b = Bytes::from(encode()?);
+        *cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((f.seq, b.clone()));
+        Some(b)
+    }
+
+    /// The latest frame as PNG, waiting up to `wait` for the first one.
+    pub fn frame_png(&self, wait: Duration) -> Option<(u64, Bytes)> {
+        let t0 = Instant::now();
+        let f = loop {
+            if let Some(f) = self.latest() {
+                break f;
+            }
+            if t0.elapsed() >= wait {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         };
-        let png = Arc::new(png.ok()?);
-        let mut g = self.frame.lock().unwrap_or_else(|e| e.into_inner());
-        g.1 = Some((f.seq, png.clone()));
+        let png = self.cached(&self.png, &f, || {
+            let (ch, px) = self.shown(&f);
+            images::encode_png(f.width, f.height, ch, &px).ok()
+        })?;
         Some((f.seq, png))
+    }
+
+    /// The WebSocket message of frame `f` (see the module docs).
+    pub fn frame_message(&self, f: &Frame) -> Option<Bytes> {
+        self.cached(&self.message, f, || {
+            let (ch, px) = self.shown(f);
+            let mut m = Vec::with_capacity(20 + px.len());
+            m.extend_from_slice(b"GSF1");
+            m.extend_from_slice(&f.seq.to_le_bytes());
+            m.extend_from_slice(&u16::try_from(f.width).ok()?.to_le_bytes());
+            m.extend_from_slice(&u16::try_from(f.height).ok()?.to_le_bytes());
+            m.extend_from_slice(&[ch as u8, 0, 0, 0]);
+            m.extend_from_slice(&px);
+            Some(m)
+        })
+    }
+
+    fn gate(&self, token: &str) -> Option<Arc<AtomicBool>> {
+        let mut g = self.gates.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = g.get(token) {
+            return Some(f.clone());
+        }
+        // Bounded like the pages: tokens of pages that never came are dropped.
+        if g.len() >= 4 * MAX_PAGES || token.is_empty() || token.len() > 64 {
+            return None;
+        }
+        Some(g.entry(token.to_owned()).or_default().clone())
+    }
+
+    fn forget_gate(&self, token: &str) {
+        self.gates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(token);
     }
 }
 
-/// A running viewer server; dropped = stopped.
+/// A running viewer server on its own small tokio runtime; dropped = stopped.
 pub struct Viewer {
-    server: Arc<tiny_http::Server>,
-    threads: Vec<thread::JoinHandle<()>>,
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     addr: SocketAddr,
 }
 
@@ -186,30 +330,57 @@ pub struct ViewerError {
 }
 
 impl Viewer {
-    /// Serves on `addr` (port 0 picks a free port) with a few worker threads.
+    /// Serves on `addr` (port 0 picks a free port).
     pub fn start(addr: &str, state: Arc<ViewerState>) -> Result<Self, ViewerError> {
-        let server = tiny_http::Server::http(addr).map_err(|e| ViewerError {
+        let err = |why: String| ViewerError {
             addr: addr.into(),
-            why: e.to_string(),
-        })?;
-        let local = server.server_addr().to_ip().ok_or_else(|| ViewerError {
-            addr: addr.into(),
-            why: "not an IP socket".into(),
-        })?;
-        let server = Arc::new(server);
-        let threads = (0..4)
-            .map(|_| {
-                let (server, state) = (server.clone(), state.clone());
-                thread::spawn(move || {
-                    while let Ok(req) = server.recv() {
-                        handle(req, &state);
-                    }
+            why,
+        };
+        let listener = std::net::TcpListener::bind(addr).map_err(|e| err(e.to_string()))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| err(e.to_string()))?;
+        let local = listener.local_addr().map_err(|e| err(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("gapstream-viewer")
+            .enable_all()
+            .build()
+            .map_err(|e| err(e.to_string()))?;
+        let listener = {
+            let _g = runtime.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(|e| err(e.to_string()))?
+        };
+        let app = Router::new()
+            .route("/", get(page))
+            .route("/index.html", get(page))
+            .route("/ws", get(ws))
+            .route("/gate/{token}", get(gate))
+            .route("/stats.json", get(stats_json))
+            .route("/frame.png", get(frame_png))
+            .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+            .layer(axum::middleware::map_response(no_store))
+            .with_state(state.clone());
+        let state_for_history = state;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let st = state_for_history;
+        runtime.spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                every.tick().await;
+                st.sample();
+            }
+        });
+        runtime.spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = rx.await;
                 })
-            })
-            .collect();
+                .await;
+        });
         Ok(Viewer {
-            server,
-            threads,
+            runtime: Some(runtime),
+            shutdown: Some(tx),
             addr: local,
         })
     }
@@ -226,36 +397,152 @@ impl Viewer {
 
 impl Drop for Viewer {
     fn drop(&mut self) {
-        for _ in 0..self.threads.len() {
-            self.server.unblock();
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
         }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
         }
     }
 }
 
-fn header(k: &str, v: &str) -> tiny_http::Header {
-    tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("static header is valid")
+async fn no_store(mut r: Response) -> Response {
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }
 
-fn handle(req: tiny_http::Request, state: &ViewerState) {
-    let path = req.url().split('?').next().unwrap_or("/").to_owned();
-    let no_store = header("Cache-Control", "no-store");
-    let resp = match path.as_str() {
-        "/" | "/index.html" => tiny_http::Response::from_data(PAGE.as_bytes().to_vec())
-            .with_header(header("Content-Type", "text/html; charset=utf-8")),
-        "/stats.json" => tiny_http::Response::from_data(state.stats().to_json().into_bytes())
-            .with_header(header("Content-Type", "application/json")),
-        "/frame.png" => match state.frame_png(Duration::from_secs(3)) {
-            Some((seq, png)) => tiny_http::Response::from_data(png.as_ref().clone())
-                .with_header(header("Content-Type", "image/png"))
-                .with_header(header("X-Frame-Seq", &seq.to_string())),
-            None => tiny_http::Response::from_data(b"no frame yet".to_vec()).with_status_code(503),
-        },
-        _ => tiny_http::Response::from_data(b"not found".to_vec()).with_status_code(404),
-    };
-    let _ = req.respond(resp.with_header(no_store));
+async fn page() -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE).into_response()
+}
+
+async fn stats_json(State(st): State<Arc<ViewerState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        st.stats().to_json(),
+    )
+        .into_response()
+}
+
+async fn frame_png(State(st): State<Arc<ViewerState>>) -> Response {
+    let t0 = Instant::now();
+    while st.latest().is_none() && t0.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    match st.frame_png(Duration::ZERO) {
+        Some((seq, png)) => {
+            st.png_served.fetch_add(1, Ordering::Relaxed);
+            (
+                [
+                    (header::CONTENT_TYPE, "image/png".to_owned()),
+                    (
+                        header::HeaderName::from_static("x-frame-seq"),
+                        seq.to_string(),
+                    ),
+                ],
+                png,
+            )
+                .into_response()
+        }
+        None => (StatusCode::SERVICE_UNAVAILABLE, "no frame yet").into_response(),
+    }
+}
+
+/// `?gate=TOKEN` of a query string.
+fn gate_token(uri: &Uri) -> Option<String> {
+    uri.query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("gate="))
+        .map(str::to_owned)
+}
+
+/// The page's load gate: an image the page requests while it loads, answered once the page's
+/// WebSocket reports its first frame drawn (or after [`GATE_WAIT`]). The page's `load` event thus
+/// fires with a frame on screen, which is what headless browsers' `--screenshot` waits for.
+async fn gate(
+    State(st): State<Arc<ViewerState>>,
+    axum::extract::Path(token): axum::extract::Path<String>,
+) -> Response {
+    if let Some(shown) = st.gate(&token) {
+        let t0 = Instant::now();
+        while !shown.load(Ordering::Relaxed) && t0.elapsed() < GATE_WAIT {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        st.forget_gate(&token);
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn ws(State(st): State<Arc<ViewerState>>, uri: Uri, up: WebSocketUpgrade) -> Response {
+    match st.slots.clone().try_acquire_owned() {
+        Ok(permit) => {
+            let token = gate_token(&uri);
+            up.on_upgrade(move |sock| push(sock, st, permit, token))
+        }
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the viewer already pushes to {MAX_PAGES} pages; close one"),
+        )
+            .into_response(),
+    }
+}
+
+/// One page: the latest frame whenever there is a new one, the stats when they changed (at most
+/// every 250 ms); the page's `shown SEQ` messages open its load gate.
+async fn push(
+    mut sock: WebSocket,
+    st: Arc<ViewerState>,
+    _permit: OwnedSemaphorePermit,
+    token: Option<String>,
+) {
+    let mut frames = st.frame.subscribe();
+    frames.mark_changed();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_stats = String::new();
+    if sock
+        .send(Message::Text(st.history_json().into()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    loop {
+        tokio::select! {
+            r = frames.changed() => {
+                if r.is_err() {
+                    break;
+                }
+                let f = frames.borrow_and_update().clone();
+                if let Some(m) = f.as_ref().and_then(|f| st.frame_message(f)) {
+                    if sock.send(Message::Binary(m)).await.is_err() {
+                        break;
+                    }
+                    st.pushed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            _ = tick.tick() => {
+                let j = st.stats().to_json();
+                if j != last_stats {
+                    if sock.send(Message::Text(j.clone().into())).await.is_err() {
+                        break;
+                    }
+                    last_stats = j;
+                }
+            }
+            m = sock.recv() => match m {
+                Some(Ok(Message::Text(t))) if t.starts_with("shown ") => {
+                    if let Some(g) = token.as_deref().and_then(|t| st.gate(t)) {
+                        g.store(true, Ordering::Relaxed);
+                    }
+                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    if let Some(t) = token.as_deref() {
+        st.forget_gate(t);
+    }
 }
 
 #[cfg(test)]
@@ -286,7 +573,12 @@ mod tests {
         let v = Viewer::start("127.0.0.1:0", state.clone()).unwrap();
         let (h, body) = get(v.addr(), "/");
         assert!(h.starts_with("HTTP/1.1 200"), "{h}");
-        assert!(String::from_utf8_lossy(&body).contains("/stats.json"));
+        let page = String::from_utf8_lossy(&body);
+        assert!(page.contains("/ws"), "the page opens the WebSocket");
+        assert!(
+            !page.contains("frame.png") && !page.contains("stats.json"),
+            "the page polls nothing"
+        );
         state.update_stats(|s| {
             s.suite = "chacha20-poly1305".into();
             s.last_error = Some("say \"hi\"".into());
@@ -303,31 +595,124 @@ mod tests {
             height: 2,
             pixels: Arc::new(vec![0, 50, 100, 150, 200, 250]),
         });
-        let (h, body) = get(v.addr(), "/frame.png?n=1");
+        let (h, body) = get(v.addr(), "/frame.png");
         assert!(
             h.contains("image/png") && h.to_ascii_lowercase().contains("x-frame-seq: 5"),
             "{h}"
         );
+        assert_eq!(state.png_served(), 1);
         let g = images::parse_png(&body).unwrap();
         assert_eq!(g.pixels, vec![0, 50, 100, 150, 200, 250]);
         assert!(get(v.addr(), "/nope").0.contains("404"));
     }
 
+    type Ws = tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>;
+
+    fn ws_connect(addr: SocketAddr) -> Result<Ws, tungstenite::Error> {
+        tungstenite::connect(format!("ws://{addr}/ws")).map(|(ws, _)| ws)
+    }
+
+    /// The next frame message: (seq, width, height, channels, pixels).
+    fn next_frame(ws: &mut Ws) -> (u64, usize, usize, u8, Vec<u8>) {
+        loop {
+            if let tungstenite::Message::Binary(b) = ws.read().unwrap() {
+                assert_eq!(&b[..4], b"GSF1");
+                let seq = u64::from_le_bytes(b[4..12].try_into().unwrap());
+                let w = u16::from_le_bytes([b[12], b[13]]) as usize;
+                let h = u16::from_le_bytes([b[14], b[15]]) as usize;
+                return (seq, w, h, b[16], b[20..].to_vec());
+            }
+        }
+    }
+
+    #[test]
+    fn frames_and_stats_are_pushed() {
+        let state = ViewerState::new(false);
+        let v = Viewer::start("127.0.0.1:0", state.clone()).unwrap();
+        let px: Vec<u8> = (0..12).map(|i| i * 20).collect();
+        state.publish_frame(Frame {
+            seq: 7,
+            width: 4,
+            height: 3,
+            pixels: Arc::new(px.clone()),
+        });
+        state.update_stats(|s| s.fps = 29.5);
+        let mut ws = ws_connect(v.addr()).unwrap();
+        // The current frame at once, then each new one, without the page asking.
+        assert_eq!(next_frame(&mut ws), (7, 4, 3, 1, px.clone()));
+        let stats = loop {
+            if let tungstenite::Message::Text(t) = ws.read().unwrap()
+                && !t.starts_with("{\"history\"")
+            {
+                break t.to_string();
+            }
+        };
+        assert!(stats.contains("\"fps\":29.500"), "{stats}");
+        for seq in 8..12u64 {
+            state.publish_frame(Frame {
+                seq,
+                width: 4,
+                height: 3,
+                pixels: Arc::new(px.iter().map(|p| p + seq as u8).collect()),
+            });
+            let (s, _, _, _, got) = next_frame(&mut ws);
+            assert_eq!(s, seq);
+            assert_eq!(got, px.iter().map(|p| p + seq as u8).collect::<Vec<_>>());
+        }
+        // (counted once the send returned, which may be just after the page got it)
+        let t0 = std::time::Instant::now();
+        while state.frames_pushed() < 5 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(state.frames_pushed(), 5);
+        assert_eq!(state.png_served(), 0);
+    }
+
+    #[test]
+    fn pages_beyond_the_bound_are_refused() {
+        let state = ViewerState::new(false);
+        let v = Viewer::start("127.0.0.1:0", state.clone()).unwrap();
+        let mut open: Vec<Ws> = (0..MAX_PAGES)
+            .map(|_| ws_connect(v.addr()).unwrap())
+            .collect();
+        for _ in 0..3 {
+            match ws_connect(v.addr()) {
+                Err(tungstenite::Error::Http(r)) => assert_eq!(r.status(), 503),
+                Err(e) => panic!("expected 503, got {e}"),
+                Ok(_) => panic!("page {} of {MAX_PAGES} was accepted", MAX_PAGES + 1),
+            }
+        }
+        assert_eq!(state.pages(), MAX_PAGES);
+        // The page still serves while full, and a closed page frees its place.
+        assert!(get(v.addr(), "/").0.starts_with("HTTP/1.1 200"));
+        let mut gone = open.pop().unwrap();
+        gone.close(None).unwrap();
+        while gone.read().is_ok() {}
+        let t0 = std::time::Instant::now();
+        while state.pages() == MAX_PAGES && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        open.push(ws_connect(v.addr()).expect("a place was freed"));
+        assert_eq!(state.pages(), MAX_PAGES);
+    }
+
     #[test]
     fn bayer_frames_are_served_in_colour() {
         let state = ViewerState::new(true);
-        state.publish_frame(Frame {
+        let f = Frame {
             seq: 1,
             width: 4,
             height: 4,
             pixels: Arc::new(vec![200; 16]),
-        });
+        };
+        state.publish_frame(f.clone());
         let (_, png) = state.frame_png(Duration::ZERO).unwrap();
-        let mut dec = png::Decoder::new(std::io::BufReader::new(std::io::Cursor::new(
-            png.as_ref().clone(),
-        )));
+        let mut dec =
+            png::Decoder::new(std::io::BufReader::new(std::io::Cursor::new(png.to_vec())));
         dec.set_transformations(png::Transformations::normalize_to_color8());
         let r = dec.read_info().unwrap();
         assert_eq!(r.info().color_type, png::ColorType::Rgb);
+        let m = state.frame_message(&f).unwrap();
+        assert_eq!((m[16], m.len()), (3, 20 + 16 * 3));
     }
 }

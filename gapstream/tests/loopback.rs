@@ -135,6 +135,7 @@ fn receiver_on(addr: SocketAddr, transport: Transport, session: SessionKind) -> 
                 frames: Some(tx),
                 status_line: false,
                 log_errors: true,
+                taps: Vec::new(),
             },
             false,
         )
@@ -761,6 +762,7 @@ fn wrong_pairing_keys_are_refused_with_a_clear_message() {
             frames: None,
             status_line: false,
             log_errors: false,
+            taps: Vec::new(),
         },
         false,
     );

@@ -203,6 +203,7 @@ fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
                 frames: Some(tx),
                 status_line: false,
                 log_errors: false,
+                taps: Vec::new(),
             },
             false,
         )

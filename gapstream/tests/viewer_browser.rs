@@ -1,7 +1,8 @@
 //! The live viewer in real browsers: headless Chromium (Debian's `chromium`) and headless Firefox
 //! (Debian's `firefox-esr`), both installed by `scripts/setup.sh` from `scripts/setup.d/stream.apt`,
-//! load the page, and each screenshot must show the decoded frame: the test finds the frame in the
-//! screenshot's pixels and reads the frame number burned into it back out. Each browser starts with
+//! load the page, and each screenshot must show the frame pushed over the page's WebSocket: the test
+//! finds the frame in the screenshot's pixels and reads the frame number burned into it back out,
+//! and checks that the page asked for no PNG (no polling). Each browser starts with
 //! a fresh profile and needs no network (the page and the frame come from 127.0.0.1).
 
 use std::path::Path;
@@ -42,11 +43,19 @@ fn load_rgb(p: &Path) -> Shot {
     }
 }
 
-/// Headless Firefox ESR: `--screenshot` waits for the page's load event (the frame is an `<img>`).
+/// Headless Firefox ESR: `--screenshot` waits for the page's load event (the page holds it with a
+/// load gate until its first pushed frame is drawn).
 /// What a browser run left: its exit status (None: killed after the time limit) and stderr.
 pub struct Ran {
     pub status: Option<std::process::ExitStatus>,
     pub stderr: Vec<u8>,
+}
+
+/// The file ends with PNG's IEND chunk (a browser on a loaded machine may pause for more than the
+/// poll interval while writing its screenshot).
+fn complete_png(p: &Path) -> bool {
+    const IEND: [u8; 12] = [0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xAE, 0x42, 0x60, 0x82];
+    std::fs::read(p).is_ok_and(|b| b.ends_with(&IEND))
 }
 
 /// Runs a headless browser for at most `limit` of wall clock (a loaded machine once left headless
@@ -76,7 +85,7 @@ fn run_bounded(cmd: &mut Command, out: &Path, missing: &str, limit: Duration) ->
             .map(|m| m.len())
             .ok()
             .filter(|&n| n > 0);
-        if len.is_some() && len == last_len {
+        if len.is_some() && len == last_len && complete_png(out) {
             break None; // the screenshot is written; the browser only lingers
         }
         last_len = len;
@@ -112,7 +121,7 @@ fn screenshot(
         let dir = profile.join(format!("attempt{attempt}"));
         std::fs::create_dir_all(&dir).unwrap();
         let ran = run_bounded(&mut launch(&dir), out, missing, Duration::from_secs(45));
-        if out.exists() {
+        if complete_png(out) {
             return;
         }
         tried.push_str(&format!(
@@ -199,7 +208,12 @@ fn shows_a_decoded_frame(name: &str, browser: fn(&str, &Path, &Path), frame: u32
     browser(&v.url(), &shot_path, &d.path().join("profile"));
     eprintln!("{name}: screenshot in {:.1} s", t0.elapsed().as_secs_f64());
     let shot = load_rgb(&shot_path);
-    // The frame is drawn at 2x (648 x 488). Find its top-left corner: the first pixel from which
+    assert!(
+        state.frames_pushed() >= 1,
+        "{name}: no frame was pushed over the WebSocket"
+    );
+    assert_eq!(state.png_served(), 0, "{name}: the page requested a PNG");
+    // The frame is scaled to the window by whole multiples: 2x (648 x 488) in 1100 x 620. Find its top-left corner: the first pixel from which
     // sampling every second pixel gives back a frame whose burned-in stamp decodes.
     let mut found = None;
     'search: for y0 in 0..shot.h.saturating_sub(488) {

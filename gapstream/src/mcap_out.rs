@@ -1,0 +1,190 @@
+//! `--mcap FILE`: every verified frame as a ROS 2 `sensor_msgs/msg/Image` on `/gapstream/image`
+//! and its metadata as `gapstream_msgs/msg/FrameInfo` on `/gapstream/frame_info`, CDR-encoded with
+//! their `ros2msg` schemas embedded (MCAP profile `ros2`), written with Foxglove's `mcap` crate:
+//! a file Foxglove opens and `ros2 bag play` (MCAP storage plugin) replays. Log time = receive
+//! time, publish time and `header.stamp` = capture time. Chunks are uncompressed (frames are
+//! noise-like after all; and readers need no codec).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use crate::receiver::Delivered;
+use crate::ros;
+use crate::tap::{FrameMeta, FrameTap};
+
+/// Topic names (ROS 2 style).
+pub const IMAGE_TOPIC: &str = "/gapstream/image";
+pub const INFO_TOPIC: &str = "/gapstream/frame_info";
+
+/// rosbag2's default QoS for a recorded topic (reliable, volatile, keep last), so that `ros2 bag
+/// play` offers what a live publisher would.
+const QOS: &str = "- history: 3\n  depth: 0\n  reliability: 1\n  durability: 2\n  deadline:\n    sec: 9223372036\n    nsec: 854775807\n  lifespan:\n    sec: 9223372036\n    nsec: 854775807\n  liveliness: 1\n  liveliness_lease_duration:\n    sec: 9223372036\n    nsec: 854775807\n  avoid_ros_namespace_conventions: false\n";
+
+/// An open MCAP recording.
+pub struct McapRecorder {
+    path: PathBuf,
+    writer: Option<mcap::Writer<BufWriter<File>>>,
+    image: u16,
+    info: u16,
+    bayer: bool,
+    written: u64,
+}
+
+fn err(path: &Path, e: impl std::fmt::Display) -> String {
+    format!("MCAP recording {}: {e}", path.display())
+}
+
+impl McapRecorder {
+    /// Creates `path` (replacing it) with both channels. `bayer`: the frames are RGGB mosaics.
+    pub fn create(path: &Path, bayer: bool) -> Result<Self, String> {
+        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(d).map_err(|e| err(path, e))?;
+        }
+        let file = File::create(path).map_err(|e| err(path, e))?;
+        let mut w = mcap::WriteOptions::new()
+            .compression(None)
+            .profile("ros2")
+            .library(concat!("gapstream ", env!("CARGO_PKG_VERSION")))
+            .create(BufWriter::new(file))
+            .map_err(|e| err(path, e))?;
+        let meta = BTreeMap::from([("offered_qos_profiles".to_string(), QOS.to_string())]);
+        let si = w
+            .add_schema(ros::IMAGE_TYPE, "ros2msg", ros::IMAGE_DEFINITION.as_bytes())
+            .map_err(|e| err(path, e))?;
+        let image = w
+            .add_channel(si, IMAGE_TOPIC, "cdr", &meta)
+            .map_err(|e| err(path, e))?;
+        let sf = w
+            .add_schema(
+                ros::FRAME_INFO_TYPE,
+                "ros2msg",
+                ros::FRAME_INFO_DEFINITION.as_bytes(),
+            )
+            .map_err(|e| err(path, e))?;
+        let info = w
+            .add_channel(sf, INFO_TOPIC, "cdr", &meta)
+            .map_err(|e| err(path, e))?;
+        Ok(McapRecorder {
+            path: path.to_owned(),
+            writer: Some(w),
+            image,
+            info,
+            bayer,
+            written: 0,
+        })
+    }
+
+    /// Frames written so far.
+    pub fn frames(&self) -> u64 {
+        self.written
+    }
+}
+
+impl FrameTap for McapRecorder {
+    fn frame(&mut self, f: &Delivered, m: &FrameMeta<'_>) -> Result<(), String> {
+        let Some(w) = self.writer.as_mut() else {
+            return Err(err(&self.path, "already closed"));
+        };
+        let stamp = f.capture_ns.unwrap_or(m.receive_ns);
+        let seq = self.written as u32;
+        let img = ros::image(f, self.bayer, m.receive_ns);
+        let info = ros::frame_info(
+            f,
+            &ros::InfoFields {
+                receive_ns: m.receive_ns,
+                suite: m.suite,
+                latency_ms: m.latency_ms,
+                frames: m.counters.frames,
+                lost: m.counters.lost,
+                tag_failures: m.counters.tag_failures,
+                replays: m.counters.replays,
+            },
+        );
+        for (channel_id, data) in [(self.image, img), (self.info, info)] {
+            w.write_to_known_channel(
+                &mcap::records::MessageHeader {
+                    channel_id,
+                    sequence: seq,
+                    log_time: m.receive_ns,
+                    publish_time: stamp,
+                },
+                &data,
+            )
+            .map_err(|e| err(&self.path, e))?;
+        }
+        self.written += 1;
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        if let Some(mut w) = self.writer.take() {
+            w.finish().map_err(|e| err(&self.path, e))?;
+            eprintln!(
+                "gapstream: wrote {} frames to {} (ROS 2 MCAP: {IMAGE_TOPIC}, {INFO_TOPIC})",
+                self.written,
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for McapRecorder {
+    /// A receiver that failed still leaves a readable file (summary and footer written).
+    fn drop(&mut self) {
+        if let Some(mut w) = self.writer.take() {
+            let _ = w.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Counters;
+
+    #[test]
+    fn writes_a_readable_ros2_mcap() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.mcap");
+        let mut r = McapRecorder::create(&p, false).unwrap();
+        let c = Counters::default();
+        for seq in 0..5u64 {
+            let f = Delivered {
+                seq,
+                epoch: Some(1),
+                capture_ns: Some(1_000 + seq),
+                width: 4,
+                height: 2,
+                pixels: vec![seq as u8; 8],
+            };
+            let m = FrameMeta {
+                suite: "chacha20poly1305",
+                receive_ns: 2_000 + seq,
+                latency_ms: Some(1.0),
+                counters: &c,
+            };
+            r.frame(&f, &m).unwrap();
+        }
+        r.finish().unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        let mut n = [0u64; 2];
+        for m in mcap::MessageStream::new(&bytes).unwrap() {
+            let m = m.unwrap();
+            let s = m.channel.schema.as_ref().unwrap();
+            assert_eq!(s.encoding, "ros2msg");
+            if m.channel.topic == IMAGE_TOPIC {
+                assert_eq!(s.name, "sensor_msgs/msg/Image");
+                assert_eq!(m.data[m.data.len() - 8..], [n[0] as u8; 8]);
+                assert_eq!(m.publish_time, 1_000 + n[0]);
+                n[0] += 1;
+            } else {
+                assert_eq!(m.channel.topic, INFO_TOPIC);
+                n[1] += 1;
+            }
+        }
+        assert_eq!(n, [5, 5]);
+    }
+}

@@ -1,0 +1,229 @@
+//! ROS 2 messages in CDR (little-endian, plain CDR as ROS 2's rmw implementations and rosbag2
+//! write it): `sensor_msgs/msg/Image` and gapstream's own `gapstream_msgs/msg/FrameInfo`, with
+//! their message definitions in the `ros2msg` form rosbag2 embeds in MCAP schemas (the type's
+//! definition, then each dependency after a line of 80 `=` and `MSG: pkg/Type`).
+
+use crate::receiver::Delivered;
+
+/// `sensor_msgs/msg/Image` with its dependencies.
+pub const IMAGE_TYPE: &str = "sensor_msgs/msg/Image";
+pub const IMAGE_DEFINITION: &str = concat!(
+    "std_msgs/Header header\n",
+    "uint32 height\n",
+    "uint32 width\n",
+    "string encoding\n",
+    "uint8 is_bigendian\n",
+    "uint32 step\n",
+    "uint8[] data\n",
+    "\n",
+    "================================================================================\n",
+    "MSG: std_msgs/Header\n",
+    "builtin_interfaces/Time stamp\n",
+    "string frame_id\n",
+    "\n",
+    "================================================================================\n",
+    "MSG: builtin_interfaces/Time\n",
+    "int32 sec\n",
+    "uint32 nanosec\n",
+);
+
+/// gapstream's per-frame metadata, published next to each Image (same `header.stamp`).
+pub const FRAME_INFO_TYPE: &str = "gapstream_msgs/msg/FrameInfo";
+pub const FRAME_INFO_DEFINITION: &str = concat!(
+    "# One verified gapstream frame: the Image with the same header.stamp carries its pixels.\n",
+    "std_msgs/Header header\n",
+    "builtin_interfaces/Time receive_stamp\n",
+    "uint64 sequence\n",
+    "uint32 key_epoch\n",
+    "string suite\n",
+    "float64 latency_ms\n",
+    "uint64 frames\n",
+    "uint64 lost\n",
+    "uint64 tag_failures\n",
+    "uint64 replays\n",
+    "\n",
+    "================================================================================\n",
+    "MSG: std_msgs/Header\n",
+    "builtin_interfaces/Time stamp\n",
+    "string frame_id\n",
+    "\n",
+    "================================================================================\n",
+    "MSG: builtin_interfaces/Time\n",
+    "int32 sec\n",
+    "uint32 nanosec\n",
+);
+
+/// `header.frame_id` of everything gapstream publishes.
+pub const FRAME_ID: &str = "gapstream_camera";
+
+/// Plain CDR, little-endian, after the 4-byte encapsulation header; alignment counts from the
+/// end of that header.
+pub struct Cdr {
+    buf: Vec<u8>,
+}
+
+impl Default for Cdr {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Cdr {
+    pub fn new() -> Self {
+        Cdr {
+            buf: vec![0x00, 0x01, 0x00, 0x00],
+        }
+    }
+    fn align(&mut self, n: usize) {
+        while (self.buf.len() - 4) % n != 0 {
+            self.buf.push(0);
+        }
+    }
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    pub fn u32(&mut self, v: u32) {
+        self.align(4);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn i32(&mut self, v: i32) {
+        self.u32(v as u32);
+    }
+    pub fn u64(&mut self, v: u64) {
+        self.align(8);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn f64(&mut self, v: f64) {
+        self.u64(v.to_bits());
+    }
+    /// Length (with the NUL), bytes, NUL.
+    pub fn string(&mut self, s: &str) {
+        self.u32(s.len() as u32 + 1);
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.push(0);
+    }
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        self.buf.extend_from_slice(b);
+    }
+    /// `builtin_interfaces/Time` from Unix ns.
+    pub fn time(&mut self, ns: u64) {
+        self.i32((ns / 1_000_000_000).min(i32::MAX as u64) as i32);
+        self.u32((ns % 1_000_000_000) as u32);
+    }
+    /// `std_msgs/Header`.
+    pub fn header(&mut self, stamp_ns: u64) {
+        self.time(stamp_ns);
+        self.string(FRAME_ID);
+    }
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+/// The frame's `sensor_msgs/msg/Image`: `mono8`, or `bayer_rggb8` for the colour HM01B0's mosaic
+/// (undemosaiced: ROS's image pipeline debayers), stamped with the capture time (the receive
+/// time when the stream carries none).
+pub fn image(f: &Delivered, bayer: bool, receive_ns: u64) -> Vec<u8> {
+    let mut c = Cdr::new();
+    c.header(f.capture_ns.unwrap_or(receive_ns));
+    c.u32(f.height as u32);
+    c.u32(f.width as u32);
+    c.string(if bayer { "bayer_rggb8" } else { "mono8" });
+    c.u8(0);
+    c.u32(f.width as u32);
+    c.bytes(&f.pixels);
+    c.into_bytes()
+}
+
+/// What [`frame_info`] needs besides the frame.
+pub struct InfoFields<'a> {
+    pub receive_ns: u64,
+    pub suite: &'a str,
+    pub latency_ms: Option<f64>,
+    pub frames: u64,
+    pub lost: u64,
+    pub tag_failures: u64,
+    pub replays: u64,
+}
+
+/// The frame's `gapstream_msgs/msg/FrameInfo` (latency NaN when unknown).
+pub fn frame_info(f: &Delivered, i: &InfoFields<'_>) -> Vec<u8> {
+    let mut c = Cdr::new();
+    c.header(f.capture_ns.unwrap_or(i.receive_ns));
+    c.time(i.receive_ns);
+    c.u64(f.seq);
+    c.u32(f.epoch.unwrap_or(0));
+    c.string(i.suite);
+    c.f64(i.latency_ms.unwrap_or(f64::NAN));
+    c.u64(i.frames);
+    c.u64(i.lost);
+    c.u64(i.tag_failures);
+    c.u64(i.replays);
+    c.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame() -> Delivered {
+        Delivered {
+            seq: 9,
+            epoch: Some(2),
+            capture_ns: Some(1_700_000_001_500_000_000),
+            width: 3,
+            height: 2,
+            pixels: vec![1, 2, 3, 4, 5, 6],
+        }
+    }
+
+    #[test]
+    fn image_cdr_layout() {
+        let b = image(&frame(), false, 0);
+        let mut want = vec![0, 1, 0, 0];
+        want.extend_from_slice(&1_700_000_001i32.to_le_bytes());
+        want.extend_from_slice(&500_000_000u32.to_le_bytes());
+        want.extend_from_slice(&17u32.to_le_bytes());
+        want.extend_from_slice(b"gapstream_camera\0");
+        want.extend_from_slice(&[0, 0, 0]); // align 4 (offset 25 -> 28)
+        want.extend_from_slice(&2u32.to_le_bytes());
+        want.extend_from_slice(&3u32.to_le_bytes());
+        want.extend_from_slice(&6u32.to_le_bytes());
+        want.extend_from_slice(b"mono8\0");
+        want.push(0); // is_bigendian (offset 46)
+        want.push(0); // align 4 (offset 47 -> 48)
+        want.extend_from_slice(&3u32.to_le_bytes());
+        want.extend_from_slice(&6u32.to_le_bytes());
+        want.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
+        assert_eq!(b, want);
+        assert!(
+            image(&frame(), true, 0)
+                .windows(12)
+                .any(|w| w == b"bayer_rggb8\0")
+        );
+    }
+
+    #[test]
+    fn frame_info_aligns_64_bit_fields() {
+        let b = frame_info(
+            &frame(),
+            &InfoFields {
+                receive_ns: 1_700_000_001_600_000_000,
+                suite: "chacha20poly1305",
+                latency_ms: Some(100.0),
+                frames: 10,
+                lost: 1,
+                tag_failures: 3,
+                replays: 0,
+            },
+        );
+        // header (8 + 4 + 17 = 29 -> align 4 = 32), receive stamp 8 -> 40, sequence at 40.
+        assert_eq!(&b[4 + 40..4 + 48], &9u64.to_le_bytes());
+        assert_eq!(&b[4 + 48..4 + 52], &2u32.to_le_bytes());
+        // suite: length at 52, 17 bytes -> 73, latency aligned to 80.
+        assert_eq!(&b[4 + 80..4 + 88], &100f64.to_le_bytes());
+        assert_eq!(&b[4 + 104..4 + 112], &3u64.to_le_bytes());
+        assert_eq!(b.len(), 4 + 120);
+    }
+}

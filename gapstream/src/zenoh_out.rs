@@ -1,0 +1,135 @@
+//! `--zenoh [ENDPOINT]` (cargo feature `zenoh`): every verified frame published on Zenoh, for
+//! consumers on other machines of a lab (Zenoh peers or routers; ROS 2's rmw_zenoh speaks it too).
+//!
+//! | key expression | payload |
+//! |---|---|
+//! | `gapstream/<drone>/image` | `sensor_msgs/msg/Image`, CDR (the MCAP recorder's bytes) |
+//! | `gapstream/<drone>/frame_info` | `gapstream_msgs/msg/FrameInfo`, CDR |
+//! | `gapstream/<drone>/stats` | JSON counters, every 0.5 s and at the end |
+//!
+//! Only verified frames are published, and they are published in clear inside Zenoh: beyond one
+//! machine use Zenoh's own TLS and access control (for example a local `zenohd` router with a TLS
+//! listener and an ACL, this process connecting to it on localhost).
+//! Without ENDPOINT the session is a Zenoh peer with the default configuration (multicast
+//! scouting); with one (`tcp/192.168.1.10:7447`) it connects there and scouts nothing.
+
+use std::time::{Duration, Instant};
+
+use zenoh::Wait;
+
+use crate::receiver::Delivered;
+use crate::ros;
+use crate::tap::{FrameMeta, FrameTap};
+
+/// The publisher of one drone's stream.
+pub struct ZenohPublisher {
+    session: zenoh::Session,
+    image: zenoh::pubsub::Publisher<'static>,
+    info: zenoh::pubsub::Publisher<'static>,
+    stats: zenoh::pubsub::Publisher<'static>,
+    bayer: bool,
+    last_stats: Option<Instant>,
+    published: u64,
+    prefix: String,
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    format!("zenoh: {e}")
+}
+
+impl ZenohPublisher {
+    /// Opens a Zenoh session (`endpoint`: connect there; None: default peer) and declares the
+    /// publishers under `gapstream/<drone>/`.
+    pub fn open(endpoint: Option<&str>, drone: &str, bayer: bool) -> Result<Self, String> {
+        if drone.is_empty() || drone.contains(['/', '*', '$', '?', '#']) {
+            return Err(format!(
+                "--drone {drone:?}: one key-expression chunk (no '/', '*', '$', '?', '#')"
+            ));
+        }
+        let mut c = zenoh::Config::default();
+        if let Some(ep) = endpoint {
+            c.insert_json5("connect/endpoints", &format!("[\"{ep}\"]"))
+                .map_err(|e| err(format!("endpoint {ep:?}: {e}")))?;
+            c.insert_json5("scouting/multicast/enabled", "false")
+                .map_err(err)?;
+        }
+        let session = zenoh::open(c).wait().map_err(err)?;
+        let prefix = format!("gapstream/{drone}");
+        let declare = |what: &str| {
+            session
+                .declare_publisher(format!("{prefix}/{what}"))
+                .wait()
+                .map_err(err)
+        };
+        Ok(ZenohPublisher {
+            image: declare("image")?,
+            info: declare("frame_info")?,
+            stats: declare("stats")?,
+            session,
+            bayer,
+            last_stats: None,
+            published: 0,
+            prefix,
+        })
+    }
+
+    fn stats_json(&self, m: &FrameMeta<'_>) -> String {
+        let c = m.counters;
+        format!(
+            "{{\"frames\":{},\"published\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},\"malformed\":{},\"handshakes\":{},\"rekeys\":{},\"key_epoch\":{},\"suite\":\"{}\",\"latency_ms\":{}}}",
+            c.frames,
+            self.published,
+            c.lost,
+            c.tag_failures,
+            c.replays,
+            c.malformed,
+            c.handshakes,
+            c.rekeys,
+            c.key_epoch,
+            m.suite.replace(['"', '\\'], ""),
+            m.latency_ms
+                .filter(|v| v.is_finite())
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "null".into())
+        )
+    }
+}
+
+impl FrameTap for ZenohPublisher {
+    fn frame(&mut self, f: &Delivered, m: &FrameMeta<'_>) -> Result<(), String> {
+        self.image
+            .put(ros::image(f, self.bayer, m.receive_ns))
+            .wait()
+            .map_err(err)?;
+        let info = ros::frame_info(
+            f,
+            &ros::InfoFields {
+                receive_ns: m.receive_ns,
+                suite: m.suite,
+                latency_ms: m.latency_ms,
+                frames: m.counters.frames,
+                lost: m.counters.lost,
+                tag_failures: m.counters.tag_failures,
+                replays: m.counters.replays,
+            },
+        );
+        self.info.put(info).wait().map_err(err)?;
+        self.published += 1;
+        if self
+            .last_stats
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(500))
+        {
+            self.last_stats = Some(Instant::now());
+            self.stats.put(self.stats_json(m)).wait().map_err(err)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        eprintln!(
+            "gapstream: published {} frames on Zenoh under {}/ (image, frame_info, stats)",
+            self.published, self.prefix
+        );
+        self.session.close().wait().map_err(err)
+    }
+}

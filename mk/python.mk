@@ -1,0 +1,35 @@
+# Frames where users work: ROS 2 MCAP recordings (gapstream/src/mcap_out.rs) and the Python package
+# `gapstream` (python/: PyO3 + maturin). Tests run with the project venv (.venv, made by
+# scripts/setup.sh from setup.d/*.pip), against the CLI's binaries built by cargo.
+## make mcap-test     a 5 s demo recorded with --mcap and --record, read back by mcap-ros2-support and rosbags
+## make python-test   build + install the Python package into .venv, pytest against esp32-bridge + gapstream node
+.PHONY: mcap-test python-test python-install
+TEST_TARGETS += mcap-test python-test
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+PYTEST := $(PYTHON) -m pytest -q -p no:cacheprovider
+
+mcap-test:
+	$(CARGO) build --locked --quiet -p gapstream
+	$(PYTEST) python/tests/test_mcap.py
+
+# The user's one line is `pip install ./python` (an isolated build, maturin from PyPI, release
+# profile). Here: the venv's maturin, the dev profile (shares target/debug with the host tests).
+python-install:
+	PATH="$(abspath $(VENV))/bin:$$PATH" MATURIN_PEP517_ARGS="--profile dev" \
+	  $(PYTHON) -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python
+
+python-test: python-install
+	$(CARGO) build --locked --quiet -p gapstream
+	$(CARGO) build --locked --quiet -p esp32_bridge --features host --bin esp32-bridge
+	$(PYTHON) -c "import gapstream, sys; print('gapstream', gapstream.__version__, 'from', gapstream.__file__)"
+	$(PYTEST) python/tests/test_receiver.py
+
+# Zenoh publishing is behind the cargo feature `zenoh` (the zenoh crate is large: its clean build
+# would more than double `make test`), so this step is not part of `make test`.
+## make zenoh-test    gapstream --features zenoh; an eclipse-zenoh subscriber in another process gets >= 50 frames of `view --zenoh`, pixel-identical
+.PHONY: zenoh-test
+zenoh-test: setup
+	$(CARGO) build --locked --quiet -p gapstream --features zenoh
+	$(CARGO) build --locked --quiet -p esp32_bridge --features host --bin esp32-bridge
+	$(PYTEST) -s python/tests/test_zenoh.py

@@ -1,0 +1,133 @@
+"""gapstream: the verified frames of a GAP8 nano-drone's encrypted camera stream, in Python.
+
+Everything security-relevant runs in the Rust receiver of ``gapstream view`` (the Noise_KK
+handshake, per-frame AEAD verification, the replay window, rekeys, reconnects); this package
+hands its verified frames over as numpy arrays::
+
+    import gapstream
+    with gapstream.Receiver(connect="192.168.4.1:5000", keys="keys/receiver.key") as rx:
+        for frame in rx:
+            print(frame.sequence, frame.latency_ms, frame.pixels.shape)
+
+Errors are raised as :class:`gapstream.Error` with the message the CLI prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Iterator, Optional
+
+import numpy as np
+
+from ._gapstream import GapstreamError as Error
+from ._gapstream import RawReceiver as _RawReceiver
+from ._gapstream import demosaic_rggb as _demosaic_rggb
+from ._gapstream import pair as _pair
+
+__all__ = ["Error", "Frame", "Receiver", "pair"]
+__version__ = "0.1.0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One verified frame."""
+
+    sequence: int
+    """The drone's frame sequence number (authenticated; replays are rejected)."""
+    epoch: Optional[int]
+    """Key epoch the frame was sealed under (None for the stock plaintext stream)."""
+    capture_ns: Optional[int]
+    """Capture time on the drone, Unix ns (authenticated header field)."""
+    receive_ns: int
+    """When the receiver delivered it, Unix ns on this machine."""
+    latency_ms: Optional[float]
+    """Capture to delivery (None when the clocks make it implausible)."""
+    suite: str
+    """Negotiated suite / key establishment, e.g. ``chacha20poly1305 / x25519``."""
+    width: int
+    height: int
+    pixels: np.ndarray
+    """The sensor's pixels, ``uint8`` of shape (height, width), read-only."""
+
+    def rgb(self) -> np.ndarray:
+        """The frame demosaiced as an RGGB Bayer mosaic (colour HM01B0): ``uint8`` (height, width, 3)."""
+        raw = _demosaic_rggb(self.pixels.tobytes(), self.width, self.height)
+        return np.frombuffer(raw, dtype=np.uint8).reshape(self.height, self.width, 3)
+
+
+class Receiver:
+    """Receives from a bridge (an AI-deck's ESP32, or ``esp32-bridge``) and yields :class:`Frame` s.
+
+    Arguments are those of ``gapstream view``: ``connect`` the bridge's address, ``keys`` the
+    receiver's key file from :func:`pair`, ``transport`` ``"tcp"`` or ``"udp"``, ``suite``
+    (``chacha20poly1305``, ``aes128gcm``, the unauthenticated ``chacha20`` / ``aes128ctr``,
+    ``none``, or ``stock`` for Bitcraze's plaintext stream), ``kex`` (``x25519``, ``p256``,
+    ``rsa2048``). The stream ends after ``duration`` seconds or ``max_frames`` frames, or at
+    :meth:`close`. ``demosaic=True`` makes ``pixels`` the RGB image of an RGGB mosaic.
+    ``frame_timeout``: iteration raises (see :meth:`next`) after that long without a frame.
+    """
+
+    def __init__(
+        self,
+        connect: str = "127.0.0.1:5000",
+        keys: "str | os.PathLike[str]" = "keys/receiver.key",
+        transport: str = "tcp",
+        suite: str = "chacha20poly1305",
+        kex: str = "x25519",
+        *,
+        packet_size: int = 1020,
+        duration: Optional[float] = None,
+        max_frames: Optional[int] = None,
+        idle_timeout: float = 3.0,
+        demosaic: bool = False,
+        frame_timeout: Optional[float] = None,
+        keylog: "Optional[str | os.PathLike[str]]" = None,
+        verbose: bool = False,
+    ) -> None:
+        self._demosaic = demosaic
+        self._frame_timeout = frame_timeout
+        self._rx = _RawReceiver(
+            connect, os.fspath(keys), transport, suite, kex, packet_size, duration,
+            max_frames, idle_timeout, None if keylog is None else os.fspath(keylog), verbose,
+        )
+
+    def next(self, timeout: Optional[float] = None) -> Optional[Frame]:
+        """The next frame; None at the end of the stream. After ``timeout`` s without a frame:
+        :class:`Error` with the receiver's last message (``handshake refused: ...`` for a wrong
+        key: like ``gapstream view`` the receiver keeps retrying), or TimeoutError."""
+        t = self._rx.next_frame(timeout)
+        if t is None:
+            return None
+        seq, epoch, cap, recv, lat, suite, w, h, raw = t
+        px = np.frombuffer(raw, dtype=np.uint8).reshape(h, w)
+        if self._demosaic:
+            px = np.frombuffer(_demosaic_rggb(raw, w, h), dtype=np.uint8).reshape(h, w, 3)
+        return Frame(seq, epoch, cap, recv, lat, suite, w, h, px)
+
+    def __iter__(self) -> Iterator[Frame]:
+        while True:
+            f = self.next(self._frame_timeout)
+            if f is None:
+                return
+            yield f
+
+    def stats(self) -> dict:
+        """Counters (frames, lost, tag_failures, replays, handshakes, rekeys, key_epoch, fps,
+        latency percentiles, state): live while running, final after the stream ended."""
+        return self._rx.stats()
+
+    def close(self) -> None:
+        """Stops the receiver (it leaves the drone's group properly)."""
+        self._rx.close()
+
+    def __enter__(self) -> "Receiver":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def pair(dir: "str | os.PathLike[str]" = "keys", receivers: int = 1, force: bool = False) -> None:
+    """``gapstream pair``: writes ``dir/drone.key`` and ``dir/receiver.key`` (mode 0600)."""
+    _pair(os.fspath(dir), receivers, force)

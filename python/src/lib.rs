@@ -1,0 +1,405 @@
+//! `gapstream._gapstream`: the Rust receiver of `gapstream view` behind a small Python API. The
+//! pure-Python package `gapstream` (python/gapstream/__init__.py) wraps it into `Receiver` and
+//! `Frame` objects with numpy arrays. Nothing of the protocol is re-implemented here: frames come
+//! from `gapstream::receiver::run` (handshake, AEAD verification, replay window, rekeys,
+//! reconnects) through a [`FrameTap`] into a bounded queue the Python side drains.
+
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver as Rx, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use gapstream::receiver::{self, Delivered, ReceiverConfig, ReceiverError, Sinks, Summary};
+use gapstream::run::{self, Security};
+use gapstream::tap::{FrameMeta, FrameTap};
+use gapstream::viewer::ViewerState;
+use gapstream_protocol::handshake::Role;
+use gapstream_protocol::suite::{KexMode, Suite};
+
+create_exception!(
+    gapstream,
+    GapstreamError,
+    PyException,
+    "A gapstream error, with the message the CLI prints (`gapstream: error: ...`)."
+);
+
+fn error(e: impl std::fmt::Display) -> PyErr {
+    GapstreamError::new_err(e.to_string())
+}
+
+/// Frames waiting for Python; when Python falls behind the receiver waits (the bridge then drops
+/// whole frames upstream, counted as lost, as for a slow `gapstream view`).
+const QUEUE: usize = 64;
+
+struct Item {
+    f: Delivered,
+    suite: String,
+    receive_ns: u64,
+    latency_ms: Option<f64>,
+}
+
+struct QueueTap {
+    tx: SyncSender<Item>,
+    stop: Arc<AtomicBool>,
+}
+
+impl FrameTap for QueueTap {
+    fn frame(&mut self, f: &Delivered, m: &FrameMeta<'_>) -> Result<(), String> {
+        let mut item = Item {
+            f: f.clone(),
+            suite: m.suite.to_owned(),
+            receive_ns: m.receive_ns,
+            latency_ms: m.latency_ms,
+        };
+        loop {
+            match self.tx.try_send(item) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(i)) if !self.stop.load(Ordering::Relaxed) => {
+                    item = i;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                // Closed by Python: the receiver stops (its stop flag is set too).
+                Err(_) => return Ok(()),
+            }
+        }
+    }
+}
+
+type Outcome = Result<Summary, ReceiverError>;
+
+/// The receiver thread and what it hands over.
+#[pyclass(module = "gapstream._gapstream")]
+struct RawReceiver {
+    rx: Mutex<Rx<Item>>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<Outcome>>>,
+    /// The run's end: its summary, or the error's message.
+    outcome: Mutex<Option<Result<Summary, String>>>,
+    live: Arc<ViewerState>,
+}
+
+fn security(suite: &str, kex: &str) -> PyResult<Security> {
+    if suite == "stock" {
+        return Ok(Security::StockPlaintext);
+    }
+    let s = Suite::from_name(suite).ok_or_else(|| {
+        error(format!(
+            "unknown suite {suite:?} (chacha20poly1305, aes128gcm, chacha20, aes128ctr, none, stock)"
+        ))
+    })?;
+    let k = KexMode::from_name(kex).ok_or_else(|| {
+        error(format!(
+            "unknown key establishment {kex:?} (x25519, p256, rsa2048)"
+        ))
+    })?;
+    Ok(Security::Secure { suite: s, kex: k })
+}
+
+impl RawReceiver {
+    /// Joins the finished thread and keeps its outcome.
+    fn reap(&self) {
+        let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = t {
+            let r = t
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(ReceiverError::Fatal("the receiver thread panicked".into()))
+                })
+                .map_err(|e| e.to_string());
+            *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(|t| t.is_finished())
+    }
+}
+
+#[pymethods]
+impl RawReceiver {
+    #[new]
+    #[pyo3(signature = (connect, keys, transport, suite, kex, packet_size, duration, max_frames, idle_timeout, keylog, verbose))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        connect: &str,
+        keys: PathBuf,
+        transport: &str,
+        suite: &str,
+        kex: &str,
+        packet_size: usize,
+        duration: Option<f64>,
+        max_frames: Option<u64>,
+        idle_timeout: f64,
+        keylog: Option<PathBuf>,
+        verbose: bool,
+    ) -> PyResult<Self> {
+        let transport = match transport {
+            "tcp" => receiver::Transport::Tcp,
+            "udp" => receiver::Transport::Udp,
+            t => return Err(error(format!("unknown transport {t:?} (tcp or udp)"))),
+        };
+        if ![128, 256, 512, 1020].contains(&packet_size) {
+            return Err(error(format!(
+                "packet_size {packet_size}: one of 128, 256, 512, 1020"
+            )));
+        }
+        let bridge = connect
+            .to_socket_addrs()
+            .map_err(|e| error(format!("{connect}: {e}")))?
+            .next()
+            .ok_or_else(|| error(format!("{connect}: no address")))?;
+        let security = security(suite, kex)?;
+        let id = match security {
+            Security::StockPlaintext => None,
+            _ => Some(run::load_identity(&keys, Role::Receiver).map_err(error)?),
+        };
+        let mut session = run::receiver_session(&security, id, packet_size).map_err(error)?;
+        if let (receiver::SessionKind::Secure(s), Some(f)) = (&mut session, keylog) {
+            s.keylog = Some(f);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::sync_channel(QUEUE);
+        let live = ViewerState::new(false);
+        let cfg = ReceiverConfig {
+            bridge,
+            transport,
+            session,
+            stop: stop.clone(),
+            duration: duration.map(Duration::from_secs_f64),
+            max_frames,
+            idle_timeout: Duration::from_secs_f64(idle_timeout.max(0.1)),
+        };
+        let sinks = Sinks {
+            viewer: Some(live.clone()),
+            log_errors: verbose,
+            taps: vec![Box::new(QueueTap {
+                tx,
+                stop: stop.clone(),
+            })],
+            ..Sinks::default()
+        };
+        let thread = std::thread::Builder::new()
+            .name("gapstream-receiver".into())
+            .spawn(move || receiver::run(cfg, sinks, false))
+            .map_err(error)?;
+        Ok(RawReceiver {
+            rx: Mutex::new(rx),
+            stop,
+            thread: Mutex::new(Some(thread)),
+            outcome: Mutex::new(None),
+            live,
+        })
+    }
+
+    /// The next frame as a tuple (sequence, key epoch, capture ns, receive ns, latency ms, suite,
+    /// width, height, pixels), None at the end of the stream (duration, max_frames, close()).
+    /// Raises GapstreamError when the receiver gave up, TimeoutError after `timeout` seconds.
+    #[pyo3(signature = (timeout=None))]
+    #[allow(clippy::type_complexity)]
+    fn next_frame<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<
+        Option<(
+            u64,
+            Option<u32>,
+            Option<u64>,
+            u64,
+            Option<f64>,
+            String,
+            usize,
+            usize,
+            Bound<'py, PyBytes>,
+        )>,
+    > {
+        let t0 = Instant::now();
+        loop {
+            let got = py.detach(|| {
+                let rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+                match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(i) => Ok(Some(i)),
+                    Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(()),
+                }
+            });
+            match got {
+                Ok(Some(i)) => {
+                    let px = PyBytes::new(py, &i.f.pixels);
+                    return Ok(Some((
+                        i.f.seq,
+                        i.f.epoch,
+                        i.f.capture_ns,
+                        i.receive_ns,
+                        i.latency_ms,
+                        i.suite,
+                        i.f.width,
+                        i.f.height,
+                        px,
+                    )));
+                }
+                Ok(None) if !self.finished() => {}
+                // Finished (or disconnected): whatever is still queued first, then the end.
+                _ => {
+                    let rest = self.rx.lock().unwrap_or_else(|e| e.into_inner()).try_recv();
+                    if let Ok(i) = rest {
+                        let px = PyBytes::new(py, &i.f.pixels);
+                        return Ok(Some((
+                            i.f.seq,
+                            i.f.epoch,
+                            i.f.capture_ns,
+                            i.receive_ns,
+                            i.latency_ms,
+                            i.suite,
+                            i.f.width,
+                            i.f.height,
+                            px,
+                        )));
+                    }
+                    debug_assert!(matches!(
+                        rest,
+                        Err(TryRecvError::Empty | TryRecvError::Disconnected)
+                    ));
+                    py.detach(|| self.reap());
+                    return match &*self.outcome.lock().unwrap_or_else(|e| e.into_inner()) {
+                        Some(Err(m)) if !self.stop.load(Ordering::Relaxed) => Err(error(m)),
+                        _ => Ok(None),
+                    };
+                }
+            }
+            py.check_signals()?;
+            if let Some(t) = timeout.filter(|&t| t0.elapsed().as_secs_f64() >= t) {
+                // What the CLI printed last says why (a refused handshake is retried, as by
+                // `gapstream view`, and never ends the stream by itself).
+                let s = self.live.stats();
+                return Err(match s.last_error.or(s.last_message) {
+                    Some(m) => error(format!("no frame in {t:.1} s; last: {m}")),
+                    None => {
+                        pyo3::exceptions::PyTimeoutError::new_err(format!("no frame in {t:.1} s"))
+                    }
+                });
+            }
+        }
+    }
+
+    /// The receiver's counters: live ones (updated every 0.5 s) while it runs, the final ones
+    /// once it stopped.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        let s = self.live.stats();
+        d.set_item("state", &s.connection)?;
+        d.set_item("suite", &s.suite)?;
+        d.set_item("transport", &s.transport)?;
+        d.set_item("last_error", &s.last_error)?;
+        d.set_item("last_message", &s.last_message)?;
+        let outcome = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        match &*outcome {
+            Some(Ok(sum)) => {
+                let c = &sum.counters;
+                d.set_item("running", false)?;
+                d.set_item("frames", c.frames)?;
+                d.set_item("lost", c.lost)?;
+                d.set_item("tag_failures", c.tag_failures)?;
+                d.set_item("replays", c.replays)?;
+                d.set_item("malformed", c.malformed)?;
+                d.set_item("without_key", c.no_key)?;
+                d.set_item("handshakes", c.handshakes)?;
+                d.set_item("rekeys", c.rekeys)?;
+                d.set_item("key_epoch", c.key_epoch)?;
+                d.set_item("fps", c.frames as f64 / sum.elapsed_s.max(1e-9))?;
+                d.set_item("latency_p50_ms", sum.latency.map(|p| p.p50))?;
+                d.set_item("latency_p95_ms", sum.latency.map(|p| p.p95))?;
+                d.set_item("latency_p99_ms", sum.latency.map(|p| p.p99))?;
+                d.set_item("elapsed_s", sum.elapsed_s)?;
+                d.set_item("connections", sum.connects)?;
+            }
+            _ => {
+                d.set_item("running", outcome.is_none())?;
+                d.set_item("frames", s.frames)?;
+                d.set_item("lost", s.lost)?;
+                d.set_item("tag_failures", s.tag_failures)?;
+                d.set_item("replays", s.replays)?;
+                d.set_item("handshakes", s.handshakes)?;
+                d.set_item("rekeys", s.rekeys)?;
+                d.set_item("key_epoch", s.key_epoch)?;
+                d.set_item("fps", s.fps)?;
+                d.set_item("latency_p50_ms", s.latency_p50_ms)?;
+                d.set_item("latency_p95_ms", s.latency_p95_ms)?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// Stops the receiver (it leaves the drone's group properly) and waits for it.
+    fn close(&self, py: Python<'_>) {
+        self.stop.store(true, Ordering::Relaxed);
+        py.detach(|| {
+            // Unblock a receiver waiting on a full queue.
+            while self
+                .rx
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .try_recv()
+                .is_ok()
+            {}
+            self.reap()
+        });
+    }
+}
+
+impl Drop for RawReceiver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.reap();
+    }
+}
+
+/// `gapstream pair`: writes DIR/drone.key and DIR/receiver.key (receiver2.key, ... with
+/// receivers > 1).
+#[pyfunction]
+#[pyo3(signature = (dir, receivers=1, force=false))]
+fn pair(py: Python<'_>, dir: PathBuf, receivers: usize, force: bool) -> PyResult<()> {
+    py.detach(|| run::pair(&dir, receivers, force))
+        .map_err(error)
+}
+
+/// RGGB mosaic -> RGB (3 bytes per pixel), the viewer's and recorder's demosaicing.
+#[pyfunction]
+fn demosaic_rggb<'py>(
+    py: Python<'py>,
+    raw: &[u8],
+    width: usize,
+    height: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if raw.len() != width * height || width < 2 || height < 2 {
+        return Err(error(format!(
+            "demosaic: {} bytes is not a {width}x{height} mosaic",
+            raw.len()
+        )));
+    }
+    Ok(PyBytes::new(
+        py,
+        &gapstream::images::demosaic_rggb(raw, width, height),
+    ))
+}
+
+#[pymodule]
+fn _gapstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RawReceiver>()?;
+    m.add_function(wrap_pyfunction!(pair, m)?)?;
+    m.add_function(wrap_pyfunction!(demosaic_rggb, m)?)?;
+    m.add("GapstreamError", m.py().get_type::<GapstreamError>())?;
+    Ok(())
+}
