@@ -410,7 +410,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
     };
     let _ = writeln!(
         out,
-        "FW link spi_up_hz={up_hz} spi_down_hz={down_hz} (asked {} / {}; MISO read only at the upstream clock)",
+        "FW spi spi_up_hz={up_hz} spi_down_hz={down_hz} asked_up_hz={} asked_down_hz={} (MISO is read only at the upstream clock)",
         cfg.spi_up_hz, cfg.spi_down_hz
     );
     if up_hz > 7_200_000 {
