@@ -476,7 +476,7 @@ mod link_model_tests {
     /// A 324 x 244 ChaCha20-Poly1305 frame: 78 packets; at 30 MHz about 23.6 ms on the wire.
     #[test]
     fn a_frame_costs_what_the_firmware_link_costs() {
-        let frame = 48 + 324 * 244 + 16;
+        let frame = 36 + 324 * 244 + 16;
         let full = frame / 1020;
         let last = frame - full * 1020;
         let t: Duration = (0..full)
