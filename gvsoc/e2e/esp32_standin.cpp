@@ -10,7 +10,10 @@
  *  - the AI-deck's MISO limit, as the board has it: every MISO bit the GAP8 clocks faster than
  *    `miso_max_hz` (7.2 MHz: E. Cereda, A. Giusti, D. Palossi, "NanoCockpit", arXiv 2601.07476,
  *    2026) is driven inverted, so a firmware that reads the ESP32 at a faster clock gets garbage.
- *    The SCLK period is measured from the time between two clock edges. At the end the model
+ *    The SCLK period is measured over the last 8 clock periods of a burst (GVSOC's edge times are
+ *    quantised to a few ns, ~3 % of one 7 MHz period; over 8 periods 0.4 %), and bits are judged
+ *    from the 4th period of a burst on; a pause longer than 3 limit periods (between the two
+ *    parts of a transaction) starts a new burst. At the end the model
  *    prints one line, `esp32-standin summary sclk_max_hz=.. miso_data_max_hz=..
  *    miso_corrupted_bits=.. transactions=..`: the fastest clock seen, the fastest clock at which
  *    MISO carried the ESP32's lengths or packets, and how many of those bits it corrupted;
@@ -122,6 +125,8 @@ private:
     /* The MISO limit and what was measured. */
     int64_t miso_min_period_ps;
     int64_t last_edge_ps = -1;
+    int64_t burst_ps[9];            /* times of the last edges of the current burst */
+    int burst_n = 0;
     int64_t min_period_ps = 0;      /* fastest SCLK period seen */
     int64_t min_data_period_ps = 0; /* fastest SCLK period while MISO carried lengths / a packet */
     uint64_t corrupted_bits = 0;
@@ -290,6 +295,7 @@ void Esp32::cs_edge(int cs)
         return;
     this->selected = sel;
     this->last_edge_ps = -1;
+    this->burst_n = 0;
     this->fast = false;
     if (sel) {
         /* Start (or, after a held CS, continuation) of a transaction: first MISO bit out. */
@@ -319,13 +325,22 @@ void Esp32::mosi_bit(int64_t timestamp, int v)
         this->bits_outside++;
         return;
     }
-    /* The SCLK period: the time since the previous edge of this transaction (a pause between two
-     * parts with CS held is far longer than any period, so it counts as slow). */
-    int64_t period = this->last_edge_ps >= 0 ? timestamp - this->last_edge_ps : 0;
+    /* The SCLK period, averaged over the last (up to) 8 periods of this burst of edges. */
+    int64_t gap = this->last_edge_ps >= 0 ? timestamp - this->last_edge_ps : -1;
     this->last_edge_ps = timestamp;
+    if (gap < 0 || gap > 3 * this->miso_min_period_ps)
+        this->burst_n = 0;
+    if (this->burst_n == 9) {
+        memmove(this->burst_ps, this->burst_ps + 1, 8 * sizeof this->burst_ps[0]);
+        this->burst_n = 8;
+    }
+    this->burst_ps[this->burst_n++] = timestamp;
+    int64_t period = 0;
+    if (this->burst_n >= 5)
+        period = (timestamp - this->burst_ps[0]) / (this->burst_n - 1);
     this->fast = period > 0 && period < this->miso_min_period_ps;
     this->period_ps = period;
-    if (period > 0 && period < 10 * this->miso_min_period_ps) {
+    if (period > 0) {
         if (this->min_period_ps == 0 || period < this->min_period_ps)
             this->min_period_ps = period;
         size_t byte = this->bit / 8;
