@@ -7,6 +7,9 @@
 #include "pmsis.h"
 #include "bsp/bsp.h"
 #include "bsp/camera/himax.h"
+/* The SPIM driver's per-chip-select state (`struct spim_cs_data`: its `cfg` word is the uDMA
+ * SPI_CMD_CFG that starts every transfer's command list). */
+#include "pmsis/implem/drivers/udma/spi/spi_internal.h"
 #include "board.h"
 
 #define ESP_RTT_GPIO 18 /* ESP32 -> GAP8: the ESP32 has set up an SPI slave transaction */
@@ -154,26 +157,41 @@ static void esp_rtt_isr(void *arg)
     portYIELD_FROM_ISR(woken);
 }
 
-uint32_t fw_spi_actual_hz(uint32_t hz)
+/* The SPIM clock divider the GAP SDK's driver computes for `hz` (gap8 pmsis udma/spi,
+ * spi_internal.c, __pi_spi_clk_div_get): div = ceil(f_periph / hz), rounded up to even, halved;
+ * the SPIM divides the peripheral clock by 2 * div. */
+static uint32_t spi_div(uint32_t hz)
 {
-    /* The GAP SDK's SPIM driver (pmsis udma/spi, __pi_spi_clk_div_get): div = ceil(f_periph / hz),
-     * rounded up to even, halved; the SPIM divides by 2 * div. */
     uint32_t periph = pi_freq_get(PI_FREQ_DOMAIN_PERIPH);
     if (hz == 0 || hz >= periph)
-        return periph;
+        return 0;
     uint32_t div = (periph + hz - 1) / hz;
     if (div & 1)
         div += 1;
-    div >>= 1;
-    return periph / (2 * div);
+    return div >> 1;
 }
 
+uint32_t fw_spi_actual_hz(uint32_t hz)
+{
+    uint32_t periph = pi_freq_get(PI_FREQ_DOMAIN_PERIPH);
+    uint32_t div = spi_div(hz);
+    return div ? periph / (2 * div) : periph;
+}
+
+/* Switches the SPI clock between two transfers (CS may be held). The GAP8 FreeRTOS driver's
+ * pi_spi_ioctl is an empty stub (drivers/udma/spi/spi.c, "TODO"), so this does what its
+ * frequency-change callback (__pi_spi_freq_cb) does: rewrite the chip select's SPI_CMD_CFG word,
+ * which every following transfer sends first. Transfers are blocking, so none is in flight. */
 static void spi_clock(uint32_t hz)
 {
-    if (hz != spi_hz_now) {
-        pi_spi_ioctl(&spi_dev, PI_SPI_CTRL_SET_MAX_BAUDRATE, (void *) hz);
-        spi_hz_now = hz;
-    }
+    if (hz == spi_hz_now)
+        return;
+    struct spim_cs_data *cs = (struct spim_cs_data *) spi_dev.data;
+    uint32_t irq = __disable_irq();
+    cs->max_baudrate = hz;
+    cs->cfg = SPI_CMD_CFG(spi_div(hz), cs->phase, cs->polarity);
+    __restore_irq(irq);
+    spi_hz_now = hz;
 }
 
 int fw_link_open(uint32_t up_hz, uint32_t down_hz)
