@@ -29,7 +29,7 @@ use super::{BUFFER_LEN, CpxSpiLink, LinkError, LinkStats, SpiHw, WaitUpstream};
 use crate::entropy::SharedPool;
 
 /// Bytes of the ring towards the main task.
-pub const UPSTREAM_RING: usize = 2 * 1024;
+pub const UPSTREAM_RING: usize = 8 * 1024;
 
 /// How the two tasks wake each other.
 pub trait Signals {
