@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v gapy >/dev/null 2>&1; then
-    echo "gvsoc-check: skipped: gapy is not on PATH (load the GAP SDK environment, e.g. source <gap_sdk>/configs/ai_deck.sh)"
+    echo "gvsoc-check: skipped: the GAP8 GVSOC simulator is not set up (run: make gvsoc-setup; or load a GAP SDK environment with gapy on PATH)"
     exit 0
 fi
 TARGET=riscv32imc-unknown-none-elf

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gvsoc/run.sh ELF [WORK_DIR]: boots a GAP8 ELF on the GVSOC model (ROM + flash image, as the
 # chip) and exits with the program's status. Needs the GAP SDK environment (gapy on PATH, e.g.
-# `source <gap_sdk>/configs/ai_deck.sh`, or a wrapper such as /work/gapsdk/env.sh).
+# `source .gvsoc/env.sh` after `make gvsoc-setup`, or the SDK's own configs/ai_deck.sh).
 set -euo pipefail
 elf=$(readlink -f "$1")
 wd=$(readlink -m "${2:-$(dirname "$elf")/gvsoc_$(basename "$elf")}")

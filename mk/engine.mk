@@ -10,7 +10,7 @@ CAPI_CC ?= cc
 
 engine-test:
 	$(CARGO) test --locked --quiet -p gap_rust_sdk --features host,fault-injection
-	$(CARGO) test --locked --quiet -p gap_rust_cipher_s --features host --test capi_header
+	$(CARGO) test --locked --quiet -p gap_rust_cipher_s --features host --test capi_header --test capi_lengths
 
 capi-test:
 	$(CARGO) rustc --locked --quiet -p gap_rust_cipher_s --features host --crate-type staticlib

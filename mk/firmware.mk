@@ -1,4 +1,4 @@
-# The drone side for real (issue 7): GAP8 firmware (firmware/: FreeRTOS/pmsis app + the Rust crate
+# The drone side for real: GAP8 firmware (firmware/: FreeRTOS/pmsis app + the Rust crate
 # gapstream_firmware), the ESP32 bridge's C entry points and ESP-IDF glue (esp32_bridge/), and the
 # end-to-end run on the GAP8 GVSOC model (gvsoc/e2e/). Hardware guide: docs/hardware.md.
 ## make firmware-test   host tests of the firmware logic, the ESP32 C entry points (+ C test), the PULP compat words
@@ -16,6 +16,7 @@ firmware-test: esp32-capi-test
 	$(CARGO) test --locked --quiet -p gapstream_firmware -p gvsoc_e2e
 	$(CARGO) test --locked --quiet -p esp32_bridge --features capi --lib --test capi_header
 	firmware/tests/compat_insn.sh
+	firmware/tests/flags_stamp.sh
 
 # The ESP32's C entry points as a host staticlib, and a C program against the header.
 esp32-capi-test:
@@ -62,7 +63,7 @@ E2E_MODEL      := $(E2E_DIR)/esp32_standin.so
 
 gvsoc-e2e:
 	@if ! command -v gapy >/dev/null 2>&1 || [ -z "$$GAP_SDK_HOME" ]; then \
-	  echo "gvsoc-e2e: skipped: the GAP SDK environment is not loaded (source <gap_sdk>/configs/ai_deck.sh; gapy not on PATH)"; exit 0; fi; \
+	  echo "gvsoc-e2e: $(GVSOC_SKIP)"; exit 0; fi; \
 	$(MAKE) --no-print-directory gvsoc-e2e-run
 
 .PHONY: gvsoc-e2e-run
@@ -82,7 +83,8 @@ gvsoc-e2e-run: gvsoc-e2e-model
 	  --suite $(E2E_SUITE) --kex $(E2E_KEX) $(E2E_CRITERIA) $(E2E_RUN_ARGS)
 
 # The stages one after the other (OneShot camera, the drone loop sends itself): the baseline the
-# paper measured; only the frames are checked.
+# paper measured (F. Barchi et al., "RUST-Encoded Stream Ciphers on a RISC-V Parallel Ultra-Low-Power
+# Processor", PARMA-DITAM 2023); only the frames are checked.
 gvsoc-e2e-sequential:
 	$(MAKE) --no-print-directory gvsoc-e2e E2E_PIPELINE=0 E2E_LINK_SLOTS=0 E2E_CRITERIA="--min-frames $(E2E_FRAMES)"
 

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define ESP32B_EINVAL (-1)   /* null handle or buffer, buffer too small */
+#define ESP32B_EINVAL (-1)   /* null handle or buffer, buffer too small, length above PTRDIFF_MAX */
 #define ESP32B_ENOCLIENT (-2) /* no such client */
 #define ESP32B_EFULL (-3)    /* client limit reached */
 #define ESP32B_ECPX (-4)     /* malformed CPX (counted; the stream goes on) */
@@ -33,7 +33,7 @@ typedef struct {
     uint32_t control_reserve_bytes;
     uint32_t spi_queue_bytes;
     uint32_t max_message;
-    uint32_t max_clients;
+    uint32_t max_clients; /* per transport: TCP and UDP have separate slots (default 8 / 4) */
     uint32_t leader_only; /* non-zero: only the oldest client may talk to the GAP8 */
 } esp32b_config_t;
 
@@ -63,6 +63,18 @@ int32_t esp32b_client_received(esp32b_t *h, uint32_t id, const uint8_t *data, si
 int32_t esp32b_client_datagram(esp32b_t *h, uint32_t id, const uint8_t *data, size_t len);
 int32_t esp32b_client_next(esp32b_t *h, uint32_t id, uint8_t *out, size_t cap);
 int32_t esp32b_client_sent(esp32b_t *h, uint32_t id, size_t n);
+
+/* UDP registration: the cookie exchange (docs/stream.md). An address becomes a UDP client only
+ * by echoing a cookie the bridge sent to it; before that it gets nothing larger than it sent.
+ * esp32b_udp_secret: 32 random bytes (esp_fill_random) once at start; until then no UDP client
+ * registers. esp32b_udp_unproven: a datagram from an IPv4 address that is not a registered
+ * client (ip, port in host byte order, now_ms a millisecond clock that may wrap); writes the
+ * reply to send back (cap >= ESP32B_UDP_REPLY_MAX) and returns its length (0: send nothing); when
+ * the datagram was a good echo and a UDP slot was free, *id is the new client (else -1). */
+#define ESP32B_UDP_REPLY_MAX 20
+int32_t esp32b_udp_secret(esp32b_t *h, const uint8_t *secret);
+int32_t esp32b_udp_unproven(esp32b_t *h, uint32_t ip, uint16_t port, const uint8_t *data, size_t len,
+                            uint32_t now_ms, uint8_t *reply, size_t cap, int32_t *id);
 
 int32_t esp32b_stats(esp32b_t *h, esp32b_stats_t *out);
 

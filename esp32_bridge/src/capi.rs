@@ -14,10 +14,12 @@
 use alloc::boxed::Box;
 use core::ffi::c_int;
 
+use crate::cookie::{Control, Gate, SourceLimiter, Verdict};
 use crate::forward::{Bridge, BridgeError, Config, Transport, UpstreamPolicy};
 use crate::spi_slave::{BUFFER_LEN, SpiSlave};
 
-/// A null handle or buffer, or a buffer too small.
+/// A null handle or buffer, a buffer too small, or a length above `PTRDIFF_MAX` (or one running
+/// past the end of memory: no such buffer exists, nothing is read or written).
 pub const ESP32B_EINVAL: i32 = -1;
 /// No such client.
 pub const ESP32B_ENOCLIENT: i32 = -2;
@@ -25,6 +27,9 @@ pub const ESP32B_ENOCLIENT: i32 = -2;
 pub const ESP32B_EFULL: i32 = -3;
 /// Malformed CPX (counted; the stream goes on).
 pub const ESP32B_ECPX: i32 = -4;
+
+/// Largest reply of [`esp32b_udp_unproven`] (`ESP32B_UDP_REPLY_MAX`): a cookie.
+pub const ESP32B_UDP_REPLY_MAX: usize = crate::cookie::REQUEST_LEN;
 
 /// Bridge configuration (`esp32b_config_t`). Zero fields take the defaults.
 #[repr(C)]
@@ -63,6 +68,11 @@ pub struct Esp32b {
     slave: SpiSlave,
     /// Transport of each connected client (the core does not expose it).
     transports: alloc::vec::Vec<(u32, Transport)>,
+    /// The UDP cookie exchange, once [`esp32b_udp_secret`] gave it a secret.
+    udp_gate: Option<Gate<u32>>,
+    /// The caller's 32-bit millisecond clock, extended to 64 bits.
+    last_ms: u32,
+    now_ms: u64,
 }
 
 impl Esp32b {
@@ -93,13 +103,19 @@ unsafe fn handle<'a>(h: *mut Esp32b) -> Option<&'a mut Esp32b> {
     unsafe { h.as_mut() }
 }
 
+/// Whether `len` bytes at `p` can be one buffer at all: at most `isize::MAX` bytes (what
+/// `core::slice::from_raw_parts` requires), not running past the end of the address space.
+fn span_ok(p: *const u8, len: usize) -> bool {
+    len <= isize::MAX as usize && (p as usize).checked_add(len).is_some()
+}
+
 /// # Safety
 /// `p` is null (then `len` must be 0) or valid for `len` bytes.
 unsafe fn bytes<'a>(p: *const u8, len: usize) -> Option<&'a [u8]> {
     if len == 0 {
         return Some(&[]);
     }
-    if p.is_null() {
+    if p.is_null() || !span_ok(p, len) {
         return None;
     }
     // SAFETY: caller contract.
@@ -109,7 +125,7 @@ unsafe fn bytes<'a>(p: *const u8, len: usize) -> Option<&'a [u8]> {
 /// # Safety
 /// `p` is null or valid for writes of `len` bytes.
 unsafe fn bytes_mut<'a>(p: *mut u8, len: usize) -> Option<&'a mut [u8]> {
-    if p.is_null() {
+    if p.is_null() || !span_ok(p, len) {
         return None;
     }
     // SAFETY: caller contract.
@@ -138,6 +154,8 @@ pub unsafe extern "C" fn esp32b_new(cfg: *const Esp32bConfig) -> *mut Esp32b {
         spi_queue_bytes: pick(c.spi_queue_bytes, d.spi_queue_bytes),
         max_message: pick(c.max_message, d.max_message),
         max_clients: pick(c.max_clients, d.max_clients),
+        // The C configuration's limit applies to each transport (separate slots).
+        max_udp_clients: pick(c.max_clients, d.max_udp_clients),
         upstream: if c.leader_only != 0 {
             UpstreamPolicy::LeaderOnly
         } else {
@@ -148,6 +166,9 @@ pub unsafe extern "C" fn esp32b_new(cfg: *const Esp32bConfig) -> *mut Esp32b {
         bridge: Bridge::new(config),
         slave: SpiSlave::new(),
         transports: alloc::vec::Vec::new(),
+        udp_gate: None,
+        last_ms: 0,
+        now_ms: 0,
     }))
 }
 
@@ -255,6 +276,91 @@ pub unsafe extern "C" fn esp32b_client_add(h: *mut Esp32b, udp: c_int) -> i32 {
     }
 }
 
+/// Starts the UDP cookie exchange (docs/stream.md) with 32 random bytes; until then no UDP
+/// client can register. The secret changes every 30 s (derived from the previous one by HMAC).
+/// Cookies: at most 4 at once and 2 a second per source IP, 200 a second in all.
+///
+/// # Safety
+/// See [`handle`]; `secret` valid for 32 bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_udp_secret(h: *mut Esp32b, secret: *const u8) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(s)) = (unsafe { handle(h) }, unsafe { bytes(secret, 32) }) else {
+        return ESP32B_EINVAL;
+    };
+    let Ok(s) = <[u8; 32]>::try_from(s) else {
+        return ESP32B_EINVAL;
+    };
+    h.udp_gate = Some(Gate::new(s, SourceLimiter::new(4, 2, 64, 200), 30_000));
+    0
+}
+
+/// A datagram from an IPv4 address that is not a registered UDP client (`ip`, `port` in host
+/// byte order, `now_ms` a millisecond clock that may wrap). Writes the reply to send back into
+/// `reply` (`cap` >= `ESP32B_UDP_REPLY_MAX`) and returns its length, never more than `len`: a
+/// cookie for a request; for a good echo, if a UDP slot is free, the welcome, with the new
+/// client's id in `*id` (else `*id` = -1). 0: send nothing (the datagram is dropped).
+///
+/// # Safety
+/// See [`handle`]; `data` valid for `len` bytes, `reply` for `cap`, `id` for one `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_udp_unproven(
+    h: *mut Esp32b,
+    ip: u32,
+    port: u16,
+    data: *const u8,
+    len: usize,
+    now_ms: u32,
+    reply: *mut u8,
+    cap: usize,
+    id: *mut i32,
+) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(d), Some(out)) =
+        (unsafe { handle(h) }, unsafe { bytes(data, len) }, unsafe {
+            bytes_mut(reply, cap)
+        })
+    else {
+        return ESP32B_EINVAL;
+    };
+    // SAFETY: caller contract.
+    let Some(id) = (unsafe { id.as_mut() }) else {
+        return ESP32B_EINVAL;
+    };
+    *id = -1;
+    if out.len() < ESP32B_UDP_REPLY_MAX {
+        return ESP32B_EINVAL;
+    }
+    h.now_ms += u64::from(now_ms.wrapping_sub(h.last_ms));
+    h.last_ms = now_ms;
+    let Some(gate) = h.udp_gate.as_mut() else {
+        return 0;
+    };
+    let mut peer = [4u8; 7];
+    peer[1..5].copy_from_slice(&ip.to_be_bytes());
+    peer[5..7].copy_from_slice(&port.to_be_bytes());
+    let (bytes, n) = match gate.unproven(&peer, &ip, d, h.now_ms, || None) {
+        Verdict::Reply(b, n) => (b, n),
+        Verdict::Refuse(_) => return 0,
+        Verdict::Register => match h.bridge.add_client(Transport::Udp) {
+            Ok(c) => match i32::try_from(c) {
+                Ok(v) => {
+                    h.transports.push((c, Transport::Udp));
+                    *id = v;
+                    Control::Welcome.encode()
+                }
+                Err(_) => {
+                    h.bridge.remove_client(c);
+                    return 0;
+                }
+            },
+            Err(_) => return 0,
+        },
+    };
+    out[..n].copy_from_slice(&bytes[..n]);
+    count(n)
+}
+
 /// Forgets a client and what was queued for it.
 ///
 /// # Safety
@@ -294,7 +400,8 @@ pub unsafe extern "C" fn esp32b_client_received(
     }
 }
 
-/// One datagram from a UDP client (exactly one CPX packet; empty = "I am here").
+/// One datagram from a UDP client (exactly one CPX packet; empty = "I am here"; a repeated
+/// message of the cookie exchange is ignored: 0).
 ///
 /// # Safety
 /// See [`handle`]; `data` valid for `len` bytes.
@@ -309,6 +416,9 @@ pub unsafe extern "C" fn esp32b_client_datagram(
     let (Some(h), Some(d)) = (unsafe { handle(h) }, unsafe { bytes(data, len) }) else {
         return ESP32B_EINVAL;
     };
+    if Control::parse(d).is_some() {
+        return 0;
+    }
     match h.bridge.client_datagram(id, d) {
         Ok(n) => count(n),
         Err(e) => err(e),
@@ -466,6 +576,111 @@ mod tests {
         out
     }
 
+    /// Lengths no buffer can have (above `isize::MAX`, or wrapping around the address space) are
+    /// refused with `ESP32B_EINVAL` before any slice is made, by every entry point taking one.
+    #[test]
+    fn finding6_capi_refuses_lengths_above_isize_max() {
+        // SAFETY (whole test): valid handle; the buffers are valid for every length accepted.
+        unsafe {
+            let h = esp32b_new(core::ptr::null());
+            let id = esp32b_client_add(h, 1) as u32;
+            let mut buf = [0u8; 2048];
+            let p = buf.as_mut_ptr();
+            for len in [isize::MAX as usize + 1, usize::MAX] {
+                assert_eq!(esp32b_spi_arm(h, p, len), ESP32B_EINVAL);
+                assert_eq!(esp32b_spi_complete(h, p, len), ESP32B_EINVAL);
+                assert_eq!(esp32b_client_received(h, id, p, len), ESP32B_EINVAL);
+                assert_eq!(esp32b_client_datagram(h, id, p, len), ESP32B_EINVAL);
+                assert_eq!(esp32b_client_next(h, id, p, len), ESP32B_EINVAL);
+            }
+            let end = (usize::MAX - 10) as *mut u8;
+            assert_eq!(esp32b_client_received(h, id, end, 64), ESP32B_EINVAL);
+            assert_eq!(esp32b_spi_arm(h, end, 2048), ESP32B_EINVAL);
+            // Good lengths still work.
+            assert_eq!(esp32b_client_datagram(h, id, p, 0), 0);
+            assert!(esp32b_spi_arm(h, p, buf.len()) >= 0);
+            esp32b_free(h);
+        }
+    }
+
+    /// The ESP32's UDP side: an unregistered address gets nothing for an empty datagram or a
+    /// CPX packet, a cookie of the request's size for a request, and a client slot only for the
+    /// echo of its own cookie.
+    #[test]
+    fn finding5_udp_cookie_exchange_through_the_c_entry_points() {
+        // SAFETY (whole test): valid handle and buffers, one caller.
+        unsafe {
+            let h = esp32b_new(core::ptr::null());
+            let (ip, port) = (0xC0A8_0402u32, 40_000u16);
+            let mut reply = [0u8; ESP32B_UDP_REPLY_MAX];
+            let mut id = 0i32;
+            let call = |h, ip, port, d: &[u8], now, reply: &mut [u8; 20], id: &mut i32| {
+                esp32b_udp_unproven(
+                    h,
+                    ip,
+                    port,
+                    d.as_ptr(),
+                    d.len(),
+                    now,
+                    reply.as_mut_ptr(),
+                    reply.len(),
+                    id,
+                )
+            };
+            let (req, n) = Control::Request.encode();
+            assert_eq!(
+                call(h, ip, port, &req[..n], 0, &mut reply, &mut id),
+                0,
+                "no secret yet"
+            );
+            assert_eq!(esp32b_udp_secret(h, [9u8; 32].as_ptr()), 0);
+            let packet = wire(
+                Route {
+                    destination: Target::Gap8 as u8,
+                    source: Target::WifiHost as u8,
+                    last_packet: true,
+                    function: Function::App as u8,
+                },
+                b"hello",
+            );
+            for d in [&[][..], &[0u8][..], &packet[..]] {
+                assert_eq!(call(h, ip, port, d, 5, &mut reply, &mut id), 0);
+                assert_eq!(id, -1);
+            }
+            assert_eq!(
+                call(h, ip, port, &req[..n], 10, &mut reply, &mut id),
+                n as i32
+            );
+            let Some(Control::Cookie(c)) = Control::parse(&reply) else {
+                panic!("no cookie")
+            };
+            let (echo, en) = Control::Echo(c).encode();
+            assert_eq!(
+                call(h, ip, port + 1, &echo[..en], 20, &mut reply, &mut id),
+                0
+            );
+            let w = call(h, ip, port, &echo[..en], 30, &mut reply, &mut id);
+            assert_eq!(&reply[..w as usize], b"GSCW");
+            assert!(id >= 0);
+            assert_eq!(
+                esp32b_client_datagram(h, id as u32, packet.as_ptr(), packet.len()),
+                1
+            );
+            // The clock wraps: cookies still work across it.
+            let near = u32::MAX - 5;
+            assert_eq!(
+                call(h, ip, 7, &req[..n], near, &mut reply, &mut id),
+                n as i32
+            );
+            let Some(Control::Cookie(c)) = Control::parse(&reply) else {
+                panic!("no cookie")
+            };
+            let (echo, en) = Control::Echo(c).encode();
+            assert_eq!(call(h, ip, 7, &echo[..en], 100, &mut reply, &mut id), 4);
+            esp32b_free(h);
+        }
+    }
+
     #[test]
     fn a_whole_exchange_through_the_c_entry_points() {
         // SAFETY (whole test): valid handle and buffers, one caller.
@@ -477,7 +692,7 @@ mod tests {
             assert!(tcp >= 0 && udp >= 0 && tcp != udp);
             // The GAP8 sends a frame-sized message over SPI: every client gets it.
             let down = wire(
-                Route::new(Target::Gap8, Target::WifiHost, Function::App),
+                Route::new(Target::Gap8, Target::WifiHost, Function::Test),
                 &[5u8; 3000],
             );
             let mut rx = vec![0u8; BUFFER_LEN];
@@ -512,16 +727,22 @@ mod tests {
             assert_eq!(n, 1024);
             // The receiver answers over TCP: the ESP32 arms a transaction carrying it.
             let up = wire(
-                Route::new(Target::WifiHost, Target::Gap8, Function::App),
+                Route::new(Target::WifiHost, Target::Gap8, Function::Test),
                 b"hello",
             );
+            // First the two "client connected" notifications (WIFI_CTRL [0x32, 1]).
+            let mut tx = vec![0u8; esp32b_spi_buffer_len() as usize];
+            for _ in 0..2 {
+                assert_eq!(esp32b_spi_should_arm(h, 0), 1);
+                assert_eq!(esp32b_spi_arm(h, tx.as_mut_ptr(), tx.len()), 6);
+                assert_eq!(tx[..6], [4, 0, 4 | 2 << 3 | 1 << 6, 4, 0x32, 1]);
+            }
             assert_eq!(esp32b_spi_should_arm(h, 0), 0);
             assert_eq!(
                 esp32b_client_received(h, tcp as u32, up.as_ptr(), up.len()),
                 1
             );
             assert_eq!(esp32b_spi_should_arm(h, 0), 1);
-            let mut tx = vec![0u8; esp32b_spi_buffer_len() as usize];
             assert_eq!(
                 esp32b_spi_arm(h, tx.as_mut_ptr(), tx.len()),
                 up.len() as i32
@@ -542,7 +763,7 @@ mod tests {
             assert_eq!(esp32b_stats(h, &mut st), 0);
             assert_eq!(
                 (st.clients, st.packets_from_gap8, st.packets_to_gap8),
-                (2, 3, 1)
+                (2, 3, 3)
             );
             assert_eq!(esp32b_client_remove(h, tcp as u32), 0);
             assert_eq!(esp32b_client_remove(h, tcp as u32), ESP32B_ENOCLIENT);

@@ -1,6 +1,6 @@
 //! The forwarding core, sans I/O: what the ESP32 does between its SPI link to the GAP8 and its
 //! WiFi clients, as a state machine that the host binary (tokio sockets) and the ESP-IDF glue
-//! (issue 7: FreeRTOS tasks) drive the same way:
+//! (`esp-idf/`: FreeRTOS tasks) drive the same way:
 //!
 //! - bytes from the GAP8 → [`Bridge::spi_received`] → whole messages queued for every client;
 //! - bytes / datagrams from a client → [`Bridge::client_received`] / [`Bridge::client_datagram`] →
@@ -15,6 +15,14 @@
 //! The bridge holds no key and never reads past the CPX routing header and the gapstream message
 //! type byte.
 //!
+//! Client status and the stock stream, as Bitcraze's AI-deck ESP32 firmware does it: when a client
+//! connects or leaves, the core queues `WIFI_CTRL_STATUS_CLIENT_CONNECTED` (`[0x32, 1]` while any
+//! client is connected, `[0x32, 0]` when the last one left) for the GAP8 on function WIFI_CTRL,
+//! again after every GAP8 link reset; the stock GAP8 streamer only sends while a client is there.
+//! A client that joins while a stock image (function APP) is under way gets nothing of that stream
+//! until the next 11-byte `0xBC` header packet, and a client that lost part of a stock image (slow
+//! client) loses the rest of that image too: a stock viewer reads whatever comes first as a header.
+//!
 //! Several receivers (a leader and listeners): every message from the GAP8 goes to every client —
 //! frames are sealed once for the whole group, and each receiver skips the handshake and control
 //! messages addressed to another receiver's session — and every client's messages go to the GAP8,
@@ -27,6 +35,7 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use crate::cpx::{self, CpxError, MessageAssembler, Route, WireMessage};
+use gapstream_protocol::compat;
 
 /// A client's identifier (never reused while the bridge runs).
 pub type ClientId = u32;
@@ -62,8 +71,11 @@ pub struct Config {
     pub spi_queue_bytes: usize,
     /// Largest message reassembled (both directions).
     pub max_message: usize,
-    /// Most clients at once.
+    /// Most TCP clients at once.
     pub max_clients: usize,
+    /// Most UDP clients at once: separate slots, so that neither transport can take all of them
+    /// (a UDP client costs its sender one datagram, a TCP client a handshake).
+    pub max_udp_clients: usize,
     pub upstream: UpstreamPolicy,
 }
 
@@ -75,6 +87,7 @@ impl Default for Config {
             spi_queue_bytes: 32 * 1024,
             max_message: 128 * 1024,
             max_clients: 8,
+            max_udp_clients: 4,
             upstream: UpstreamPolicy::All,
         }
     }
@@ -106,13 +119,25 @@ pub struct Message {
     pub first: Route,
     /// Frames may be dropped for a slow client; control messages are kept when possible.
     pub droppable: bool,
+    /// Part of the stock image stream (function APP).
+    pub stock: bool,
+    /// The 11-byte `0xBC` packet that starts a stock image.
+    pub stock_header: bool,
 }
 
 impl Message {
     fn from_wire(w: WireMessage) -> Self {
         let droppable = is_droppable(&w);
+        let stock = w.first.function == gapstream_protocol::cpx::Function::App as u8;
+        let stock_header = w.packets == 1
+            && compat::is_stock_header_packet(
+                w.first,
+                w.bytes.get(cpx::WIRE_OVERHEAD..).unwrap_or(&[]),
+            );
         Message {
             droppable,
+            stock,
+            stock_header,
             bytes: Arc::from(w.bytes),
             packets: w.packets,
             first: w.first,
@@ -146,6 +171,9 @@ pub struct ClientStats {
     pub bytes_sent: u64,
     pub malformed: u64,
     pub upstream_messages: u64,
+    /// Stock image packets not sent to this client because it joined (or lost data) in the middle
+    /// of an image: it starts at the next `0xBC` header.
+    pub stock_skipped: u64,
 }
 
 /// Counters of the bridge.
@@ -161,6 +189,8 @@ pub struct BridgeStats {
     /// Times the GAP8 side (re)started its link (`spi_reset`): a host waits on it before clients
     /// talk to the drone, since a reset drops what was queued for the GAP8.
     pub spi_resets: u64,
+    /// Client-status notifications queued for the GAP8 (connect, last disconnect, link reset).
+    pub client_status_sent: u64,
 }
 
 struct Client {
@@ -172,6 +202,8 @@ struct Client {
     head_progress: usize,
     rx: MessageAssembler,
     stats: ClientStats,
+    /// The client gets stock packets (false until the next `0xBC` header packet).
+    stock_synced: bool,
 }
 
 impl Client {
@@ -181,6 +213,13 @@ impl Client {
 
     /// Queues `m`, dropping whole frames (oldest first, never the one being written) to make room.
     fn offer(&mut self, m: &Message, cap: usize, reserve: usize) {
+        if m.stock && !self.stock_synced {
+            if !m.stock_header {
+                self.stats.stock_skipped += 1;
+                return;
+            }
+            self.stock_synced = true;
+        }
         let size = m.bytes.len();
         let limit = if m.droppable { cap } else { cap + reserve };
         while self.queued_bytes + size > limit {
@@ -191,12 +230,19 @@ impl Client {
                     let v = self.queue.remove(i).expect("index in range");
                     self.queued_bytes -= v.bytes.len();
                     self.stats.frames_dropped += 1;
+                    if v.stock {
+                        self.drop_rest_of_stock_image(i);
+                    }
                 }
                 None => {
                     if m.droppable {
                         self.stats.frames_dropped += 1;
                     } else {
                         self.stats.control_dropped += 1;
+                    }
+                    if m.stock {
+                        // The rest of this image would start the client mid-image.
+                        self.drop_rest_of_stock_image(self.queue.len());
                     }
                     return;
                 }
@@ -205,6 +251,27 @@ impl Client {
         self.queued_bytes += size;
         self.queue.push_back(m.clone());
         self.stats.messages_queued += 1;
+    }
+
+    /// A stock packet was dropped where the queue now has index `from`: the packets of the same
+    /// image after it go too (up to the next header); with no header queued after it, the client
+    /// waits for the next one.
+    fn drop_rest_of_stock_image(&mut self, from: usize) {
+        let mut i = from;
+        while i < self.queue.len() {
+            let q = &self.queue[i];
+            if q.stock_header {
+                return;
+            }
+            if q.stock && !(i == 0 && self.head_in_flight()) {
+                let v = self.queue.remove(i).expect("index in range");
+                self.queued_bytes -= v.bytes.len();
+                self.stats.stock_skipped += 1;
+            } else {
+                i += 1;
+            }
+        }
+        self.stock_synced = false;
     }
 }
 
@@ -266,8 +333,19 @@ impl Bridge {
             .ok_or(BridgeError::UnknownClient(id))
     }
 
+    /// A new client, if its transport has a free slot ([`Config::max_clients`] for TCP,
+    /// [`Config::max_udp_clients`] for UDP).
     pub fn add_client(&mut self, transport: Transport) -> Result<ClientId, BridgeError> {
-        if self.clients.len() >= self.cfg.max_clients {
+        let limit = match transport {
+            Transport::Tcp => self.cfg.max_clients,
+            Transport::Udp => self.cfg.max_udp_clients,
+        };
+        let used = self
+            .clients
+            .iter()
+            .filter(|c| c.transport == transport)
+            .count();
+        if used >= limit {
             return Err(BridgeError::TooManyClients);
         }
         let id = self.next_id;
@@ -280,8 +358,10 @@ impl Bridge {
             head_progress: 0,
             rx: MessageAssembler::new(self.cfg.max_message),
             stats: ClientStats::default(),
+            stock_synced: false,
         });
         self.stats.clients_connected += 1;
+        self.queue_client_status();
         Ok(id)
     }
 
@@ -289,7 +369,30 @@ impl Bridge {
     pub fn remove_client(&mut self, id: ClientId) -> Option<ClientStats> {
         let i = self.clients.iter().position(|c| c.id == id)?;
         self.stats.clients_left += 1;
-        Some(self.clients.remove(i).stats)
+        let stats = self.clients.remove(i).stats;
+        if self.clients.is_empty() {
+            self.queue_client_status();
+        }
+        Some(stats)
+    }
+
+    /// Queues `WIFI_CTRL_STATUS_CLIENT_CONNECTED` for the GAP8: 1 while any client is connected,
+    /// 0 when none is (Bitcraze's ESP32 firmware sends it on each connect and disconnect). Kept
+    /// even when the queue towards the GAP8 is full: it is 6 bytes.
+    fn queue_client_status(&mut self) {
+        let mut bytes = Vec::with_capacity(cpx::WIRE_OVERHEAD + 2);
+        let payload = compat::client_status_payload(!self.clients.is_empty());
+        cpx::encode_packet(compat::CLIENT_STATUS_ROUTE, &payload, &mut bytes);
+        self.to_spi_bytes += bytes.len();
+        self.to_spi.push_back(Message {
+            bytes: Arc::from(bytes),
+            packets: 1,
+            first: compat::CLIENT_STATUS_ROUTE,
+            droppable: false,
+            stock: false,
+            stock_header: false,
+        });
+        self.stats.client_status_sent += 1;
     }
 
     /// The GAP8 side was reset (SPI link restarted): drop its partial message.
@@ -299,6 +402,10 @@ impl Bridge {
         self.spi_head_progress = 0;
         self.to_spi.clear();
         self.to_spi_bytes = 0;
+        // A GAP8 that (re)started must learn that clients are waiting.
+        if !self.clients.is_empty() {
+            self.queue_client_status();
+        }
     }
 
     /// Bytes from the GAP8. Never blocks and never fails: malformed input is counted and skipped.
@@ -436,6 +543,27 @@ impl Bridge {
     pub fn next_for_spi(&self) -> Option<(Arc<[u8]>, Range<usize>)> {
         let m = self.to_spi.front()?;
         Some((m.bytes.clone(), self.spi_head_progress..m.bytes.len()))
+    }
+
+    /// Tests: takes the client-status notifications out of the queue towards the GAP8 (wherever
+    /// they are, none partly sent) and returns their values in order.
+    #[cfg(test)]
+    pub(crate) fn take_client_status(&mut self) -> Vec<bool> {
+        let mut got = Vec::new();
+        let mut i = usize::from(self.spi_head_progress > 0);
+        while i < self.to_spi.len() {
+            let m = &self.to_spi[i];
+            let st = compat::parse_client_status(m.first, &m.bytes[cpx::WIRE_OVERHEAD..]);
+            match st {
+                Some(v) if m.packets == 1 => {
+                    got.push(v);
+                    self.to_spi_bytes -= m.bytes.len();
+                    self.to_spi.remove(i);
+                }
+                _ => i += 1,
+            }
+        }
+        got
     }
 
     /// The driver wrote `n` bytes towards the GAP8.
@@ -605,6 +733,7 @@ mod tests {
         let up = message(3, 40, Target::WifiHost, Target::Gap8);
         assert_eq!(b.client_received(l2, &up), Ok(0));
         assert_eq!(b.client_received(leader, &up), Ok(1));
+        assert_eq!(b.take_client_status(), vec![true, true, true]);
         let (bytes, r) = b.next_for_spi().unwrap();
         assert_eq!(&bytes[r.clone()], &up[..]);
         b.spi_sent(r.len());
@@ -654,6 +783,7 @@ mod tests {
             b.client_received(a, x).unwrap();
             b.client_received(c, y).unwrap();
         }
+        assert_eq!(b.take_client_status(), vec![true, true]);
         let mut out = Vec::new();
         while let Some((bytes, r)) = b.next_for_spi() {
             out.extend_from_slice(&bytes[r.clone()]);
@@ -716,6 +846,7 @@ mod tests {
             }
         }
         b.client_received(t1, &msgs[3]).unwrap();
+        assert_eq!(b.take_client_status(), vec![true, true, true]);
         let mut got = Vec::new();
         let mut a = MessageAssembler::new(1 << 16);
         while let Some((bytes, r)) = b.next_for_spi() {
@@ -735,6 +866,145 @@ mod tests {
         for id in [t1, t2, u] {
             assert_eq!(b.client_stats(id).unwrap().malformed, 0);
         }
+    }
+
+    fn spi_bytes(b: &mut Bridge) -> Vec<u8> {
+        let mut out = Vec::new();
+        while let Some((bytes, r)) = b.next_for_spi() {
+            out.extend_from_slice(&bytes[r.clone()]);
+            b.spi_sent(r.len());
+        }
+        out
+    }
+
+    /// As aideck-esp-firmware's `main/wifi.c`: `[0x32, 1]` to the GAP8 on function WIFI_CTRL when
+    /// a client connects, `[0x32, 0]` when it leaves; with several clients, 0 only when the last
+    /// one left; again after the GAP8's link was reset while clients are connected.
+    #[test]
+    fn client_connect_and_disconnect_are_reported_to_the_gap8() {
+        let status = |v: u8| vec![4u8, 0, 4 | 2 << 3 | 1 << 6, 4, 0x32, v];
+        let mut b = Bridge::new(Config::default());
+        assert!(b.next_for_spi().is_none());
+        let a = b.add_client(Transport::Tcp).unwrap();
+        assert_eq!(spi_bytes(&mut b), status(1));
+        let c = b.add_client(Transport::Udp).unwrap();
+        assert_eq!(spi_bytes(&mut b), status(1));
+        b.remove_client(a);
+        assert!(b.next_for_spi().is_none(), "a client is still connected");
+        b.spi_reset();
+        assert_eq!(spi_bytes(&mut b), status(1));
+        b.remove_client(c);
+        assert_eq!(spi_bytes(&mut b), status(0));
+        b.spi_reset();
+        assert!(b.next_for_spi().is_none());
+        assert_eq!(b.stats().client_status_sent, 4);
+    }
+
+    /// The stock stream as the stock GAP8 sends it: an 11-byte `0xBC` header packet, then the
+    /// image in packets, `last_packet` on every one.
+    fn stock_image(tag: u8, size: usize) -> Vec<u8> {
+        let route = Route {
+            destination: Target::WifiHost as u8,
+            source: Target::Gap8 as u8,
+            last_packet: true,
+            function: 5,
+        };
+        let mut h = vec![0xBC];
+        h.extend_from_slice(&(size as u16).to_le_bytes());
+        h.extend_from_slice(&1u16.to_le_bytes());
+        h.extend_from_slice(&[1, 0]);
+        h.extend_from_slice(&(size as u32).to_le_bytes());
+        let mut out = Vec::new();
+        encode_packet(route, &h, &mut out);
+        let body: Vec<u8> = (0..size).map(|i| tag ^ (i * 5) as u8).collect();
+        for c in body.chunks(1020) {
+            encode_packet(route, c, &mut out);
+        }
+        out
+    }
+
+    /// A client joining in the middle of a stock image gets its first byte at the next header,
+    /// whatever packet the image was at; the client already there gets everything.
+    #[test]
+    fn a_client_joining_mid_image_starts_at_the_next_stock_header() {
+        let img = |t| stock_image(t, 5000);
+        let packets = |m: &[u8]| -> Vec<Vec<u8>> {
+            let mut out = Vec::new();
+            let mut rest = m;
+            while !rest.is_empty() {
+                let n = cpx::packet_len(rest).unwrap().unwrap();
+                out.push(rest[..n].to_vec());
+                rest = &rest[n..];
+            }
+            out
+        };
+        let n_packets = packets(&img(0)).len();
+        for join_after in 0..n_packets {
+            let mut b = Bridge::new(Config::default());
+            let first = b.add_client(Transport::Tcp).unwrap();
+            let mut late = None;
+            for (k, p) in packets(&img(1)).iter().enumerate() {
+                if k == join_after && k > 0 {
+                    late = Some(b.add_client(Transport::Tcp).unwrap());
+                }
+                b.spi_received(p);
+            }
+            let late = late.unwrap_or_else(|| b.add_client(Transport::Tcp).unwrap());
+            b.spi_received(&img(2));
+            let mut all = img(1);
+            all.extend_from_slice(&img(2));
+            assert_eq!(drain(&mut b, first, 1 << 20), all);
+            assert_eq!(
+                drain(&mut b, late, 777),
+                img(2),
+                "joined after packet {join_after}"
+            );
+        }
+    }
+
+    /// A slow client that loses part of a stock image loses the rest of it: what it gets next
+    /// starts with a header and every image it gets is whole.
+    #[test]
+    fn a_slow_stock_client_loses_whole_images_only() {
+        let mut b = Bridge::new(Config {
+            client_queue_bytes: 12_000,
+            control_reserve_bytes: 0,
+            ..Config::default()
+        });
+        let c = b.add_client(Transport::Tcp).unwrap();
+        let mut got = Vec::new();
+        for t in 0..12u8 {
+            b.spi_received(&stock_image(t, 5000));
+            if t % 4 == 3 {
+                got.extend_from_slice(&drain(&mut b, c, 1 << 20));
+            }
+        }
+        got.extend_from_slice(&drain(&mut b, c, 1 << 20));
+        // Parse as opencv-viewer.py does: a header packet, then packets until `size` bytes.
+        let mut rest = &got[..];
+        let mut images = Vec::new();
+        while !rest.is_empty() {
+            let n = cpx::packet_len(rest).unwrap().unwrap();
+            assert_eq!(
+                n,
+                4 + 11,
+                "every image starts with an 11-byte header packet"
+            );
+            assert_eq!(rest[4], 0xBC);
+            let size = u32::from_le_bytes(rest[11..15].try_into().unwrap()) as usize;
+            rest = &rest[n..];
+            let mut body = Vec::new();
+            while body.len() < size {
+                let n = cpx::packet_len(rest).unwrap().unwrap();
+                body.extend_from_slice(&rest[4..n]);
+                rest = &rest[n..];
+            }
+            assert_eq!(body.len(), size);
+            images.push(body[0]);
+        }
+        assert!(images.len() < 12, "the slow client lost images");
+        assert!(images.len() >= 2);
+        assert!(b.client_stats(c).unwrap().frames_dropped > 0);
     }
 
     #[test]
@@ -795,6 +1065,31 @@ mod tests {
             b2.add_client(Transport::Tcp),
             Err(BridgeError::TooManyClients)
         );
+    }
+
+    #[test]
+    fn finding5_udp_and_tcp_clients_have_separate_slots() {
+        let mut b = Bridge::new(Config {
+            max_clients: 2,
+            max_udp_clients: 3,
+            ..Config::default()
+        });
+        for _ in 0..3 {
+            b.add_client(Transport::Udp).unwrap();
+        }
+        assert_eq!(
+            b.add_client(Transport::Udp),
+            Err(BridgeError::TooManyClients)
+        );
+        // Every UDP slot taken: TCP clients still get theirs, and the other way round.
+        let t1 = b.add_client(Transport::Tcp).unwrap();
+        b.add_client(Transport::Tcp).unwrap();
+        assert_eq!(
+            b.add_client(Transport::Tcp),
+            Err(BridgeError::TooManyClients)
+        );
+        b.remove_client(t1);
+        assert!(b.add_client(Transport::Tcp).is_ok());
     }
 
     proptest! {

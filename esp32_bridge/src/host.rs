@@ -1,17 +1,27 @@
 //! The forwarding core driven by std / tokio sockets: the ESP32 as it runs on the host.
 //!
 //! - SPI side: a TCP listener standing in for the SPI link; the simulated drone connects to it
-//!   (one GAP8 at a time; a new connection replaces the old one, like a GAP8 reset).
-//! - WiFi side: a TCP server (port 5000 like the stock firmware) and a UDP socket. A UDP client is
-//!   any address that sends a datagram (an empty one just registers / keeps alive); it is forgotten
-//!   after [`HostConfig::udp_client_timeout`] of silence.
+//!   (one GAP8 at a time: while one link is up, a second connection is refused, so nobody else
+//!   on the machine can take the stream over; a restarted GAP8 connects again once its old
+//!   connection is closed).
+//! - WiFi side: a TCP server (port 5000 like the stock firmware) and a UDP socket. A UDP client
+//!   first proves that it receives at its address ([`crate::cookie`]: request, cookie, echo,
+//!   welcome); until then the bridge answers only a request, with a cookie no larger than it, and
+//!   at most [`HostConfig::cookie_burst`] / [`HostConfig::cookie_per_sec`] per source IP. A
+//!   registered client keeps its registration with any datagram (an empty one is a keep-alive)
+//!   and is forgotten after [`HostConfig::udp_client_timeout`] of silence. UDP and TCP clients
+//!   have separate slots, and one source IP holds at most
+//!   [`HostConfig::udp_clients_per_source`] UDP clients.
+//! - Refusals (datagrams from unregistered addresses, full slots, a second GAP8) are logged at
+//!   most once a second, with the number left out.
 //!
 //! Every socket has its own task; the core sits behind one mutex that is never held across I/O.
 //! A client that cannot take bytes for [`HostConfig::client_write_timeout`] is disconnected.
 
 use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Notify;
 
+use crate::cookie::{self, Control, Gate, SourceLimiter, Verdict};
 use crate::forward::{Bridge, BridgeError, ClientId, Config, Transport};
 
 /// Where the host bridge listens and how patient it is.
@@ -32,6 +43,14 @@ pub struct HostConfig {
     pub client_write_timeout: Duration,
     /// Print one line per connection event on stderr.
     pub verbose: bool,
+    /// UDP clients registered from one source IP at most.
+    pub udp_clients_per_source: usize,
+    /// Cookies sent to one source IP: at most this many at once ...
+    pub cookie_burst: u32,
+    /// ... and this many a second on average.
+    pub cookie_per_sec: u32,
+    /// Cookies sent a second to all sources together.
+    pub cookie_global_per_sec: u32,
 }
 
 impl Default for HostConfig {
@@ -44,6 +63,10 @@ impl Default for HostConfig {
             udp_client_timeout: Duration::from_secs(5),
             client_write_timeout: Duration::from_secs(3),
             verbose: false,
+            udp_clients_per_source: 2,
+            cookie_burst: 4,
+            cookie_per_sec: 2,
+            cookie_global_per_sec: 200,
         }
     }
 }
@@ -54,7 +77,85 @@ struct Shared {
     spi_notify: Notify,
     udp_notify: Notify,
     udp_peers: Mutex<HashMap<SocketAddr, (ClientId, Instant)>>,
+    udp_gate: Mutex<UdpGate>,
+    refusals: Mutex<RateLimitedLog>,
+    refused: AtomicU64,
     verbose: bool,
+}
+
+/// Seconds per cookie slot: a cookie is valid for 30 to 60 s, the secret changes every 30 s.
+const COOKIE_SLOT_SECS: u64 = 30;
+
+/// What the bridge keeps to check UDP addresses: the cookie gate and the per-source limit.
+struct UdpGate {
+    gate: Gate<IpAddr>,
+    start: Instant,
+    per_source: usize,
+}
+
+fn fresh_secret() -> io::Result<[u8; 32]> {
+    let mut s = [0u8; 32];
+    getrandom::fill(&mut s).map_err(|e| io::Error::other(format!("no random numbers: {e}")))?;
+    Ok(s)
+}
+
+/// A client address as the cookie binds it: family, IP, port.
+fn peer_bytes(a: SocketAddr) -> ([u8; 19], usize) {
+    let mut out = [0u8; 19];
+    match a.ip() {
+        IpAddr::V4(ip) => {
+            out[0] = 4;
+            out[1..5].copy_from_slice(&ip.octets());
+            out[5..7].copy_from_slice(&a.port().to_be_bytes());
+            (out, 7)
+        }
+        IpAddr::V6(ip) => {
+            out[0] = 6;
+            out[1..17].copy_from_slice(&ip.octets());
+            out[17..19].copy_from_slice(&a.port().to_be_bytes());
+            (out, 19)
+        }
+    }
+}
+
+/// At most one line per `window`: the first refusal is printed, the ones in the next `window`
+/// are only counted, and the next line printed says how many were left out.
+struct RateLimitedLog {
+    window: Duration,
+    last: Option<Instant>,
+    left_out: u64,
+}
+
+impl RateLimitedLog {
+    fn new(window: Duration) -> Self {
+        RateLimitedLog {
+            window,
+            last: None,
+            left_out: 0,
+        }
+    }
+
+    /// The line to print for this event now, if any.
+    fn note(&mut self, now: Instant, what: &str) -> Option<String> {
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < self.window)
+        {
+            self.left_out += 1;
+            return None;
+        }
+        let line = if self.left_out > 0 {
+            format!(
+                "{what} (and {} more refused since the last such line)",
+                self.left_out
+            )
+        } else {
+            what.to_string()
+        };
+        self.last = Some(now);
+        self.left_out = 0;
+        Some(line)
+    }
 }
 
 impl Shared {
@@ -77,12 +178,30 @@ impl Shared {
             eprintln!("esp32-bridge: {msg}");
         }
     }
+    /// A refused datagram or connection: counted, logged at most once a second.
+    fn refuse(&self, msg: std::fmt::Arguments<'_>) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        if !self.verbose {
+            return;
+        }
+        let line = self
+            .refusals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .note(Instant::now(), &msg.to_string());
+        if let Some(l) = line {
+            eprintln!("esp32-bridge: {l}");
+        }
+    }
     fn drop_client(&self, id: ClientId) {
         self.wakers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
-        if let Some(st) = self.core().remove_client(id) {
+        let left = self.core().remove_client(id);
+        if let Some(st) = left {
+            // The last client leaving queues WIFI_CTRL "client disconnected" for the GAP8.
+            self.spi_notify.notify_one();
             self.log(format_args!(
                 "client {id} left (sent {} messages, dropped {} frames for it)",
                 st.messages_sent, st.frames_dropped
@@ -115,6 +234,22 @@ impl HostBridge {
             spi_notify: Notify::new(),
             udp_notify: Notify::new(),
             udp_peers: Mutex::new(HashMap::new()),
+            udp_gate: Mutex::new(UdpGate {
+                gate: Gate::new(
+                    fresh_secret()?,
+                    SourceLimiter::new(
+                        cfg.cookie_burst,
+                        cfg.cookie_per_sec,
+                        4096,
+                        cfg.cookie_global_per_sec,
+                    ),
+                    COOKIE_SLOT_SECS * 1000,
+                ),
+                start: Instant::now(),
+                per_source: cfg.udp_clients_per_source,
+            }),
+            refusals: Mutex::new(RateLimitedLog::new(Duration::from_secs(1))),
+            refused: AtomicU64::new(0),
             verbose: cfg.verbose,
         });
         let (spi, tcp, udp) = runtime.block_on(async {
@@ -146,6 +281,21 @@ impl HostBridge {
             tcp_addr,
             udp_addr,
         })
+    }
+
+    /// Datagrams and connections refused so far (unregistered UDP addresses, bad cookies, full
+    /// slots, a second GAP8).
+    pub fn refused(&self) -> u64 {
+        self.shared.refused.load(Ordering::Relaxed)
+    }
+
+    /// UDP clients registered now.
+    pub fn udp_clients(&self) -> usize {
+        self.shared
+            .udp_peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// Runs `f` on the core (for statistics).
@@ -193,8 +343,12 @@ async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
         let Ok((sock, peer)) = listener.accept().await else {
             continue;
         };
-        if let Some(old) = current.take() {
-            old.abort();
+        if current.as_ref().is_some_and(|h| !h.is_finished()) {
+            shared.refuse(format_args!(
+                "refusing a second GAP8 link from {peer}: one is up"
+            ));
+            drop(sock);
+            continue;
         }
         let _ = sock.set_nodelay(true);
         shared.core().spi_reset();
@@ -241,11 +395,13 @@ async fn tcp_side(listener: TcpListener, shared: Arc<Shared>, write_timeout: Dur
         let id = match shared.core().add_client(Transport::Tcp) {
             Ok(id) => id,
             Err(e) => {
-                shared.log(format_args!("refusing {peer}: {e}"));
+                shared.refuse(format_args!("refusing TCP {peer}: {e}"));
                 continue;
             }
         };
         let _ = sock.set_nodelay(true);
+        // The core queued WIFI_CTRL "client connected" for the GAP8.
+        shared.spi_notify.notify_one();
         let waker = Arc::new(Notify::new());
         shared
             .wakers
@@ -314,33 +470,82 @@ async fn udp_reader(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
         let Ok((n, peer)) = sock.recv_from(&mut buf).await else {
             continue;
         };
+        let d = &buf[..n];
         let known = shared
             .udp_peers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&peer)
-            .map(|p| p.0);
-        let id = match known {
-            Some(id) => id,
-            None => {
-                let Ok(id) = shared.core().add_client(Transport::Udp) else {
-                    shared.log(format_args!("refusing UDP {peer}: too many clients"));
-                    continue;
-                };
-                shared.log(format_args!("client {id} registered over UDP from {peer}"));
-                id
+            .get_mut(&peer)
+            .map(|p| {
+                p.1 = Instant::now();
+                p.0
+            });
+        let Some(id) = known else {
+            if let Some((reply, len)) = shared.unproven(peer, d) {
+                let _ = sock.send_to(&reply[..len], peer).await;
             }
+            continue;
         };
-        shared
-            .udp_peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(peer, (id, Instant::now()));
-        let res = shared.core().client_datagram(id, &buf[..n]);
+        match Control::parse(d) {
+            // The welcome was lost: say it again (the address is proven).
+            Some(Control::Echo(_)) => {
+                let (w, len) = Control::Welcome.encode();
+                let _ = sock.send_to(&w[..len], peer).await;
+                continue;
+            }
+            Some(_) => continue,
+            None => {}
+        }
+        let res = shared.core().client_datagram(id, d);
         match res {
             Ok(k) if k > 0 => shared.spi_notify.notify_one(),
             Ok(_) => {}
-            Err(e) => shared.log(format_args!("client {id}: dropped datagram: {e}")),
+            Err(e) => shared.refuse(format_args!("client {id}: dropped datagram: {e}")),
+        }
+    }
+}
+
+impl Shared {
+    /// A datagram from an address that is not registered: the cookie exchange. Returns the reply,
+    /// never larger than `d`: a cookie for a request, a welcome for a good echo.
+    fn unproven(&self, peer: SocketAddr, d: &[u8]) -> Option<([u8; cookie::REQUEST_LEN], usize)> {
+        let (pb, pl) = peer_bytes(peer);
+        let mut g = self.udp_gate.lock().unwrap_or_else(|e| e.into_inner());
+        let now_ms = g.start.elapsed().as_millis() as u64;
+        let verdict = g
+            .gate
+            .unproven(&pb[..pl], &peer.ip(), d, now_ms, || fresh_secret().ok());
+        let per_source = g.per_source;
+        drop(g);
+        match verdict {
+            Verdict::Reply(b, n) => Some((b, n)),
+            Verdict::Refuse(why) => {
+                self.refuse(format_args!("UDP {peer}: {why} ({} bytes)", d.len()));
+                None
+            }
+            Verdict::Register => {
+                let mut peers = self.udp_peers.lock().unwrap_or_else(|e| e.into_inner());
+                let same_ip = peers.keys().filter(|a| a.ip() == peer.ip()).count();
+                if same_ip >= per_source {
+                    drop(peers);
+                    self.refuse(format_args!(
+                        "refusing UDP {peer}: {same_ip} clients from that address already"
+                    ));
+                    return None;
+                }
+                let added = self.core().add_client(Transport::Udp);
+                let Ok(id) = added else {
+                    drop(peers);
+                    self.refuse(format_args!("refusing UDP {peer}: too many UDP clients"));
+                    return None;
+                };
+                peers.insert(peer, (id, Instant::now()));
+                drop(peers);
+                self.log(format_args!("client {id} registered over UDP from {peer}"));
+                // The core has queued the client-connected status for the GAP8.
+                self.spi_notify.notify_one();
+                Some(Control::Welcome.encode())
+            }
         }
     }
 }
@@ -384,6 +589,11 @@ async fn udp_expiry(shared: Arc<Shared>, timeout: Duration) {
             .filter(|(_, (_, seen))| seen.elapsed() > timeout)
             .map(|(a, (id, _))| (*a, *id))
             .collect();
+        {
+            let mut g = shared.udp_gate.lock().unwrap_or_else(|e| e.into_inner());
+            let now_ms = g.start.elapsed().as_millis() as u64;
+            g.gate.forget_idle(now_ms);
+        }
         for (addr, id) in stale {
             shared
                 .udp_peers
@@ -449,7 +659,7 @@ mod tests {
         let mut leader = StdTcp::connect(b.tcp_addr).unwrap();
         let mut listener = StdTcp::connect(b.tcp_addr).unwrap();
         let udp = StdUdp::bind("127.0.0.1:0").unwrap();
-        udp.send_to(&[], b.udp_addr.unwrap()).unwrap();
+        register(&udp, b.udp_addr.unwrap()).unwrap();
         // Wait until the bridge registered all three.
         let t0 = Instant::now();
         while b.with_core(|c| c.client_ids().count()) < 3 {
@@ -478,10 +688,25 @@ mod tests {
         drop(listener);
         let up = message(9, 50, Target::WifiHost, Target::Gap8);
         leader.write_all(&up).unwrap();
-        let mut back = vec![0u8; up.len()];
+        // Before it, the GAP8 got "client connected" (WIFI_CTRL [0x32, 1]): once per client, or
+        // fewer when clients connected before the bridge saw the GAP8's link come up (a link reset
+        // clears the queue and reports the status once).
+        let status = [4u8, 0, 4 | 2 << 3 | 1 << 6, 4, 0x32, 1];
         gap8.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        gap8.read_exact(&mut back).unwrap();
-        assert_eq!(back, up);
+        let mut seen = 0;
+        loop {
+            let mut p = [0u8; 6];
+            gap8.read_exact(&mut p).unwrap();
+            if p != status {
+                let mut back = p.to_vec();
+                back.resize(up.len(), 0);
+                gap8.read_exact(&mut back[6..]).unwrap();
+                assert_eq!(back, up);
+                break;
+            }
+            seen += 1;
+        }
+        assert!((1..=3).contains(&seen), "{seen} status packets");
         let f = message(7, 5000, Target::Gap8, Target::WifiHost);
         gap8.write_all(&f).unwrap();
         assert_eq!(read_messages(&mut leader, 1), vec![f]);
@@ -492,6 +717,255 @@ mod tests {
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
         assert!(matches!(leader.read(&mut one), Ok(0) | Err(_)));
+    }
+
+    /// The client's side of the cookie exchange; the welcome's bytes.
+    fn register(udp: &StdUdp, to: SocketAddr) -> Result<Vec<u8>, String> {
+        udp.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let (req, n) = Control::Request.encode();
+        udp.send_to(&req[..n], to).unwrap();
+        let mut buf = [0u8; 2048];
+        let (k, _) = udp.recv_from(&mut buf).map_err(|e| e.to_string())?;
+        assert_eq!(k, n, "the cookie is as large as the request");
+        let Some(Control::Cookie(c)) = Control::parse(&buf[..k]) else {
+            return Err(format!("not a cookie: {:?}", &buf[..k]));
+        };
+        let (echo, n) = Control::Echo(c).encode();
+        udp.send_to(&echo[..n], to).unwrap();
+        let (k, _) = udp.recv_from(&mut buf).map_err(|e| e.to_string())?;
+        match Control::parse(&buf[..k]) {
+            Some(Control::Welcome) => Ok(buf[..k].to_vec()),
+            _ => Err(format!("not a welcome: {:?}", &buf[..k])),
+        }
+    }
+
+    /// A bridge with a GAP8 streaming 20 KB frames to it (on a thread) until the flag is set.
+    fn streaming(
+        b: &HostBridge,
+    ) -> (
+        Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    ) {
+        let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = stop.clone();
+        let t = std::thread::spawn(move || {
+            let mut k = 0u8;
+            while !st.load(Ordering::Relaxed) {
+                if gap8
+                    .write_all(&message(k, 20_000, Target::Gap8, Target::WifiHost))
+                    .is_err()
+                {
+                    return;
+                }
+                k = k.wrapping_add(1);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        (stop, t)
+    }
+
+    /// An empty datagram (28 bytes on the wire with its IPv4 and UDP headers) from an address the
+    /// bridge does not know, while frames flow: nothing comes back, and the address gets no slot.
+    /// A request gets a cookie of its own size, stray bytes get nothing; no frame data at all.
+    #[test]
+    fn finding5_empty_datagram_from_a_new_address_gets_no_larger_reply_and_no_frame_data() {
+        let b = HostBridge::start(local()).unwrap();
+        let (stop, t) = streaming(&b);
+        let to = b.udp_addr.unwrap();
+        let probe = StdUdp::bind("127.0.0.1:0").unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut sent = 0usize;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        let (req, rn) = Control::Request.encode();
+        for d in [&[][..], &[0u8][..], &[0u8; 3][..], &req[..rn], &[][..]] {
+            probe.send_to(d, to).unwrap();
+            sent += d.len();
+            let t0 = Instant::now();
+            let mut replies = Vec::new();
+            while t0.elapsed() < Duration::from_millis(400) {
+                if let Ok((n, _)) = probe.recv_from(&mut buf) {
+                    assert!(
+                        n <= d.len(),
+                        "a {n}-byte reply to a {}-byte datagram",
+                        d.len()
+                    );
+                    replies.push(buf[..n].to_vec());
+                }
+            }
+            if d.len() < rn {
+                assert!(
+                    replies.is_empty(),
+                    "a reply to {} bytes: {replies:?}",
+                    d.len()
+                );
+            }
+            got.extend(replies);
+        }
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(matches!(Control::parse(&got[0]), Some(Control::Cookie(_))));
+        let back: usize = got.iter().map(Vec::len).sum();
+        assert!(back <= sent, "{back} bytes back for {sent}");
+        assert_eq!(b.udp_clients(), 0, "no slot without the echo");
+        assert!(b.refused() >= 4);
+        // Who echoes the cookie gets the stream.
+        let welcome = register(&probe, to).unwrap();
+        assert_eq!(welcome, b"GSCW");
+        assert_eq!(b.udp_clients(), 1);
+        let mut a = MessageAssembler::new(1 << 20);
+        let mut frames = 0;
+        probe
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        while frames < 2 {
+            let (n, _) = probe.recv_from(&mut buf).unwrap();
+            a.push(&buf[..n], |_| frames += 1, |e| panic!("{e}"));
+        }
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+    }
+
+    /// A cookie is bound to the address it was sent to: echoed from another port (a spoofer who
+    /// did not receive it), it registers nothing.
+    #[test]
+    fn finding5_a_cookie_echoed_from_another_address_registers_nothing() {
+        let b = HostBridge::start(local()).unwrap();
+        let to = b.udp_addr.unwrap();
+        let (u1, u2) = (
+            StdUdp::bind("127.0.0.1:0").unwrap(),
+            StdUdp::bind("127.0.0.1:0").unwrap(),
+        );
+        u1.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        u2.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let (req, n) = Control::Request.encode();
+        u1.send_to(&req[..n], to).unwrap();
+        let mut buf = [0u8; 64];
+        let (k, _) = u1.recv_from(&mut buf).unwrap();
+        let Some(Control::Cookie(c)) = Control::parse(&buf[..k]) else {
+            panic!("no cookie")
+        };
+        let (echo, n) = Control::Echo(c).encode();
+        u2.send_to(&echo[..n], to).unwrap();
+        assert!(u2.recv_from(&mut buf).is_err(), "no welcome");
+        assert_eq!(b.udp_clients(), 0);
+    }
+
+    /// Thousands of tiny datagrams from 400 source addresses, and clients that complete the
+    /// cookie exchange from 30 addresses: at most the UDP slots are taken, and a TCP receiver
+    /// that connects afterwards gets its slot and the stream.
+    #[test]
+    fn finding5_a_flood_of_tiny_datagrams_from_many_sources_cannot_lock_out_a_tcp_receiver() {
+        let b = HostBridge::start(HostConfig {
+            udp_client_timeout: Duration::from_secs(60),
+            ..local()
+        })
+        .unwrap();
+        let (stop, t) = streaming(&b);
+        let to = b.udp_addr.unwrap();
+        let flood: Vec<StdUdp> = (0..400)
+            .map(|i| StdUdp::bind(format!("127.0.{}.{}:0", 1 + i / 200, 1 + i % 200)).unwrap())
+            .collect();
+        for _ in 0..5 {
+            for s in &flood {
+                let _ = s.send_to(&[], to);
+                let _ = s.send_to(&[0x55], to);
+            }
+        }
+        // Proven clients from 6 addresses, 3 each, fill the UDP slots (2 per address, 4 in
+        // all) ...
+        let mut welcomed = 0;
+        let mut keep = Vec::new();
+        for i in 0..6 {
+            for _ in 0..3 {
+                let s = StdUdp::bind(format!("127.1.0.{}:0", 1 + i)).unwrap();
+                if register(&s, to).is_ok() {
+                    welcomed += 1;
+                }
+                keep.push(s);
+            }
+        }
+        let udp_slots = Config::default().max_udp_clients;
+        assert_eq!(welcomed, udp_slots);
+        assert_eq!(b.udp_clients(), udp_slots);
+        // ... yet every TCP slot is free: a receiver connects and gets frames.
+        for _ in 0..Config::default().max_clients {
+            let mut tcp = StdTcp::connect(b.tcp_addr).unwrap();
+            assert_eq!(read_messages(&mut tcp, 1).len(), 1);
+        }
+        assert!(b.refused() >= 1000, "refused {}", b.refused());
+        stop.store(true, Ordering::Relaxed);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn finding6_refusals_are_logged_at_most_once_a_second() {
+        let mut log = RateLimitedLog::new(Duration::from_secs(1));
+        let t0 = Instant::now();
+        let lines: Vec<String> = (0..10_000u64)
+            .filter_map(|i| log.note(t0 + Duration::from_micros(90 * i), "refused"))
+            .collect();
+        assert_eq!(lines, vec!["refused".to_string()], "one line in 0.9 s");
+        let next = log
+            .note(t0 + Duration::from_millis(1500), "refused")
+            .unwrap();
+        assert_eq!(
+            next,
+            "refused (and 9999 more refused since the last such line)"
+        );
+        assert!(log.note(t0 + Duration::from_millis(1600), "x").is_none());
+        assert_eq!(
+            log.note(t0 + Duration::from_millis(2600), "x").as_deref(),
+            Some("x (and 1 more refused since the last such line)")
+        );
+    }
+
+    /// A second connection on the SPI side while the GAP8's link is up is refused: the first
+    /// keeps streaming. Once the first is gone, a new one is accepted (a restarted GAP8).
+    #[test]
+    fn finding6_a_second_gap8_connection_cannot_take_the_stream_over() {
+        let b = HostBridge::start(local()).unwrap();
+        let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
+        assert!(b.wait_gap8_link(Duration::from_secs(5)));
+        let mut client = StdTcp::connect(b.tcp_addr).unwrap();
+        let t0 = Instant::now();
+        while b.with_core(|c| c.client_ids().count()) < 1 {
+            assert!(t0.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut intruder = StdTcp::connect(b.spi_addr).unwrap();
+        intruder
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut one = [0u8; 1];
+        assert!(
+            matches!(intruder.read(&mut one), Ok(0) | Err(_)),
+            "the intruder is closed"
+        );
+        let _ = intruder.write_all(&message(66, 500, Target::Gap8, Target::WifiHost));
+        let f = message(1, 3000, Target::Gap8, Target::WifiHost);
+        gap8.write_all(&f).unwrap();
+        assert_eq!(read_messages(&mut client, 1), vec![f]);
+        assert_eq!(b.with_core(|c| c.stats().spi_resets), 1);
+        assert!(b.refused() >= 1);
+        // The GAP8 restarts: its old connection closes, the new one is taken.
+        drop(gap8);
+        let t0 = Instant::now();
+        loop {
+            let mut g = StdTcp::connect(b.spi_addr).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            if b.with_core(|c| c.stats().spi_resets) == 2 {
+                let f = message(2, 3000, Target::Gap8, Target::WifiHost);
+                g.write_all(&f).unwrap();
+                assert_eq!(read_messages(&mut client, 1), vec![f]);
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5));
+        }
     }
 
     #[test]

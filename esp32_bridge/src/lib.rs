@@ -4,18 +4,20 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`cookie`] | UDP return-routability: the stateless cookie a UDP client echoes before it gets the stream, per-source limits |
 //! | [`cpx`] | the CPX framing the bridge needs: packet lengths, routing header, message grouping (`last_packet`) |
 //! | [`forward`] | the forwarding state machine (`no_std` + `alloc`, sans I/O): client set, queues, drop policy, upstream routing |
 //! | [`spi_slave`] | the ESP32's end of the SPI link to the GAP8 (one CPX packet per transaction each way, stock protocol), sans I/O |
 //! | `capi` (feature `capi`) | C entry points (`include/esp32_bridge.h`) for the ESP-IDF firmware (`esp-idf/`) and the GVSOC stand-in |
 //! | `host` (feature `host`) | the std/tokio driver: SPI side as a TCP socket, TCP and UDP servers, the `esp32-bridge` binary |
 //!
-//! Without the `host` feature the crate is `no_std` + `alloc` (what the ESP-IDF glue of issue 7 links).
+//! Without the `host` feature the crate is `no_std` + `alloc` (what the ESP-IDF glue in `esp-idf/` links).
 #![cfg_attr(not(feature = "std"), no_std)]
 extern crate alloc;
 
 #[cfg(feature = "capi")]
 pub mod capi;
+pub mod cookie;
 pub mod cpx;
 pub mod forward;
 #[cfg(feature = "host")]

@@ -145,6 +145,7 @@ mod tests {
     fn arms_one_packet_per_transaction_for_the_gap8() {
         let mut b = Bridge::new(Config::default());
         let c = b.add_client(Transport::Tcp).unwrap();
+        assert_eq!(b.take_client_status(), vec![true]);
         let mut s = SpiSlave::new();
         assert!(!s.should_arm(&b, false));
         assert!(s.should_arm(&b, true));
@@ -171,7 +172,7 @@ mod tests {
         let c = b.add_client(Transport::Tcp).unwrap();
         let mut s = SpiSlave::new();
         let down = wire(
-            Route::new(Target::Gap8, Target::WifiHost, Function::App),
+            Route::new(Target::Gap8, Target::WifiHost, Function::Test),
             b"hello",
         );
         let mut rx = vec![0u8; BUFFER_LEN];

@@ -103,6 +103,7 @@ fn the_same_constants() {
     assert_eq!(define("ESP32B_ENOCLIENT"), ESP32B_ENOCLIENT as i64);
     assert_eq!(define("ESP32B_EFULL"), ESP32B_EFULL as i64);
     assert_eq!(define("ESP32B_ECPX"), ESP32B_ECPX as i64);
+    assert_eq!(define("ESP32B_UDP_REPLY_MAX"), ESP32B_UDP_REPLY_MAX as i64);
     assert_eq!(
         define("ESP32B_SPI_BUFFER_LEN"),
         esp32_bridge::spi_slave::BUFFER_LEN as i64

@@ -23,7 +23,7 @@ static size_t packet(uint8_t *out, uint8_t dst, uint8_t src, const uint8_t *p, s
     out[0] = (uint8_t) ((n + 2) & 0xFF);
     out[1] = (uint8_t) ((n + 2) >> 8);
     out[2] = (uint8_t) (dst | (src << 3) | (1 << 6));
-    out[3] = 0x05; /* APP */
+    out[3] = 0x0E; /* gapstream's function (APP, 0x05, would be read as the stock image stream) */
     memcpy(out + 4, p, n);
     return n + 4;
 }
@@ -38,7 +38,24 @@ int main(void)
     CHECK(h != NULL);
     int32_t c0 = esp32b_client_add(h, 0), c1 = esp32b_client_add(h, 1);
     CHECK(c0 >= 0 && c1 >= 0 && c0 != c1);
+    /* max_clients per transport: TCP and UDP slots are separate. */
+    int32_t c2 = esp32b_client_add(h, 0), c3 = esp32b_client_add(h, 1);
+    CHECK(c2 >= 0 && c3 >= 0);
     CHECK(esp32b_client_add(h, 0) == ESP32B_EFULL);
+    CHECK(esp32b_client_add(h, 1) == ESP32B_EFULL);
+    CHECK(esp32b_client_remove(h, (uint32_t) c2) == 0 && esp32b_client_remove(h, (uint32_t) c3) == 0);
+
+    /* Each client's arrival (four, two of them gone again) was queued for the GAP8 as WIFI_CTRL
+     * "client connected" (ESP32 = 2 -> GAP8 = 4, function 4, [0x32, 1]), as Bitcraze's
+     * aideck-esp-firmware reports it. */
+    const uint8_t status[6] = {4, 0, 4 | (2 << 3) | (1 << 6), 4, 0x32, 1};
+    uint8_t tx[ESP32B_SPI_BUFFER_LEN];
+    for (int i = 0; i < 4; i++) {
+        CHECK(esp32b_spi_should_arm(h, 0) == 1);
+        CHECK(esp32b_spi_arm(h, tx, sizeof tx) == 6);
+        CHECK(memcmp(tx, status, 6) == 0);
+    }
+    CHECK(esp32b_spi_should_arm(h, 0) == 0);
 
     /* GAP8 -> clients: one SPI transaction, one packet (GAP8 = 4, WiFi host = 3). */
     uint8_t rx[ESP32B_SPI_BUFFER_LEN] = {0}, out[2048];
@@ -56,7 +73,6 @@ int main(void)
     size_t m = packet(up, 4, 3, hello, sizeof hello);
     CHECK(esp32b_client_datagram(h, (uint32_t) c1, up, m) == 1);
     CHECK(esp32b_spi_should_arm(h, 0) == 1);
-    uint8_t tx[ESP32B_SPI_BUFFER_LEN];
     CHECK(esp32b_spi_arm(h, tx, sizeof tx) == (int32_t) m);
     CHECK(memcmp(tx, up, m) == 0);
     CHECK(esp32b_spi_should_arm(h, 0) == 0);
@@ -67,7 +83,23 @@ int main(void)
     CHECK(esp32b_client_remove(h, 77) == ESP32B_ENOCLIENT);
     esp32b_stats_t st;
     CHECK(esp32b_stats(h, &st) == 0);
-    CHECK(st.clients == 2 && st.packets_from_gap8 == 1 && st.packets_to_gap8 == 1 && st.spi_malformed == 1);
+    CHECK(st.clients == 2 && st.packets_from_gap8 == 1 && st.packets_to_gap8 == 5 && st.spi_malformed == 1);
+
+    /* UDP registration: nothing for an empty datagram, a cookie as large as the request, a
+     * client for the echo (a UDP slot is free: c3 was removed above). */
+    uint8_t secret[32] = {1, 2, 3}, reply[ESP32B_UDP_REPLY_MAX], req[20] = {'G', 'S', 'C', 'Q'};
+    int32_t id = 0;
+    CHECK(esp32b_udp_secret(h, secret) == 0);
+    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, req, 0, 10, reply, sizeof reply, &id) == 0 && id == -1);
+    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, req, sizeof req, 10, reply, sizeof reply, &id) == 20);
+    CHECK(memcmp(reply, "GSCK", 4) == 0 && id == -1);
+    uint8_t echo[20];
+    memcpy(echo, "GSCE", 4);
+    memcpy(echo + 4, reply + 4, 16);
+    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, echo, sizeof echo, 20, reply, sizeof reply, &id) == 4);
+    CHECK(memcmp(reply, "GSCW", 4) == 0 && id >= 0);
+    CHECK(esp32b_client_remove(h, (uint32_t) id) == 0);
+
     esp32b_free(h);
     printf("capi_test: esp32_bridge C entry points ok\n");
     return 0;

@@ -34,6 +34,7 @@ extern "C" {
 #define GAPCS_ERR_ENGINE -9           /* cluster, fork or DMA failure */
 #define GAPCS_ERR_OVERLAP -10         /* input and output overlap without being equal */
 #define GAPCS_ERR_PANIC -11           /* internal panic caught (host builds) */
+#define GAPCS_ERR_LENGTH -12          /* length above PTRDIFF_MAX or buffer past the end of memory */
 
 #define GAPCS_DEFAULT_BUFFER 8192 /* L1 buffer size used when buffer_size is 0 (three are allocated) */
 #define GAPCS_MAX_CORES 8
@@ -53,14 +54,16 @@ int32_t gapcs_engine_set_cores(gapcs_engine *engine, uint32_t cores);
 
 /* XORs the keystream of `cipher` from byte position `offset` into data[0..len], in place.
  * key_len / iv_len must be the cipher's (32 / 12 for ChaCha20, 16 / 16 for AES-128-CTR).
- * `data` may be NULL when len is 0. */
+ * `data` may be NULL when len is 0. A length above PTRDIFF_MAX, or a buffer that would run past
+ * the end of memory, gives GAPCS_ERR_LENGTH (nothing read or written). */
 int32_t gapcs_apply_keystream(gapcs_engine *engine, uint8_t cipher, const uint8_t *key, size_t key_len,
                               const uint8_t *iv, size_t iv_len, uint64_t offset, uint8_t *data, size_t len);
 
 /* Encrypts input[0..len] into output[0..len] (output == input for in place; partly overlapping
  * buffers give GAPCS_ERR_OVERLAP). ChaCha20: key 32 bytes, nonce 12 bytes, counter = initial
  * 32-bit block counter (RFC 8439). AES-128-CTR: key 16 bytes, nonce = 16-byte initial counter
- * block, counter = 16-byte blocks to skip (usually 0). */
+ * block, counter = 16-byte blocks to skip (usually 0). `len` above PTRDIFF_MAX, or a buffer that
+ * would run past the end of memory, gives GAPCS_ERR_LENGTH. */
 int32_t gapcs_encrypt(gapcs_engine *engine, uint8_t cipher, const uint8_t *key, const uint8_t *nonce,
                       uint32_t counter, const uint8_t *input, uint8_t *output, size_t len);
 

@@ -58,6 +58,9 @@ constants! {
     GAPCS_ERR_OVERLAP = -10;
     /// An internal panic was caught (host builds only).
     GAPCS_ERR_PANIC = -11;
+    /// A length above `PTRDIFF_MAX` (`isize::MAX`), or a buffer running past the end of the
+    /// address space: no such buffer exists; nothing was read or written.
+    GAPCS_ERR_LENGTH = -12;
     /// Default L1 buffer size used when `buffer_size` is 0 (three such buffers are allocated).
     GAPCS_DEFAULT_BUFFER = 8192;
     /// Largest core count.
@@ -271,6 +274,12 @@ pub unsafe extern "C" fn gapcs_engine_set_cores(engine: *mut gapcs_engine, cores
     })
 }
 
+/// Whether `len` bytes at `p` can be one buffer at all: at most `isize::MAX` bytes (what
+/// `core::slice::from_raw_parts` requires) and not running past the end of the address space.
+fn span_ok(p: *const u8, len: usize) -> bool {
+    len <= isize::MAX as usize && (p as usize).checked_add(len).is_some()
+}
+
 /// `len` bytes at `p` as a slice (`NULL` allowed when `len` is 0).
 ///
 /// # Safety
@@ -305,6 +314,9 @@ pub unsafe extern "C" fn gapcs_apply_keystream(
         let Some(id) = CipherId::from_u8(cipher) else {
             return GAPCS_ERR_CIPHER;
         };
+        if !(span_ok(key, key_len) && span_ok(iv, iv_len) && span_ok(data, len)) {
+            return GAPCS_ERR_LENGTH;
+        }
         // SAFETY: per the header, non-null pointers are valid for the given lengths.
         let (Some(key), Some(iv)) = (unsafe { bytes(key, key_len) }, unsafe { bytes(iv, iv_len) })
         else {
@@ -368,6 +380,9 @@ pub unsafe extern "C" fn gapcs_encrypt(
         if input.is_null() || output.is_null() {
             return GAPCS_ERR_NULL;
         }
+        if !(span_ok(input, len) && span_ok(output, len)) {
+            return GAPCS_ERR_LENGTH;
+        }
         let (i, o) = (input as usize, output as usize);
         let r = if i == o {
             // SAFETY: non-null, valid for `len` bytes read and written, not otherwise accessed.
@@ -427,6 +442,7 @@ pub extern "C" fn gapcs_strerror(code: i32) -> *const c_char {
         GAPCS_ERR_ENGINE => c"cluster, fork or DMA failure",
         GAPCS_ERR_OVERLAP => c"input and output overlap",
         GAPCS_ERR_PANIC => c"internal error (panic caught)",
+        GAPCS_ERR_LENGTH => c"length above PTRDIFF_MAX or buffer past the end of memory",
         _ => c"unknown status code",
     };
     s.as_ptr()

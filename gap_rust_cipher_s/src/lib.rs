@@ -19,10 +19,10 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod aes;
-pub mod chacha;
-pub mod engine;
 #[cfg(any(feature = "host", feature = "pmsis", feature = "bare"))]
 pub mod capi;
+pub mod chacha;
+pub mod engine;
 
 pub use aes::Aes128Ctr;
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
@@ -97,7 +97,9 @@ impl core::fmt::Display for KeystreamError {
         f.write_str(match self {
             KeystreamError::KeyLength => "wrong key length for the cipher",
             KeystreamError::IvLength => "wrong IV/nonce length for the cipher",
-            KeystreamError::CounterOverflow => "keystream position past the end of the counter range",
+            KeystreamError::CounterOverflow => {
+                "keystream position past the end of the counter range"
+            }
             KeystreamError::Engine => "cluster engine failed",
         })
     }
@@ -145,8 +147,10 @@ impl KeystreamApplier for Sequential {
             data: &mut [u8],
         ) -> Result<(), KeystreamError> {
             let mut c = C::new_from_slices(key, iv).map_err(|_| KeystreamError::KeyLength)?;
-            c.try_seek(offset).map_err(|_| KeystreamError::CounterOverflow)?;
-            c.try_apply_keystream(data).map_err(|_| KeystreamError::CounterOverflow)
+            c.try_seek(offset)
+                .map_err(|_| KeystreamError::CounterOverflow)?;
+            c.try_apply_keystream(data)
+                .map_err(|_| KeystreamError::CounterOverflow)
         }
         if key.len() != id.key_len() {
             return Err(KeystreamError::KeyLength);

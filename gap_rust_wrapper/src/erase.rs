@@ -7,8 +7,9 @@
 //! own stack frame (L1) instead: it is `<W as Keystream>::apply_at` itself (its address is an
 //! immediate in the code that builds the `Worker`), called with the erased `&mut W`.
 //!
-//! This module holds the wrapper's second and last piece of `unsafe` (the other is
-//! `rotation.rs`): a type-erased `&mut W` that is only ever given back to `W`'s own method.
+//! This module holds one of the wrapper's three pieces of `unsafe` (the others are `rotation.rs`
+//! and `source.rs`; see the crate docs): a type-erased `&mut W` that is only ever given back to
+//! `W`'s own method.
 #![allow(unsafe_code)]
 
 use crate::Error;

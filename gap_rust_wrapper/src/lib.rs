@@ -2,7 +2,8 @@
 //!
 //! Three L1 buffers rotate through the roles *work* (a core XORs the keystream into it),
 //! *prefetch* (the DMA loads the next chunk into it) and *commit* (the DMA writes the previous
-//! chunk back), as in §3.2 of the paper. One fork covers the whole call. By default
+//! chunk back), as in §3.2 of the paper (F. Barchi et al., "RUST-Encoded Stream Ciphers on a
+//! RISC-V Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023). One fork covers the whole call. By default
 //! ([`Rounds::Auto`], for [`Engine::apply`] / [`Engine::apply_b2b`]) every core runs its own such
 //! pipeline: it takes one contiguous part of the payload, its own slice of each buffer and its own
 //! DMA commands, and no core waits for another until the fork ends. With the other round policies
@@ -40,11 +41,16 @@
 //! Guarantees: any core count 1..=8 and buffer size ≥ 1, any length including 0 (which touches
 //! nothing and issues no DMA), lengths not multiple of the core count, the block size or 4; no DMA
 //! command is waited on unless it was started (the DMA scopes of `gap_rust_sdk` make that
-//! structural); the L1 buffers are freed with exactly the layout they were allocated with. The
-//! only `unsafe` is in `rotation.rs` (the three buffers shared by the cores of the round fork, whose
-//! roles rotate at each team barrier), with the access rule it relies on spelled out there, and
-//! `erase.rs` (a worker borrowed as a data pointer plus its own method's address, so that the round
-//! loop does not read a vtable from L2 while the DMA occupies it).
+//! structural); the L1 buffers are freed with exactly the layout they were allocated with.
+//!
+//! `unsafe` (the crate denies it elsewhere) is in three modules, each with the access rule it
+//! relies on spelled out there: `rotation.rs` (the three buffers shared by the cores of the round
+//! fork, whose roles rotate at each team barrier), `source.rs` (`RawShares` and `Split::take`:
+//! the payload handed to the fork as one raw pointer, from which each core takes its own disjoint
+//! part, so that cutting the payload needs no serial work before the fork) and `erase.rs` (a worker
+//! borrowed as a data pointer plus its own method's address, so that the round loop does not read
+//! a vtable from L2 while the DMA occupies it). `engine.rs` calls those modules' `unsafe`
+//! accessors, each call with its `SAFETY:` reason, and places its round code with `link_section`.
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

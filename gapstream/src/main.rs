@@ -106,7 +106,7 @@ struct StreamOpts {
     #[arg(long, value_parser = ["tcp", "udp"], default_value = "tcp")]
     transport: String,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = seconds_above_zero)]
     duration: Option<f64>,
     /// Metrics CSV written every 0.5 s (a per-frame log `<stem>.frames.csv` goes next to it).
     #[arg(long)]
@@ -144,7 +144,7 @@ struct ViewArgs {
 #[derive(Args, Clone)]
 struct SourceOpts {
     /// Frames per second of the simulated camera (0: as fast as possible).
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = frame_rate)]
     fps: f64,
     /// Frame source: `synthetic`, a folder of PGM/PNG images, or `raw:FILE:WIDTHxHEIGHT`.
     #[arg(long, default_value = "synthetic")]
@@ -161,7 +161,7 @@ struct SourceOpts {
     #[arg(long, default_value_t = 10_000)]
     rekey_frames: u64,
     /// ...or after this many seconds, whichever comes first.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_parser = seconds_above_zero)]
     rekey_secs: f64,
 }
 
@@ -189,8 +189,13 @@ struct DemoArgs {
     /// each with its own key and handshake, all opening the same frames.
     #[arg(long, default_value_t = 0)]
     listeners: usize,
+    /// Write this run's pairing into DIR (drone.key, receiver.key, receiver2.key, ... up to 8
+    /// receivers), so `gapstream view --keys DIR/receiverN.key` or `gapstream record` can attach to
+    /// the running demo with a spare receiver key (the demo prints which).
+    #[arg(long, value_name = "DIR")]
+    keys_dir: Option<PathBuf>,
     /// The listeners leave after this many seconds (the drone rekeys; the viewer's stream goes on).
-    #[arg(long)]
+    #[arg(long, value_parser = seconds_above_zero)]
     listeners_leave_after: Option<f64>,
 }
 
@@ -207,7 +212,7 @@ struct NodeArgs {
     #[command(flatten)]
     source: SourceOpts,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = seconds_above_zero)]
     duration: Option<f64>,
 }
 
@@ -217,7 +222,7 @@ struct BenchArgs {
     #[arg(long, default_value_t = 300)]
     frames: u64,
     /// Camera frame rate of the runs (0: as fast as possible).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_parser = frame_rate)]
     fps: f64,
     /// SPI clock in Hz (0, the default: unpaced, the software chain is measured).
     #[arg(long, default_value_t = 0)]
@@ -225,6 +230,27 @@ struct BenchArgs {
     /// Output CSV.
     #[arg(long, default_value = "target/bench/stream.csv")]
     csv: PathBuf,
+}
+
+/// A number of seconds above 0 (a duration of 0 would stop before anything ran; leave the option
+/// out to run until Ctrl-C).
+fn seconds_above_zero(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(v),
+        Ok(_) => {
+            Err("must be a number of seconds above 0 (leave it out to run until Ctrl-C)".into())
+        }
+        Err(_) => Err("not a number of seconds".into()),
+    }
+}
+
+/// Frames per second: above 0, or 0 for "as fast as possible".
+fn frame_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=10_000.0).contains(&v) => Ok(v),
+        Ok(_) => Err("must be between 0 (as fast as possible) and 10000 frames per second".into()),
+        Err(_) => Err("not a number of frames per second".into()),
+    }
 }
 
 fn resolve(s: &str) -> Result<SocketAddr, String> {
@@ -293,7 +319,10 @@ fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String
     Ok(session)
 }
 
-/// Ctrl-C / SIGTERM set the flag.
+/// Ctrl-C / SIGTERM set the flag; everything then winds down and the summary is printed. The
+/// signals are handled on one thread only: every other thread (the receiver's socket reads, the
+/// bridge, the drone) has them blocked, so no system call elsewhere is cut short by one. A second
+/// Ctrl-C, or a stop that takes longer than [`STOP_GRACE`], ends the process at once (status 130).
 fn stop_on_signal(stop: Arc<AtomicBool>) {
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -303,14 +332,58 @@ fn stop_on_signal(stop: Arc<AtomicBool>) {
             return;
         };
         rt.block_on(async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = async { match &mut term { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-            }
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut int = signal(SignalKind::interrupt()).ok();
+            let mut term = signal(SignalKind::terminate()).ok();
+            next_signal(&mut int, &mut term).await;
+            stop.store(true, Ordering::Relaxed);
+            let why = tokio::select! {
+                _ = next_signal(&mut int, &mut term) => "second signal".to_string(),
+                _ = tokio::time::sleep(STOP_GRACE) => {
+                    format!("still stopping after {} s", STOP_GRACE.as_secs())
+                }
+            };
+            eprintln!("gapstream: {why}: exiting at once");
+            std::process::exit(130);
         });
-        stop.store(true, Ordering::Relaxed);
     });
+    block_stop_signals_here();
+}
+
+/// The next SIGINT or SIGTERM (a signal that could not be registered never comes).
+async fn next_signal(
+    int: &mut Option<tokio::signal::unix::Signal>,
+    term: &mut Option<tokio::signal::unix::Signal>,
+) {
+    async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    tokio::select! {
+        _ = one(int) => {}
+        _ = one(term) => {}
+    }
+}
+
+/// How long a stop may take before the process exits anyway.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Blocks SIGINT and SIGTERM in the calling thread and in every thread it spawns afterwards (the
+/// signal thread above was spawned before, so it alone receives them).
+fn block_stop_signals_here() {
+    // SAFETY: `set` is a local sigset_t initialised by sigemptyset before use; pthread_sigmask
+    // only changes the calling thread's mask and reads `set`; a null old-set pointer is allowed.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 fn main() -> ExitCode {
@@ -337,7 +410,7 @@ fn main() -> ExitCode {
                 count: a.listeners,
                 leave_after: a.listeners_leave_after.map(Duration::from_secs_f64),
             };
-            run::demo(node, s, listeners, stop).map_err(|e| e.to_string())
+            run::demo(node, s, listeners, a.keys_dir.as_deref(), stop).map_err(|e| e.to_string())
         })(),
         Cmd::View(a) => (|| {
             let s = settings(&a.stream)?;

@@ -1,5 +1,5 @@
 //! Stream metrics: counters, latency percentiles, process and SoC sampling, and the CSV written
-//! every 0.5 s (the quantities the Raspberry Pi studies in `shared/seeds/000_*`/`001_*` log).
+//! every 0.5 s (fps, goodput, latency, loss, handshake and rekey costs, CPU, memory, temperature).
 
 use std::fs;
 use std::io::{self, Write};
@@ -359,6 +359,18 @@ pub fn status_line(r: &Row, suite: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The per-frame log's name, as docs/stream.md gives it.
+    #[test]
+    fn frames_log_name_is_the_documented_one() {
+        assert_eq!(
+            frames_path(Path::new("out/run.csv")),
+            Path::new("out/run.frames.csv")
+        );
+        let doc = include_str!("../../docs/stream.md");
+        assert!(doc.contains("`--metrics run.csv`") && doc.contains("writes `run.frames.csv`"));
+        assert!(!doc.contains("FILE.frames.csv"));
+    }
 
     #[test]
     fn percentiles_nearest_rank() {

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use esp32_bridge::cookie;
 use gap_rust_cipher_s::Sequential;
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::testpattern;
@@ -189,11 +190,53 @@ trait Session {
     }
 }
 
-/// The stock image stream: an 11-byte `0xBC` header packet, then the image in packets.
+/// The stock image stream: an 11-byte `0xBC` header packet, then the image in packets; the image
+/// is raw 8-bit pixels (type 0) or a JPEG file (type 1, what the stock streamer sends in its JPEG
+/// mode), decoded here to 8-bit grey.
 struct StockSession {
-    image: Option<(u16, u16, usize, Vec<u8>)>,
+    image: Option<StockImage>,
     next_seq: u64,
     last_stamp: Option<u32>,
+}
+
+/// A stock image being collected.
+struct StockImage {
+    width: u16,
+    height: u16,
+    jpeg: bool,
+    size: usize,
+    buf: Vec<u8>,
+}
+
+/// Largest stock image accepted (raw or JPEG bytes).
+const STOCK_MAX_IMAGE: usize = 4 << 20;
+
+/// Decodes a stock JPEG image to 8-bit grey: width, height, pixels (colour images as luma,
+/// ITU-R BT.601 weights).
+pub fn decode_stock_jpeg(data: &[u8]) -> Result<(usize, usize, Vec<u8>), String> {
+    let mut d = jpeg_decoder::Decoder::new(data);
+    let px = d.decode().map_err(|e| format!("stock JPEG image: {e}"))?;
+    let info = d.info().ok_or("stock JPEG image: no frame header")?;
+    let (w, h) = (info.width as usize, info.height as usize);
+    let grey: Vec<u8> = match info.pixel_format {
+        jpeg_decoder::PixelFormat::L8 => px,
+        jpeg_decoder::PixelFormat::L16 => px.chunks_exact(2).map(|c| c[0]).collect(),
+        jpeg_decoder::PixelFormat::RGB24 => px
+            .chunks_exact(3)
+            .map(|c| ((299 * c[0] as u32 + 587 * c[1] as u32 + 114 * c[2] as u32) / 1000) as u8)
+            .collect(),
+        jpeg_decoder::PixelFormat::CMYK32 => px
+            .chunks_exact(4)
+            .map(|c| (255 - c[3] as u32 * (255 - c[0].min(c[1]).min(c[2]) as u32) / 255) as u8)
+            .collect(),
+    };
+    if grey.len() != w * h {
+        return Err(format!(
+            "stock JPEG image: {} pixels decoded for {w}x{h}",
+            grey.len()
+        ));
+    }
+    Ok((w, h, grey))
 }
 
 impl Session for StockSession {
@@ -211,8 +254,8 @@ impl Session for StockSession {
             return;
         }
         if payload.len() == 11 && payload[0] == 0xBC {
-            if let Some((_, _, _, partial)) = self.image.take()
-                && !partial.is_empty()
+            if let Some(partial) = self.image.take()
+                && !partial.buf.is_empty()
             {
                 events.push(Event::Malformed(
                     "stock image cut short by the next header".into(),
@@ -222,32 +265,53 @@ impl Session for StockSession {
             let h = u16::from_le_bytes([payload[3], payload[4]]);
             let size =
                 u32::from_le_bytes([payload[7], payload[8], payload[9], payload[10]]) as usize;
-            if payload[6] != 0 || size != w as usize * h as usize || size == 0 || size > 4 << 20 {
+            let ok = match payload[6] {
+                0 => size == w as usize * h as usize,
+                1 => true,
+                _ => false,
+            };
+            if !ok || size == 0 || size > STOCK_MAX_IMAGE {
                 events.push(Event::Malformed(format!(
                     "unsupported stock image header ({w}x{h}, {size} bytes, type {})",
                     payload[6]
                 )));
                 return;
             }
-            self.image = Some((w, h, size, Vec::with_capacity(size)));
+            self.image = Some(StockImage {
+                width: w,
+                height: h,
+                jpeg: payload[6] == 1,
+                size,
+                buf: Vec::with_capacity(size),
+            });
             return;
         }
-        let Some((_, _, size, buf)) = &mut self.image else {
+        let Some(img) = &mut self.image else {
             return;
         };
-        buf.extend_from_slice(payload);
-        if buf.len() < *size {
+        img.buf.extend_from_slice(payload);
+        if img.buf.len() < img.size {
             return;
         }
-        let (w, h, size, mut pixels) = self.image.take().expect("checked above");
-        if pixels.len() > size {
+        let img = self.image.take().expect("checked above");
+        if img.buf.len() > img.size {
             events.push(Event::Malformed(
                 "stock image longer than its header said".into(),
             ));
             return;
         }
-        pixels.truncate(size);
-        let stamp = testpattern::decode(&pixels, w as usize, h as usize);
+        let (w, h, pixels) = if img.jpeg {
+            match decode_stock_jpeg(&img.buf) {
+                Ok((w, h, p)) => (w, h, p),
+                Err(e) => {
+                    events.push(Event::Malformed(e));
+                    return;
+                }
+            }
+        } else {
+            (img.width as usize, img.height as usize, img.buf)
+        };
+        let stamp = testpattern::decode(&pixels, w, h);
         let seq = match stamp {
             Some(s) => {
                 if let Some(prev) = self.last_stamp {
@@ -266,11 +330,25 @@ impl Session for StockSession {
             seq,
             epoch: None,
             capture_ns: stamp.map(|s| s.capture_ns),
-            width: w as usize,
-            height: h as usize,
+            width: w,
+            height: h,
             pixels,
         }));
     }
+}
+
+/// The console line of a completed handshake. Two byte counts, said which is which: the handshake
+/// messages themselves (HELLO, ACCEPT) and the same on the wire with their CPX headers (4 bytes per
+/// packet), which is what the metrics CSV's `handshake_tx_bytes` / `handshake_rx_bytes` hold.
+fn handshake_line(suite: Suite, mode: KexMode, stats: &session::HandshakeStats) -> String {
+    format!(
+        "handshake with the drone done: suite {suite}, key establishment {mode}, {:.2} ms, {} bytes sent, {} received ({} / {} on the wire with CPX headers)",
+        stats.duration_ns as f64 / 1e6,
+        stats.bytes_sent,
+        stats.bytes_received,
+        stats.wire_bytes_sent,
+        stats.wire_bytes_received
+    )
 }
 
 /// The secure protocol through `gapstream_protocol::session::ReceiverSession`.
@@ -288,8 +366,13 @@ fn rng() -> Result<DrbgRng, String> {
     DrbgRng::from_entropy(&mut OsEntropy).map_err(|e| e.to_string())
 }
 
+/// The protocol's clock (`session::Clock` promises monotonic time: timeouts, backoff, grace
+/// windows): nanoseconds since the first call in this process, from `Instant`. Wall time may jump
+/// (NTP, a user setting the clock), which would end or stretch sessions at random.
 fn proto_clock() -> u64 {
-    unix_ns()
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl SecureSession {
@@ -347,16 +430,23 @@ impl SecureSession {
 
     fn event(&mut self, ev: ReceiverEvent, events: &mut Vec<Event>) {
         match ev {
-            ReceiverEvent::Established { suite, mode, stats } => events.push(Event::Info(format!(
-                "handshake with the drone done: suite {suite}, key establishment {mode}, {:.2} ms, {} bytes sent, {} received",
-                stats.duration_ns as f64 / 1e6,
-                stats.bytes_sent,
-                stats.bytes_received
-            ))),
-            ReceiverEvent::HandshakeFailed(e) => events.push(Event::Fatal(format!("handshake refused: {e}"))),
-            ReceiverEvent::HandshakeRetry { attempt } => {
-                events.push(Event::Info(format!("no answer from the drone yet; HELLO attempt {attempt}")))
+            ReceiverEvent::Established { suite, mode, stats } => {
+                events.push(Event::Info(handshake_line(suite, mode, &stats)))
             }
+            ReceiverEvent::HandshakeFailed(e) => {
+                events.push(Event::Fatal(format!("cannot start the handshake: {e}")))
+            }
+            // A remote cause (an unauthenticated ALERT, an ACCEPT that does not authenticate):
+            // counted; the session retries after the backoff, the receiver never exits for it.
+            ReceiverEvent::AttemptFailed { error, retry_in_ns } => {
+                events.push(Event::Info(format!(
+                    "handshake attempt failed: {error}; trying again in {:.2} s",
+                    retry_in_ns as f64 / 1e9
+                )))
+            }
+            ReceiverEvent::HandshakeRetry { attempt } => events.push(Event::Info(format!(
+                "no answer from the drone yet; HELLO attempt {attempt}"
+            ))),
             ReceiverEvent::Frame(f) => {
                 let h = f.header;
                 events.push(Event::Frame(Delivered {
@@ -369,7 +459,9 @@ impl SecureSession {
                 }))
             }
             ReceiverEvent::Rekeyed { .. } => {}
-            ReceiverEvent::Closed => events.push(Event::Restart("the drone closed the session".into())),
+            ReceiverEvent::Closed => {
+                events.push(Event::Restart("the drone closed the session".into()))
+            }
             ReceiverEvent::SessionLost => events.push(Event::Restart(
                 "nothing authenticated from the drone for 5 s (did it restart?)".into(),
             )),
@@ -532,8 +624,7 @@ impl Conn {
                 let s = UdpSocket::bind(bind)?;
                 s.connect(addr)?;
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
-                // Registers this receiver with the bridge.
-                s.send(&[])?;
+                udp_register(&s)?;
                 Ok(Conn::Udp(s, Instant::now()))
             }
         }
@@ -578,7 +669,9 @@ impl Conn {
         }
     }
 
-    /// `Ok(0)` on timeout (nothing arrived), `Err` when the connection is gone.
+    /// `Ok(0)` on timeout (nothing arrived) or when a signal interrupted the wait (a socket with a
+    /// receive timeout is never restarted after a signal handler: Ctrl-C must not look like a lost
+    /// connection), `Err` when the connection is gone.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let r = match self {
             Conn::Tcp(s) => match s.read(buf) {
@@ -593,14 +686,20 @@ impl Conn {
                     *keepalive = Instant::now();
                     s.send(&[])?;
                 }
-                s.recv(buf)
+                match s.recv(buf) {
+                    // A repeated cookie or welcome (its datagram crossed a retry): not CPX.
+                    Ok(n) if cookie::Control::parse(&buf[..n]).is_some() => Ok(0),
+                    r => r,
+                }
             }
         };
         match r {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) =>
             {
                 Ok(0)
@@ -608,6 +707,55 @@ impl Conn {
             r => r,
         }
     }
+}
+
+/// The file a recorded frame goes to: `frame_NNNNNNNN.png`, numbered with the frame number burned
+/// into the image (the synthetic source, a test-pattern stock stream) so files and pixels agree,
+/// else with the stream's sequence number (which in the secure stream starts at the handshake,
+/// not at the drone's first frame).
+pub fn frame_file_name(f: &Delivered) -> String {
+    let n = testpattern::decode(&f.pixels, f.width, f.height).map_or(f.seq, |s| s.frame as u64);
+    format!("frame_{n:08}.png")
+}
+
+/// Registers with the bridge over UDP: it sends nothing larger than what it got to an address
+/// that has not shown that it receives there, so the receiver asks for a cookie (a 20-byte
+/// request), echoes it, and waits for the welcome (`esp32_bridge::cookie`). Lost datagrams are
+/// sent again every 250 ms, for at most 2 s.
+fn udp_register(s: &UdpSocket) -> io::Result<()> {
+    let start = Instant::now();
+    let mut next = cookie::Control::Request;
+    let mut sent: Option<Instant> = None;
+    let mut buf = [0u8; 2048];
+    while start.elapsed() < Duration::from_secs(2) {
+        if sent.is_none_or(|t| t.elapsed() >= Duration::from_millis(250)) {
+            let (b, n) = next.encode();
+            s.send(&b[..n])?;
+            sent = Some(Instant::now());
+        }
+        match s.recv(&mut buf) {
+            Ok(n) => match cookie::Control::parse(&buf[..n]) {
+                Some(cookie::Control::Cookie(c)) if next == cookie::Control::Request => {
+                    next = cookie::Control::Echo(c);
+                    sent = None;
+                }
+                Some(cookie::Control::Welcome) => return Ok(()),
+                _ => {}
+            },
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        "no answer to the UDP registration (cookie request) within 2 s",
+    ))
 }
 
 /// Saves delivered frames as PNG.
@@ -628,7 +776,7 @@ impl Recorder {
         } else {
             images::encode_png(f.width, f.height, 1, &f.pixels)?
         };
-        let path = self.dir.join(format!("frame_{:08}.png", f.seq));
+        let path = self.dir.join(frame_file_name(f));
         std::fs::write(&path, png).map_err(|source| images::ImageError::Io { path, source })
     }
 }
@@ -908,4 +1056,48 @@ fn tick(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Finding 6: the receiver's protocol clock was wall time (`unix_ns`), which jumps when the
+    /// system clock is set, although `session::Clock` promises monotonic time. It is `Instant`
+    /// based now: time since the process first asked (not since 1970), never going back.
+    #[test]
+    fn finding6_the_receiver_protocol_clock_is_monotonic() {
+        let a = proto_clock();
+        assert!(a < 3_600_000_000_000, "{a} ns: wall time?");
+        let mut last = a;
+        for _ in 0..10_000 {
+            let t = proto_clock();
+            assert!(t >= last);
+            last = t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(proto_clock() - a >= 20_000_000);
+    }
+
+    /// The console line gives both counts and says which one the metrics CSV holds.
+    #[test]
+    fn handshake_line_says_which_count_has_the_cpx_headers() {
+        let stats = session::HandshakeStats {
+            suite: Suite::ChaCha20Poly1305,
+            mode: KexMode::X25519,
+            bytes_sent: 72,
+            bytes_received: 70,
+            wire_bytes_sent: 76,
+            wire_bytes_received: 74,
+            duration_ns: 29_330_000,
+            attempts: 1,
+        };
+        let l = handshake_line(Suite::ChaCha20Poly1305, KexMode::X25519, &stats);
+        assert!(
+            l.ends_with(
+                "29.33 ms, 72 bytes sent, 70 received (76 / 74 on the wire with CPX headers)"
+            ),
+            "{l}"
+        );
+    }
 }

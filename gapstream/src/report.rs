@@ -175,6 +175,30 @@ pub struct Written {
     pub summary: String,
 }
 
+/// The latency CDF's x range and legend corner, from the sorted latencies. The range starts near
+/// the data, not at 0 (latencies sit in a narrow band far from 0: from 0 the curve would be a
+/// vertical line at the right). The legend goes where the curve is not: an empirical CDF leaves
+/// the upper left free unless it has nearly reached 1 within the left third of the range (a few
+/// late outliers), and then it has left the lower right free.
+fn cdf_layout(sorted: &[f64]) -> (std::ops::Range<f64>, SeriesLabelPosition) {
+    let (lo, hi) = match (sorted.first(), sorted.last()) {
+        (Some(&a), Some(&b)) => (a, b),
+        _ => return (0.0..1.0, SeriesLabelPosition::UpperLeft),
+    };
+    let pad = ((hi - lo) * 0.05).max(hi.abs() * 0.01).max(0.01);
+    let range = (lo - pad).max(0.0)..hi + pad;
+    // The legend box spans at most a third of the width and a quarter of the height.
+    let x_third = range.start + (range.end - range.start) / 3.0;
+    let below = sorted.partition_point(|&v| v <= x_third);
+    let cdf_at_third = below as f64 / sorted.len() as f64;
+    let at = if cdf_at_third < 0.75 {
+        SeriesLabelPosition::UpperLeft
+    } else {
+        SeriesLabelPosition::LowerRight
+    };
+    (range, at)
+}
+
 /// Reads `metrics_csv` (and `<stem>.frames.csv` beside it when present) and writes PNG plots into `out_dir`.
 pub fn report(metrics_csv: &Path, out_dir: &Path) -> Result<Written, ReportError> {
     ensure_font()?;
@@ -259,7 +283,7 @@ pub fn report(metrics_csv: &Path, out_dir: &Path) -> Result<Written, ReportError
     let pct = Percentiles::of(&mut lat);
     let p = out_dir.join("latency_cdf.png");
     let n = lat.len();
-    let xmax = lat.last().copied().unwrap_or(1.0).max(0.001) * 1.05;
+    let (xr, legend_at) = cdf_layout(&lat);
     render(&p, |root| {
         let mut c = ChartBuilder::on(&root)
             .caption(
@@ -269,7 +293,7 @@ pub fn report(metrics_csv: &Path, out_dir: &Path) -> Result<Written, ReportError
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..xmax, 0.0..1.0)
+            .build_cartesian_2d(xr.clone(), 0.0..1.0)
             .map_err(|e| e.to_string())?;
         c.configure_mesh()
             .x_desc("latency (ms)")
@@ -293,7 +317,7 @@ pub fn report(metrics_csv: &Path, out_dir: &Path) -> Result<Written, ReportError
             c.configure_series_labels()
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
-                .position(SeriesLabelPosition::LowerRight)
+                .position(legend_at)
                 .draw()
                 .map_err(|e| e.to_string())?;
         }
@@ -348,6 +372,50 @@ mod tests {
         );
         let t = Table::parse("a,b\n1,\n2,3\n").unwrap();
         assert_eq!(t.col("b").unwrap(), vec![None, Some(3.0)]);
+    }
+
+    /// The CDF's x axis starts near the data, and the legend's corner (a box of a third of the
+    /// width and a quarter of the height) holds no point of the curve, whatever the shape.
+    #[test]
+    fn latency_cdf_axis_starts_near_the_data_and_the_legend_is_off_the_curve() {
+        let band: Vec<f64> = (0..200).map(|i| 68.0 + (i % 50) as f64 * 0.08).collect();
+        let mut tail = vec![69.0; 190];
+        tail.extend((0..10).map(|i| 150.0 + i as f64 * 10.0));
+        let mut uniform: Vec<f64> = (0..100).map(|i| 10.0 + i as f64).collect();
+        let mut one = vec![5.0];
+        for (name, v) in [
+            ("band", band),
+            ("tail", tail),
+            ("uniform", core::mem::take(&mut uniform)),
+            ("one", core::mem::take(&mut one)),
+        ] {
+            let mut v = v;
+            v.sort_by(f64::total_cmp);
+            let (r, at) = cdf_layout(&v);
+            assert!(r.start <= v[0] && r.end >= v[v.len() - 1], "{name}: {r:?}");
+            let span = r.end - r.start;
+            assert!(
+                r.start >= 0.5 * v[0],
+                "{name}: starts far below the data: {r:?}"
+            );
+            let n = v.len() as f64;
+            let in_box = |x: f64, y: f64| match at {
+                SeriesLabelPosition::UpperLeft => x <= r.start + span / 3.0 && y >= 0.75,
+                SeriesLabelPosition::LowerRight => x >= r.end - span / 3.0 && y <= 0.25,
+                _ => panic!("{name}: unexpected corner"),
+            };
+            // The CDF's steps: at each sample, from (i / n) up to ((i + 1) / n).
+            for (i, &x) in v.iter().enumerate() {
+                for y in [i as f64 / n, (i + 1) as f64 / n] {
+                    assert!(
+                        !in_box(x, y),
+                        "{name}: the legend covers the curve at ({x}, {y})"
+                    );
+                }
+            }
+        }
+        let (r, _) = cdf_layout(&[68.0, 70.0, 72.0]);
+        assert!(r.start > 60.0, "{r:?}");
     }
 
     #[test]

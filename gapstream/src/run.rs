@@ -84,14 +84,13 @@ pub fn fresh_group(receivers: usize) -> Result<(DroneIdentity, Vec<Identity>), R
 
 /// Reads a pairing file written by `gapstream pair`, checking its role.
 pub fn load_identity(path: &Path, want: Role) -> Result<Identity, RunError> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| {
-            RunError::Setup(format!(
-                "cannot read the {} key file {}: {e} (`gapstream pair --dir DIR` makes the key files)",
-                want.name(),
-                path.display()
-            ))
-        })?;
+    let text = fs::read_to_string(path).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot read the {} key file {}: {e} (`gapstream pair --dir DIR` makes the key files)",
+            want.name(),
+            path.display()
+        ))
+    })?;
     let (role, id) = match Identity::from_pairing_text(&text) {
         Ok(x) => x,
         Err(handshake::PairingError::ReceiverCount(n)) if want == Role::Receiver && n > 1 => {
@@ -139,6 +138,43 @@ pub fn receiver_key_name(i: usize) -> String {
     }
 }
 
+/// First line of the key files `gapstream demo --keys-dir` writes; the next demo run may replace
+/// files that carry it, never a real pairing.
+const DEMO_KEYS_MARK: &str =
+    "# gapstream demo: the pairing of one demo run (the next run replaces it)";
+
+/// Writes a demo run's pairing into `dir` (drone.key, receiver.key, receiver2.key, ...), replacing
+/// an earlier demo run's files but refusing to overwrite any other file.
+fn write_demo_pairing(
+    dir: &Path,
+    drone: &DroneIdentity,
+    receivers: &[Identity],
+) -> Result<(), RunError> {
+    fs::create_dir_all(dir).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot create the key folder {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let mut files = vec![("drone.key".to_string(), drone.to_pairing_text())];
+    for (i, r) in receivers.iter().enumerate() {
+        files.push((receiver_key_name(i), r.to_pairing_text(Role::Receiver)));
+    }
+    for (name, _) in &files {
+        let p = dir.join(name);
+        if p.exists() && !fs::read_to_string(&p).is_ok_and(|t| t.starts_with(DEMO_KEYS_MARK)) {
+            return Err(RunError::Setup(format!(
+                "{} exists and is not a demo run's key file: give --keys-dir an empty or a demo's folder",
+                p.display()
+            )));
+        }
+    }
+    for (name, text) in &files {
+        write_secret(&dir.join(name), &format!("{DEMO_KEYS_MARK}\n{text}"))?;
+    }
+    Ok(())
+}
+
 /// `gapstream pair`: writes `drone.key` (listing every receiver) and one key file per receiver
 /// (`receiver.key`, `receiver2.key`, ...) into `dir`.
 pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
@@ -148,7 +184,12 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
             handshake::MAX_RECEIVER_KEYS
         )));
     }
-    fs::create_dir_all(dir)?;
+    fs::create_dir_all(dir).map_err(|e| {
+        RunError::Setup(format!(
+            "cannot create the key folder {}: {e}",
+            dir.display()
+        ))
+    })?;
     let (d, rs) = fresh_group(receivers)?;
     let mut files = vec![("drone.key".to_string(), d.to_pairing_text())];
     for (i, r) in rs.iter().enumerate() {
@@ -194,8 +235,8 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
 }
 
 fn write_secret(p: &Path, text: &str) -> Result<(), RunError> {
-    crate::secret_file::write(p, text.as_bytes(), crate::secret_file::How::Replace)?;
-    Ok(())
+    crate::secret_file::write(p, text.as_bytes(), crate::secret_file::How::Replace)
+        .map_err(|e| RunError::Setup(format!("cannot write the key file {}: {e}", p.display())))
 }
 
 /// The receiver's session for `security` with `identity`.
@@ -278,9 +319,15 @@ pub fn drone_mode_with(
             s.max_receivers = identity.receivers.len().max(s.max_receivers);
             s.rekey_after_frames = rekey.after_frames.max(1);
             s.rekey_after_ns = rekey.after.as_nanos().min(u64::MAX as u128) as u64;
+            // The simulated drone draws from the operating system's RNG; its boot counter lives in
+            // RAM (every simulated drone process is boot 1). A deck keeps it in flash.
+            let boot =
+                gapstream_drone::Boot::advance(&mut gapstream_drone::boot::RamBootCounter::new(0))
+                    .map_err(|e| RunError::Setup(e.to_string()))?;
             Ok(Mode::Secure(Box::new(SecureConfig {
                 identity,
                 session: s,
+                boot,
             })))
         }
     }
@@ -315,11 +362,28 @@ fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), R
     Ok((state, v))
 }
 
+/// How the simulated camera's rate is announced: `at 30 fps`, or for `--fps 0` (no pacing)
+/// `as fast as it can (--fps 0: no pacing)`.
+pub fn camera_rate(fps: f64) -> String {
+    if fps > 0.0 {
+        format!("at {fps} fps")
+    } else {
+        "as fast as it can (--fps 0: no pacing)".into()
+    }
+}
+
 /// Starts the host bridge on the stock ports (SPI side 5100, TCP/UDP 5000), or on free ports when
 /// those are taken.
 pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
     let cfg = HostConfig {
         verbose,
+        // The demo's receivers all run on this machine (one source address): a UDP slot for
+        // every receiver the drone serves.
+        udp_clients_per_source: handshake::MAX_RECEIVER_KEYS,
+        core: esp32_bridge::forward::Config {
+            max_udp_clients: handshake::MAX_RECEIVER_KEYS,
+            ..esp32_bridge::forward::Config::default()
+        },
         ..HostConfig::default()
     };
     match HostBridge::start(cfg.clone()) {
@@ -375,7 +439,7 @@ fn receiver_sinks(viewer: &Option<(Arc<ViewerState>, Viewer)>, s: &StreamSetting
 }
 
 /// Listeners of `gapstream demo`: extra receivers next to the leader (the one with the viewer),
-/// as in the group test of the Raspberry Pi study `000_*`.
+/// a group test: each with its own key and handshake, all opening the same frames.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Listeners {
     /// How many (0..=7).
@@ -390,6 +454,7 @@ pub fn demo(
     node: NodeSettings,
     s: StreamSettings,
     listeners: Listeners,
+    keys_dir: Option<&Path>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), RunError> {
     if listeners.count >= handshake::MAX_RECEIVER_KEYS {
@@ -400,9 +465,26 @@ pub fn demo(
             handshake::MAX_RECEIVER_KEYS
         )));
     }
-    let (drone_id, rx_ids) = fresh_group(1 + listeners.count)?;
+    // With a key folder the drone is paired with every receiver slot: the viewer's, the
+    // listeners', and spare ones that `gapstream view` / `record` attach with.
+    let receivers = if keys_dir.is_some() {
+        handshake::MAX_RECEIVER_KEYS
+    } else {
+        1 + listeners.count
+    };
+    let (drone_id, rx_ids) = fresh_group(receivers)?;
+    let spare = match keys_dir {
+        Some(dir) => {
+            write_demo_pairing(dir, &drone_id, &rx_ids)?;
+            (1 + listeners.count..receivers)
+                .map(|i| dir.join(receiver_key_name(i)))
+                .collect()
+        }
+        None => Vec::new(),
+    };
     let mut sessions = rx_ids
         .into_iter()
+        .take(1 + listeners.count)
         .map(|id| receiver_session(&node.security, Some(id), node.packet_payload))
         .collect::<Result<Vec<_>, _>>()?
         .into_iter();
@@ -426,13 +508,13 @@ pub fn demo(
             .unwrap_or_else(|| "off".into())
     );
     eprintln!(
-        "  drone    {} {w}x{h} at {} fps, CPX packets of {} bytes, SPI {}",
+        "  drone    {} {w}x{h} {}, CPX packets of {} bytes, SPI {}",
         match node.source {
             SourceSpec::Synthetic { .. } => "synthetic pattern",
             SourceSpec::Folder(_) => "image folder",
             SourceSpec::Raw { .. } => "raw file",
         },
-        node.fps,
+        camera_rate(node.fps),
         node.packet_payload,
         match node.spi_hz {
             Some(hz) => format!(
@@ -463,6 +545,15 @@ pub fn demo(
         eprintln!(
             "  viewer   {}   (open it in a browser; Ctrl-C stops)",
             v.url()
+        );
+    }
+    if let (Some(dir), Some(first)) = (keys_dir, spare.first()) {
+        eprintln!(
+            "  keys     this run's pairing in {}: attach with `gapstream view --keys {}` (or `record DIR --keys ...`), {} spare receiver key{} there, one per process",
+            dir.display(),
+            first.display(),
+            spare.len(),
+            if spare.len() > 1 { "s" } else { "" }
         );
     }
     let n = sim::start_node(NodeConfig {
@@ -581,11 +672,19 @@ pub fn view(
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
+    // `gapstream record DIR` is `view` with a recorder: it says which it is.
+    let who = if s.record.is_some() { "record" } else { "view" };
     eprintln!(
-        "gapstream view: receiving from {bridge} over {} ({})",
+        "gapstream {who}: receiving from {bridge} over {} ({})",
         s.transport,
         session.label()
     );
+    if let Some(d) = &s.record {
+        eprintln!(
+            "  record   every verified frame into {}/frame_NNNNNNNN.png (NNNNNNNN: the frame number burned into the image when it has one, else the stream's sequence number)",
+            d.display()
+        );
+    }
     if let Some((_, v)) = &viewer {
         eprintln!("  viewer   {}   (Ctrl-C stops)", v.url());
     }
@@ -619,7 +718,10 @@ pub fn node_only(
 ) -> Result<(), RunError> {
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
     let mode = drone_mode_with(&node.security, identity, node.rekey)?;
-    eprintln!("gapstream node: streaming into {bridge_spi} (Ctrl-C stops)");
+    eprintln!(
+        "gapstream node: streaming into {bridge_spi}, camera {} (Ctrl-C stops)",
+        camera_rate(node.fps)
+    );
     let n = sim::start_node(NodeConfig {
         source,
         fps: node.fps,
@@ -672,7 +774,7 @@ pub struct BenchRow {
     pub tag_failures: u64,
 }
 
-/// The bench CSV header (issue 6).
+/// The bench CSV header.
 pub const BENCH_HEADER: &str = "suite,transport,frames,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,lost,tag_failures";
 
 /// Streams `frames` frames of 324x244 through node -> bridge -> receiver on localhost and
@@ -820,7 +922,8 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
     cases.push(Security::StockPlaintext);
     let mut rows = Vec::new();
     eprintln!(
-        "gapstream bench: {frames} frames of 324x244 per run, camera at {fps} fps, SPI {}, localhost",
+        "gapstream bench: {frames} frames of 324x244 per run, camera {}, SPI {}, localhost",
+        camera_rate(fps),
         match spi_hz {
             Some(hz) => format!("paced at {hz} Hz"),
             None => "unpaced (software chain only)".into(),

@@ -2,7 +2,10 @@
 //!
 //! Pipelining: two frame buffers. While frame N is sealed and sent (the slow SPI transfer), the
 //! camera already captures frame N+1 into the other buffer, so the frame period is bounded by the
-//! slower of capture and send, not their sum (the paper's ~8 fps came from doing them in turn).
+//! slower of capture and send, not their sum (the ~8 fps of the paper, F. Barchi et al., "RUST-Encoded
+//! Stream Ciphers on a RISC-V Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023, came from doing
+//! them in turn). NanoCockpit (E. Cereda, A. Giusti, D. Palossi, arXiv:2601.07476, 2026) pipelines
+//! the AI-deck's acquisition, computation and streaming the same way.
 //!
 //! ```text
 //! start(B)            ... capture N+1 into B runs in the background ...
@@ -15,6 +18,7 @@ use alloc::vec::Vec;
 
 use gap_rust_cipher_s::KeystreamApplier;
 use gapstream_protocol::assembler::Assembler;
+use gapstream_protocol::compat;
 use gapstream_protocol::cpx::{
     self, Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
 };
@@ -23,6 +27,7 @@ use gapstream_protocol::handshake::DroneIdentity;
 use gapstream_protocol::session::{self, DroneEvent, DroneSession};
 use gapstream_protocol::wire;
 
+use crate::boot::Boot;
 use crate::rng::DrbgRng;
 use crate::traits::{
     Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat,
@@ -30,11 +35,15 @@ use crate::traits::{
 
 /// The secure mode's settings: the pairing identity (the drone's static key and the public keys of
 /// its receivers, from `gapstream pair`; an `Identity` for one receiver converts with `.into()`) and
-/// the protocol's session settings (suites, receivers at once, rekey policy).
+/// the protocol's session settings (suites, receivers at once, rekey policy), and this boot's
+/// value of the persistent boot counter ([`Boot::advance`]: without a stored counter there is no
+/// secure stream). The boot value overrides `session.boot_counter` and is mixed into every random
+/// number the drone draws.
 #[derive(Clone, Debug)]
 pub struct SecureConfig {
     pub identity: DroneIdentity,
     pub session: session::DroneConfig,
+    pub boot: Boot,
 }
 
 /// How frames leave the drone.
@@ -42,6 +51,8 @@ pub struct SecureConfig {
 pub enum Mode {
     /// Bitcraze's stock image stream in clear (11-byte `0xBC` header packet, then the image in
     /// packets, `last_packet` on every packet): what a stock viewer shows. No security at all.
+    /// As the stock `wifi-img-streamer`, frames are sent only while the ESP32 reports a WiFi client
+    /// (WIFI_CTRL `[0x32, 1]`), always whole, so a viewer's first bytes are an image header.
     StockPlaintext,
     /// gapstream's protocol: a Noise_KK handshake with each paired receiver (up to the session's
     /// `max_receivers` at once), every frame sealed once under the group's frame key with the
@@ -72,7 +83,8 @@ impl Default for DroneConfig {
 pub struct DroneStats {
     pub frames_captured: u64,
     pub frames_sent: u64,
-    /// Frames captured while no receiver was ready (not sent).
+    /// Frames captured while no receiver was ready (not sent): in secure mode no session, in stock
+    /// mode no WiFi client reported by the ESP32.
     pub frames_skipped: u64,
     pub bytes_sent: u64,
     pub packets_sent: u64,
@@ -147,6 +159,8 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     entropy: E,
     applier: A,
     session: Option<DroneSession>,
+    /// The boot counter's value (secure mode), mixed into the DRBG.
+    boot: u32,
     assembler: Assembler,
     cfg: DroneConfig,
     format: FrameFormat,
@@ -157,6 +171,8 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     rx: StreamDecoder,
     rx_buf: Vec<u8>,
     stats: DroneStats,
+    /// The ESP32's last WIFI_CTRL client status (stock mode streams only while it is true).
+    wifi_client: bool,
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
@@ -174,16 +190,21 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             )));
         }
         let format = camera.format();
-        let session = match &cfg.mode {
-            Mode::StockPlaintext => None,
+        let (session, boot) = match &cfg.mode {
+            Mode::StockPlaintext => (None, 0),
             Mode::Secure(sc) => {
                 let mut scfg = sc.session.clone();
                 scfg.packet_payload = cfg.packet_payload;
-                Some(DroneSession::new(sc.identity.clone(), scfg))
+                scfg.boot_counter = sc.boot.value();
+                (
+                    Some(DroneSession::new(sc.identity.clone(), scfg)),
+                    sc.boot.value(),
+                )
             }
         };
         Ok(Drone {
             session,
+            boot,
             assembler: Assembler::new(4096),
             camera,
             link,
@@ -198,6 +219,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             rx: StreamDecoder::new(),
             rx_buf: vec![0u8; 2048],
             stats: DroneStats::default(),
+            wifi_client: false,
         })
     }
 
@@ -211,6 +233,11 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
 
     pub fn camera_mut(&mut self) -> &mut C {
         &mut self.camera
+    }
+
+    /// Whether the ESP32 last reported a WiFi client connected (WIFI_CTRL status).
+    pub fn wifi_client_connected(&self) -> bool {
+        self.wifi_client
     }
 
     /// The protocol session (secure mode).
@@ -264,7 +291,9 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                     // Stock mode has no upstream protocol; in secure mode gapstream packets are
                     // grouped into messages (lost or garbled packets cost only their message).
                     Ok(p) => {
-                        if self.session.is_some()
+                        if let Some(c) = compat::parse_client_status(p.route, p.payload) {
+                            self.wifi_client = c;
+                        } else if self.session.is_some()
                             && self.assembler.push(p.route, p.payload).is_err()
                         {
                             self.stats.upstream_errors += 1;
@@ -285,7 +314,8 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         };
         // A fresh generator per message, seeded from the entropy source (messages are rare:
         // HELLO, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE).
-        let mut rng = DrbgRng::from_entropy(&mut self.entropy).map_err(DroneError::Entropy)?;
+        let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
+            .map_err(DroneError::Entropy)?;
         let clock = ClockRef(&self.clock);
         match s.handle_message(&mut self.applier, &mut rng, &clock, msg) {
             Ok(Some(DroneEvent::Established { .. })) => self.stats.handshakes += 1,
@@ -311,6 +341,10 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
 
     fn send_frame(&mut self, cap: &mut Capture) -> Result<(), DroneError<C::Error, L::Error>> {
         if self.session.is_none() {
+            if !self.wifi_client {
+                self.stats.frames_skipped += 1;
+                return Ok(());
+            }
             let route = Route::new(Target::Gap8, Target::WifiHost, Function::App);
             let header = stock_header(self.format);
             let t0 = self.clock.now_ns();
@@ -325,7 +359,8 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         if s.members() > 0 {
             // Timers: a receiver silent too long has left, the rekey policy (frames, time, joins
             // and leaves), GROUP_KEY resends. A new epoch needs fresh randomness.
-            let mut rng = DrbgRng::from_entropy(&mut self.entropy).map_err(DroneError::Entropy)?;
+            let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
+                .map_err(DroneError::Entropy)?;
             let left = s.handle_timeout(&mut self.applier, &mut rng, &clock);
             self.stats.receivers_left += left as u64;
             self.stats.receivers = s.members() as u32;
@@ -495,6 +530,7 @@ pub(crate) mod tests {
             DroneConfig::default(),
         )
         .unwrap();
+        tell_client_status(&mut d, true);
         for _ in 0..4 {
             let before = d.link.packets;
             d.step().unwrap();
@@ -528,6 +564,7 @@ pub(crate) mod tests {
             },
         )
         .unwrap();
+        tell_client_status(&mut d, true);
         d.step().unwrap();
         let mut dec = StreamDecoder::new();
         let mut input = &d.link.sent[..];
@@ -550,6 +587,58 @@ pub(crate) mod tests {
         assert_eq!(image.len(), 324 * 244);
         assert_eq!(payloads.len(), 1 + (324 * 244usize).div_ceil(512));
         assert_eq!(testpattern::decode(&image, 324, 244).unwrap().frame, 0);
+    }
+
+    /// The ESP32's WIFI_CTRL client status, as aideck-esp-firmware sends it.
+    fn tell_client_status<C: Camera, K: Clock, E: Entropy, A: KeystreamApplier>(
+        d: &mut Drone<C, VecLink, K, E, A>,
+        connected: bool,
+    ) {
+        let mut out = [0u8; 8];
+        let n = cpx::encode_packet(
+            compat::CLIENT_STATUS_ROUTE,
+            &compat::client_status_payload(connected),
+            &mut out,
+        )
+        .unwrap();
+        d.link.inbox.extend(&out[..n]);
+    }
+
+    /// Stock mode sends nothing until the ESP32 reports a client, then whole frames (header
+    /// first), and stops again when the client left.
+    #[test]
+    fn stock_mode_streams_only_while_a_wifi_client_is_connected() {
+        let mut d = Drone::new(
+            camera(),
+            VecLink::default(),
+            TickClock(Cell::new(0)),
+            CountingEntropy(0),
+            Sequential,
+            DroneConfig::default(),
+        )
+        .unwrap();
+        d.step().unwrap();
+        d.step().unwrap();
+        assert!(d.link.sent.is_empty());
+        assert_eq!(d.stats().frames_skipped, 2);
+        tell_client_status(&mut d, true);
+        d.step().unwrap();
+        assert!(d.wifi_client_connected());
+        assert_eq!(d.stats().frames_sent, 1);
+        assert_eq!(&d.link.sent[..5], &[13, 0, 0x63, 0x05, 0xBC]);
+        let sent = d.link.sent.len();
+        tell_client_status(&mut d, false);
+        d.step().unwrap();
+        assert_eq!(d.link.sent.len(), sent);
+        assert_eq!(d.stats().frames_skipped, 3);
+        // Other WIFI_CTRL commands (e.g. 0x31 "WiFi connected" with an IP) change nothing.
+        let mut out = [0u8; 16];
+        let n = cpx::encode_packet(compat::CLIENT_STATUS_ROUTE, &[0x31, 10, 0, 0, 1], &mut out)
+            .unwrap();
+        d.link.inbox.extend(&out[..n]);
+        d.step().unwrap();
+        assert_eq!(d.stats().frames_skipped, 4);
+        assert_eq!(d.stats().upstream_errors, 0);
     }
 
     #[test]
@@ -619,6 +708,7 @@ pub(crate) mod tests {
             mode: Mode::Secure(Box::new(SecureConfig {
                 identity: drone_id.into(),
                 session: scfg,
+                boot: Boot::advance(&mut crate::boot::RamBootCounter::new(0)).unwrap(),
             })),
             packet_payload: 1020,
         };
@@ -717,6 +807,68 @@ pub(crate) mod tests {
         }
     }
 
+    /// Finding 2 through the drone loop: the drone restarts with exactly the same entropy (a
+    /// source with no state across boots, as on GVSOC), its boot counter kept in (modelled) flash;
+    /// the attacker replays the receiver's HELLO and KEY_ACK of the first boot. The restarted drone
+    /// answers the HELLO but never sends a frame.
+    #[test]
+    fn finding2_restart_with_the_same_entropy_sends_no_frame_to_replayed_messages() {
+        use crate::boot::{FlashBootCounter, RamFlash};
+        use gapstream_protocol::handshake;
+        use gapstream_protocol::session::{ReceiverConfig, ReceiverSession};
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(31)).unwrap());
+        let (drone_id, rx_id) = handshake::pair(&mut rng);
+        let mut flash = FlashBootCounter::new(RamFlash::default());
+        let boot = |flash: &mut FlashBootCounter<RamFlash>| {
+            let cfg = DroneConfig {
+                mode: Mode::Secure(Box::new(SecureConfig {
+                    identity: drone_id.clone().into(),
+                    session: session::DroneConfig::default(),
+                    boot: Boot::advance(flash).unwrap(),
+                })),
+                packet_payload: 1020,
+            };
+            Drone::new(
+                camera(),
+                VecLink::default(),
+                TickClock(Cell::new(0)),
+                CountingEntropy(0),
+                Sequential,
+                cfg,
+            )
+            .unwrap()
+        };
+        let clock = || 0u64;
+        let mut rx = ReceiverSession::new(rx_id, ReceiverConfig::default());
+        // Boot 1: a real handshake; frames flow.
+        let mut d = boot(&mut flash);
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        for m in messages(&core::mem::take(&mut d.link.sent)) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let key_ack = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &key_ack);
+        d.step().unwrap();
+        d.step().unwrap();
+        assert!(d.stats().frames_sent >= 1);
+        // Boot 2: the same entropy, the counter advanced; HELLO and KEY_ACK replayed.
+        let mut d = boot(&mut flash);
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        assert_eq!(d.stats().handshakes, 1);
+        to_drone(&mut d, &key_ack);
+        for _ in 0..5 {
+            d.step().unwrap();
+        }
+        assert_eq!(d.stats().rekeys_acked, 0);
+        assert_eq!(d.stats().frames_sent, 0);
+        assert_eq!(d.session().unwrap().counters().frames_sealed, 0);
+    }
+
     /// Two paired receivers through the drone loop: both open the same sealed frames; the second
     /// joining starts a new epoch; one leaving (CLOSE) leaves the other's stream whole.
     #[test]
@@ -729,6 +881,7 @@ pub(crate) mod tests {
             mode: Mode::Secure(Box::new(SecureConfig {
                 identity: drone_id,
                 session: session::DroneConfig::default(),
+                boot: Boot::advance(&mut crate::boot::RamBootCounter::new(0)).unwrap(),
             })),
             packet_payload: 1020,
         };

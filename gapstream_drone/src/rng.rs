@@ -12,18 +12,34 @@ use zeroize::Zeroize;
 
 use crate::traits::{Entropy, EntropyError};
 
-/// ChaCha20 keystream under a 32-byte seed, nonce 0.
+/// ChaCha20 keystream under a 32-byte seed, nonce `le32(boot counter) ‖ 0`.
 pub struct DrbgRng {
     key: [u8; 32],
+    nonce: [u8; 12],
     offset: u64,
 }
 
 impl DrbgRng {
-    /// Seeds from the entropy source.
+    /// Seeds from the entropy source (boot counter 0).
     pub fn from_entropy<E: Entropy + ?Sized>(e: &mut E) -> Result<Self, EntropyError> {
+        Self::from_entropy_at_boot(e, 0)
+    }
+
+    /// Seeds from the entropy source and mixes in the drone's boot counter (the ChaCha20 nonce):
+    /// two boots whose entropy repeats still draw different numbers.
+    pub fn from_entropy_at_boot<E: Entropy + ?Sized>(
+        e: &mut E,
+        boot: u32,
+    ) -> Result<Self, EntropyError> {
         let mut key = [0u8; 32];
         e.fill(&mut key)?;
-        Ok(DrbgRng { key, offset: 0 })
+        let mut nonce = [0u8; 12];
+        nonce[..4].copy_from_slice(&boot.to_le_bytes());
+        Ok(DrbgRng {
+            key,
+            nonce,
+            offset: 0,
+        })
     }
 }
 
@@ -51,7 +67,7 @@ impl rand_core::TryRng for DrbgRng {
         // one handshake message (a few hundred bytes). Should it ever be reached, re-key from the
         // last output block rather than repeat or panic.
         if Sequential
-            .apply_keystream(CipherId::ChaCha20, &self.key, &[0; 12], self.offset, dst)
+            .apply_keystream(CipherId::ChaCha20, &self.key, &self.nonce, self.offset, dst)
             .is_err()
         {
             let mut next = [0u8; 32];
@@ -60,7 +76,7 @@ impl rand_core::TryRng for DrbgRng {
             self.key = next;
             next.zeroize();
             self.offset = 0;
-            let _ = Sequential.apply_keystream(CipherId::ChaCha20, &self.key, &[0; 12], 0, dst);
+            let _ = Sequential.apply_keystream(CipherId::ChaCha20, &self.key, &self.nonce, 0, dst);
         }
         self.offset += dst.len() as u64;
         Ok(())
@@ -99,5 +115,17 @@ mod tests {
         chacha20::ChaCha20::new(&[7u8; 32].into(), &[0u8; 12].into()).apply_keystream(&mut want);
         assert_eq!(a, want);
         assert!(DrbgRng::from_entropy(&mut Broken).is_err());
+    }
+
+    #[test]
+    fn the_boot_counter_changes_the_stream_for_the_same_entropy() {
+        let draw = |boot| {
+            let mut r = DrbgRng::from_entropy_at_boot(&mut Fixed(7), boot).unwrap();
+            let mut a = [0u8; 32];
+            r.fill_bytes(&mut a);
+            a
+        };
+        assert_ne!(draw(1), draw(2));
+        assert_eq!(draw(3), draw(3));
     }
 }

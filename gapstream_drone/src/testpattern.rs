@@ -1,7 +1,7 @@
 //! Synthetic camera pattern: a moving greyscale scene with the frame number and the capture time
 //! burned into the pixels, twice: as digits a person can read in the viewer, and as a block code
-//! with a CRC that [`decode`] reads back, so latency can be checked from the image itself (the
-//! "visual event" method of the latency study in `shared/seeds/003_*`).
+//! with a CRC that [`decode`] reads back, so latency can be checked from the image itself (a
+//! "visual event" measurement: no clock shared between drone and receiver is needed).
 //!
 //! Layout (needs at least [`MIN_WIDTH`] × [`MIN_HEIGHT`] pixels; the HM01B0 gives 324 × 244):
 //! - rows 4..12: frame number, 32 bits + CRC-8, one bit per 6 × 8 block (white = 1, black = 0);

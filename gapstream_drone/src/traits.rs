@@ -1,4 +1,4 @@
-//! The small traits the drone logic is generic over. The GAP8 firmware (issue 7) implements them
+//! The small traits the drone logic is generic over. The GAP8 firmware (`firmware/`) implements them
 //! with pmsis (Himax camera, SPI with the ready lines, the FC timer, its entropy source); the host
 //! simulation implements them with std (synthetic or file camera, a socket paced like 10 MHz SPI,
 //! the system clock, the OS RNG).

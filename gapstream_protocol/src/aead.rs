@@ -24,7 +24,7 @@ use ghash::GHash;
 use poly1305::Poly1305;
 use poly1305::universal_hash::{KeyInit, UniversalHash};
 use subtle::ConstantTimeEq;
-use zeroize::{Zeroize, ZeroizeOnDrop};
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 use crate::suite::Suite;
 
@@ -205,8 +205,10 @@ impl PayloadKey {
             }
             Suite::Aes128Gcm => {
                 let mask = self.gcm_mask(k, nonce)?;
-                let want = self.gcm_tag(&mask, aad, data);
-                if !bool::from(want.ct_eq(tag)) {
+                let mut want = self.gcm_tag(&mask, aad, data);
+                let ok: bool = want.ct_eq(tag).into();
+                want.zeroize();
+                if !ok {
                     return Err(CryptoError::BadTag);
                 }
                 k.apply_keystream(
@@ -233,18 +235,20 @@ impl PayloadKey {
         Ok(mac)
     }
 
+    /// GCM's tag mask `E_K(J0)`: secret until the tag is out (with it, `GHASH` of a frame
+    /// gives the tag), so wiped on drop.
     fn gcm_mask<K: KeystreamApplier + ?Sized>(
         &self,
         k: &mut K,
         nonce: &[u8; 12],
-    ) -> Result<[u8; 16], CryptoError> {
-        let mut mask = [0u8; 16];
+    ) -> Result<Zeroizing<[u8; 16]>, CryptoError> {
+        let mut mask = Zeroizing::new([0u8; 16]);
         k.apply_keystream(
             CipherId::Aes128Ctr,
             self.key(),
             &ctr_block(nonce, 1),
             0,
-            &mut mask,
+            &mut mask[..],
         )?;
         Ok(mask)
     }
@@ -257,11 +261,12 @@ impl PayloadKey {
         lens[..8].copy_from_slice(&((aad.len() as u64) * 8).to_be_bytes());
         lens[8..].copy_from_slice(&((ct.len() as u64) * 8).to_be_bytes());
         g.update(&[lens.into()]);
-        let s = g.finalize();
+        let mut s: [u8; 16] = g.finalize().into();
         let mut t = [0u8; 16];
         for i in 0..16 {
             t[i] = s[i] ^ mask[i];
         }
+        s.zeroize();
         t
     }
 }
@@ -295,6 +300,36 @@ mod tests {
     use proptest::prelude::*;
 
     /// RFC 8439 §2.8.2, the AEAD_CHACHA20_POLY1305 example.
+    /// Finding 6: `poly1305`, `ghash`, `aes` and `chacha20` were built without their `zeroize`
+    /// features (their states stayed in memory after use), and GCM's tag mask `E_K(J0)` and the
+    /// copies of group secrets in GROUP_KEY bodies were not wiped. `aes` and the mask are checked
+    /// by type (they must be `ZeroizeOnDrop`); `poly1305` and `ghash` wipe in `Drop` without a
+    /// marker trait, so for them (and `chacha20`) the workspace manifest is checked.
+    #[test]
+    fn finding6_cipher_and_mac_states_are_wiped() {
+        fn wiped<T: ZeroizeOnDrop>(_: &T) {}
+        fn wiped_type<T: ZeroizeOnDrop>() {}
+        wiped_type::<aes::Aes128>();
+        wiped_type::<crate::wire::GroupKeyBody>();
+        let k = PayloadKey::new(&mut Sequential, Suite::Aes128Gcm, &[7; 16]).unwrap();
+        let mask = k.gcm_mask(&mut Sequential, &[1; 12]).unwrap();
+        wiped(&mask);
+        let body = crate::wire::GroupKeyBody {
+            epoch: 1,
+            first_sequence: 2,
+            secret: crate::keys::GroupSecret::from_bytes([3; 32]),
+        };
+        wiped(&body.encode());
+        let manifest = include_str!("../../Cargo.toml");
+        for dep in ["chacha20", "aes", "poly1305", "ghash"] {
+            let line = manifest
+                .lines()
+                .find(|l| l.starts_with(&alloc::format!("{dep} = ")))
+                .unwrap();
+            assert!(line.contains("\"zeroize\""), "{line}");
+        }
+    }
+
     #[test]
     fn rfc8439_2_8_2() {
         let key = hex("808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f");

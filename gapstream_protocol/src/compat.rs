@@ -121,6 +121,42 @@ impl<'a> StockStreamer<'a> {
     }
 }
 
+/// WIFI_CTRL command byte: "a WiFi client connected / disconnected", followed by one status byte
+/// (1 connected, 0 disconnected). Bitcraze's AI-deck ESP32 firmware (aideck-esp-firmware,
+/// `main/wifi.c`) sends `[0x32, status]` from the ESP32 to the GAP8 on function WIFI_CTRL (4)
+/// when its TCP client connects and when it leaves; the stock GAP8 streamer
+/// (aideck-gap8-examples, `wifi-img-streamer`) only captures and sends while the status is 1, so
+/// a viewer always starts at an image header.
+pub const WIFI_CTRL_STATUS_CLIENT_CONNECTED: u8 = 0x32;
+
+/// The route of that notification: ESP32 → GAP8, WIFI_CTRL, `last_packet` set.
+pub const CLIENT_STATUS_ROUTE: Route = Route::new(Target::Esp32, Target::Gap8, Function::WifiCtrl);
+
+/// The payload of the client-status notification.
+pub const fn client_status_payload(connected: bool) -> [u8; 2] {
+    [WIFI_CTRL_STATUS_CLIENT_CONNECTED, connected as u8]
+}
+
+/// Reads a client-status notification: `Some(connected)` for a WIFI_CTRL packet whose payload is
+/// `[0x32, status]` (any further bytes ignored, as the stock GAP8 code does), `None` otherwise.
+pub fn parse_client_status(route: Route, payload: &[u8]) -> Option<bool> {
+    if route.function != Function::WifiCtrl as u8 {
+        return None;
+    }
+    match payload {
+        [WIFI_CTRL_STATUS_CLIENT_CONNECTED, status, ..] => Some(*status != 0),
+        _ => None,
+    }
+}
+
+/// True for the packet that starts a stock image: function APP, an 11-byte payload starting with
+/// `0xBC` (what Bitcraze's `opencv-viewer.py` must read first: it unpacks exactly 11 bytes).
+pub fn is_stock_header_packet(route: Route, payload: &[u8]) -> bool {
+    route.function == Function::App as u8
+        && payload.len() == STOCK_HEADER_LEN
+        && payload[0] == STOCK_MAGIC
+}
+
 #[cfg(feature = "alloc")]
 pub use receiver::{StockError, StockImage, StockReceiver};
 
@@ -282,6 +318,40 @@ mod tests {
         let wire = ours(&image, 324, 244, 1020);
         assert_eq!(wire.len(), 4 + 11 + 78 * 4 + 79_056);
         assert_eq!(&wire[..6], &[13, 0, 0x63, 0x05, 0xBC, 0x44]);
+    }
+
+    #[test]
+    fn client_status_is_the_stock_esp32_notification() {
+        // aideck-esp-firmware main/wifi.c: route ESP32 (2) -> GAP8 (4), last packet, WIFI_CTRL (4),
+        // data [0x32, 1] on connect and [0x32, 0] on disconnect.
+        let mut out = [0u8; 16];
+        let n = cpx::encode_packet(CLIENT_STATUS_ROUTE, &client_status_payload(true), &mut out)
+            .unwrap();
+        assert_eq!(&out[..n], &[4, 0, 4 | 2 << 3 | 1 << 6, 4, 0x32, 1]);
+        assert_eq!(
+            parse_client_status(CLIENT_STATUS_ROUTE, &[0x32, 1]),
+            Some(true)
+        );
+        assert_eq!(
+            parse_client_status(CLIENT_STATUS_ROUTE, &[0x32, 0]),
+            Some(false)
+        );
+        assert_eq!(parse_client_status(CLIENT_STATUS_ROUTE, &[0x31, 1]), None);
+        assert_eq!(parse_client_status(STOCK_ROUTE, &[0x32, 1]), None);
+        let h = StockHeader {
+            width: 324,
+            height: 244,
+            depth: 1,
+            kind: 0,
+            size: 79_056,
+        }
+        .encode();
+        assert!(is_stock_header_packet(STOCK_ROUTE, &h));
+        assert!(!is_stock_header_packet(STOCK_ROUTE, &h[..10]));
+        assert!(!is_stock_header_packet(CLIENT_STATUS_ROUTE, &h));
+        let mut body = [0u8; 12];
+        body[0] = 0xBC;
+        assert!(!is_stock_header_packet(STOCK_ROUTE, &body));
     }
 
     #[test]

@@ -114,7 +114,13 @@ impl core::fmt::Display for OpenError {
 /// Checks that `msg` is exactly one frame with `suite`'s tag length, returns its header.
 pub fn frame_layout(msg: &[u8], suite: Suite) -> Result<FrameHeader, OpenError> {
     let h = FrameHeader::decode(msg)?;
-    let expected = FRAME_HEADER_LEN + h.payload_len as usize + suite.tag_len();
+    // Checked: on a 32-bit target 36 + a u32 payload length + 16 can wrap to a small number that
+    // a short message matches.
+    let expected = crate::wire::checked_len::<usize>(&[
+        FRAME_HEADER_LEN as u64,
+        u64::from(h.payload_len),
+        suite.tag_len() as u64,
+    ])?;
     if msg.len() != expected {
         return Err(OpenError::Length {
             expected,

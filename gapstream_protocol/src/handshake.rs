@@ -7,8 +7,15 @@
 //!                                                          ←  ACCEPT = hdr(hello id, key id) ‖ KK msg 2: e, ee, se, ENC(choice)
 //! offer  = suites (receiver's preference order), modes with their key shares
 //!          (P-256: ephemeral point; RSA: the receiver's 2048-bit modulus)
-//! choice = suite, mode, the drone's share (P-256: ephemeral point; RSA: OAEP(secret))
+//! choice = suite, mode, the drone's boot counter, the drone's share (P-256: ephemeral point;
+//!          RSA: OAEP(secret))
 //! ```
+//!
+//! * The drone's boot counter (persistent, advanced at every start, `gapstream_drone::boot`) is in
+//!   the authenticated choice, so it is hashed into `h` and every session key: messages a receiver
+//!   sent to an earlier boot of the drone (a recorded KEY_ACK) never open in a later one, even if
+//!   the drone's randomness repeats and the receiver's HELLO is replayed. It is also mixed into the
+//!   seed of the drone's ephemeral key, so a repeated random stream does not repeat the ephemeral.
 //!
 //! * Both sides know each other's static X25519 key from pairing (KK); a drone may be paired with
 //!   several receivers ([`DroneIdentity`]): the HELLO's key id says which of their keys to use. The
@@ -44,6 +51,8 @@ use crate::wire::{self, AlertCode, HandshakeHeader, MsgType, WireError};
 pub const P256_SHARE_LEN: usize = 65;
 /// Prologue of the Noise handshake, followed by the 8-byte hello id and the 4-byte receiver key id.
 pub const PROLOGUE: &[u8] = b"gapstream v2 hello ";
+/// Label of the drone's ephemeral seed: `SHA-256(label ‖ le32(boot counter) ‖ 32 random bytes)`.
+pub const BOOT_SEED_LABEL: &[u8] = b"gapstream v2 drone boot";
 /// Most receiver keys a drone can be paired with.
 pub const MAX_RECEIVER_KEYS: usize = 8;
 
@@ -244,6 +253,9 @@ pub enum PairingError {
     ReceiverCount(usize),
     /// Two receiver keys with the same key id.
     DuplicateReceiver,
+    /// `local_public` is well formed but is not the public key of `local_secret` (an edited or
+    /// damaged file, or lines from two pairings mixed).
+    SecretMismatch,
 }
 
 impl core::fmt::Display for PairingError {
@@ -259,6 +271,9 @@ impl core::fmt::Display for PairingError {
             PairingError::DuplicateReceiver => {
                 f.write_str("pairing file lists the same receiver key twice")
             }
+            PairingError::SecretMismatch => f.write_str(
+                "pairing file's `local_secret` does not belong to its `local_public` (the file was edited or mixes two pairings; pair again)",
+            ),
         }
     }
 }
@@ -305,7 +320,7 @@ fn parse_pairing(text: &str) -> Result<(Role, StaticSecret, Vec<[u8; 32]>), Pair
     let local = StaticSecret(parse_hex32(field("local_secret")?, "local_secret")?);
     if let Ok(p) = field("local_public") {
         if parse_hex32(p, "local_public")? != local.public() {
-            return Err(PairingError::BadHex("local_public"));
+            return Err(PairingError::SecretMismatch);
         }
     }
     let peers = values("peer_public")
@@ -500,6 +515,8 @@ pub struct Established {
     pub mode: KexMode,
     /// The hello id, which is the session's id from now on.
     pub hello_id: [u8; 8],
+    /// The drone's boot counter (authenticated, in the choice).
+    pub drone_boot: u32,
     pub(crate) secret: SessionSecret,
 }
 
@@ -525,6 +542,19 @@ fn seed<R: CryptoRng + ?Sized>(rng: &mut R) -> [u8; 32] {
     let mut s = [0u8; 32];
     rng.fill_bytes(&mut s);
     s
+}
+
+/// The drone's ephemeral seed: its random bytes mixed with its boot counter, so that two boots
+/// whose random streams repeat still use different ephemeral keys.
+fn boot_seed<R: CryptoRng + ?Sized>(rng: &mut R, boot: u32) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut r = seed(rng);
+    let mut h = Sha256::new();
+    h.update(BOOT_SEED_LABEL);
+    h.update(boot.to_le_bytes());
+    h.update(r);
+    r.zeroize();
+    h.finalize().into()
 }
 
 fn handshake_message(t: MsgType, hello_id: [u8; 8], key_id: [u8; 4], noise: &[u8]) -> Vec<u8> {
@@ -602,11 +632,13 @@ pub fn encode_offer(suites: &[Suite], shares: &[(KexMode, &[u8])]) -> Vec<u8> {
     p
 }
 
-/// The ACCEPT payload (encrypted by Noise): `suite u8, mode u8, share_len u16, share`.
-pub fn encode_choice(suite: Suite, mode: KexMode, share: &[u8]) -> Vec<u8> {
-    let mut p = Vec::with_capacity(4 + share.len());
+/// The ACCEPT payload (encrypted by Noise): `suite u8, mode u8, boot counter u32, share_len u16,
+/// share`.
+pub fn encode_choice(suite: Suite, mode: KexMode, boot: u32, share: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(8 + share.len());
     p.push(suite as u8);
     p.push(mode as u8);
+    p.extend_from_slice(&boot.to_le_bytes());
     p.extend_from_slice(&(share.len() as u16).to_le_bytes());
     p.extend_from_slice(share);
     p
@@ -760,6 +792,8 @@ impl ReceiverHandshake {
         if !self.suites.contains(&suite) || !self.modes.contains(&mode) {
             return Err(HandshakeError::UnexpectedChoice);
         }
+        let b = r.bytes(4)?;
+        let drone_boot = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         let len = r.u16()? as usize;
         if len != share_len(mode) {
             return Err(HandshakeError::BadPayload);
@@ -787,6 +821,7 @@ impl ReceiverHandshake {
             suite,
             mode,
             hello_id: self.hello_id,
+            drone_boot,
             secret,
         })
     }
@@ -827,9 +862,12 @@ pub fn hello_ids(hello: &[u8]) -> Result<([u8; 8], [u8; 4]), WireError> {
 
 /// The drone's side: reads a HELLO from the receiver `id.peer_public`, answers with an ACCEPT. A
 /// HELLO whose key id is not that receiver's is refused like one that does not authenticate.
+/// `boot` is the drone's boot counter (persistent, advanced at every start): it goes into the
+/// authenticated choice and into the seed of the drone's ephemeral key.
 pub fn respond<R: CryptoRng + ?Sized>(
     id: &Identity,
     policy: &DronePolicy,
+    boot: u32,
     rng: &mut R,
     hello: &[u8],
 ) -> Result<(Established, Vec<u8>), Refusal> {
@@ -853,7 +891,7 @@ pub fn respond<R: CryptoRng + ?Sized>(
             AlertCode::AuthenticationFailed,
         ));
     }
-    let mut hs = noise::builder(seed(rng))
+    let mut hs = noise::builder(boot_seed(rng, boot))
         .prologue(&prologue(&h.hello_id, &h.key_id))
         .and_then(|b| b.local_private_key(&id.local.0))
         .and_then(|b| b.remote_public_key(&id.peer_public))
@@ -921,7 +959,7 @@ pub fn respond<R: CryptoRng + ?Sized>(
             secret
         }
     };
-    let answer = encode_choice(suite, mode, &my_share);
+    let answer = encode_choice(suite, mode, boot, &my_share);
     let mut msg = vec![0u8; 32 + answer.len() + 16];
     let n = hs
         .write_message(&answer, &mut msg)
@@ -933,6 +971,7 @@ pub fn respond<R: CryptoRng + ?Sized>(
             suite,
             mode,
             hello_id: h.hello_id,
+            drone_boot: boot,
             secret,
         },
         handshake_message(MsgType::Accept, h.hello_id, h.key_id, &msg),
@@ -956,7 +995,7 @@ mod tests {
         let mut rng = TestRng::new(seed);
         let (d, r) = pair(&mut rng);
         let (rh, hello) = ReceiverHandshake::start(&r, offer, &mut rng)?;
-        let (de, accept) = respond(&d, policy, &mut rng, &hello).map_err(|e| e.error)?;
+        let (de, accept) = respond(&d, policy, 1, &mut rng, &hello).map_err(|e| e.error)?;
         let key = crate::rsa_oaep::tests::test_key();
         let mut dec = |ct: &[u8]| -> Result<Zeroizing<Vec<u8>>, HandshakeError> {
             key.decrypt(&mut TestRng::new(99), ct)
@@ -1026,7 +1065,7 @@ mod tests {
         };
         // A receiver the drone is not paired with: the drone cannot authenticate the HELLO.
         let (_, hello) = ReceiverHandshake::start(&other_r, &offer, &mut rng).unwrap();
-        let refusal = respond(&d, &DronePolicy::default(), &mut rng, &hello).unwrap_err();
+        let refusal = respond(&d, &DronePolicy::default(), 1, &mut rng, &hello).unwrap_err();
         assert_eq!(refusal.error, HandshakeError::Authentication);
         let alert = refusal.alert.unwrap();
         assert_eq!(alert[12], AlertCode::AuthenticationFailed as u8);
@@ -1042,13 +1081,13 @@ mod tests {
             HandshakeError::HelloIdMismatch
         );
         assert_eq!(
-            respond(&impostor, &DronePolicy::default(), &mut rng, &hello)
+            respond(&impostor, &DronePolicy::default(), 1, &mut rng, &hello)
                 .unwrap_err()
                 .error,
             HandshakeError::Authentication
         );
         // The real drone answers; the receiver accepts only that answer.
-        let (_, accept) = respond(&d, &DronePolicy::default(), &mut rng, &hello).unwrap();
+        let (_, accept) = respond(&d, &DronePolicy::default(), 1, &mut rng, &hello).unwrap();
         let _ = other_r;
         rh.finish(&accept, &mut no_rsa).unwrap();
     }
@@ -1070,15 +1109,21 @@ mod tests {
             let mut h = hello.clone();
             h[i] ^= 0x01;
             assert!(
-                respond(&d, &DronePolicy::default(), &mut rng, &h).is_err(),
+                respond(&d, &DronePolicy::default(), 1, &mut rng, &h).is_err(),
                 "HELLO byte {i}"
             );
         }
         // Same seeds give the same HELLO/ACCEPT, so each flipped byte is tried on a fresh state.
         let fresh = || {
             let (rh, hello) = ReceiverHandshake::start(&r, &offer, &mut TestRng::new(40)).unwrap();
-            let (_, accept) =
-                respond(&d, &DronePolicy::default(), &mut TestRng::new(41), &hello).unwrap();
+            let (_, accept) = respond(
+                &d,
+                &DronePolicy::default(),
+                1,
+                &mut TestRng::new(41),
+                &hello,
+            )
+            .unwrap();
             (rh, accept)
         };
         let len = fresh().1.len();
@@ -1107,6 +1152,16 @@ mod tests {
         );
         let bad = text.replace("peer_public=", "peer_public=zz");
         assert!(Identity::from_pairing_text(&bad).is_err());
+        // A secret that no longer matches its public key is said so (not "not 64 hex digits").
+        let secret = text
+            .lines()
+            .find_map(|l| l.strip_prefix("local_secret="))
+            .unwrap();
+        let other = alloc::format!("{:0>64}", "1");
+        let bad = text.replace(secret, &other);
+        let e = Identity::from_pairing_text(&bad).unwrap_err();
+        assert_eq!(e, PairingError::SecretMismatch);
+        assert!(alloc::format!("{e}").contains("does not belong to its `local_public`"));
     }
 
     #[test]
@@ -1159,18 +1214,18 @@ mod tests {
         assert_eq!(d.receiver_index(&kid), Some(1));
         let as0 = d.for_receiver(0).unwrap();
         assert_eq!(
-            respond(&as0, &DronePolicy::default(), &mut rng, &hello)
+            respond(&as0, &DronePolicy::default(), 1, &mut rng, &hello)
                 .unwrap_err()
                 .error,
             HandshakeError::Authentication
         );
         let as1 = d.for_receiver(1).unwrap();
-        respond(&as1, &DronePolicy::default(), &mut rng, &hello).unwrap();
+        respond(&as1, &DronePolicy::default(), 1, &mut rng, &hello).unwrap();
         // Receiver 1's HELLO relabelled as receiver 0's: the drone uses key 0 and fails.
         let mut forged = hello.clone();
         forged[12..16].copy_from_slice(&receiver_key_id(&d.receivers[0]));
         assert_eq!(
-            respond(&as0, &DronePolicy::default(), &mut rng, &forged)
+            respond(&as0, &DronePolicy::default(), 1, &mut rng, &forged)
                 .unwrap_err()
                 .error,
             HandshakeError::Authentication

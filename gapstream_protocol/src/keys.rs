@@ -193,6 +193,16 @@ impl GroupSecret {
     pub const fn from_bytes(b: [u8; 32]) -> Self {
         GroupSecret(b)
     }
+    /// Copies a 32-byte slice straight into the secret (no intermediate copy to wipe); `None`
+    /// for another length.
+    pub fn from_slice(b: &[u8]) -> Option<Self> {
+        let mut g = GroupSecret([0; 32]);
+        if b.len() != g.0.len() {
+            return None;
+        }
+        g.0.copy_from_slice(b);
+        Some(g)
+    }
     pub fn bytes(&self) -> &[u8; 32] {
         &self.0
     }

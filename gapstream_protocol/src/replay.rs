@@ -12,6 +12,12 @@
 //!
 //! The window is only updated through [`ReplayWindow::commit`] — call it after the frame
 //! authenticated, so forged frames can neither advance nor poison the window.
+//!
+//! A *floor* ([`ReplayWindow::raise_floor`]) refuses every number below it: a receiver's session
+//! sets it to the first sequence number the drone may seal for that session (carried in the
+//! authenticated GROUP_KEY), so frames recorded before a reconnect cannot be replayed into the new
+//! session's empty window. The number `u64::MAX` is never sealed (the drone stops one before) and
+//! is refused, so the window's arithmetic cannot wrap.
 
 /// Width of the window in sequence numbers.
 pub const WINDOW: u64 = 256;
@@ -24,6 +30,11 @@ pub enum ReplayError {
     Duplicate,
     /// Further below the highest accepted number than the window reaches.
     TooOld,
+    /// Below the session's floor: sealed before this session existed (a replay across a
+    /// reconnect).
+    BeforeSession,
+    /// `u64::MAX`, a number the drone never seals.
+    OutOfRange,
 }
 
 impl core::fmt::Display for ReplayError {
@@ -31,6 +42,10 @@ impl core::fmt::Display for ReplayError {
         f.write_str(match self {
             ReplayError::Duplicate => "sequence number already received (replay)",
             ReplayError::TooOld => "sequence number older than the replay window",
+            ReplayError::BeforeSession => {
+                "sequence number from before this session (replayed across a reconnect)"
+            }
+            ReplayError::OutOfRange => "sequence number u64::MAX is never sealed",
         })
     }
 }
@@ -54,6 +69,8 @@ pub struct ReplayWindow {
     bits: [u64; WORDS],
     accepted: u64,
     late: u64,
+    /// Numbers below this are refused ([`ReplayError::BeforeSession`]).
+    floor: u64,
 }
 
 impl ReplayWindow {
@@ -64,11 +81,28 @@ impl ReplayWindow {
             bits: [0; WORDS],
             accepted: 0,
             late: 0,
+            floor: 0,
         }
+    }
+
+    /// Refuses every sequence number below `floor` from now on (a lower value changes nothing).
+    pub fn raise_floor(&mut self, floor: u64) {
+        self.floor = self.floor.max(floor);
+    }
+
+    /// The lowest sequence number still acceptable by the floor.
+    pub fn floor(&self) -> u64 {
+        self.floor
     }
 
     /// Would `seq` be accepted? (Does not change the window.)
     pub fn check(&self, seq: u64) -> Result<Arrival, ReplayError> {
+        if seq == u64::MAX {
+            return Err(ReplayError::OutOfRange);
+        }
+        if seq < self.floor {
+            return Err(ReplayError::BeforeSession);
+        }
         if self.start.is_none() {
             return Ok(Arrival::InOrder);
         }
@@ -200,6 +234,42 @@ mod tests {
         assert_eq!(w.commit(4998), Ok(Arrival::Late));
         assert_eq!((w.lost(), w.first()), (1, Some(4998)));
         assert_eq!(w.check(5002 - 256), Err(ReplayError::TooOld));
+    }
+
+    /// Finding 6: an (authenticated) sequence number `u64::MAX` made `top = seq + 1` wrap (a panic
+    /// in debug builds; in release an empty-looking window that took every duplicate again).
+    #[test]
+    fn finding6_sequence_u64_max_does_not_break_the_window() {
+        let mut w = ReplayWindow::new();
+        assert_eq!(w.commit(5), Ok(Arrival::InOrder));
+        assert!(w.check(u64::MAX).is_err());
+        assert!(w.commit(u64::MAX).is_err());
+        assert_eq!(w.commit(5), Err(ReplayError::Duplicate));
+        assert_eq!(w.commit(6), Ok(Arrival::InOrder));
+        assert_eq!(w.commit(u64::MAX - 1), Ok(Arrival::InOrder));
+        assert!(w.commit(u64::MAX).is_err());
+        assert_eq!(w.commit(u64::MAX - 1), Err(ReplayError::Duplicate));
+        assert_eq!(w.highest(), Some(u64::MAX - 1));
+        assert_eq!(w.lost(), u64::MAX - 1 - 5 + 1 - 3);
+        // And as the very first number of a window.
+        let mut w = ReplayWindow::new();
+        assert!(w.commit(u64::MAX).is_err());
+        assert_eq!(w.commit(0), Ok(Arrival::InOrder));
+        assert_eq!(w.commit(0), Err(ReplayError::Duplicate));
+    }
+
+    #[test]
+    fn the_floor_refuses_what_came_before_the_session() {
+        let mut w = ReplayWindow::new();
+        w.raise_floor(100);
+        assert_eq!(w.check(99), Err(ReplayError::BeforeSession));
+        assert_eq!(w.commit(0), Err(ReplayError::BeforeSession));
+        assert_eq!(w.commit(100), Ok(Arrival::InOrder));
+        w.raise_floor(50); // lower: no change
+        assert_eq!(w.floor(), 100);
+        assert_eq!(w.commit(99), Err(ReplayError::BeforeSession));
+        assert_eq!(w.commit(101), Ok(Arrival::InOrder));
+        assert_eq!((w.accepted(), w.lost()), (2, 0));
     }
 
     proptest! {

@@ -10,6 +10,8 @@ use crate::test_util::{TestRng, hex, to_hex};
 use alloc::vec::Vec;
 
 const GOLDEN: &str = include_str!("../testdata/rv32_rsa_accept.hex");
+/// The drone's boot counter in the golden ACCEPT (the rv32 program uses the same).
+const BOOT: u32 = 3;
 
 fn make() -> (
     Vec<u8>,
@@ -37,6 +39,7 @@ fn make() -> (
     let (est, accept) = respond(
         &drone,
         &DronePolicy::default(),
+        BOOT,
         &mut TestRng::new(200),
         &hello,
     )

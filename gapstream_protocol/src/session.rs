@@ -17,7 +17,8 @@
 //!   epoch n+1 (frames switch; epoch n's key wiped)            last receiver gone ──▶ no epoch
 //! receiver: Idle ──connect──▶ Handshaking ──ACCEPT ok──▶ Established ──GROUP_KEY──▶ next epoch held
 //!                   (HELLO out) │  ▲ timeout: new HELLO      │   (KEY_ACK out) ──frame of it──▶ current
-//!                   ALERT / bad ACCEPT ──▶ Idle              │   (previous kept for the grace window)
+//!                   ALERT / bad ACCEPT: counted, fresh HELLO │   (previous kept for the grace window)
+//!                   after a growing backoff (never gives up)  │
 //!                                                            └─ CLOSE ──▶ Closed;  drone silent ──▶ Idle (SessionLost)
 //! ```
 //!
@@ -137,6 +138,12 @@ pub struct DroneConfig {
     pub packet_payload: usize,
     /// Produce key-log lines ([`DroneSession::drain_keylog`]). Debug aid; off by default.
     pub keylog: bool,
+    /// The drone's boot counter: a persistent count advanced (and stored) at every start, before
+    /// any handshake (`gapstream_drone::boot`). It is authenticated in every ACCEPT and so bound
+    /// into every session key, and mixed into the drone's ephemeral keys: what a receiver sent to
+    /// an earlier boot (a recorded KEY_ACK) never opens in this one, even if the drone's randomness
+    /// repeats. 0 only for tests and benchmarks; a drone application must set it.
+    pub boot_counter: u32,
 }
 
 impl Default for DroneConfig {
@@ -151,6 +158,7 @@ impl Default for DroneConfig {
             member_timeout_ns: 5_000_000_000,
             packet_payload: crate::cpx::MAX_PAYLOAD,
             keylog: false,
+            boot_counter: 0,
         }
     }
 }
@@ -307,6 +315,10 @@ struct DroneSess {
     acked: Option<u32>,
     key_sent_ns: u64,
     last_heard_ns: u64,
+    /// The group's next frame sequence number when this session's HELLO was accepted: the session
+    /// never had a key for a frame below it, and its receiver refuses those (every GROUP_KEY of
+    /// the session carries it).
+    first_sequence: u64,
 }
 
 impl DroneSess {
@@ -525,13 +537,15 @@ impl DroneSession {
         let Some(peer) = self.id.for_receiver(receiver) else {
             return self.refuse(HandshakeError::Noise, None);
         };
-        let est = handshake::respond(&peer, &policy, rng, hello).and_then(|(e, accept)| {
-            let keys = SessionKeys::derive(k, &e.secret).map_err(|_| handshake::Refusal {
-                error: HandshakeError::Noise,
-                alert: Some(wire::encode_alert(hello_id, AlertCode::InternalError)),
-            })?;
-            Ok((e, keys, accept))
-        });
+        let est = handshake::respond(&peer, &policy, self.cfg.boot_counter, rng, hello).and_then(
+            |(e, accept)| {
+                let keys = SessionKeys::derive(k, &e.secret).map_err(|_| handshake::Refusal {
+                    error: HandshakeError::Noise,
+                    alert: Some(wire::encode_alert(hello_id, AlertCode::InternalError)),
+                })?;
+                Ok((e, keys, accept))
+            },
+        );
         let (est, keys, accept) = match est {
             Ok(x) => x,
             Err(refusal) => return self.refuse(refusal.error, refusal.alert),
@@ -541,6 +555,7 @@ impl DroneSession {
             mode,
             hello_id,
             secret,
+            ..
         } = est;
         let stats = HandshakeStats {
             suite,
@@ -573,6 +588,7 @@ impl DroneSession {
             acked: None,
             key_sent_ns: t0,
             last_heard_ns: t0,
+            first_sequence: self.next_seq,
         });
         let i = self.sessions.len() - 1;
         self.counters.handshakes += 1;
@@ -622,13 +638,12 @@ impl DroneSession {
             return;
         };
         let s = &mut self.sessions[i];
-        let body = Zeroizing::new(
-            GroupKeyBody {
-                epoch: ep.keys.epoch,
-                secret: *ep.secret.bytes(),
-            }
-            .encode(),
-        );
+        let body = GroupKeyBody {
+            epoch: ep.keys.epoch,
+            first_sequence: s.first_sequence,
+            secret: ep.secret.clone(),
+        }
+        .encode();
         let m = control(
             k,
             &s.keys.d2r_control,
@@ -957,6 +972,12 @@ pub struct ReceiverConfig {
     pub rsa_key: Option<crate::rsa_oaep::Decryptor>,
     /// Resend a fresh HELLO when no ACCEPT came within this time.
     pub handshake_timeout_ns: u64,
+    /// After an attempt fails on a remote cause (an ALERT, which is unauthenticated, or an ACCEPT
+    /// that does not authenticate), the next HELLO goes out after this long, doubled for every
+    /// further failure in a row up to [`ReceiverConfig::max_retry_backoff_ns`]. The receiver never
+    /// gives up for a remote cause.
+    pub retry_backoff_ns: u64,
+    pub max_retry_backoff_ns: u64,
     /// How long frames of the previous epoch are still accepted after the switch to a new one.
     pub grace_ns: u64,
     /// Send a KEEPALIVE this often while established (the drone drops receivers it does not hear
@@ -981,6 +1002,8 @@ impl Default for ReceiverConfig {
             #[cfg(target_has_atomic = "ptr")]
             rsa_key: None,
             handshake_timeout_ns: 2_000_000_000,
+            retry_backoff_ns: 250_000_000,
+            max_retry_backoff_ns: 8_000_000_000,
             grace_ns: 500_000_000,
             keepalive_ns: 1_000_000_000,
             session_timeout_ns: 5_000_000_000,
@@ -1006,9 +1029,10 @@ pub struct ReceiverCounters {
     pub payload_bytes: u64,
     /// Frames whose tag did not verify.
     pub tag_failures: u64,
-    /// Frames with a sequence number already received.
+    /// Frames with a sequence number already received, or sealed before this session began
+    /// (replayed across a reconnect: below the first sequence number of the session's GROUP_KEY).
     pub replays: u64,
-    /// Frames older than the replay window (or from before the session's first frame).
+    /// Frames older than the replay window (or with the never-sealed sequence number `u64::MAX`).
     pub too_old: u64,
     /// Sequence numbers never received (gaps), from each session's first frame on, over all
     /// sessions.
@@ -1084,9 +1108,19 @@ pub enum ReceiverEvent {
         mode: KexMode,
         stats: HandshakeStats,
     },
-    /// The handshake failed for good (authentication, refusal): the caller reports it and may
-    /// [`ReceiverSession::connect`] again.
+    /// The handshake could not even start, for a local cause (nothing to offer, an RSA mode
+    /// without an RSA key): the caller reports it and fixes its configuration. Remote causes never
+    /// end the handshake: see [`ReceiverEvent::AttemptFailed`].
     HandshakeFailed(HandshakeError),
+    /// This attempt failed on a remote cause — an ALERT (unauthenticated: the drone's, or
+    /// anybody's) or an ACCEPT that does not authenticate — and is counted in
+    /// `handshake_failures`; a fresh HELLO follows after `retry_in_ns` (growing backoff). After an
+    /// ALERT the attempt's handshake state is kept until then, so a forged ALERT followed by the
+    /// drone's real ACCEPT still completes it.
+    AttemptFailed {
+        error: HandshakeError,
+        retry_in_ns: u64,
+    },
     /// No ACCEPT in time: a new HELLO was queued.
     HandshakeRetry {
         attempt: u32,
@@ -1131,6 +1165,8 @@ pub enum Rejected {
     /// A frame or control message while no session is established.
     NotEstablished,
     Control(OpenError),
+    /// A control message whose sequence number is not above the last one accepted (a replay).
+    ControlReplay,
     /// An ACCEPT or ALERT that answers an earlier HELLO of this receiver.
     StaleHandshake,
     Unexpected(MsgType),
@@ -1162,6 +1198,7 @@ impl core::fmt::Display for Rejected {
             }
             Rejected::NotEstablished => f.write_str("no session established"),
             Rejected::Control(e) => write!(f, "control message rejected: {e}"),
+            Rejected::ControlReplay => f.write_str("replayed control message"),
             Rejected::StaleHandshake => f.write_str("handshake message for an earlier HELLO"),
             Rejected::Unexpected(t) => write!(
                 f,
@@ -1194,7 +1231,13 @@ enum RxState {
     Handshaking {
         hs: Box<ReceiverHandshake>,
         hello_len: usize,
-        sent_ns: u64,
+        /// When a fresh HELLO goes out if no ACCEPT came (timeout, or backoff after an ALERT).
+        retry_ns: u64,
+        attempts: u32,
+    },
+    /// An attempt failed (its ACCEPT did not authenticate): a fresh HELLO at `retry_ns`.
+    Backoff {
+        retry_ns: u64,
         attempts: u32,
     },
     Established(Box<RxLink>),
@@ -1220,6 +1263,10 @@ pub struct ReceiverSession {
     first_hello_ns: u64,
     recent_hellos: [Option<SessionId>; RECENT_HELLOS],
     recent_next: usize,
+    /// Attempts failed in a row (remote causes), for the backoff.
+    failures_in_a_row: u32,
+    /// The drone's boot counter of the last handshake (from its authenticated ACCEPT).
+    drone_boot: Option<u32>,
 }
 
 impl core::fmt::Debug for ReceiverSession {
@@ -1245,7 +1292,15 @@ impl ReceiverSession {
             first_hello_ns: 0,
             recent_hellos: [None; RECENT_HELLOS],
             recent_next: 0,
+            failures_in_a_row: 0,
+            drone_boot: None,
         }
+    }
+
+    /// The drone's boot counter as its last authenticated ACCEPT gave it (a larger value than
+    /// before means the drone restarted).
+    pub fn drone_boot(&self) -> Option<u32> {
+        self.drone_boot
     }
 
     pub fn config(&self) -> &ReceiverConfig {
@@ -1315,6 +1370,7 @@ impl ReceiverSession {
         self.end_link();
         self.state = RxState::Idle;
         self.first_hello_ns = clock.now_ns();
+        self.failures_in_a_row = 0;
         self.send_hello(rng, clock, 1)
     }
 
@@ -1341,10 +1397,40 @@ impl ReceiverSession {
         self.state = RxState::Handshaking {
             hs: Box::new(hs),
             hello_len,
-            sent_ns: clock.now_ns(),
+            retry_ns: clock.now_ns().saturating_add(self.cfg.handshake_timeout_ns),
             attempts,
         };
         Ok(())
+    }
+
+    /// Ends the current attempt for a remote cause: counted, and the next HELLO is scheduled after
+    /// the backoff. `keep` is the attempt's handshake (after an ALERT), still able to complete.
+    fn attempt_failed(
+        &mut self,
+        error: HandshakeError,
+        now: u64,
+        keep: Option<(Box<ReceiverHandshake>, usize)>,
+        attempts: u32,
+    ) -> ReceiverEvent {
+        self.counters.handshake_failures += 1;
+        let shift = self.failures_in_a_row.min(16);
+        self.failures_in_a_row = self.failures_in_a_row.saturating_add(1);
+        let retry_in_ns = self
+            .cfg
+            .retry_backoff_ns
+            .saturating_mul(1 << shift)
+            .min(self.cfg.max_retry_backoff_ns);
+        let retry_ns = now.saturating_add(retry_in_ns);
+        self.state = match keep {
+            Some((hs, hello_len)) => RxState::Handshaking {
+                hs,
+                hello_len,
+                retry_ns,
+                attempts,
+            },
+            None => RxState::Backoff { retry_ns, attempts },
+        };
+        ReceiverEvent::AttemptFailed { error, retry_in_ns }
     }
 
     /// Timers: resends a HELLO after the handshake timeout; while established, sends a KEEPALIVE
@@ -1365,8 +1451,11 @@ impl ReceiverSession {
         let now = clock.now_ns();
         match &mut self.state {
             RxState::Handshaking {
-                sent_ns, attempts, ..
-            } if now.saturating_sub(*sent_ns) >= self.cfg.handshake_timeout_ns => {
+                retry_ns, attempts, ..
+            }
+            | RxState::Backoff { retry_ns, attempts }
+                if now >= *retry_ns =>
+            {
                 let attempt = *attempts + 1;
                 match self.send_hello(rng, clock, attempt) {
                     Ok(()) => Some(ReceiverEvent::HandshakeRetry { attempt }),
@@ -1464,12 +1553,14 @@ impl ReceiverSession {
             let c = &mut self.counters;
             match e {
                 Rejected::TagFailure => c.tag_failures += 1,
-                Rejected::Replay(ReplayError::Duplicate) => c.replays += 1,
-                Rejected::Replay(ReplayError::TooOld) => c.too_old += 1,
+                Rejected::Replay(ReplayError::Duplicate | ReplayError::BeforeSession) => {
+                    c.replays += 1
+                }
+                Rejected::Replay(ReplayError::TooOld | ReplayError::OutOfRange) => c.too_old += 1,
                 Rejected::WrongSuite { .. } => c.wrong_suite += 1,
                 Rejected::BadEpoch { .. } => c.bad_epoch += 1,
                 Rejected::NoKey { .. } => c.no_key += 1,
-                Rejected::Control(_) => c.control_rejected += 1,
+                Rejected::Control(_) | Rejected::ControlReplay => c.control_rejected += 1,
                 Rejected::Wire(_)
                 | Rejected::Length { .. }
                 | Rejected::Unexpected(_)
@@ -1525,7 +1616,7 @@ impl ReceiverSession {
                 if t == MsgType::Accept {
                     self.on_accept(k, rng, clock, &msg)
                 } else {
-                    self.on_alert(&msg)
+                    self.on_alert(&msg, clock.now_ns())
                 }
             }
             MsgType::Frame => self
@@ -1544,7 +1635,7 @@ impl ReceiverSession {
         }
     }
 
-    fn on_alert(&mut self, msg: &[u8]) -> Result<Option<ReceiverEvent>, Rejected> {
+    fn on_alert(&mut self, msg: &[u8], now: u64) -> Result<Option<ReceiverEvent>, Rejected> {
         let RxState::Handshaking { hs, .. } = &self.state else {
             return Err(Rejected::StaleHandshake);
         };
@@ -1552,9 +1643,23 @@ impl ReceiverSession {
             HandshakeError::Wire(w) => Rejected::Wire(w),
             _ => Rejected::StaleHandshake,
         })?;
-        self.state = RxState::Idle;
-        self.counters.handshake_failures += 1;
-        Ok(Some(ReceiverEvent::HandshakeFailed(e)))
+        let RxState::Handshaking {
+            hs,
+            hello_len,
+            attempts,
+            ..
+        } = core::mem::replace(&mut self.state, RxState::Idle)
+        else {
+            unreachable!("checked above")
+        };
+        // Unauthenticated: it ends nothing by itself. The attempt stays open (the drone's real
+        // ACCEPT may still come) and a fresh HELLO follows after the backoff.
+        Ok(Some(self.attempt_failed(
+            e,
+            now,
+            Some((hs, hello_len)),
+            attempts,
+        )))
     }
 
     fn on_accept<K, R, C>(
@@ -1610,11 +1715,13 @@ impl ReceiverSession {
                     suite,
                     mode,
                     hello_id,
+                    drone_boot,
                     secret,
                 },
                 keys,
             )) => {
                 drop(secret);
+                self.drone_boot = Some(drone_boot);
                 let now = clock.now_ns();
                 let stats = HandshakeStats {
                     suite,
@@ -1627,6 +1734,7 @@ impl ReceiverSession {
                     attempts,
                 };
                 self.stats = Some(stats);
+                self.failures_in_a_row = 0;
                 let c = &mut self.counters;
                 c.handshakes += 1;
                 c.handshake_bytes_sent = stats.bytes_sent;
@@ -1648,8 +1756,10 @@ impl ReceiverSession {
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats }))
             }
             Err(e) => {
-                self.counters.handshake_failures += 1;
-                Ok(Some(ReceiverEvent::HandshakeFailed(e)))
+                // Anybody can send bytes that look like an ACCEPT: this attempt is over (its Noise
+                // state is spent), the receiver is not.
+                let now = clock.now_ns();
+                Ok(Some(self.attempt_failed(e, now, None, attempts)))
             }
         }
     }
@@ -1740,7 +1850,7 @@ impl ReceiverSession {
         };
         let h = frame::control_header(msg).map_err(Rejected::Control)?;
         if l.ctrl_in_top.is_some_and(|top| h.sequence <= top) {
-            return Err(Rejected::Control(OpenError::Crypto(CryptoError::BadTag)));
+            return Err(Rejected::ControlReplay);
         }
         let mut buf = Zeroizing::new(msg.to_vec());
         let (h, body) =
@@ -1752,13 +1862,16 @@ impl ReceiverSession {
                 let g = GroupKeyBody::decode(body)
                     .ok_or(Rejected::Control(OpenError::Wire(WireError::Reserved)))?;
                 let e = g.epoch;
+                // Frames sealed before this session existed are replays here, whatever the
+                // (fresh) window says.
+                l.window.raise_floor(g.first_sequence);
                 let held = |x: &Option<GroupKeys>| x.as_ref().map(|x| x.epoch);
                 let known = held(&l.current) == Some(e) || held(&l.next) == Some(e);
                 let older =
                     held(&l.current).is_some_and(|c| e < c) || held(&l.next).is_some_and(|n| e < n);
                 let mut event = None;
                 if !known && !older {
-                    let keys = GroupKeys::derive(k, &GroupSecret::from_bytes(g.secret), e, l.suite)
+                    let keys = GroupKeys::derive(k, &g.secret, e, l.suite)
                         .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
                     if keylog {
                         self.keylog.push_back(KeyLogLine {

@@ -60,6 +60,9 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let mut v = Vec::new();
     let route = Route::new(Target::Gap8, Target::WifiHost, Function::Test);
     v.push(("cpx-route", route.to_bytes().to_vec()));
+    // Receiver -> drone (what the receivers send; the bridge forwards it to the GAP8).
+    let up = Route::new(Target::WifiHost, Target::Gap8, Function::Test);
+    v.push(("cpx-route-to-drone", up.to_bytes().to_vec()));
     let mut out = [0u8; 16];
     let n = cpx::encode_packet(route.with_last(false), &[0x47, 0x53, 0x02], &mut out).unwrap();
     v.push(("cpx-packet", out[..n].to_vec()));
@@ -68,6 +71,13 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = [0u8; cpx::MAX_WIRE_PACKET];
     let n = st.next_packet(&mut out).unwrap().unwrap();
     v.push(("stock-header-packet", out[..n].to_vec()));
+    let n = cpx::encode_packet(
+        crate::compat::CLIENT_STATUS_ROUTE,
+        &crate::compat::client_status_payload(true),
+        &mut out,
+    )
+    .unwrap();
+    v.push(("client-status-packet", out[..n].to_vec()));
     let h = FrameHeader {
         suite: Suite::ChaCha20Poly1305 as u8,
         pixel_format: PixelFormat::GRAY8,
@@ -105,10 +115,11 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     ));
     v.push(("frame-none", sealed(Suite::None, &[])));
     let ck = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0x40, 32), 0xC0);
-    let mut out = [0u8; 80];
+    let mut out = [0u8; 96];
     let body = GroupKeyBody {
         epoch: 4,
-        secret: seq_bytes(0x60, 32).try_into().unwrap(),
+        first_sequence: 1000,
+        secret: crate::keys::GroupSecret::from_slice(&seq_bytes(0x60, 32)).unwrap(),
     }
     .encode();
     let n = frame::seal_control(
@@ -117,7 +128,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         MsgType::GroupKey,
         seq_bytes(1, 8).try_into().unwrap(),
         5,
-        &body,
+        &body[..],
         &mut out,
     )
     .unwrap();
@@ -150,7 +161,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     ));
     v.push((
         "choice-payload",
-        encode_choice(Suite::ChaCha20Poly1305, KexMode::X25519, &[]),
+        encode_choice(Suite::ChaCha20Poly1305, KexMode::X25519, 7, &[]),
     ));
     v.push((
         "receiver-key-id",
@@ -248,7 +259,7 @@ fn doc_frames_open_and_constants_agree() {
     assert_eq!(wire::FRAME_HEADER_LEN, 36);
     assert_eq!(wire::CONTROL_HEADER_LEN, 22);
     assert_eq!(wire::HANDSHAKE_HEADER_LEN, 18);
-    assert_eq!(wire::GROUP_KEY_BODY_LEN, 36);
+    assert_eq!(wire::GROUP_KEY_BODY_LEN, 44);
     assert_eq!(wire::ALERT_LEN, 13);
     assert!(DOC.contains(crate::noise::PROTOCOL_NAME));
     assert!(DOC.contains(core::str::from_utf8(crate::rsa_oaep::LABEL).unwrap()));

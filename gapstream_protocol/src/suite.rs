@@ -8,7 +8,9 @@ use gap_rust_cipher_s::CipherId;
 pub enum Suite {
     /// Encryption off: payload in clear, no tag. Only for A/B latency measurements.
     None = 0x00,
-    /// The paper's ChaCha20 keystream alone: confidentiality only, detects NO tampering.
+    /// The ChaCha20 keystream alone, as in F. Barchi et al., "RUST-Encoded Stream Ciphers on a
+    /// RISC-V Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023: confidentiality only, detects
+    /// NO tampering.
     ChaCha20Unauthenticated = 0x01,
     /// AES-128-CTR alone: confidentiality only, detects NO tampering.
     Aes128CtrUnauthenticated = 0x02,

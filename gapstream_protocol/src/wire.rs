@@ -16,6 +16,10 @@
 //!
 //! All integers are little-endian.
 
+use zeroize::{ZeroizeOnDrop, Zeroizing};
+
+use crate::keys::GroupSecret;
+
 /// First two bytes of every gapstream message: "GS".
 pub const MAGIC: [u8; 2] = [0x47, 0x53];
 /// Protocol version carried in byte 2 (2: group frame keys, several receivers; see
@@ -159,6 +163,23 @@ pub fn parse_prefix(b: &[u8]) -> Result<MsgType, WireError> {
 
 /// Total length of the message whose first bytes are `head`, from its header alone:
 /// `Ok(None)` when more bytes are needed to tell. Used to reassemble messages from CPX packets.
+/// `parts` summed as a `T` (the target's `usize`), or [`WireError::TooLong`] when the sum does
+/// not fit: on a 32-bit target (the drone, an armhf Pi) a header plus a u32 payload length can
+/// exceed `usize`. Generic so the host tests check the 32-bit case with `T = u32`.
+pub fn checked_len<T: TryFrom<u64>>(parts: &[u64]) -> Result<T, WireError> {
+    let mut sum = 0u64;
+    for &p in parts {
+        sum = sum.checked_add(p).ok_or(WireError::TooLong {
+            len: u64::MAX,
+            max: u64::MAX,
+        })?;
+    }
+    T::try_from(sum).map_err(|_| WireError::TooLong {
+        len: sum,
+        max: u64::MAX >> (64 - 8 * core::mem::size_of::<T>().min(8)),
+    })
+}
+
 pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
     let t = match parse_prefix(head) {
         Ok(t) => t,
@@ -180,7 +201,11 @@ pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
         }
         MsgType::Frame => {
             let h = FrameHeader::decode(head)?;
-            FRAME_HEADER_LEN + h.payload_len as usize + h.suite_tag_len()?
+            checked_len(&[
+                FRAME_HEADER_LEN as u64,
+                u64::from(h.payload_len),
+                h.suite_tag_len()? as u64,
+            ])?
         }
         _ => {
             let h = ControlHeader::decode(head)?;
@@ -350,29 +375,39 @@ pub fn control_session(b: &[u8]) -> Option<SessionId> {
     ControlHeader::decode(b).ok().map(|h| h.session)
 }
 
-/// The GROUP_KEY body: the epoch and its 32-byte group secret.
-#[derive(Clone, PartialEq, Eq)]
+/// The GROUP_KEY body: the epoch, the session's first frame sequence number and the epoch's
+/// 32-byte group secret (`le32(epoch) ‖ le64(first sequence) ‖ secret`). The first sequence number
+/// is the drone's next frame sequence number when it accepted the session's HELLO: the receiver
+/// refuses every frame below it, so frames recorded before a reconnect cannot be replayed into the
+/// new session. The secret is held as a [`GroupSecret`], wiped on drop.
+#[derive(Clone, ZeroizeOnDrop)]
 pub struct GroupKeyBody {
+    #[zeroize(skip)]
     pub epoch: u32,
-    pub secret: [u8; 32],
+    #[zeroize(skip)]
+    pub first_sequence: u64,
+    pub secret: GroupSecret,
 }
 
 /// Bytes of a GROUP_KEY body.
-pub const GROUP_KEY_BODY_LEN: usize = 36;
+pub const GROUP_KEY_BODY_LEN: usize = 44;
 
 impl core::fmt::Debug for GroupKeyBody {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("GroupKeyBody")
             .field("epoch", &self.epoch)
+            .field("first_sequence", &self.first_sequence)
             .finish_non_exhaustive()
     }
 }
 
 impl GroupKeyBody {
-    pub fn encode(&self) -> [u8; GROUP_KEY_BODY_LEN] {
-        let mut b = [0u8; GROUP_KEY_BODY_LEN];
+    /// The body's bytes, wiped on drop (they hold the secret).
+    pub fn encode(&self) -> Zeroizing<[u8; GROUP_KEY_BODY_LEN]> {
+        let mut b = Zeroizing::new([0u8; GROUP_KEY_BODY_LEN]);
         b[..4].copy_from_slice(&self.epoch.to_le_bytes());
-        b[4..].copy_from_slice(&self.secret);
+        b[4..12].copy_from_slice(&self.first_sequence.to_le_bytes());
+        b[12..].copy_from_slice(self.secret.bytes());
         b
     }
     pub fn decode(b: &[u8]) -> Option<Self> {
@@ -381,14 +416,9 @@ impl GroupKeyBody {
         }
         Some(GroupKeyBody {
             epoch: u32::from_le_bytes(b[..4].try_into().ok()?),
-            secret: b[4..].try_into().ok()?,
+            first_sequence: u64::from_le_bytes(b[4..12].try_into().ok()?),
+            secret: GroupSecret::from_slice(&b[12..])?,
         })
-    }
-}
-
-impl Drop for GroupKeyBody {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(&mut self.secret);
     }
 }
 
@@ -591,10 +621,46 @@ mod tests {
         }
 
         #[test]
-        fn group_key_body_round_trip(epoch in any::<u32>(), secret in any::<[u8; 32]>()) {
-            let g = GroupKeyBody { epoch, secret };
-            prop_assert_eq!(GroupKeyBody::decode(&g.encode()), Some(g));
+        fn group_key_body_round_trip(epoch in any::<u32>(), first_sequence in any::<u64>(),
+                                     secret in any::<[u8; 32]>()) {
+            let g = GroupKeyBody { epoch, first_sequence, secret: GroupSecret::from_bytes(secret) };
+            let d = GroupKeyBody::decode(&g.encode()[..]).unwrap();
+            prop_assert_eq!((d.epoch, d.first_sequence, d.secret.bytes()), (epoch, first_sequence, &secret));
         }
+    }
+
+    /// Finding 6: `36 + payload_len + tag` in `usize` wrapped on 32-bit targets (the drone, an
+    /// armhf Pi): a 36-byte message announcing `2^32 - 16` payload bytes matched its own "length".
+    /// The sums are checked now; `checked_len::<u32>` is exactly what a 32-bit `usize` gets (the
+    /// rv32 QEMU program `protocol_handshake` checks `message_len` / `frame_layout` themselves on a
+    /// 32-bit target).
+    #[test]
+    fn finding6_lengths_do_not_wrap_on_32_bit_targets() {
+        let wraps = [FRAME_HEADER_LEN as u64, u64::from(u32::MAX - 15), 16];
+        assert!(matches!(
+            checked_len::<u32>(&wraps),
+            Err(WireError::TooLong { .. })
+        ));
+        assert_eq!(checked_len::<u32>(&[36, 79_056, 16]), Ok(79_108));
+        assert_eq!(
+            checked_len::<u32>(&[36, u64::from(u32::MAX) - 52, 16]),
+            Ok(u32::MAX)
+        );
+        assert!(checked_len::<u64>(&[u64::MAX, 1]).is_err());
+        // On this host the same header gives the true (large) length.
+        let h = FrameHeader {
+            suite: 0x11,
+            pixel_format: PixelFormat::GRAY8,
+            width: 1,
+            height: 1,
+            epoch: 0,
+            sequence: 0,
+            capture_ns: 0,
+            payload_len: u32::MAX - 15,
+        };
+        let b = h.encode();
+        assert_eq!(message_len(&b), checked_len::<usize>(&wraps).map(Some));
+        assert!(crate::frame::frame_layout(&b, crate::suite::Suite::ChaCha20Poly1305).is_err());
     }
 
     #[test]

@@ -116,6 +116,6 @@ pub const BENCH_KERNELS: [(&str, &str); 9] = [
 ];
 
 /// Modes: the engine's DMA rounds with round sizes chosen from the payload (`dma`), with every
-/// round one whole buffer as in the paper (`fixed`), or no DMA (`nodma`: cores read and write
+/// round one whole buffer as in the paper (F. Barchi et al., PARMA-DITAM 2023) (`fixed`), or no DMA (`nodma`: cores read and write
 /// the payload in L2 directly).
 pub const BENCH_MODES: [&str; 3] = ["dma", "fixed", "nodma"];

@@ -100,7 +100,11 @@ macro_rules! print {
 
 /// Ends QEMU with `code` as the process exit status (0 = pass).
 pub fn exit(code: u32) -> ! {
-    let word = if code == 0 { 0x5555 } else { (code << 16) | 0x3333 };
+    let word = if code == 0 {
+        0x5555
+    } else {
+        (code << 16) | 0x3333
+    };
     // SAFETY: the SiFive test "finisher" at 0x10_0000 on QEMU `virt` powers off on 0x5555 (status 0)
     // and on (code << 16 | 0x3333) (status `code`).
     unsafe { core::ptr::write_volatile(TEST_DEVICE as *mut u32, word) };
@@ -159,7 +163,11 @@ pub struct Rng(u64);
 
 impl Rng {
     pub const fn new(seed: u64) -> Self {
-        Rng(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
+        Rng(if seed == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            seed
+        })
     }
     pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;

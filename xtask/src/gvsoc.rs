@@ -1,4 +1,6 @@
-//! `cargo xtask gvsoc-bench`: the cycle-level benchmark sweep on the GAP8 GVSOC model.
+//! `cargo xtask gvsoc-bench`: the cycle-level benchmark sweep on the GAP8 GVSOC model. "The paper"
+//! below: F. Barchi et al., "RUST-Encoded Stream Ciphers on a RISC-V Parallel Ultra-Low-Power
+//! Processor", PARMA-DITAM 2023.
 //!
 //! One ELF (`gvsoc/src/bin/gvsoc_bench.rs`) holds every kernel; this runner writes a list of runs
 //! (kernel, mode, cores, L1 buffer, payload, expected output digest) into its
@@ -6,7 +8,7 @@
 //! line per run), checks every run's verdict and digest, writes
 //! `target/bench/gvsoc.csv` (`kernel,variant,cores,buffer,bytes,cycles,instructions,cycles_per_byte`)
 //! and prints a summary (cycles per byte per kernel and core count, speed-ups, DMA against no DMA,
-//! the camera-frame budget, and the issue's targets).
+//! the camera-frame budget, and the project's targets).
 //!
 //! The expected digests are computed here with RustCrypto (`chacha20`, `aes` + `ctr`) over the same
 //! payload pattern the device writes (`gvsoc/src/common.rs`, shared by `include!`).
@@ -651,7 +653,7 @@ fn launch(
 pub fn bench(o: &Options) -> Result<(), String> {
     if !on_path("gapy") {
         println!(
-            "gvsoc-bench: skipped: gapy is not on PATH (load the GAP SDK environment, e.g. source <gap_sdk>/configs/ai_deck.sh; see docs/bench.md)"
+            "gvsoc-bench: skipped: the GAP8 GVSOC simulator is not set up (run: make gvsoc-setup; or load a GAP SDK environment with gapy on PATH)"
         );
         return Ok(());
     }
@@ -853,7 +855,7 @@ pub fn series(rows: &[Row]) -> Vec<(String, String)> {
     v
 }
 
-/// The issue's targets, checked against the rows that exist: `(what, measured, limit, ok)`.
+/// The project's targets, checked against the rows that exist: `(what, measured, limit, ok)`.
 pub fn targets(rows: &[Row]) -> Vec<(String, String, bool)> {
     let mut t = Vec::new();
     let big = 128 * 1024;
@@ -862,12 +864,12 @@ pub fn targets(rows: &[Row]) -> Vec<(String, String, bool)> {
         find(rows, "chacha20", "pulp", 8, 8192, big),
     ) {
         t.push((
-            "PULP ChaCha20, 128 KiB in L2, 1 core (issue 4: <= 16.0 cB, issue 3: <= 16.5)".into(),
+            "PULP ChaCha20, 128 KiB in L2, 1 core <= 16.0 cB".into(),
             format!("{:.2} cB", one.cpb()),
             one.cpb() <= 16.0,
         ));
         t.push((
-            "PULP ChaCha20, 128 KiB in L2, 8 cores (issue 4: <= 2.05 cB, issue 3: <= 2.1)".into(),
+            "PULP ChaCha20, 128 KiB in L2, 8 cores <= 2.05 cB".into(),
             format!("{:.2} cB", eight.cpb()),
             eight.cpb() <= 2.05,
         ));

@@ -10,7 +10,10 @@ const PROFILE: &str = "rv32";
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Names of the programs in `rv32_qemu/src/bin`, sorted.
@@ -34,7 +37,17 @@ pub fn build() -> Result<PathBuf, String> {
     let root = workspace_root();
     let status = Command::new(env!("CARGO"))
         .current_dir(&root)
-        .args(["build", "--quiet", "-p", "rv32_qemu", "--bins", "--target", TARGET, "--profile", PROFILE])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "rv32_qemu",
+            "--bins",
+            "--target",
+            TARGET,
+            "--profile",
+            PROFILE,
+        ])
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !status.success() {
@@ -44,7 +57,9 @@ pub fn build() -> Result<PathBuf, String> {
 }
 
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 pub struct Run {
@@ -58,7 +73,17 @@ pub struct Run {
 pub fn run_elf(elf: &Path) -> Result<Run, String> {
     let start = Instant::now();
     let mut child = Command::new("qemu-system-riscv32")
-        .args(["-machine", "virt", "-bios", "none", "-m", "128M", "-nographic", "-monitor", "none"])
+        .args([
+            "-machine",
+            "virt",
+            "-bios",
+            "none",
+            "-m",
+            "128M",
+            "-nographic",
+            "-monitor",
+            "none",
+        ])
         .args(["-serial", "stdio", "-icount", "shift=0"])
         .arg("-kernel")
         .arg(elf)
@@ -94,11 +119,19 @@ pub fn run_elf(elf: &Path) -> Result<Run, String> {
         let _ = writeln!(log, "(killed after {}s timeout)", TIMEOUT.as_secs());
     }
     let ok = code == Some(0) && log.contains("RESULT pass");
-    Ok(Run { ok, status: code, log, wall: start.elapsed() })
+    Ok(Run {
+        ok,
+        status: code,
+        log,
+        wall: start.elapsed(),
+    })
 }
 
 pub fn test(filter: Option<&str>) -> Result<(), String> {
-    let progs: Vec<String> = programs(filter)?.into_iter().filter(|p| !p.starts_with("bench_")).collect();
+    let progs: Vec<String> = programs(filter)?
+        .into_iter()
+        .filter(|p| !p.starts_with("bench_"))
+        .collect();
     if progs.is_empty() {
         return Err("no rv32 test programs matched".into());
     }
@@ -118,7 +151,12 @@ pub fn test(filter: Option<&str>) -> Result<(), String> {
         println!("qemu-rv32: {} programs passed", progs.len());
         Ok(())
     } else {
-        Err(format!("{} of {} rv32 programs failed: {}", failed.len(), progs.len(), failed.join(", ")))
+        Err(format!(
+            "{} of {} rv32 programs failed: {}",
+            failed.len(),
+            progs.len(),
+            failed.join(", ")
+        ))
     }
 }
 
@@ -154,7 +192,10 @@ pub fn parse_bench(log: &str) -> Result<Vec<BenchRow>, String> {
 }
 
 pub fn bench(filter: Option<&str>) -> Result<(), String> {
-    let progs: Vec<String> = programs(filter)?.into_iter().filter(|p| p.starts_with("bench_")).collect();
+    let progs: Vec<String> = programs(filter)?
+        .into_iter()
+        .filter(|p| p.starts_with("bench_"))
+        .collect();
     if progs.is_empty() {
         return Err("no rv32 benchmark programs matched".into());
     }
@@ -165,17 +206,35 @@ pub fn bench(filter: Option<&str>) -> Result<(), String> {
         eprintln!("bench-qemu: running {p} ...");
         let r = run_elf(&dir.join(p))?;
         if !r.ok {
-            return Err(format!("benchmark {p} failed (exit status {:?}):\n{}", r.status, r.log));
+            return Err(format!(
+                "benchmark {p} failed (exit status {:?}):\n{}",
+                r.status, r.log
+            ));
         }
         rows.extend(parse_bench(&r.log)?);
-        metrics.extend(r.log.lines().filter(|l| l.starts_with("METRIC ")).map(str::to_owned));
+        metrics.extend(
+            r.log
+                .lines()
+                .filter(|l| l.starts_with("METRIC "))
+                .map(str::to_owned),
+        );
     }
     let mut csv = String::from("kernel,variant,bytes,instructions,instructions_per_byte\n");
-    println!("{:<14} {:<12} {:>8} {:>14} {:>10}", "kernel", "variant", "bytes", "instructions", "instr/B");
+    println!(
+        "{:<14} {:<12} {:>8} {:>14} {:>10}",
+        "kernel", "variant", "bytes", "instructions", "instr/B"
+    );
     for r in &rows {
         let ipb = r.instructions as f64 / r.bytes.max(1) as f64;
-        println!("{:<14} {:<12} {:>8} {:>14} {:>10.2}", r.kernel, r.variant, r.bytes, r.instructions, ipb);
-        let _ = writeln!(csv, "{},{},{},{},{:.3}", r.kernel, r.variant, r.bytes, r.instructions, ipb);
+        println!(
+            "{:<14} {:<12} {:>8} {:>14} {:>10.2}",
+            r.kernel, r.variant, r.bytes, r.instructions, ipb
+        );
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{:.3}",
+            r.kernel, r.variant, r.bytes, r.instructions, ipb
+        );
     }
     for m in &metrics {
         println!("{m}");
@@ -197,7 +256,13 @@ fn csv_name(filter: Option<&str>) -> String {
         Some(f) => {
             let f: String = f
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
                 .collect();
             format!("qemu-{f}.csv")
         }
@@ -210,18 +275,27 @@ mod tests {
     #[test]
     fn filtered_runs_do_not_overwrite_the_full_csv() {
         assert_eq!(super::csv_name(None), "qemu.csv");
-        assert_eq!(super::csv_name(Some("bench_protocol")), "qemu-bench_protocol.csv");
+        assert_eq!(
+            super::csv_name(Some("bench_protocol")),
+            "qemu-bench_protocol.csv"
+        );
         assert_eq!(super::csv_name(Some("a/b c")), "qemu-a_b_c.csv");
     }
     use super::*;
 
     #[test]
     fn parses_bench_lines_and_rejects_malformed_ones() {
-        let log = "noise\nBENCH kernel=chacha20 variant=rv32 bytes=64 instructions=1700\nRESULT pass\n";
+        let log =
+            "noise\nBENCH kernel=chacha20 variant=rv32 bytes=64 instructions=1700\nRESULT pass\n";
         let rows = parse_bench(log).unwrap();
         assert_eq!(
             rows,
-            vec![BenchRow { kernel: "chacha20".into(), variant: "rv32".into(), bytes: 64, instructions: 1700 }]
+            vec![BenchRow {
+                kernel: "chacha20".into(),
+                variant: "rv32".into(),
+                bytes: 64,
+                instructions: 1700
+            }]
         );
         assert!(parse_bench("BENCH kernel=x variant=y bytes=z instructions=1").is_err());
         assert!(parse_bench("BENCH kernel=x bytes=1 instructions=1").is_err());

@@ -1,5 +1,6 @@
 //! `cargo xtask bench-report [--csv PATH] [--out DIR]`: PNG plots and a Markdown report from the
-//! benchmark CSVs.
+//! benchmark CSVs. "The paper": F. Barchi et al., "RUST-Encoded Stream Ciphers on a RISC-V
+//! Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023.
 //!
 //! Input: the GVSOC sweep (`target/bench/gvsoc.csv`, or `--csv`), and, when present, the QEMU
 //! instruction counts (`target/bench/qemu.csv`). Output (in `target/bench`, or `--out`):
@@ -567,7 +568,8 @@ pub fn run(csv: Option<PathBuf>, out: Option<PathBuf>) -> Result<(), String> {
     }
     let _ = writeln!(
         md,
-        "Paper (GAP8 board): ChaCha20 {} and AES-CTR {} cycles per byte on 1 / 2 / 4 / 8 cores. \
+        "Paper (F. Barchi et al., \"RUST-Encoded Stream Ciphers on a RISC-V Parallel Ultra-Low-Power \
+         Processor\", PARMA-DITAM 2023; GAP8 board): ChaCha20 {} and AES-CTR {} cycles per byte on 1 / 2 / 4 / 8 cores. \
          `+fixed`: every round one whole 8 KiB buffer (the paper's scheme); `+nodma`: no DMA, the cores \
          read and write the payload in L2 directly.\n",
         PAPER_CHACHA20.map(|x| x.to_string()).join(" / "),

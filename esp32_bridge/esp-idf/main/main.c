@@ -8,7 +8,10 @@
  *   SPI task   the SPI slave to the GAP8 (VSPI, mode 0) with the two ready-to-talk lines, one CPX
  *              packet per transaction each way, as Bitcraze's aideck-esp-firmware does it
  *   TCP task   accepts receivers on port 5000 (stream of CPX packets), one task per receiver
- *   UDP task   receivers on port 5000/udp (one CPX packet per datagram)
+ *   UDP task   receivers on port 5000/udp (one CPX packet per datagram), registered by the
+ *              cookie exchange (docs/stream.md; the decisions are the core's, esp32b_udp_*)
+ *   status     on every receiver connect and on the last one's disconnect the core queues
+ *              WIFI_CTRL_STATUS_CLIENT_CONNECTED for the GAP8, as aideck-esp-firmware does
  *   WiFi       access point (default, like the stock firmware: the deck is 192.168.4.1) or station
  *
  * The core is not thread-safe: every esp32b_* call happens under `core_lock`.
@@ -24,6 +27,7 @@
 #include "esp_heap_caps.h"
 #include "esp_log.h"
 #include "esp_netif.h"
+#include "esp_random.h"
 #include "esp_wifi.h"
 #include "freertos/FreeRTOS.h"
 #include "freertos/event_groups.h"
@@ -155,6 +159,7 @@ static void tcp_client_task(void *arg)
         vTaskDelete(NULL);
     }
     ESP_LOGI(TAG, "receiver %ld connected over TCP", (long) id);
+    xEventGroupSetBits(events, EV_FOR_GAP8); /* the core queued WIFI_CTRL "client connected" */
     uint8_t *buf = malloc(2048);
     size_t pending = 0, off = 0;
     int alive = buf != NULL;
@@ -193,6 +198,7 @@ static void tcp_client_task(void *arg)
     }
     ESP_LOGI(TAG, "receiver %ld disconnected", (long) id);
     LOCKED(esp32b_client_remove(core, (uint32_t) id));
+    xEventGroupSetBits(events, EV_FOR_GAP8); /* "client disconnected" if it was the last one */
     free(buf);
     close(fd);
     vTaskDelete(NULL);
@@ -264,15 +270,23 @@ static void udp_task(void *arg)
                     free_slot = i;
             }
             if (slot < 0 && free_slot >= 0) {
-                int32_t id = LOCKED(esp32b_client_add(core, 1));
+                /* Not a client: the cookie exchange. Nothing larger than the datagram goes back,
+                 * and only the echo of the cookie sent to this address makes it a client. */
+                uint8_t reply[ESP32B_UDP_REPLY_MAX];
+                int32_t id = -1;
+                int32_t r = LOCKED(esp32b_udp_unproven(core, ntohl(from.sin_addr.s_addr), ntohs(from.sin_port), buf,
+                                                       (size_t) n, (uint32_t) (now * portTICK_PERIOD_MS), reply,
+                                                       sizeof reply, &id));
                 if (id >= 0) {
-                    slot = free_slot;
-                    udp_peers[slot].addr = from;
-                    udp_peers[slot].id = id;
+                    udp_peers[free_slot].addr = from;
+                    udp_peers[free_slot].id = id;
+                    udp_peers[free_slot].last_seen = now;
                     ESP_LOGI(TAG, "receiver %ld registered over UDP", (long) id);
+                    xEventGroupSetBits(events, EV_FOR_GAP8);
                 }
-            }
-            if (slot >= 0) {
+                if (r > 0)
+                    sendto(s, reply, (size_t) r, MSG_DONTWAIT, (struct sockaddr *) &from, fl);
+            } else if (slot >= 0) {
                 udp_peers[slot].last_seen = now;
                 if (LOCKED(esp32b_client_datagram(core, (uint32_t) udp_peers[slot].id, buf, (size_t) n)) > 0)
                     xEventGroupSetBits(events, EV_FOR_GAP8);
@@ -284,6 +298,7 @@ static void udp_task(void *arg)
             if (now - udp_peers[i].last_seen > pdMS_TO_TICKS(UDP_EXPIRY_MS)) {
                 LOCKED(esp32b_client_remove(core, (uint32_t) udp_peers[i].id));
                 udp_peers[i].id = -1;
+                xEventGroupSetBits(events, EV_FOR_GAP8);
                 continue;
             }
             for (int k = 0; k < 8; k++) { /* a few datagrams per peer per round */
@@ -367,6 +382,11 @@ void app_main(void)
     if (esp32b_spi_buffer_len() != ESP32B_SPI_BUFFER_LEN)
         abort(); /* header and library out of step */
     wifi_init();
+    /* With the radio on, esp_fill_random gives true random numbers. */
+    uint8_t secret[32];
+    esp_fill_random(secret, sizeof secret);
+    if (esp32b_udp_secret(core, secret) != 0)
+        abort();
     spi_init();
     xTaskCreatePinnedToCore(spi_task, "spi", 4096, NULL, 10, NULL, 1);
     xTaskCreate(tcp_server_task, "tcp", 4096, NULL, 5, NULL);

@@ -29,9 +29,15 @@ struct Args {
     /// Forward upstream messages (handshake, rekey) from the leader only; listeners just receive.
     #[arg(long)]
     leader_only: bool,
-    /// Most clients at once.
+    /// Most TCP clients at once.
     #[arg(long, default_value_t = 8)]
     max_clients: usize,
+    /// Most UDP clients at once (separate slots from TCP's).
+    #[arg(long, default_value_t = 4)]
+    max_udp_clients: usize,
+    /// Most UDP clients from one source IP.
+    #[arg(long, default_value_t = 2)]
+    udp_clients_per_source: usize,
 }
 
 fn main() -> ExitCode {
@@ -54,6 +60,7 @@ fn main() -> ExitCode {
         core: Config {
             client_queue_bytes: a.queue_frames.max(1) * 82_000,
             max_clients: a.max_clients,
+            max_udp_clients: a.max_udp_clients,
             upstream: if a.leader_only {
                 UpstreamPolicy::LeaderOnly
             } else {
@@ -62,6 +69,7 @@ fn main() -> ExitCode {
             ..Config::default()
         },
         verbose: true,
+        udp_clients_per_source: a.udp_clients_per_source,
         ..HostConfig::default()
     };
     let bridge = match HostBridge::start(cfg) {

@@ -1,6 +1,7 @@
 //! The firmware's main loop around `gapstream_drone::Drone`: wait for the receiver's handshake
-//! (sleeping on the ESP32's ready line, not spinning), stream frames, and report the paper's
-//! breakdown: frame period, frames per second and time per stage (capture, encrypt + tag, SPI
+//! (sleeping on the ESP32's ready line, not spinning), stream frames, and report the breakdown of
+//! the paper (F. Barchi et al., "RUST-Encoded Stream Ciphers on a RISC-V Parallel Ultra-Low-Power
+//! Processor", PARMA-DITAM 2023): frame period, frames per second and time per stage (capture, encrypt + tag, SPI
 //! send), in FC cycles.
 //!
 //! Output lines (parsed by `gvsoc/e2e/run.sh`):
@@ -366,6 +367,10 @@ mod tests {
             mode: Mode::Secure(Box::new(SecureConfig {
                 identity: drone_id.into(),
                 session: scfg,
+                boot: gapstream_drone::Boot::advance(
+                    &mut gapstream_drone::boot::RamBootCounter::new(0),
+                )
+                .unwrap(),
             })),
             packet_payload: 1020,
         };
@@ -577,6 +582,10 @@ mod tests {
             mode: Mode::Secure(Box::new(SecureConfig {
                 identity: drone_id.into(),
                 session: session::DroneConfig::default(),
+                boot: gapstream_drone::Boot::advance(
+                    &mut gapstream_drone::boot::RamBootCounter::new(0),
+                )
+                .unwrap(),
             })),
             packet_payload: 1020,
         };

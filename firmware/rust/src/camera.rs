@@ -1,6 +1,7 @@
 //! `gapstream_drone::Camera` for the AI-deck's Himax HM01B0: captures by uDMA (CPI) into a buffer
 //! the camera holds by value while the transfer runs, so the drone seals and sends the other
-//! buffer meanwhile (double buffering).
+//! buffer meanwhile (double buffering). "The paper" below: F. Barchi et al., "RUST-Encoded Stream
+//! Ciphers on a RISC-V Parallel Ultra-Low-Power Processor", PARMA-DITAM 2023.
 //!
 //! | type | what |
 //! |---|---|
@@ -159,9 +160,11 @@ impl<H: CameraHw, T: Counter32> Camera for HimaxCamera<'_, H, T> {
 
 impl<H: CameraHw, T: Counter32> Drop for HimaxCamera<'_, H, T> {
     fn drop(&mut self) {
-        // The DMA must not write into a freed buffer.
-        if self.in_flight.is_some() {
-            let _ = self.hw.wait();
+        // The DMA must not write into a freed buffer. If waiting fails, the transfer may still be
+        // running: the block is leaked (one frame buffer, once) rather than freed and reused
+        // while the uDMA writes into it.
+        if self.in_flight.is_some() && self.hw.wait().is_err() {
+            core::mem::forget(self.in_flight.take());
         }
     }
 }
@@ -314,6 +317,78 @@ pub(crate) mod tests {
             "pixel noise went to the pool"
         );
         assert_eq!(cam.wait().unwrap_err(), CameraError::NotStarted);
+    }
+
+    /// Watches one heap block: set [`WATCHED`] to its address, [`WATCHED_FREED`] tells whether it
+    /// was freed since (the test binary's allocator, the system's otherwise).
+    static WATCHED: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    static WATCHED_FREED: core::sync::atomic::AtomicBool =
+        core::sync::atomic::AtomicBool::new(false);
+
+    struct Watching;
+    // SAFETY: forwards every call to the system allocator unchanged; only reads the pointer.
+    unsafe impl core::alloc::GlobalAlloc for Watching {
+        unsafe fn alloc(&self, l: core::alloc::Layout) -> *mut u8 {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { std::alloc::System.alloc(l) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: core::alloc::Layout) {
+            use core::sync::atomic::Ordering::SeqCst;
+            if p as usize == WATCHED.load(SeqCst) {
+                WATCHED_FREED.store(true, SeqCst);
+            }
+            // SAFETY: the caller's contract, passed on.
+            unsafe { std::alloc::System.dealloc(p, l) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOC: Watching = Watching;
+
+    /// A capture engine whose wait fails (a DMA that did not report completion).
+    struct StuckHw;
+    impl CameraHw for StuckHw {
+        unsafe fn start(&mut self, _: *mut u8, _: usize) -> Result<(), CameraError> {
+            Ok(())
+        }
+        fn wait(&mut self) -> Result<(), CameraError> {
+            Err(CameraError::NotStarted)
+        }
+        fn started_at(&self) -> u32 {
+            0
+        }
+        fn done_at(&self) -> u32 {
+            0
+        }
+    }
+
+    /// Dropping a camera whose capture cannot be waited for: the uDMA may still write the buffer,
+    /// so it must not go back to the heap (leaked instead). After a good wait it is freed as usual.
+    #[test]
+    fn finding6_camera_drop_after_a_failed_wait_leaks_the_buffer() {
+        use core::sync::atomic::Ordering::SeqCst;
+        let c = Rc::new(Cell::new(0));
+        let clock = WideClock::new(FakeCounter(c.clone(), 1000));
+        let mut cam = HimaxCamera::new(StuckHw, &clock, SMALL, None);
+        let buf = vec![0u8; 64];
+        WATCHED.store(buf.as_ptr() as usize, SeqCst);
+        WATCHED_FREED.store(false, SeqCst);
+        cam.start(buf).unwrap();
+        assert!(cam.wait().is_err());
+        drop(cam);
+        assert!(
+            !WATCHED_FREED.load(SeqCst),
+            "the buffer of a capture that may still run was freed"
+        );
+        // A capture that completes: its buffer is freed when the camera is dropped.
+        let mut cam = HimaxCamera::new(FakeHw::new(c, 1), &clock, SMALL, None);
+        let buf = vec![0u8; 64];
+        WATCHED.store(buf.as_ptr() as usize, SeqCst);
+        WATCHED_FREED.store(false, SeqCst);
+        cam.start(buf).unwrap();
+        drop(cam);
+        assert!(WATCHED_FREED.load(SeqCst));
+        WATCHED.store(0, SeqCst);
     }
 
     #[test]

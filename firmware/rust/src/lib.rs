@@ -11,6 +11,7 @@
 //! | [`keys`] | the pairing file embedded at build time (never in source) → `Identity` |
 //! | [`app`] | the main loop: wait for the receiver's handshake, stream N frames, report fps and cycles per stage |
 //! | `pmsis` (feature `pmsis`, riscv32) | FFI to `firmware/src/board.c`, the C entry point, allocator, panic handler |
+//! | `bootflash` (feature `pmsis`, riscv32) | the boot counter's two HyperFlash sectors (`firmware/src/bootflash.c`, pmsis `pi_flash_*`) |
 //!
 //! Everything except `pmsis` is hardware-independent and tested on the host (`cargo test -p
 //! gapstream_firmware`), including a whole stream through the ESP32 side of `esp32_bridge` to a
@@ -20,6 +21,8 @@
 extern crate alloc;
 
 pub mod app;
+#[cfg(all(feature = "pmsis", target_arch = "riscv32"))]
+pub mod bootflash;
 pub mod camera;
 pub mod clock;
 pub mod entropy;

@@ -11,7 +11,10 @@ use core::fmt::Write;
 use gap_rust_cipher_s::engine::{ClusterEngine, Config as EngineConfig};
 use gap_rust_sdk::mem::RawAlloc;
 use gap_rust_sdk::pmsis::{PmsisCluster, PmsisConfig, PmsisL2};
-use gapstream_drone::{Drone, DroneConfig, FrameFormat, Mode, SecureConfig};
+use gapstream_drone::boot::FlashBootCounter;
+use gapstream_drone::{
+    Boot, BootCounterError, Drone, DroneConfig, FrameFormat, Mode, SecureConfig,
+};
 use gapstream_protocol::session;
 
 use crate::app::{self, AppConfig};
@@ -373,9 +376,33 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
                 return 2;
             }
         };
+        // The boot counter (HyperFlash): no stored advance, no stream. It keeps every boot's
+        // handshakes apart even when the entropy sources repeat (GVSOC: every run).
+        let boot = match crate::bootflash::PmsisFlash::open()
+            .map_err(|_| BootCounterError::Storage)
+            .and_then(|f| Boot::advance(&mut FlashBootCounter::new(f)))
+        {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = writeln!(out, "FW error: {e}");
+                return 11;
+            }
+        };
+        let _ = writeln!(out, "FW boot counter {}", boot.value());
+        {
+            let mut input = [0u8; 8];
+            input[..4].copy_from_slice(b"boot");
+            input[4..].copy_from_slice(&boot.value().to_le_bytes());
+            // Credited nothing, like the device seed: it keeps the pools of two boots apart.
+            pool.borrow_mut().absorb(Source::DeviceSeed, &input);
+        }
         // The default policy: authenticated suites only, every key-establishment mode.
         let session = session::DroneConfig::default();
-        Mode::Secure(Box::new(SecureConfig { identity, session }))
+        Mode::Secure(Box::new(SecureConfig {
+            identity,
+            session,
+            boot,
+        }))
     };
 
     // SAFETY: allocates and paints the stack (C side).

@@ -203,7 +203,8 @@ fn handshake_bytes_and_time_are_recorded() {
     );
     // X25519 alone: HELLO = 18 + 32 (e) + payload (1+2 suites +1 + 3 mode) + 16 tag.
     assert_eq!(hello.len(), 18 + 32 + 7 + 16);
-    assert_eq!(accept.len(), 18 + 32 + 4 + 16);
+    // ACCEPT = 18 + 32 (e) + choice (suite, mode, boot counter u32, share length) + 16 tag.
+    assert_eq!(accept.len(), 18 + 32 + 8 + 16);
     assert_eq!(rs.wire_bytes_sent, hello.len() as u64 + 4);
     let c = n.rx.counters();
     assert_eq!(
@@ -212,7 +213,7 @@ fn handshake_bytes_and_time_are_recorded() {
             c.handshake_bytes_received,
             c.handshake_ns
         ),
-        (73, 70, 13_000_000)
+        (73, 74, 13_000_000)
     );
 }
 
@@ -325,7 +326,7 @@ fn wrong_keys_are_refused_with_a_clear_error() {
     let ev = rx
         .handle_message(&mut Sequential, &mut rng, &clock, alert)
         .unwrap();
-    let Some(ReceiverEvent::HandshakeFailed(e)) = ev else {
+    let Some(ReceiverEvent::AttemptFailed { error: e, .. }) = ev else {
         panic!("{ev:?}")
     };
     assert!(
@@ -446,12 +447,13 @@ fn downgrade_attempts_are_detected() {
     let ev =
         n.rx.handle_message(&mut Sequential, &mut n.rng, &clock, accept)
             .unwrap();
-    assert_eq!(
+    assert!(matches!(
         ev,
-        Some(ReceiverEvent::HandshakeFailed(
-            HandshakeError::Authentication
-        ))
-    );
+        Some(ReceiverEvent::AttemptFailed {
+            error: HandshakeError::Authentication,
+            ..
+        })
+    ));
 }
 
 fn rekey_net(every: u64) -> Net {
@@ -1306,9 +1308,17 @@ fn joining_starts_a_new_epoch_the_newcomer_cannot_read_earlier_frames() {
     let early = g.frame(&pixels(16, 0)).unwrap();
     g.open(0, &early).unwrap();
     g.connect(1);
-    // The newcomer holds only the new epoch's key.
+    // The newcomer holds only the new epoch's key; and the early frame was sealed before its
+    // session began, which its GROUP_KEY's first sequence number tells it (refused before any key
+    // is looked up).
     assert!(matches!(
         g.open(1, &early),
+        Err(Rejected::Replay(ReplayError::BeforeSession))
+    ));
+    let mut relabelled = early.clone();
+    relabelled[16..24].copy_from_slice(&1000u64.to_le_bytes());
+    assert!(matches!(
+        g.open(1, &relabelled),
         Err(Rejected::NoKey { epoch: 0 })
     ));
     let late = g.frame(&pixels(16, 1)).unwrap();
@@ -1316,7 +1326,7 @@ fn joining_starts_a_new_epoch_the_newcomer_cannot_read_earlier_frames() {
     g.open(0, &late).unwrap();
     g.open(1, &late).unwrap();
     assert!(matches!(
-        g.open(1, &early),
+        g.open(1, &relabelled),
         Err(Rejected::BadEpoch { epoch: 0, .. })
     ));
 }
@@ -1336,7 +1346,7 @@ fn a_full_group_refuses_one_more_receiver_with_an_alert() {
     let refused = ev
         .iter()
         .find_map(|(i, e)| match e {
-            Ok(Some(ReceiverEvent::HandshakeFailed(e))) if *i == 2 => Some(*e),
+            Ok(Some(ReceiverEvent::AttemptFailed { error, .. })) if *i == 2 => Some(*error),
             _ => None,
         })
         .unwrap();
@@ -1511,9 +1521,309 @@ fn a_newcomer_must_use_the_group_suite() {
     g.rxs[1].connect(&mut g.rng, &c).unwrap();
     let ev = g.pump();
     assert!(ev.iter().any(|(i, e)| *i == 1
-        && *e
-            == Ok(Some(ReceiverEvent::HandshakeFailed(
-                HandshakeError::Refused(AlertCode::NoCommonSuite as u8)
-            )))));
+        && matches!(
+            e,
+            Ok(Some(ReceiverEvent::AttemptFailed {
+                error: HandshakeError::Refused(c),
+                ..
+            })) if *c == AlertCode::NoCommonSuite as u8
+        )));
     assert_eq!(g.drone.members(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The findings of the security review, one test each (see docs/protocol.md, "Threat model and
+// what is guaranteed").
+
+/// Finding 1: frames recorded before a receiver's reconnect are replayed after it (the bridge only
+/// has to close the receiver's connection; the new session starts with an empty replay window, and
+/// the drone hands it the current epoch's key again). They must be rejected and counted, for a
+/// reconnect of the same receiver process and for a restarted receiver process alike.
+#[test]
+fn finding1_replay_across_reconnect() {
+    for restart_process in [false, true] {
+        let mut g = Group::new(2, DroneConfig::default(), 70);
+        g.connect(0);
+        g.connect(1);
+        let mut recorded = Vec::new();
+        for k in 0..6 {
+            let px = pixels(8, k);
+            let m = g.frame(&px).unwrap();
+            assert_eq!(g.open(0, &m).unwrap(), px);
+            recorded.push(m);
+        }
+        let epoch = g.drone.epoch();
+        // Forced reconnect: a new HELLO of receiver 0 (its old link is gone).
+        if restart_process {
+            let id = rx_identity(&g.rxs[0]);
+            g.rxs[0] = ReceiverSession::new(id, ReceiverConfig::default());
+        }
+        g.connect(0);
+        g.tick(0);
+        // The reconnect does not start a new epoch: the replays are of the current one.
+        assert_eq!(g.drone.epoch(), epoch);
+        let before = g.rxs[0].counters();
+        for m in &recorded {
+            let r = g.deliver(0, m.clone());
+            assert!(
+                matches!(r, Err(Rejected::Replay(_))),
+                "restart {restart_process}: replayed frame accepted: {r:?}"
+            );
+        }
+        let c = g.rxs[0].counters();
+        assert_eq!(
+            (c.replays + c.too_old) - (before.replays + before.too_old),
+            recorded.len() as u64
+        );
+        assert_eq!(c.frames, before.frames);
+        // The stream goes on for it and for the other receiver.
+        let px = pixels(8, 99);
+        let m = g.frame(&px).unwrap();
+        assert_eq!(g.open(0, &m).unwrap(), px);
+        assert_eq!(g.open(1, &m).unwrap(), px);
+    }
+}
+
+/// Finding 2: a restarted drone whose randomness repeats exactly (always so on GVSOC; possible on
+/// a deck), an attacker replaying the receiver's recorded HELLO *and* its recorded KEY_ACK. With
+/// the boot counter advanced, the KEY_ACK does not open (the counter is in the authenticated
+/// ACCEPT, hence in every session key, and in the ephemeral's seed): no frame is sealed, so no
+/// key and nonce are used twice. The same replay against a drone whose counter did not advance
+/// does get a frame sealed (what the counter prevents; the drone application refuses to stream
+/// when it cannot advance it).
+#[test]
+fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_seals_nothing() {
+    let mut rng = TestRng::new(80);
+    let (d, rs) = pair_group(&mut rng, 1);
+    let mut rx = ReceiverSession::new(rs[0].clone(), ReceiverConfig::default());
+    let clock = || 5u64;
+    rx.connect(&mut rng, &clock).unwrap();
+    let hello = rx.poll_transmit().unwrap();
+    let boot = |n: u32| {
+        let cfg = DroneConfig {
+            boot_counter: n,
+            ..DroneConfig::default()
+        };
+        // The same "random" numbers on every boot.
+        (DroneSession::new(d.clone(), cfg), TestRng::new(7))
+    };
+    let meta = FrameMeta {
+        pixel_format: PixelFormat::GRAY8,
+        width: 1,
+        height: 1,
+        capture_ns: 0,
+    };
+    // Boot 1: the receiver handshakes; the attacker records the HELLO, ACCEPT and KEY_ACK.
+    let (mut drone, mut d_rng) = boot(1);
+    drone
+        .handle_message(&mut Sequential, &mut d_rng, &clock, &hello)
+        .unwrap();
+    let accept1 = drone.poll_transmit().unwrap();
+    rx.handle_message(&mut Sequential, &mut rng, &clock, accept1.clone())
+        .unwrap();
+    while let Some(m) = drone.poll_transmit() {
+        rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+            .unwrap();
+    }
+    assert_eq!(rx.drone_boot(), Some(1));
+    let key_ack = rx.poll_transmit().unwrap();
+    drone
+        .handle_message(&mut Sequential, &mut d_rng, &clock, &key_ack)
+        .unwrap();
+    assert!(drone.is_established());
+    drone
+        .seal_frame(&mut Sequential, &clock, meta, &mut [0u8])
+        .unwrap();
+    // Boot 2, identical randomness, counter advanced: the replayed HELLO opens (Noise message 1
+    // is replayable) but the ACCEPT differs, and the replayed KEY_ACK does not open.
+    let (mut again, mut a_rng) = boot(2);
+    assert!(matches!(
+        again.handle_message(&mut Sequential, &mut a_rng, &clock, &hello),
+        Ok(Some(DroneEvent::Established { .. }))
+    ));
+    let accept2 = again.poll_transmit().unwrap();
+    assert_ne!(accept2[18..50], accept1[18..50], "same drone ephemeral");
+    assert!(matches!(
+        again.handle_message(&mut Sequential, &mut a_rng, &clock, &key_ack),
+        Err(DroneError::Control(_))
+    ));
+    for t in [10u64, 10_000_000_000] {
+        again.handle_timeout(&mut Sequential, &mut a_rng, &|| t);
+        assert_eq!(
+            again
+                .seal_frame(&mut Sequential, &|| t, meta, &mut [0u8])
+                .unwrap_err(),
+            SealError::NotEstablished
+        );
+    }
+    assert_eq!(again.counters().frames_sealed, 0);
+    // Without the advance (the same counter again) the replay would get a frame sealed under
+    // boot 1's key and nonce: this is what the counter prevents.
+    let (mut stale, mut s_rng) = boot(1);
+    stale
+        .handle_message(&mut Sequential, &mut s_rng, &clock, &hello)
+        .unwrap();
+    assert_eq!(stale.poll_transmit().unwrap(), accept1);
+    stale
+        .handle_message(&mut Sequential, &mut s_rng, &clock, &key_ack)
+        .unwrap();
+    assert!(
+        stale
+            .seal_frame(&mut Sequential, &clock, meta, &mut [0u8])
+            .is_ok()
+    );
+}
+
+/// Finding 4: an unauthenticated ALERT, or an ACCEPT with one flipped bit, ends only that attempt:
+/// it is counted, the receiver retries with a growing backoff, and it never gives up (no
+/// `HandshakeFailed`) for a remote cause. A forged ALERT followed by the drone's real ACCEPT still
+/// completes the attempt.
+#[test]
+fn finding4_forged_alert_or_bad_accept_ends_only_the_attempt() {
+    let mut n = Net::new(DroneConfig::default(), ReceiverConfig::default(), 90);
+    let t0 = n.now.get();
+    n.rx.connect(&mut n.rng, &move || t0).unwrap();
+    let hello = n.rx.poll_transmit().unwrap();
+    let hello_id: [u8; 8] = hello[4..12].try_into().unwrap();
+    // The attacker answers first with a forged ALERT.
+    let forged = wire::encode_alert(hello_id, AlertCode::AuthenticationFailed).to_vec();
+    let ev = n.deliver(forged).unwrap();
+    assert!(
+        matches!(
+            ev,
+            Some(ReceiverEvent::AttemptFailed {
+                error: HandshakeError::Refused(1),
+                retry_in_ns: 250_000_000
+            })
+        ),
+        "{ev:?}"
+    );
+    assert_eq!(n.rx.counters().handshake_failures, 1);
+    // The drone's real ACCEPT (and group key) still complete that attempt.
+    let now = n.now.get();
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &hello)
+        .unwrap();
+    let ev = n.pump();
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, ReceiverEvent::Established { .. })),
+        "{ev:?}"
+    );
+    let m = n.frame(&pixels(8, 1));
+    n.deliver_frame(m).unwrap();
+
+    // A new receiver whose ACCEPTs are all altered in one bit: every attempt fails, is counted,
+    // and is retried after 250 ms, 500 ms, 1 s, ... (at most 8 s); never a final failure.
+    let mut n = Net::new(DroneConfig::default(), ReceiverConfig::default(), 91);
+    let t0 = n.now.get();
+    n.rx.connect(&mut n.rng, &move || t0).unwrap();
+    let mut backoffs = Vec::new();
+    for attempt in 1..=7u32 {
+        let hello = n.rx.poll_transmit().expect("a HELLO per attempt");
+        let now = n.now.get();
+        n.drone
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &hello)
+            .unwrap();
+        let mut accept = n.drone.poll_transmit().unwrap();
+        while n.drone.poll_transmit().is_some() {}
+        accept[40] ^= 0x01;
+        match n.deliver(accept).unwrap() {
+            Some(ReceiverEvent::AttemptFailed {
+                error: HandshakeError::Authentication,
+                retry_in_ns,
+            }) => backoffs.push(retry_in_ns),
+            other => panic!("attempt {attempt}: {other:?}"),
+        }
+        assert!(!n.rx.is_established() && !n.rx.is_closed());
+        assert_eq!(n.rx.counters().handshake_failures, attempt as u64);
+        // Nothing goes out before the backoff is over; then a fresh HELLO.
+        let wait = *backoffs.last().unwrap();
+        n.advance(wait - 1);
+        let now = n.now.get();
+        assert_eq!(
+            n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now),
+            None
+        );
+        assert!(n.rx.poll_transmit().is_none());
+        n.advance(1);
+        let now = n.now.get();
+        assert_eq!(
+            n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now),
+            Some(ReceiverEvent::HandshakeRetry {
+                attempt: attempt + 1
+            })
+        );
+    }
+    assert_eq!(
+        backoffs,
+        [
+            250_000_000,
+            500_000_000,
+            1_000_000_000,
+            2_000_000_000,
+            4_000_000_000,
+            8_000_000_000,
+            8_000_000_000
+        ]
+    );
+    // The next, unaltered ACCEPT completes the handshake; the backoff starts over.
+    n.pump();
+    assert!(n.rx.is_established());
+    let m = n.frame(&pixels(8, 2));
+    n.deliver_frame(m).unwrap();
+}
+
+/// Finding 6: the receiver's control-message replay check had no test (removing it broke
+/// nothing). A replayed GROUP_KEY and replayed KEEPALIVEs of the drone are refused and counted,
+/// and replaying the drone's KEEPALIVE does not keep a session alive whose drone is gone.
+#[test]
+fn finding6_receiver_refuses_replayed_control_messages() {
+    let mut n = Net::new(DroneConfig::default(), ReceiverConfig::default(), 95);
+    let now = n.now.get();
+    n.rx.connect(&mut n.rng, &move || now).unwrap();
+    let hello = n.rx.poll_transmit().unwrap();
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &hello)
+        .unwrap();
+    let accept = n.drone.poll_transmit().unwrap();
+    let group_key = n.drone.poll_transmit().unwrap();
+    n.deliver(accept).unwrap();
+    assert_eq!(
+        n.deliver(group_key.clone()).unwrap(),
+        Some(ReceiverEvent::Rekeyed { epoch: 0 })
+    );
+    n.pump();
+    assert!(n.drone.is_established());
+    assert_eq!(n.deliver(group_key).unwrap_err(), Rejected::ControlReplay);
+    assert_eq!(n.rx.counters().control_rejected, 1);
+    // One KEEPALIVE round trip; the attacker records the drone's answer.
+    n.advance(1_000_000_000);
+    let now = n.now.get();
+    n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now);
+    let ka = n.rx.poll_transmit().unwrap();
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &ka)
+        .unwrap();
+    let answer = n.drone.poll_transmit().unwrap();
+    assert_eq!(n.deliver(answer.clone()).unwrap(), None);
+    // The drone goes away; the attacker replays its KEEPALIVE every second.
+    let mut replays = 0;
+    while n.rx.is_established() {
+        assert!(replays < 6, "replayed KEEPALIVEs kept a dead session alive");
+        n.advance(1_000_000_000);
+        assert_eq!(
+            n.deliver(answer.clone()).unwrap_err(),
+            Rejected::ControlReplay
+        );
+        replays += 1;
+        let now = n.now.get();
+        let _ =
+            n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || now);
+        while n.rx.poll_transmit().is_some() {}
+    }
+    // Silent for the session timeout (5 s after the last real message): lost.
+    assert_eq!(replays, 5);
+    assert_eq!(n.rx.counters().sessions_lost, 1);
+    assert_eq!(n.rx.counters().control_rejected, 1 + replays);
 }

@@ -1,5 +1,5 @@
 //! The run's verdict: the firmware's own figures (its `FW summary` line, in FC cycles), the
-//! received frames matched byte for byte against the inputs, and the criteria.
+//! received frames matched byte for byte against the inputs, and the run's criteria.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -19,15 +19,24 @@ const MAX: usize = 32 * 1024;
 #[repr(C, align(16))]
 struct Buf([u8; MAX]);
 
-fn run<C: KeyIvInit + StreamCipher>(variant: &str, key: &[u8; 32], nonce: &[u8; 12], data: &Buf) -> Result<(), &'static str> {
+fn run<C: KeyIvInit + StreamCipher>(
+    variant: &str,
+    key: &[u8; 32],
+    nonce: &[u8; 12],
+    data: &Buf,
+) -> Result<(), &'static str> {
     let (c, setup) = count_instructions(|| C::new_from_slices(key, nonce));
     drop(c);
-    metric(&alloc::format!("chacha20_key_setup_{variant}_instructions"), setup);
+    metric(
+        &alloc::format!("chacha20_key_setup_{variant}_instructions"),
+        setup,
+    );
     let mut buf = Box::new(Buf([0; MAX]));
     for &n in &SIZES {
         buf.0[..n].copy_from_slice(&data.0[..n]);
         let mut c = C::new_from_slices(key, nonce).map_err(|_| "key/nonce length")?;
-        let ((), instr) = count_instructions(|| c.apply_keystream(core::hint::black_box(&mut buf.0[..n])));
+        let ((), instr) =
+            count_instructions(|| c.apply_keystream(core::hint::black_box(&mut buf.0[..n])));
         let mut want = data.0[..n].to_vec();
         chacha20::ChaCha20::new(key.into(), nonce.into()).apply_keystream(&mut want);
         if buf.0[..n] != want[..] {

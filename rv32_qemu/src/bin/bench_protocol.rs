@@ -11,11 +11,10 @@ use alloc::vec::Vec;
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet};
 use gapstream_protocol::keys::{GroupKeys, GroupPool};
-use gapstream_protocol::rand_core::{TryCryptoRng, TryRng};
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
-    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, KeystreamApplier, ReceiverConfig,
-    ReceiverEvent, ReceiverSession, Sequential, StaticSecret, Suite,
+    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, ReceiverConfig, ReceiverEvent,
+    ReceiverSession, Sequential, StaticSecret, Suite,
 };
 use rv32_qemu::{bench, count_instructions, metric, println};
 
@@ -187,9 +186,7 @@ fn main() -> Result<(), &'static str> {
         .map(|r| ReceiverSession::new(r, ReceiverConfig::default()))
         .collect();
     for i in 0..rxs.len() {
-        rxs[i]
-            .connect(&mut rng, &zero)
-            .map_err(|_| "connect")?;
+        rxs[i].connect(&mut rng, &zero).map_err(|_| "connect")?;
         // Every message to the drone, every drone message to every receiver, until quiet.
         loop {
             let mut moved = false;

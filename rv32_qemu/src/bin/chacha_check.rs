@@ -61,7 +61,9 @@ fn rfc8439<C: KeyIvInit + StreamCipher + StreamCipherSeek>(name: &str) -> Result
 }
 
 /// One random case against the reference; returns the number of bytes checked.
-fn one_case<C: KeyIvInit + StreamCipher + StreamCipherSeek>(rng: &mut Rng) -> Result<usize, &'static str> {
+fn one_case<C: KeyIvInit + StreamCipher + StreamCipherSeek>(
+    rng: &mut Rng,
+) -> Result<usize, &'static str> {
     let mut key = [0u8; 32];
     let mut nonce = [0u8; 12];
     rng.fill(&mut key);
@@ -83,7 +85,8 @@ fn one_case<C: KeyIvInit + StreamCipher + StreamCipherSeek>(rng: &mut Rng) -> Re
     let mut want = data.clone();
     let mut r = chacha20::ChaCha20::new(&key.into(), &nonce.into());
     r.try_seek(offset).map_err(|_| "reference seek failed")?;
-    r.try_apply_keystream(&mut want).map_err(|_| "reference apply failed")?;
+    r.try_apply_keystream(&mut want)
+        .map_err(|_| "reference apply failed")?;
 
     let mut c = C::new_from_slices(&key, &nonce).unwrap();
     c.try_seek(offset).map_err(|_| "seek failed")?;
@@ -98,15 +101,19 @@ fn one_case<C: KeyIvInit + StreamCipher + StreamCipherSeek>(rng: &mut Rng) -> Re
     if rng.below(2) == 0 {
         out[misalign..].copy_from_slice(&data);
         for w in cuts.windows(2) {
-            c.try_apply_keystream(&mut out[misalign + w[0]..misalign + w[1]]).map_err(|_| "apply failed")?;
+            c.try_apply_keystream(&mut out[misalign + w[0]..misalign + w[1]])
+                .map_err(|_| "apply failed")?;
         }
     } else {
         let src_mis = rng.below(4);
         let mut src = vec![0u8; len + src_mis];
         src[src_mis..].copy_from_slice(&data);
         for w in cuts.windows(2) {
-            c.try_apply_keystream_b2b(&src[src_mis + w[0]..src_mis + w[1]], &mut out[misalign + w[0]..misalign + w[1]])
-                .map_err(|_| "apply b2b failed")?;
+            c.try_apply_keystream_b2b(
+                &src[src_mis + w[0]..src_mis + w[1]],
+                &mut out[misalign + w[0]..misalign + w[1]],
+            )
+            .map_err(|_| "apply b2b failed")?;
         }
     }
     if out[misalign..] != want[..] {
@@ -119,32 +126,43 @@ fn one_case<C: KeyIvInit + StreamCipher + StreamCipherSeek>(rng: &mut Rng) -> Re
     Ok(len)
 }
 
-fn cross_check<C: KeyIvInit + StreamCipher + StreamCipherSeek>(name: &str) -> Result<(), &'static str> {
+fn cross_check<C: KeyIvInit + StreamCipher + StreamCipherSeek>(
+    name: &str,
+) -> Result<(), &'static str> {
     let mut rng = Rng::new(SEED);
     let mut bytes = 0;
     for _ in 0..CASES {
         bytes += one_case::<C>(&mut rng)?;
     }
-    println!("chacha20 {name}: {CASES} random cases ({bytes} bytes, seed {SEED:#x}) match RustCrypto chacha20");
+    println!(
+        "chacha20 {name}: {CASES} random cases ({bytes} bytes, seed {SEED:#x}) match RustCrypto chacha20"
+    );
     Ok(())
 }
 
 /// Block 0xFFFF_FFFF from RustCrypto's core (its stream wrapper stops one block earlier).
 fn reference_last_block(key: &[u8; 32], nonce: &[u8; 12]) -> [u8; 64] {
-    let mut core = chacha20::ChaChaCore::<chacha20::R20, chacha20::variants::Ietf>::new(key.into(), nonce.into());
+    let mut core = chacha20::ChaChaCore::<chacha20::R20, chacha20::variants::Ietf>::new(
+        key.into(),
+        nonce.into(),
+    );
     core.set_block_pos(u32::MAX);
     let mut b = Default::default();
     core.write_keystream_block(&mut b);
     b.into()
 }
 
-fn end_of_keystream<C: KeyIvInit + StreamCipher + StreamCipherSeek>(name: &str) -> Result<(), &'static str> {
+fn end_of_keystream<C: KeyIvInit + StreamCipher + StreamCipherSeek>(
+    name: &str,
+) -> Result<(), &'static str> {
     let (key, nonce) = ([0xa5u8; 32], [0x3cu8; 12]);
     let last = reference_last_block(&key, &nonce);
     let mut c = C::new_from_slices(&key, &nonce).unwrap();
-    c.try_seek((BLOCKS - 2) * 64 + 5).map_err(|_| "seek near end failed")?;
+    c.try_seek((BLOCKS - 2) * 64 + 5)
+        .map_err(|_| "seek near end failed")?;
     let mut buf = [0u8; 123];
-    c.try_apply_keystream(&mut buf).map_err(|_| "apply up to the end failed")?;
+    c.try_apply_keystream(&mut buf)
+        .map_err(|_| "apply up to the end failed")?;
     if buf[59..] != last[..] {
         return Err("last block (counter 0xFFFFFFFF) differs from the reference core");
     }
@@ -155,7 +173,8 @@ fn end_of_keystream<C: KeyIvInit + StreamCipher + StreamCipherSeek>(name: &str) 
     if c.try_seek(KEYSTREAM_BYTES + 1).is_ok() {
         return Err("seek past the end did not fail");
     }
-    c.try_seek(KEYSTREAM_BYTES).map_err(|_| "seek to the end failed")?;
+    c.try_seek(KEYSTREAM_BYTES)
+        .map_err(|_| "seek to the end failed")?;
     if c.try_apply_keystream(&mut [0u8; 1]).is_ok() {
         return Err("apply at the end did not fail");
     }
@@ -166,8 +185,13 @@ fn end_of_keystream<C: KeyIvInit + StreamCipher + StreamCipherSeek>(name: &str) 
 fn sequential() -> Result<(), &'static str> {
     let (key, nonce) = ([1u8; 32], [2u8; 12]);
     let mut d = [0u8; 100];
-    if Sequential.apply_keystream(CipherId::ChaCha20, &key, &nonce, KEYSTREAM_BYTES - 99, &mut d)
-        != Err(KeystreamError::CounterOverflow)
+    if Sequential.apply_keystream(
+        CipherId::ChaCha20,
+        &key,
+        &nonce,
+        KEYSTREAM_BYTES - 99,
+        &mut d,
+    ) != Err(KeystreamError::CounterOverflow)
     {
         return Err("Sequential did not report CounterOverflow");
     }
@@ -178,11 +202,16 @@ fn sequential() -> Result<(), &'static str> {
     let mut r = chacha20::ChaCha20::new(&key.into(), &nonce.into());
     r.seek(12345u64);
     r.apply_keystream(&mut want);
-    Sequential.apply_keystream(CipherId::ChaCha20, &key, &nonce, 12345, &mut data).map_err(|_| "Sequential failed")?;
+    Sequential
+        .apply_keystream(CipherId::ChaCha20, &key, &nonce, 12345, &mut data)
+        .map_err(|_| "Sequential failed")?;
     if data != want {
         return Err("Sequential (rv32-asm) differs from RustCrypto");
     }
-    println!("chacha20 Sequential ({}): ok", gap_rust_cipher_s::chacha::SELECTED_BACKEND);
+    println!(
+        "chacha20 Sequential ({}): ok",
+        gap_rust_cipher_s::chacha::SELECTED_BACKEND
+    );
     Ok(())
 }
 

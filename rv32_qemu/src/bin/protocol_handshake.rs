@@ -15,11 +15,10 @@ use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{
     DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet, respond,
 };
-use gapstream_protocol::rand_core::{TryCryptoRng, TryRng};
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
-    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, KeystreamApplier, ReceiverConfig,
-    ReceiverEvent, ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
+    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, ReceiverConfig, ReceiverEvent,
+    ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
 };
 use rv32_qemu::println;
 
@@ -193,7 +192,13 @@ fn rsa_drone_side() -> Result<(), &'static str> {
     let (_rh, hello) =
         ReceiverHandshake::start(&r, &offer, &mut TestRng::new(100)).map_err(|_| "HELLO")?;
     let (res, n) = rv32_qemu::count_instructions(|| {
-        respond(&d, &DronePolicy::default(), &mut TestRng::new(200), &hello)
+        respond(
+            &d,
+            &DronePolicy::default(),
+            3,
+            &mut TestRng::new(200),
+            &hello,
+        )
     });
     let (_, accept) = res.map_err(|_| "drone refused the RSA-mode HELLO")?;
     if accept != hex(GOLDEN_RSA_ACCEPT) {
@@ -207,7 +212,35 @@ fn rsa_drone_side() -> Result<(), &'static str> {
     Ok(())
 }
 
+/// On this 32-bit target, `36 + payload_len + tag` must not wrap: a 36-byte message announcing
+/// `2^32 - 16` payload bytes once matched its own wrapped "length" (36), and opening it then
+/// indexed far past the buffer.
+fn lengths_do_not_wrap() -> Result<(), &'static str> {
+    use gapstream_protocol::frame::frame_layout;
+    use gapstream_protocol::wire::{FrameHeader, message_len};
+    let h = FrameHeader {
+        suite: Suite::ChaCha20Poly1305 as u8,
+        pixel_format: PixelFormat::GRAY8,
+        width: 1,
+        height: 1,
+        epoch: 0,
+        sequence: 0,
+        capture_ns: 0,
+        payload_len: u32::MAX - 15,
+    };
+    let b = h.encode();
+    if message_len(&b).is_ok() {
+        return Err("message_len wrapped on a 32-bit usize");
+    }
+    if frame_layout(&b, Suite::ChaCha20Poly1305).is_ok() {
+        return Err("frame_layout accepted a wrapped length");
+    }
+    println!("protocol lengths: no usize wrap on rv32 (payload length 2^32 - 16 refused)");
+    Ok(())
+}
+
 fn main() -> Result<(), &'static str> {
+    lengths_do_not_wrap()?;
     for (i, suite) in Suite::ALL.into_iter().enumerate() {
         session(suite, KexMode::X25519, 1020, i as u64 + 1)?;
     }

@@ -1,0 +1,229 @@
+//! Bitcraze's own viewer against the stock stream: `opencv-viewer.py` (aideck-gap8-examples,
+//! `examples/other/wifi-img-streamer`) reads the first 4 bytes as `<HBB` (length, route, function),
+//! then `length - 2` bytes, and unpacks exactly 11 of them as `<BHHBBI` (magic, width, height,
+//! depth, format, size): any other first packet stops it with `struct.error`. Then it collects
+//! packets until `size` bytes. [`opencv_viewer_first_image`] does exactly that, and these tests
+//! connect it to the simulated drone's bridge at random moments, as the first client and while
+//! another receiver is already streaming: every connection must start with a header and read a
+//! whole, correct image.
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use esp32_bridge::host::{HostBridge, HostConfig};
+use gapstream::images::{FrameSource, SourceSpec};
+use gapstream::receiver::{self, ReceiverConfig, SessionKind, Sinks, Transport};
+use gapstream::sim::{self, NodeConfig};
+use gapstream_drone::{DroneConfig, Mode, testpattern};
+
+fn any() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// `rx_bytes(size)` of opencv-viewer.py.
+fn rx_bytes(s: &mut TcpStream, size: usize) -> Vec<u8> {
+    let mut data = vec![0u8; size];
+    s.read_exact(&mut data).expect("the stream goes on");
+    data
+}
+
+/// The first image as opencv-viewer.py reads it on a new connection: its header fields and bytes.
+/// Errors where the script would stop (`struct.error`) or skip the packet (magic not 0xBC: the
+/// script loops, but the first packet of a connection must be a header).
+fn opencv_viewer_first_image(s: &mut TcpStream) -> Result<(u16, u16, u8, u8, Vec<u8>), String> {
+    let info = rx_bytes(s, 4);
+    let length = u16::from_le_bytes([info[0], info[1]]) as usize;
+    let img_header = rx_bytes(s, length - 2);
+    if img_header.len() != 11 {
+        return Err(format!(
+            "struct.error: unpack requires a buffer of 11 bytes (got {}; route 0x{:02X}, function 0x{:02X})",
+            img_header.len(),
+            info[2],
+            info[3]
+        ));
+    }
+    let magic = img_header[0];
+    let width = u16::from_le_bytes([img_header[1], img_header[2]]);
+    let height = u16::from_le_bytes([img_header[3], img_header[4]]);
+    let depth = img_header[5];
+    let format = img_header[6];
+    let size = u32::from_le_bytes(img_header[7..11].try_into().unwrap()) as usize;
+    if magic != 0xBC {
+        return Err(format!(
+            "first packet is not an image header: magic 0x{magic:02X}"
+        ));
+    }
+    let mut img_stream = Vec::new();
+    while img_stream.len() < size {
+        let info = rx_bytes(s, 4);
+        let length = u16::from_le_bytes([info[0], info[1]]) as usize;
+        img_stream.extend_from_slice(&rx_bytes(s, length - 2));
+    }
+    if img_stream.len() != size {
+        return Err(format!(
+            "image of {} bytes, header said {size}",
+            img_stream.len()
+        ));
+    }
+    Ok((width, height, depth, format, img_stream))
+}
+
+/// A small xorshift for the connection moments (seed printed, so a failure can be replayed).
+struct Moments(u64);
+impl Moments {
+    fn next_ms(&mut self, max: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % max
+    }
+}
+
+fn seed() -> u64 {
+    let s = std::env::var("STOCK_VIEWER_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| sim::unix_ns() | 1);
+    eprintln!("stock_viewer: seed {s} (STOCK_VIEWER_SEED={s} replays it)");
+    s
+}
+
+struct Setup {
+    bridge: HostBridge,
+    node: sim::Node,
+}
+
+fn stock_drone(fps: f64) -> Setup {
+    let bridge = HostBridge::start(HostConfig {
+        spi_listen: any(),
+        tcp_listen: any(),
+        udp_listen: Some(any()),
+        ..HostConfig::default()
+    })
+    .unwrap();
+    let node = sim::start_node(NodeConfig {
+        source: FrameSource::open(&SourceSpec::Synthetic {
+            width: 324,
+            height: 244,
+            bayer: false,
+        })
+        .unwrap(),
+        fps,
+        bridge_spi: bridge.spi_addr,
+        spi_hz: None,
+        drone: DroneConfig {
+            mode: Mode::StockPlaintext,
+            packet_payload: 1020,
+        },
+        frames: None,
+        engine: sim::EngineChoice::default(),
+    })
+    .unwrap();
+    assert!(bridge.wait_gap8_link(Duration::from_secs(10)));
+    Setup { bridge, node }
+}
+
+fn check_image(what: &str, got: Result<(u16, u16, u8, u8, Vec<u8>), String>) -> u32 {
+    let (w, h, depth, format, img) = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!((w, h, depth, format), (324, 244, 1, 0), "{what}");
+    testpattern::decode(&img, 324, 244)
+        .unwrap_or_else(|| panic!("{what}: the image is not a whole test-pattern frame"))
+        .frame
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// The viewer alone: the drone waits for the ESP32's "client connected", so whenever the viewer
+/// connects, its first packet is a header; after it leaves the drone stops, and a new connection
+/// starts at a header again.
+#[test]
+fn opencv_viewer_as_the_only_client_starts_at_a_header() {
+    let mut m = Moments(seed());
+    let st = stock_drone(30.0);
+    thread::sleep(Duration::from_millis(200));
+    let idle = st.bridge.with_core(|c| c.stats());
+    assert_eq!(
+        idle.spi_messages, 0,
+        "the drone streamed with no client connected: {idle:?}"
+    );
+    let mut last = None;
+    for k in 0..4 {
+        thread::sleep(Duration::from_millis(m.next_ms(120)));
+        let mut s = connect(st.bridge.tcp_addr);
+        let a = check_image(
+            &format!("connection {k}"),
+            opencv_viewer_first_image(&mut s),
+        );
+        // Reading on, mid-connection, whole images keep coming.
+        let b = check_image(
+            &format!("connection {k}, next image"),
+            opencv_viewer_first_image(&mut s),
+        );
+        assert!(b > a, "frames in order: {a} then {b}");
+        assert!(last.is_none_or(|l| a > l));
+        last = Some(b);
+        drop(s);
+    }
+    st.node.stop();
+    st.bridge.stop();
+}
+
+/// `gapstream demo --stock`: the demo's own receiver is connected and the stream runs; the viewer
+/// connects at random moments, in the middle of images, and must still start at a header.
+#[test]
+fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
+    let mut m = Moments(seed());
+    let st = stock_drone(30.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let cfg = ReceiverConfig {
+        bridge: st.bridge.tcp_addr,
+        transport: Transport::Tcp,
+        session: SessionKind::StockPlaintext,
+        stop: stop.clone(),
+        duration: None,
+        max_frames: None,
+        idle_timeout: Duration::from_secs(5),
+    };
+    let (tx, frames) = std::sync::mpsc::channel();
+    let demo_receiver = thread::spawn(move || {
+        receiver::run(
+            cfg,
+            Sinks {
+                viewer: None,
+                metrics_csv: None,
+                record_dir: None,
+                frames: Some(tx),
+                status_line: false,
+                log_errors: false,
+            },
+            false,
+        )
+    });
+    frames
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the demo's receiver gets frames");
+    let t0 = Instant::now();
+    for k in 0..10 {
+        // Anywhere within about one frame period (33 ms) and a half.
+        thread::sleep(Duration::from_millis(m.next_ms(50)));
+        let mut s = connect(st.bridge.tcp_addr);
+        check_image(
+            &format!("connection {k}"),
+            opencv_viewer_first_image(&mut s),
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(60));
+    stop.store(true, Ordering::Relaxed);
+    let summary = demo_receiver.join().unwrap().unwrap();
+    assert_eq!(summary.counters.malformed, 0, "{summary:?}");
+    st.node.stop();
+    st.bridge.stop();
+}

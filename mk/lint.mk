@@ -1,0 +1,17 @@
+# Lint: formatting and clippy with warnings as errors, a step of `make test` (rustfmt and clippy
+# come from scripts/setup.sh, test mode).
+## make lint          cargo fmt --check, then clippy with warnings as errors on every workspace member
+.PHONY: lint
+TEST_TARGETS += lint
+
+# Clippy runs on every workspace member: on the host the default members (every target: libs,
+# bins, tests, benches) and the two host-tested non-default members (gapstream_firmware, the
+# firmware's Rust part, and gvsoc_e2e, the GVSOC end-to-end runner); the bare-metal program
+# crates rv32_qemu and gvsoc build only for riscv32imc, so clippy checks them for that target
+# (their binaries, with the features make test builds them with).
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --locked --quiet --all-targets -- -D warnings
+	$(CARGO) clippy --locked --quiet --all-targets -p gapstream_firmware -p gvsoc_e2e -- -D warnings
+	$(CARGO) clippy --locked --quiet --target $(RV32_TARGET) --profile rv32 -p rv32_qemu --bins -- -D warnings
+	$(CARGO) clippy --locked --quiet --target $(RV32_TARGET) --profile rv32 -p gvsoc --features pulp --bins -- -D warnings
