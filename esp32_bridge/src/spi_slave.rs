@@ -14,6 +14,14 @@
 //! ```
 //! Buffer layout (both directions): `u16` little-endian length of routing header + data (0 = no
 //! packet), 2-byte routing header, data; i.e. exactly a CPX wire packet, padded by the master.
+//!
+//! Clocks: the AI-deck's board corrupts what the ESP32 drives on MISO above 7.2 MHz, while the
+//! GAP8 -> ESP32 direction runs at 30 MHz (E. Cereda, A. Giusti, D. Palossi, "NanoCockpit",
+//! arXiv 2601.07476, 2026). The slave follows whatever clock the master sets, so the rule lives in
+//! the GAP8's link (`gapstream_firmware::link`): it reads the 4 length bytes of every transaction
+//! at <= 7.2 MHz and clocks the rest fast only when this side's length is 0. The ESP32 therefore
+//! keeps the stock behaviour above: a packet for the GAP8 may go into any transaction (one the
+//! GAP8 asked for, or one armed on its own), and is always read at the slow clock.
 
 use crate::cpx::{self, MTU};
 use crate::forward::{Bridge, BridgeError};

@@ -7,6 +7,9 @@
 #include "pmsis.h"
 #include "bsp/bsp.h"
 #include "bsp/camera/himax.h"
+/* The SPIM driver's per-chip-select state (`struct spim_cs_data`: its `cfg` word is the uDMA
+ * SPI_CMD_CFG that starts every transfer's command list). */
+#include "pmsis/implem/drivers/udma/spi/spi_internal.h"
 #include "board.h"
 
 #define ESP_RTT_GPIO 18 /* ESP32 -> GAP8: the ESP32 has set up an SPI slave transaction */
@@ -136,21 +139,69 @@ uint32_t fw_cam_done_at(void)
 
 static struct pi_device spi_dev, gpio_dev;
 static pi_gpio_callback_t esp_rtt_cb;
-static SemaphoreHandle_t esp_rtt_sem;
+static SemaphoreHandle_t esp_rtt_sem, link_wake, link_freed, link_arrived;
+static uint32_t spi_up_hz, spi_down_hz, spi_hz_now;
+
+static TickType_t us_to_ticks(uint32_t us)
+{
+    TickType_t t = pdMS_TO_TICKS((us + 999) / 1000);
+    return t ? t : 1;
+}
 
 static void esp_rtt_isr(void *arg)
 {
     (void) arg;
     BaseType_t woken = pdFALSE;
     xSemaphoreGiveFromISR(esp_rtt_sem, &woken);
+    xSemaphoreGiveFromISR(link_wake, &woken);
     portYIELD_FROM_ISR(woken);
 }
 
-int fw_link_open(uint32_t baudrate)
+/* The SPIM clock divider the GAP SDK's driver computes for `hz` (gap8 pmsis udma/spi,
+ * spi_internal.c, __pi_spi_clk_div_get): div = ceil(f_periph / hz), rounded up to even, halved;
+ * the SPIM divides the peripheral clock by 2 * div. */
+static uint32_t spi_div(uint32_t hz)
+{
+    uint32_t periph = pi_freq_get(PI_FREQ_DOMAIN_PERIPH);
+    if (hz == 0 || hz >= periph)
+        return 0;
+    uint32_t div = (periph + hz - 1) / hz;
+    if (div & 1)
+        div += 1;
+    return div >> 1;
+}
+
+uint32_t fw_spi_actual_hz(uint32_t hz)
+{
+    uint32_t periph = pi_freq_get(PI_FREQ_DOMAIN_PERIPH);
+    uint32_t div = spi_div(hz);
+    return div ? periph / (2 * div) : periph;
+}
+
+/* Switches the SPI clock between two transfers (CS may be held). The GAP8 FreeRTOS driver's
+ * pi_spi_ioctl is an empty stub (drivers/udma/spi/spi.c, "TODO"), so this does what its
+ * frequency-change callback (__pi_spi_freq_cb) does: rewrite the chip select's SPI_CMD_CFG word,
+ * which every following transfer sends first. Transfers are blocking, so none is in flight. */
+static void spi_clock(uint32_t hz)
+{
+    if (hz == spi_hz_now)
+        return;
+    struct spim_cs_data *cs = (struct spim_cs_data *) spi_dev.data;
+    uint32_t irq = __disable_irq();
+    cs->max_baudrate = hz;
+    cs->cfg = SPI_CMD_CFG(spi_div(hz), cs->phase, cs->polarity);
+    __restore_irq(irq);
+    spi_hz_now = hz;
+}
+
+int fw_link_open(uint32_t up_hz, uint32_t down_hz)
 {
     /* A counting semaphore: every rising edge of the ESP32 ready line is one armed transaction. */
     esp_rtt_sem = xSemaphoreCreateCounting(16, 0);
-    if (esp_rtt_sem == NULL)
+    link_wake = xSemaphoreCreateBinary();
+    link_freed = xSemaphoreCreateBinary();
+    link_arrived = xSemaphoreCreateBinary();
+    if (esp_rtt_sem == NULL || link_wake == NULL || link_freed == NULL || link_arrived == NULL)
         return -1;
 
     struct pi_gpio_conf gconf;
@@ -171,11 +222,13 @@ int fw_link_open(uint32_t baudrate)
     if (fw_esp_rtt_level())
         xSemaphoreGive(esp_rtt_sem);
 
+    spi_up_hz = up_hz;
+    spi_down_hz = down_hz;
     struct pi_spi_conf sconf;
     pi_spi_conf_init(&sconf);
     sconf.wordsize = PI_SPI_WORDSIZE_8;
     sconf.big_endian = 1;
-    sconf.max_baudrate = baudrate;
+    sconf.max_baudrate = up_hz;
     sconf.polarity = 0;
     sconf.phase = 0;
     sconf.itf = 1;
@@ -183,6 +236,7 @@ int fw_link_open(uint32_t baudrate)
     pi_open_from_conf(&spi_dev, &sconf);
     if (pi_spi_open(&spi_dev))
         return -3;
+    spi_hz_now = up_hz;
     return 0;
 }
 
@@ -190,9 +244,75 @@ int fw_spi_transfer(const uint8_t *tx, uint8_t *rx, uint32_t len, int keep_cs)
 {
     if (len == 0)
         return -1;
-    pi_spi_transfer(&spi_dev, (void *) tx, rx, len * 8,
-                    PI_SPI_LINES_SINGLE | (keep_cs ? PI_SPI_CS_KEEP : PI_SPI_CS_AUTO));
+    pi_spi_flags_e flags = PI_SPI_LINES_SINGLE | (keep_cs ? PI_SPI_CS_KEEP : PI_SPI_CS_AUTO);
+    if (rx) {
+        spi_clock(spi_up_hz);
+        pi_spi_transfer(&spi_dev, (void *) tx, rx, len * 8, flags);
+    } else {
+        spi_clock(spi_down_hz);
+        pi_spi_send(&spi_dev, (void *) tx, len * 8, flags);
+    }
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* the link task                                                                                    */
+
+struct link_task_arg {
+    void (*entry)(void *);
+    void *arg;
+};
+static struct link_task_arg link_task_arg;
+
+static void link_task(void *p)
+{
+    struct link_task_arg *a = p;
+    a->entry(a->arg);
+    vTaskDelete(NULL);
+}
+
+int fw_link_task_start(void (*entry)(void *), void *arg, uint32_t stack_bytes)
+{
+    UBaseType_t prio = uxTaskPriorityGet(NULL);
+    if (prio >= configMAX_PRIORITIES - 1) {
+        prio = configMAX_PRIORITIES - 2;
+        vTaskPrioritySet(NULL, prio);
+    }
+    link_task_arg.entry = entry;
+    link_task_arg.arg = arg;
+    BaseType_t r = xTaskCreate(link_task, "gapstream-link", stack_bytes / sizeof(StackType_t), &link_task_arg,
+                               prio + 1, NULL);
+    return r == pdPASS ? 0 : -1;
+}
+
+void fw_link_kick(void)
+{
+    xSemaphoreGive(link_wake);
+}
+
+void fw_link_idle(uint32_t timeout_us)
+{
+    xSemaphoreTake(link_wake, us_to_ticks(timeout_us));
+}
+
+void fw_link_freed(void)
+{
+    xSemaphoreGive(link_freed);
+}
+
+void fw_link_wait_freed(uint32_t timeout_us)
+{
+    xSemaphoreTake(link_freed, us_to_ticks(timeout_us));
+}
+
+void fw_link_arrived(void)
+{
+    xSemaphoreGive(link_arrived);
+}
+
+void fw_link_wait_arrived(uint32_t timeout_us)
+{
+    xSemaphoreTake(link_arrived, us_to_ticks(timeout_us));
 }
 
 void fw_gap_rtt_set(int level)
@@ -214,8 +334,7 @@ int fw_esp_rtt_take(void)
 
 int fw_esp_rtt_wait(uint32_t timeout_us)
 {
-    TickType_t ticks = pdMS_TO_TICKS((timeout_us + 999) / 1000);
-    return xSemaphoreTake(esp_rtt_sem, ticks ? ticks : 1) == pdTRUE;
+    return xSemaphoreTake(esp_rtt_sem, us_to_ticks(timeout_us)) == pdTRUE;
 }
 
 /* ------------------------------------------------------------------------------------------------ */

@@ -23,11 +23,16 @@ uint32_t fw_cam_started_at(void);
 uint32_t fw_cam_done_at(void);
 
 /* --- SPI link to the ESP32 ------------------------------------------------------------------------ */
-/* Opens SPIM1 CS0 (mode 0, 8-bit words, MSB first) at `baudrate` Hz and the two handshake lines:
- * GAP8 -> ESP32 "GAP8 ready to talk" (GPIO 3, output) and ESP32 -> GAP8 "ESP32 ready" (GPIO 18,
- * input, rising edge counted by an interrupt). */
-int fw_link_open(uint32_t baudrate);
-/* Full-duplex transfer of `len` bytes (L2 buffers); `keep_cs` != 0 keeps CS asserted afterwards. */
+/* Opens SPIM1 CS0 (mode 0, 8-bit words, MSB first) and the two handshake lines: GAP8 -> ESP32
+ * "GAP8 ready to talk" (GPIO 3, output) and ESP32 -> GAP8 "ESP32 ready" (GPIO 18, input, rising
+ * edge counted by an interrupt). Transfers that read MISO run at `up_hz` (the AI-deck corrupts
+ * MISO above 7.2 MHz), transmit-only ones at `down_hz` (up to 30 MHz). */
+int fw_link_open(uint32_t up_hz, uint32_t down_hz);
+/* The SPI clock the driver really sets when asked for `hz` (its divider of the peripheral clock). */
+uint32_t fw_spi_actual_hz(uint32_t hz);
+/* Transfer of `len` bytes (L2 buffers): full duplex at the upstream clock when `rx` is given,
+ * transmit only (MISO not sampled) at the downstream clock when `rx` is NULL. `keep_cs` != 0
+ * keeps CS asserted afterwards. */
 int fw_spi_transfer(const uint8_t *tx, uint8_t *rx, uint32_t len, int keep_cs);
 /* Drives the GAP8 ready-to-talk line. */
 void fw_gap_rtt_set(int level);
@@ -37,6 +42,18 @@ int fw_esp_rtt_level(void);
 int fw_esp_rtt_take(void);
 /* Waits up to `timeout_us` for a rising edge of the ESP32 ready line and takes it: 1 if seen. */
 int fw_esp_rtt_wait(uint32_t timeout_us);
+
+/* --- the link task ---------------------------------------------------------------------------- */
+/* Starts `entry(arg)` as a FreeRTOS task one priority above the caller (lowering the caller by one
+ * if it runs at the highest priority), with a stack of `stack_bytes`. */
+int fw_link_task_start(void (*entry)(void *), void *arg, uint32_t stack_bytes);
+/* Wake-ups between the drone loop and the link task (binary semaphores; waits are bounded). */
+void fw_link_kick(void);                  /* a packet was queued */
+void fw_link_idle(uint32_t timeout_us);   /* link task: until kicked or the ESP32 line rose */
+void fw_link_freed(void);                 /* a ring slot was freed */
+void fw_link_wait_freed(uint32_t timeout_us);
+void fw_link_arrived(void);               /* bytes from the ESP32 for the drone loop */
+void fw_link_wait_arrived(uint32_t timeout_us);
 
 /* --- time ------------------------------------------------------------------------------------------ */
 /* Free-running 32-bit counter at the FC clock (FC timer 1), started by fw_timer_start(). */

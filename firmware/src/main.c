@@ -11,7 +11,7 @@
 struct gapstream_fw_config {
     uint32_t frames;
     uint32_t frame_drop;
-    uint32_t spi_hz;
+    uint32_t spi_down_hz;
     uint32_t pipeline;
     uint32_t cores;
     uint32_t l1_buffer;
@@ -21,11 +21,14 @@ struct gapstream_fw_config {
     uint32_t fc_hz;
     uint32_t cl_hz;
     uint32_t fast_stack;
+    uint32_t spi_up_hz;
+    uint32_t link_slots;
 };
-_Static_assert(sizeof(struct gapstream_fw_config) == 48, "FwConfig size");
+_Static_assert(sizeof(struct gapstream_fw_config) == 56, "FwConfig size");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, pipeline) == 12, "FwConfig.pipeline");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, stock) == 32, "FwConfig.stock");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, cl_hz) == 40, "FwConfig.cl_hz");
+_Static_assert(__builtin_offsetof(struct gapstream_fw_config, spi_up_hz) == 48, "FwConfig.spi_up_hz");
 
 extern int32_t gapstream_main(const struct gapstream_fw_config *cfg);
 
@@ -34,7 +37,7 @@ static void app(void)
     static const struct gapstream_fw_config cfg = {
         .frames = FW_FRAMES,
         .frame_drop = FW_FRAME_DROP,
-        .spi_hz = FW_SPI_HZ,
+        .spi_down_hz = FW_SPI_DOWN_HZ,
         .pipeline = FW_PIPELINE,
         .cores = FW_CORES,
         .l1_buffer = FW_L1_BUFFER,
@@ -44,6 +47,8 @@ static void app(void)
         .fc_hz = FW_FC_HZ,
         .cl_hz = FW_CL_HZ,
         .fast_stack = FW_FC_STACK,
+        .spi_up_hz = FW_SPI_UP_HZ,
+        .link_slots = FW_LINK_SLOTS,
     };
     /* Paint the unused part of this task's stack (below our frame, 1 KiB short of the stack's end)
      * to report how much the firmware used: the handshake's arithmetic is the peak. */

@@ -166,8 +166,10 @@ struct SourceOpts {
     /// CPX payload bytes per packet.
     #[arg(long, value_parser = ["128", "256", "512", "1020"], default_value = "1020")]
     packet_size: String,
-    /// SPI clock of the GAP8 -> ESP32 link in Hz (0: no pacing, measures the software chain).
-    #[arg(long, default_value_t = 10_000_000)]
+    /// Downstream SPI clock of the GAP8 -> ESP32 link in Hz, frames with MISO ignored (0: no
+    /// pacing, measures the software chain). The lengths of each transaction and what the ESP32
+    /// sends go at 7.06 MHz, under the AI-deck's 7.2 MHz MISO limit, as in the firmware.
+    #[arg(long, default_value_t = gapstream::sim::SPI_HZ)]
     spi_hz: u64,
     /// The drone starts a new key epoch after this many frames...
     #[arg(long, default_value_t = 10_000)]

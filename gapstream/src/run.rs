@@ -563,7 +563,11 @@ pub fn demo(
         camera_rate(node.fps),
         node.packet_payload,
         match node.spi_hz {
-            Some(hz) => format!("paced at {:.1} MHz", hz as f64 / 1e6),
+            Some(hz) => format!(
+                "paced like the AI-deck's link: frames at {:.1} MHz (MISO ignored), lengths and upstream at {:.2} MHz (<= 7.2 MHz MISO limit)",
+                hz as f64 / 1e6,
+                crate::sim::SPI_UP_HZ as f64 / 1e6
+            ),
             None => "unpaced".into(),
         }
     );

@@ -1,7 +1,7 @@
 //! The host simulation of the drone node: std implementations of `gapstream_drone`'s traits
 //! (camera from a [`FrameSource`] at a configurable frame rate, a TCP socket to the bridge's SPI
-//! side paced like the 10 MHz SPI link, the system clock, the OS RNG) running the very
-//! `gapstream_drone::Drone` loop the GAP8 firmware runs.
+//! side paced like the AI-deck's SPI link as the firmware runs it, the system clock, the OS RNG)
+//! running the very `gapstream_drone::Drone` loop the GAP8 firmware runs.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -120,8 +120,34 @@ impl Camera for SimCamera {
     }
 }
 
-/// Bit rate of the GAP8 → ESP32 SPI link in the stock firmware.
-pub const SPI_HZ: u64 = 10_000_000;
+/// Downstream SPI clock of the firmware (GAP8 -> ESP32, transmit only, MISO ignored): 30 MHz, what
+/// the GAP8 driver sets at a 240 MHz FC clock (E. Cereda, A. Giusti, D. Palossi, "NanoCockpit",
+/// arXiv 2601.07476, 2026: the AI-deck runs GAP8 -> ESP32 alone at 30 MHz).
+pub const SPI_HZ: u64 = 30_000_000;
+
+/// Upstream SPI clock: every transfer that reads MISO (the two lengths that open each
+/// transaction, packets from the ESP32) runs at most at 7.2 MHz, the AI-deck's MISO limit; the GAP8
+/// driver's divider gives 7.06 MHz at 240 MHz.
+pub const SPI_UP_HZ: u64 = 7_058_823;
+
+/// Per-packet time outside the clocked bytes: the ready-line handshake (the ESP32 arming its
+/// slave transaction) and the two driver calls, as the GVSOC stand-in models it.
+pub const SPI_PACKET_OVERHEAD: Duration = Duration::from_micros(20);
+
+/// Time of one transaction carrying a `len`-byte CPX wire packet to the ESP32 (nothing coming
+/// back), as the firmware's link runs it: 4 bytes (the lengths) at the upstream clock, the rest
+/// padded to a multiple of 4 at `down_hz`, plus the ready-line handshake.
+pub fn packet_time(len: usize, down_hz: u64) -> Duration {
+    let rest = len.saturating_sub(4).div_ceil(4).max(1) * 4;
+    Duration::from_nanos(
+        (4 * 8 * 1_000_000_000 / SPI_UP_HZ) + (rest as u64 * 8 * 1_000_000_000 / down_hz),
+    ) + SPI_PACKET_OVERHEAD
+}
+
+/// Time of the bytes the ESP32 sends (its packets, at the upstream clock).
+pub fn upstream_time(bytes: usize) -> Duration {
+    Duration::from_nanos(bytes as u64 * 8 * 1_000_000_000 / SPI_UP_HZ)
+}
 
 /// Counters of the simulated SPI link.
 #[derive(Clone, Copy, Debug, Default)]
@@ -132,9 +158,10 @@ pub struct LinkStats {
     pub reconnects: u64,
 }
 
-/// The byte link to the bridge's SPI side, over TCP, paced to `hz` bits per second (`None`: as
-/// fast as the socket goes). While the bridge is down the link drops what it is given and
-/// reconnects by itself.
+/// The byte link to the bridge's SPI side, over TCP, paced like the firmware's link (`None`: as
+/// fast as the socket goes): each CPX packet takes [`packet_time`] with the downstream clock `hz`,
+/// and what comes back from the bridge takes [`upstream_time`] of the link at the upstream clock
+/// (7.06 MHz). While the bridge is down the link drops what it is given and reconnects by itself.
 pub struct SpiLink {
     addr: SocketAddr,
     hz: Option<u64>,
@@ -228,11 +255,11 @@ impl Link for SpiLink {
             return Ok(());
         }
         if let Some(hz) = self.hz {
-            // The SPI clock: the transfer ends bytes * 8 / hz after the link became free.
+            // The SPI clocks: the transaction ends packet_time after the link became free (the
+            // drone sends one CPX packet per call).
             let now = Instant::now();
             let start = self.next_free.max(now);
-            self.next_free =
-                start + Duration::from_nanos(packets.len() as u64 * 8 * 1_000_000_000 / hz);
+            self.next_free = start + packet_time(packets.len(), hz);
             if self.next_free > now + Duration::from_micros(200) {
                 thread::sleep(self.next_free - now);
             }
@@ -268,6 +295,10 @@ impl Link for SpiLink {
         let n = buf.len().min(self.pending.len());
         buf[..n].copy_from_slice(&self.pending[..n]);
         self.pending.drain(..n);
+        if self.hz.is_some() {
+            // Read at the upstream clock: the link is busy that much longer.
+            self.next_free = self.next_free.max(Instant::now()) + upstream_time(n);
+        }
         Ok(n)
     }
 }
@@ -336,7 +367,8 @@ pub struct NodeConfig {
     pub source: FrameSource,
     pub fps: f64,
     pub bridge_spi: SocketAddr,
-    /// SPI bit rate (`None`: unpaced, for measuring the software chain).
+    /// Downstream SPI clock (`None`: unpaced, for measuring the software chain); the upstream
+    /// clock is [`SPI_UP_HZ`].
     pub spi_hz: Option<u64>,
     pub drone: gapstream_drone::DroneConfig,
     /// Stop after this many frames (None: until stopped).
@@ -435,4 +467,30 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
         }
     }
     publish(&mut drone);
+}
+
+#[cfg(test)]
+mod link_model_tests {
+    use super::*;
+
+    /// A 324 x 244 ChaCha20-Poly1305 frame: 78 packets; at 30 MHz about 23.6 ms on the wire.
+    #[test]
+    fn a_frame_costs_what_the_firmware_link_costs() {
+        let frame = 36 + 324 * 244 + 16;
+        let full = frame / 1020;
+        let last = frame - full * 1020;
+        let t: Duration = (0..full)
+            .map(|_| packet_time(1024, SPI_HZ))
+            .sum::<Duration>()
+            + packet_time(4 + last, SPI_HZ);
+        assert_eq!(full + 1, 78);
+        let ms = t.as_secs_f64() * 1e3;
+        assert!((23.0..24.5).contains(&ms), "{ms} ms");
+        // The lengths go at the upstream clock: 4 bytes at 7.06 MHz = 4.5 us.
+        assert_eq!(
+            packet_time(8, SPI_HZ) - SPI_PACKET_OVERHEAD,
+            Duration::from_nanos(4_533 + 1_066)
+        );
+        assert_eq!(upstream_time(1024), Duration::from_nanos(1_160_533));
+    }
 }

@@ -7,6 +7,16 @@
  *
  *  - SPI slave on the GAP8's SPIM1 CS0, bit by bit: MOSI sampled on every clock edge, MISO driven
  *    before the next one (full duplex), one CPX packet per transaction each way;
+ *  - the AI-deck's MISO limit, as the board has it: every MISO bit the GAP8 clocks faster than
+ *    `miso_max_hz` (7.2 MHz: E. Cereda, A. Giusti, D. Palossi, "NanoCockpit", arXiv 2601.07476,
+ *    2026) is driven inverted, so a firmware that reads the ESP32 at a faster clock gets garbage.
+ *    The SCLK period is measured over the last 8 clock periods of a burst (GVSOC's edge times are
+ *    quantised to a few ns, ~3 % of one 7 MHz period; over 8 periods 0.4 %), and bits are judged
+ *    from the 4th period of a burst on; a pause longer than 3 limit periods (between the two
+ *    parts of a transaction) starts a new burst. At the end the model
+ *    prints one line, `esp32-standin summary sclk_max_hz=.. miso_data_max_hz=..
+ *    miso_corrupted_bits=.. transactions=..`: the fastest clock seen, the fastest clock at which
+ *    MISO carried the ESP32's lengths or packets, and how many of those bits it corrupted;
  *  - the two ready-to-talk lines: GAP8 -> ESP32 on GPIO 3 (a rising edge asks for a
  *    transaction), ESP32 -> GAP8 on GPIO 18 (high while a transaction is armed);
  *  - the WiFi side as a TCP server on localhost (port from the config, like the deck's port 5000):
@@ -81,7 +91,7 @@ public:
     void stop();
 
     void cs_edge(int cs);
-    void mosi_bit(int bit);
+    void mosi_bit(int64_t timestamp, int bit);
     void gap_rtt(int level);
 
 private:
@@ -112,11 +122,22 @@ private:
     uint64_t transactions = 0;
     uint64_t bits_outside = 0;
     bool verbose;
+    /* The MISO limit and what was measured. */
+    int64_t miso_min_period_ps;
+    int64_t last_edge_ps = -1;
+    int64_t burst_ps[9];            /* times of the last edges of the current burst */
+    int burst_n = 0;
+    int64_t min_period_ps = 0;      /* fastest SCLK period seen */
+    int64_t min_data_period_ps = 0; /* fastest SCLK period while MISO carried lengths / a packet */
+    uint64_t corrupted_bits = 0;
+    bool corruption_reported = false;
+    bool fast = false;              /* the last edge came faster than the MISO limit */
+    int64_t period_ps = 0;          /* the last SCLK period */
 };
 
-void Esp32_qspi_itf::edge(int64_t, int data_0, int, int, int, int)
+void Esp32_qspi_itf::edge(int64_t timestamp, int data_0, int, int, int, int)
 {
-    top->mosi_bit(data_0 & 1);
+    top->mosi_bit(timestamp, data_0 & 1);
 }
 
 void Esp32_qspi_itf::cs_edge(int64_t, int cs)
@@ -151,6 +172,8 @@ Esp32::Esp32(js::config *config, void *handle) : Dpi_model(config, handle)
     this->poll_ps = ((c = config->get("poll_ns")) ? c->get_int() : 50000) * 1000;
     this->tick_ps = ((c = config->get("tick_ns")) ? c->get_int() : 1000) * 1000;
     this->verbose = (c = config->get("verbose")) && c->get_int() != 0;
+    int64_t miso_max_hz = (c = config->get("miso_max_hz")) ? c->get_int() : 7200000;
+    this->miso_min_period_ps = 1000000000000LL / (miso_max_hz > 0 ? miso_max_hz : 1);
 
     this->bridge = esp32b_new(NULL);
     if (!this->bridge)
@@ -187,6 +210,11 @@ void Esp32::start()
     this->create_task((void *) &Esp32::task_stub, this);
 }
 
+static long long hz_of(int64_t period_ps)
+{
+    return period_ps > 0 ? (long long) ((1000000000000LL + period_ps / 2) / period_ps) : 0;
+}
+
 void Esp32::stop()
 {
     esp32b_stats_t st;
@@ -194,6 +222,12 @@ void Esp32::stop()
         this->log("SPI transactions %llu, packets from GAP8 %llu, to GAP8 %llu, malformed %llu",
                   (unsigned long long) st.spi_transactions, (unsigned long long) st.packets_from_gap8,
                   (unsigned long long) st.packets_to_gap8, (unsigned long long) st.spi_malformed);
+    /* On stdout, where the e2e runner reads the firmware's lines. */
+    printf("esp32-standin summary sclk_max_hz=%lld miso_data_max_hz=%lld miso_corrupted_bits=%llu "
+           "transactions=%llu\n",
+           hz_of(this->min_period_ps), hz_of(this->min_data_period_ps),
+           (unsigned long long) this->corrupted_bits, (unsigned long long) this->transactions);
+    fflush(stdout);
 }
 
 /* The ESP32's SPI task: arm a transaction when the GAP8 asked or a packet waits for it. It runs
@@ -236,6 +270,21 @@ void Esp32::drive_miso()
 {
     size_t byte = this->bit / 8;
     int v = byte < sizeof this->tx ? (this->tx[byte] >> (7 - this->bit % 8)) & 1 : 0;
+    if (this->fast) {
+        /* Clocked faster than the board carries MISO: the GAP8 reads garbage (inverted bits). */
+        v ^= 1;
+        size_t len = 2 + (size_t) (this->tx[0] | (this->tx[1] << 8));
+        if (this->armed && (byte < 4 || (len > 2 && byte < len))) {
+            this->corrupted_bits++;
+            if (!this->corruption_reported) {
+                this->corruption_reported = true;
+                printf("esp32-standin: MISO clocked at %lld Hz, above the AI-deck's %lld Hz limit: the bits "
+                       "the GAP8 reads are corrupted (as on the real board)\n",
+                       hz_of(this->period_ps), hz_of(this->miso_min_period_ps));
+                fflush(stdout);
+            }
+        }
+    }
     this->spi->set_data(v);
 }
 
@@ -245,6 +294,9 @@ void Esp32::cs_edge(int cs)
     if (sel == this->selected)
         return;
     this->selected = sel;
+    this->last_edge_ps = -1;
+    this->burst_n = 0;
+    this->fast = false;
     if (sel) {
         /* Start (or, after a held CS, continuation) of a transaction: first MISO bit out. */
         if (!this->armed)
@@ -267,11 +319,35 @@ void Esp32::cs_edge(int cs)
     }
 }
 
-void Esp32::mosi_bit(int v)
+void Esp32::mosi_bit(int64_t timestamp, int v)
 {
     if (!this->selected || !this->armed) {
         this->bits_outside++;
         return;
+    }
+    /* The SCLK period, averaged over the last (up to) 8 periods of this burst of edges. */
+    int64_t gap = this->last_edge_ps >= 0 ? timestamp - this->last_edge_ps : -1;
+    this->last_edge_ps = timestamp;
+    if (gap < 0 || gap > 3 * this->miso_min_period_ps)
+        this->burst_n = 0;
+    if (this->burst_n == 9) {
+        memmove(this->burst_ps, this->burst_ps + 1, 8 * sizeof this->burst_ps[0]);
+        this->burst_n = 8;
+    }
+    this->burst_ps[this->burst_n++] = timestamp;
+    int64_t period = 0;
+    if (this->burst_n >= 5)
+        period = (timestamp - this->burst_ps[0]) / (this->burst_n - 1);
+    this->fast = period > 0 && period < this->miso_min_period_ps;
+    this->period_ps = period;
+    if (period > 0) {
+        if (this->min_period_ps == 0 || period < this->min_period_ps)
+            this->min_period_ps = period;
+        size_t byte = this->bit / 8;
+        size_t len = 2 + (size_t) (this->tx[0] | (this->tx[1] << 8));
+        if ((byte < 4 || (len > 2 && byte < len)) &&
+            (this->min_data_period_ps == 0 || period < this->min_data_period_ps))
+            this->min_data_period_ps = period;
     }
     size_t byte = this->bit / 8;
     if (byte < sizeof this->rx) {

@@ -197,7 +197,10 @@ where
     let base_cap = drone.camera_mut().capture_timing();
     let mut prev_stats = base_stats;
     let mut prev_cap = base_cap;
-    let mut first_done: Option<(u64, DroneStats, CaptureTiming)> = None;
+    let mut first_done: Option<(u64, DroneStats, CaptureTiming, Option<u64>)> = None;
+    // The link's own send time when it runs in a task of its own (the drone's `send_ns` is then
+    // only the time to queue the packets).
+    let mut prev_link = drone.link_mut().link_send_cycles();
     let mut last_done = 0u64;
     let mut sent = 0u64;
     while cfg.frames == 0 || sent < cfg.frames as u64 {
@@ -210,12 +213,17 @@ where
         let now = clock.now_ns();
         let st = drone.stats();
         let cap = drone.camera_mut().capture_timing();
+        let link = drone.link_mut().link_send_cycles();
         if st.frames_sent > prev_stats.frames_sent {
             sent += 1;
             last_done = now;
             if first_done.is_none() {
-                first_done = Some((now, st, cap));
+                first_done = Some((now, st, cap, link));
             }
+            let send_cycles = match (link, prev_link) {
+                (Some(a), Some(b)) => a - b,
+                _ => ns_to_cycles(st.send_ns - prev_stats.send_ns, hz),
+            };
             if cfg.per_frame_lines {
                 let _ = writeln!(
                     out,
@@ -227,13 +235,14 @@ where
                         .map_or(0, |s| s.saturating_sub(1)),
                     cap.capture_cycles - prev_cap.capture_cycles,
                     ns_to_cycles(st.seal_ns - prev_stats.seal_ns, hz),
-                    ns_to_cycles(st.send_ns - prev_stats.send_ns, hz),
+                    send_cycles,
                     ns_to_cycles(now, hz)
                 );
             }
         }
         prev_stats = st;
         prev_cap = cap;
+        prev_link = link;
     }
 
     // 3. Steady state: from the end of the first frame's send to the end of the last one's, the
@@ -243,14 +252,17 @@ where
         hz,
         ..Summary::default()
     };
-    if let Some((t_first, st1, cap1)) = first_done {
+    if let Some((t_first, st1, cap1, link1)) = first_done {
         let st = drone.stats();
         let cap = drone.camera_mut().capture_timing();
         let n = sent.saturating_sub(1);
         if let Some(period) = ns_to_cycles(last_done - t_first, hz).checked_div(n) {
             s.period_cycles = period;
             s.seal_cycles = ns_to_cycles(st.seal_ns - st1.seal_ns, hz) / n;
-            s.send_cycles = ns_to_cycles(st.send_ns - st1.send_ns, hz) / n;
+            s.send_cycles = match (prev_link, link1) {
+                (Some(a), Some(b)) => (a - b) / n,
+                _ => ns_to_cycles(st.send_ns - st1.send_ns, hz) / n,
+            };
             s.capture_cycles = (cap.capture_cycles - cap1.capture_cycles)
                 .checked_div(cap.captures - cap1.captures)
                 .unwrap_or(0);
@@ -330,7 +342,15 @@ mod tests {
     /// 8-core cluster engine (host backend), the CPX-over-SPI link into esp32_bridge's SPI slave
     /// and forwarding core, and a receiver session on the bridge's TCP client side. Every frame
     /// arrives authenticated and byte-identical to what the camera captured.
-    fn stream(one_shot: bool, suite: Suite) {
+    #[derive(PartialEq)]
+    enum How {
+        OneShot,
+        Pipelined,
+        /// Pipelined, the link in a task of its own (run in place here).
+        Queued,
+    }
+
+    fn stream(how: How, suite: Suite) {
         let counter = Rc::new(Cell::new(0u32));
         let clock = WideClock::new(FakeCounter(counter.clone(), 50_000_000));
         let pool = Rc::new(RefCell::new(EntropyPool::new()));
@@ -385,7 +405,8 @@ mod tests {
 
         let cluster = HostCluster::new();
         let engine = ClusterEngine::new(&cluster, gap_rust_wrapper_config()).unwrap();
-        let link = CpxSpiLink::new(esp, 1000, Some(pool.clone()));
+        let mut esp_model = Some(esp);
+        let mut link = || CpxSpiLink::new(esp_model.take().unwrap(), 1000, Some(pool.clone()));
         let cam = HimaxCamera::new(
             FakeHw::new(counter.clone(), 3_000_000),
             &clock,
@@ -399,10 +420,28 @@ mod tests {
             handshake_timeout_ns: 1_000_000_000,
             ..AppConfig::default()
         };
-        let summary = if one_shot {
+        let summary = if how == How::Queued {
+            let sh = crate::link::queue::tests::queued(esp_model.take().unwrap(), 16);
+            let mut d = Drone::new(
+                cam,
+                crate::link::queue::QueuedLink::new(sh),
+                &clock,
+                PoolEntropy(pool.clone()),
+                engine,
+                cfg,
+            )
+            .unwrap();
+            let s = run(&mut d, &clock, 50_000_000, app_cfg, &mut Inline, &mut out).unwrap();
+            d.link_mut().flush(1_000_000).unwrap();
+            let m = crate::link::queue::tests::esp(sh);
+            assert!(m.violations.is_empty(), "{:?}", m.violations);
+            assert!(m.fast.iter().any(|&f| f), "frames at the downstream clock");
+            m.run_esp();
+            s
+        } else if how == How::OneShot {
             let mut d = Drone::new(
                 OneShot::new(cam),
-                link,
+                link(),
                 &clock,
                 PoolEntropy(pool.clone()),
                 engine,
@@ -416,7 +455,7 @@ mod tests {
             s
         } else {
             let mut d =
-                Drone::new(cam, link, &clock, PoolEntropy(pool.clone()), engine, cfg).unwrap();
+                Drone::new(cam, link(), &clock, PoolEntropy(pool.clone()), engine, cfg).unwrap();
             let s = run(&mut d, &clock, 50_000_000, app_cfg, &mut Inline, &mut out).unwrap();
             let l = d.link_mut();
             assert!(l.hw().violations.is_empty(), "{:?}", l.hw().violations);
@@ -521,12 +560,17 @@ mod tests {
 
     #[test]
     fn pipelined_stream_arrives_byte_exact_at_the_receiver() {
-        stream(false, Suite::ChaCha20Poly1305);
+        stream(How::Pipelined, Suite::ChaCha20Poly1305);
+    }
+
+    #[test]
+    fn with_the_link_task_the_stream_arrives_byte_exact_too() {
+        stream(How::Queued, Suite::ChaCha20Poly1305);
     }
 
     #[test]
     fn sequential_baseline_and_aes_gcm_too() {
-        stream(true, Suite::Aes128Gcm);
+        stream(How::OneShot, Suite::Aes128Gcm);
     }
 
     #[test]

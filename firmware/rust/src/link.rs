@@ -1,21 +1,36 @@
 //! `gapstream_drone::Link` over the AI-deck's SPI link to the ESP32: CPX packets, one per SPI
-//! transaction, with the two ready-to-talk lines, exactly as Bitcraze's firmware pair does it
+//! transaction, with the two ready-to-talk lines, as Bitcraze's firmware pair does it
 //! (aideck-gap8-examples `lib/cpx/src/com.c` on the GAP8, aideck-esp-firmware
-//! `main/spi_transport.c` on the ESP32), so a deck with the stock ESP32 firmware works too.
+//! `main/spi_transport.c` on the ESP32), so a deck with the stock ESP32 firmware works too, at the
+//! two clocks the AI-deck really allows.
+//!
+//! The deck's board corrupts ESP32 -> GAP8 data (MISO) clocked above 7.2 MHz, while GAP8 -> ESP32
+//! alone runs at 30 MHz (E. Cereda, A. Giusti, D. Palossi, "NanoCockpit: Performance-optimized
+//! Application Framework for AI-based Autonomous Nanorobotics", arXiv 2601.07476, 2026). So every
+//! transfer that reads MISO runs at the *upstream* clock (<= 7.2 MHz) and everything else at the
+//! *downstream* clock with MISO not even sampled; [`SpiHw::transfer`] ties the clock to whether
+//! `rx` is given, so reading MISO at the fast clock cannot be written.
 //!
 //! One transaction (the GAP8 is the SPI master, mode 0, MSB first):
 //! 1. the GAP8 puts its packet (`u16` length, routing header, data) or an empty one (length 0) in
 //!    its transmit buffer; if it has a packet it raises its ready line (GPIO 3);
 //! 2. the ESP32 prepares a slave transaction (its packet for the GAP8, or length 0) and raises its
 //!    ready line (GPIO 18); the GAP8 waits for that rising edge;
-//! 3. the GAP8 clocks 4 bytes with CS held: both lengths are now known;
+//! 3. the GAP8 clocks 4 bytes full duplex at the upstream clock with CS held: both lengths are now
+//!    known, reliably;
 //! 4. it lowers its ready line and clocks the rest: `max(tx_len, rx_len) - 2` bytes rounded up to a
-//!    multiple of 4 (at least 4), releasing CS. The ESP32 lowers its line when the transaction ends.
+//!    multiple of 4 (at least 4), releasing CS: full duplex at the upstream clock when the ESP32
+//!    has a packet for the GAP8 (`rx_len > 0`), transmit-only at the downstream clock otherwise.
+//!    The ESP32 lowers its line when the transaction ends.
 //!
-//! A rising edge of the ESP32's line while the GAP8 has nothing to send means the ESP32 has a
-//! packet for the GAP8: [`CpxSpiLink::poll_recv`] then runs a transaction with an empty packet.
-//! The link logic is generic over [`SpiHw`] (the board: `fw_spi_transfer`, `fw_gap_rtt_set`,
-//! `fw_esp_rtt_*`), so the host tests run it against the ESP32 side of `esp32_bridge`.
+//! So the ESP32 needs no rule of its own: it may put a packet for the GAP8 into any transaction
+//! (as the stock firmware does), and that transaction is then clocked slowly; a frame's packets,
+//! with nothing coming back, go at the fast clock. A rising edge of the ESP32's line while the
+//! GAP8 has nothing to send means the ESP32 has a packet for the GAP8: the GAP8 then runs a
+//! transaction with an empty packet. The link logic is generic over [`SpiHw`] (the board:
+//! `fw_spi_transfer`, `fw_gap_rtt_set`, `fw_esp_rtt_*`), so the host tests run it against the ESP32
+//! side of `esp32_bridge`. [`queue`] runs it in a task of its own so that a frame is sent while
+//! the next one is sealed (`LINK_SLOTS`; off by default on the GAP8: docs/hardware.md, section 10).
 
 use alloc::collections::VecDeque;
 use alloc::vec;
@@ -26,6 +41,8 @@ use gapstream_protocol::cpx::MTU;
 
 use crate::entropy::SharedPool;
 
+pub mod queue;
+
 /// Most receive transactions served by one [`CpxSpiLink::poll_recv`] / [`CpxSpiLink::wait_upstream`].
 pub const MAX_DRAIN: usize = 32;
 /// Bytes clocked in the first part of a transaction.
@@ -35,8 +52,15 @@ pub const BUFFER_LEN: usize = (2 + MTU).div_ceil(4) * 4;
 
 /// The board's SPI master and handshake lines.
 pub trait SpiHw {
-    /// Full-duplex transfer of `tx.len() == rx.len()` bytes; `keep_cs` keeps CS asserted after it.
-    fn transfer(&mut self, tx: &[u8], rx: &mut [u8], keep_cs: bool) -> Result<(), LinkError>;
+    /// Transfers `tx`; `keep_cs` keeps CS asserted after it. With `rx` (`rx.len() == tx.len()`):
+    /// full duplex at the upstream clock (<= 7.2 MHz, MISO read). Without: transmit only at the
+    /// downstream clock (up to 30 MHz), MISO not sampled.
+    fn transfer(
+        &mut self,
+        tx: &[u8],
+        rx: Option<&mut [u8]>,
+        keep_cs: bool,
+    ) -> Result<(), LinkError>;
     /// Drives the GAP8's ready-to-talk line.
     fn set_gap_rtt(&mut self, high: bool);
     /// Takes one pending rising edge of the ESP32's ready line (never blocks).
@@ -85,6 +109,11 @@ pub struct LinkStats {
     pub wait_cycles: u64,
     /// Timer cycles spent in SPI transfers (both parts).
     pub transfer_cycles: u64,
+    /// Bytes clocked at the upstream clock (MISO read) / at the downstream clock (transmit only).
+    pub bytes_up_clock: u64,
+    pub bytes_down_clock: u64,
+    /// Timer cycles from raising the ready line for a packet to the end of its transaction.
+    pub send_cycles: u64,
 }
 
 /// The link.
@@ -115,7 +144,7 @@ impl<H: SpiHw> CpxSpiLink<H> {
             hw,
             tx: vec![0u8; BUFFER_LEN],
             rx: vec![0u8; BUFFER_LEN],
-            inbox: VecDeque::new(),
+            inbox: VecDeque::with_capacity(2 * BUFFER_LEN),
             inbox_limit: 16 * 1024,
             timeout_us,
             pool,
@@ -147,6 +176,7 @@ impl<H: SpiHw> CpxSpiLink<H> {
     /// edge; for a receive the caller has taken the edge already.
     fn transaction(&mut self, packet: &[u8]) -> Result<(), LinkError> {
         let sending = !packet.is_empty();
+        let t_start = self.hw.stamp();
         self.tx[..packet.len()].copy_from_slice(packet);
         if !sending {
             self.tx[..2].fill(0);
@@ -164,8 +194,13 @@ impl<H: SpiHw> CpxSpiLink<H> {
             self.note_edge();
         }
         let t1 = self.hw.stamp();
+        // The lengths: always read (MISO), so at the upstream clock.
         self.hw
-            .transfer(&self.tx[..HEADER_PART], &mut self.rx[..HEADER_PART], true)
+            .transfer(
+                &self.tx[..HEADER_PART],
+                Some(&mut self.rx[..HEADER_PART]),
+                true,
+            )
             .inspect_err(|_| self.hw.set_gap_rtt(false))?;
         let tx_len = u16::from_le_bytes([self.tx[0], self.tx[1]]);
         let mut rx_len = u16::from_le_bytes([self.rx[0], self.rx[1]]);
@@ -177,16 +212,26 @@ impl<H: SpiHw> CpxSpiLink<H> {
         let rest = second_part_len(tx_len, rx_len);
         self.hw.set_gap_rtt(false);
         let end = HEADER_PART + rest;
-        self.hw.transfer(
-            &self.tx[HEADER_PART..end],
-            &mut self.rx[HEADER_PART..end],
-            false,
-        )?;
+        if rx_len > 0 {
+            // A packet for the GAP8: the rest at the upstream clock.
+            self.hw.transfer(
+                &self.tx[HEADER_PART..end],
+                Some(&mut self.rx[HEADER_PART..end]),
+                false,
+            )?;
+            self.stats.bytes_up_clock += end as u64;
+        } else {
+            // Nothing comes back: the rest at the downstream clock, MISO ignored.
+            self.hw.transfer(&self.tx[HEADER_PART..end], None, false)?;
+            self.stats.bytes_up_clock += HEADER_PART as u64;
+            self.stats.bytes_down_clock += rest as u64;
+        }
         self.stats.transfer_cycles += self.hw.stamp().wrapping_sub(t1) as u64;
         self.stats.transactions += 1;
         self.stats.bytes_clocked += end as u64;
         if sending {
             self.stats.packets_sent += 1;
+            self.stats.send_cycles += self.hw.stamp().wrapping_sub(t_start) as u64;
         }
         if rx_len > 0 {
             let n = 2 + rx_len as usize;
@@ -211,6 +256,43 @@ impl<H: SpiHw> CpxSpiLink<H> {
             self.transaction(&[])?;
         }
         Ok(())
+    }
+
+    /// Sends one whole CPX wire packet (checked) in one transaction.
+    pub fn send_packet(&mut self, p: &[u8]) -> Result<(), LinkError> {
+        if p.len() < 2 {
+            return Err(LinkError::NotAPacket);
+        }
+        let len = u16::from_le_bytes([p[0], p[1]]) as usize;
+        if !(2..=MTU).contains(&len) || p.len() != 2 + len {
+            return Err(LinkError::NotAPacket);
+        }
+        self.transaction(p)
+    }
+
+    /// Serves one transaction the ESP32 armed on its own (it has a packet for the GAP8), if any.
+    /// Returns whether there was one.
+    pub fn serve_esp(&mut self) -> Result<bool, LinkError> {
+        if !self.hw.take_esp_edge() {
+            return Ok(false);
+        }
+        self.note_edge();
+        self.transaction(&[])?;
+        Ok(true)
+    }
+
+    /// Moves the received CPX wire bytes out (at most `buf.len()`), returning how many.
+    pub fn take_received(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.inbox.len());
+        for (d, s) in buf.iter_mut().zip(self.inbox.drain(..n)) {
+            *d = s;
+        }
+        n
+    }
+
+    /// Received bytes not yet taken.
+    pub fn received_len(&self) -> usize {
+        self.inbox.len()
     }
 
     /// Waits up to `timeout_us` for the ESP32 to signal that it has something for the GAP8, and
@@ -243,7 +325,7 @@ impl<H: SpiHw> Link for CpxSpiLink<H> {
                 return Err(LinkError::NotAPacket);
             }
             let (p, r) = rest.split_at(2 + len);
-            self.transaction(p)?;
+            self.send_packet(p)?;
             rest = r;
         }
         Ok(())
@@ -271,6 +353,11 @@ pub trait WaitUpstream {
     /// While on, `poll_recv` hands out nothing: what arrives is kept for later (the per-frame step
     /// runs on a small stack that a handshake would overflow).
     fn defer_upstream(&mut self, _on: bool) {}
+    /// Timer cycles the link has spent sending packets so far (ready line raised to end of
+    /// transaction), when it measures them.
+    fn link_send_cycles(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<H: SpiHw> WaitUpstream for CpxSpiLink<H> {
@@ -279,6 +366,9 @@ impl<H: SpiHw> WaitUpstream for CpxSpiLink<H> {
     }
     fn defer_upstream(&mut self, on: bool) {
         self.deferred = on;
+    }
+    fn link_send_cycles(&self) -> Option<u64> {
+        Some(self.stats.send_cycles)
     }
 }
 
@@ -312,6 +402,8 @@ pub(crate) mod tests {
         /// The ESP32 does not answer at all (powered off).
         pub dead: bool,
         pub transfers: Vec<(usize, bool)>,
+        /// Per transfer: at the downstream clock (transmit only)?
+        pub fast: Vec<bool>,
         pub clock: u32,
         /// The WiFi side: called whenever the ESP32's task runs (a receiver reading and answering).
         pub wifi: Option<WifiSide>,
@@ -334,6 +426,7 @@ pub(crate) mod tests {
                 violations: Vec::new(),
                 dead: false,
                 transfers: Vec::new(),
+                fast: Vec::new(),
                 clock: 0,
                 wifi: None,
             }
@@ -362,9 +455,15 @@ pub(crate) mod tests {
     }
 
     impl SpiHw for EspModel {
-        fn transfer(&mut self, tx: &[u8], rx: &mut [u8], keep_cs: bool) -> Result<(), LinkError> {
+        fn transfer(
+            &mut self,
+            tx: &[u8],
+            mut rx: Option<&mut [u8]>,
+            keep_cs: bool,
+        ) -> Result<(), LinkError> {
             self.transfers.push((tx.len(), keep_cs));
-            if tx.len() % 4 != 0 || tx.len() != rx.len() {
+            self.fast.push(rx.is_none());
+            if tx.len() % 4 != 0 || rx.as_ref().is_some_and(|r| r.len() != tx.len()) {
                 self.violations
                     .push(format!("transfer of {} bytes", tx.len()));
             }
@@ -375,18 +474,37 @@ pub(crate) mod tests {
                     self.violations
                         .push("transfer while the ESP32 is not armed".into());
                 }
+                if rx.is_none() {
+                    self.violations
+                        .push("the lengths were not read at the upstream clock".into());
+                }
             }
             if self.first_part_done && self.gap_rtt {
                 self.violations
                     .push("GAP8 ready line still high in the second part".into());
             }
-            for (i, (t, r)) in tx.iter().zip(rx.iter_mut()).enumerate() {
+            // The bytes of the ESP32's packet: they must be read at the upstream clock.
+            let esp_len = if self.armed {
+                2 + u16::from_le_bytes([self.esp_tx[0], self.esp_tx[1]]) as usize
+            } else {
+                0
+            };
+            if rx.is_none() && esp_len > 2 && self.pos < esp_len {
+                self.violations.push(format!(
+                    "bytes {}..{} of the ESP32's packet clocked at the downstream clock (MISO ignored): lost",
+                    self.pos,
+                    esp_len.min(self.pos + tx.len())
+                ));
+            }
+            for (i, t) in tx.iter().enumerate() {
                 let at = self.pos + i;
-                *r = if self.armed && at < self.esp_tx.len() {
-                    self.esp_tx[at]
-                } else {
-                    0xFF
-                };
+                if let Some(r) = rx.as_deref_mut() {
+                    r[i] = if self.armed && at < self.esp_tx.len() {
+                        self.esp_tx[at]
+                    } else {
+                        0xFF
+                    };
+                }
                 if at < self.esp_rx.len() {
                     self.esp_rx[at] = *t;
                 }
@@ -525,8 +643,15 @@ pub(crate) mod tests {
     fn garbage_lengths_from_the_bus_are_ignored() {
         struct Noisy(u8, Vec<usize>);
         impl SpiHw for Noisy {
-            fn transfer(&mut self, tx: &[u8], rx: &mut [u8], _k: bool) -> Result<(), LinkError> {
-                rx.fill(self.0);
+            fn transfer(
+                &mut self,
+                tx: &[u8],
+                rx: Option<&mut [u8]>,
+                _k: bool,
+            ) -> Result<(), LinkError> {
+                if let Some(rx) = rx {
+                    rx.fill(self.0);
+                }
                 self.1.push(tx.len());
                 Ok(())
             }

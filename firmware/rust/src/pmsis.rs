@@ -22,6 +22,7 @@ use crate::camera::{CameraError, CameraHw, HimaxCamera, OneShot};
 use crate::clock::{Counter32, WideClock};
 use crate::entropy::{EntropyPool, PoolEntropy, Source};
 use crate::keys;
+use crate::link::queue::{self, QueuedLink, Shared, Signals};
 use crate::link::{CpxSpiLink, LinkError, SpiHw};
 
 // --- FFI ------------------------------------------------------------------------------------------
@@ -32,8 +33,20 @@ unsafe extern "C" {
     fn fw_cam_wait() -> i32;
     fn fw_cam_started_at() -> u32;
     fn fw_cam_done_at() -> u32;
-    fn fw_link_open(baudrate: u32) -> i32;
+    fn fw_link_open(up_hz: u32, down_hz: u32) -> i32;
+    fn fw_spi_actual_hz(hz: u32) -> u32;
     fn fw_spi_transfer(tx: *const u8, rx: *mut u8, len: u32, keep_cs: i32) -> i32;
+    fn fw_link_task_start(
+        entry: unsafe extern "C" fn(*mut core::ffi::c_void),
+        arg: *mut core::ffi::c_void,
+        stack_bytes: u32,
+    ) -> i32;
+    fn fw_link_kick();
+    fn fw_link_idle(timeout_us: u32);
+    fn fw_link_freed();
+    fn fw_link_wait_freed(timeout_us: u32);
+    fn fw_link_arrived();
+    fn fw_link_wait_arrived(timeout_us: u32);
     fn fw_gap_rtt_set(level: i32);
     fn fw_esp_rtt_take() -> i32;
     fn fw_esp_rtt_wait(timeout_us: u32) -> i32;
@@ -70,8 +83,8 @@ pub struct FwConfig {
     pub frames: u32,
     /// CPI frame drop (sensor frames skipped between delivered ones; 0 on hardware).
     pub frame_drop: u32,
-    /// SPI clock to the ESP32 in Hz.
-    pub spi_hz: u32,
+    /// SPI clock of transmit-only transfers to the ESP32 in Hz (frames; up to 30 MHz).
+    pub spi_down_hz: u32,
     /// 1: double-buffered (capture N+1 while N is sealed and sent); 0: one stage after the other.
     pub pipeline: u32,
     /// Cluster cores for the encryption (1..=8).
@@ -90,10 +103,15 @@ pub struct FwConfig {
     pub cl_hz: u32,
     /// Bytes of FC TCDM for the per-frame stack (0: run on the task stack).
     pub fast_stack: u32,
+    /// SPI clock of transfers that read MISO in Hz (the AI-deck corrupts it above 7.2 MHz).
+    pub spi_up_hz: u32,
+    /// Packets the link task's ring holds (0: no link task, the drone loop sends itself).
+    pub link_slots: u32,
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<FwConfig>() == 48);
+    assert!(core::mem::size_of::<FwConfig>() == 56);
+    assert!(core::mem::offset_of!(FwConfig, spi_up_hz) == 48);
     assert!(core::mem::offset_of!(FwConfig, pipeline) == 12);
     assert!(core::mem::offset_of!(FwConfig, stock) == 32);
     assert!(core::mem::offset_of!(FwConfig, cl_hz) == 40);
@@ -199,20 +217,19 @@ impl CameraHw for BoardCamera {
 pub struct BoardSpi;
 
 impl SpiHw for BoardSpi {
-    fn transfer(&mut self, tx: &[u8], rx: &mut [u8], keep_cs: bool) -> Result<(), LinkError> {
-        if tx.len() != rx.len() || tx.is_empty() {
+    fn transfer(
+        &mut self,
+        tx: &[u8],
+        rx: Option<&mut [u8]>,
+        keep_cs: bool,
+    ) -> Result<(), LinkError> {
+        if tx.is_empty() || rx.as_ref().is_some_and(|r| r.len() != tx.len()) {
             return Err(LinkError::Spi);
         }
-        // SAFETY: both buffers are valid for `len` bytes (heap memory in L2, reachable by the
-        // uDMA) and stay borrowed for the whole blocking transfer.
-        let r = unsafe {
-            fw_spi_transfer(
-                tx.as_ptr(),
-                rx.as_mut_ptr(),
-                tx.len() as u32,
-                keep_cs as i32,
-            )
-        };
+        let rx = rx.map_or(core::ptr::null_mut(), |r| r.as_mut_ptr());
+        // SAFETY: `tx` (and `rx` when not null) are valid for `len` bytes (heap memory in L2,
+        // reachable by the uDMA) and stay borrowed for the whole blocking transfer.
+        let r = unsafe { fw_spi_transfer(tx.as_ptr(), rx, tx.len() as u32, keep_cs as i32) };
         if r != 0 { Err(LinkError::Spi) } else { Ok(()) }
     }
     fn set_gap_rtt(&mut self, high: bool) {
@@ -231,6 +248,47 @@ impl SpiHw for BoardSpi {
         // SAFETY: reads a timer register.
         unsafe { fw_timer_read() }
     }
+}
+
+/// The link task's wake-ups: FreeRTOS semaphores in board.c.
+pub struct BoardSignals;
+
+impl Signals for BoardSignals {
+    fn kick(&self) {
+        // SAFETY: gives a semaphore.
+        unsafe { fw_link_kick() }
+    }
+    fn idle(&self, timeout_us: u32) {
+        // SAFETY: takes a semaphore with a timeout (link task).
+        unsafe { fw_link_idle(timeout_us) }
+    }
+    fn freed(&self) {
+        // SAFETY: gives a semaphore.
+        unsafe { fw_link_freed() }
+    }
+    fn wait_freed(&self, timeout_us: u32) {
+        // SAFETY: takes a semaphore with a timeout (main task).
+        unsafe { fw_link_wait_freed(timeout_us) }
+    }
+    fn arrived(&self) {
+        // SAFETY: gives a semaphore.
+        unsafe { fw_link_arrived() }
+    }
+    fn wait_arrived(&self, timeout_us: u32) {
+        // SAFETY: takes a semaphore with a timeout (main task).
+        unsafe { fw_link_wait_arrived(timeout_us) }
+    }
+}
+
+// SAFETY: the semaphores are FreeRTOS objects usable from any task.
+unsafe impl Sync for BoardSignals {}
+
+type BoardShared = Shared<BoardSpi, BoardSignals>;
+
+unsafe extern "C" fn link_task(arg: *mut core::ffi::c_void) {
+    // SAFETY: `arg` is the leaked `BoardShared` that `gapstream_main` passed; it lives forever.
+    let sh = unsafe { &*(arg as *const BoardShared) };
+    queue::run(sh);
 }
 
 /// Runs the per-frame step on the FC-TCDM stack (`fw_run_on_fast_stack`).
@@ -281,10 +339,12 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
     let mut out = Console;
     let _ = writeln!(
         out,
-        "FW start frames={} frame_drop={} spi_hz={} pipeline={} cores={} l1_buffer={} packet={} stock={} fc_hz={} cl_hz={}",
+        "FW start frames={} frame_drop={} spi_down_hz={} spi_up_hz={} link_slots={} pipeline={} cores={} l1_buffer={} packet={} stock={} fc_hz={} cl_hz={}",
         cfg.frames,
         cfg.frame_drop,
-        cfg.spi_hz,
+        cfg.spi_down_hz,
+        cfg.spi_up_hz,
+        cfg.link_slots,
         cfg.pipeline,
         cfg.cores,
         cfg.l1_buffer,
@@ -364,9 +424,27 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         return fail("camera open failed", 3);
     }
     // SAFETY: as above.
-    let link_status = unsafe { fw_link_open(cfg.spi_hz) };
+    let link_status = unsafe { fw_link_open(cfg.spi_up_hz, cfg.spi_down_hz) };
     if link_status != 0 {
         return fail("SPI link open failed", 4);
+    }
+    // SAFETY: pure computations on the FLL frequency.
+    let (up_hz, down_hz) = unsafe {
+        (
+            fw_spi_actual_hz(cfg.spi_up_hz),
+            fw_spi_actual_hz(cfg.spi_down_hz),
+        )
+    };
+    let _ = writeln!(
+        out,
+        "FW spi spi_up_hz={up_hz} spi_down_hz={down_hz} asked_up_hz={} asked_down_hz={} (MISO is read only at the upstream clock)",
+        cfg.spi_up_hz, cfg.spi_down_hz
+    );
+    if up_hz > 7_200_000 {
+        let _ = writeln!(
+            out,
+            "FW warning: the upstream SPI clock {up_hz} Hz is above the AI-deck's 7.2 MHz MISO limit: what the ESP32 sends arrives corrupted on a real deck"
+        );
     }
     // After the camera is open: its driver used FC timer 1 for delays while opening.
     // SAFETY: configures FC timer 1.
@@ -412,7 +490,6 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         return fail(e, 8);
     }
     let camera = HimaxCamera::new(BoardCamera, &clock, FrameFormat::HM01B0, Some(pool.clone()));
-    let link = CpxSpiLink::new(BoardSpi, 200_000, Some(pool.clone()));
     let dcfg = DroneConfig {
         mode,
         packet_payload: cfg.packet_payload.clamp(1, 1020) as usize,
@@ -425,25 +502,70 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         warmup_captures: app_cfg_warmup(),
     };
     let entropy = PoolEntropy(pool.clone());
-    let r = if cfg.pipeline != 0 {
-        match Drone::new(camera, link, &clock, entropy, engine, dcfg) {
-            Ok(mut d) => {
-                let r = app::run(&mut d, &clock, hz as u64, app_cfg, &mut FastStack, &mut out)
-                    .map(|_| ());
-                report_link(&mut out, d.link_mut().stats());
-                r.map_err(|e| alloc::format!("{e}"))
-            }
-            Err(e) => Err(alloc::format!("{e}")),
+    let hz64 = hz as u64;
+    let r = if cfg.link_slots == 0 {
+        // The drone loop runs the link itself: a frame's send follows its seal.
+        let link = CpxSpiLink::new(BoardSpi, 200_000, Some(pool.clone()));
+        let finish = |l: &mut CpxSpiLink<BoardSpi>, out: &mut Console| report_link(out, l.stats());
+        if cfg.pipeline != 0 {
+            drive(
+                camera, link, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out, finish,
+            )
+        } else {
+            let cam = OneShot::new(camera);
+            drive(
+                cam, link, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out, finish,
+            )
         }
     } else {
-        match Drone::new(OneShot::new(camera), link, &clock, entropy, engine, dcfg) {
-            Ok(mut d) => {
-                let r = app::run(&mut d, &clock, hz as u64, app_cfg, &mut FastStack, &mut out)
-                    .map(|_| ());
-                report_link(&mut out, d.link_mut().stats());
-                r.map_err(|e| alloc::format!("{e}"))
-            }
-            Err(e) => Err(alloc::format!("{e}")),
+        // The link task sends the queued packets while the drone loop seals the next frame. The
+        // link task does not touch the entropy pool (the drone loop's RefCell): its ready-line
+        // timing enters the pool through the drone loop's end (`QueuedLink` stamps arrivals).
+        let link = CpxSpiLink::new(BoardSpi, 200_000, None);
+        let sh: &'static BoardShared = alloc::boxed::Box::leak(Box::new(Shared::new(
+            link,
+            cfg.link_slots as usize,
+            BoardSignals,
+        )));
+        // SAFETY: `sh` lives forever; the task only uses it through `queue::run`.
+        if unsafe {
+            fw_link_task_start(
+                link_task,
+                (sh as *const BoardShared).cast_mut().cast(),
+                4096,
+            )
+        } != 0
+        {
+            return fail("could not start the link task", 11);
+        }
+        let mut qlink = QueuedLink::new(sh);
+        qlink.timing = Some((pool.clone(), read_timer));
+        let finish = |l: &mut QueuedLink<'static, BoardSpi, BoardSignals>, out: &mut Console| {
+            let flushed = l.flush(2_000_000);
+            let hw = l.high_water;
+            let stats = l.stop(1_000_000);
+            let _ = writeln!(
+                out,
+                "FW link task ring={} slots, high water {} {}",
+                sh.capacity(),
+                hw,
+                if flushed.is_ok() {
+                    "(flushed)"
+                } else {
+                    "(not flushed)"
+                }
+            );
+            report_link(out, stats);
+        };
+        if cfg.pipeline != 0 {
+            drive(
+                camera, qlink, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out, finish,
+            )
+        } else {
+            let cam = OneShot::new(camera);
+            drive(
+                cam, qlink, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out, finish,
+            )
         }
     };
     if fast {
@@ -463,6 +585,39 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => fail(&e, 7),
+    }
+}
+
+fn read_timer() -> u32 {
+    // SAFETY: reads a timer register.
+    unsafe { fw_timer_read() }
+}
+
+/// Builds the drone over `camera` and `link`, runs the loop, then `finish` (link report).
+#[allow(clippy::too_many_arguments)]
+fn drive<C, L>(
+    camera: C,
+    link: L,
+    clock: &WideClock<FcTimer>,
+    entropy: PoolEntropy,
+    engine: ClusterEngine<'_, PmsisCluster>,
+    dcfg: DroneConfig,
+    hz: u64,
+    app_cfg: AppConfig,
+    out: &mut Console,
+    finish: impl FnOnce(&mut L, &mut Console),
+) -> Result<(), alloc::string::String>
+where
+    C: gapstream_drone::Camera + app::CaptureTimes,
+    L: gapstream_drone::Link + crate::link::WaitUpstream,
+{
+    match Drone::new(camera, link, clock, entropy, engine, dcfg) {
+        Ok(mut d) => {
+            let r = app::run(&mut d, clock, hz, app_cfg, &mut FastStack, out).map(|_| ());
+            finish(d.link_mut(), out);
+            r.map_err(|e| alloc::format!("{e}"))
+        }
+        Err(e) => Err(alloc::format!("{e}")),
     }
 }
 

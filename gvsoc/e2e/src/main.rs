@@ -39,7 +39,7 @@ enum Cmd {
         seed: u64,
     },
     /// Run the firmware on the model and check the stream.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(Args)]
@@ -77,11 +77,30 @@ struct RunArgs {
     /// Give up after this many seconds of wall-clock time.
     #[arg(long, default_value_t = 900)]
     timeout: u64,
-    /// Criteria: byte-exact frames at least, period / (capture + encrypt + send) at most.
-    #[arg(long, default_value_t = 5)]
+    /// Criteria: byte-exact frames at least.
+    #[arg(long, default_value_t = 16)]
     min_frames: usize,
-    #[arg(long, default_value_t = 0.6)]
-    max_ratio: f64,
+    /// period / (capture + encrypt + send) at most (not checked when absent).
+    #[arg(long)]
+    max_ratio: Option<f64>,
+    /// Frames per simulated second at least.
+    #[arg(long)]
+    min_fps: Option<f64>,
+    /// period / send at most: the link is the only limit.
+    #[arg(long)]
+    max_period_over_send: Option<f64>,
+    /// Upstream (MISO read) SPI clock at most, in Hz.
+    #[arg(long)]
+    max_up_hz: Option<u64>,
+    /// Downstream (transmit-only) SPI clock at least, in Hz.
+    #[arg(long)]
+    min_down_hz: Option<u64>,
+    /// The stand-in's MISO limit in Hz (the AI-deck's board: 7.2 MHz).
+    #[arg(long, default_value_t = 7_200_000)]
+    miso_max_hz: u64,
+    /// The negative check: succeed only if the stand-in corrupted MISO bits and the run failed.
+    #[arg(long)]
+    expect_miso_corruption: bool,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -105,7 +124,7 @@ fn main() -> ExitCode {
             println!("gvsoc-e2e: {count} input frames in {}", out.display());
             ExitCode::SUCCESS
         }
-        Cmd::Run(a) => run(a),
+        Cmd::Run(a) => run(*a),
     }
 }
 
@@ -175,6 +194,7 @@ fn run(a: RunArgs) -> ExitCode {
         "--config-opt=**/devices/wifi/gpio/gap_rtt=gpio3".into(),
         format!("--config-opt=**/devices/wifi/port={}", a.port),
         format!("--config-opt=**/devices/wifi/latency_ns={}", a.latency_ns),
+        format!("--config-opt=**/devices/wifi/miso_max_hz={}", a.miso_max_hz),
         "--config-opt=**/runner/boot/mode=flash".into(),
     ];
     let mut cmd = Command::new("stdbuf");
@@ -277,12 +297,23 @@ fn run(a: RunArgs) -> ExitCode {
     }
     let matches = report::match_frames(&inputs, &received);
     let fw = report::FwSummary::parse(&log);
+    let standin = report::StandinSummary::parse(&log);
+    let ri = report::Inputs {
+        matches: &matches,
+        fw: fw.as_ref(),
+        spi: report::SpiClocks::parse(&log),
+        standin,
+        suite: suite.name(),
+    };
     let (text, ok) = report::verdict(
-        &matches,
-        fw.as_ref(),
+        &ri,
         report::Criteria {
             min_frames: a.min_frames,
             max_ratio: a.max_ratio,
+            min_fps: a.min_fps,
+            max_period_over_send: a.max_period_over_send,
+            max_up_hz: a.max_up_hz,
+            min_down_hz: a.min_down_hz,
         },
     );
     print!("{text}");
@@ -295,7 +326,23 @@ fn run(a: RunArgs) -> ExitCode {
     if !fw_ok {
         eprintln!("gvsoc-e2e: error: the firmware did not exit with status 0");
     }
-    if ok && fw_ok && status.is_some_and(|s| s.success()) {
+    let passed = ok && fw_ok && status.is_some_and(|s| s.success());
+    println!("{}", report::summary_line(&ri));
+    if a.expect_miso_corruption {
+        let corrupted = standin.map_or(0, |s| s.miso_corrupted_bits);
+        return if corrupted > 0 && !passed {
+            println!(
+                "gvsoc-e2e: negative check ok: with MISO clocked above 7.2 MHz the stand-in corrupted {corrupted} bits and the stream failed, as it would on an AI-deck"
+            );
+            ExitCode::SUCCESS
+        } else {
+            fail(format!(
+                "negative check: expected the stand-in to corrupt MISO and the run to fail (corrupted bits {corrupted}, run {})",
+                if passed { "passed" } else { "failed" }
+            ))
+        };
+    }
+    if passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

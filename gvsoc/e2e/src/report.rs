@@ -57,21 +57,105 @@ pub fn match_frames(inputs: &[Vec<u8>], received: &[Vec<u8>]) -> Vec<Option<usiz
         .collect()
 }
 
-/// The criteria of the run.
-#[derive(Clone, Copy, Debug)]
+/// The SPI clocks the firmware set (its `FW spi` line: the driver's divider of the FC clock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpiClocks {
+    pub up_hz: u64,
+    pub down_hz: u64,
+}
+
+impl SpiClocks {
+    pub fn parse(log: &str) -> Option<Self> {
+        let f = fields(log, "FW spi ")?;
+        Some(SpiClocks {
+            up_hz: f.get("spi_up_hz")?.parse().ok()?,
+            down_hz: f.get("spi_down_hz")?.parse().ok()?,
+        })
+    }
+}
+
+/// What the ESP32 stand-in measured on the bus (its `esp32-standin summary` line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StandinSummary {
+    /// Fastest SCLK seen.
+    pub sclk_max_hz: u64,
+    /// Fastest SCLK while MISO carried the ESP32's lengths or packets.
+    pub miso_data_max_hz: u64,
+    /// Bits of those the stand-in corrupted (clocked above the board's MISO limit).
+    pub miso_corrupted_bits: u64,
+    pub transactions: u64,
+}
+
+impl StandinSummary {
+    pub fn parse(log: &str) -> Option<Self> {
+        let f = fields(log, "esp32-standin summary ")?;
+        let u = |k: &str| f.get(k)?.parse::<u64>().ok();
+        Some(StandinSummary {
+            sclk_max_hz: u("sclk_max_hz")?,
+            miso_data_max_hz: u("miso_data_max_hz")?,
+            miso_corrupted_bits: u("miso_corrupted_bits")?,
+            transactions: u("transactions")?,
+        })
+    }
+}
+
+/// The criteria of the run (`None`: not checked).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Criteria {
     pub min_frames: usize,
-    pub max_ratio: f64,
+    /// period / (capture + encrypt + send) at most.
+    pub max_ratio: Option<f64>,
+    /// Frames per second at least.
+    pub min_fps: Option<f64>,
+    /// period / send at most: the link is the only limit.
+    pub max_period_over_send: Option<f64>,
+    /// The upstream (MISO) SPI clock at most, the downstream one at least.
+    pub max_up_hz: Option<u64>,
+    pub min_down_hz: Option<u64>,
+}
+
+/// Everything the verdict looks at.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Inputs<'a> {
+    pub matches: &'a [Option<usize>],
+    pub fw: Option<&'a FwSummary>,
+    pub spi: Option<SpiClocks>,
+    pub standin: Option<StandinSummary>,
+    pub suite: &'a str,
+}
+
+/// The machine-readable line that ends a run.
+pub fn summary_line(i: &Inputs) -> String {
+    let exact = i.matches.iter().filter(|m| m.is_some()).count();
+    let (fps, cap, seal, send, period) = i.fw.map_or((0.0, 0.0, 0.0, 0.0, 0.0), |f| {
+        let ms = |c: u64| c as f64 * 1e3 / f.fc_hz.max(1) as f64;
+        (
+            f.fps,
+            ms(f.capture_cycles),
+            ms(f.seal_cycles),
+            ms(f.send_cycles),
+            ms(f.period_cycles),
+        )
+    });
+    let spi = i.spi.unwrap_or_default();
+    format!(
+        "gvsoc-e2e summary fps={fps:.1} frames={} byte_exact={exact} capture_ms={cap:.1} seal_ms={seal:.1} send_ms={send:.1} period_ms={period:.1} spi_down_hz={} spi_up_hz={} suite={}",
+        i.matches.len(),
+        spi.down_hz,
+        spi.up_hz,
+        i.suite
+    )
 }
 
 /// The verdict: the text to print and whether every criterion holds.
-pub fn verdict(
-    matches: &[Option<usize>],
-    fw: Option<&FwSummary>,
-    criteria: Criteria,
-) -> (String, bool) {
+pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
+    let matches = i.matches;
     let mut s = String::new();
     let mut ok = true;
+    let mut fail = |s: &mut String, msg: String| {
+        ok = false;
+        let _ = writeln!(s, "gvsoc-e2e: FAIL: {msg}");
+    };
     let exact = matches.iter().filter(|m| m.is_some()).count();
     let order: Vec<String> = matches
         .iter()
@@ -84,36 +168,74 @@ pub fn verdict(
         exact,
         order.join(", ")
     );
-    if exact < matches.len() {
-        ok = false;
+    if let Some(st) = i.standin {
         let _ = writeln!(
             s,
-            "gvsoc-e2e: FAIL: a received frame differs from every input frame"
+            "gvsoc-e2e: ESP32 stand-in: fastest SCLK {:.3} MHz, MISO carrying its lengths/packets at up to {:.3} MHz, {} MISO bits corrupted, {} transactions",
+            st.sclk_max_hz as f64 / 1e6,
+            st.miso_data_max_hz as f64 / 1e6,
+            st.miso_corrupted_bits,
+            st.transactions
+        );
+        if st.miso_corrupted_bits > 0 {
+            fail(
+                &mut s,
+                format!(
+                    "the ESP32 stand-in corrupted {} MISO bits of its lengths and packets, clocked at up to {:.3} MHz: the AI-deck's board corrupts MISO above 7.2 MHz, so the GAP8 must read the ESP32 at the upstream clock (SPI_UP_HZ <= 7200000)",
+                    st.miso_corrupted_bits,
+                    st.miso_data_max_hz as f64 / 1e6
+                ),
+            );
+        }
+    }
+    if exact < matches.len() {
+        fail(
+            &mut s,
+            "a received frame differs from every input frame".into(),
         );
     }
     if matches.windows(2).any(|w| w[0].is_some() && w[0] == w[1]) {
-        ok = false;
-        let _ = writeln!(
-            s,
-            "gvsoc-e2e: FAIL: the same input frame was received twice in a row (a stale buffer)"
+        fail(
+            &mut s,
+            "the same input frame was received twice in a row (a stale buffer)".into(),
         );
     }
     if exact < criteria.min_frames {
-        ok = false;
-        let _ = writeln!(
-            s,
-            "gvsoc-e2e: FAIL: {exact} byte-exact frames, at least {} wanted",
-            criteria.min_frames
+        fail(
+            &mut s,
+            format!(
+                "{exact} byte-exact frames, at least {} wanted",
+                criteria.min_frames
+            ),
         );
     }
-    match fw {
-        None => {
-            ok = false;
+    match i.spi {
+        Some(c) => {
             let _ = writeln!(
                 s,
-                "gvsoc-e2e: FAIL: the firmware printed no `FW summary` line"
+                "gvsoc-e2e: SPI clocks set by the GAP8 driver: upstream (MISO read) {} Hz, downstream (transmit only) {} Hz",
+                c.up_hz, c.down_hz
             );
+            if let Some(max) = criteria.max_up_hz.filter(|&m| c.up_hz > m) {
+                fail(
+                    &mut s,
+                    format!("upstream SPI clock {} Hz above {max} Hz", c.up_hz),
+                );
+            }
+            if let Some(min) = criteria.min_down_hz.filter(|&m| c.down_hz < m) {
+                fail(
+                    &mut s,
+                    format!("downstream SPI clock {} Hz below {min} Hz", c.down_hz),
+                );
+            }
         }
+        None if criteria.max_up_hz.is_some() || criteria.min_down_hz.is_some() => {
+            fail(&mut s, "the firmware printed no `FW spi` line".into());
+        }
+        None => {}
+    }
+    match i.fw {
+        None => fail(&mut s, "the firmware printed no `FW summary` line".into()),
         Some(f) => {
             let ms = |c: u64| c as f64 * 1e3 / f.fc_hz.max(1) as f64;
             let _ = writeln!(
@@ -132,21 +254,40 @@ pub fn verdict(
             ] {
                 let _ = writeln!(s, "    {name:<26} {c:>10} {:>9.2}", ms(c));
             }
-            let slower = f.capture_cycles.max(f.seal_cycles + f.send_cycles);
+            let over_send = f.period_cycles as f64 / f.send_cycles.max(1) as f64;
             let _ = writeln!(
                 s,
-                "gvsoc-e2e: {:.2} frames per simulated second; period / sum = {:.3} (criterion <= {:.2}); period / slower of capture and encrypt+send = {:.3}",
-                f.fps,
-                f.ratio,
-                criteria.max_ratio,
-                f.period_cycles as f64 / slower.max(1) as f64
+                "gvsoc-e2e: {:.2} frames per simulated second; period / sum = {:.3}; period / send = {:.3}",
+                f.fps, f.ratio, over_send
             );
-            if !(f.ratio > 0.0 && f.ratio <= criteria.max_ratio) {
-                ok = false;
-                let _ = writeln!(
-                    s,
-                    "gvsoc-e2e: FAIL: the frame period is not hidden behind the slower stage"
-                );
+            if let Some(max) = criteria.max_ratio {
+                if !(f.ratio > 0.0 && f.ratio <= max) {
+                    fail(
+                        &mut s,
+                        format!(
+                            "period / sum of the stages {:.3} above {max:.2}: the stages do not overlap",
+                            f.ratio
+                        ),
+                    );
+                }
+            }
+            if let Some(min) = criteria.min_fps {
+                if f.fps < min {
+                    fail(
+                        &mut s,
+                        format!("{:.2} frames per second, at least {min} wanted", f.fps),
+                    );
+                }
+            }
+            if let Some(max) = criteria.max_period_over_send {
+                if !(over_send > 0.0 && over_send <= max) {
+                    fail(
+                        &mut s,
+                        format!(
+                            "period / send {over_send:.3} above {max:.2}: something other than the link limits the frame rate"
+                        ),
+                    );
+                }
             }
         }
     }
@@ -171,27 +312,91 @@ mod tests {
         assert_eq!(fields(LOG, "FW exit ").unwrap()["status"], "0");
     }
 
+    fn inputs<'a>(m: &'a [Option<usize>], f: Option<&'a FwSummary>) -> Inputs<'a> {
+        Inputs {
+            matches: m,
+            fw: f,
+            spi: Some(SpiClocks {
+                up_hz: 7_058_823,
+                down_hz: 30_000_000,
+            }),
+            standin: Some(StandinSummary::default()),
+            suite: "chacha20poly1305",
+        }
+    }
+
     #[test]
     fn verdict_checks_every_criterion() {
         let f = FwSummary::parse(LOG).unwrap();
         let c = Criteria {
             min_frames: 5,
-            max_ratio: 0.6,
+            max_ratio: Some(0.6),
+            min_fps: Some(14.0),
+            max_period_over_send: Some(1.2),
+            max_up_hz: Some(7_200_000),
+            min_down_hz: Some(20_000_000),
         };
         let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
-        assert!(verdict(&good, Some(&f), c).1);
+        assert!(verdict(&inputs(&good, Some(&f)), c).1);
         let mut bad = good.clone();
         bad[2] = None;
         assert!(
-            !verdict(&bad, Some(&f), c).1,
+            !verdict(&inputs(&bad, Some(&f)), c).1,
             "a frame that matches no input"
         );
-        assert!(!verdict(&good[..4], Some(&f), c).1, "too few frames");
+        assert!(
+            !verdict(&inputs(&good[..4], Some(&f)), c).1,
+            "too few frames"
+        );
         let stale = vec![Some(1), Some(1), Some(2), Some(3), Some(4), Some(5)];
-        assert!(!verdict(&stale, Some(&f), c).1, "a repeated frame");
+        assert!(!verdict(&inputs(&stale, Some(&f)), c).1, "a repeated frame");
         let slow = FwSummary { ratio: 0.9, ..f };
-        assert!(!verdict(&good, Some(&slow), c).1, "no overlap");
-        assert!(!verdict(&good, None, c).1, "no summary");
+        assert!(!verdict(&inputs(&good, Some(&slow)), c).1, "no overlap");
+        assert!(!verdict(&inputs(&good, None), c).1, "no summary");
+        let few = FwSummary { fps: 10.0, ..f };
+        assert!(!verdict(&inputs(&good, Some(&few)), c).1, "too slow");
+        let sealed = FwSummary {
+            send_cycles: 2_000_000,
+            ..f
+        };
+        assert!(
+            !verdict(&inputs(&good, Some(&sealed)), c).1,
+            "the link is not the limit"
+        );
+        let mut i = inputs(&good, Some(&f));
+        i.spi = Some(SpiClocks {
+            up_hz: 9_615_384,
+            down_hz: 9_615_384,
+        });
+        let (text, ok) = verdict(&i, c);
+        assert!(!ok && text.contains("upstream SPI clock"), "{text}");
+        let mut i = inputs(&good, Some(&f));
+        i.standin = Some(StandinSummary {
+            miso_corrupted_bits: 31,
+            miso_data_max_hz: 9_615_384,
+            ..StandinSummary::default()
+        });
+        let (text, ok) = verdict(&i, c);
+        assert!(!ok && text.contains("corrupted 31 MISO bits"), "{text}");
+    }
+
+    #[test]
+    fn the_summary_line_has_the_keys_in_order() {
+        let f = FwSummary::parse(LOG).unwrap();
+        let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
+        assert_eq!(
+            summary_line(&inputs(&good, Some(&f))),
+            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305"
+        );
+        let log = "FW spi spi_up_hz=6944444 spi_down_hz=25000000 asked_up_hz=7200000 asked_down_hz=30000000 (x)\nesp32-standin summary sclk_max_hz=25000000 miso_data_max_hz=6944444 miso_corrupted_bits=0 transactions=99\n";
+        assert_eq!(
+            SpiClocks::parse(log),
+            Some(SpiClocks {
+                up_hz: 6_944_444,
+                down_hz: 25_000_000
+            })
+        );
+        assert_eq!(StandinSummary::parse(log).unwrap().transactions, 99);
     }
 
     #[test]
