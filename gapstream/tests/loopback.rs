@@ -42,6 +42,24 @@ fn bridge_at(spi: SocketAddr, tcp: SocketAddr, udp: SocketAddr) -> HostBridge {
     }
 }
 
+/// A bridge with room for 64 frames per client and a minute before a client that takes no bytes
+/// is cut off: on a loaded machine a receiver that falls behind gets its frames late rather than
+/// dropped or disconnected (a reconnect starts after a gap).
+fn roomy_bridge() -> HostBridge {
+    HostBridge::start(HostConfig {
+        spi_listen: any(),
+        tcp_listen: any(),
+        udp_listen: Some(any()),
+        core: esp32_bridge::forward::Config {
+            client_queue_bytes: 64 * 82_000,
+            ..esp32_bridge::forward::Config::default()
+        },
+        client_write_timeout: Duration::from_secs(60),
+        ..HostConfig::default()
+    })
+    .unwrap()
+}
+
 /// `n` frames of 324x244 random-looking bytes in a raw file.
 fn raw_frames(dir: &std::path::Path, n: usize) -> (SourceSpec, Vec<Vec<u8>>) {
     let mut all = Vec::new();
@@ -199,21 +217,8 @@ fn n_frames_in_the_identical_n_frames_out() {
             Some(s) => secure(s, packet),
             None => (Mode::StockPlaintext, SessionKind::StockPlaintext),
         };
-        // Room for 64 frames per client: on a loaded machine a receiver that falls behind gets its
-        // frames late rather than dropped by the bridge (the stock stream has no sequence number
-        // to tell a drop from a corrupted frame).
-        let b = HostBridge::start(HostConfig {
-            spi_listen: any(),
-            tcp_listen: any(),
-            udp_listen: Some(any()),
-            core: esp32_bridge::forward::Config {
-                client_queue_bytes: 64 * 82_000,
-                ..esp32_bridge::forward::Config::default()
-            },
-            client_write_timeout: Duration::from_secs(60),
-            ..HostConfig::default()
-        })
-        .unwrap();
+        // The stock stream has no sequence number to tell a drop from a corrupted frame.
+        let b = roomy_bridge();
         let rx = receiver_on(b.tcp_addr, Transport::Tcp, session);
         wait_clients(&b, 1);
         // 60 fps keeps the bridge queue (4 frames) from overflowing on a loaded machine. The first
@@ -908,22 +913,8 @@ fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
         kex: KexMode::X25519,
     };
     let mode = run::drone_mode(&sec, Some(drone_id)).unwrap();
-    // Room for 64 frames per client and a minute before a client that takes no bytes is cut off:
-    // on a loaded machine a receiver that falls behind gets its frames late rather than dropped
-    // or disconnected by the bridge (a reconnect starts after a gap), so any gap would be the
-    // protocol's.
-    let b = HostBridge::start(HostConfig {
-        spi_listen: any(),
-        tcp_listen: any(),
-        udp_listen: Some(any()),
-        core: esp32_bridge::forward::Config {
-            client_queue_bytes: 64 * 82_000,
-            ..esp32_bridge::forward::Config::default()
-        },
-        client_write_timeout: Duration::from_secs(60),
-        ..HostConfig::default()
-    })
-    .unwrap();
+    // Any gap would be the protocol's.
+    let b = roomy_bridge();
     let rxs: Vec<Rx> = rx_ids
         .into_iter()
         .map(|id| {
