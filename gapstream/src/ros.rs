@@ -5,6 +5,25 @@
 
 use crate::receiver::Delivered;
 
+/// The definitions a message using `std_msgs/Header` carries after its own, as ROS 2 writes them
+/// into a `ros2msg` schema (a literal, for `concat!`).
+macro_rules! header_dependencies {
+    () => {
+        concat!(
+            "\n",
+            "================================================================================\n",
+            "MSG: std_msgs/Header\n",
+            "builtin_interfaces/Time stamp\n",
+            "string frame_id\n",
+            "\n",
+            "================================================================================\n",
+            "MSG: builtin_interfaces/Time\n",
+            "int32 sec\n",
+            "uint32 nanosec\n",
+        )
+    };
+}
+
 /// `sensor_msgs/msg/Image` with its dependencies.
 pub const IMAGE_TYPE: &str = "sensor_msgs/msg/Image";
 pub const IMAGE_DEFINITION: &str = concat!(
@@ -15,16 +34,7 @@ pub const IMAGE_DEFINITION: &str = concat!(
     "uint8 is_bigendian\n",
     "uint32 step\n",
     "uint8[] data\n",
-    "\n",
-    "================================================================================\n",
-    "MSG: std_msgs/Header\n",
-    "builtin_interfaces/Time stamp\n",
-    "string frame_id\n",
-    "\n",
-    "================================================================================\n",
-    "MSG: builtin_interfaces/Time\n",
-    "int32 sec\n",
-    "uint32 nanosec\n",
+    header_dependencies!(),
 );
 
 /// gapstream's per-frame metadata, published next to each Image (same `header.stamp`).
@@ -41,16 +51,7 @@ pub const FRAME_INFO_DEFINITION: &str = concat!(
     "uint64 lost\n",
     "uint64 tag_failures\n",
     "uint64 replays\n",
-    "\n",
-    "================================================================================\n",
-    "MSG: std_msgs/Header\n",
-    "builtin_interfaces/Time stamp\n",
-    "string frame_id\n",
-    "\n",
-    "================================================================================\n",
-    "MSG: builtin_interfaces/Time\n",
-    "int32 sec\n",
-    "uint32 nanosec\n",
+    header_dependencies!(),
 );
 
 /// `header.frame_id` of everything gapstream publishes.
