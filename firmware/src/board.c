@@ -425,3 +425,11 @@ void fw_exit(int status)
 {
     pmsis_exit(status);
 }
+
+/* ------------------------------------------------------------------------------------------------ */
+/* heap                                                                                             */
+
+void fw_heap_dump(void)
+{
+    pi_l2_malloc_dump();
+}

@@ -16,7 +16,7 @@ use core::fmt::Write;
 use gap_rust_cipher_s::KeystreamApplier;
 use gapstream_drone::{Camera, Clock, Drone, DroneError, DroneStats, Entropy, Link};
 
-use crate::camera::{CaptureTiming, HimaxCamera, OneShot};
+use crate::camera::{CaptureTiming, HimaxCamera, OneShot, Staged};
 use crate::clock::Counter32;
 use crate::link::WaitUpstream;
 
@@ -61,6 +61,12 @@ impl<H: crate::camera::CameraHw, T: Counter32> CaptureTimes for HimaxCamera<'_, 
 }
 
 impl<C: Camera + CaptureTimes> CaptureTimes for OneShot<C> {
+    fn capture_timing(&self) -> CaptureTiming {
+        self.inner().capture_timing()
+    }
+}
+
+impl<C: Camera + CaptureTimes> CaptureTimes for Staged<C> {
     fn capture_timing(&self) -> CaptureTiming {
         self.inner().capture_timing()
     }
@@ -111,15 +117,42 @@ pub struct Summary {
     pub capture_cycles: u64,
     pub seal_cycles: u64,
     pub send_cycles: u64,
-    /// Frames per second from the period.
-    pub fps: f64,
-    /// period / (capture + seal + send): 1 when nothing overlaps, 0.5 when two equal stages do.
-    pub ratio: f64,
 }
 
 impl Summary {
     pub fn sum_cycles(&self) -> u64 {
         self.capture_cycles + self.seal_cycles + self.send_cycles
+    }
+    /// Frames per second from the period, in hundredths (integers: the firmware links no float
+    /// formatting, ~20 KB of L2 that the frame buffers need).
+    pub fn fps_centi(&self) -> u64 {
+        div_round(self.hz * 100, self.period_cycles)
+    }
+    /// period / (capture + seal + send) in thousandths: 1000 when nothing overlaps, 500 when two
+    /// equal stages do.
+    pub fn ratio_milli(&self) -> u64 {
+        div_round(self.period_cycles * 1000, self.sum_cycles())
+    }
+}
+
+/// `a / b` rounded to the nearest integer; 0 when `b` is 0.
+fn div_round(a: u64, b: u64) -> u64 {
+    (a + b / 2).checked_div(b).unwrap_or(0)
+}
+
+/// `v` hundredths (or thousandths with `places` 3) as a decimal: `Fixed(1452, 2)` shows `14.52`.
+struct Fixed(u64, u32);
+
+impl core::fmt::Display for Fixed {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let scale = 10u64.pow(self.1);
+        write!(
+            f,
+            "{}.{:0width$}",
+            self.0 / scale,
+            self.0 % scale,
+            width = self.1 as usize
+        )
     }
 }
 
@@ -267,24 +300,18 @@ where
                 .checked_div(cap.captures - cap1.captures)
                 .unwrap_or(0);
         }
-        if s.period_cycles > 0 {
-            s.fps = hz as f64 / s.period_cycles as f64;
-        }
-        if s.sum_cycles() > 0 {
-            s.ratio = s.period_cycles as f64 / s.sum_cycles() as f64;
-        }
     }
     let _ = writeln!(
         out,
         "FW summary frames={} period_cycles={} fps={:.2} capture_cycles={} seal_cycles={} send_cycles={} sum_cycles={} ratio={:.3} fc_hz={}",
         s.frames,
         s.period_cycles,
-        s.fps,
+        Fixed(s.fps_centi(), 2),
         s.capture_cycles,
         s.seal_cycles,
         s.send_cycles,
         s.sum_cycles(),
-        s.ratio,
+        Fixed(s.ratio_milli(), 3),
         hz
     );
     Ok(s)

@@ -207,6 +207,49 @@ impl<C: Camera> Camera for OneShot<C> {
     }
 }
 
+/// A camera that captures ahead ([`Pipelined`](Staged::Pipelined)) or only when asked
+/// ([`OneShot`]), chosen at run time: the firmware then carries one copy of the code that drives
+/// it instead of one per mode (each copy is ~9 KB of L2, which the frame buffers need).
+pub enum Staged<C: Camera> {
+    Pipelined(C),
+    OneShot(OneShot<C>),
+}
+
+impl<C: Camera> Staged<C> {
+    pub fn new(camera: C, pipelined: bool) -> Self {
+        if pipelined {
+            Staged::Pipelined(camera)
+        } else {
+            Staged::OneShot(OneShot::new(camera))
+        }
+    }
+    pub fn inner(&self) -> &C {
+        match self {
+            Staged::Pipelined(c) => c,
+            Staged::OneShot(c) => c.inner(),
+        }
+    }
+}
+
+impl<C: Camera> Camera for Staged<C> {
+    type Error = C::Error;
+    fn format(&self) -> FrameFormat {
+        self.inner().format()
+    }
+    fn start(&mut self, buf: Vec<u8>) -> Result<(), C::Error> {
+        match self {
+            Staged::Pipelined(c) => c.start(buf),
+            Staged::OneShot(c) => c.start(buf),
+        }
+    }
+    fn wait(&mut self) -> Result<Capture, C::Error> {
+        match self {
+            Staged::Pipelined(c) => c.wait(),
+            Staged::OneShot(c) => c.wait(),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

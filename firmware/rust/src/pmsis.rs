@@ -7,6 +7,7 @@ use alloc::rc::Rc;
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::RefCell;
 use core::fmt::Write;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use gap_rust_cipher_s::engine::{ClusterEngine, Config as EngineConfig};
 use gap_rust_sdk::mem::RawAlloc;
@@ -18,12 +19,12 @@ use gapstream_drone::{
 use gapstream_protocol::session;
 
 use crate::app::{self, AppConfig};
-use crate::camera::{CameraError, CameraHw, HimaxCamera, OneShot};
+use crate::camera::{CameraError, CameraHw, HimaxCamera, Staged};
 use crate::clock::{Counter32, WideClock};
 use crate::entropy::{EntropyPool, PoolEntropy, Source};
 use crate::keys;
 use crate::link::queue::{self, QueuedLink, Shared, Signals};
-use crate::link::{CpxSpiLink, LinkError, SpiHw};
+use crate::link::{CpxSpiLink, LinkError, SpiHw, WaitUpstream};
 
 // --- FFI ------------------------------------------------------------------------------------------
 
@@ -64,6 +65,7 @@ unsafe extern "C" {
     fn fw_fast_stack_used() -> u32;
     fn fw_fast_stack_size() -> u32;
     fn fw_noise_uninit(out: *mut u8, len: usize) -> usize;
+    fn fw_heap_dump();
     fn fw_console_write(s: *const u8, len: usize);
     fn fw_exit(status: i32);
     /// The pairing file and the device seed, from `firmware/generated/keys.S` (made at build time
@@ -130,9 +132,16 @@ unsafe impl GlobalAlloc for L2Heap {
         if layout.size() == 0 {
             return layout.align() as *mut u8;
         }
-        PmsisL2
-            .alloc(layout)
-            .map_or(core::ptr::null_mut(), |p| p.as_ptr())
+        match PmsisL2.alloc(layout) {
+            Some(p) => {
+                HEAP_STATS.note_alloc(layout.size());
+                p.as_ptr()
+            }
+            None => {
+                HEAP_STATS.report_failure(layout.size());
+                core::ptr::null_mut()
+            }
+        }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if layout.size() == 0 {
@@ -141,12 +150,70 @@ unsafe impl GlobalAlloc for L2Heap {
         if let Some(p) = core::ptr::NonNull::new(ptr) {
             // SAFETY: allocated by `alloc` above with this layout.
             unsafe { PmsisL2.dealloc(p, layout) }
+            HEAP_STATS.note_free(layout.size());
         }
     }
 }
 
 #[global_allocator]
 static HEAP: L2Heap = L2Heap;
+
+/// What the Rust side holds of the L2 heap (the C side and FreeRTOS allocate from it too): printed
+/// with pmsis' own map of the heap when an allocation fails, and by `heap_line`.
+struct HeapStats {
+    in_use: AtomicUsize,
+    peak: AtomicUsize,
+    blocks: AtomicUsize,
+}
+
+static HEAP_STATS: HeapStats = HeapStats {
+    in_use: AtomicUsize::new(0),
+    peak: AtomicUsize::new(0),
+    blocks: AtomicUsize::new(0),
+};
+
+impl HeapStats {
+    // Load + store, not read-modify-write atomics (rv32imc has none): the firmware allocates from
+    // one task at a time (see the `GlobalAlloc` impl), and these are figures for a report.
+    fn note_alloc(&self, n: usize) {
+        let now = self.in_use.load(Ordering::Relaxed) + n;
+        self.in_use.store(now, Ordering::Relaxed);
+        if now > self.peak.load(Ordering::Relaxed) {
+            self.peak.store(now, Ordering::Relaxed);
+        }
+        let b = self.blocks.load(Ordering::Relaxed);
+        self.blocks.store(b + 1, Ordering::Relaxed);
+    }
+    fn note_free(&self, n: usize) {
+        let now = self.in_use.load(Ordering::Relaxed).saturating_sub(n);
+        self.in_use.store(now, Ordering::Relaxed);
+        let b = self.blocks.load(Ordering::Relaxed);
+        self.blocks.store(b.saturating_sub(1), Ordering::Relaxed);
+    }
+    fn report_failure(&self, n: usize) {
+        // No allocation here: the console writer formats into the C printf.
+        let _ = writeln!(
+            Console,
+            "FW heap: no {n} bytes; Rust holds {} bytes in {} blocks (peak {}); pmsis L2 heap map:",
+            self.in_use.load(Ordering::Relaxed),
+            self.blocks.load(Ordering::Relaxed),
+            self.peak.load(Ordering::Relaxed)
+        );
+        // SAFETY: prints pmsis' free-list (C side); allocates nothing.
+        unsafe { fw_heap_dump() };
+    }
+}
+
+/// One line on the Rust side's use of the L2 heap.
+fn heap_line(out: &mut Console, when: &str) {
+    let _ = writeln!(
+        out,
+        "FW heap {when}: rust_in_use={} rust_blocks={} rust_peak={}",
+        HEAP_STATS.in_use.load(Ordering::Relaxed),
+        HEAP_STATS.blocks.load(Ordering::Relaxed),
+        HEAP_STATS.peak.load(Ordering::Relaxed)
+    );
+}
 
 /// `core::fmt::Write` to the console (stdout on GVSOC, UART on the deck).
 pub struct Console;
@@ -354,6 +421,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         cfg.cl_hz
     );
 
+    heap_line(&mut out, "at start");
     // Entropy: device seed and SRAM power-up state first (before the heap reaches that memory).
     let pool = Rc::new(RefCell::new(EntropyPool::new()));
     {
@@ -486,9 +554,11 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         app_cfg_warmup()
     );
     let mut engine = engine;
+    heap_line(&mut out, "before self-test");
     if let Err(e) = engine_self_test(&mut engine, &clock, &mut out) {
         return fail(e, 8);
     }
+    heap_line(&mut out, "after self-test");
     let camera = HimaxCamera::new(BoardCamera, &clock, FrameFormat::HM01B0, Some(pool.clone()));
     let dcfg = DroneConfig {
         mode,
@@ -503,20 +573,10 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
     };
     let entropy = PoolEntropy(pool.clone());
     let hz64 = hz as u64;
-    let r = if cfg.link_slots == 0 {
+    let camera = Staged::new(camera, cfg.pipeline != 0);
+    let link = if cfg.link_slots == 0 {
         // The drone loop runs the link itself: a frame's send follows its seal.
-        let link = CpxSpiLink::new(BoardSpi, 200_000, Some(pool.clone()));
-        let finish = |l: &mut CpxSpiLink<BoardSpi>, out: &mut Console| report_link(out, l.stats());
-        if cfg.pipeline != 0 {
-            drive(
-                camera, link, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out, finish,
-            )
-        } else {
-            let cam = OneShot::new(camera);
-            drive(
-                cam, link, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out, finish,
-            )
-        }
+        FwLink::Direct(CpxSpiLink::new(BoardSpi, 200_000, Some(pool.clone())))
     } else {
         // The link task sends the queued packets while the drone loop seals the next frame. The
         // link task does not touch the entropy pool (the drone loop's RefCell): its ready-line
@@ -540,34 +600,11 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         }
         let mut qlink = QueuedLink::new(sh);
         qlink.timing = Some((pool.clone(), read_timer));
-        let finish = |l: &mut QueuedLink<'static, BoardSpi, BoardSignals>, out: &mut Console| {
-            let flushed = l.flush(2_000_000);
-            let hw = l.high_water;
-            let stats = l.stop(1_000_000);
-            let _ = writeln!(
-                out,
-                "FW link task ring={} slots, high water {} {}",
-                sh.capacity(),
-                hw,
-                if flushed.is_ok() {
-                    "(flushed)"
-                } else {
-                    "(not flushed)"
-                }
-            );
-            report_link(out, stats);
-        };
-        if cfg.pipeline != 0 {
-            drive(
-                camera, qlink, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out, finish,
-            )
-        } else {
-            let cam = OneShot::new(camera);
-            drive(
-                cam, qlink, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out, finish,
-            )
-        }
+        FwLink::Queued(qlink, sh)
     };
+    let r = drive(
+        camera, link, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out,
+    );
     if fast {
         // SAFETY: reads the painted stack (C side).
         let (used, size) = unsafe { (fw_fast_stack_used(), fw_fast_stack_size()) };
@@ -593,11 +630,11 @@ fn read_timer() -> u32 {
     unsafe { fw_timer_read() }
 }
 
-/// Builds the drone over `camera` and `link`, runs the loop, then `finish` (link report).
+/// Builds the drone over `camera` and `link`, runs the loop, then reports the link.
 #[allow(clippy::too_many_arguments)]
-fn drive<C, L>(
-    camera: C,
-    link: L,
+fn drive(
+    camera: Staged<BoardHimax<'_>>,
+    link: FwLink,
     clock: &WideClock<FcTimer>,
     entropy: PoolEntropy,
     engine: ClusterEngine<'_, PmsisCluster>,
@@ -605,19 +642,86 @@ fn drive<C, L>(
     hz: u64,
     app_cfg: AppConfig,
     out: &mut Console,
-    finish: impl FnOnce(&mut L, &mut Console),
-) -> Result<(), alloc::string::String>
-where
-    C: gapstream_drone::Camera + app::CaptureTimes,
-    L: gapstream_drone::Link + crate::link::WaitUpstream,
-{
+) -> Result<(), alloc::string::String> {
     match Drone::new(camera, link, clock, entropy, engine, dcfg) {
         Ok(mut d) => {
             let r = app::run(&mut d, clock, hz, app_cfg, &mut FastStack, out).map(|_| ());
-            finish(d.link_mut(), out);
+            d.link_mut().finish(out);
             r.map_err(|e| alloc::format!("{e}"))
         }
         Err(e) => Err(alloc::format!("{e}")),
+    }
+}
+
+type BoardHimax<'k> = HimaxCamera<'k, BoardCamera, FcTimer>;
+
+/// The link as configured at run time: the drone loop sends itself, or a link task sends what
+/// the loop queued. An enum, not a type parameter: one copy of the drone loop in L2.
+enum FwLink {
+    Direct(CpxSpiLink<BoardSpi>),
+    Queued(QueuedLink<'static, BoardSpi, BoardSignals>, &'static BoardShared),
+}
+
+impl FwLink {
+    /// Flushes a link task and prints the link's figures.
+    fn finish(&mut self, out: &mut Console) {
+        match self {
+            FwLink::Direct(l) => report_link(out, l.stats()),
+            FwLink::Queued(l, sh) => {
+                let flushed = l.flush(2_000_000);
+                let hw = l.high_water;
+                let stats = l.stop(1_000_000);
+                let _ = writeln!(
+                    out,
+                    "FW link task ring={} slots, high water {} {}",
+                    sh.capacity(),
+                    hw,
+                    if flushed.is_ok() {
+                        "(flushed)"
+                    } else {
+                        "(not flushed)"
+                    }
+                );
+                report_link(out, stats);
+            }
+        }
+    }
+}
+
+impl gapstream_drone::Link for FwLink {
+    type Error = LinkError;
+    fn send(&mut self, packets: &[u8]) -> Result<(), LinkError> {
+        match self {
+            FwLink::Direct(l) => l.send(packets),
+            FwLink::Queued(l, _) => l.send(packets),
+        }
+    }
+    fn poll_recv(&mut self, buf: &mut [u8]) -> Result<usize, LinkError> {
+        match self {
+            FwLink::Direct(l) => l.poll_recv(buf),
+            FwLink::Queued(l, _) => l.poll_recv(buf),
+        }
+    }
+}
+
+impl WaitUpstream for FwLink {
+    fn wait_upstream_us(&mut self, timeout_us: u32) -> bool {
+        match self {
+            FwLink::Direct(l) => l.wait_upstream_us(timeout_us),
+            FwLink::Queued(l, _) => l.wait_upstream_us(timeout_us),
+        }
+    }
+    fn defer_upstream(&mut self, on: bool) {
+        match self {
+            FwLink::Direct(l) => l.defer_upstream(on),
+            FwLink::Queued(l, _) => l.defer_upstream(on),
+        }
+    }
+    fn link_send_cycles(&self) -> Option<u64> {
+        match self {
+            FwLink::Direct(l) => l.link_send_cycles(),
+            FwLink::Queued(l, _) => l.link_send_cycles(),
+        }
     }
 }
 
