@@ -239,7 +239,9 @@ where
     while cfg.frames == 0 || sent < cfg.frames as u64 {
         drone.link_mut().defer_upstream(true);
         let mut r = Ok(());
+        let step_t0 = clock.now_ns();
         runner.run(&mut || r = drone.step());
+        let step_ns = clock.now_ns() - step_t0;
         drone.link_mut().defer_upstream(false);
         r.map_err(AppError::Drone)?;
         drone.service_upstream().map_err(AppError::Drone)?;
@@ -260,7 +262,7 @@ where
             if cfg.per_frame_lines {
                 let _ = writeln!(
                     out,
-                    "FW frame n={} seq={} capture_cycles={} seal_cycles={} send_cycles={} done_cycle={}",
+                    "FW frame n={} seq={} capture_cycles={} seal_cycles={} send_cycles={} done_cycle={} step_cycles={} wait_cycles={}",
                     sent,
                     drone
                         .session()
@@ -269,7 +271,9 @@ where
                     cap.capture_cycles - prev_cap.capture_cycles,
                     ns_to_cycles(st.seal_ns - prev_stats.seal_ns, hz),
                     send_cycles,
-                    ns_to_cycles(now, hz)
+                    ns_to_cycles(now, hz),
+                    ns_to_cycles(step_ns, hz),
+                    ns_to_cycles(st.capture_wait_ns - prev_stats.capture_wait_ns, hz)
                 );
             }
         }
