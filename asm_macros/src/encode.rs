@@ -192,6 +192,8 @@ pub fn lp_setupi(l: u32, count: i64, offset: i64) -> Result<u32, OperandError> {
 
 /// Opcode 1010111 (`OP-V` in standard RISC-V): the PULP packed-SIMD ALU operations (`pv.*`).
 pub const OP_PULP_SIMD: u32 = 0b101_0111;
+/// Opcode `custom-2` (1011011): `p.addRN` and the other add/multiply-with-normalisation forms.
+pub const OP_PULP_MAC: u32 = 0b101_1011;
 
 /// funct6 of `pv.srl.*` (logical right shift of each element).
 const F6_PV_SRL: u32 = 0b01_0000;
@@ -244,6 +246,79 @@ pub fn pv_srl_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
 /// `010100 | 0 | rs2 | rs1 | 001 | rD | 1010111`.
 pub fn pv_sll_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
     pv_rr(F6_PV_SLL, rd, rs1, rs2, F3_B)
+}
+
+/// funct6 and funct3 of the 16-bit packed-SIMD arithmetic used by the Poly1305 kernel (GAP8
+/// GVSOC decoder `isa_riscv_gen.py`: `pv.add.h '000000- ... 000 ... 1010111'`, `pv.dotsp.h
+/// '100110- ...'`, `pv.sdotsp.h '101110- ...'`, `pv.pack.h '1101000 ...'`).
+const F6_PV_ADD: u32 = 0b00_0000;
+const F6_PV_DOTSP: u32 = 0b10_0110;
+const F6_PV_SDOTSP: u32 = 0b10_1110;
+const F6_PV_PACK: u32 = 0b11_0100;
+/// funct3 of the halfword vector-vector forms (`.h`).
+const F3_H: u32 = 0b000;
+
+/// `pv.add.h rD, rs1, rs2`: each halfword rD\[i\] = rs1\[i\] + rs2\[i\] (mod 2^16).
+/// `000000 | 0 | rs2 | rs1 | 000 | rD | 1010111`.
+pub fn pv_add_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_ADD, rd, rs1, rs2, F3_H)
+}
+
+/// `pv.dotsp.h rD, rs1, rs2`: rD = rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[1\] (signed halfwords).
+/// `100110 | 0 | rs2 | rs1 | 000 | rD | 1010111`.
+pub fn pv_dotsp_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_DOTSP, rd, rs1, rs2, F3_H)
+}
+
+/// `pv.sdotsp.h rD, rs1, rs2`: rD += rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[1\] (signed halfwords).
+/// `101110 | 0 | rs2 | rs1 | 000 | rD | 1010111`.
+pub fn pv_sdotsp_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_SDOTSP, rd, rs1, rs2, F3_H)
+}
+
+/// `pv.pack.h rD, rs1, rs2`: rD = rs1\[15:0\] << 16 | rs2\[15:0\].
+/// `110100 | 0 | rs2 | rs1 | 000 | rD | 1010111`.
+pub fn pv_pack_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_PACK, rd, rs1, rs2, F3_H)
+}
+
+/// Bit-manipulation immediate form (ALU > Bit Manipulation > Encoding):
+/// `11 | Is3 | Is2 | rs1 | funct3 | rD | 0110011`, Is3 = width − 1, Is2 = position.
+fn bit_imm(funct3: u32, rd: u32, rs1: u32, is3: i64, is2: i64) -> Result<u32, OperandError> {
+    check_range("Is3", is3, 0, 31)?;
+    check_range("Is2", is2, 0, 31)?;
+    Ok((0b11 << 30)
+        | ((is3 as u32) << 25)
+        | ((is2 as u32) << 20)
+        | (rs1 << 15)
+        | (funct3 << 12)
+        | (rd << 7)
+        | OP_OP)
+}
+
+/// `p.extract rD, rs1, Is3, Is2`: rD = sign-extended rs1\[Is2 + Is3 : Is2\].
+/// `11 | Is3 | Is2 | rs1 | 000 | rD | 0110011`.
+pub fn p_extracti(rd: u32, rs1: u32, is3: i64, is2: i64) -> Result<u32, OperandError> {
+    bit_imm(0b000, rd, rs1, is3, is2)
+}
+
+/// `p.extractu rD, rs1, Is3, Is2`: rD = zero-extended rs1\[Is2 + Is3 : Is2\].
+/// `11 | Is3 | Is2 | rs1 | 001 | rD | 0110011`.
+pub fn p_extractui(rd: u32, rs1: u32, is3: i64, is2: i64) -> Result<u32, OperandError> {
+    bit_imm(0b001, rd, rs1, is3, is2)
+}
+
+/// `p.insert rD, rs1, Is3, Is2`: rD\[Is2 + Is3 : Is2\] = rs1\[Is3 : 0\], the other bits of rD kept.
+/// `11 | Is3 | Is2 | rs1 | 010 | rD | 0110011`.
+pub fn p_inserti(rd: u32, rs1: u32, is3: i64, is2: i64) -> Result<u32, OperandError> {
+    bit_imm(0b010, rd, rs1, is3, is2)
+}
+
+/// `p.addRN rD, rs1, rs2, Is3`: rD = (rs1 + rs2 + 2^(Is3 − 1)) >>a Is3 (rounded, arithmetic;
+/// Is3 = 0: the plain sum). `00 | Is3 | rs2 | rs1 | 110 | rD | 1011011`.
+pub fn p_addrni(rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandError> {
+    check_range("Is3", is3, 0, 31)?;
+    Ok(((is3 as u32) << 25) | (rs2 << 20) | (rs1 << 15) | (0b110 << 12) | (rd << 7) | OP_PULP_MAC)
 }
 
 /// The assembler text for one word: `.insn 4, 0x........` keeps the word in the instruction
@@ -448,6 +523,40 @@ mod tests {
         assert_eq!(pv_sll_b(r("a0"), r("a1"), r("a2")), 0x50C5_9557);
         assert_eq!(pv_sll_b(r("x31"), r("x31"), r("x31")), 0x51FF_9FD7);
         assert_eq!(pv_sll_b(r("zero"), r("ra"), r("t6")), 0x51F0_9057);
+    }
+
+    /// GVSOC decoder (`isa_riscv_gen.py`): `pv.add.h '000000- ----- ----- 000 ----- 1010111'`,
+    /// `pv.dotsp.h '100110- ...'`, `pv.sdotsp.h '101110- ...'`, `pv.pack.h '1101000 ...'`.
+    #[test]
+    fn pv_halfword_golden() {
+        assert_eq!(pv_add_h(0, 0, 0), 0x0000_0057);
+        assert_eq!(pv_add_h(r("a0"), r("a1"), r("a2")), 0x00C5_8557);
+        assert_eq!(pv_dotsp_h(0, 0, 0), 0x9800_0057);
+        assert_eq!(pv_dotsp_h(r("x31"), r("x31"), r("x31")), 0x99FF_8FD7);
+        assert_eq!(pv_sdotsp_h(0, 0, 0), 0xB800_0057);
+        assert_eq!(pv_sdotsp_h(r("a0"), r("a1"), r("a2")), 0xB8C5_8557);
+        assert_eq!(pv_pack_h(0, 0, 0), 0xD000_0057);
+        assert_eq!(pv_pack_h(r("t6"), r("ra"), r("zero")), 0xD000_8FD7);
+    }
+
+    /// GVSOC decoder: `p.extracti '11----- ----- ----- 000 ----- 0110011'` (I4U: ui0 = Is3 in
+    /// 29:25, ui1 = Is2 in 24:20), `p.extractui … 001 …`, `p.inserti … 010 …`,
+    /// `p.addRNi '00----- ----- ----- 110 ----- 1011011'` (Is3 in 29:25).
+    #[test]
+    fn bit_manipulation_and_round_golden() {
+        assert_eq!(p_extracti(0, 0, 0, 0).unwrap(), 0xC000_0033);
+        assert_eq!(p_extracti(r("a0"), r("a1"), 12, 0).unwrap(), 0xD805_8533);
+        assert_eq!(p_extractui(r("a0"), r("a1"), 12, 13).unwrap(), 0xD8D5_9533);
+        assert_eq!(p_extractui(0, 0, 31, 31).unwrap(), 0xFFF0_1033);
+        assert_eq!(p_inserti(r("a0"), r("a1"), 6, 6).unwrap(), 0xCC65_A533);
+        assert_eq!(
+            p_addrni(r("a0"), r("a1"), r("zero"), 13).unwrap(),
+            0x1A05_E55B
+        );
+        assert_eq!(p_addrni(0, 0, 0, 0).unwrap(), 0x0000_605B);
+        assert!(p_extracti(1, 1, 32, 0).is_err());
+        assert!(p_inserti(1, 1, 0, 32).is_err());
+        assert!(p_addrni(1, 1, 1, 32).is_err());
     }
 
     #[test]

@@ -33,6 +33,14 @@
 //! | [`pv_sll_sci_b!`]`(rd, rs1, imm)` | `pv.sll.sci.b` | each byte: rd\[i\] = rs1\[i\] << imm (0..=7) |
 //! | [`pv_srl_b!`]`(rd, rs1, rs2)` | `pv.srl.b` | each byte: rd\[i\] = rs1\[i\] >> (rs2\[i\] & 7) |
 //! | [`pv_sll_b!`]`(rd, rs1, rs2)` | `pv.sll.b` | each byte: rd\[i\] = rs1\[i\] << (rs2\[i\] & 7) |
+//! | [`pv_add_h!`]`(rd, rs1, rs2)` | `pv.add.h` | each halfword: rd\[i\] = rs1\[i\] + rs2\[i\] |
+//! | [`pv_dotsp_h!`]`(rd, rs1, rs2)` | `pv.dotsp.h` | rd = rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[1\] (signed halfwords) |
+//! | [`pv_sdotsp_h!`]`(rd, rs1, rs2)` | `pv.sdotsp.h` | rd += rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[1\] (signed halfwords) |
+//! | [`pv_pack_h!`]`(rd, rs1, rs2)` | `pv.pack.h` | rd = rs1\[15:0\] << 16 \| rs2\[15:0\] |
+//! | [`p_extracti!`]`(rd, rs1, Is3, Is2)` | `p.extract` | rd = sign-extended rs1\[Is2+Is3:Is2\] |
+//! | [`p_extractui!`]`(rd, rs1, Is3, Is2)` | `p.extractu` | rd = zero-extended rs1\[Is2+Is3:Is2\] |
+//! | [`p_inserti!`]`(rd, rs1, Is3, Is2)` | `p.insert` | rd\[Is2+Is3:Is2\] = rs1\[Is3:0\] |
+//! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
 //!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
@@ -488,4 +496,105 @@ pub fn pv_srl_b(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn pv_sll_b(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_pv_rr(i, "pv.sll.b", encode::pv_sll_b))
+}
+
+// ------------------------------------------------------------------------------------------------
+// packed SIMD halfword arithmetic, bit manipulation with immediates, rounded add-and-shift
+// (the Poly1305 radix-2^13 kernel)
+
+/// `pv.add.h rD, rs1, rs2`: halfword-wise sum. `pv_add_h!(a0, a1, a2)` → `".insn 4, 0x00c58557"`.
+#[proc_macro]
+pub fn pv_add_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_pv_rr(i, "pv.add.h", encode::pv_add_h))
+}
+
+/// `pv.dotsp.h rD, rs1, rs2`: signed halfword dot product.
+/// `pv_dotsp_h!(x31, x31, x31)` → `".insn 4, 0x99ff8fd7"`.
+#[proc_macro]
+pub fn pv_dotsp_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_pv_rr(i, "pv.dotsp.h", encode::pv_dotsp_h))
+}
+
+/// `pv.sdotsp.h rD, rs1, rs2`: signed halfword dot product added to rD.
+/// `pv_sdotsp_h!(a0, a1, a2)` → `".insn 4, 0xb8c58557"`.
+#[proc_macro]
+pub fn pv_sdotsp_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_pv_rr(i, "pv.sdotsp.h", encode::pv_sdotsp_h)
+    })
+}
+
+/// `pv.pack.h rD, rs1, rs2`: rD = rs1\[15:0\] << 16 | rs2\[15:0\].
+/// `pv_pack_h!(t6, ra, zero)` → `".insn 4, 0xd0008fd7"`.
+#[proc_macro]
+pub fn pv_pack_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_pv_rr(i, "pv.pack.h", encode::pv_pack_h))
+}
+
+fn parse_bit_imm(
+    input: ParseStream,
+    insn: &str,
+    f: fn(u32, u32, i64, i64) -> Result<u32, OperandError>,
+) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs1 = parse_reg(input, insn, "rs1")?;
+    comma(input, insn)?;
+    let (is3, s3) = parse_int(input, insn, "Is3")?;
+    comma(input, insn)?;
+    let (is2, s2) = parse_int(input, insn, "Is2")?;
+    end(input, insn)?;
+    f(rd.num, rs1.num, is3, is2).map_err(|e| {
+        let span = if e.operand == "Is3" { s3 } else { s2 };
+        operand_error(insn, span, e)
+    })
+}
+
+/// `p.extract rD, rs1, Is3, Is2`: the `Is3 + 1` bits of rs1 from bit `Is2`, sign-extended.
+/// `p_extracti!(a0, a1, 12, 0)` → `".insn 4, 0xd8058533"`.
+///
+/// ```compile_fail
+/// asm_macros::p_extracti!(a0, a1, 32, 0);
+/// ```
+#[proc_macro]
+pub fn p_extracti(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_bit_imm(i, "p.extract", encode::p_extracti))
+}
+
+/// `p.extractu rD, rs1, Is3, Is2`: the `Is3 + 1` bits of rs1 from bit `Is2`, zero-extended.
+/// `p_extractui!(a0, a1, 12, 13)` → `".insn 4, 0xd8d59533"`.
+#[proc_macro]
+pub fn p_extractui(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_bit_imm(i, "p.extractu", encode::p_extractui)
+    })
+}
+
+/// `p.insert rD, rs1, Is3, Is2`: the low `Is3 + 1` bits of rs1 into rD from bit `Is2`.
+/// `p_inserti!(a0, a1, 6, 6)` → `".insn 4, 0xcc65a533"`.
+#[proc_macro]
+pub fn p_inserti(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_bit_imm(i, "p.insert", encode::p_inserti))
+}
+
+/// `p.addRN rD, rs1, rs2, Is3`: (rs1 + rs2 + 2^(Is3 − 1)) shifted right arithmetically by Is3.
+/// `p_addrni!(a0, a1, zero, 13)` → `".insn 4, 0x1a05e55b"`.
+///
+/// ```compile_fail
+/// asm_macros::p_addrni!(a0, a1, zero, 32);
+/// ```
+#[proc_macro]
+pub fn p_addrni(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "p.addRN", "rD")?;
+        comma(i, "p.addRN")?;
+        let rs1 = parse_reg(i, "p.addRN", "rs1")?;
+        comma(i, "p.addRN")?;
+        let rs2 = parse_reg(i, "p.addRN", "rs2")?;
+        comma(i, "p.addRN")?;
+        let (is3, span) = parse_int(i, "p.addRN", "Is3")?;
+        end(i, "p.addRN")?;
+        encode::p_addrni(rd.num, rs1.num, rs2.num, is3)
+            .map_err(|e| operand_error("p.addRN", span, e))
+    })
 }

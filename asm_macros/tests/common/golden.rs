@@ -67,5 +67,14 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (pv_sll_b!(a0, a1, a2), 0x50C5_9557),
         (pv_sll_b!(x31, x31, x31), 0x51FF_9FD7),
         (pv_sll_b!(zero, ra, t6), 0x51F0_9057),
+        // Halfword SIMD, bit manipulation and p.addRN (the Poly1305 radix-2^13 kernel).
+        (pv_add_h!(a0, a1, a2), 0x00C5_8557),
+        (pv_dotsp_h!(x31, x31, x31), 0x99FF_8FD7),
+        (pv_sdotsp_h!(a0, a1, a2), 0xB8C5_8557),
+        (pv_pack_h!(t6, ra, zero), 0xD000_8FD7),
+        (p_extracti!(a0, a1, 12, 0), 0xD805_8533),
+        (p_extractui!(a0, a1, 12, 13), 0xD8D5_9533),
+        (p_inserti!(a0, a1, 6, 6), 0xCC65_A533),
+        (p_addrni!(a0, a1, zero, 13), 0x1A05_E55B),
     ]
 }
