@@ -23,9 +23,12 @@ use zeroize::Zeroize;
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
 mod pulp;
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
-pub use pulp::Pulp;
+pub use pulp::{Pulp, Pulp13};
+mod radix13;
 #[cfg(test)]
 mod tests;
+pub use radix13::Radix13;
+use radix13::q_table;
 
 const M26: u32 = (1 << 26) - 1;
 
@@ -337,7 +340,7 @@ pub(crate) fn to26(h: [u32; 5]) -> Fe {
 /// The kernel of the hot loop: the radix-2^32 one (the cheaper on QEMU's instruction count,
 /// docs/aead.md), in PULP assembly on GAP8 (`pulp` feature), portable elsewhere.
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
-pub type Kernel = Pulp;
+pub type Kernel = Pulp13;
 /// The kernel of the hot loop: the radix-2^32 one (the cheaper on QEMU's instruction count,
 /// docs/aead.md), in PULP assembly on GAP8 (`pulp` feature), portable elsewhere.
 #[cfg(not(all(target_arch = "riscv32", feature = "pulp")))]
@@ -350,6 +353,8 @@ pub struct Poly1305Key {
     s5: [u32; 4],
     r32: [u32; 4],
     s: [u32; 4],
+    /// The radix-2^13 kernel's packed coefficient pairs ([`Radix13`], `q_table`).
+    q: [u32; 18],
 }
 
 impl Poly1305Key {
@@ -364,11 +369,13 @@ impl Poly1305Key {
         ];
         let r = Fe::from_words(r32, 0);
         let s5 = [r.0[1] * 5, r.0[2] * 5, r.0[3] * 5, r.0[4] * 5];
+        let q = q_table(&r32);
         Poly1305Key {
             r,
             s5,
             r32,
             s: [k(16), k(20), k(24), k(28)],
+            q,
         }
     }
 
@@ -428,6 +435,7 @@ impl Drop for Poly1305Key {
         self.s5.zeroize();
         self.r32.zeroize();
         self.s.zeroize();
+        self.q.zeroize();
     }
 }
 

@@ -33,6 +33,23 @@ fn reference(key: &[u8; 32], msg: &[u8]) -> [u8; 16] {
     m.compute_unpadded(msg).into()
 }
 
+/// RFC 8439 §2.5.2's message through the radix-2^13 kernel.
+#[test]
+fn radix13_rfc8439_and_edges() {
+    let mut keys = [[0u8; 32], [0xff; 32], [0u8; 32]];
+    keys[2][0] = 1;
+    for key in &keys {
+        for n in [1usize, 2, 17, 100] {
+            let k = Poly1305Key::new(key);
+            let data = alloc::vec![0xffu8; 16 * n];
+            let (mut a, mut b) = (Fe([M26; 5]), Fe([M26; 5]));
+            Radix13::blocks(&k, &mut a, &data);
+            Radix32::blocks(&k, &mut b, &data);
+            assert_eq!(a.freeze(), b.freeze());
+        }
+    }
+}
+
 /// Near p: limbs all ones, keys with every r bit that clamping keeps, s = all ones.
 #[test]
 fn edge_keys_and_messages() {
@@ -80,6 +97,21 @@ proptest! {
         let (mut a, mut b) = (start, start);
         Radix26::blocks(&k, &mut a, data);
         Radix32::blocks(&k, &mut b, data);
+        prop_assert_eq!(a.freeze(), b.freeze());
+    }
+
+    /// The radix-2^13 kernel (the model of the PULP dot-product loop) agrees with radix 2^32,
+    /// also over long runs of all-ones blocks (the largest limbs).
+    #[test]
+    fn radix13_agrees(key in any::<[u8; 32]>(), blocks in proptest::collection::vec(any::<u8>(), 0..800),
+                      ones in 0usize..40, start in any::<[u32; 5]>()) {
+        let k = Poly1305Key::new(&key);
+        let mut data = blocks[..blocks.len() & !15].to_vec();
+        data.extend(core::iter::repeat_n(0xff, 16 * ones));
+        let start = Fe(start.map(|l| l & M26));
+        let (mut a, mut b) = (start, start);
+        Radix13::blocks(&k, &mut a, &data);
+        Radix32::blocks(&k, &mut b, &data);
         prop_assert_eq!(a.freeze(), b.freeze());
     }
 
