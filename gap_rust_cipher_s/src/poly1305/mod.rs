@@ -83,6 +83,24 @@ impl Fe {
         mul_r(&self.0, r, &s)
     }
 
+    /// `self * self mod p`: the same column sums as [`Fe::mul`] of `self` by itself (so the same
+    /// bounds and the same limbs), from 15 products instead of 25 (each cross product once,
+    /// doubled). [`Fe::mul_pow`]'s squarings.
+    #[inline(always)]
+    pub fn square(&self) -> Fe {
+        let h = &self.0;
+        let m = |a: u32, b: u32| a as u64 * b as u64;
+        let (x0, x1) = (h[0] * 2, h[1] * 2); // doubled cross products
+        let (s3, s4) = (h[3] * 5, h[4] * 5);
+        let (t2, t4) = (h[2] * 10, h[4] * 10);
+        let d0 = m(h[0], h[0]) + m(h[1], t4) + m(h[3], t2);
+        let d1 = m(x0, h[1]) + m(h[2], t4) + m(h[3], s3);
+        let d2 = m(x0, h[2]) + m(h[1], h[1]) + m(h[3], t4);
+        let d3 = m(x0, h[3]) + m(x1, h[2]) + m(h[4], s4);
+        let d4 = m(x0, h[4]) + m(x1, h[3]) + m(h[2], h[2]);
+        carry([d0, d1, d2, d3, d4])
+    }
+
     /// Carries every limb to 26 bits and reduces below p (canonical).
     pub fn freeze(&self) -> Fe {
         let mut h = self.0;
@@ -142,7 +160,7 @@ impl Fe {
             }
             n >>= 1;
             if n != 0 {
-                base = base.mul(&base);
+                base = base.square();
             }
         }
         base.zeroize();
@@ -168,10 +186,17 @@ fn words(b: &[u8; 16]) -> [u32; 4] {
 fn mul_r(h: &[u32; 5], r: &[u32; 5], s: &[u32; 4]) -> Fe {
     let m = |a: u32, b: u32| a as u64 * b as u64;
     let d0 = m(h[0], r[0]) + m(h[1], s[3]) + m(h[2], s[2]) + m(h[3], s[1]) + m(h[4], s[0]);
-    let mut d1 = m(h[0], r[1]) + m(h[1], r[0]) + m(h[2], s[3]) + m(h[3], s[2]) + m(h[4], s[1]);
-    let mut d2 = m(h[0], r[2]) + m(h[1], r[1]) + m(h[2], r[0]) + m(h[3], s[3]) + m(h[4], s[2]);
-    let mut d3 = m(h[0], r[3]) + m(h[1], r[2]) + m(h[2], r[1]) + m(h[3], r[0]) + m(h[4], s[3]);
-    let mut d4 = m(h[0], r[4]) + m(h[1], r[3]) + m(h[2], r[2]) + m(h[3], r[1]) + m(h[4], r[0]);
+    let d1 = m(h[0], r[1]) + m(h[1], r[0]) + m(h[2], s[3]) + m(h[3], s[2]) + m(h[4], s[1]);
+    let d2 = m(h[0], r[2]) + m(h[1], r[1]) + m(h[2], r[0]) + m(h[3], s[3]) + m(h[4], s[2]);
+    let d3 = m(h[0], r[3]) + m(h[1], r[2]) + m(h[2], r[1]) + m(h[3], r[0]) + m(h[4], s[3]);
+    let d4 = m(h[0], r[4]) + m(h[1], r[3]) + m(h[2], r[2]) + m(h[3], r[1]) + m(h[4], r[0]);
+    carry([d0, d1, d2, d3, d4])
+}
+
+/// The column sums `d` of a product carried to 26-bit limbs (limb 1 may be slightly above).
+#[inline(always)]
+fn carry(d: [u64; 5]) -> Fe {
+    let [d0, mut d1, mut d2, mut d3, mut d4] = d;
     let mut o = [0u32; 5];
     d1 += d0 >> 26;
     o[0] = d0 as u32 & M26;

@@ -140,6 +140,16 @@ proptest! {
     }
 
     #[test]
+    fn square_is_mul_by_itself(limbs in any::<[u32; 5]>(), key in any::<[u8; 32]>()) {
+        // 26-bit limbs, and a carried product (limb 1 may be above 2^26): what `mul_pow` squares.
+        let h = Fe(limbs.map(|l| l >> 6));
+        prop_assert_eq!(h.square().0, h.mul(&h).0);
+        let k = Poly1305Key::new(&key);
+        let p = h.mul(k.r());
+        prop_assert_eq!(p.square().0, p.mul(&p).0);
+    }
+
+    #[test]
     fn mul_pow_is_repeated_mul(key in any::<[u8; 32]>(), n in 0u64..300) {
         let k = Poly1305Key::new(&key);
         let mut a = Fe::ONE;
