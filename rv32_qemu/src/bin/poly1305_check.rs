@@ -1,5 +1,5 @@
-//! Poly1305 on rv32 (QEMU): RFC 8439 §2.5.2, and a seeded randomized cross-check of both limb
-//! radices, the sequential MAC (random chunking, unaligned buffers) and the lanes' parallel form
+//! Poly1305 on rv32 (QEMU): RFC 8439 §2.5.2, and a seeded randomized cross-check of the three limb
+//! radices (radix 2^13: the portable model of the PULP dot-product loop), the sequential MAC (random chunking, unaligned buffers) and the lanes' parallel form
 //! (random pieces dealt to 1..=8 lanes) against RustCrypto `poly1305`.
 #![no_std]
 #![no_main]
@@ -8,7 +8,9 @@ extern crate alloc;
 
 use alloc::vec;
 use alloc::vec::Vec;
-use gap_rust_cipher_s::poly1305::{BlockKernel, Fe, Poly1305, Poly1305Key, Radix26, Radix32};
+use gap_rust_cipher_s::poly1305::{
+    BlockKernel, Fe, Poly1305, Poly1305Key, Radix13, Radix26, Radix32,
+};
 use gap_rust_wrapper::{MacFactory, MacInput, MacLane, PolyMac};
 use poly1305::universal_hash::KeyInit;
 use rv32_qemu::{Rng, println};
@@ -75,6 +77,11 @@ fn main() -> Result<(), &'static str> {
             ("radix32", {
                 let mut a = Fe::ZERO;
                 Radix32::blocks(&k, &mut a, whole);
+                k.tag(&a)
+            }),
+            ("radix13", {
+                let mut a = Fe::ZERO;
+                Radix13::blocks(&k, &mut a, whole);
                 k.tag(&a)
             }),
         ] {
