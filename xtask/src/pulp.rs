@@ -10,6 +10,8 @@
 //! * the hardware-loop offsets land where intended: loop 0 starts at the first `add` of the double
 //!   round and ends on its last `p.ror`, loop 1 ends on the counter increment, both bodies hold only
 //!   32-bit instructions and start word-aligned;
+//! * the radix-2^13 Poly1305 loop (`poly1305::pulp::Pulp13`) holds its 50 dot products and the
+//!   other PULP words of its source, no `mulh*`, and its hardware loop ends on its last word;
 //! * `gap_pulp_encoding_table`, one word per encoder form (edge registers and immediates), holds
 //!   exactly the golden words of `asm_macros/tests/macros.rs`.
 //!
@@ -153,6 +155,82 @@ fn is_hwloop(w: u32) -> bool {
     w & 0x7F == 0x7B
 }
 
+/// The radix-2^13 Poly1305 loop (`poly1305::pulp::Pulp13`): 4 post-increment loads, 10
+/// `pv.dotsp.h` and 40 `pv.sdotsp.h` (one per limb product pair), 5 `pv.add.h`, 10 `pv.pack.h`,
+/// 11 `p.addRN` and 11 `p.extract` (the signed carries), one `lp.setup` whose loop ends on the
+/// function's last `pv.pack.h`, no `mulh*` anywhere in the function, every PULP word in the
+/// instruction stream.
+fn check_poly1305_13(insns: &[Insn]) -> Result<String, String> {
+    let field = |w: u32, mask: u32, want: u32| w & mask == want;
+    let kinds: [(&str, u32, u32, usize); 8] = [
+        ("p.lw rD, 4(t6!)", 0xFFFF_F07F, 0x004F_A00B, 4),
+        ("pv.dotsp.h", 0xFC00_707F, 0x9800_0057, 10),
+        ("pv.sdotsp.h", 0xFC00_707F, 0xB800_0057, 40),
+        ("pv.add.h", 0xFC00_707F, 0x0000_0057, 5),
+        ("pv.pack.h", 0xFE00_707F, 0xD000_0057, 10),
+        ("p.addRN Is3 = 13", 0xFE00_707F, 0x1A00_605B, 11),
+        ("p.extract Is3 = 12, Is2 = 0", 0xFFF0_707F, 0xD800_0033, 11),
+        ("lp.setup x0", 0x0000_7FFF, 0x0000_407B, 1),
+    ];
+    let mut seen = Vec::new();
+    for (name, mask, want, n) in kinds {
+        let hits: Vec<&Insn> = insns
+            .iter()
+            .filter(|i| i.wide && field(i.word, mask, want))
+            .collect();
+        if hits.len() != n {
+            return Err(format!(
+                "Pulp13: {} `{name}` words, the source has {n}",
+                hits.len()
+            ));
+        }
+        if let Some(i) = hits.iter().find(|i| !i.text.starts_with(".4byte")) {
+            return Err(format!(
+                "Pulp13: `{name}` at {:#x} is not an instruction-stream word: `{}`",
+                i.addr, i.text
+            ));
+        }
+        seen.push(format!("{n} {name}"));
+    }
+    if let Some(i) = insns.iter().find(|i| {
+        i.wide
+            && i.word & 0xFE00_007F == 0x0200_0033
+            && i.word & 0x4000 == 0
+            && i.word & 0x3000 != 0
+    }) {
+        return Err(format!("Pulp13: a `mulh*` at {:#x}: `{}`", i.addr, i.text));
+    }
+    let setup = insns
+        .iter()
+        .find(|i| i.wide && i.word & 0x7FFF == 0x407B)
+        .ok_or("Pulp13: no lp.setup")?;
+    let end = setup.addr + 2 * (setup.word >> 20) as u64;
+    let last = insns
+        .iter()
+        .find(|i| i.addr == end)
+        .ok_or("Pulp13: the hardware loop's end is not an instruction")?;
+    if last.word & 0xFE00_707F != 0xD000_0057 {
+        return Err(format!(
+            "Pulp13: the hardware loop ends on `{}`, not on the last pv.pack.h",
+            last.text
+        ));
+    }
+    if let Some(c) = insns
+        .iter()
+        .find(|i| i.addr > setup.addr && i.addr <= end && !i.wide)
+    {
+        return Err(format!(
+            "Pulp13: compressed instruction `{}` inside the hardware loop",
+            c.text
+        ));
+    }
+    Ok(format!(
+        "poly1305 radix-2^13 loop: {}; {} instructions per block, no mulh*",
+        seen.join(", "),
+        (end - setup.addr) / 4
+    ))
+}
+
 fn check_kernel(insns: &[Insn]) -> Result<Vec<String>, String> {
     let mut report = Vec::new();
     let count = |f: fn(u32) -> bool| insns.iter().filter(|i| i.wide && f(i.word)).count();
@@ -265,6 +343,11 @@ pub fn run() -> Result<(), String> {
     for line in check_kernel(&kernel.1)? {
         println!("pulp-disasm {line}");
     }
+    let poly = funcs
+        .iter()
+        .find(|(n, _)| n.contains("Pulp13") && n.ends_with("::words"))
+        .ok_or("no <gap_rust_cipher_s::poly1305::pulp::Pulp13 as BlockKernel>::words in the PULP build")?;
+    println!("pulp-disasm {}", check_poly1305_13(&poly.1)?);
     let table = funcs
         .iter()
         .find(|(n, _)| n == "gap_pulp_encoding_table")
