@@ -1,4 +1,4 @@
-//! Poly1305 (RFC 8439 §2.5) for rv32: portable kernels in two limb radices, the parallel form
+//! Poly1305 (RFC 8439 §2.5) for rv32: kernels in three limb radices, the parallel form
 //! the cluster engine uses ([`Poly1305Key`] implements `gap_rust_wrapper::Polynomial`), and the
 //! sequential MAC ([`Poly1305`]).
 //!
@@ -6,17 +6,21 @@
 //! representation of D. J. Bernstein's poly1305 and A. Moon's poly1305-donna): every product of
 //! two limbs fits 64 bits, and the reduction folds the limbs above 2^130 back with `* 5`. This
 //! radix serves the cold operations (multiplying by a power of r, adding lanes, the final
-//! reduction). The hot loop over whole blocks (`acc = (acc + m) * r`) has two kernels:
+//! reduction). The hot loop over whole blocks (`acc = (acc + m) * r`) has three kernels:
 //!
 //! | kernel | limbs | products per block | on rv32 |
 //! |---|---|---|---|
 //! | [`Radix26`] | 5 × 26 bits, `5 r_i` precomputed | 25 of 32×32→64 bits | `mul` + `mulhu` each |
 //! | [`Radix32`] | 4 × 32 bits + 2 bits, `r_i + r_i/4` precomputed (r is clamped, so `r_i` is a multiple of 4 for i ≥ 1) | 16 of 32×32→64 and 4 of 32×32→32 | `mul` + `mulhu` / `mul` |
+//! | [`Radix13`] | 10 signed × 13 bits, packed in halfword pairs, `5 r_i` in the pairs | 100 of 16×16→32 | 50 PULP `pv.sdotsp.h` (`Pulp13` on GAP8; [`Radix13`] is its portable model) |
 //!
-//! [`Kernel`] is the one `cargo xtask bench-qemu poly` measured cheaper (see docs/aead.md).
+//! [`Kernel`] is [`Radix32`] on hosts and plain rv32 (the cheaper of the portable two on QEMU's
+//! instruction count) and `Pulp13` on GAP8 (the cheaper on the GVSOC cycle count: no `mulhu`,
+//! which stalls RI5CY for 5 cycles; see docs/aead.md).
 //! Everything is constant time: no branch or address depends on the key, the accumulator or
-//! the message (carries are computed with shifts and `sltu`, the multiply instructions of rv32
-//! and RI5CY take a fixed number of cycles); loop counts depend only on lengths.
+//! the message (carries are computed with shifts and `sltu`, or `p.addRN` / `p.extract`; the
+//! multiply and dot-product instructions of rv32 and RI5CY take a fixed number of cycles); loop
+//! counts depend only on lengths.
 use gap_rust_wrapper::Polynomial;
 use zeroize::Zeroize;
 
@@ -362,12 +366,12 @@ pub(crate) fn to26(h: [u32; 5]) -> Fe {
     f
 }
 
-/// The kernel of the hot loop: the radix-2^32 one (the cheaper on QEMU's instruction count,
-/// docs/aead.md), in PULP assembly on GAP8 (`pulp` feature), portable elsewhere.
+/// The kernel of the hot loop on GAP8 (`pulp` feature): the radix-2^13 dot-product loop (the
+/// cheaper on GVSOC's cycle count, docs/aead.md).
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
 pub type Kernel = Pulp13;
 /// The kernel of the hot loop: the radix-2^32 one (the cheaper on QEMU's instruction count,
-/// docs/aead.md), in PULP assembly on GAP8 (`pulp` feature), portable elsewhere.
+/// docs/aead.md); GAP8 runs the radix-2^13 dot-product loop instead.
 #[cfg(not(all(target_arch = "riscv32", feature = "pulp")))]
 pub type Kernel = Radix32;
 

@@ -1,5 +1,6 @@
-//! The PULP (RI5CY, GAP8 "Xpulpv2") Poly1305 block loop: the radix-2^32 kernel ([`super::Radix32`])
-//! in assembly, with a hardware loop and post-increment loads (`asm_macros` words, pinned by the
+//! The PULP (RI5CY, GAP8 "Xpulpv2") Poly1305 block loops: [`Pulp13`], the radix-2^13 kernel on
+//! 16-bit dot products (the one GAP8 runs, see below and [`super::Radix13`]), and [`Pulp`], the
+//! radix-2^32 kernel ([`super::Radix32`]) in assembly, with a hardware loop and post-increment loads (`asm_macros` words, pinned by the
 //! golden-word table of `asm_macros`). QEMU cannot execute it; GVSOC and the GAP8 can; every GVSOC
 //! benchmark run checks its tag against RustCrypto.
 //!

@@ -26,7 +26,7 @@
 //! `h_9 + 2^11` (added with the carry of the previous block), so the message limbs are the bare
 //! block; the conversions in and out of [`Fe`] add and remove it.
 //!
-//! [`Radix13`] is the portable model of the PULP loop ([`super::Pulp13`]): the same operations
+//! [`Radix13`] is the portable model of the PULP loop (`Pulp13` (`pulp.rs`)): the same operations
 //! in the same order on the same packed words, so the host tests (against RustCrypto) check the
 //! arithmetic that GVSOC runs.
 use super::{BlockKernel, Fe, M26, Poly1305Key, to32};
@@ -200,7 +200,7 @@ pub(super) fn block(h: &mut [u32; 5], q: &[u32; 18], w: [u32; 4]) {
     *h = [0, 1, 2, 3, 4].map(|a| pack(e[2 * a + 1], e[2 * a]));
 }
 
-/// The radix-2^13 kernel, portable model of [`super::Pulp13`] (see the module text).
+/// The radix-2^13 kernel, portable model of `Pulp13` (`pulp.rs`) (see the module text).
 pub struct Radix13;
 
 impl BlockKernel for Radix13 {
