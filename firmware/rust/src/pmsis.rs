@@ -659,7 +659,10 @@ type BoardHimax<'k> = HimaxCamera<'k, BoardCamera, FcTimer>;
 /// the loop queued. An enum, not a type parameter: one copy of the drone loop in L2.
 enum FwLink {
     Direct(CpxSpiLink<BoardSpi>),
-    Queued(QueuedLink<'static, BoardSpi, BoardSignals>, &'static BoardShared),
+    Queued(
+        QueuedLink<'static, BoardSpi, BoardSignals>,
+        &'static BoardShared,
+    ),
 }
 
 impl FwLink {

@@ -20,13 +20,72 @@
 use alloc::boxed::Box;
 use alloc::vec;
 use core::cell::{Cell, UnsafeCell};
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering, compiler_fence};
 
 use gapstream_drone::Link;
 use gapstream_protocol::cpx::MTU;
 
 use super::{BUFFER_LEN, CpxSpiLink, LinkError, LinkStats, SpiHw, WaitUpstream};
 use crate::entropy::SharedPool;
+
+/// The atomics of the two rings, loaded with Acquire and stored with Release ordering.
+///
+/// On the GAP8 the two tasks share the FC, one in-order core: they interleave and never run at
+/// once, and the core sees its own stores in program order, so only the compiler must be kept from
+/// moving accesses across the index updates (`compiler_fence`). No `fence` instruction is emitted
+/// there: the GAP SDK's GVSOC model executes `fence` as `fence.i` (it flushes its decoded
+/// instruction cache) and the firmware hung on the first one. Elsewhere (host tests, threads) the
+/// real Acquire/Release operations.
+trait OrderedAtomic {
+    type V: Copy;
+    fn load_relaxed(&self) -> Self::V;
+    fn store_relaxed(&self, v: Self::V);
+    fn load_acquire(&self) -> Self::V;
+    fn store_release(&self, v: Self::V);
+}
+
+macro_rules! ordered_atomic {
+    ($a:ty, $v:ty) => {
+        impl OrderedAtomic for $a {
+            type V = $v;
+            fn load_relaxed(&self) -> $v {
+                self.load(Ordering::Relaxed)
+            }
+            fn store_relaxed(&self, v: $v) {
+                self.store(v, Ordering::Relaxed)
+            }
+            fn load_acquire(&self) -> $v {
+                self.load(Ordering::Acquire)
+            }
+            fn store_release(&self, v: $v) {
+                self.store(v, Ordering::Release)
+            }
+        }
+    };
+}
+ordered_atomic!(AtomicU32, u32);
+ordered_atomic!(AtomicBool, bool);
+
+#[inline(always)]
+fn acquire<A: OrderedAtomic>(a: &A) -> A::V {
+    if cfg!(target_arch = "riscv32") {
+        let v = a.load_relaxed();
+        compiler_fence(Ordering::Acquire);
+        v
+    } else {
+        a.load_acquire()
+    }
+}
+
+#[inline(always)]
+fn release<A: OrderedAtomic>(a: &A, v: A::V) {
+    if cfg!(target_arch = "riscv32") {
+        compiler_fence(Ordering::Release);
+        a.store_relaxed(v)
+    } else {
+        a.store_release(v)
+    }
+}
 
 /// Bytes of the ring towards the main task.
 pub const UPSTREAM_RING: usize = 8 * 1024;
@@ -118,9 +177,7 @@ impl<H: SpiHw, S: Signals> Shared<H, S> {
 
     /// Packets queued and not yet taken by the link task.
     pub fn queued(&self) -> usize {
-        self.head
-            .load(Ordering::Acquire)
-            .wrapping_sub(self.tail.load(Ordering::Acquire)) as usize
+        acquire(&self.head).wrapping_sub(acquire(&self.tail)) as usize
     }
 
     pub fn capacity(&self) -> usize {
@@ -130,7 +187,7 @@ impl<H: SpiHw, S: Signals> Shared<H, S> {
     /// Main task: copies one whole CPX wire packet into a free slot, if there is one.
     fn try_push(&self, p: &[u8]) -> bool {
         let head = self.head.load(Ordering::Relaxed);
-        let tail = self.tail.load(Ordering::Acquire);
+        let tail = acquire(&self.tail);
         if head.wrapping_sub(tail) as usize >= self.slots.len() {
             return false;
         }
@@ -138,7 +195,7 @@ impl<H: SpiHw, S: Signals> Shared<H, S> {
         // SAFETY: slot `head` is not visible to the link task until `head + 1` is published, and
         // the link task released it (tail moved past it) before: only this task touches it now.
         unsafe { (&mut *slot.get())[..p.len()].copy_from_slice(p) };
-        self.head.store(head.wrapping_add(1), Ordering::Release);
+        release(&self.head, head.wrapping_add(1));
         true
     }
 
@@ -146,7 +203,7 @@ impl<H: SpiHw, S: Signals> Shared<H, S> {
     /// stays in the link's inbox).
     fn move_upstream(&self, link: &mut CpxSpiLink<H>) -> bool {
         let head = self.up_head.load(Ordering::Relaxed);
-        let tail = self.up_tail.load(Ordering::Acquire);
+        let tail = acquire(&self.up_tail);
         let free = UPSTREAM_RING - head.wrapping_sub(tail) as usize;
         let n = free.min(link.received_len());
         if n == 0 {
@@ -164,15 +221,14 @@ impl<H: SpiHw, S: Signals> Shared<H, S> {
             }
             done += k;
         }
-        self.up_head
-            .store(head.wrapping_add(n as u32), Ordering::Release);
+        release(&self.up_head, head.wrapping_add(n as u32));
         true
     }
 
     /// Main task: reads upstream bytes.
     fn pop_upstream(&self, buf: &mut [u8]) -> usize {
         let tail = self.up_tail.load(Ordering::Relaxed);
-        let head = self.up_head.load(Ordering::Acquire);
+        let head = acquire(&self.up_head);
         let n = buf.len().min(head.wrapping_sub(tail) as usize);
         for (i, d) in buf[..n].iter_mut().enumerate() {
             let at = tail.wrapping_add(i as u32) as usize % UPSTREAM_RING;
@@ -180,13 +236,12 @@ impl<H: SpiHw, S: Signals> Shared<H, S> {
             // again until up_tail moved past them.
             *d = unsafe { *self.up[at].get() };
         }
-        self.up_tail
-            .store(tail.wrapping_add(n as u32), Ordering::Release);
+        release(&self.up_tail, tail.wrapping_add(n as u32));
         n
     }
 
     fn upstream_pending(&self) -> bool {
-        self.up_head.load(Ordering::Acquire) != self.up_tail.load(Ordering::Relaxed)
+        acquire(&self.up_head) != self.up_tail.load(Ordering::Relaxed)
     }
 }
 
@@ -197,20 +252,19 @@ pub fn pump<H: SpiHw, S: Signals>(sh: &Shared<H, S>) -> bool {
     // SAFETY: only the link task runs `pump`, and only before it published `stopped`.
     let link = unsafe { &mut *sh.link.get() };
     let tail = sh.tail.load(Ordering::Relaxed);
-    let worked = if sh.head.load(Ordering::Acquire) != tail {
+    let worked = if acquire(&sh.head) != tail {
         let slot = &sh.slots[tail as usize % sh.slots.len()];
         // SAFETY: slot `tail` was published by the main task (Acquire above) and is not written
         // again until tail moves past it.
         let bytes = unsafe { &*slot.get() };
         let len = 2 + u16::from_le_bytes([bytes[0], bytes[1]]) as usize;
         let r = link.send_packet(&bytes[..len.min(BUFFER_LEN)]);
-        sh.tail.store(tail.wrapping_add(1), Ordering::Release);
-        sh.send_cycles
-            .store(link.stats().send_cycles as u32, Ordering::Release);
+        release(&sh.tail, tail.wrapping_add(1));
+        release(&sh.send_cycles, link.stats().send_cycles as u32);
         sh.signals.freed();
         if let Err(e) = r {
             if sh.error.load(Ordering::Relaxed) == 0 {
-                sh.error.store(error_code(e), Ordering::Release);
+                release(&sh.error, error_code(e));
             }
         }
         true
@@ -218,7 +272,7 @@ pub fn pump<H: SpiHw, S: Signals>(sh: &Shared<H, S>) -> bool {
         match link.serve_esp() {
             Ok(served) => served,
             Err(e) => {
-                sh.error.store(error_code(e), Ordering::Release);
+                release(&sh.error, error_code(e));
                 true
             }
         }
@@ -231,12 +285,12 @@ pub fn pump<H: SpiHw, S: Signals>(sh: &Shared<H, S>) -> bool {
 
 /// The link task's body: pumps until asked to stop, sleeping when there is nothing to do.
 pub fn run<H: SpiHw, S: Signals>(sh: &Shared<H, S>) {
-    while !sh.stop.load(Ordering::Acquire) {
+    while !acquire(&sh.stop) {
         if !pump(sh) {
             sh.signals.idle(10_000);
         }
     }
-    sh.stopped.store(true, Ordering::Release);
+    release(&sh.stopped, true);
     sh.signals.freed();
 }
 
@@ -271,7 +325,7 @@ impl<'a, H: SpiHw, S: Signals> QueuedLink<'a, H, S> {
     }
 
     fn check_error(&self) -> Result<(), LinkError> {
-        match error_of(self.sh.error.load(Ordering::Acquire)) {
+        match error_of(acquire(&self.sh.error)) {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -293,14 +347,14 @@ impl<'a, H: SpiHw, S: Signals> QueuedLink<'a, H, S> {
 
     /// Stops the link task (after it finished the packet at hand) and returns its counters.
     pub fn stop(&mut self, timeout_us: u32) -> LinkStats {
-        self.sh.stop.store(true, Ordering::Release);
+        release(&self.sh.stop, true);
         let mut waited = 0u32;
-        while !self.sh.stopped.load(Ordering::Acquire) && waited < timeout_us {
+        while !acquire(&self.sh.stopped) && waited < timeout_us {
             self.sh.signals.kick();
             self.sh.signals.wait_freed(1_000);
             waited = waited.saturating_add(1_000);
         }
-        if self.sh.stopped.load(Ordering::Acquire) {
+        if acquire(&self.sh.stopped) {
             // SAFETY: the link task published `stopped` and touches the link no more.
             unsafe { (*self.sh.link.get()).stats() }
         } else {
@@ -360,7 +414,7 @@ impl<H: SpiHw, S: Signals> WaitUpstream for QueuedLink<'_, H, S> {
         self.deferred = on;
     }
     fn link_send_cycles(&self) -> Option<u64> {
-        let now = self.sh.send_cycles.load(Ordering::Acquire);
+        let now = acquire(&self.sh.send_cycles);
         let d = now.wrapping_sub(self.send_last.get());
         self.send_last.set(now);
         self.send_total.set(self.send_total.get() + d as u64);
@@ -483,7 +537,7 @@ pub(crate) mod tests {
             got_up.extend_from_slice(&buf[..n]);
         }
         // The link task ends when asked (here run in place).
-        sh.stop.store(true, Ordering::Release);
+        release(&sh.stop, true);
         run(sh);
         let stats = link.stop(1000);
         let m = esp(sh);
