@@ -175,12 +175,29 @@ impl<H: SpiHw> CpxSpiLink<H> {
     /// The ESP32 must be armed: for a send the GAP8 raises its line and waits for the ESP32's
     /// edge; for a receive the caller has taken the edge already.
     fn transaction(&mut self, packet: &[u8]) -> Result<(), LinkError> {
-        let sending = !packet.is_empty();
         let t_start = self.hw.stamp();
-        self.tx[..packet.len()].copy_from_slice(packet);
-        if !sending {
-            self.tx[..2].fill(0);
+        // The link's own transmit buffer, out of `self` for the call (no allocation: an empty Vec
+        // takes its place).
+        let mut tx = core::mem::take(&mut self.tx);
+        tx[..packet.len()].copy_from_slice(packet);
+        if packet.is_empty() {
+            tx[..2].fill(0);
         }
+        let r = self.clock_transaction(&tx, !packet.is_empty(), t_start);
+        self.tx = tx;
+        r
+    }
+
+    /// One transaction clocking `tx`: a CPX wire packet at its start (or a zero length: only
+    /// receive) followed by padding, at least [`BUFFER_LEN`] bytes (a packet's transaction clocks
+    /// up to its length rounded up to 4; the padding bytes are whatever `tx` holds there).
+    fn clock_transaction(
+        &mut self,
+        tx: &[u8],
+        sending: bool,
+        t_start: u32,
+    ) -> Result<(), LinkError> {
+        let tx = &tx[..BUFFER_LEN];
         self.rx[..HEADER_PART].fill(0);
         if sending {
             let t0 = self.hw.stamp();
@@ -196,13 +213,9 @@ impl<H: SpiHw> CpxSpiLink<H> {
         let t1 = self.hw.stamp();
         // The lengths: always read (MISO), so at the upstream clock.
         self.hw
-            .transfer(
-                &self.tx[..HEADER_PART],
-                Some(&mut self.rx[..HEADER_PART]),
-                true,
-            )
+            .transfer(&tx[..HEADER_PART], Some(&mut self.rx[..HEADER_PART]), true)
             .inspect_err(|_| self.hw.set_gap_rtt(false))?;
-        let tx_len = u16::from_le_bytes([self.tx[0], self.tx[1]]);
+        let tx_len = u16::from_le_bytes([tx[0], tx[1]]);
         let mut rx_len = u16::from_le_bytes([self.rx[0], self.rx[1]]);
         if rx_len != 0 && !(2..=MTU as u16).contains(&rx_len) {
             // Not a length the ESP32 sends: clock only what we send, drop what came in.
@@ -215,14 +228,14 @@ impl<H: SpiHw> CpxSpiLink<H> {
         if rx_len > 0 {
             // A packet for the GAP8: the rest at the upstream clock.
             self.hw.transfer(
-                &self.tx[HEADER_PART..end],
+                &tx[HEADER_PART..end],
                 Some(&mut self.rx[HEADER_PART..end]),
                 false,
             )?;
             self.stats.bytes_up_clock += end as u64;
         } else {
             // Nothing comes back: the rest at the downstream clock, MISO ignored.
-            self.hw.transfer(&self.tx[HEADER_PART..end], None, false)?;
+            self.hw.transfer(&tx[HEADER_PART..end], None, false)?;
             self.stats.bytes_up_clock += HEADER_PART as u64;
             self.stats.bytes_down_clock += rest as u64;
         }
@@ -268,6 +281,21 @@ impl<H: SpiHw> CpxSpiLink<H> {
             return Err(LinkError::NotAPacket);
         }
         self.transaction(p)
+    }
+
+    /// Sends the CPX wire packet at the start of `buf` (checked) straight from `buf`, which is at
+    /// least [`BUFFER_LEN`] bytes long (the link task's ring slots): no copy into the link's own
+    /// buffer.
+    pub fn send_padded(&mut self, buf: &[u8]) -> Result<(), LinkError> {
+        if buf.len() < BUFFER_LEN {
+            return Err(LinkError::NotAPacket);
+        }
+        let len = u16::from_le_bytes([buf[0], buf[1]]) as usize;
+        if !(2..=MTU).contains(&len) {
+            return Err(LinkError::NotAPacket);
+        }
+        let t_start = self.hw.stamp();
+        self.clock_transaction(buf, true, t_start)
     }
 
     /// Serves one transaction the ESP32 armed on its own (it has a packet for the GAP8), if any.
@@ -681,6 +709,43 @@ pub(crate) mod tests {
         assert_eq!(link.send(&[5]), Err(LinkError::NotAPacket));
         assert_eq!(link.send(&[10, 0, 1, 2]), Err(LinkError::NotAPacket));
         assert_eq!(link.send(&[0xFF, 0x03, 0, 0]), Err(LinkError::NotAPacket));
+        // Straight from a ring slot: the slot must be a whole buffer, the length a packet's.
+        assert_eq!(
+            link.send_padded(&[4, 0, 1, 2, 3, 4]),
+            Err(LinkError::NotAPacket)
+        );
+        let mut slot = vec![0u8; BUFFER_LEN];
+        slot[..2].copy_from_slice(&(MTU as u16 + 1).to_le_bytes());
+        assert_eq!(link.send_padded(&slot), Err(LinkError::NotAPacket));
+        assert_eq!(link.stats().transactions, 0);
+    }
+
+    /// A packet sent from a padded slot clocks the same bytes as one sent by `send`.
+    #[test]
+    fn a_packet_from_a_slot_is_the_same_transaction_as_a_copied_one() {
+        let route = Route::new(Target::Gap8, Target::WifiHost, cpx::GAPSTREAM_FUNCTION);
+        let w = packets_of(route, &[0xA5; 700], 1020);
+        let mut a = CpxSpiLink::new(EspModel::new(), 1000, None);
+        let ca = a.hw_mut().bridge.add_client(Transport::Tcp).unwrap();
+        a.send(&w).unwrap();
+        let mut b = CpxSpiLink::new(EspModel::new(), 1000, None);
+        let cb = b.hw_mut().bridge.add_client(Transport::Tcp).unwrap();
+        let mut slot = vec![0x5Au8; BUFFER_LEN];
+        slot[..w.len()].copy_from_slice(&w);
+        b.send_padded(&slot).unwrap();
+        assert_eq!(a.stats().bytes_clocked, b.stats().bytes_clocked);
+        assert_eq!(b.stats().packets_sent, 1);
+        fn output(l: &mut CpxSpiLink<EspModel>, c: esp32_bridge::forward::ClientId) -> Vec<u8> {
+            let mut got = Vec::new();
+            while let Some((b, r)) = l.hw_mut().bridge.next_for_client(c) {
+                got.extend_from_slice(&b[r.clone()]);
+                l.hw_mut().bridge.client_sent(c, r.len());
+            }
+            got
+        }
+        assert_eq!(output(&mut a, ca), w);
+        assert_eq!(output(&mut b, cb), w);
+        assert!(b.hw().violations.is_empty(), "{:?}", b.hw().violations);
     }
 
     proptest! {

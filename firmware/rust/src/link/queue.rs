@@ -257,8 +257,7 @@ pub fn pump<H: SpiHw, S: Signals>(sh: &Shared<H, S>) -> bool {
         // SAFETY: slot `tail` was published by the main task (Acquire above) and is not written
         // again until tail moves past it.
         let bytes = unsafe { &*slot.get() };
-        let len = 2 + u16::from_le_bytes([bytes[0], bytes[1]]) as usize;
-        let r = link.send_packet(&bytes[..len.min(BUFFER_LEN)]);
+        let r = link.send_padded(bytes);
         release(&sh.tail, tail.wrapping_add(1));
         release(&sh.send_cycles, link.stats().send_cycles as u32);
         sh.signals.freed();
