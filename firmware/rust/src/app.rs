@@ -7,9 +7,12 @@
 //! Output lines (parsed by `gvsoc/e2e/run.sh`):
 //! ```text
 //! FW handshake suite=chacha20poly1305 mode=x25519 cycles=1234567 bytes_in=.. bytes_out=..
-//! FW frame n=3 seq=2 capture_cycles=.. seal_cycles=.. send_cycles=.. done_cycle=..
+//! FW frame n=3 seq=2 capture_cycles=.. seal_cycles=.. send_cycles=.. done_cycle=.. step_cycles=.. wait_cycles=..
 //! FW summary frames=10 period_cycles=.. fps=14.52 capture_cycles=.. seal_cycles=.. send_cycles=.. sum_cycles=.. ratio=0.520 fc_hz=50000000
 //! ```
+//!
+//! `step_cycles` is the whole per-frame step of the drone loop (with a link task: queueing the
+//! packets, not sending them), `wait_cycles` the part of it spent waiting for the capture.
 
 use core::fmt::Write;
 
