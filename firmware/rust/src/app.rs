@@ -592,6 +592,29 @@ mod tests {
         gap_rust_cipher_s::engine::Config::new(8, 8192)
     }
 
+    /// The summary's figures without floats: what `gvsoc-e2e` parses as `fps=37.16` / `ratio=0.635`.
+    #[test]
+    fn summary_figures_print_as_decimals() {
+        let s = Summary {
+            frames: 16,
+            hz: 240_000_000,
+            period_cycles: 6_457_859,
+            capture_cycles: 3_262_777,
+            seal_cycles: 549_340,
+            send_cycles: 6_355_552,
+        };
+        assert_eq!(s.fps_centi(), 3716);
+        assert_eq!(s.ratio_milli(), 635);
+        assert_eq!(format!("{}", Fixed(s.fps_centi(), 2)), "37.16");
+        assert_eq!(format!("{}", Fixed(s.ratio_milli(), 3)), "0.635");
+        assert_eq!(format!("{}", Fixed(5, 2)), "0.05");
+        assert_eq!(format!("{}", Fixed(1000, 3)), "1.000");
+        // No frames: zeros, no division by zero.
+        let z = Summary::default();
+        assert_eq!((z.fps_centi(), z.ratio_milli()), (0, 0));
+        assert_eq!(format!("{}", Fixed(z.fps_centi(), 2)), "0.00");
+    }
+
     #[test]
     fn pipelined_stream_arrives_byte_exact_at_the_receiver() {
         stream(How::Pipelined, Suite::ChaCha20Poly1305);
