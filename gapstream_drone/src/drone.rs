@@ -519,17 +519,27 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn next_capture_starts_before_the_frame_is_sent_and_buffers_alternate() {
-        let mut d = Drone::new(
+    pub type TestDrone<A> = Drone<PatternCamera, VecLink, TickClock, CountingEntropy, A>;
+    pub type TestError = DroneError<<PatternCamera as Camera>::Error, <VecLink as Link>::Error>;
+
+    /// The drone of these tests: pattern camera, recording link, ticking clock, counting entropy.
+    pub fn test_drone<A: KeystreamApplier>(
+        applier: A,
+        cfg: DroneConfig,
+    ) -> Result<TestDrone<A>, TestError> {
+        Drone::new(
             camera(),
             VecLink::default(),
             TickClock(Cell::new(0)),
             CountingEntropy(0),
-            Sequential,
-            DroneConfig::default(),
+            applier,
+            cfg,
         )
-        .unwrap();
+    }
+
+    #[test]
+    fn next_capture_starts_before_the_frame_is_sent_and_buffers_alternate() {
+        let mut d = test_drone(Sequential, DroneConfig::default()).unwrap();
         tell_client_status(&mut d, true);
         for _ in 0..4 {
             let before = d.link.packets;
@@ -552,11 +562,7 @@ pub(crate) mod tests {
 
     #[test]
     fn stock_stream_is_header_then_image_with_last_on_every_packet() {
-        let mut d = Drone::new(
-            camera(),
-            VecLink::default(),
-            TickClock(Cell::new(0)),
-            CountingEntropy(0),
+        let mut d = test_drone(
             Sequential,
             DroneConfig {
                 packet_payload: 512,
@@ -608,15 +614,7 @@ pub(crate) mod tests {
     /// first), and stops again when the client left.
     #[test]
     fn stock_mode_streams_only_while_a_wifi_client_is_connected() {
-        let mut d = Drone::new(
-            camera(),
-            VecLink::default(),
-            TickClock(Cell::new(0)),
-            CountingEntropy(0),
-            Sequential,
-            DroneConfig::default(),
-        )
-        .unwrap();
+        let mut d = test_drone(Sequential, DroneConfig::default()).unwrap();
         d.step().unwrap();
         d.step().unwrap();
         assert!(d.link.sent.is_empty());
@@ -643,11 +641,7 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_packet_size_is_refused() {
-        let r = Drone::new(
-            camera(),
-            VecLink::default(),
-            TickClock(Cell::new(0)),
-            CountingEntropy(0),
+        let r = test_drone(
             Sequential,
             DroneConfig {
                 packet_payload: 1021,
@@ -713,15 +707,7 @@ pub(crate) mod tests {
             })),
             packet_payload: 1020,
         };
-        let d = Drone::new(
-            camera(),
-            VecLink::default(),
-            TickClock(Cell::new(0)),
-            CountingEntropy(0),
-            applier,
-            cfg,
-        )
-        .unwrap();
+        let d = test_drone(applier, cfg).unwrap();
         let rx = ReceiverSession::new(
             rx_id,
             ReceiverConfig {
@@ -845,15 +831,7 @@ pub(crate) mod tests {
                 })),
                 packet_payload: 1020,
             };
-            Drone::new(
-                camera(),
-                VecLink::default(),
-                TickClock(Cell::new(0)),
-                CountingEntropy(0),
-                Sequential,
-                cfg,
-            )
-            .unwrap()
+            test_drone(Sequential, cfg).unwrap()
         };
         let clock = || 0u64;
         let mut rx = ReceiverSession::new(rx_id, ReceiverConfig::default());
@@ -902,15 +880,7 @@ pub(crate) mod tests {
             })),
             packet_payload: 1020,
         };
-        let mut d = Drone::new(
-            camera(),
-            VecLink::default(),
-            TickClock(Cell::new(0)),
-            CountingEntropy(0),
-            Sequential,
-            cfg,
-        )
-        .unwrap();
+        let mut d = test_drone(Sequential, cfg).unwrap();
         let mut rxs: Vec<ReceiverSession> = rids
             .into_iter()
             .map(|r| ReceiverSession::new(r, ReceiverConfig::default()))

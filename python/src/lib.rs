@@ -46,6 +46,37 @@ struct Item {
     latency_ms: Option<f64>,
 }
 
+/// A frame as `Receiver.next_frame` hands it to Python: (sequence, key epoch, capture ns, receive
+/// ns, latency ms, suite, width, height, pixels).
+type FrameTuple<'py> = (
+    u64,
+    Option<u32>,
+    Option<u64>,
+    u64,
+    Option<f64>,
+    String,
+    usize,
+    usize,
+    Bound<'py, PyBytes>,
+);
+
+impl Item {
+    fn into_tuple(self, py: Python<'_>) -> FrameTuple<'_> {
+        let px = PyBytes::new(py, &self.f.pixels);
+        (
+            self.f.seq,
+            self.f.epoch,
+            self.f.capture_ns,
+            self.receive_ns,
+            self.latency_ms,
+            self.suite,
+            self.f.width,
+            self.f.height,
+            px,
+        )
+    }
+}
+
 struct QueueTap {
     tx: SyncSender<Item>,
     stop: Arc<AtomicBool>,
@@ -207,24 +238,11 @@ impl RawReceiver {
     /// width, height, pixels), None at the end of the stream (duration, max_frames, close()).
     /// Raises GapstreamError when the receiver gave up, TimeoutError after `timeout` seconds.
     #[pyo3(signature = (timeout=None))]
-    #[allow(clippy::type_complexity)]
     fn next_frame<'py>(
         &self,
         py: Python<'py>,
         timeout: Option<f64>,
-    ) -> PyResult<
-        Option<(
-            u64,
-            Option<u32>,
-            Option<u64>,
-            u64,
-            Option<f64>,
-            String,
-            usize,
-            usize,
-            Bound<'py, PyBytes>,
-        )>,
-    > {
+    ) -> PyResult<Option<FrameTuple<'py>>> {
         let t0 = Instant::now();
         loop {
             let got = py.detach(|| {
@@ -237,36 +255,14 @@ impl RawReceiver {
             });
             match got {
                 Ok(Some(i)) => {
-                    let px = PyBytes::new(py, &i.f.pixels);
-                    return Ok(Some((
-                        i.f.seq,
-                        i.f.epoch,
-                        i.f.capture_ns,
-                        i.receive_ns,
-                        i.latency_ms,
-                        i.suite,
-                        i.f.width,
-                        i.f.height,
-                        px,
-                    )));
+                    return Ok(Some(i.into_tuple(py)));
                 }
                 Ok(None) if !self.finished() => {}
                 // Finished (or disconnected): whatever is still queued first, then the end.
                 _ => {
                     let rest = self.rx.lock().unwrap_or_else(|e| e.into_inner()).try_recv();
                     if let Ok(i) = rest {
-                        let px = PyBytes::new(py, &i.f.pixels);
-                        return Ok(Some((
-                            i.f.seq,
-                            i.f.epoch,
-                            i.f.capture_ns,
-                            i.receive_ns,
-                            i.latency_ms,
-                            i.suite,
-                            i.f.width,
-                            i.f.height,
-                            px,
-                        )));
+                        return Ok(Some(i.into_tuple(py)));
                     }
                     debug_assert!(matches!(
                         rest,

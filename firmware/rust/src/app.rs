@@ -7,9 +7,12 @@
 //! Output lines (parsed by `gvsoc/e2e/run.sh`):
 //! ```text
 //! FW handshake suite=chacha20poly1305 mode=x25519 cycles=1234567 bytes_in=.. bytes_out=..
-//! FW frame n=3 seq=2 capture_cycles=.. seal_cycles=.. send_cycles=.. done_cycle=..
+//! FW frame n=3 seq=2 capture_cycles=.. seal_cycles=.. send_cycles=.. done_cycle=.. step_cycles=.. wait_cycles=..
 //! FW summary frames=10 period_cycles=.. fps=14.52 capture_cycles=.. seal_cycles=.. send_cycles=.. sum_cycles=.. ratio=0.520 fc_hz=50000000
 //! ```
+//!
+//! `step_cycles` is the whole per-frame step of the drone loop (with a link task: queueing the
+//! packets, not sending them), `wait_cycles` the part of it spent waiting for the capture.
 
 use core::fmt::Write;
 
@@ -587,6 +590,29 @@ mod tests {
 
     fn gap_rust_wrapper_config() -> gap_rust_cipher_s::engine::Config {
         gap_rust_cipher_s::engine::Config::new(8, 8192)
+    }
+
+    /// The summary's figures without floats: what `gvsoc-e2e` parses as `fps=37.16` / `ratio=0.635`.
+    #[test]
+    fn summary_figures_print_as_decimals() {
+        let s = Summary {
+            frames: 16,
+            hz: 240_000_000,
+            period_cycles: 6_457_859,
+            capture_cycles: 3_262_777,
+            seal_cycles: 549_340,
+            send_cycles: 6_355_552,
+        };
+        assert_eq!(s.fps_centi(), 3716);
+        assert_eq!(s.ratio_milli(), 635);
+        assert_eq!(format!("{}", Fixed(s.fps_centi(), 2)), "37.16");
+        assert_eq!(format!("{}", Fixed(s.ratio_milli(), 3)), "0.635");
+        assert_eq!(format!("{}", Fixed(5, 2)), "0.05");
+        assert_eq!(format!("{}", Fixed(1000, 3)), "1.000");
+        // No frames: zeros, no division by zero.
+        let z = Summary::default();
+        assert_eq!((z.fps_centi(), z.ratio_milli()), (0, 0));
+        assert_eq!(format!("{}", Fixed(z.fps_centi(), 2)), "0.00");
     }
 
     #[test]

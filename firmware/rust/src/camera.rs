@@ -468,4 +468,28 @@ pub(crate) mod tests {
         assert_eq!(f.buf[0], fake_pixel(0, 0));
         assert_eq!(cam.inner().hw().pointers.len(), 1);
     }
+
+    /// `Staged` chosen at run time behaves as the camera it wraps: pipelined captures at `start`,
+    /// one-shot only at `wait`.
+    #[test]
+    fn staged_follows_the_mode_chosen_at_run_time() {
+        for pipelined in [true, false] {
+            let c = Rc::new(Cell::new(0));
+            let clock = WideClock::new(FakeCounter(c.clone(), 1000));
+            let mut cam = Staged::new(
+                HimaxCamera::new(FakeHw::new(c.clone(), 7), &clock, SMALL, None),
+                pipelined,
+            );
+            cam.start(vec![0u8; 64]).unwrap();
+            assert_eq!(
+                cam.inner().hw().pointers.len(),
+                usize::from(pipelined),
+                "pipelined={pipelined}"
+            );
+            let f = cam.wait().unwrap();
+            assert_eq!(f.buf[0], fake_pixel(0, 0));
+            assert_eq!(cam.inner().hw().pointers.len(), 1);
+            assert_eq!(cam.format(), SMALL);
+        }
+    }
 }

@@ -30,7 +30,7 @@
 //! transaction with an empty packet. The link logic is generic over [`SpiHw`] (the board:
 //! `fw_spi_transfer`, `fw_gap_rtt_set`, `fw_esp_rtt_*`), so the host tests run it against the ESP32
 //! side of `esp32_bridge`. [`queue`] runs it in a task of its own so that a frame is sent while
-//! the next one is sealed (`LINK_SLOTS`; off by default on the GAP8: docs/hardware.md, section 10).
+//! the next one is sealed (`LINK_SLOTS`, 16 by default on the GAP8: docs/hardware.md, section 10).
 
 use alloc::collections::VecDeque;
 use alloc::vec;

@@ -605,6 +605,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
     let r = drive(
         camera, link, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out,
     );
+    heap_line(&mut out, "at the end");
     if fast {
         // SAFETY: reads the painted stack (C side).
         let (used, size) = unsafe { (fw_fast_stack_used(), fw_fast_stack_size()) };
