@@ -282,6 +282,41 @@ pub fn pv_pack_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
     pv_rr(F6_PV_PACK, rd, rs1, rs2, F3_H)
 }
 
+/// funct6 of `pv.sub.h` and of the halfword shuffle with an immediate selector (GAP8 GVSOC decoder
+/// `isa_riscv_gen.py`: `pv.sub.h '000010- ----- ----- 000 ----- 1010111'`, `pv.shuffle.h.sci 'RRU'
+/// '110000- ----- ----- 110 ----- 1010111'`), used by the JPEG DCT kernel.
+const F6_PV_SUB: u32 = 0b00_0010;
+const F6_PV_SHUFFLE: u32 = 0b11_0000;
+/// funct3 of the halfword scalar-immediate forms (`.sci.h`).
+const F3_SCI_H: u32 = 0b110;
+
+/// `pv.sub.h rD, rs1, rs2`: each halfword rD\[i\] = rs1\[i\] − rs2\[i\] (mod 2^16).
+/// `000010 | 0 | rs2 | rs1 | 000 | rD | 1010111`.
+pub fn pv_sub_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_SUB, rd, rs1, rs2, F3_H)
+}
+
+/// `pv.shuffle.sci.h rD, rs1, Imm6`: rD\[0\] = rs1\[Imm6\[0\]\], rD\[1\] = rs1\[Imm6\[1\]\]
+/// (halfwords; `1` swaps them). Only `Imm6[1:0]` select, so 0..=3.
+/// `110000 | Imm6[0] | Imm6[5:1] | rs1 | 110 | rD | 1010111`.
+pub fn pv_shuffle_sci_h(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
+    check_range("Imm6", imm, 0, 3)?;
+    let imm = imm as u32;
+    Ok((F6_PV_SHUFFLE << 26)
+        | ((imm & 1) << 25)
+        | ((imm >> 1) << 20)
+        | (rs1 << 15)
+        | (F3_SCI_H << 12)
+        | (rd << 7)
+        | OP_PULP_SIMD)
+}
+
+/// `p.fl1 rD, rs1`: the index of the most significant set bit of rs1 (32 when rs1 is 0).
+/// `0001000 | 00000 | rs1 | 001 | rD | 0110011`.
+pub fn p_fl1(rd: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, 0, rs1, 0b001, rd, OP_OP)
+}
+
 /// Bit-manipulation immediate form (ALU > Bit Manipulation > Encoding):
 /// `11 | Is3 | Is2 | rs1 | funct3 | rD | 0110011`, Is3 = width − 1, Is2 = position.
 fn bit_imm(funct3: u32, rd: u32, rs1: u32, is3: i64, is2: i64) -> Result<u32, OperandError> {
@@ -557,6 +592,26 @@ mod tests {
         assert!(p_extracti(1, 1, 32, 0).is_err());
         assert!(p_inserti(1, 1, 0, 32).is_err());
         assert!(p_addrni(1, 1, 1, 32).is_err());
+    }
+
+    /// Vectorial ALU > Encoding: `00001 0 0 src2 src1 000 dest 1010111 pv.sub.h`; Vectorial
+    /// shuffle: `11000 0 Imm6[0] Imm6[5:1] src1 110 dest 1010111 pv.shuffle.sci.h` (GVSOC decoder:
+    /// `pv.sub.h '000010- ...'`, `pv.shuffle.h.sci 'RRU' '110000- ----- ----- 110 ...'`); Bit
+    /// Manipulation > Encoding: `0001000 00000 src1 001 dest 0110011 p.fl1` (GVSOC: `p.fl1 'R1'
+    /// '0001000 00000 ----- 001 ----- 0110011'`).
+    #[test]
+    fn jpeg_kernel_words_golden() {
+        assert_eq!(pv_sub_h(0, 0, 0), 0x0800_0057);
+        assert_eq!(pv_sub_h(r("a0"), r("a1"), r("a2")), 0x08C5_8557);
+        assert_eq!(pv_sub_h(r("x31"), r("x31"), r("x31")), 0x09FF_8FD7);
+        assert_eq!(pv_shuffle_sci_h(0, 0, 0).unwrap(), 0xC000_6057);
+        assert_eq!(pv_shuffle_sci_h(r("a0"), r("a1"), 1).unwrap(), 0xC205_E557);
+        assert_eq!(pv_shuffle_sci_h(r("t6"), r("t6"), 3).unwrap(), 0xC21F_EFD7);
+        assert!(pv_shuffle_sci_h(1, 1, 4).is_err());
+        assert!(pv_shuffle_sci_h(1, 1, -1).is_err());
+        assert_eq!(p_fl1(0, 0), 0x1000_1033);
+        assert_eq!(p_fl1(r("a0"), r("a1")), 0x1005_9533);
+        assert_eq!(p_fl1(r("x31"), r("x31")), 0x100F_9FB3);
     }
 
     #[test]

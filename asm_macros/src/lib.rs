@@ -41,6 +41,9 @@
 //! | [`p_extractui!`]`(rd, rs1, Is3, Is2)` | `p.extractu` | rd = zero-extended rs1\[Is2+Is3:Is2\] |
 //! | [`p_inserti!`]`(rd, rs1, Is3, Is2)` | `p.insert` | rd\[Is2+Is3:Is2\] = rs1\[Is3:0\] |
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
+//! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
+//! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
+//! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the highest set bit of rs1 (32 for 0) |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
 //!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
@@ -596,5 +599,47 @@ pub fn p_addrni(input: TokenStream) -> TokenStream {
         end(i, "p.addRN")?;
         encode::p_addrni(rd.num, rs1.num, rs2.num, is3)
             .map_err(|e| operand_error("p.addRN", span, e))
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// The JPEG forward DCT and entropy coder (gapstream_jpeg): halfword subtract and shuffle, find last 1
+
+/// `pv.sub.h rD, rs1, rs2`: halfword-wise difference. `pv_sub_h!(a0, a1, a2)` → `".insn 4, 0x08c58557"`.
+#[proc_macro]
+pub fn pv_sub_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_pv_rr(i, "pv.sub.h", encode::pv_sub_h))
+}
+
+/// `pv.shuffle.sci.h rD, rs1, imm`: halfword `i` of rD is halfword `imm` bit `i` of rs1 (0..=3;
+/// 1 swaps the halves). `pv_shuffle_sci_h!(a0, a1, 1)` → `".insn 4, 0xc205e557"`.
+///
+/// ```compile_fail
+/// asm_macros::pv_shuffle_sci_h!(a0, a1, 4);
+/// ```
+#[proc_macro]
+pub fn pv_shuffle_sci_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "pv.shuffle.sci.h", "rD")?;
+        comma(i, "pv.shuffle.sci.h")?;
+        let rs1 = parse_reg(i, "pv.shuffle.sci.h", "rs1")?;
+        comma(i, "pv.shuffle.sci.h")?;
+        let (imm, span) = parse_int(i, "pv.shuffle.sci.h", "Imm6")?;
+        end(i, "pv.shuffle.sci.h")?;
+        encode::pv_shuffle_sci_h(rd.num, rs1.num, imm)
+            .map_err(|e| operand_error("pv.shuffle.sci.h", span, e))
+    })
+}
+
+/// `p.fl1 rD, rs1`: index of the most significant set bit of rs1 (32 for 0).
+/// `p_fl1!(a0, a1)` → `".insn 4, 0x10059533"`.
+#[proc_macro]
+pub fn p_fl1(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "p.fl1", "rD")?;
+        comma(i, "p.fl1")?;
+        let rs1 = parse_reg(i, "p.fl1", "rs1")?;
+        end(i, "p.fl1")?;
+        Ok(encode::p_fl1(rd.num, rs1.num))
     })
 }

@@ -76,5 +76,12 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (p_extractui!(a0, a1, 12, 13), 0xD8D5_9533),
         (p_inserti!(a0, a1, 6, 6), 0xCC65_A533),
         (p_addrni!(a0, a1, zero, 13), 0x1A05_E55B),
+        // The JPEG DCT kernel and entropy coder (gapstream_jpeg/src/pulp.rs).
+        (pv_sub_h!(a0, a1, a2), 0x08C5_8557),
+        (pv_sub_h!(x31, x31, x31), 0x09FF_8FD7),
+        (pv_shuffle_sci_h!(a0, a1, 1), 0xC205_E557),
+        (pv_shuffle_sci_h!(t6, t6, 3), 0xC21F_EFD7),
+        (p_fl1!(a0, a1), 0x1005_9533),
+        (p_fl1!(x31, x31), 0x100F_9FB3),
     ]
 }

@@ -1,0 +1,429 @@
+//! The frame on the cluster: one band per core, streamed L2 → L1 → L2 by each core's own DMA
+//! commands, then joined into one file.
+//!
+//! ```text
+//! FC:      encoder.encode(spec, pixels (L2), out (L2))            tables cached per quality
+//! core 0:    tables -> its stack (L1); header -> out[..h] (DMA); fork one core per band
+//! core i:      code_band: strips of its MCU rows through its L1 area (below), bytes to its slot
+//! core 0:    join: band i's bytes moved down to follow band i-1 (DMA through L1), EOI
+//! ```
+//!
+//! Each core's L1 area ([`Config::area`]) holds two strip buffers (8 pixel rows × up to
+//! `strip_blocks` blocks) and two output chunks. One step is one DMA scope, like the cipher
+//! engine's per-core pipelines: the previous full chunk is written back to the core's slot of
+//! `out` and, when a strip starts, the next strip is fetched (one command per pixel row, or one
+//! for the whole strip when it is a full-width MCU row), while the core codes the current strip
+//! into the current chunk until the strip ends or the chunk cannot take another block; the scope
+//! waits for both transfers, and the buffers rotate. The first fetch and the last write-backs
+//! are the only transfers nothing overlaps.
+//!
+//! Slots: band `i` is written to `out[start_i .. start_i + cap_i]` ([`Layout::slot`]): its
+//! worst case when `out` holds every band's worst case ([`Layout::max_len`]), otherwise a share
+//! of `out` proportional to its MCU rows. A band whose bytes exceed its slot fails the frame
+//! with [`Error::OutputFull`], even when the whole file would have fitted: give `out` at least
+//! the frame's pixel count plus the header for camera frames (a band then fails only when it
+//! codes to more bytes than it has pixels), or [`Layout::max_len`] for a guarantee.
+//!
+//! The join moves bands `1..n` down to follow band 0 (which is already in place) through L1 on
+//! core 0 with the DMA, in order, each in pieces no larger than the L1 areas: a band's target
+//! never overlaps a later band's slot, and a piece is read completely before it is written.
+use gap_rust_sdk::dma::Scope;
+use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaError, DmaRaw, MAX_CORES, RawAlloc, Team};
+
+use crate::band::{CoderState, code_blocks, end_interval, interval_end, replicate_edges, strips};
+use crate::entropy::{MAX_BLOCK_BYTES, MAX_FLUSH_BYTES, Out};
+use crate::fdct::Fdct;
+use crate::layout::Layout;
+use crate::tables::Tables;
+use crate::{Error, FrameSpec};
+
+impl From<DmaError> for Error {
+    fn from(e: DmaError) -> Self {
+        Error::Dma(e)
+    }
+}
+
+/// The smallest output chunk: one block at its worst plus an interval's end always fit an
+/// empty chunk, so every step makes progress.
+pub const MIN_CHUNK: usize = MAX_BLOCK_BYTES + MAX_FLUSH_BYTES;
+
+/// What a [`ClusterEncoder`] is made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Cores (1..=8): the most bands a frame can have.
+    pub cores: usize,
+    /// Blocks of a strip at most (8 pixel rows × `8 strip_blocks` pixels per L1 strip buffer).
+    pub strip_blocks: usize,
+    /// Bytes of each of the two output chunks per core (at least [`MIN_CHUNK`], a multiple of 4).
+    pub chunk: usize,
+}
+
+impl Config {
+    /// `cores` cores, strips of up to 12 blocks (96 pixels), chunks of 768 bytes: 3 KiB of L1 per
+    /// core (24 KiB on 8 cores).
+    pub const fn new(cores: usize) -> Config {
+        Config {
+            cores,
+            strip_blocks: 12,
+            chunk: 768,
+        }
+    }
+
+    /// L1 bytes of one core's area: two strips and two chunks.
+    pub const fn area(&self) -> usize {
+        2 * 64 * self.strip_blocks + 2 * self.chunk
+    }
+
+    fn check(&self, max_cores: usize) -> Result<(), Error> {
+        if self.cores == 0 || self.cores > max_cores.min(MAX_CORES) {
+            return Err(Error::Bands);
+        }
+        if self.strip_blocks == 0 || self.chunk < MIN_CHUNK || self.chunk % 4 != 0 {
+            return Err(Error::Config);
+        }
+        Ok(())
+    }
+}
+
+/// Baseline JPEG on the cluster: L1 buffers allocated once, no allocation per frame.
+pub struct ClusterEncoder<'c, C: Cluster> {
+    cl: &'c C,
+    cfg: Config,
+    l1: Buf<'c, C::L1>,
+    tables: Tables,
+}
+
+impl<'c, C: Cluster> ClusterEncoder<'c, C> {
+    /// Allocates `cfg.cores` L1 areas ([`Config::area`] each).
+    pub fn new(cl: &'c C, cfg: Config) -> Result<Self, Error> {
+        cfg.check(cl.max_cores())?;
+        let l1 = cl
+            .l1()
+            .alloc_zeroed(cfg.area() * cfg.cores, 8)
+            .map_err(Error::Alloc)?;
+        Ok(ClusterEncoder {
+            cl,
+            cfg,
+            l1,
+            tables: Tables::new(75),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> Config {
+        self.cfg
+    }
+
+    /// Codes a frame (`pixels`: `width × height` bytes in L2) on `spec.bands` cores into `out`;
+    /// returns the file's length. The file is byte-identical to [`crate::encode`]'s.
+    pub fn encode<K: Fdct>(
+        &mut self,
+        spec: &FrameSpec,
+        pixels: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, Error> {
+        let layout = spec.layout()?;
+        if spec.bands as usize > self.cfg.cores {
+            return Err(Error::Bands);
+        }
+        if pixels.len() != spec.width as usize * spec.height as usize {
+            return Err(Error::Size);
+        }
+        if out.len() < layout.header_len() + 2 {
+            return Err(Error::OutputFull);
+        }
+        if self.tables.quality != spec.quality {
+            self.tables = Tables::new(spec.quality);
+        }
+        let (cfg, tables, l1) = (self.cfg, &self.tables, &mut *self.l1);
+        self.cl
+            .run(|ctrl| job::<K, _>(ctrl, &layout, tables, pixels, out, l1, &cfg))
+            .map_err(Error::Cluster)?
+    }
+}
+
+/// What every core of a frame's fork reads.
+struct Ctx<'a> {
+    layout: &'a Layout,
+    t: &'a Tables,
+    pixels: &'a [u8],
+    cfg: &'a Config,
+}
+
+/// Core `i`'s share of a fork: its DMA, its L1 area, its slot of `out`, its result (the band's
+/// length).
+struct LaneSlot<'a, D: DmaRaw> {
+    dma: Option<Dma<D>>,
+    area: &'a mut [u8],
+    slot: &'a mut [u8],
+    result: Result<usize, Error>,
+}
+
+/// The frame's cluster job, on core 0.
+fn job<K: Fdct, Ctl: Controller>(
+    ctrl: &mut Ctl,
+    layout: &Layout,
+    tables: &Tables,
+    pixels: &[u8],
+    out: &mut [u8],
+    l1: &mut [u8],
+    cfg: &Config,
+) -> Result<usize, Error> {
+    // The tables next to the cores (core 0's stack is in L1 on GAP8).
+    let t: Tables = *tables;
+    let hl = layout.header_len();
+    let n = layout.bands as usize;
+    let mut dma = ctrl.dma();
+    {
+        let mut o = Out::new(&mut l1[..hl]);
+        layout.write_header(&t, &mut o);
+        let (hbuf, head) = (&l1[..hl], &mut out[..hl]);
+        dma.scope(|s| s.copy_out(hbuf, head).map(|_| ()))?;
+    }
+    let ctx = Ctx {
+        layout,
+        t: &t,
+        pixels,
+        cfg,
+    };
+    let mut slots: [Option<LaneSlot<'_, Ctl::DmaRaw>>; MAX_CORES] = Default::default();
+    {
+        let out_len = out.len();
+        let mut areas = l1.chunks_mut(cfg.area());
+        let mut rest = &mut out[hl..];
+        let mut at = hl;
+        for (i, s) in slots.iter_mut().enumerate().take(n) {
+            let (start, cap) = layout.slot(i as u32, out_len);
+            let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
+            let (slot, tail) = tail.split_at_mut(cap);
+            rest = tail;
+            at = start + cap;
+            *s = Some(LaneSlot {
+                dma: Some(ctrl.dma()),
+                area: areas.next().ok_or(Error::Config)?,
+                slot,
+                result: Ok(0),
+            });
+        }
+        ctrl.fork_each(n, &ctx, &mut slots[..n], |team, ctx, lane| {
+            if let Some(lane) = lane {
+                lane.result = match lane.dma.take() {
+                    Some(mut dma) => code_band::<K, _>(
+                        &mut dma,
+                        ctx.layout,
+                        ctx.t,
+                        team.core_id() as u32,
+                        ctx.pixels,
+                        lane.area,
+                        ctx.cfg,
+                        lane.slot,
+                    ),
+                    None => Err(Error::Config),
+                };
+            }
+        })
+        .map_err(Error::Fork)?;
+    }
+    let mut lens = [0usize; MAX_CORES];
+    for (len, s) in lens.iter_mut().zip(slots.iter()).take(n) {
+        *len = match s {
+            Some(s) => s.result?,
+            None => return Err(Error::Config),
+        };
+    }
+    drop(slots);
+    // Join: band 0 starts right after the header; the others move down.
+    let mut end = hl + lens[0];
+    for (i, &len) in lens.iter().enumerate().take(n).skip(1) {
+        let (start, _) = layout.slot(i as u32, out.len());
+        dma_move(&mut dma, out, l1, start, end, len)?;
+        end += len;
+    }
+    out.get_mut(end..end + 2)
+        .ok_or(Error::OutputFull)?
+        .copy_from_slice(&[0xff, 0xd9]);
+    Ok(end + 2)
+}
+
+/// Moves `out[from..from + len]` to `out[to..to + len]` (`to <= from`) through `stage` (L1),
+/// forward, one piece read completely before it is written.
+fn dma_move<D: DmaRaw>(
+    dma: &mut Dma<D>,
+    out: &mut [u8],
+    stage: &mut [u8],
+    from: usize,
+    to: usize,
+    len: usize,
+) -> Result<(), Error> {
+    if from == to || len == 0 {
+        return Ok(());
+    }
+    if to > from || stage.is_empty() {
+        return Err(Error::Config);
+    }
+    let mut done = 0;
+    while done < len {
+        let k = (len - done).min(stage.len());
+        let (src, buf) = (&out[from + done..from + done + k], &mut stage[..k]);
+        dma.scope(|s| s.copy_in(src, buf).map(|_| ()))?;
+        let (buf, dst) = (&stage[..k], &mut out[to + done..to + done + k]);
+        dma.scope(|s| s.copy_out(buf, dst).map(|_| ()))?;
+        done += k;
+    }
+    Ok(())
+}
+
+/// Starts fetching strip `(row, x0, nb)` of the frame into `dst` (8 rows `stride` bytes apart):
+/// the rows inside the frame, the pixels inside it; one command when the strip is a whole
+/// MCU row laid out as in the frame.
+fn fetch<'s, 'env, R: DmaRaw, const N: usize>(
+    s: &'s Scope<'s, 'env, R, N>,
+    layout: &Layout,
+    pixels: &'s [u8],
+    (row, x0, nb): (u32, usize, usize),
+    dst: &'s mut [u8],
+    stride: usize,
+) -> Result<(), DmaError> {
+    let (w, h) = (layout.width as usize, layout.height as usize);
+    let top = 8 * row as usize;
+    let rows = (h - top).min(8);
+    let left = 8 * x0;
+    let cols = (w - left).min(8 * nb);
+    if cols == w && stride == w {
+        s.copy_in(&pixels[top * w..(top + rows) * w], &mut dst[..rows * w])?;
+        return Ok(());
+    }
+    for (y, d) in dst.chunks_mut(stride).take(rows).enumerate() {
+        let at = (top + y) * w + left;
+        s.copy_in(&pixels[at..at + cols], &mut d[..cols])?;
+    }
+    Ok(())
+}
+
+/// What a step ended with.
+enum Step {
+    /// The strip (and its interval end, if any) is coded.
+    StripDone,
+    /// The current chunk cannot take the next block or interval end.
+    ChunkFull,
+}
+
+/// One core's band: band `band` of `pixels` (L2) coded through `area` (L1, [`Config::area`]
+/// bytes) with `dma`, its bytes (restart marker after it included, unless it is the last band)
+/// written to `slot` (L2); returns how many. The per-core step of [`ClusterEncoder`], usable from
+/// any fork that gives a core its DMA, area and slot.
+#[allow(clippy::too_many_arguments)]
+pub fn code_band<K: Fdct, R: DmaRaw>(
+    dma: &mut Dma<R>,
+    layout: &Layout,
+    t: &Tables,
+    band: u32,
+    pixels: &[u8],
+    area: &mut [u8],
+    cfg: &Config,
+    slot: &mut [u8],
+) -> Result<usize, Error> {
+    if band >= layout.bands || area.len() < cfg.area() || cfg.chunk < MIN_CHUNK {
+        return Err(Error::Config);
+    }
+    let b = layout.band(band);
+    let (count, per) = strips(layout.mcus_x, cfg.strip_blocks);
+    let stride = 8 * per;
+    let (sbuf, cbuf) = area.split_at_mut(2 * 8 * stride);
+    let (s_a, s_b) = sbuf.split_at_mut(8 * stride);
+    let (c_a, c_b) = cbuf.split_at_mut(cfg.chunk);
+    let (c_b, _) = c_b.split_at_mut(cfg.chunk);
+    // [current, next] strips; [current, to commit] chunks.
+    let mut strip: [&mut [u8]; 2] = [s_a, s_b];
+    let mut chunk: [&mut [u8]; 2] = [c_a, c_b];
+    let (w, h) = (layout.width as usize, layout.height as usize);
+    let mcus_x = layout.mcus_x as usize;
+    let total = b.rows as usize * count;
+    let geom = |g: usize| {
+        let x0 = (g % count) * per;
+        (b.first_row + (g / count) as u32, x0, per.min(mcus_x - x0))
+    };
+    let mut written = 0usize;
+    let mut pending = 0usize;
+    let mut fill = 0usize;
+    let mut g = 0usize;
+    let mut pos = 0usize;
+    let mut st = CoderState::default();
+    {
+        let first = &mut *strip[0];
+        dma.scope(|s| fetch(s, layout, pixels, geom(0), first, stride))?;
+    }
+    loop {
+        let (row, x0, nb) = geom(g);
+        let fetch_next = pos == 0 && g + 1 < total;
+        let commit = pending;
+        if written + commit > slot.len() {
+            return Err(Error::OutputFull);
+        }
+        let [cur, next] = &mut strip;
+        let [out_c, back] = &mut chunk;
+        let (cur, next, out_c, back) = (&mut **cur, &mut **next, &mut **out_c, &**back);
+        let dst = &mut slot[written..written + commit];
+        let (st_r, pos_r, fill_r) = (&mut st, &mut pos, &mut fill);
+        let step = dma.scope(|s| -> Result<Step, Error> {
+            if commit > 0 {
+                s.copy_out(&back[..commit], dst)?;
+            }
+            if fetch_next {
+                fetch(s, layout, pixels, geom(g + 1), next, stride)?;
+            }
+            if *pos_r == 0 {
+                let top = 8 * row as usize;
+                replicate_edges(cur, stride, nb, (h - top).min(8), (w - 8 * x0).min(8 * nb));
+            }
+            let mut o = Out {
+                buf: out_c,
+                pos: *fill_r,
+                full: false,
+            };
+            *pos_r = code_blocks::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o);
+            let mut done = *pos_r == nb;
+            if done && x0 + nb == mcus_x {
+                let (ends, scan_end) = interval_end(layout, row);
+                if ends && !end_interval(row / layout.interval_rows, scan_end, st_r, &mut o) {
+                    done = false;
+                }
+            }
+            *fill_r = o.pos;
+            Ok(if done {
+                Step::StripDone
+            } else {
+                Step::ChunkFull
+            })
+        })?;
+        written += commit;
+        pending = 0;
+        match step {
+            Step::ChunkFull => {
+                chunk.swap(0, 1);
+                pending = fill;
+                fill = 0;
+            }
+            Step::StripDone => {
+                strip.swap(0, 1);
+                g += 1;
+                pos = 0;
+                if g == total {
+                    break;
+                }
+            }
+        }
+    }
+    if written + pending + fill > slot.len() {
+        return Err(Error::OutputFull);
+    }
+    let (d1, rest) = slot[written..].split_at_mut(pending);
+    let d2 = &mut rest[..fill];
+    let (b1, b0) = (&chunk[1][..pending], &chunk[0][..fill]);
+    dma.scope(|s| -> Result<(), DmaError> {
+        s.copy_out(b1, d1)?;
+        s.copy_out(b0, d2)?;
+        Ok(())
+    })?;
+    Ok(written + pending + fill)
+}
