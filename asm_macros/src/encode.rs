@@ -311,6 +311,18 @@ pub fn pv_shuffle_sci_h(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError
         | OP_PULP_SIMD)
 }
 
+/// `pv.abs.h rD, rs1`: each halfword rD\[i\] = |rs1\[i\]| (mod 2^16).
+/// `011100 | 0 | 00000 | rs1 | 000 | rD | 1010111`.
+pub fn pv_abs_h(rd: u32, rs1: u32) -> u32 {
+    pv_rr(0b01_1100, rd, rs1, 0, F3_H)
+}
+
+/// `p.ff1 rD, rs1`: the index of the least significant set bit of rs1 (32 when rs1 is 0).
+/// `0001000 | 00000 | rs1 | 000 | rD | 0110011`.
+pub fn p_ff1(rd: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, 0, rs1, 0b000, rd, OP_OP)
+}
+
 /// `p.fl1 rD, rs1`: the index of the most significant set bit of rs1 (32 when rs1 is 0).
 /// `0001000 | 00000 | rs1 | 001 | rD | 0110011`.
 pub fn p_fl1(rd: u32, rs1: u32) -> u32 {
@@ -612,6 +624,15 @@ mod tests {
         assert_eq!(p_fl1(0, 0), 0x1000_1033);
         assert_eq!(p_fl1(r("a0"), r("a1")), 0x1005_9533);
         assert_eq!(p_fl1(r("x31"), r("x31")), 0x100F_9FB3);
+        // `pv.abs.h '0111000 ----- ----- 000 ----- 1010111'` (rs2 unused: 0), `p.ff1 'R1'
+        // '0001000 00000 ----- 000 ----- 0110011'`; manual: `01110 0 0 00000 src1 000 dest
+        // 1010111 pv.abs.h`, `0001000 00000 src1 000 dest 0110011 p.ff1`.
+        assert_eq!(pv_abs_h(0, 0), 0x7000_0057);
+        assert_eq!(pv_abs_h(r("a0"), r("a1")), 0x7005_8557);
+        assert_eq!(pv_abs_h(r("x31"), r("x31")), 0x700F_8FD7);
+        assert_eq!(p_ff1(0, 0), 0x1000_0033);
+        assert_eq!(p_ff1(r("a0"), r("a1")), 0x1005_8533);
+        assert_eq!(p_ff1(r("x31"), r("x31")), 0x100F_8FB3);
     }
 
     #[test]

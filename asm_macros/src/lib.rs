@@ -44,6 +44,8 @@
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
 //! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the highest set bit of rs1 (32 for 0) |
+//! | [`p_ff1!`]`(rd, rs1)` | `p.ff1` | rd = index of the lowest set bit of rs1 (32 for 0) |
+//! | [`pv_abs_h!`]`(rd, rs1)` | `pv.abs.h` | each halfword: rd\[i\] = \|rs1\[i\]\| |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
 //!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
@@ -641,5 +643,30 @@ pub fn p_fl1(input: TokenStream) -> TokenStream {
         let rs1 = parse_reg(i, "p.fl1", "rs1")?;
         end(i, "p.fl1")?;
         Ok(encode::p_fl1(rd.num, rs1.num))
+    })
+}
+
+/// `p.ff1 rD, rs1`: index of the least significant set bit of rs1 (32 for 0).
+/// `p_ff1!(a0, a1)` → `".insn 4, 0x10058533"`.
+#[proc_macro]
+pub fn p_ff1(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "p.ff1", "rD")?;
+        comma(i, "p.ff1")?;
+        let rs1 = parse_reg(i, "p.ff1", "rs1")?;
+        end(i, "p.ff1")?;
+        Ok(encode::p_ff1(rd.num, rs1.num))
+    })
+}
+
+/// `pv.abs.h rD, rs1`: halfword-wise absolute value. `pv_abs_h!(a0, a1)` → `".insn 4, 0x70058557"`.
+#[proc_macro]
+pub fn pv_abs_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "pv.abs.h", "rD")?;
+        comma(i, "pv.abs.h")?;
+        let rs1 = parse_reg(i, "pv.abs.h", "rs1")?;
+        end(i, "pv.abs.h")?;
+        Ok(encode::pv_abs_h(rd.num, rs1.num))
     })
 }

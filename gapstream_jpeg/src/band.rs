@@ -3,7 +3,7 @@
 //! the step is repeated: every operation here either completes or leaves the state as it was).
 use crate::Error;
 use crate::entropy::{Bits, Out, code_block};
-use crate::fdct::{DctCtx, Fdct, Work};
+use crate::fdct::{DctCtx, Kernel, Work};
 use crate::layout::Layout;
 use crate::tables::Tables;
 
@@ -16,11 +16,13 @@ pub struct CoderState {
     pub bits: Bits,
 }
 
-/// Codes blocks `from..n` of a strip (8 rows `stride` bytes apart, block `b` at `strip[8 b]`).
-/// Returns the first block not coded: `n`, or the block that did not fit `out` (the state and
-/// `out` are then as before that block, and `out.full` is cleared).
+/// Codes blocks `from..n` of a strip (8 rows `stride` bytes apart, block `b` at `strip[8 b]`),
+/// calling `between` before each block (the cluster lanes move their DMA on there). Returns the
+/// first block not coded: `n`, or the block that did not fit `out` (the state and `out` are then
+/// as before that block, and `out.full` is cleared).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub fn code_blocks<K: Fdct>(
+pub fn code_blocks<K: Kernel>(
     strip: &[u8],
     stride: usize,
     from: usize,
@@ -28,11 +30,13 @@ pub fn code_blocks<K: Fdct>(
     t: &Tables,
     st: &mut CoderState,
     out: &mut Out<'_>,
+    w: &mut Work,
+    mut between: impl FnMut(),
 ) -> usize {
     let ctx = DctCtx::new(stride, &t.dct);
-    let mut w = Work::default();
     for b in from..n {
-        K::fdct(&strip[8 * b..], &ctx, &mut w);
+        between();
+        K::fdct(&strip[8 * b..], &ctx, w);
         let (saved, pos) = (*st, out.pos);
         code_block::<K>(&w.f8, t, &mut st.dc, &mut st.bits, out);
         if out.full {
@@ -139,7 +143,7 @@ pub fn strips(mcus_x: u32, max: usize) -> (usize, usize) {
 /// frame's last band, the restart marker after it. The band's coded bytes do not depend on where
 /// they are written, so a band coded on its own is byte-identical to the same band in a
 /// sequential encode. [`Error::OutputFull`] when `out` has no room.
-pub fn encode_band<K: Fdct>(
+pub fn encode_band<K: Kernel>(
     layout: &Layout,
     t: &Tables,
     band: u32,
@@ -155,12 +159,13 @@ pub fn encode_band<K: Fdct>(
     let stride = 8 * per;
     let mut buf = StripBuf([0; 64 * SEQ_STRIP_BLOCKS]);
     let mut st = CoderState::default();
+    let mut w = Work::default();
     for row in b.first_row..b.first_row + b.rows {
         for s in 0..count {
             let x0 = s * per;
             let nb = per.min(layout.mcus_x as usize - x0);
             fill_strip(layout, pixels, row, x0, nb, &mut buf.0, stride);
-            if code_blocks::<K>(&buf.0, stride, 0, nb, t, &mut st, out) < nb {
+            if code_blocks::<K>(&buf.0, stride, 0, nb, t, &mut st, out, &mut w, || {}) < nb {
                 return Err(Error::OutputFull);
             }
         }

@@ -27,12 +27,12 @@
 //! The join moves bands `1..n` down to follow band 0 (which is already in place) through L1 on
 //! core 0 with the DMA, in order, each in pieces no larger than the L1 areas: a band's target
 //! never overlaps a later band's slot, and a piece is read completely before it is written.
-use gap_rust_sdk::dma::Scope;
+use gap_rust_sdk::dma::{Scope, Transfer};
 use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaError, DmaRaw, MAX_CORES, RawAlloc, Team};
 
 use crate::band::{CoderState, code_blocks, end_interval, interval_end, replicate_edges, strips};
 use crate::entropy::{MAX_BLOCK_BYTES, MAX_FLUSH_BYTES, Out};
-use crate::fdct::Fdct;
+use crate::fdct::{Kernel, Work};
 use crate::layout::Layout;
 use crate::tables::Tables;
 use crate::{Error, FrameSpec};
@@ -116,7 +116,7 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
 
     /// Codes a frame (`pixels`: `width × height` bytes in L2) on `spec.bands` cores into `out`;
     /// returns the file's length. The file is byte-identical to [`crate::encode`]'s.
-    pub fn encode<K: Fdct>(
+    pub fn encode<K: Kernel>(
         &mut self,
         spec: &FrameSpec,
         pixels: &[u8],
@@ -160,7 +160,7 @@ struct LaneSlot<'a, D: DmaRaw> {
 }
 
 /// The frame's cluster job, on core 0.
-fn job<K: Fdct, Ctl: Controller>(
+fn job<K: Kernel, Ctl: Controller>(
     ctrl: &mut Ctl,
     layout: &Layout,
     tables: &Tables,
@@ -273,31 +273,93 @@ fn dma_move<D: DmaRaw>(
     Ok(())
 }
 
-/// Starts fetching strip `(row, x0, nb)` of the frame into `dst` (8 rows `stride` bytes apart):
-/// the rows inside the frame, the pixels inside it; one command when the strip is a whole
-/// MCU row laid out as in the frame.
-fn fetch<'s, 'env, R: DmaRaw, const N: usize>(
+/// Fetching a strip `(row, x0, nb)` of the frame into `dst` (8 rows `stride` bytes apart): the
+/// rows inside the frame, the pixels inside it, one command per row (one for the whole strip
+/// when it is a whole MCU row laid out as in the frame), and at most one in flight: mchan has 16
+/// transfer counters for the 8 cores, and a core that finds none stalls until one is freed, which
+/// only a waiting core does (with 9 commands per core, 4 cores deadlocked on the GAP8 model).
+/// [`Fetch::step`] waits for the row in flight and starts the next; the lanes call it between
+/// blocks, so the rows arrive while the core codes.
+struct Fetch<'s, 'env, 'd, R: DmaRaw, const N: usize> {
     s: &'s Scope<'s, 'env, R, N>,
-    layout: &Layout,
     pixels: &'s [u8],
-    (row, x0, nb): (u32, usize, usize),
-    dst: &'s mut [u8],
-    stride: usize,
-) -> Result<(), DmaError> {
-    let (w, h) = (layout.width as usize, layout.height as usize);
-    let top = 8 * row as usize;
-    let rows = (h - top).min(8);
-    let left = 8 * x0;
-    let cols = (w - left).min(8 * nb);
-    if cols == w && stride == w {
-        s.copy_in(&pixels[top * w..(top + rows) * w], &mut dst[..rows * w])?;
-        return Ok(());
+    rows: core::iter::Take<core::slice::ChunksMut<'d, u8>>,
+    whole: Option<&'d mut [u8]>,
+    /// L2 offset of the next row, bytes per row, the frame's row pitch.
+    at: usize,
+    cols: usize,
+    pitch: usize,
+    inflight: Option<Transfer<'s, 'env, R, N>>,
+    error: Option<DmaError>,
+}
+
+impl<'s, 'env: 's, 'd: 's, R: DmaRaw, const N: usize> Fetch<'s, 'env, 'd, R, N> {
+    fn new(
+        s: &'s Scope<'s, 'env, R, N>,
+        layout: &Layout,
+        pixels: &'s [u8],
+        (row, x0, nb): (u32, usize, usize),
+        dst: &'d mut [u8],
+        stride: usize,
+    ) -> Self {
+        let (w, h) = (layout.width as usize, layout.height as usize);
+        let top = 8 * row as usize;
+        let rows = (h - top).min(8);
+        let left = 8 * x0;
+        let cols = (w - left).min(8 * nb);
+        let (whole, rest): (Option<&'d mut [u8]>, &'d mut [u8]) = if cols == w && stride == w {
+            (Some(&mut dst[..rows * w]), &mut [])
+        } else {
+            (None, dst)
+        };
+        Fetch {
+            s,
+            pixels,
+            rows: rest.chunks_mut(stride.max(1)).take(rows),
+            whole,
+            at: top * w + left,
+            cols: if cols == w && stride == w {
+                rows * w
+            } else {
+                cols
+            },
+            pitch: w,
+            inflight: None,
+            error: None,
+        }
     }
-    for (y, d) in dst.chunks_mut(stride).take(rows).enumerate() {
-        let at = (top + y) * w + left;
-        s.copy_in(&pixels[at..at + cols], &mut d[..cols])?;
+
+    /// Waits for the transfer in flight (if any) and starts the next (if any); false when done.
+    fn step(&mut self) -> bool {
+        if let Some(t) = self.inflight.take() {
+            t.wait();
+        }
+        if self.error.is_some() {
+            return false;
+        }
+        let (src, dst) = match self.whole.take() {
+            Some(d) => (&self.pixels[self.at..self.at + self.cols], d),
+            None => match self.rows.next() {
+                Some(d) => {
+                    let src = &self.pixels[self.at..self.at + self.cols];
+                    self.at += self.pitch;
+                    (src, &mut d[..self.cols])
+                }
+                None => return false,
+            },
+        };
+        match self.s.copy_in(src, dst) {
+            Ok(t) => self.inflight = Some(t),
+            Err(e) => self.error = Some(e),
+        }
+        true
     }
-    Ok(())
+
+    /// Fetches the rest and waits for it.
+    fn finish(&mut self) -> Result<(), DmaError> {
+        while self.step() {}
+        self.error.map_or(Ok(()), Err)
+    }
 }
 
 /// What a step ended with.
@@ -313,7 +375,7 @@ enum Step {
 /// written to `slot` (L2); returns how many. The per-core step of [`ClusterEncoder`], usable from
 /// any fork that gives a core its DMA, area and slot.
 #[allow(clippy::too_many_arguments)]
-pub fn code_band<K: Fdct, R: DmaRaw>(
+pub fn code_band<K: Kernel, R: DmaRaw>(
     dma: &mut Dma<R>,
     layout: &Layout,
     t: &Tables,
@@ -349,9 +411,10 @@ pub fn code_band<K: Fdct, R: DmaRaw>(
     let mut g = 0usize;
     let mut pos = 0usize;
     let mut st = CoderState::default();
+    let mut work = Work::default();
     {
         let first = &mut *strip[0];
-        dma.scope(|s| fetch(s, layout, pixels, geom(0), first, stride))?;
+        dma.scope(|s| Fetch::new(s, layout, pixels, geom(0), first, stride).finish())?;
     }
     loop {
         let (row, x0, nb) = geom(g);
@@ -364,14 +427,13 @@ pub fn code_band<K: Fdct, R: DmaRaw>(
         let [out_c, back] = &mut chunk;
         let (cur, next, out_c, back) = (&mut **cur, &mut **next, &mut **out_c, &**back);
         let dst = &mut slot[written..written + commit];
-        let (st_r, pos_r, fill_r) = (&mut st, &mut pos, &mut fill);
+        let (st_r, pos_r, fill_r, work_r) = (&mut st, &mut pos, &mut fill, &mut work);
         let step = dma.scope(|s| -> Result<Step, Error> {
             if commit > 0 {
                 s.copy_out(&back[..commit], dst)?;
             }
-            if fetch_next {
-                fetch(s, layout, pixels, geom(g + 1), next, stride)?;
-            }
+            let mut fetch =
+                fetch_next.then(|| Fetch::new(s, layout, pixels, geom(g + 1), next, stride));
             if *pos_r == 0 {
                 let top = 8 * row as usize;
                 replicate_edges(cur, stride, nb, (h - top).min(8), (w - 8 * x0).min(8 * nb));
@@ -381,7 +443,14 @@ pub fn code_band<K: Fdct, R: DmaRaw>(
                 pos: *fill_r,
                 full: false,
             };
-            *pos_r = code_blocks::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o);
+            *pos_r = code_blocks::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o, work_r, || {
+                if let Some(f) = fetch.as_mut() {
+                    f.step();
+                }
+            });
+            if let Some(f) = fetch.as_mut() {
+                f.finish()?;
+            }
             let mut done = *pos_r == nb;
             if done && x0 + nb == mcus_x {
                 let (ends, scan_end) = interval_end(layout, row);

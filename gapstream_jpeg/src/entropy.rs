@@ -9,7 +9,7 @@
 //! writer stops writing and marks the output `full`; the caller either fails (a frame larger
 //! than the caller's buffer) or rolls back to the last block boundary and continues in a fresh
 //! buffer (the cluster lanes, whose L1 staging chunks fill up regularly).
-use crate::fdct::Fdct;
+use crate::fdct::Kernel;
 use crate::tables::Tables;
 
 /// Bytes one block can add to an [`Out`] at most: 20 DC bits + 63 × 26 AC bits + 31 pending bits
@@ -155,20 +155,38 @@ fn field(v: i32, a: u32, nbits: u32) -> u32 {
     if v < 0 { !a & ((1u32 << nbits) - 1) } else { a }
 }
 
-/// Quantises and codes one block of DCT output (`f8`, natural order, scaled by 8) after the
-/// block whose quantised DC was `*dc_pred`; updates the predictor.
+/// Quantises and codes one coefficient `v` at zig-zag position `k > 0` after `run` zeros.
 #[inline(always)]
-pub fn code_block<K: Fdct>(
+fn code_ac<K: Kernel>(v: i32, k: usize, run: u32, t: &Tables, bits: &mut Bits, out: &mut Out<'_>) {
+    let mut run = run;
+    while run >= 16 {
+        let p = t.ac[0xf0];
+        bits.put(out, p & 0xffff, p >> 16);
+        run -= 16;
+    }
+    let a = v.unsigned_abs();
+    let q = t.quant[k & 63].quantise(a);
+    let nb = K::bit_len(q);
+    let p = t.ac[((run << 4) | nb) as usize & 0xff];
+    bits.put(out, ((p & 0xffff) << nb) | field(v, q, nb), (p >> 16) + nb);
+}
+
+/// Quantises and codes one block of DCT output (`f8`, zig-zag order, scaled by 8) after the
+/// block whose quantised DC was `*dc_pred`; updates the predictor. The AC coefficients that are
+/// not zero are found from the kernel's zero mask ([`Kernel::zero_mask`]): a lowest-set-bit scan
+/// over the pairs that hold one, so the zeros cost nothing here.
+#[inline(always)]
+pub fn code_block<K: Kernel>(
     f8: &[i16; 64],
     t: &Tables,
     dc_pred: &mut i32,
     bits: &mut Bits,
     out: &mut Out<'_>,
 ) {
+    let zero = K::zero_mask(f8, &t.thr);
     // DC: quantised like every coefficient, coded as the difference to the previous block.
-    let e = &t.quant[0];
     let v = f8[0] as i32;
-    let q = e.quantise(v.unsigned_abs()) as i32;
+    let q = t.quant[0].quantise(v.unsigned_abs()) as i32;
     let q = if v < 0 { -q } else { q };
     let diff = q - *dc_pred;
     *dc_pred = q;
@@ -181,26 +199,27 @@ pub fn code_block<K: Fdct>(
         (p >> 16) + nb,
     );
     // AC in zig-zag order: runs of zeros, ZRL for every 16, EOB after the last non-zero.
-    let mut run = 0u32;
-    for e in &t.quant[1..] {
-        let v = f8[e.nat as usize] as i32;
-        let a = v.unsigned_abs();
-        if a < e.thr as u32 {
-            run += 1;
-            continue;
+    let mut last = 0usize;
+    for (w, &z) in zero.iter().enumerate() {
+        // Bit i: coefficient 32w + 2i is not zero; bit 16 + i: 32w + 2i + 1 (the DC excluded).
+        let nz = !z & if w == 0 { !1 } else { !0 };
+        let mut pairs = (nz | (nz >> 16)) & 0xffff;
+        while pairs != 0 {
+            let i = K::ff1(pairs);
+            pairs &= pairs - 1;
+            let k = 32 * w + 2 * i as usize;
+            if nz & (1 << i) != 0 {
+                code_ac::<K>(f8[k & 63] as i32, k, (k - last - 1) as u32, t, bits, out);
+                last = k;
+            }
+            if nz & (1 << (16 + i)) != 0 {
+                let k = k + 1;
+                code_ac::<K>(f8[k & 63] as i32, k, (k - last - 1) as u32, t, bits, out);
+                last = k;
+            }
         }
-        let q = e.quantise(a);
-        while run >= 16 {
-            let p = t.ac[0xf0];
-            bits.put(out, p & 0xffff, p >> 16);
-            run -= 16;
-        }
-        let nb = K::bit_len(q);
-        let p = t.ac[(run << 4 | nb) as usize];
-        bits.put(out, ((p & 0xffff) << nb) | field(v, q, nb), (p >> 16) + nb);
-        run = 0;
     }
-    if run > 0 {
+    if last < 63 {
         let p = t.ac[0x00];
         bits.put(out, p & 0xffff, p >> 16);
     }

@@ -12,7 +12,8 @@
 //! * Columns (pass 2): `|t_n +- t_{7-n}| <= 23,172` (fits a halfword, so the packed adds of the
 //!   PULP kernel never wrap), `|acc| <= 23,172 * 41,990 < 2^30`, and
 //!   `F8[v][u] = (acc + 2^16) >> 17`: the 2-D DCT scaled by 8, libjpeg's `jpeg_fdct_islow`
-//!   output scale, which the quantiser divides by `8 Q`.
+//!   output scale, which the quantiser divides by `8 Q`; written in zig-zag order (the order
+//!   the entropy coder reads).
 //!
 //! Every intermediate is an exact integer of the bounds above, so the portable model
 //! ([`Portable`]) and the PULP kernel (`Pulp`, feature `pulp` on riscv32) agree bit for bit; the
@@ -134,7 +135,7 @@ impl DctCtx {
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(4))]
 pub struct Work {
-    /// `F8` in natural order.
+    /// `F8` in zig-zag order.
     pub f8: [i16; 64],
     /// Pass 1's output (kernel scratch).
     pub t: [i16; 64],
@@ -149,20 +150,62 @@ impl Default for Work {
     }
 }
 
-/// A forward DCT implementation: 8×8 pixels to `F8` in natural order.
-pub trait Fdct {
+/// Zig-zag position of natural index `n` (the inverse of [`crate::tables::ZIGZAG`]).
+pub const ZZ_OF_NAT: [u8; 64] = {
+    let mut inv = [0u8; 64];
+    let mut k = 0;
+    while k < 64 {
+        inv[crate::tables::ZIGZAG[k] as usize] = k as u8;
+        k += 1;
+    }
+    inv
+};
+
+/// The per-block kernels of a variant: the DCT, the zero test of the quantiser, and the bit
+/// scans of the entropy coder. [`Portable`] is plain Rust; `Pulp` (feature `pulp`, riscv32) the
+/// RI5CY instructions; both compute the same values.
+pub trait Kernel {
     /// Short name for benchmarks (`portable`, `pulp`).
     const NAME: &'static str;
 
     /// The block whose rows start at `src[0]`, `src[ctx.stride]`, ... (`src.len() >= 7 stride +
-    /// 8`) into `w.f8`.
+    /// 8`) into `w.f8`, in zig-zag order.
     fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work);
+
+    /// Which coefficients of `f8` (zig-zag order) quantise to 0: `thr` holds the thresholds in
+    /// zig-zag order as halfword pairs (`thr[i] = t[2i] | t[2i+1] << 16`, see
+    /// [`crate::tables::Tables::thr`]); in the result, for word `w` and `i < 16`, bit `i` says
+    /// coefficient `32 w + 2 i` is 0 and bit `16 + i` says coefficient `32 w + 2 i + 1` is
+    /// (`|f8[k]| < t[k]`).
+    #[inline(always)]
+    fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
+        portable_zero_mask(f8, thr)
+    }
+
+    /// Index of the lowest set bit of `x != 0`.
+    #[inline(always)]
+    fn ff1(x: u32) -> u32 {
+        x.trailing_zeros()
+    }
 
     /// Bits of `x > 0` (`32 - leading_zeros`): the magnitude category of the entropy coder.
     #[inline(always)]
     fn bit_len(x: u32) -> u32 {
         32 - x.leading_zeros()
     }
+}
+
+/// [`Kernel::zero_mask`] in plain Rust.
+pub fn portable_zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
+    let mut m = [0u32; 2];
+    for (k, &v) in f8.iter().enumerate() {
+        let t = (thr[k / 2] >> (16 * (k % 2))) & 0xffff;
+        if (v as i32).unsigned_abs() < t {
+            let i = (k % 32) / 2 + 16 * (k % 2);
+            m[k / 32] |= 1 << i;
+        }
+    }
+    m
 }
 
 /// The portable model: the arithmetic of the module docs in plain Rust (host, rv32imc).
@@ -208,7 +251,7 @@ fn col(t: &[i32; 8]) -> [i32; 8] {
     f
 }
 
-impl Fdct for Portable {
+impl Kernel for Portable {
     const NAME: &'static str = "portable";
 
     fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work) {
@@ -216,7 +259,7 @@ impl Fdct for Portable {
     }
 }
 
-/// The portable arithmetic on a block with rows `stride` bytes apart.
+/// The portable arithmetic on a block with rows `stride` bytes apart (output in zig-zag order).
 pub fn portable_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
     // tt[u][y]: pass 1 transposed.
     let mut tt = [[0i32; 8]; 8];
@@ -229,7 +272,7 @@ pub fn portable_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
     for (u, t) in tt.iter().enumerate() {
         let f = col(t);
         for v in 0..8 {
-            out[v * 8 + u] = f[v] as i16;
+            out[ZZ_OF_NAT[v * 8 + u] as usize] = f[v] as i16;
         }
     }
 }
@@ -308,9 +351,8 @@ mod tests {
         let mut f = [0i16; 64];
         portable_fdct(p, 8, &mut f);
         let e = exact(p);
-        f.iter()
-            .zip(e.iter())
-            .map(|(&a, &b)| (a as f64 - b).abs())
+        (0..64)
+            .map(|n| (f[ZZ_OF_NAT[n] as usize] as f64 - e[n]).abs())
             .fold(0.0, f64::max)
     }
 

@@ -19,7 +19,7 @@
 //! | item | what |
 //! |---|---|
 //! | [`FrameSpec`] | width, height, quality, bands: one frame's parameters |
-//! | [`encode`] | the whole frame on the calling core (any `Fdct`), into `out`; returns the length |
+//! | [`encode`] | the whole frame on the calling core (any [`Kernel`]), into `out`; returns the length |
 //! | [`layout::Layout`] | the MCU grid, bands, restart interval, headers, size bounds ([`layout::Layout::max_len`]) |
 //! | [`band::encode_band`] | one band's bytes (its trailing `RSTn` included) from a frame in memory: the per-core step |
 //! | [`join`] | band byte strings from wherever they were written to one file after the header, EOI appended |
@@ -50,16 +50,16 @@ use entropy::Out;
 use layout::Layout;
 use tables::Tables;
 
-pub use fdct::{Fdct, Portable};
+pub use fdct::{Kernel, Portable};
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
 pub use pulp::Pulp;
 
 /// The DCT kernel this build prefers: PULP on riscv32 with feature `pulp`, else the portable one.
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
-pub type DefaultFdct = Pulp;
+pub type DefaultKernel = Pulp;
 /// The DCT kernel this build prefers: PULP on riscv32 with feature `pulp`, else the portable one.
 #[cfg(not(all(target_arch = "riscv32", feature = "pulp")))]
-pub type DefaultFdct = Portable;
+pub type DefaultKernel = Portable;
 
 /// One frame's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,7 +131,7 @@ impl core::fmt::Display for Error {
 /// Codes a frame (`pixels`: `width × height` bytes, row-major, 8-bit grey) on the calling core
 /// into `out`; returns the file's length. The bands are coded one after the other, so the file
 /// is byte-identical to the cluster encoder's with the same spec.
-pub fn encode<K: Fdct>(spec: &FrameSpec, pixels: &[u8], out: &mut [u8]) -> Result<usize, Error> {
+pub fn encode<K: Kernel>(spec: &FrameSpec, pixels: &[u8], out: &mut [u8]) -> Result<usize, Error> {
     let layout = spec.layout()?;
     if pixels.len() != spec.width as usize * spec.height as usize {
         return Err(Error::Size);

@@ -186,6 +186,9 @@ impl QuantEntry {
 pub struct Tables {
     /// Per zig-zag position: natural index, divisor, zero threshold.
     pub quant: [QuantEntry; 64],
+    /// The zero thresholds in zig-zag order as halfword pairs: `thr[i] = t[2i] | t[2i+1] << 16`
+    /// (the layout [`crate::Kernel::zero_mask`] reads; `t[0] = 0`: the DC is always coded).
+    pub thr: [u32; 32],
     /// `len << 16 | code` of each AC symbol `run << 4 | size` (indexed by the symbol).
     pub ac: [u32; 256],
     /// `len << 16 | code` of each DC category 0..=11.
@@ -223,8 +226,14 @@ impl Tables {
         }
         let mut dc = [0u32; 12];
         dc.copy_from_slice(&DC_CODES.packed[..12]);
+        let mut thr = [0u32; 32];
+        for (i, t) in thr.iter_mut().enumerate() {
+            let lo = if i == 0 { 0 } else { quant[2 * i].thr as u32 };
+            *t = lo | (quant[2 * i + 1].thr as u32) << 16;
+        }
         Tables {
             quant,
+            thr,
             ac: AC_CODES.packed,
             dc,
             dqt,

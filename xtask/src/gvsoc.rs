@@ -80,6 +80,11 @@ pub struct Options {
     /// Where the CSV goes (default `target/bench/gvsoc.csv`; `gvsoc-quick.csv` with `--quick`,
     /// `gvsoc-adhoc.csv` when a filter is given).
     pub csv: Option<PathBuf>,
+    /// JPEG rows (`gvsoc_jpeg.rs`): only these qualities, code layouts measured per point (the
+    /// worst is kept), only these pictures of the frame set.
+    pub quality: Vec<u32>,
+    pub layouts: usize,
+    pub pictures: Vec<String>,
 }
 
 impl Options {
@@ -540,20 +545,20 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
     })
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
         .to_path_buf()
 }
 
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"))
 }
 
-fn on_path(cmd: &str) -> bool {
+pub(crate) fn on_path(cmd: &str) -> bool {
     env::var_os("PATH").is_some_and(|p| env::split_paths(&p).any(|d| d.join(cmd).is_file()))
 }
 
@@ -620,7 +625,7 @@ impl Progress {
 
 /// Boots `elf` on GVSOC, feeding every `bench` line to `on_line`; returns the exit status and the
 /// other lines of the output (for error reports). With `trace`, the whole output goes to that file.
-fn launch(
+pub(crate) fn launch(
     elf: &Path,
     work: &Path,
     trace: Option<&(String, PathBuf)>,
@@ -678,7 +683,7 @@ fn launch(
                 if let Some(f) = trace_file.as_mut() {
                     let _ = writeln!(f, "{line}");
                 }
-                if line.starts_with("bench ") {
+                if line.starts_with("bench ") || line.starts_with("jpeg ") {
                     on_line(&line);
                 } else if trace_file.is_none() || !line.contains(':') {
                     other.push(line);
@@ -713,11 +718,16 @@ pub fn bench(o: &Options) -> Result<(), String> {
         );
         return Ok(());
     }
+    let jpeg = crate::gvsoc_jpeg::selected(o);
     let plan: Vec<Point> = apply_filters(if o.quick { quick_plan() } else { full_plan() }, o)
         .into_iter()
         .flat_map(|p| std::iter::repeat_n(p, o.repeat.max(1)))
         .collect();
     if plan.is_empty() {
+        // The JPEG rows have filters of their own (`gvsoc_jpeg.rs`).
+        if jpeg {
+            return crate::gvsoc_jpeg::bench(o);
+        }
         return Err("no benchmark point matches the filters".into());
     }
     let csv_path = o.csv.clone().unwrap_or_else(|| {
@@ -755,6 +765,9 @@ pub fn bench(o: &Options) -> Result<(), String> {
         rows.len(),
         csv_path.display()
     );
+    if jpeg {
+        crate::gvsoc_jpeg::bench(o)?;
+    }
     Ok(())
 }
 

@@ -83,5 +83,9 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (pv_shuffle_sci_h!(t6, t6, 3), 0xC21F_EFD7),
         (p_fl1!(a0, a1), 0x1005_9533),
         (p_fl1!(x31, x31), 0x100F_9FB3),
+        (p_ff1!(a0, a1), 0x1005_8533),
+        (p_ff1!(x31, x31), 0x100F_8FB3),
+        (pv_abs_h!(a0, a1), 0x7005_8557),
+        (pv_abs_h!(x31, x31), 0x700F_8FD7),
     ]
 }
