@@ -73,3 +73,55 @@ pub const CASES: [(u16, u16, u32, u8, u8); 12] = [
     (324, 244, 11, 90, 7),
     (400, 300, 12, 75, 8),
 ];
+
+/// `(length, digest)` of the file [`crate::encode`] writes for each of [`CASES`], as the host
+/// computes it (checked by this module's test; the rv32 programs compare their own output with
+/// it, so a QEMU run proves the rv32 build writes the host's bytes).
+pub const GOLDEN: [(u32, u64); 12] = [
+    (332, 0x3b10_65e8_a6c5_1463),
+    (363, 0xf2c0_59da_1f26_cc2a),
+    (406, 0xdd79_4958_75f6_5e27),
+    (351, 0x4ddc_cbbb_1c10_4572),
+    (577, 0x030a_fbc0_ecf1_686e),
+    (1761, 0x7357_2102_0c15_02ac),
+    (1674, 0x50e0_905c_7845_0b52),
+    (15674, 0xacf7_35fc_e3a9_de70),
+    (6990, 0xf27c_438c_3925_74bc),
+    (12567, 0xb41f_2fb8_7c36_6ff5),
+    (39023, 0x2b74_556b_121a_d8d6),
+    (4521, 0x7214_ef46_e7a2_33d5),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FrameSpec, Portable, encode};
+
+    #[test]
+    fn golden_files_are_the_hosts() {
+        let mut got = std::vec::Vec::new();
+        for &(w, h, seed, quality, bands) in &CASES {
+            let mut px = std::vec![0u8; w as usize * h as usize];
+            fill(&mut px, w as usize, h as usize, seed);
+            let spec = FrameSpec {
+                width: w,
+                height: h,
+                quality,
+                bands,
+            };
+            let mut out = std::vec![0u8; spec.layout().unwrap().max_len()];
+            let n = encode::<Portable>(&spec, &px, &mut out).unwrap();
+            got.push((n as u32, digest(&out[..n])));
+        }
+        let text: std::vec::Vec<std::string::String> = got
+            .iter()
+            .map(|(n, d)| std::format!("({n}, {d:#018x})"))
+            .collect();
+        assert_eq!(
+            got[..],
+            GOLDEN[..],
+            "the encoder's output changed: if intended, set GOLDEN to [{}]",
+            text.join(", ")
+        );
+    }
+}
