@@ -103,6 +103,13 @@ pub fn p_lw_imm(rd: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
     Ok(i_type(imm as u32, rs1, 0b010, rd, OP_LOAD_POST))
 }
 
+/// `p.lbu rD, Imm(rs1!)`: rD = zero-extended Mem8(rs1); rs1 += Imm (Imm signed 12 bits).
+/// `imm[11:0] | rs1 | 100 | rD | 0001011`.
+pub fn p_lbu_imm(rd: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
+    check_range("Imm", imm, -2048, 2047)?;
+    Ok(i_type(imm as u32, rs1, 0b100, rd, OP_LOAD_POST))
+}
+
 /// `p.lw rD, rs2(rs1!)`: rD = Mem32(rs1); rs1 += rs2.
 /// `0010000 | rs2 | rs1 | 111 | rD | 0001011`.
 pub fn p_lw_reg(rd: u32, rs2: u32, rs1: u32) -> u32 {
@@ -315,6 +322,18 @@ pub fn pv_shuffle_sci_h(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError
 /// `011100 | 0 | 00000 | rs1 | 000 | rD | 1010111`.
 pub fn pv_abs_h(rd: u32, rs1: u32) -> u32 {
     pv_rr(0b01_1100, rd, rs1, 0, F3_H)
+}
+
+/// `p.sh rs2, rs3(rs1)`: Mem16(rs1 + rs3) = rs2\[15:0\] (register offset, no post-increment; the
+/// offset register sits in the rD field). `0000000 | rs2 | rs1 | 101 | rs3 | 0100011`.
+pub fn p_sh_rr(rs2: u32, rs3: u32, rs1: u32) -> u32 {
+    r_type(0, rs2, rs1, 0b101, rs3, 0b010_0011)
+}
+
+/// `p.abs rD, rs1`: rD = |rs1| (32-bit).
+/// `0000010 | 00000 | rs1 | 000 | rD | 0110011`.
+pub fn p_abs(rd: u32, rs1: u32) -> u32 {
+    r_type(0b000_0010, 0, rs1, 0b000, rd, OP_OP)
 }
 
 /// `p.ff1 rD, rs1`: the index of the least significant set bit of rs1 (32 when rs1 is 0).
@@ -633,6 +652,25 @@ mod tests {
         assert_eq!(p_ff1(0, 0), 0x1000_0033);
         assert_eq!(p_ff1(r("a0"), r("a1")), 0x1005_8533);
         assert_eq!(p_ff1(r("x31"), r("x31")), 0x100F_8FB3);
+        // Load/Store > register-register: `0000000 src base 101 offset 0100011 p.sh rs2,
+        // rs3(rs1)` (GVSOC pulp_v2: `SH_RR 'SR' '0000000 ----- ----- 101 ----- 0100011'`, the
+        // offset register in bits 11:7).
+        // Post-Incrementing Load & Store > Encoding: `offset base 100 dest 0001011 p.lbu rD,
+        // Imm(rs1!)` (GVSOC: `LBU_POSTINC 'LPOST' '------- ----- ----- 100 ----- 0001011'`).
+        assert_eq!(p_lbu_imm(0, 0, 0).unwrap(), 0x0000_400B);
+        assert_eq!(p_lbu_imm(r("a0"), 1, r("a2")).unwrap(), 0x0016_450B);
+        assert_eq!(p_lbu_imm(r("x31"), 2047, r("x31")).unwrap(), 0x7FFF_CF8B);
+        assert_eq!(p_lbu_imm(r("ra"), -2048, r("zero")).unwrap(), 0x8000_408B);
+        assert!(p_lbu_imm(1, 2048, 2).is_err());
+        assert_eq!(p_sh_rr(0, 0, 0), 0x0000_5023);
+        assert_eq!(p_sh_rr(r("t5"), r("a0"), r("a1")), 0x01E5_D523);
+        assert_eq!(p_sh_rr(r("x31"), r("x31"), r("x31")), 0x01FF_DFA3);
+        assert_eq!(p_sh_rr(r("a0"), r("a1"), r("a2")), 0x00A6_55A3);
+        // General ALU > Encoding: `0000010 00000 src1 000 dest 0110011 p.abs` (GVSOC pulp_v2:
+        // `p.abs 'R1' '0000010 00000 ----- 000 ----- 0110011'`).
+        assert_eq!(p_abs(0, 0), 0x0400_0033);
+        assert_eq!(p_abs(r("a0"), r("a1")), 0x0405_8533);
+        assert_eq!(p_abs(r("x31"), r("x31")), 0x040F_8FB3);
     }
 
     #[test]

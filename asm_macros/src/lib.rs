@@ -44,6 +44,9 @@
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
 //! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the highest set bit of rs1 (32 for 0) |
+//! | [`p_lbu!`]`(rd, imm(rs1!))` | `p.lbu rD, Imm(rs1!)` | rd = Mem8(rs1) zero-extended; rs1 += imm |
+//! | [`p_abs!`]`(rd, rs1)` | `p.abs` | rd = \|rs1\| |
+//! | [`p_sh!`]`(rs2, rs3(rs1))` | `p.sh rs2, rs3(rs1)` | Mem16(rs1 + rs3) = rs2 (register offset) |
 //! | [`p_ff1!`]`(rd, rs1)` | `p.ff1` | rd = index of the lowest set bit of rs1 (32 for 0) |
 //! | [`pv_abs_h!`]`(rd, rs1)` | `pv.abs.h` | each halfword: rd\[i\] = \|rs1\[i\]\| |
 //!
@@ -668,5 +671,92 @@ pub fn pv_abs_h(input: TokenStream) -> TokenStream {
         let rs1 = parse_reg(i, "pv.abs.h", "rs1")?;
         end(i, "pv.abs.h")?;
         Ok(encode::pv_abs_h(rd.num, rs1.num))
+    })
+}
+
+/// `p.abs rD, rs1`: absolute value. `p_abs!(a0, a1)` → `".insn 4, 0x04058533"`.
+#[proc_macro]
+pub fn p_abs(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "p.abs", "rD")?;
+        comma(i, "p.abs")?;
+        let rs1 = parse_reg(i, "p.abs", "rs1")?;
+        end(i, "p.abs")?;
+        Ok(encode::p_abs(rd.num, rs1.num))
+    })
+}
+
+/// `p.sh rs2, rs3(rs1)`: halfword store at `rs1 + rs3` (register offset, no post-increment).
+/// `p_sh!(t5, a0(a1))` → `".insn 4, 0x01e5d523"`.
+///
+/// ```compile_fail
+/// asm_macros::p_sh!(t5, a0(a1!));
+/// ```
+#[proc_macro]
+pub fn p_sh(input: TokenStream) -> TokenStream {
+    expand(input, |input| {
+        const I: &str = "p.sh";
+        let rs2 = parse_reg(input, I, "rs2")?;
+        comma(input, I)?;
+        let rs3 = parse_reg(input, I, "rs3")?;
+        let group = match input.parse::<TokenTree>() {
+            Ok(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => g,
+            Ok(other) => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "p.sh: expected `(rs1)` after the offset register",
+                ));
+            }
+            Err(e) => {
+                return Err(syn::Error::new(
+                    e.span(),
+                    "p.sh: expected `(rs1)` after the offset register",
+                ));
+            }
+        };
+        let base = syn::parse::Parser::parse2(
+            |inner: ParseStream| -> syn::Result<Reg> {
+                let base = parse_reg(inner, I, "rs1")?;
+                if !inner.is_empty() {
+                    return Err(syn::Error::new(
+                        inner.span(),
+                        "p.sh: only the register-offset form `rs3(rs1)` exists here",
+                    ));
+                }
+                Ok(base)
+            },
+            group.stream(),
+        )?;
+        end(input, I)?;
+        Ok(encode::p_sh_rr(rs2.num, rs3.num, base.num))
+    })
+}
+
+/// Post-increment load byte unsigned: `p_lbu!(rd, imm(rs1!))` (imm −2048..=2047).
+/// `p_lbu!(a0, 1(a2!))` → `".insn 4, 0x0016450b"`.
+///
+/// ```compile_fail
+/// asm_macros::p_lbu!(a0, 1(a2));
+/// ```
+#[proc_macro]
+pub fn p_lbu(input: TokenStream) -> TokenStream {
+    expand(input, |input| {
+        const I: &str = "p.lbu";
+        let rd = parse_reg(input, I, "rD")?;
+        comma(input, I)?;
+        let (off, base) = parse_postinc(input, I, "rs2")?;
+        end(input, I)?;
+        match off {
+            Offset::Imm(v, span) => {
+                encode::p_lbu_imm(rd.num, v, base.num).map_err(|e| operand_error(I, span, e))
+            }
+            Offset::Reg(r) => Err(syn::Error::new(
+                Span::call_site(),
+                format!(
+                    "p.lbu: only the immediate post-increment form is supported (register x{})",
+                    r.num
+                ),
+            )),
+        }
     })
 }

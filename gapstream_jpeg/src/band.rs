@@ -2,7 +2,7 @@
 //! the restart-interval ends, into an [`Out`] that may fill up (then the caller commits it and
 //! the step is repeated: every operation here either completes or leaves the state as it was).
 use crate::Error;
-use crate::entropy::{Bits, Out, code_block};
+use crate::entropy::{Bits, MAX_BLOCK_BYTES, MAX_FLUSH_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, Work};
 use crate::layout::Layout;
 use crate::tables::Tables;
@@ -33,12 +33,12 @@ pub fn code_blocks<K: Kernel>(
     w: &mut Work,
     mut between: impl FnMut(),
 ) -> usize {
-    let ctx = DctCtx::new(stride, &t.dct);
+    let ctx = DctCtx::new(stride, &t.dct, &t.zz);
     for b in from..n {
         between();
         K::fdct(&strip[8 * b..], &ctx, w);
         let (saved, pos) = (*st, out.pos);
-        code_block::<K>(&w.f8, t, &mut st.dc, &mut st.bits, out);
+        K::code_block(&w.f8, t, &mut st.dc, &mut st.bits, out);
         if out.full {
             *st = saved;
             out.pos = pos;
@@ -47,6 +47,39 @@ pub fn code_blocks<K: Kernel>(
         }
     }
     n
+}
+
+/// Codes blocks `from..n` of a strip like [`code_blocks`], but only while `out` keeps room for
+/// one more block at its worst and an interval end after it ([`MAX_BLOCK_BYTES`] +
+/// [`MAX_FLUSH_BYTES`]), so nothing ever has to be undone: returns the first block not coded
+/// (`n` when the strip is done; then its interval end, if any, fits too). The cluster lanes
+/// code into L1 chunks this way and commit a chunk once it stops taking blocks.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn code_blocks_reserved<K: Kernel>(
+    strip: &[u8],
+    stride: usize,
+    from: usize,
+    n: usize,
+    t: &Tables,
+    st: &mut CoderState,
+    out: &mut Out<'_>,
+    w: &mut Work,
+    mut between: impl FnMut(),
+) -> usize {
+    let ctx = DctCtx::new(stride, &t.dct, &t.zz);
+    let limit = out
+        .buf
+        .len()
+        .saturating_sub(MAX_BLOCK_BYTES + MAX_FLUSH_BYTES);
+    let mut b = from;
+    while b < n && out.pos <= limit {
+        between();
+        K::fdct(&strip[8 * b..], &ctx, w);
+        K::code_block(&w.f8, t, &mut st.dc, &mut st.bits, out);
+        b += 1;
+    }
+    b
 }
 
 /// Ends a restart interval: pads the pending bits to a byte and, unless the scan ends here, puts

@@ -2,8 +2,9 @@
 //! commands, then joined into one file.
 //!
 //! ```text
-//! FC:      encoder.encode(spec, pixels (L2), out (L2))            tables cached per quality
-//! core 0:    tables -> its stack (L1); header -> out[..h] (DMA); fork one core per band
+//! FC:      encoder.encode(spec, pixels (L2), out (L2))    tables, header, slots made when they change
+//! core 0:    tables -> L1 (DMA, only when the quality changed); header -> out[..h] (DMA);
+//!            fork one core per band
 //! core i:      code_band: strips of its MCU rows through its L1 area (below), bytes to its slot
 //! core 0:    join: band i's bytes moved down to follow band i-1 (DMA through L1), EOI
 //! ```
@@ -30,11 +31,13 @@
 use gap_rust_sdk::dma::{Scope, Transfer};
 use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaError, DmaRaw, MAX_CORES, RawAlloc, Team};
 
-use crate::band::{CoderState, code_blocks, end_interval, interval_end, replicate_edges, strips};
+use crate::band::{
+    CoderState, code_blocks_reserved, end_interval, interval_end, replicate_edges, strips,
+};
 use crate::entropy::{MAX_BLOCK_BYTES, MAX_FLUSH_BYTES, Out};
 use crate::fdct::{Kernel, Work};
-use crate::layout::Layout;
-use crate::tables::Tables;
+use crate::layout::{DRI_LEN, HEADER_LEN, Layout};
+use crate::tables::{TABLES_BYTES, Tables};
 use crate::{Error, FrameSpec};
 
 impl From<DmaError> for Error {
@@ -45,7 +48,7 @@ impl From<DmaError> for Error {
 
 /// The smallest output chunk: one block at its worst plus an interval's end always fit an
 /// empty chunk, so every step makes progress.
-pub const MIN_CHUNK: usize = MAX_BLOCK_BYTES + MAX_FLUSH_BYTES;
+pub const MIN_CHUNK: usize = MAX_BLOCK_BYTES + MAX_FLUSH_BYTES + 8;
 
 /// What a [`ClusterEncoder`] is made with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +63,7 @@ pub struct Config {
 
 impl Config {
     /// `cores` cores, strips of up to 12 blocks (96 pixels), chunks of 768 bytes: 3 KiB of L1 per
-    /// core (24 KiB on 8 cores).
+    /// core, plus the tables (1,840 bytes) once.
     pub const fn new(cores: usize) -> Config {
         Config {
             cores,
@@ -74,6 +77,11 @@ impl Config {
         2 * 64 * self.strip_blocks + 2 * self.chunk
     }
 
+    /// L1 bytes the encoder allocates: the tables and every core's area.
+    pub const fn l1_bytes(&self) -> usize {
+        TABLES_AREA + self.cores * self.area()
+    }
+
     fn check(&self, max_cores: usize) -> Result<(), Error> {
         if self.cores == 0 || self.cores > max_cores.min(MAX_CORES) {
             return Err(Error::Bands);
@@ -85,27 +93,42 @@ impl Config {
     }
 }
 
+/// L1 bytes kept for the tables (their size rounded up to 8).
+const TABLES_AREA: usize = TABLES_BYTES.div_ceil(8) * 8;
+
+/// Room for the longest header (with DRI).
+const HEADER_MAX: usize = HEADER_LEN + DRI_LEN;
+
 /// Baseline JPEG on the cluster: L1 buffers allocated once, no allocation per frame.
 pub struct ClusterEncoder<'c, C: Cluster> {
     cl: &'c C,
     cfg: Config,
+    /// The tables' L1 copy, then every core's area.
     l1: Buf<'c, C::L1>,
+    /// The tables of the last quality (L2), and whether L1 holds them.
     tables: Tables,
+    loaded: bool,
+    /// The header of the last spec.
+    header: [u8; HEADER_MAX],
+    header_of: Option<FrameSpec>,
 }
 
 impl<'c, C: Cluster> ClusterEncoder<'c, C> {
-    /// Allocates `cfg.cores` L1 areas ([`Config::area`] each).
+    /// Allocates the L1 buffers ([`Config::l1_bytes`]).
     pub fn new(cl: &'c C, cfg: Config) -> Result<Self, Error> {
         cfg.check(cl.max_cores())?;
         let l1 = cl
             .l1()
-            .alloc_zeroed(cfg.area() * cfg.cores, 8)
+            .alloc_zeroed(cfg.l1_bytes(), 8)
             .map_err(Error::Alloc)?;
         Ok(ClusterEncoder {
             cl,
             cfg,
             l1,
             tables: Tables::new(75),
+            loaded: false,
+            header: [0; HEADER_MAX],
+            header_of: None,
         })
     }
 
@@ -116,6 +139,10 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
 
     /// Codes a frame (`pixels`: `width × height` bytes in L2) on `spec.bands` cores into `out`;
     /// returns the file's length. The file is byte-identical to [`crate::encode`]'s.
+    ///
+    /// On the FC before the cluster job (not in the job's cycles): argument checks, and when the
+    /// spec changed since the last frame the tables and the header (a few thousand
+    /// instructions); the slot plan of `out` (a few dozen).
     pub fn encode<K: Kernel>(
         &mut self,
         spec: &FrameSpec,
@@ -129,17 +156,51 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
         if pixels.len() != spec.width as usize * spec.height as usize {
             return Err(Error::Size);
         }
-        if out.len() < layout.header_len() + 2 {
+        let hl = layout.header_len();
+        if out.len() < hl + 2 {
             return Err(Error::OutputFull);
         }
-        if self.tables.quality != spec.quality {
+        if self.tables.quality != spec.quality as u32 {
             self.tables = Tables::new(spec.quality);
+            self.loaded = false;
         }
-        let (cfg, tables, l1) = (self.cfg, &self.tables, &mut *self.l1);
-        self.cl
-            .run(|ctrl| job::<K, _>(ctrl, &layout, tables, pixels, out, l1, &cfg))
-            .map_err(Error::Cluster)?
+        if self.header_of != Some(*spec) {
+            let mut o = Out::new(&mut self.header);
+            layout.write_header(&self.tables, &mut o);
+            self.header_of = Some(*spec);
+        }
+        let mut slots = [(0usize, 0usize); MAX_CORES];
+        for (i, s) in slots.iter_mut().enumerate().take(layout.bands as usize) {
+            *s = layout.slot(i as u32, out.len());
+        }
+        let job = Job {
+            layout: &layout,
+            tables: &self.tables,
+            load: !self.loaded,
+            header: &self.header[..hl],
+            slots: &slots,
+            cfg: &self.cfg,
+        };
+        let l1 = &mut *self.l1;
+        let r = self
+            .cl
+            .run(|ctrl| job.run::<K, _>(ctrl, pixels, out, l1))
+            .map_err(Error::Cluster)?;
+        // The L1 tables are current once a job has run (it loads them first).
+        self.loaded = true;
+        r
     }
+}
+
+/// One frame's cluster job, prepared on the FC.
+struct Job<'a> {
+    layout: &'a Layout,
+    /// The tables in L2, copied to L1 when `load`.
+    tables: &'a Tables,
+    load: bool,
+    header: &'a [u8],
+    slots: &'a [(usize, usize); MAX_CORES],
+    cfg: &'a Config,
 }
 
 /// What every core of a frame's fork reads.
@@ -159,90 +220,94 @@ struct LaneSlot<'a, D: DmaRaw> {
     result: Result<usize, Error>,
 }
 
-/// The frame's cluster job, on core 0.
-fn job<K: Kernel, Ctl: Controller>(
-    ctrl: &mut Ctl,
-    layout: &Layout,
-    tables: &Tables,
-    pixels: &[u8],
-    out: &mut [u8],
-    l1: &mut [u8],
-    cfg: &Config,
-) -> Result<usize, Error> {
-    // The tables next to the cores (core 0's stack is in L1 on GAP8).
-    let t: Tables = *tables;
-    let hl = layout.header_len();
-    let n = layout.bands as usize;
-    let mut dma = ctrl.dma();
-    {
-        let mut o = Out::new(&mut l1[..hl]);
-        layout.write_header(&t, &mut o);
-        let (hbuf, head) = (&l1[..hl], &mut out[..hl]);
-        dma.scope(|s| s.copy_out(hbuf, head).map(|_| ()))?;
-    }
-    let ctx = Ctx {
-        layout,
-        t: &t,
-        pixels,
-        cfg,
-    };
-    let mut slots: [Option<LaneSlot<'_, Ctl::DmaRaw>>; MAX_CORES] = Default::default();
-    {
-        let out_len = out.len();
-        let mut areas = l1.chunks_mut(cfg.area());
-        let mut rest = &mut out[hl..];
-        let mut at = hl;
-        for (i, s) in slots.iter_mut().enumerate().take(n) {
-            let (start, cap) = layout.slot(i as u32, out_len);
-            let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
-            let (slot, tail) = tail.split_at_mut(cap);
-            rest = tail;
-            at = start + cap;
-            *s = Some(LaneSlot {
-                dma: Some(ctrl.dma()),
-                area: areas.next().ok_or(Error::Config)?,
-                slot,
-                result: Ok(0),
-            });
+impl Job<'_> {
+    /// On core 0: tables and header, the fork, the join.
+    fn run<K: Kernel, Ctl: Controller>(
+        &self,
+        ctrl: &mut Ctl,
+        pixels: &[u8],
+        out: &mut [u8],
+        l1: &mut [u8],
+    ) -> Result<usize, Error> {
+        let layout = self.layout;
+        let hl = self.header.len();
+        let n = layout.bands as usize;
+        let mut dma = ctrl.dma();
+        let (tbuf, areas) = l1.split_at_mut(TABLES_AREA);
+        if self.load {
+            let (src, dst) = (self.tables.as_bytes(), &mut tbuf[..TABLES_BYTES]);
+            dma.scope(|s| s.copy_in(src, dst).map(|_| ()))?;
         }
-        ctrl.fork_each(n, &ctx, &mut slots[..n], |team, ctx, lane| {
-            if let Some(lane) = lane {
-                lane.result = match lane.dma.take() {
-                    Some(mut dma) => code_band::<K, _>(
-                        &mut dma,
-                        ctx.layout,
-                        ctx.t,
-                        team.core_id() as u32,
-                        ctx.pixels,
-                        lane.area,
-                        ctx.cfg,
-                        lane.slot,
-                    ),
-                    None => Err(Error::Config),
-                };
-            }
-        })
-        .map_err(Error::Fork)?;
-    }
-    let mut lens = [0usize; MAX_CORES];
-    for (len, s) in lens.iter_mut().zip(slots.iter()).take(n) {
-        *len = match s {
-            Some(s) => s.result?,
-            None => return Err(Error::Config),
+        let t = Tables::from_bytes(tbuf).ok_or(Error::Config)?;
+        // The header through core 0's area into `out`.
+        {
+            let stage = &mut areas[..hl];
+            let src = self.header;
+            dma.scope(|s| s.copy_in(src, stage).map(|_| ()))?;
+            let (stage, head) = (&areas[..hl], &mut out[..hl]);
+            dma.scope(|s| s.copy_out(stage, head).map(|_| ()))?;
+        }
+        let ctx = Ctx {
+            layout,
+            t,
+            pixels,
+            cfg: self.cfg,
         };
+        let mut slots: [Option<LaneSlot<'_, Ctl::DmaRaw>>; MAX_CORES] = Default::default();
+        {
+            let mut areas = areas.chunks_mut(self.cfg.area());
+            let mut rest = &mut out[hl..];
+            let mut at = hl;
+            for (s, &(start, cap)) in slots.iter_mut().zip(self.slots.iter()).take(n) {
+                let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
+                let (slot, tail) = tail.split_at_mut(cap);
+                rest = tail;
+                at = start + cap;
+                *s = Some(LaneSlot {
+                    dma: Some(ctrl.dma()),
+                    area: areas.next().ok_or(Error::Config)?,
+                    slot,
+                    result: Ok(0),
+                });
+            }
+            ctrl.fork_each(n, &ctx, &mut slots[..n], |team, ctx, lane| {
+                if let Some(lane) = lane {
+                    lane.result = match lane.dma.take() {
+                        Some(mut dma) => code_band::<K, _>(
+                            &mut dma,
+                            ctx.layout,
+                            ctx.t,
+                            team.core_id() as u32,
+                            ctx.pixels,
+                            lane.area,
+                            ctx.cfg,
+                            lane.slot,
+                        ),
+                        None => Err(Error::Config),
+                    };
+                }
+            })
+            .map_err(Error::Fork)?;
+        }
+        let mut lens = [0usize; MAX_CORES];
+        for (len, s) in lens.iter_mut().zip(slots.iter()).take(n) {
+            *len = match s {
+                Some(s) => s.result?,
+                None => return Err(Error::Config),
+            };
+        }
+        drop(slots);
+        // Join: band 0 starts right after the header; the others move down.
+        let mut end = hl + lens[0];
+        for (&len, &(start, _)) in lens.iter().zip(self.slots.iter()).take(n).skip(1) {
+            dma_move(&mut dma, out, areas, start, end, len)?;
+            end += len;
+        }
+        out.get_mut(end..end + 2)
+            .ok_or(Error::OutputFull)?
+            .copy_from_slice(&[0xff, 0xd9]);
+        Ok(end + 2)
     }
-    drop(slots);
-    // Join: band 0 starts right after the header; the others move down.
-    let mut end = hl + lens[0];
-    for (i, &len) in lens.iter().enumerate().take(n).skip(1) {
-        let (start, _) = layout.slot(i as u32, out.len());
-        dma_move(&mut dma, out, l1, start, end, len)?;
-        end += len;
-    }
-    out.get_mut(end..end + 2)
-        .ok_or(Error::OutputFull)?
-        .copy_from_slice(&[0xff, 0xd9]);
-    Ok(end + 2)
 }
 
 /// Moves `out[from..from + len]` to `out[to..to + len]` (`to <= from`) through `stage` (L1),
@@ -274,17 +339,19 @@ fn dma_move<D: DmaRaw>(
 }
 
 /// Fetching a strip `(row, x0, nb)` of the frame into `dst` (8 rows `stride` bytes apart): the
-/// rows inside the frame, the pixels inside it, one command per row (one for the whole strip
-/// when it is a whole MCU row laid out as in the frame), and at most one in flight: mchan has 16
-/// transfer counters for the 8 cores, and a core that finds none stalls until one is freed, which
-/// only a waiting core does (with 9 commands per core, 4 cores deadlocked on the GAP8 model).
-/// [`Fetch::step`] waits for the row in flight and starts the next; the lanes call it between
-/// blocks, so the rows arrive while the core codes.
+/// rows inside the frame, the pixels inside it. One 2-D command when the strip's rows fill its
+/// stride and the backend has 2-D transfers; otherwise one command per row with at most one in
+/// flight: mchan has 16 transfer counters for the 8 cores, and a core that finds none stalls
+/// until one is freed, which only a waiting core does (with 9 commands per core, 4 cores
+/// deadlocked on the GAP8 model). [`Fetch::step`] waits for the row in flight and starts the
+/// next; the lanes call it between blocks, so the rows arrive while the core codes.
 struct Fetch<'s, 'env, 'd, R: DmaRaw, const N: usize> {
     s: &'s Scope<'s, 'env, R, N>,
     pixels: &'s [u8],
     rows: core::iter::Take<core::slice::ChunksMut<'d, u8>>,
     whole: Option<&'d mut [u8]>,
+    /// The whole strip as one 2-D tile (line length, L2 stride).
+    tile: Option<(usize, usize)>,
     /// L2 offset of the next row, bytes per row, the frame's row pitch.
     at: usize,
     cols: usize,
@@ -301,14 +368,17 @@ impl<'s, 'env: 's, 'd: 's, R: DmaRaw, const N: usize> Fetch<'s, 'env, 'd, R, N> 
         (row, x0, nb): (u32, usize, usize),
         dst: &'d mut [u8],
         stride: usize,
+        two_d: bool,
     ) -> Self {
         let (w, h) = (layout.width as usize, layout.height as usize);
         let top = 8 * row as usize;
         let rows = (h - top).min(8);
         let left = 8 * x0;
         let cols = (w - left).min(8 * nb);
-        let (whole, rest): (Option<&'d mut [u8]>, &'d mut [u8]) = if cols == w && stride == w {
-            (Some(&mut dst[..rows * w]), &mut [])
+        let tile = two_d && cols == stride;
+        let one = !tile && cols == w && stride == w;
+        let (whole, rest): (Option<&'d mut [u8]>, &'d mut [u8]) = if tile || one {
+            (Some(&mut dst[..rows * cols]), &mut [])
         } else {
             (None, dst)
         };
@@ -317,8 +387,11 @@ impl<'s, 'env: 's, 'd: 's, R: DmaRaw, const N: usize> Fetch<'s, 'env, 'd, R, N> 
             pixels,
             rows: rest.chunks_mut(stride.max(1)).take(rows),
             whole,
+            tile: tile.then_some((cols, w)),
             at: top * w + left,
-            cols: if cols == w && stride == w {
+            cols: if tile {
+                (rows - 1) * w + cols
+            } else if one {
                 rows * w
             } else {
                 cols
@@ -338,7 +411,17 @@ impl<'s, 'env: 's, 'd: 's, R: DmaRaw, const N: usize> Fetch<'s, 'env, 'd, R, N> 
             return false;
         }
         let (src, dst) = match self.whole.take() {
-            Some(d) => (&self.pixels[self.at..self.at + self.cols], d),
+            Some(d) => {
+                let src = &self.pixels[self.at..self.at + self.cols];
+                if let Some((line, pitch)) = self.tile {
+                    match self.s.copy_in_2d(src, pitch, line, d) {
+                        Ok(t) => self.inflight = Some(t),
+                        Err(e) => self.error = Some(e),
+                    }
+                    return true;
+                }
+                (src, d)
+            }
             None => match self.rows.next() {
                 Some(d) => {
                     let src = &self.pixels[self.at..self.at + self.cols];
@@ -366,15 +449,21 @@ impl<'s, 'env: 's, 'd: 's, R: DmaRaw, const N: usize> Fetch<'s, 'env, 'd, R, N> 
 enum Step {
     /// The strip (and its interval end, if any) is coded.
     StripDone,
-    /// The current chunk cannot take the next block or interval end.
+    /// The current chunk cannot take the next block at its worst.
     ChunkFull,
 }
 
 /// One core's band: band `band` of `pixels` (L2) coded through `area` (L1, [`Config::area`]
 /// bytes) with `dma`, its bytes (restart marker after it included, unless it is the last band)
 /// written to `slot` (L2); returns how many. The per-core step of [`ClusterEncoder`], usable from
-/// any fork that gives a core its DMA, area and slot.
+/// any fork that gives a core its DMA, area and slot ([`Layout::slot`] cuts an output buffer
+/// into slots, [`crate::join`] joins bands written anywhere).
 #[allow(clippy::too_many_arguments)]
+#[inline(never)]
+#[cfg_attr(
+    target_arch = "riscv32",
+    unsafe(link_section = ".text.hot.4.jpeg.1.band")
+)]
 pub fn code_band<K: Kernel, R: DmaRaw>(
     dma: &mut Dma<R>,
     layout: &Layout,
@@ -390,9 +479,9 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     }
     let b = layout.band(band);
     let (count, per) = strips(layout.mcus_x, cfg.strip_blocks);
-    let stride = 8 * per;
-    let (sbuf, cbuf) = area.split_at_mut(2 * 8 * stride);
-    let (s_a, s_b) = sbuf.split_at_mut(8 * stride);
+    let sbytes = 64 * per;
+    let (sbuf, cbuf) = area.split_at_mut(2 * sbytes);
+    let (s_a, s_b) = sbuf.split_at_mut(sbytes);
     let (c_a, c_b) = cbuf.split_at_mut(cfg.chunk);
     let (c_b, _) = c_b.split_at_mut(cfg.chunk);
     // [current, next] strips; [current, to commit] chunks.
@@ -401,10 +490,12 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     let (w, h) = (layout.width as usize, layout.height as usize);
     let mcus_x = layout.mcus_x as usize;
     let total = b.rows as usize * count;
+    // Strip g: its MCU row, first block and blocks; its rows are packed (stride 8 nb).
     let geom = |g: usize| {
         let x0 = (g % count) * per;
         (b.first_row + (g / count) as u32, x0, per.min(mcus_x - x0))
     };
+    let two_d = dma.raw().has_2d();
     let mut written = 0usize;
     let mut pending = 0usize;
     let mut fill = 0usize;
@@ -414,10 +505,12 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     let mut work = Work::default();
     {
         let first = &mut *strip[0];
-        dma.scope(|s| Fetch::new(s, layout, pixels, geom(0), first, stride).finish())?;
+        let gm = geom(0);
+        dma.scope(|s| Fetch::new(s, layout, pixels, gm, first, 8 * gm.2, two_d).finish())?;
     }
     loop {
         let (row, x0, nb) = geom(g);
+        let stride = 8 * nb;
         let fetch_next = pos == 0 && g + 1 < total;
         let commit = pending;
         if written + commit > slot.len() {
@@ -432,8 +525,10 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             if commit > 0 {
                 s.copy_out(&back[..commit], dst)?;
             }
-            let mut fetch =
-                fetch_next.then(|| Fetch::new(s, layout, pixels, geom(g + 1), next, stride));
+            let mut fetch = fetch_next.then(|| {
+                let gn = geom(g + 1);
+                Fetch::new(s, layout, pixels, gn, next, 8 * gn.2, two_d)
+            });
             if *pos_r == 0 {
                 let top = 8 * row as usize;
                 replicate_edges(cur, stride, nb, (h - top).min(8), (w - 8 * x0).min(8 * nb));
@@ -443,19 +538,21 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
                 pos: *fill_r,
                 full: false,
             };
-            *pos_r = code_blocks::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o, work_r, || {
-                if let Some(f) = fetch.as_mut() {
-                    f.step();
-                }
-            });
+            *pos_r =
+                code_blocks_reserved::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o, work_r, || {
+                    if let Some(f) = fetch.as_mut() {
+                        f.step();
+                    }
+                });
             if let Some(f) = fetch.as_mut() {
                 f.finish()?;
             }
-            let mut done = *pos_r == nb;
+            let done = *pos_r == nb;
             if done && x0 + nb == mcus_x {
                 let (ends, scan_end) = interval_end(layout, row);
+                // Fits: the reserve kept room for it after the strip's last block.
                 if ends && !end_interval(row / layout.interval_rows, scan_end, st_r, &mut o) {
-                    done = false;
+                    return Err(Error::Config);
                 }
             }
             *fill_r = o.pos;

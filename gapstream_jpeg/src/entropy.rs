@@ -99,9 +99,9 @@ impl<'a> Out<'a> {
 /// stale and shifted out before they are emitted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bits {
-    acc: u32,
+    pub(crate) acc: u32,
     /// Free bits, 1..=32 (32: nothing pending).
-    free: u32,
+    pub(crate) free: u32,
 }
 
 impl Default for Bits {

@@ -103,29 +103,50 @@ const fn pairs() -> [u32; 15] {
     p
 }
 
+/// Byte offset in the zig-zag-ordered output of each pass-2 output, in the order pass 2 makes
+/// them (column `u`, then `v`): `2 * ZZ_OF_NAT[8 v + u]` at index `8 u + v`.
+pub const ZZ_STORE: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut u = 0;
+    while u < 8 {
+        let mut v = 0;
+        while v < 8 {
+            t[8 * u + v] = 2 * ZZ_OF_NAT[8 * v + u];
+            v += 1;
+        }
+        u += 1;
+    }
+    t
+};
+
 /// What the kernels need for the blocks of one strip: the byte offsets of the rows in
-/// [`ROW_ORDER`], the coefficient pairs (copied next to the core, L1 on GAP8), the stride.
+/// [`ROW_ORDER`], the coefficient pairs and the zig-zag store offsets (both in the tables, next
+/// to the core: L1 on GAP8), the stride. `repr(C)`: the PULP kernel reads `zz` right after
+/// `offs`.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
-pub struct DctCtx {
+pub struct DctCtx<'a> {
     /// `ROW_ORDER[k] * stride`.
     pub offs: [u32; 8],
+    /// [`ZZ_STORE`].
+    pub zz: &'a [u8; 64],
     /// [`PAIRS`].
-    pub pairs: [u32; 15],
+    pub pairs: &'a [u32; 15],
     /// Bytes between rows.
     pub stride: usize,
 }
 
-impl DctCtx {
+impl<'a> DctCtx<'a> {
     /// The context of a strip whose rows are `stride` bytes apart.
-    pub fn new(stride: usize, pairs: &[u32; 15]) -> DctCtx {
+    pub fn new(stride: usize, pairs: &'a [u32; 15], zz: &'a [u8; 64]) -> DctCtx<'a> {
         let mut offs = [0u32; 8];
         for (o, &y) in offs.iter_mut().zip(ROW_ORDER.iter()) {
             *o = (y * stride) as u32;
         }
         DctCtx {
             offs,
-            pairs: *pairs,
+            zz,
+            pairs,
             stride,
         }
     }
@@ -192,6 +213,20 @@ pub trait Kernel {
     #[inline(always)]
     fn bit_len(x: u32) -> u32 {
         32 - x.leading_zeros()
+    }
+
+    /// Quantises and codes one block ([`crate::entropy::code_block`]).
+    #[inline(always)]
+    fn code_block(
+        f8: &[i16; 64],
+        t: &crate::tables::Tables,
+        dc_pred: &mut i32,
+        bits: &mut crate::entropy::Bits,
+        out: &mut crate::entropy::Out<'_>,
+    ) where
+        Self: Sized,
+    {
+        crate::entropy::code_block::<Self>(f8, t, dc_pred, bits, out)
     }
 }
 
@@ -336,6 +371,16 @@ mod tests {
 
     /// The pass-2 pairing the row order sets up: position k of a transposed row holds row
     /// ROW_ORDER[k], and words (0,1), (2,3), (4,5), (6,7) pair as (t0,t2), (t1,t3), (t7,t5), (t6,t4).
+    #[test]
+    fn zz_store_is_the_zigzag_position_of_each_pass_2_output() {
+        for u in 0..8 {
+            for v in 0..8 {
+                let k = ZZ_STORE[8 * u + v] as usize / 2;
+                assert_eq!(crate::tables::ZIGZAG[k] as usize, 8 * v + u);
+            }
+        }
+    }
+
     #[test]
     fn row_order_pairs_the_butterflies() {
         let w = |k: usize| (ROW_ORDER[2 * k], ROW_ORDER[2 * k + 1]);

@@ -198,9 +198,17 @@ pub struct Tables {
     /// The DCT's coefficient pairs ([`crate::fdct::PAIRS`]), here so that they travel to L1 with
     /// the rest.
     pub dct: [u32; 15],
+    /// The DCT's zig-zag store offsets ([`crate::fdct::ZZ_STORE`]).
+    pub zz: [u8; 64],
     /// The quality these tables were made for.
-    pub quality: u8,
+    pub quality: u32,
 }
+
+/// Bytes of [`Tables`]: every field an integer array, 4-byte aligned, no padding.
+pub const TABLES_BYTES: usize = 64 * 8 + 32 * 4 + 256 * 4 + 12 * 4 + 64 + 15 * 4 + 64 + 4;
+const _: () = assert!(core::mem::size_of::<Tables>() == TABLES_BYTES);
+const _: () = assert!(core::mem::align_of::<Tables>() == 4);
+const _: () = assert!(core::mem::size_of::<QuantEntry>() == 8);
 
 impl Tables {
     /// The tables of `quality` (clamped to 1..=100).
@@ -238,14 +246,50 @@ impl Tables {
             dc,
             dqt,
             dct: crate::fdct::PAIRS,
-            quality: quality.clamp(1, 100),
+            zz: crate::fdct::ZZ_STORE,
+            quality: quality.clamp(1, 100) as u32,
         }
+    }
+
+    /// The tables' bytes, for the DMA that copies them next to the cluster cores.
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `Tables` is `repr(C)` with only integer fields and no padding (size and
+        // alignment checked at compile time above), so its `TABLES_BYTES` bytes are initialised
+        // and may be read as bytes for as long as `self` is borrowed.
+        unsafe { core::slice::from_raw_parts((self as *const Tables).cast::<u8>(), TABLES_BYTES) }
+    }
+
+    /// The tables held in `bytes` (the L1 copy the DMA made from [`Tables::as_bytes`]): `None`
+    /// unless `bytes` is at least [`TABLES_BYTES`] long and 4-byte aligned.
+    pub fn from_bytes(bytes: &[u8]) -> Option<&Tables> {
+        if bytes.len() < TABLES_BYTES || bytes.as_ptr() as usize % 4 != 0 {
+            return None;
+        }
+        // SAFETY: the pointer is aligned for `Tables` and valid for `TABLES_BYTES` reads while
+        // `bytes` is borrowed; every bit pattern is a valid `Tables` (integer fields only, no
+        // padding), so the bytes, whatever they hold, form one.
+        Some(unsafe { &*bytes.as_ptr().cast::<Tables>() })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tables survive a copy of their bytes into an aligned buffer (as the DMA makes into
+    /// L1), and misaligned or short buffers are refused.
+    #[test]
+    fn tables_round_trip_through_bytes() {
+        use gap_rust_sdk::{Cluster, RawAlloc};
+        let t = Tables::new(60);
+        let cl = gap_rust_sdk::host::HostCluster::new();
+        let mut buf = cl.l1().alloc_zeroed(TABLES_BYTES + 4, 8).unwrap();
+        buf[..TABLES_BYTES].copy_from_slice(t.as_bytes());
+        assert_eq!(Tables::from_bytes(&buf), Some(&t));
+        assert!(Tables::from_bytes(&buf[..TABLES_BYTES - 1]).is_none());
+        assert!(Tables::from_bytes(&buf[1..]).is_none());
+        assert_ne!(Tables::from_bytes(&buf[4..]), Some(&t));
+    }
 
     #[test]
     fn quality_50_is_annex_k_and_the_ends_clamp() {

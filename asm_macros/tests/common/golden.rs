@@ -87,5 +87,11 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (p_ff1!(x31, x31), 0x100F_8FB3),
         (pv_abs_h!(a0, a1), 0x7005_8557),
         (pv_abs_h!(x31, x31), 0x700F_8FD7),
+        (p_abs!(a0, a1), 0x0405_8533),
+        (p_abs!(x31, x31), 0x040F_8FB3),
+        (p_lbu!(a0, 1(a2!)), 0x0016_450B),
+        (p_lbu!(x31, 2047(x31!)), 0x7FFF_CF8B),
+        (p_sh!(t5, a0(a1)), 0x01E5_D523),
+        (p_sh!(x31, x31(x31)), 0x01FF_DFA3),
     ]
 }
