@@ -2,7 +2,8 @@
 # gapstream_firmware), the ESP32 bridge's C entry points and ESP-IDF glue (esp32_bridge/), and the
 # end-to-end run on the GAP8 GVSOC model (gvsoc/e2e/). Hardware guide: docs/hardware.md.
 ## make firmware-test   host tests of the firmware logic, the ESP32 C entry points (+ C test), the PULP compat words
-## make firmware-rv32   the firmware's Rust part (pmsis backend, PULP kernel) built for riscv32imc
+## make firmware-rv32   the firmware's Rust part (pmsis backend, PULP kernel) built for riscv32imc, with
+##                      X25519 only (the default) and with every key-establishment mode (KEX=all)
 ## make gvsoc-e2e       firmware on the GVSOC AI-deck model: PGM frames -> camera -> cluster -> SPI -> ESP32
 ##                      stand-in -> receiver; byte-exact check, fps, cycles per stage, SPI clocks; ends
 ##                      with one `gvsoc-e2e summary` line (needs the GAP SDK env)
@@ -13,7 +14,8 @@ FW_CC  ?= cc
 FW_TGT := $(or $(CARGO_TARGET_DIR),target)
 
 firmware-test: esp32-capi-test
-	$(CARGO) test --locked --quiet -p gapstream_firmware -p gvsoc_e2e
+	$(CARGO) test --locked --quiet -p gapstream_firmware
+	$(CARGO) test --locked --quiet -p gvsoc_e2e
 	$(CARGO) test --locked --quiet -p esp32_bridge --features capi --lib --test capi_header
 	firmware/tests/compat_insn.sh
 	firmware/tests/flags_stamp.sh
@@ -28,6 +30,7 @@ esp32-capi-test:
 # Without GAP_SDK_HOME the pmsis C shims are not built (gap_rust_sdk_w says so); the Rust compiles.
 firmware-rv32:
 	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gapstream_firmware --features pmsis,pulp
+	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gapstream_firmware --features pmsis,pulp,kex-p256,kex-rsa2048
 	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gapstream_firmware
 
 # --- end-to-end on the GVSOC AI-deck model -----------------------------------------------------------
@@ -52,6 +55,9 @@ E2E_HANDSHAKE_TIMEOUT_MS ?= 600000
 E2E_PORT       ?= 5731
 E2E_SUITE      ?= chacha20poly1305
 E2E_KEX        ?= x25519
+# Key establishment built into the firmware (firmware/Makefile KEX): by default the mode the receiver
+# asks for (X25519 is always built); E2E_FW_KEX=all builds every mode (more code in L2).
+E2E_FW_KEX     ?= $(E2E_KEX)
 # The criteria: all frames byte-exact, >= 35 fps, the link the only limit (period <= 1.10 x send),
 # MISO read at <= 7.2 MHz, frames sent at >= 20 MHz. E2E_CRITERIA="--min-frames 16" checks only
 # the frames.
@@ -74,7 +80,7 @@ gvsoc-e2e-run: gvsoc-e2e-model
 	nice $(MAKE) --no-print-directory -C firmware all platform=gvsoc KEYS=$(abspath $(E2E_DIR))/keys/drone.key \
 	  FRAMES=$(E2E_FRAMES) FRAME_DROP=$(E2E_FRAME_DROP) FC_HZ=$(E2E_FC_HZ) CL_HZ=$(E2E_CL_HZ) \
 	  PIPELINE=$(E2E_PIPELINE) SPI_UP_HZ=$(E2E_SPI_UP_HZ) SPI_DOWN_HZ=$(E2E_SPI_DOWN_HZ) \
-	  LINK_SLOTS=$(E2E_LINK_SLOTS) HANDSHAKE_TIMEOUT_MS=$(E2E_HANDSHAKE_TIMEOUT_MS) \
+	  LINK_SLOTS=$(E2E_LINK_SLOTS) HANDSHAKE_TIMEOUT_MS=$(E2E_HANDSHAKE_TIMEOUT_MS) KEX=$(E2E_FW_KEX) \
 	  > $(E2E_DIR)/firmware-build.log 2>&1 \
 	  || { tail -30 $(E2E_DIR)/firmware-build.log; echo "gvsoc-e2e: the firmware build failed (log: $(E2E_DIR)/firmware-build.log)"; exit 1; }
 	$(FW_TGT)/debug/gvsoc-e2e frames --out $(E2E_DIR)/inputs --count $(E2E_INPUTS)

@@ -687,4 +687,55 @@ mod tests {
         );
         assert!(matches!(r, Err(AppError::NoReceiver)));
     }
+
+    /// The drone answers exactly the modes it was built with (`RESPONDER_MODES`; the firmware's
+    /// default build: X25519 only, firmware/Makefile `KEX`), whatever its policy allows: a
+    /// receiver that prefers a mode that is not built gets X25519, one that offers only such a
+    /// mode is refused with NO_COMMON_KEX_MODE. `make firmware-test` runs this crate's tests on
+    /// their own, where no other crate turns the modes on, so the refusals run there; the riscv32
+    /// build asserts that the firmware's features decide `RESPONDER_MODES` (pmsis.rs).
+    #[test]
+    fn the_drone_answers_the_modes_it_was_built_with() {
+        use gapstream_protocol::handshake::{
+            DronePolicy, HandshakeError, KexSet, Offer, RESPONDER_MODES, ReceiverHandshake, respond,
+        };
+        use gapstream_protocol::suite::KexMode;
+        assert!(RESPONDER_MODES.contains(KexMode::X25519));
+        let mut rng = TestRng(11);
+        let (drone_id, rx_id) = handshake::pair(&mut rng);
+        let policy = DronePolicy {
+            suites: handshake::SuiteSet::authenticated(),
+            modes: KexSet::all(),
+        };
+        let offer = |modes| Offer {
+            suites: &[Suite::ChaCha20Poly1305],
+            modes,
+            rsa_modulus: None,
+        };
+        let (rh, hello) =
+            ReceiverHandshake::start(&rx_id, &offer(&[KexMode::P256, KexMode::X25519]), &mut rng)
+                .unwrap();
+        let (d, accept) = respond(&drone_id, &policy, 1, &mut rng, &hello).unwrap();
+        let want = if RESPONDER_MODES.contains(KexMode::P256) {
+            KexMode::P256
+        } else {
+            KexMode::X25519
+        };
+        assert_eq!(d.mode, want);
+        let r = rh
+            .finish(&accept, &mut |_: &[u8]| Err(HandshakeError::RsaKeyMissing))
+            .unwrap();
+        assert_eq!((r.mode, r.hello_id), (want, d.hello_id));
+        // RSA needs the receiver's modulus in the HELLO: only P-256 is offered alone here.
+        let (_, hello) =
+            ReceiverHandshake::start(&rx_id, &offer(&[KexMode::P256]), &mut rng).unwrap();
+        match respond(&drone_id, &policy, 1, &mut rng, &hello) {
+            Ok((d, _)) => assert!(RESPONDER_MODES.contains(KexMode::P256) && d.mode == KexMode::P256),
+            Err(refusal) => {
+                assert!(!RESPONDER_MODES.contains(KexMode::P256));
+                assert_eq!(refusal.error, HandshakeError::NoCommonKexMode);
+                assert!(refusal.alert.is_some(), "the receiver is told why");
+            }
+        }
+    }
 }
