@@ -730,7 +730,9 @@ mod tests {
         let (_, hello) =
             ReceiverHandshake::start(&rx_id, &offer(&[KexMode::P256]), &mut rng).unwrap();
         match respond(&drone_id, &policy, 1, &mut rng, &hello) {
-            Ok((d, _)) => assert!(RESPONDER_MODES.contains(KexMode::P256) && d.mode == KexMode::P256),
+            Ok((d, _)) => {
+                assert!(RESPONDER_MODES.contains(KexMode::P256) && d.mode == KexMode::P256)
+            }
             Err(refusal) => {
                 assert!(!RESPONDER_MODES.contains(KexMode::P256));
                 assert_eq!(refusal.error, HandshakeError::NoCommonKexMode);
