@@ -83,9 +83,23 @@ struct RunArgs {
     /// period / (capture + encrypt + send) at most (not checked when absent).
     #[arg(long)]
     max_ratio: Option<f64>,
-    /// Frames per simulated second at least.
+    /// Frames per simulated second at least; when the WiFi carries fewer, --wifi-share of what it
+    /// carries.
     #[arg(long)]
     min_fps: Option<f64>,
+    /// The share of the WiFi's frame rate the stream must reach when the WiFi is the limit.
+    #[arg(long, default_value_t = 0.95)]
+    wifi_share: f64,
+    /// The GAP8's own rate at least: frames per second with the time the stand-in's full WiFi
+    /// queue held it back taken out of the period.
+    #[arg(long)]
+    min_gap8_fps: Option<f64>,
+    /// WiFi rate of the ESP32 stand-in in Mbit/s of simulated time (0: not limited).
+    #[arg(long, default_value_t = 10.0)]
+    wifi_mbps: f64,
+    /// Bytes the stand-in holds for WiFi before it stops arming SPI transactions.
+    #[arg(long, default_value_t = 82_000)]
+    wifi_queue_bytes: u64,
     /// period / send at most: the link is the only limit.
     #[arg(long)]
     max_period_over_send: Option<f64>,
@@ -195,6 +209,14 @@ fn run(a: RunArgs) -> ExitCode {
         format!("--config-opt=**/devices/wifi/port={}", a.port),
         format!("--config-opt=**/devices/wifi/latency_ns={}", a.latency_ns),
         format!("--config-opt=**/devices/wifi/miso_max_hz={}", a.miso_max_hz),
+        format!(
+            "--config-opt=**/devices/wifi/wifi_kbps={}",
+            (a.wifi_mbps * 1e3).round() as u64
+        ),
+        format!(
+            "--config-opt=**/devices/wifi/wifi_queue_bytes={}",
+            a.wifi_queue_bytes
+        ),
         "--config-opt=**/runner/boot/mode=flash".into(),
     ];
     let mut cmd = Command::new("stdbuf");
@@ -298,12 +320,22 @@ fn run(a: RunArgs) -> ExitCode {
     let matches = report::match_frames(&inputs, &received);
     let fw = report::FwSummary::parse(&log);
     let standin = report::StandinSummary::parse(&log);
+    let frames: Vec<receiver::Received> = rx
+        .frames
+        .iter()
+        .filter(|f| f.authenticated || suite == Suite::None)
+        .cloned()
+        .collect();
     let ri = report::Inputs {
         matches: &matches,
         fw: fw.as_ref(),
         spi: report::SpiClocks::parse(&log),
         standin,
         suite: suite.name(),
+        wifi: report::Wifi {
+            mbps: a.wifi_mbps,
+            bytes_per_frame: receiver::bytes_per_frame(&frames),
+        },
     };
     let (text, ok) = report::verdict(
         &ri,
@@ -311,6 +343,8 @@ fn run(a: RunArgs) -> ExitCode {
             min_frames: a.min_frames,
             max_ratio: a.max_ratio,
             min_fps: a.min_fps,
+            wifi_share: a.wifi_share,
+            min_gap8_fps: a.min_gap8_fps,
             max_period_over_send: a.max_period_over_send,
             max_up_hz: a.max_up_hz,
             min_down_hz: a.min_down_hz,

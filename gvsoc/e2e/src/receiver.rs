@@ -19,7 +19,7 @@ use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::{Entropy, EntropyError};
 use gapstream_protocol::assembler::Assembler;
 use gapstream_protocol::cpx::{
-    GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
+    GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target, WIRE_OVERHEAD,
 };
 use gapstream_protocol::handshake::Identity;
 use gapstream_protocol::session::{ReceiverConfig, ReceiverEvent, ReceiverSession};
@@ -48,6 +48,16 @@ pub struct Received {
     pub height: u16,
     pub authenticated: bool,
     pub pixels: Vec<u8>,
+    /// Bytes read from the stand-in's WiFi side up to this frame (all messages, CPX framing).
+    pub wire_bytes: u64,
+}
+
+/// Mean bytes received per frame over the steady state (from the first frame's end to the last's):
+/// the frame messages and what came between them. `None` below two frames.
+pub fn bytes_per_frame(frames: &[Received]) -> Option<f64> {
+    let (first, last) = (frames.first()?, frames.last()?);
+    let n = frames.len().checked_sub(1).filter(|n| *n > 0)?;
+    Some((last.wire_bytes - first.wire_bytes) as f64 / n as f64)
 }
 
 /// What the receiver saw.
@@ -147,6 +157,7 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
     let mut out = RxResult::default();
     let mut dec = StreamDecoder::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut wire_bytes = 0u64;
     while out.frames.len() < cfg.frames {
         if cfg.stop.load(Ordering::Relaxed) || Instant::now() > cfg.deadline {
             break;
@@ -165,17 +176,23 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
             Err(e) => return Err(e.into()),
         };
         let mut input = &buf[..n];
+        // Each message with the bytes read up to its last packet.
+        let mut messages = Vec::new();
         while let Some(p) = dec.decode(&mut input) {
             match p {
                 Ok(p) => {
+                    wire_bytes += (p.payload.len() + WIRE_OVERHEAD) as u64;
                     if asm.push(p.route, p.payload).is_err() {
                         out.rejected += 1;
                     }
                 }
                 Err(_) => out.rejected += 1,
             }
+            while let Some(msg) = asm.next_message() {
+                messages.push((msg, wire_bytes));
+            }
         }
-        while let Some(msg) = asm.next_message() {
+        for (msg, wire_bytes) in messages {
             let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
             match session.handle_message(&mut Sequential, &mut rng, &clock, msg) {
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats })) => {
@@ -203,6 +220,7 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
                         height,
                         authenticated,
                         pixels: f.into_pixels(),
+                        wire_bytes,
                     });
                 }
                 Ok(_) => {}
@@ -218,4 +236,34 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
     out.replays = c.replays;
     out.lost = c.lost_frames;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(wire_bytes: u64) -> Received {
+        Received {
+            seq: 0,
+            width: 1,
+            height: 1,
+            authenticated: true,
+            pixels: vec![0],
+            wire_bytes,
+        }
+    }
+
+    #[test]
+    fn bytes_per_frame_is_the_steady_state_mean() {
+        assert_eq!(bytes_per_frame(&[]), None);
+        assert_eq!(bytes_per_frame(&[frame(500)]), None);
+        // The first frame carries the handshake before it; the mean starts after it.
+        let f = [
+            frame(80_000),
+            frame(159_420),
+            frame(238_840),
+            frame(318_260),
+        ];
+        assert_eq!(bytes_per_frame(&f), Some(79_420.0));
+    }
 }
