@@ -8,6 +8,8 @@
 ##                      stand-in -> receiver; byte-exact check, fps, cycles per stage, SPI clocks; ends
 ##                      with one `gvsoc-e2e summary` line (needs the GAP SDK env)
 ## make gvsoc-e2e-negative  the old 10 MHz bidirectional link: must fail on the stand-in's corrupted MISO
+## make gvsoc-boot-twice  two boots of one firmware on the model, its HyperFlash kept: boot counters 1
+##                      then 2, the second refuses the first session's replayed KEY_ACK
 .PHONY: firmware-test firmware-rv32 esp32-capi-test gvsoc-e2e gvsoc-e2e-model gvsoc-e2e-sequential gvsoc-e2e-negative
 TEST_TARGETS += firmware-test firmware-rv32
 FW_CC  ?= cc
@@ -79,8 +81,12 @@ gvsoc-e2e:
 	  echo "gvsoc-e2e: $(GVSOC_SKIP)"; exit 0; fi; \
 	$(MAKE) --no-print-directory gvsoc-e2e-run
 
-.PHONY: gvsoc-e2e-run
-gvsoc-e2e-run: gvsoc-e2e-model
+.PHONY: gvsoc-e2e-run gvsoc-e2e-prepare
+gvsoc-e2e-run: gvsoc-e2e-prepare
+	$(E2E_RUN) $(E2E_CRITERIA) $(E2E_RUN_ARGS)
+
+# Fresh keys, the firmware built with them, the input frames, the ESP32 stand-in.
+gvsoc-e2e-prepare: gvsoc-e2e-model
 	@mkdir -p $(E2E_DIR)
 	$(CARGO) build --locked --quiet -p gvsoc_e2e -p gapstream
 	$(FW_TGT)/debug/gapstream pair --dir $(E2E_DIR)/keys --force
@@ -91,10 +97,33 @@ gvsoc-e2e-run: gvsoc-e2e-model
 	  > $(E2E_DIR)/firmware-build.log 2>&1 \
 	  || { tail -30 $(E2E_DIR)/firmware-build.log; echo "gvsoc-e2e: the firmware build failed (log: $(E2E_DIR)/firmware-build.log)"; exit 1; }
 	$(FW_TGT)/debug/gvsoc-e2e frames --out $(E2E_DIR)/inputs --count $(E2E_INPUTS)
-	$(FW_TGT)/debug/gvsoc-e2e run --elf $(E2E_ELF) --model $(E2E_MODEL) --keys $(E2E_DIR)/keys/receiver.key \
-	  --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work --frames $(E2E_FRAMES) --port $(E2E_PORT) \
-	  --suite $(E2E_SUITE) --kex $(E2E_KEX) --wifi-mbps $(E2E_WIFI_MBPS) \
-	  --wifi-queue-bytes $(E2E_WIFI_QUEUE_BYTES) $(E2E_CRITERIA) $(E2E_RUN_ARGS)
+
+# One run of the firmware on the model (the work directory keeps the HyperFlash image).
+E2E_RUN = $(FW_TGT)/debug/gvsoc-e2e run --elf $(E2E_ELF) --model $(E2E_MODEL) \
+	  --keys $(E2E_DIR)/keys/receiver.key --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work \
+	  --frames $(E2E_FRAMES) --port $(E2E_PORT) --suite $(E2E_SUITE) --kex $(E2E_KEX) \
+	  --wifi-mbps $(E2E_WIFI_MBPS) --wifi-queue-bytes $(E2E_WIFI_QUEUE_BYTES)
+
+# The boot counter for real: one firmware, two boots on the AI-deck model, the HyperFlash image kept
+# between them (GVSOC's flash model writes back into it). Boot 1 streams and its receiver records
+# the HELLO, ACCEPT and KEY_ACK an attacker on the WiFi side could record; boot 2 must print
+# counter 2, answer the replayed HELLO with a new ACCEPT (or refuse it) and refuse the replayed
+# KEY_ACK, and still stream to a receiver that shakes hands for real.
+BOOT2_DIR    ?= target/gvsoc-boot-twice
+BOOT2_FRAMES ?= 4
+gvsoc-boot-twice:
+	@if ! command -v gapy >/dev/null 2>&1 || [ -z "$$GAP_SDK_HOME" ]; then \
+	  echo "gvsoc-boot-twice: $(GVSOC_SKIP)"; exit 0; fi; \
+	$(MAKE) --no-print-directory gvsoc-boot-twice-run E2E_DIR=$(BOOT2_DIR) E2E_FRAMES=$(BOOT2_FRAMES)
+
+.PHONY: gvsoc-boot-twice gvsoc-boot-twice-run
+gvsoc-boot-twice-run: gvsoc-e2e-prepare
+	rm -rf $(E2E_DIR)/work
+	@echo "gvsoc-boot-twice: boot 1 (a fresh flash image)"
+	$(E2E_RUN) --min-frames $(E2E_FRAMES) --expect-boot 1 --record-session $(E2E_DIR)/boot1.session
+	@echo "gvsoc-boot-twice: boot 2 (the flash as boot 1 left it; boot 1's HELLO and KEY_ACK replayed first)"
+	$(E2E_RUN) --min-frames $(E2E_FRAMES) --keep-flash --expect-boot 2 --replay-session $(E2E_DIR)/boot1.session
+	@echo "gvsoc-boot-twice: ok"
 
 # The stages one after the other (OneShot camera, the drone loop sends itself): the baseline the
 # paper measured (F. Barchi et al., "RUST-Encoded Stream Ciphers on a RISC-V Parallel Ultra-Low-Power

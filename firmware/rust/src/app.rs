@@ -138,6 +138,50 @@ impl Summary {
     }
 }
 
+/// What the session refused, printed as it happens: `FW upstream refused ...` for messages
+/// (a replayed or forged control message: a KEY_ACK recorded in an earlier boot lands here),
+/// `FW hello refused ...` for HELLOs.
+#[derive(Default)]
+struct Refusals {
+    messages: u64,
+    hellos: u64,
+}
+
+impl Refusals {
+    fn note<W: Write>(&mut self, st: &DroneStats, out: &mut W) {
+        if st.upstream_errors > self.messages {
+            let _ = write!(
+                out,
+                "FW upstream refused n={} total={}",
+                st.upstream_errors - self.messages,
+                st.upstream_errors
+            );
+            match st.last_rejected {
+                Some(e) => {
+                    let _ = writeln!(out, " last: {e}");
+                }
+                None => {
+                    let _ = writeln!(out, " (bytes that were not CPX)");
+                }
+            }
+            self.messages = st.upstream_errors;
+        }
+        if st.hellos_refused > self.hellos {
+            let _ = write!(
+                out,
+                "FW hello refused n={} total={}",
+                st.hellos_refused - self.hellos,
+                st.hellos_refused
+            );
+            if let Some(e) = st.last_refused_hello {
+                let _ = write!(out, " last: {e}");
+            }
+            let _ = writeln!(out);
+            self.hellos = st.hellos_refused;
+        }
+    }
+}
+
 /// `a / b` rounded to the nearest integer; 0 when `b` is 0.
 fn div_round(a: u64, b: u64) -> u64 {
     (a + b / 2).checked_div(b).unwrap_or(0)
@@ -199,6 +243,7 @@ where
     //    was answered.
     let t0 = clock.now_ns();
     let mut next_note = t0 + 1_000_000_000;
+    let mut refusals = Refusals::default();
     while drone.session().is_some_and(|s| !s.is_established()) {
         let now = clock.now_ns();
         if cfg.handshake_timeout_ns != 0 && now - t0 > cfg.handshake_timeout_ns {
@@ -214,6 +259,7 @@ where
         }
         if drone.link_mut().wait_upstream_us(cfg.poll_us) {
             drone.service_upstream().map_err(AppError::Drone)?;
+            refusals.note(&drone.stats(), out);
         }
     }
     if let Some(h) = drone.session().and_then(|s| s.handshake_stats()) {
@@ -250,6 +296,7 @@ where
         drone.service_upstream().map_err(AppError::Drone)?;
         let now = clock.now_ns();
         let st = drone.stats();
+        refusals.note(&st, out);
         let cap = drone.camera_mut().capture_timing();
         let link = drone.link_mut().link_send_cycles();
         if st.frames_sent > prev_stats.frames_sent {
@@ -307,6 +354,14 @@ where
                 .checked_div(cap.captures - cap1.captures)
                 .unwrap_or(0);
         }
+    }
+    if let Some(c) = drone.session().map(|s| s.counters()) {
+        let st = drone.stats();
+        let _ = writeln!(
+            out,
+            "FW session handshakes={} hellos_refused={} keys_acked={} messages_rejected={} upstream_errors={}",
+            c.handshakes, c.hellos_refused, c.keys_acked, c.messages_rejected, st.upstream_errors
+        );
     }
     let _ = writeln!(
         out,

@@ -491,7 +491,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         // The boot counter (HyperFlash): no stored advance, no stream. It keeps every boot's
         // handshakes apart even when the entropy sources repeat (GVSOC: every run).
         let boot = match crate::bootflash::PmsisFlash::open()
-            .map_err(|_| BootCounterError::Storage)
+            .map_err(BootCounterError::Flash)
             .and_then(|f| Boot::advance(&mut FlashBootCounter::new(f)))
         {
             Ok(b) => b,

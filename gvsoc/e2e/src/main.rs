@@ -115,6 +115,21 @@ struct RunArgs {
     /// The negative check: succeed only if the stand-in corrupted MISO bits and the run failed.
     #[arg(long)]
     expect_miso_corruption: bool,
+    /// Boot from the flash image an earlier run left in the work directory (what the firmware
+    /// wrote there, the boot counter, is kept) instead of writing a fresh one.
+    #[arg(long)]
+    keep_flash: bool,
+    /// Keep the session's HELLO, ACCEPT and first KEY_ACK in this file (what an attacker on the
+    /// WiFi side can record).
+    #[arg(long)]
+    record_session: Option<PathBuf>,
+    /// Replay a recorded session's HELLO and KEY_ACK before the receiver's own session; the
+    /// firmware must refuse the KEY_ACK.
+    #[arg(long)]
+    replay_session: Option<PathBuf>,
+    /// The boot counter the firmware and the drone's ACCEPT must show.
+    #[arg(long)]
+    expect_boot: Option<u32>,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -219,11 +234,36 @@ fn run(a: RunArgs) -> ExitCode {
         ),
         "--config-opt=**/runner/boot/mode=flash".into(),
     ];
+    let replay = match &a.replay_session {
+        None => None,
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| receiver::Recorded::from_text(&t))
+        {
+            Ok(r) => Some(r),
+            Err(e) => return fail(format!("{}: {e}", p.display())),
+        },
+    };
+    // The flash image lives in the work directory (`target.board.devices.flash.img`); GVSOC's
+    // HyperFlash model maps it and writes back what the firmware programs. `--image --flash`
+    // writes a fresh one first; without them the model boots what the last run left.
+    let flash_img = work.join("target.board.devices.flash.img");
+    if a.keep_flash && !flash_img.exists() {
+        return fail(format!(
+            "{}: no flash image from an earlier run to boot again",
+            flash_img.display()
+        ));
+    }
+    let steps: &[&str] = if a.keep_flash {
+        &["run", "--exec-prepare", "--exec"]
+    } else {
+        &["run", "--image", "--flash", "--exec-prepare", "--exec"]
+    };
     let mut cmd = Command::new("stdbuf");
     cmd.args(["-oL", "-eL", "gapy", "--target=ai_deck", "--platform=gvsoc"])
         .arg(format!("--work-dir={}", work.display()))
         .args(&opts)
-        .args(["run", "--image", "--flash", "--exec-prepare", "--exec"])
+        .args(steps)
         .arg(format!("--binary={}", elf.display()))
         .stdout(Stdio::piped());
     eprintln!(
@@ -260,6 +300,8 @@ fn run(a: RunArgs) -> ExitCode {
         frames: a.frames,
         stop: stop.clone(),
         deadline,
+        record: a.record_session.clone(),
+        replay,
     };
     let rx_thread = std::thread::spawn(move || receiver::receive(rx_cfg));
 
@@ -326,6 +368,16 @@ fn run(a: RunArgs) -> ExitCode {
         .filter(|f| f.authenticated || suite == Suite::None)
         .cloned()
         .collect();
+    let boot = (a.expect_boot.is_some() || a.replay_session.is_some()).then(|| {
+        let mut b = report::BootCheck {
+            expect: a.expect_boot,
+            rx_boot: rx.drone_boot,
+            replay: rx.replay.clone(),
+            ..report::BootCheck::default()
+        };
+        b.parse_fw(&log);
+        b
+    });
     let ri = report::Inputs {
         matches: &matches,
         fw: fw.as_ref(),
@@ -336,6 +388,7 @@ fn run(a: RunArgs) -> ExitCode {
             mbps: a.wifi_mbps,
             bytes_per_frame: receiver::bytes_per_frame(&frames),
         },
+        boot: boot.as_ref(),
     };
     let (text, ok) = report::verdict(
         &ri,

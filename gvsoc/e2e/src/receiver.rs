@@ -24,6 +24,7 @@ use gapstream_protocol::cpx::{
 use gapstream_protocol::handshake::Identity;
 use gapstream_protocol::session::{ReceiverConfig, ReceiverEvent, ReceiverSession};
 use gapstream_protocol::suite::{KexMode, Suite};
+use gapstream_protocol::wire::{self, HandshakeHeader, MsgType};
 
 /// The host's random numbers.
 struct OsEntropy;
@@ -65,10 +66,74 @@ pub fn bytes_per_frame(frames: &[Received]) -> Option<f64> {
 pub struct RxResult {
     pub frames: Vec<Received>,
     pub handshake: Option<String>,
+    /// The drone's boot counter, authenticated in its ACCEPT.
+    pub drone_boot: Option<u32>,
     pub tag_failures: u64,
     pub replays: u64,
     pub lost: u64,
     pub rejected: u64,
+    /// What the replay of an earlier session ([`RxConfig::replay`]) got.
+    pub replay: Option<ReplayOutcome>,
+}
+
+/// The messages of a session that an attacker on the WiFi side could record: the receiver's HELLO
+/// and its first KEY_ACK, and the drone's ACCEPT. Kept as `name hex` lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    pub hello: Vec<u8>,
+    pub accept: Vec<u8>,
+    pub key_ack: Vec<u8>,
+}
+
+impl Recorded {
+    pub fn to_text(&self) -> String {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        format!(
+            "hello {}\naccept {}\nkey_ack {}\n",
+            hex(&self.hello),
+            hex(&self.accept),
+            hex(&self.key_ack)
+        )
+    }
+
+    pub fn from_text(text: &str) -> Result<Self, String> {
+        let mut r = Recorded::default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let (name, hex) = line
+                .split_once(' ')
+                .ok_or_else(|| format!("not `name hex`: {line}"))?;
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                        .ok_or_else(|| format!("bad hex in {name}"))
+                })
+                .collect::<Result<Vec<u8>, String>>()?;
+            match name {
+                "hello" => r.hello = bytes,
+                "accept" => r.accept = bytes,
+                "key_ack" => r.key_ack = bytes,
+                other => return Err(format!("unknown message {other}")),
+            }
+        }
+        if r.hello.is_empty() || r.key_ack.is_empty() {
+            return Err("the recording lacks the HELLO or the KEY_ACK".into());
+        }
+        Ok(r)
+    }
+}
+
+/// How the drone answered a replayed HELLO of an earlier boot, before its KEY_ACK was replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    /// A new ACCEPT (`same`: byte for byte the recorded one, which a drone whose randomness and
+    /// boot counter repeat would send).
+    Accept { same: bool },
+    /// An ALERT with this code.
+    Alert(u8),
+    /// Nothing before the wait ended.
+    Nothing,
 }
 
 /// Why the receiver gave up.
@@ -95,6 +160,91 @@ pub struct RxConfig {
     /// Set by the caller when the simulator has exited.
     pub stop: Arc<AtomicBool>,
     pub deadline: Instant,
+    /// Keep this session's HELLO, ACCEPT and first KEY_ACK here.
+    pub record: Option<std::path::PathBuf>,
+    /// First replay an earlier session's HELLO (waiting for the drone's answer) and KEY_ACK, as
+    /// an attacker who recorded them would, then run this receiver's own session.
+    pub replay: Option<Recorded>,
+}
+
+/// Reads messages from `sock` into `out` until `want` picks one (returned) or the run ends.
+fn read_until(
+    sock: &mut TcpStream,
+    dec: &mut StreamDecoder,
+    asm: &mut Assembler,
+    cfg: &RxConfig,
+    mut want: impl FnMut(&[u8]) -> bool,
+) -> Result<Option<Vec<u8>>, RxError> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        if cfg.stop.load(Ordering::Relaxed) || Instant::now() > cfg.deadline {
+            return Ok(None);
+        }
+        let n = match sock.read(&mut buf) {
+            Ok(0) => return Ok(None),
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut input = &buf[..n];
+        let mut found = None;
+        while let Some(p) = dec.decode(&mut input) {
+            if let Ok(p) = p {
+                let _ = asm.push(p.route, p.payload);
+            }
+            while let Some(m) = asm.next_message() {
+                if found.is_none() && want(&m) {
+                    found = Some(m);
+                }
+            }
+        }
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+}
+
+/// The drone's answer to the HELLO `hello_id`: its ACCEPT or ALERT.
+fn answers(msg: &[u8], hello_id: [u8; 8]) -> bool {
+    match wire::parse_prefix(msg) {
+        Ok(MsgType::Accept) => {
+            HandshakeHeader::decode(msg).is_ok_and(|(h, _)| h.hello_id == hello_id)
+        }
+        Ok(MsgType::Alert) => wire::decode_alert(msg).is_ok_and(|(id, _)| id == hello_id),
+        _ => false,
+    }
+}
+
+/// Replays `rec` (HELLO, the drone's answer awaited, KEY_ACK) on `sock`.
+fn replay(
+    sock: &mut TcpStream,
+    dec: &mut StreamDecoder,
+    asm: &mut Assembler,
+    cfg: &RxConfig,
+    rec: &Recorded,
+) -> Result<ReplayOutcome, RxError> {
+    let (hello, _) = HandshakeHeader::decode(&rec.hello)
+        .map_err(|e| RxError::Handshake(format!("the recorded HELLO: {e}")))?;
+    send_message(sock, &rec.hello)?;
+    let answer = read_until(sock, dec, asm, cfg, |m| answers(m, hello.hello_id))?;
+    let outcome = match answer {
+        None => ReplayOutcome::Nothing,
+        Some(m) if wire::parse_prefix(&m) == Ok(MsgType::Alert) => {
+            ReplayOutcome::Alert(wire::decode_alert(&m).map_or(0, |(_, c)| c))
+        }
+        Some(m) => ReplayOutcome::Accept {
+            same: m == rec.accept,
+        },
+    };
+    send_message(sock, &rec.key_ack)?;
+    Ok(outcome)
 }
 
 fn send_message(sock: &mut TcpStream, msg: &[u8]) -> io::Result<()> {
@@ -145,17 +295,27 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
         ..ReceiverConfig::default()
     };
     let mut asm = Assembler::new(rcfg.max_message());
-    let mut session = ReceiverSession::new(cfg.identity, rcfg);
+    let mut out = RxResult::default();
+    let mut dec = StreamDecoder::new();
+    if let Some(rec) = &cfg.replay {
+        out.replay = Some(replay(&mut sock, &mut dec, &mut asm, &cfg, rec)?);
+    }
+    let mut session = ReceiverSession::new(cfg.identity.clone(), rcfg);
     let clock = unix_ns;
     let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
     session
         .connect(&mut rng, &clock)
         .map_err(|e| RxError::Handshake(format!("{e:?}")))?;
+    let mut recorded = Recorded::default();
+    let record = |m: &[u8], rec: &mut Recorded| match wire::parse_prefix(m) {
+        Ok(MsgType::Hello) if rec.hello.is_empty() => rec.hello = m.to_vec(),
+        Ok(MsgType::KeyAck) if rec.key_ack.is_empty() => rec.key_ack = m.to_vec(),
+        _ => {}
+    };
     while let Some(m) = session.poll_transmit() {
+        record(&m, &mut recorded);
         send_message(&mut sock, &m)?;
     }
-    let mut out = RxResult::default();
-    let mut dec = StreamDecoder::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut wire_bytes = 0u64;
     while out.frames.len() < cfg.frames {
@@ -193,6 +353,12 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
             }
         }
         for (msg, wire_bytes) in messages {
+            if recorded.accept.is_empty()
+                && HandshakeHeader::decode(&recorded.hello)
+                    .is_ok_and(|(h, _)| answers(&msg, h.hello_id))
+            {
+                recorded.accept = msg.clone();
+            }
             let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
             match session.handle_message(&mut Sequential, &mut rng, &clock, msg) {
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats })) => {
@@ -227,10 +393,15 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
                 Err(_) => out.rejected += 1,
             }
             while let Some(m) = session.poll_transmit() {
+                record(&m, &mut recorded);
                 send_message(&mut sock, &m)?;
             }
         }
     }
+    if let Some(path) = &cfg.record {
+        std::fs::write(path, recorded.to_text())?;
+    }
+    out.drone_boot = session.drone_boot();
     let c = session.counters();
     out.tag_failures = c.tag_failures;
     out.replays = c.replays;
@@ -251,6 +422,20 @@ mod tests {
             pixels: vec![0],
             wire_bytes,
         }
+    }
+
+    #[test]
+    fn a_recorded_session_reads_back() {
+        let r = Recorded {
+            hello: vec![0x67, 0x73, 0x00, 0xff],
+            accept: vec![],
+            key_ack: vec![1, 2, 3],
+        };
+        assert_eq!(Recorded::from_text(&r.to_text()), Ok(r));
+        assert!(Recorded::from_text("hello 0g\nkey_ack 00\n").is_err());
+        assert!(Recorded::from_text("hello 001\nkey_ack 00\n").is_err());
+        assert!(Recorded::from_text("hello 00\n").is_err(), "no KEY_ACK");
+        assert!(Recorded::from_text("frame 00\n").is_err());
     }
 
     #[test]

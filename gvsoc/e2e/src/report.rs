@@ -152,6 +152,41 @@ pub struct Criteria {
     pub min_down_hz: Option<u64>,
 }
 
+/// The boot-counter checks of a run on a flash kept from an earlier run (`make gvsoc-boot-twice`).
+#[derive(Clone, Debug, Default)]
+pub struct BootCheck {
+    /// The boot counter this run must have.
+    pub expect: Option<u32>,
+    /// What the firmware printed (`FW boot counter N`) and what the receiver's authenticated
+    /// ACCEPT carried.
+    pub fw_boot: Option<u32>,
+    pub rx_boot: Option<u32>,
+    /// An earlier boot's HELLO and KEY_ACK were replayed first: how the drone answered the
+    /// HELLO, and the firmware's `FW upstream refused` line (total refused, its reason).
+    pub replay: Option<crate::receiver::ReplayOutcome>,
+    pub fw_refused: u64,
+    pub fw_refused_reason: Option<String>,
+}
+
+impl BootCheck {
+    /// The firmware's boot counter and refusal lines.
+    pub fn parse_fw(&mut self, log: &str) {
+        self.fw_boot = log
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("FW boot counter ")?.trim().parse().ok());
+        if let Some(line) = log
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("FW upstream refused "))
+        {
+            let f = fields(line, "FW upstream refused ").unwrap_or_default();
+            self.fw_refused = f.get("total").and_then(|t| t.parse().ok()).unwrap_or(0);
+            self.fw_refused_reason = line.split_once(" last: ").map(|(_, r)| r.to_string());
+        }
+    }
+}
+
 /// Everything the verdict looks at.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Inputs<'a> {
@@ -161,6 +196,7 @@ pub struct Inputs<'a> {
     pub standin: Option<StandinSummary>,
     pub suite: &'a str,
     pub wifi: Wifi,
+    pub boot: Option<&'a BootCheck>,
 }
 
 /// The GAP8's own frame period in FC cycles: the period with the time the stand-in's full WiFi
@@ -282,6 +318,9 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
                 criteria.min_frames
             ),
         );
+    }
+    if let Some(b) = i.boot {
+        boot_verdict(b, &mut s, &mut fail);
     }
     match i.spi {
         Some(c) => {
@@ -409,6 +448,55 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
     (s, ok)
 }
 
+fn boot_verdict(b: &BootCheck, s: &mut String, fail: &mut impl FnMut(&mut String, String)) {
+    use crate::receiver::ReplayOutcome;
+    let show = |v: Option<u32>| v.map_or("none".to_string(), |v| v.to_string());
+    let _ = writeln!(
+        s,
+        "gvsoc-e2e: boot counter: the firmware printed {}, the drone's authenticated ACCEPT carried {}",
+        show(b.fw_boot),
+        show(b.rx_boot)
+    );
+    if let Some(want) = b.expect {
+        if b.fw_boot != Some(want) || b.rx_boot != Some(want) {
+            fail(s, format!("boot counter {want} wanted on both sides"));
+        }
+    }
+    let Some(outcome) = &b.replay else { return };
+    let _ = writeln!(
+        s,
+        "gvsoc-e2e: the earlier boot's HELLO replayed: {}",
+        match outcome {
+            ReplayOutcome::Accept { same: false } =>
+                "the drone answered with a new ACCEPT (not the recorded one)".to_string(),
+            ReplayOutcome::Accept { same: true } =>
+                "the drone answered with the recorded ACCEPT, byte for byte".to_string(),
+            ReplayOutcome::Alert(c) => format!("the drone refused it (ALERT code {c})"),
+            ReplayOutcome::Nothing => "no answer".to_string(),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "gvsoc-e2e: the earlier boot's KEY_ACK replayed: the firmware refused {} message(s){}",
+        b.fw_refused,
+        b.fw_refused_reason
+            .as_ref()
+            .map_or(String::new(), |r| format!(" (last: {r})"))
+    );
+    if *outcome == (ReplayOutcome::Accept { same: true }) {
+        fail(
+            s,
+            "the drone repeated an earlier boot's ACCEPT: its session keys repeat".into(),
+        );
+    }
+    if b.fw_refused == 0 {
+        fail(
+            s,
+            "the firmware refused nothing: the replayed KEY_ACK was taken".into(),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,6 +525,54 @@ mod tests {
             standin: Some(StandinSummary::default()),
             suite: "chacha20poly1305",
             wifi: Wifi::default(),
+            boot: None,
+        }
+    }
+
+    #[test]
+    fn boot_checks_need_the_counter_and_the_refusal() {
+        use crate::receiver::ReplayOutcome;
+        let log = "FW boot counter 2\nFW upstream refused n=1 total=1 last: control message rejected: tag\n";
+        let mut b = BootCheck {
+            expect: Some(2),
+            rx_boot: Some(2),
+            replay: Some(ReplayOutcome::Accept { same: false }),
+            ..BootCheck::default()
+        };
+        b.parse_fw(log);
+        assert_eq!((b.fw_boot, b.fw_refused), (Some(2), 1));
+        assert_eq!(
+            b.fw_refused_reason.as_deref(),
+            Some("control message rejected: tag")
+        );
+        let f = FwSummary::parse(LOG).unwrap();
+        let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
+        let c = Criteria {
+            min_frames: 5,
+            ..Criteria::default()
+        };
+        let mut i = inputs(&good, Some(&f));
+        i.boot = Some(&b);
+        let (text, ok) = verdict(&i, c);
+        assert!(ok, "{text}");
+        assert!(text.contains("a new ACCEPT"), "{text}");
+        // Each failure on its own.
+        type Spoil = fn(&mut BootCheck);
+        let cases: [(&str, Spoil); 4] = [
+            ("boot counter 2 wanted", |b| b.fw_boot = Some(1)),
+            ("boot counter 2 wanted", |b| b.rx_boot = None),
+            ("session keys repeat", |b| {
+                b.replay = Some(ReplayOutcome::Accept { same: true })
+            }),
+            ("replayed KEY_ACK was taken", |b| b.fw_refused = 0),
+        ];
+        for (want, spoil) in cases {
+            let mut bad = b.clone();
+            spoil(&mut bad);
+            let mut i = inputs(&good, Some(&f));
+            i.boot = Some(&bad);
+            let (text, ok) = verdict(&i, c);
+            assert!(!ok && text.contains(want), "{want}: {text}");
         }
     }
 
