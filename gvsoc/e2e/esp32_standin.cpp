@@ -64,6 +64,10 @@
 
 class Esp32;
 
+/* The simulation engine's time in ps (GVSOC's DPI wrapper, dpi_wrapper_impl.cpp). The task's own
+ * sum of waits drifts from it: each wait is rounded up to the DPI clock's cycles. */
+extern "C" int64_t dpi_time(void *handle, int64_t t);
+
 class Esp32_qspi_itf : public Qspi_itf
 {
 public:
@@ -133,7 +137,8 @@ private:
     int64_t latency_ps;
     int64_t poll_ps;
     int64_t tick_ps;
-    int64_t now_ps = 0;             /* simulated time as the task counts it */
+    void *handle;                   /* the DPI wrapper's, for dpi_time() */
+    int64_t now() const { return dpi_time(this->handle, 0); }
     /* The WiFi model. */
     int64_t wifi_kbps;              /* 0: no limit */
     size_t wifi_queue_bytes;
@@ -179,7 +184,7 @@ void Esp32_gpio_itf::edge(int64_t, int data)
         top->gap_rtt(data);
 }
 
-Esp32::Esp32(js::config *config, void *handle) : Dpi_model(config, handle)
+Esp32::Esp32(js::config *config, void *handle) : Dpi_model(config, handle), handle(handle)
 {
     signal(SIGPIPE, SIG_IGN);
     this->spi = new Esp32_qspi_itf(this);
@@ -273,6 +278,7 @@ void Esp32::stop()
     if (flushed > 0)
         this->log("the simulation ended with %zu bytes queued for WiFi: handed to the receivers at once",
                   flushed);
+    this->log("simulated time at the end: %.3f ms", (double) this->now() / 1e9);
     esp32b_stats_t st;
     if (esp32b_stats(this->bridge, &st) == 0)
         this->log("SPI transactions %llu, packets from GAP8 %llu, to GAP8 %llu, malformed %llu",
@@ -301,23 +307,20 @@ void Esp32::task()
             since_poll = 0;
         }
         bool want = !this->armed && esp32b_spi_should_arm(this->bridge, this->gap_asked) == 1;
-        if (want && this->wifi_full()) {
-            /* Backpressure: no transaction while the WiFi side holds its fill. */
-            if (this->gap_asked)
-                this->stall_ps += this->tick_ps;
-            want = false;
-        }
-        if (want) {
+        /* Backpressure: no transaction while the WiFi side holds its fill. */
+        bool stalled = want && this->wifi_full();
+        if (want && !stalled) {
             this->wait_ps(this->latency_ps);
             since_poll += this->latency_ps;
-            this->now_ps += this->latency_ps;
             if (!this->armed)
                 this->arm();
             continue;
         }
+        int64_t t0 = stalled && this->gap_asked ? this->now() : -1;
         this->wait_ps(this->tick_ps);
         since_poll += this->tick_ps;
-        this->now_ps += this->tick_ps;
+        if (t0 >= 0)
+            this->stall_ps += this->now() - t0;
     }
 }
 
@@ -586,12 +589,13 @@ void Esp32::air()
         this->air_idle = true;
         return;
     }
-    if (this->air_idle || this->air_free_ps < this->now_ps - this->poll_ps) {
-        if (this->air_free_ps < this->now_ps)
-            this->air_free_ps = this->now_ps;
+    int64_t now = this->now();
+    if (this->air_idle || this->air_free_ps < now - this->poll_ps) {
+        if (this->air_free_ps < now)
+            this->air_free_ps = now;
         this->air_idle = false;
     }
-    while (this->air_free_ps <= this->now_ps) {
+    while (this->air_free_ps <= now) {
         Client *c = nullptr;
         for (size_t k = 0; k < this->clients.size(); k++) {
             Client &x = this->clients[(this->next_client + k) % this->clients.size()];
