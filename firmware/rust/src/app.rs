@@ -156,14 +156,12 @@ impl Refusals {
                 st.upstream_errors - self.messages,
                 st.upstream_errors
             );
-            match st.last_rejected {
-                Some(e) => {
-                    let _ = writeln!(out, " last: {e}");
-                }
-                None => {
-                    let _ = writeln!(out, " (bytes that were not CPX)");
-                }
-            }
+            let _ = writeln!(
+                out,
+                " last: {}",
+                st.last_rejected
+                    .map_or("bytes that were not CPX", rejected_name)
+            );
             self.messages = st.upstream_errors;
         }
         if st.hellos_refused > self.hellos {
@@ -173,12 +171,43 @@ impl Refusals {
                 st.hellos_refused - self.hellos,
                 st.hellos_refused
             );
-            if let Some(e) = st.last_refused_hello {
-                let _ = write!(out, " last: {e}");
-            }
-            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                " last: {}",
+                st.last_refused_hello.map_or("?", refusal_name)
+            );
             self.hellos = st.hellos_refused;
         }
+    }
+}
+
+/// A short name for why the session rejected a message. Not the errors' `Display`: their full
+/// texts cost ~4 KB of L2 (measured), which the frame buffers need.
+fn rejected_name(e: gapstream_protocol::session::DroneError) -> &'static str {
+    use gapstream_protocol::session::DroneError as E;
+    #[allow(unreachable_patterns)]
+    match e {
+        E::Wire(_) => "malformed message",
+        E::UnknownSession => "control message of no running session",
+        E::Control(_) => "control message did not authenticate",
+        E::Unexpected(_) => "a message type the drone never takes",
+        E::ControlReplay => "replayed control message",
+        E::BadControl => "control message out of place",
+        _ => "other",
+    }
+}
+
+/// A short name for why the session refused a HELLO (as [`rejected_name`]).
+fn refusal_name(e: gapstream_protocol::handshake::HandshakeError) -> &'static str {
+    use gapstream_protocol::handshake::HandshakeError as E;
+    #[allow(unreachable_patterns)]
+    match e {
+        E::Wire(_) => "malformed HELLO",
+        E::Authentication => "did not authenticate",
+        E::NoCommonSuite => "no common suite",
+        E::NoCommonKexMode => "no common key establishment",
+        E::GroupFull => "group full",
+        _ => "other",
     }
 }
 
