@@ -324,6 +324,18 @@ pub fn pv_abs_h(rd: u32, rs1: u32) -> u32 {
     pv_rr(0b01_1100, rd, rs1, 0, F3_H)
 }
 
+/// `p.lh rD, rs2(rs1)`: rD = sign-extended Mem16(rs1 + rs2) (register offset, no post-increment).
+/// `0001000 | rs2 | rs1 | 111 | rD | 0000011`.
+pub fn p_lh_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, rs2, rs1, 0b111, rd, 0b000_0011)
+}
+
+/// `p.lw rD, rs2(rs1)`: rD = Mem32(rs1 + rs2) (register offset, no post-increment).
+/// `0010000 | rs2 | rs1 | 111 | rD | 0000011`.
+pub fn p_lw_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
+    r_type(0b001_0000, rs2, rs1, 0b111, rd, 0b000_0011)
+}
+
 /// `p.sh rs2, rs3(rs1)`: Mem16(rs1 + rs3) = rs2\[15:0\] (register offset, no post-increment; the
 /// offset register sits in the rD field). `0000000 | rs2 | rs1 | 101 | rs3 | 0100011`.
 pub fn p_sh_rr(rs2: u32, rs3: u32, rs1: u32) -> u32 {
@@ -662,6 +674,15 @@ mod tests {
         assert_eq!(p_lbu_imm(r("x31"), 2047, r("x31")).unwrap(), 0x7FFF_CF8B);
         assert_eq!(p_lbu_imm(r("ra"), -2048, r("zero")).unwrap(), 0x8000_408B);
         assert!(p_lbu_imm(1, 2048, 2).is_err());
+        // Load > register-register: `0001000 offset base 111 dest 0000011 p.lh rD, rs2(rs1)`,
+        // `0010000 ... p.lw` (GVSOC pulp_v2: `LH_RR 'LR' '0001000 ----- ----- 111 ----- 0000011'`,
+        // `LW_RR '0010000 ...'`).
+        assert_eq!(p_lh_rr(0, 0, 0), 0x1000_7003);
+        assert_eq!(p_lh_rr(r("a0"), r("a1"), r("a2")), 0x10B6_7503);
+        assert_eq!(p_lh_rr(r("x31"), r("x31"), r("x31")), 0x11FF_FF83);
+        assert_eq!(p_lw_rr(0, 0, 0), 0x2000_7003);
+        assert_eq!(p_lw_rr(r("a0"), r("a1"), r("a2")), 0x20B6_7503);
+        assert_eq!(p_lw_rr(r("x31"), r("x31"), r("x31")), 0x21FF_FF83);
         assert_eq!(p_sh_rr(0, 0, 0), 0x0000_5023);
         assert_eq!(p_sh_rr(r("t5"), r("a0"), r("a1")), 0x01E5_D523);
         assert_eq!(p_sh_rr(r("x31"), r("x31"), r("x31")), 0x01FF_DFA3);

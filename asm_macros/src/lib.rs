@@ -45,6 +45,8 @@
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
 //! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the highest set bit of rs1 (32 for 0) |
 //! | [`p_lbu!`]`(rd, imm(rs1!))` | `p.lbu rD, Imm(rs1!)` | rd = Mem8(rs1) zero-extended; rs1 += imm |
+//! | [`p_lh_rr!`]`(rd, rs2(rs1))` | `p.lh rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) sign-extended (register offset) |
+//! | [`p_lw_rr!`]`(rd, rs2(rs1))` | `p.lw rD, rs2(rs1)` | rd = Mem32(rs1 + rs2) (register offset) |
 //! | [`p_abs!`]`(rd, rs1)` | `p.abs` | rd = \|rs1\| |
 //! | [`p_sh!`]`(rs2, rs3(rs1))` | `p.sh rs2, rs3(rs1)` | Mem16(rs1 + rs3) = rs2 (register offset) |
 //! | [`p_ff1!`]`(rd, rs1)` | `p.ff1` | rd = index of the lowest set bit of rs1 (32 for 0) |
@@ -759,4 +761,63 @@ pub fn p_lbu(input: TokenStream) -> TokenStream {
             )),
         }
     })
+}
+
+/// Parses `rD, rs2(rs1)` (register offset, no post-increment) and encodes it with `f`.
+fn parse_load_rr(
+    input: ParseStream,
+    insn: &'static str,
+    f: fn(u32, u32, u32) -> u32,
+) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs2 = parse_reg(input, insn, "rs2")?;
+    let group = match input.parse::<TokenTree>() {
+        Ok(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => g,
+        Ok(other) => {
+            return Err(syn::Error::new(
+                other.span(),
+                format!("{insn}: expected `(rs1)` after the offset register"),
+            ));
+        }
+        Err(e) => {
+            return Err(syn::Error::new(
+                e.span(),
+                format!("{insn}: expected `(rs1)` after the offset register"),
+            ));
+        }
+    };
+    let base = syn::parse::Parser::parse2(
+        |inner: ParseStream| -> syn::Result<Reg> {
+            let base = parse_reg(inner, insn, "rs1")?;
+            if !inner.is_empty() {
+                return Err(syn::Error::new(
+                    inner.span(),
+                    format!("{insn}: only the register-offset form `rs2(rs1)` exists here"),
+                ));
+            }
+            Ok(base)
+        },
+        group.stream(),
+    )?;
+    end(input, insn)?;
+    Ok(f(rd.num, rs2.num, base.num))
+}
+
+/// `p.lh rD, rs2(rs1)`: halfword load at `rs1 + rs2`, sign-extended (register offset).
+/// `p_lh_rr!(a0, a1(a2))` → `".insn 4, 0x10b67503"`.
+///
+/// ```compile_fail
+/// asm_macros::p_lh_rr!(a0, a1(a2!));
+/// ```
+#[proc_macro]
+pub fn p_lh_rr(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_load_rr(i, "p.lh", encode::p_lh_rr))
+}
+
+/// `p.lw rD, rs2(rs1)`: word load at `rs1 + rs2` (register offset).
+/// `p_lw_rr!(a0, a1(a2))` → `".insn 4, 0x20b67503"`.
+#[proc_macro]
+pub fn p_lw_rr(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_load_rr(i, "p.lw", encode::p_lw_rr))
 }

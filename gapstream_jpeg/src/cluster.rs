@@ -538,10 +538,12 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
                 pos: *fill_r,
                 full: false,
             };
+            // Move the fetch on between blocks until it is all issued (a tile: one command).
+            let mut busy = fetch.is_some();
             *pos_r =
                 code_blocks_reserved::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o, work_r, || {
-                    if let Some(f) = fetch.as_mut() {
-                        f.step();
+                    if busy {
+                        busy = fetch.as_mut().is_some_and(|f| f.step());
                     }
                 });
             if let Some(f) = fetch.as_mut() {

@@ -33,8 +33,8 @@ use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
 use asm_macros::{
-    lp_setup, lp_setupi, p_abs, p_extractui, p_ff1, p_fl1, p_lbu, p_lw, p_sh, pv_abs_h, pv_add_h,
-    pv_shuffle_sci_h, pv_sub_h,
+    lp_setup, lp_setupi, p_abs, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr, p_lw, p_lw_rr, p_sh,
+    pv_abs_h, pv_add_h, pv_shuffle_sci_h, pv_sub_h,
 };
 use core::arch::asm;
 
@@ -298,8 +298,8 @@ macro_rules! shuffle {
 ///
 /// Register plan: F8 a0, zero masks a1 a2 (then the non-zero flags of the current word s8),
 /// quantiser entries a3, AC codes a4, DC codes a5, output a6, DC predictor a7, bit accumulator
-/// s2 and free bits s3, shuffle masks s4-s7, `last + 1` s9, word base s10, 16 s11; zig-zag
-/// position t0, run t6. The put routine (label 90, link ra) takes the code in t3 and its length
+/// s2 and free bits s3, shuffle masks s4-s7 (then `0x01010101`, `0x80808080`, 31 in s4-s6),
+/// `last + 1` s9, word base s10, 16 s11; zig-zag position t0, run t6. The put routine (label 90, link ra) takes the code in t3 and its length
 /// in t4 and clobbers t1 t2 t5.
 #[rustfmt::skip]
 #[inline(never)]
@@ -328,15 +328,25 @@ fn block(
             "li s6, 0x0c0c0c0c",
             "li s7, 0x22222222",
             "li s11, 16",
+            // The non-zero flags of both words, bit-interleaved (word 1 kept in a2).
+            "not s8, a1",
+            shuffle!("s8"),
+            "andi s8, s8, -2",
+            "not a2, a2",
+            shuffle!("a2"),
+            // From here s4 s5 hold the 0xFF test's constants, s6 31.
+            "li s4, 0x01010101",
+            "li s5, 0x80808080",
+            "li s6, 31",
             // ---- DC
             "lh t0, 0(a0)",
             "lhu t1, 6(a3)",
             "lhu t2, 4(a3)",
-            "lbu s8, 3(a3)",
+            "lbu t6, 3(a3)",
             p_abs!(t4, t0),
             "add t4, t4, t1",
             "mul t4, t4, t2",
-            "srl t4, t4, s8",
+            "srl t4, t4, t6",
             "srai t5, t0, 31",
             "xor t4, t4, t5",
             "sub t4, t4, t5",
@@ -348,11 +358,11 @@ fn block(
             p_fl1!(t2, t1),
             "addi t2, t2, 1",
             "40:",
-            "li t3, 1",
-            "sll t3, t3, t2",
-            "addi t3, t3, -1",
+            // field = a, or its complement in t2 bits for a negative difference.
             "srai t5, t0, 31",
-            "and t5, t5, t3",
+            "sub t3, s6, t2",
+            "addi t3, t3, 1",
+            "srl t5, t5, t3",
             "xor t5, t1, t5",
             "slli t3, t2, 2",
             "add t3, a5, t3",
@@ -366,9 +376,6 @@ fn block(
             // ---- AC, word 0 (the DC's bit cleared), then word 1.
             "li s9, 1",
             "li s10, 0",
-            "not s8, a1",
-            shuffle!("s8"),
-            "andi s8, s8, -2",
             "50:",
             "beqz s8, 58f",
             "51:",
@@ -381,8 +388,7 @@ fn block(
             "bgeu t6, s11, 70f",
             "52:",
             "slli t1, t0, 1",
-            "add t1, a0, t1",
-            "lh t2, 0(t1)",
+            p_lh_rr!(t2, t1(a0)),
             "slli t1, t0, 3",
             "add t1, a3, t1",
             "lhu t3, 6(t1)",
@@ -393,17 +399,16 @@ fn block(
             "mul t0, t0, t4",
             "srl t0, t0, t5",
             p_fl1!(t1, t0),
+            // field: q, or its complement in nb bits for a negative coefficient (the sign
+            // word shifted right by 32 - nb = 31 - fl1).
+            "srai t5, t2, 31",
+            "sub t4, s6, t1",
             "addi t1, t1, 1",
             "slli t3, t6, 4",
             "or t3, t3, t1",
             "slli t3, t3, 2",
-            "add t3, a4, t3",
-            "lw t3, 0(t3)",
-            "li t4, 1",
-            "sll t4, t4, t1",
-            "addi t4, t4, -1",
-            "srai t5, t2, 31",
-            "and t5, t5, t4",
+            p_lw_rr!(t3, t3(a4)),
+            "srl t5, t5, t4",
             "xor t5, t0, t5",
             "srli t4, t3, 16",
             p_extractui!(t3, t3, 15, 0),
@@ -419,8 +424,7 @@ fn block(
             "58:",
             "bnez s10, 60f",
             "li s10, 32",
-            "not s8, a2",
-            shuffle!("s8"),
+            "mv s8, a2",
             "j 50b",
             // Put through the routine (a full word to emit), back into the loop.
             "56:",
@@ -456,11 +460,9 @@ fn block(
             "sub s3, t5, t1",
             // Does the word hold a 0xFF byte? (~w has a zero byte.)
             "not t5, t2",
-            "li t1, 0x01010101",
-            "sub t1, t5, t1",
+            "sub t1, t5, s4",
             "and t1, t1, t2",
-            "li t5, 0x80808080",
-            "and t1, t1, t5",
+            "and t1, t1, s5",
             "bnez t1, 93f",
             "srli t5, t2, 24",
             "sb t5, 0(a6)",
@@ -496,7 +498,7 @@ fn block(
             ".option pop",
             in("x10") f8.as_ptr(),
             in("x11") zero[0],
-            in("x12") zero[1],
+            inout("x12") zero[1] => _,
             in("x13") t.quant.as_ptr(),
             in("x14") t.ac.as_ptr(),
             in("x15") t.dc.as_ptr(),

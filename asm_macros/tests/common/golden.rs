@@ -91,6 +91,10 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (p_abs!(x31, x31), 0x040F_8FB3),
         (p_lbu!(a0, 1(a2!)), 0x0016_450B),
         (p_lbu!(x31, 2047(x31!)), 0x7FFF_CF8B),
+        (p_lh_rr!(a0, a1(a2)), 0x10B6_7503),
+        (p_lh_rr!(x31, x31(x31)), 0x11FF_FF83),
+        (p_lw_rr!(a0, a1(a2)), 0x20B6_7503),
+        (p_lw_rr!(x31, x31(x31)), 0x21FF_FF83),
         (p_sh!(t5, a0(a1)), 0x01E5_D523),
         (p_sh!(x31, x31(x31)), 0x01FF_DFA3),
     ]
