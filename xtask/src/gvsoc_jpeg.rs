@@ -377,7 +377,12 @@ pub fn bench(o: &Options) -> Result<(), String> {
     if pictures.is_empty() {
         return Err("no picture of the frame set matches --pictures".into());
     }
-    let layouts = o.layouts.clamp(1, PADS.len());
+    // Every layout for the full sweep (the targets are judged on the worst), one otherwise.
+    let layouts = match o.layouts {
+        0 if o.quick || o.trace.is_some() => 1,
+        0 => PADS.len(),
+        n => n.min(PADS.len()),
+    };
     let csv_path = o.csv.clone().unwrap_or_else(|| {
         let filtered = o.kernel.is_some()
             || !o.cores.is_empty()

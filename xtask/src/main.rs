@@ -91,8 +91,8 @@ struct GvsocBenchArgs {
     /// JPEG rows: only these qualities (comma-separated; default 50,75,90).
     #[arg(long, value_delimiter = ',')]
     quality: Vec<u32>,
-    /// JPEG rows: measure every point in this many code layouts (GVSOC_HOT_PAD 0, 128, ...) and keep the worst.
-    #[arg(long, default_value_t = 1)]
+    /// JPEG rows: measure every point in this many code layouts (GVSOC_HOT_PAD 0, 128, ...) and keep the worst (0: all 8, or 1 with --quick / --trace).
+    #[arg(long, default_value_t = 0)]
     layouts: usize,
     /// JPEG rows: only these pictures of the frame set (comma-separated names, e.g. camera,grass).
     #[arg(long, value_delimiter = ',')]
