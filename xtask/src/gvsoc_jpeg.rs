@@ -718,14 +718,25 @@ fn targets(
 ) -> Vec<(String, String, bool)> {
     let mut t = Vec::new();
     let frame = |r: &JpegRow| r.width == 324 && r.height == 244;
-    if let Some(w) = rows
+    let mut q75: Vec<&JpegRow> = rows
         .iter()
         .filter(|r| r.variant == "pulp" && r.quality == 75 && r.cores == 8 && frame(r))
-        .max_by_key(|r| r.cycles)
-    {
+        .collect();
+    q75.sort_by_key(|r| r.cycles);
+    if let Some(w) = q75.last() {
+        let met = q75.iter().filter(|r| r.cycles <= 330_000).count();
+        let median = q75[q75.len() / 2];
         t.push((
-            "JPEG 324x244 quality 75 on 8 cores (entropy coding and DMA included) <= 330,000 cycles".into(),
-            format!("{} cycles ({}, {:.3} ms)", w.cycles, w.picture, w.cycles as f64 / 150e3),
+            "JPEG 324x244 quality 75 on 8 cores (entropy coding and DMA included) <= 330,000 cycles, every picture".into(),
+            format!(
+                "worst {} cycles ({}, {:.3} ms), median {} ({}), met on {met} of {}",
+                w.cycles,
+                w.picture,
+                w.cycles as f64 / 150e3,
+                median.cycles,
+                median.picture,
+                q75.len()
+            ),
             w.cycles <= 330_000,
         ));
     }
