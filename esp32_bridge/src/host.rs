@@ -387,6 +387,10 @@ async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// The kernel send buffer asked for each TCP client (Linux doubles it): less than one raw
+/// 324×244 frame, so that what waits for a slow client waits in the core's queue.
+pub const CLIENT_SEND_BUFFER: usize = 32 * 1024;
+
 async fn tcp_side(listener: TcpListener, shared: Arc<Shared>, write_timeout: Duration) {
     loop {
         let Ok((sock, peer)) = listener.accept().await else {
@@ -400,6 +404,10 @@ async fn tcp_side(listener: TcpListener, shared: Arc<Shared>, write_timeout: Dur
             }
         };
         let _ = sock.set_nodelay(true);
+        // The core's queue is the backlog, with its whole-frame drops; a kernel send buffer that
+        // autotuning grows to megabytes would be a second one, hiding seconds of stream from
+        // the drop policy (an ESP32's lwIP has a few KiB).
+        let _ = socket2::SockRef::from(&sock).set_send_buffer_size(CLIENT_SEND_BUFFER);
         // The core queued WIFI_CTRL "client connected" for the GAP8.
         shared.spi_notify.notify_one();
         let waker = Arc::new(Notify::new());

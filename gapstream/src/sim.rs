@@ -149,6 +149,9 @@ pub fn upstream_time(bytes: usize) -> Duration {
     Duration::from_nanos(bytes as u64 * 8 * 1_000_000_000 / SPI_UP_HZ)
 }
 
+/// The kernel send buffer of the simulated SPI link's socket (Linux doubles it): a few packets.
+pub const SPI_SEND_BUFFER: usize = 8 * 1024;
+
 /// Counters of the simulated SPI link.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LinkStats {
@@ -207,6 +210,10 @@ impl SpiLink {
             return false;
         };
         let _ = s.set_nodelay(true);
+        // The real link has no buffer (one SPI transaction at a time, the ESP32 takes it or the
+        // GAP8 waits): a kernel send buffer grown to megabytes would hold seconds of frames
+        // when the bridge is short of CPU, while the camera believes it is on time.
+        let _ = socket2::SockRef::from(&s).set_send_buffer_size(SPI_SEND_BUFFER);
         let Ok(mut reader) = s.try_clone() else {
             return false;
         };

@@ -879,7 +879,16 @@ fn udp_with_5_percent_loss_counts_lost_frames_and_delivers_the_rest_intact() {
 
 /// A leader and two listeners through the bridge, a group test: each receiver has its own key and handshake, every frame is sealed once and all three
 /// open it byte-identical; one listener leaves mid-run (CLOSE: the drone rekeys without it) and the
-/// other two go on through the rekey without a gap.
+/// other two go on through the rekey without a gap of the protocol's.
+///
+/// The bridge has its ordinary bounded queues: on a loaded machine (a debug build, every core
+/// busy) three receivers may decrypt fewer frames per second than the drone seals, and then the
+/// bridge drops whole frames for the one behind, counts them, and keeps its latency bounded. (An
+/// earlier version gave the bridge room for 64 frames "so that any gap would be the protocol's":
+/// under load that only delayed the drop — the backlog grew to 6-12 s of latency, then the full
+/// queue dropped anyway and the test failed on a gap the protocol had nothing to do with.) So
+/// every hole in a receiver's sequence must be one it counted as lost, and everything the
+/// receivers counted lost must be frames the bridge says it dropped.
 #[test]
 fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
     let d = tempfile::tempdir().unwrap();
@@ -890,8 +899,7 @@ fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
         kex: KexMode::X25519,
     };
     let mode = run::drone_mode(&sec, Some(drone_id)).unwrap();
-    // Any gap would be the protocol's.
-    let b = roomy_bridge();
+    let b = bridge_at(any(), any(), any());
     let rxs: Vec<Rx> = rx_ids
         .into_iter()
         .map(|id| {
@@ -904,13 +912,14 @@ fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
     let [leader, leaving, staying]: [Rx; 3] = rxs.try_into().ok().unwrap();
     let mut got_leader = leader.take(12, Duration::from_secs(30));
     let mut got_staying = staying.take(12, Duration::from_secs(30));
-    let got_leaving = leaving.take(12, Duration::from_secs(30));
+    let mut got_leaving = leaving.take(12, Duration::from_secs(30));
     assert_eq!(
         (got_leader.len(), got_staying.len(), got_leaving.len()),
         (12, 12, 12)
     );
     // The listener leaves (its receiver stops and sends CLOSE).
-    let s_leaving = leaving.finish();
+    let (s_leaving, rest) = leaving.finish_all();
+    got_leaving.extend(rest);
     let left_epoch = got_leaving.iter().filter_map(|f| f.epoch()).max().unwrap();
     // The other two go on until they are 10 frames into an epoch the leaver never got.
     for (rx, got) in [(&leader, &mut got_leader), (&staying, &mut got_staying)] {
@@ -926,19 +935,26 @@ fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
     got_leader.extend(rest);
     let (s_staying, rest) = staying.finish_all();
     got_staying.extend(rest);
+    let bridge_dropped = b.with_core(|c| c.stats().frames_dropped);
     b.stop();
+    let mut lost = 0;
     for (name, got, s) in [
         ("leader", &got_leader, &s_leader),
         ("listener 2", &got_staying, &s_staying),
         ("listener 1", &got_leaving, &s_leaving),
     ] {
-        // Every frame is a source frame, byte for byte, and the sequence has no hole.
+        assert_eq!(s.connects, 1, "{name} reconnected: {s:?}");
+        // Every hole in the sequence is a frame the receiver counted as lost.
+        let span = got.last().unwrap().seq() + 1 - got[0].seq();
+        assert_eq!(
+            span - got.len() as u64,
+            s.counters.lost,
+            "{name}: holes and counted losses differ: {s:?}"
+        );
+        lost += s.counters.lost;
+        // Every frame is a source frame, byte for byte, in order.
         for (k, g) in got.iter().enumerate() {
-            assert_eq!(
-                g.seq(),
-                got[0].seq() + k as u64,
-                "{name}: gap at frame {k}: {s:?}"
-            );
+            assert!(k == 0 || g.seq() > got[k - 1].seq(), "{name}: out of order");
             assert!(
                 frames.iter().any(|f| f[..] == g.pixels[..]),
                 "{name}: frame seq {} differs from the source",
@@ -946,15 +962,19 @@ fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
             );
         }
         assert_eq!(
-            (
-                s.counters.lost,
-                s.counters.tag_failures,
-                s.counters.malformed
-            ),
-            (0, 0, 0),
+            (s.counters.tag_failures, s.counters.malformed),
+            (0, 0),
             "{name}: {s:?}"
         );
     }
+    // What was lost, the bridge dropped (counted): none of it is the protocol's.
+    assert!(
+        lost <= bridge_dropped,
+        "the receivers lost {lost} frames, the bridge dropped {bridge_dropped}"
+    );
+    eprintln!(
+        "group test: {lost} frames lost, all dropped by the bridge ({bridge_dropped} dropped)"
+    );
     // All three got the same bytes for the same sequence numbers.
     for g in got_staying.iter().chain(&got_leaving) {
         if let Some(l) = got_leader.iter().find(|l| l.seq() == g.seq()) {
@@ -965,8 +985,8 @@ fn leader_and_two_listeners_one_leaves_the_others_are_unaffected() {
             );
         }
     }
-    // The two that stayed went through the rekey the leave caused, with no gap around it (their
-    // sequences, checked above, run from before the leave into the new epoch).
+    // The two that stayed went through the rekey the leave caused (their sequences, checked
+    // above, run from before the leave into the new epoch, every hole a counted bridge drop).
     let last_left = got_leaving.last().unwrap().seq();
     for got in [&got_leader, &got_staying] {
         assert!(got[0].seq() <= last_left && got.iter().any(|f| f.epoch() > Some(left_epoch)));

@@ -20,6 +20,20 @@ use super::{Delivered, Event, ReceiverConfig, ReceiverError, Session, SessionKin
 use crate::metrics::{Counters, Meter, Percentiles};
 use crate::sim::unix_ns;
 
+/// How long the connection may stay silent before it is made again. A secure session is silent
+/// until the drone answers its HELLO (the drone sends nothing to a receiver without a session,
+/// and the session resends a lost HELLO by itself): before the first byte on a connection the
+/// limit is five times the idle timeout, so that a drone slow to answer (a loaded machine, a
+/// HELLO lost while the drone's link came up) does not cost a reconnect that throws away the
+/// handshake in progress.
+fn idle_limit(idle_timeout: Duration, heard: bool) -> Duration {
+    if heard {
+        idle_timeout
+    } else {
+        idle_timeout * 5
+    }
+}
+
 /// The receiver's state over all its connections to one bridge.
 pub(super) struct Station<'a> {
     cfg: &'a ReceiverConfig,
@@ -138,6 +152,7 @@ impl<'a> Station<'a> {
         let (mut events, mut reply) = (Vec::new(), Vec::new());
         let mut buf = vec![0u8; 64 * 1024];
         let mut last_data = Instant::now();
+        let mut heard = matches!(self.cfg.session, SessionKind::StockPlaintext);
         let mut garbled = false;
         while !self.done() {
             let n = match link.recv(&mut buf) {
@@ -147,8 +162,9 @@ impl<'a> Station<'a> {
             if n > 0 {
                 last_data = Instant::now();
                 self.bytes_in += n as u64;
-            } else if last_data.elapsed() > self.cfg.idle_timeout {
-                let s = self.cfg.idle_timeout.as_secs_f64();
+                heard = true;
+            } else if last_data.elapsed() > idle_limit(self.cfg.idle_timeout, heard) {
+                let s = last_data.elapsed().as_secs_f64();
                 return self.reconnect(format!("no data from the bridge for {s:.1} s"));
             }
             if link.is_datagram() {
