@@ -52,9 +52,14 @@ pub(super) struct Station<'a> {
     connects: u64,
     /// Bytes the bridge sent over all connections (the bridge is alive).
     bytes_in: u64,
-    /// Sessions the drone ended or gave up on while frames had come: a sign of a second receiver
-    /// with this key (each one's handshake replaces the other's session).
+    /// Sessions that ended while the drone went on streaming to a group without this receiver
+    /// (frames under keys it was not given, after it had frames): the sign of a second receiver
+    /// with this key (each one's handshake replaces the other's session at the drone).
     taken_over: u64,
+    /// Frames delivered on this connection, and the receiver's frames-without-key count at the
+    /// last one.
+    conn_frames: u64,
+    no_key_at_frame: u64,
     last_error: Option<String>,
 }
 
@@ -83,6 +88,8 @@ impl<'a> Station<'a> {
             connects: 0,
             bytes_in: 0,
             taken_over: 0,
+            conn_frames: 0,
+            no_key_at_frame: 0,
             last_error: None,
         };
         st.publish_status(false);
@@ -148,6 +155,7 @@ impl<'a> Station<'a> {
             return Ok(());
         }
         self.set_connection("streaming");
+        self.conn_frames = 0;
         let mut decoder = StreamDecoder::new();
         let (mut events, mut reply) = (Vec::new(), Vec::new());
         let mut buf = vec![0u8; 64 * 1024];
@@ -207,8 +215,11 @@ impl<'a> Station<'a> {
                 return Err(ReceiverError::Output(e));
             }
             if let Some(m) = restart {
-                if self.counters.frames > 0 {
+                if self.conn_frames > 0 && self.counters.no_key > self.no_key_at_frame {
                     self.taken_over += 1;
+                    self.error(
+                        "the drone went on streaming to its group without this receiver: is another receiver using the same receiver key?".into(),
+                    );
                 }
                 return self.reconnect(m);
             }
@@ -268,6 +279,8 @@ impl<'a> Station<'a> {
             self.status.image_latency_ms = latency_ms(now, s.capture_ns);
         }
         self.counters.frames += 1;
+        self.conn_frames += 1;
+        self.no_key_at_frame = self.counters.no_key;
         self.counters.payload_bytes += d.pixels.len() as u64;
         self.meter.frame(d.pixels.len(), latency);
         self.status.seq = Some(d.seq);
@@ -358,10 +371,11 @@ impl<'a> Station<'a> {
         let c = &self.counters;
         let secure = matches!(self.cfg.session, SessionKind::Secure(_));
         if c.frames > 0 {
-            return (self.taken_over >= 2).then(|| {
+            return (self.taken_over > 0).then(|| {
                 format!(
-                    "the drone ended this receiver's session {} times while frames came: another receiver is most likely using the same receiver key (each receiver needs its own: gapstream pair --receivers N)",
-                    self.taken_over
+                    "the drone went on streaming to its group without this receiver {} time{} (its session replaced): another receiver is most likely using the same receiver key (each receiver needs its own: gapstream pair --receivers N)",
+                    self.taken_over,
+                    if self.taken_over == 1 { "" } else { "s" }
                 )
             });
         }
