@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 pub const CSV_HEADER: &str = "t_s,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,frames,lost,tag_failures,replays,malformed,handshakes,handshake_ms,handshake_tx_bytes,handshake_rx_bytes,rekeys,key_epoch,cpu_pct,rss_kib,temp_c";
 
 /// Per-frame log header (for the latency CDF of `gapstream report`).
-pub const FRAMES_HEADER: &str = "t_s,seq,bytes,latency_ms";
+pub const FRAMES_HEADER: &str = "t_s,seq,bytes,latency_ms,receive_unix_ns";
 
 /// Percentile by nearest rank (`p` in 0..=100) of an ascending-sorted slice; `None` when empty.
 pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
@@ -298,19 +298,18 @@ impl CsvLog {
         Ok(CsvLog { csv, frames_csv })
     }
 
-    /// One per-frame line (`t_s` since the run started).
+    /// One per-frame line (`t_s` since the run started, `receive_unix_ns` when it was delivered).
     pub fn frame(
         &mut self,
         t_s: f64,
         seq: u64,
         payload_bytes: usize,
         latency_ms: Option<f64>,
+        receive_unix_ns: u64,
     ) -> io::Result<()> {
         let f = &mut self.frames_csv;
-        match latency_ms {
-            Some(l) => writeln!(f, "{t_s:.4},{seq},{payload_bytes},{l:.4}"),
-            None => writeln!(f, "{t_s:.4},{seq},{payload_bytes},"),
-        }
+        let l = latency_ms.map(|l| format!("{l:.4}")).unwrap_or_default();
+        writeln!(f, "{t_s:.4},{seq},{payload_bytes},{l},{receive_unix_ns}")
     }
 
     /// One row; both files are flushed.
@@ -347,7 +346,7 @@ impl MetricsLog {
         self.meter.frame(payload_bytes, latency_ms);
         let t = self.meter.elapsed().as_secs_f64();
         match &mut self.csv {
-            Some(c) => c.frame(t, seq, payload_bytes, latency_ms),
+            Some(c) => c.frame(t, seq, payload_bytes, latency_ms, crate::sim::unix_ns()),
             None => Ok(()),
         }
     }

@@ -107,7 +107,7 @@ impl Consumer for MetricsCsv {
     fn frame(&mut self, f: &Arc<Frame>, _: &Counters) -> Result<(), String> {
         let t = f.receive_ns.saturating_sub(self.start_ns) as f64 / 1e9;
         self.log
-            .frame(t, f.seq(), f.pixels.len(), f.latency_ms)
+            .frame(t, f.seq(), f.pixels.len(), f.latency_ms, f.receive_ns)
             .map_err(|e| format!("metrics {}: {e}", self.path.display()))
     }
     fn status(&mut self, s: &Status) -> Result<(), String> {
