@@ -123,7 +123,13 @@ impl RawReceiver {
             .status()
             .map(|s| (*s).clone())
             .unwrap_or_default();
-        let last = s.last_error.or(s.last_message);
+        // With a diagnosis, the line that shows it (a refusal) rather than the last error (a
+        // reconnect after the refusals).
+        let last = if s.diagnosis.is_some() {
+            s.last_message.or(s.last_error)
+        } else {
+            s.last_error.or(s.last_message)
+        };
         match (s.diagnosis, last) {
             (Some(d), last) => {
                 let d = d.replace(
