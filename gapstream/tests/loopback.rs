@@ -258,7 +258,7 @@ fn n_frames_in_the_identical_n_frames_out() {
 
 /// A receiver over UDP registers through the bridge's cookie exchange (request, cookie, echo,
 /// welcome) and then gets the authenticated stream, while an address that only sent empty
-/// datagrams gets no slot and nothing back.
+/// datagrams gets no slot and nothing back; when the receiver stops, its leave frees the slot.
 #[test]
 fn finding5_receiver_streams_over_udp_after_the_cookie_exchange() {
     let d = tempfile::tempdir().unwrap();
@@ -277,6 +277,7 @@ fn finding5_receiver_streams_over_udp_after_the_cookie_exchange() {
     wait_clients(&b, 1);
     let n = node_with(&spec, b.spi_addr, 60.0, None, 1020, mode);
     let got = rx.take(6, Duration::from_secs(30));
+    assert_eq!(b.udp_clients(), 1, "only the receiver holds a UDP slot");
     let s = rx.finish();
     n.stop();
     assert_eq!(got.len(), 6, "{s:?}");
@@ -288,7 +289,17 @@ fn finding5_receiver_streams_over_udp_after_the_cookie_exchange() {
         );
     }
     assert_eq!((s.counters.tag_failures, s.counters.malformed), (0, 0));
-    assert_eq!(b.udp_clients(), 1, "only the receiver holds a UDP slot");
+    // The receiver said it leaves (with a current token): its slot is free at once.
+    let t0 = Instant::now();
+    while b.udp_clients() > 0 && t0.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        b.udp_clients(),
+        0,
+        "the receiver's leave ends its registration"
+    );
+    assert_eq!(b.udp_stats().left, 1);
     let mut buf = [0u8; 2048];
     assert!(
         stranger.recv_from(&mut buf).is_err(),
