@@ -36,6 +36,8 @@
 mod attacks;
 mod client;
 mod gate;
+#[cfg(test)]
+mod spec_vectors;
 
 pub use client::{Client, ClientConfig, Received, Status};
 pub use gate::{Event, Gate, GateConfig, GateStats, Outcome, Refusal};
