@@ -141,8 +141,7 @@ impl UdpLink {
         let socket = UdpSocket::bind(bind)?;
         socket.connect(addr)?;
         socket.set_read_timeout(Some(RECV_WAIT))?;
-        let mut registration = Registration::new(Instant::now());
-        registration.run(&socket)?;
+        let registration = Registration::run(&socket)?;
         Ok(UdpLink {
             socket,
             registration,
@@ -162,8 +161,13 @@ impl Link for UdpLink {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if let Some(k) = self.registration.keepalive(Instant::now()) {
-            self.socket.send(&k)?;
+        // The answers to the bridge's probes keep the registration.
+        self.registration.transmit(&self.socket)?;
+        if self.registration.lost() {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the bridge stopped probing this address (UDP registration lost)",
+            ));
         }
         match self.socket.recv(buf) {
             Ok(n) if self.registration.is_control(&buf[..n]) => Ok(0),
@@ -175,123 +179,73 @@ impl Link for UdpLink {
     fn is_datagram(&self) -> bool {
         true
     }
+
+    /// Says it leaves, so the bridge frees the slot at once.
+    fn finish(&mut self) {
+        if let Some(d) = self.registration.client.leave() {
+            let _ = self.socket.send(&d);
+        }
+    }
 }
 
-/// The UDP registration with the bridge, the one place that speaks it: the bridge sends nothing
-/// larger than what it got to an address that has not shown that it receives there, so the
-/// receiver asks for a cookie (a 20-byte request), echoes it, and waits for the welcome
-/// (`esp32_bridge::cookie`); lost datagrams are sent again every 250 ms, for at most 2 s. Once
-/// registered, an empty datagram every second keeps the registration (and NAT mappings) alive.
+/// The UDP registration with the bridge, the one place the receiver speaks it: the sans-I/O
+/// `esp32_bridge::cookie::Client` decides what to send when (a request, the echo of the cookie,
+/// retries every 250 ms for at most 2 s; once registered, an answer to each of the bridge's
+/// probes) and what a datagram from the bridge is; this drives it with a socket and a clock.
 struct Registration {
-    next: cookie::Control,
-    sent: Option<Instant>,
-    started: Instant,
-    last_keepalive: Instant,
+    client: cookie::Client,
+    t0: Instant,
 }
-
-/// Resend interval and deadline of the registration; keep-alive interval.
-const REGISTER_RESEND: Duration = Duration::from_millis(250);
-const REGISTER_WITHIN: Duration = Duration::from_secs(2);
-const KEEPALIVE: Duration = Duration::from_secs(1);
 
 impl Registration {
-    fn new(now: Instant) -> Self {
-        Registration {
-            next: cookie::Control::Request,
-            sent: None,
-            started: now,
-            last_keepalive: now,
+    fn now_ms(&self) -> u64 {
+        self.t0.elapsed().as_millis() as u64
+    }
+
+    /// Sends whatever the client has to send now.
+    fn transmit(&mut self, s: &UdpSocket) -> io::Result<()> {
+        while let Some(d) = self.client.poll_transmit(self.now_ms()) {
+            s.send(&d)?;
         }
+        Ok(())
     }
 
-    /// The datagram to send now, if one is due (sans I/O).
-    fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
-        if self
-            .sent
-            .is_some_and(|t| now.duration_since(t) < REGISTER_RESEND)
-        {
-            return None;
-        }
-        self.sent = Some(now);
-        let (b, n) = self.next.encode();
-        Some(b[..n].to_vec())
+    /// A datagram from the bridge that belongs to the registration (a probe, a repeated cookie
+    /// or welcome), not CPX.
+    fn is_control(&mut self, datagram: &[u8]) -> bool {
+        self.client.handle(datagram, self.now_ms()) == cookie::Received::Control
     }
 
-    /// A datagram from the bridge during the registration: true once welcomed.
-    fn handle(&mut self, datagram: &[u8]) -> bool {
-        match cookie::Control::parse(datagram) {
-            Some(cookie::Control::Cookie(c)) if self.next == cookie::Control::Request => {
-                self.next = cookie::Control::Echo(c);
-                self.sent = None;
-                false
-            }
-            Some(cookie::Control::Welcome) => true,
-            _ => false,
-        }
+    fn lost(&self) -> bool {
+        self.client.status(self.now_ms()) == cookie::Status::Lost
     }
 
-    /// A registration datagram arriving after the welcome (a repeat that crossed a retry): not CPX.
-    fn is_control(&self, datagram: &[u8]) -> bool {
-        cookie::Control::parse(datagram).is_some()
-    }
-
-    fn keepalive(&mut self, now: Instant) -> Option<Vec<u8>> {
-        if now.duration_since(self.last_keepalive) <= KEEPALIVE {
-            return None;
-        }
-        self.last_keepalive = now;
-        Some(Vec::new())
-    }
-
-    /// Drives the exchange on `s` until welcomed or [`REGISTER_WITHIN`] is over.
-    fn run(&mut self, s: &UdpSocket) -> io::Result<()> {
+    /// Registers on `s`: until welcomed, or an error when the client gives up.
+    fn run(s: &UdpSocket) -> io::Result<Self> {
+        let mut reg = Registration {
+            client: cookie::Client::new(cookie::ClientConfig::default(), 0),
+            t0: Instant::now(),
+        };
         let mut buf = [0u8; 2048];
-        while self.started.elapsed() < REGISTER_WITHIN {
-            if let Some(d) = self.poll_transmit(Instant::now()) {
-                s.send(&d)?;
+        loop {
+            reg.transmit(s)?;
+            match reg.client.status(reg.now_ms()) {
+                cookie::Status::Registered => return Ok(reg),
+                cookie::Status::Registering => {}
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no answer to the UDP registration (cookie request) within 2 s",
+                    ));
+                }
             }
             match s.recv(&mut buf) {
-                Ok(n) if self.handle(&buf[..n]) => {
-                    self.last_keepalive = Instant::now();
-                    return Ok(());
+                Ok(n) => {
+                    reg.client.handle(&buf[..n], reg.now_ms());
                 }
-                Ok(_) => {}
                 Err(e) if quiet(&e) => {}
                 Err(e) => return Err(e),
             }
         }
-        Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "no answer to the UDP registration (cookie request) within 2 s",
-        ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The registration as the bridge's own cookie code answers it: request, cookie, echo, welcome.
-    #[test]
-    fn registration_follows_the_cookie_exchange() {
-        let t0 = Instant::now();
-        let mut r = Registration::new(t0);
-        let req = r.poll_transmit(t0).unwrap();
-        assert_eq!(cookie::Control::parse(&req), Some(cookie::Control::Request));
-        assert!(r.poll_transmit(t0 + Duration::from_millis(10)).is_none());
-        let again = r.poll_transmit(t0 + REGISTER_RESEND).unwrap();
-        assert_eq!(again, req, "a lost request is sent again");
-        let c = [7u8; cookie::COOKIE_LEN];
-        let (b, n) = cookie::Control::Cookie(c).encode();
-        assert!(!r.handle(&b[..n]));
-        let echo = r.poll_transmit(t0 + REGISTER_RESEND).unwrap();
-        assert_eq!(
-            cookie::Control::parse(&echo),
-            Some(cookie::Control::Echo(c))
-        );
-        let (b, n) = cookie::Control::Welcome.encode();
-        assert!(r.handle(&b[..n]));
-        assert!(r.is_control(&b[..n]));
-        assert!(!r.is_control(&[4, 0, 0x9C, 0x09, 1, 2]));
     }
 }
