@@ -2,129 +2,147 @@
 //! byte one stuffed 0 bit (ISO/IEC 14495-1, A.1: the byte after 0xFF carries only 7 bits), so
 //! that no marker (0xFF followed by a byte ≥ 0x80) appears inside a segment.
 
-/// Where a segment's bytes go.
+/// Where a segment's code goes when the writer's buffer fills up.
 pub trait Sink {
-    /// Appends one byte. A sink that is full records it and drops the byte (checked once per
-    /// segment or line: [`Sink::overflowed`]).
-    fn push(&mut self, byte: u8);
-    /// True when a byte was dropped.
-    fn overflowed(&self) -> bool;
+    /// Whether [`Sink::spill`] can take anything (the writer then spills a buffer with fewer than
+    /// 4 bytes left; otherwise it writes to the last byte and records an overflow after it).
+    const SPILLS: bool = true;
+    /// Takes the buffer's content (whole bytes of the segment, in order). `false`: no room; the
+    /// encoder then reports [`crate::EncodeError::OutputFull`].
+    fn spill(&mut self, bytes: &[u8]) -> bool;
 }
 
-/// A sink writing into a slice.
-pub struct SliceSink<'a> {
-    out: &'a mut [u8],
+/// The writer's buffer is the final output: nothing can be spilled.
+pub struct NoSpill;
+
+impl Sink for NoSpill {
+    const SPILLS: bool = false;
+    fn spill(&mut self, _: &[u8]) -> bool {
+        false
+    }
+}
+
+/// The writer's registers: `used` pending bits, left-aligned in `acc` (at most 7 between
+/// calls once flushed), whether the last byte was 0xFF, the write position.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bits {
+    acc: u32,
+    used: u32,
+    ff: bool,
     pos: usize,
     overflow: bool,
 }
 
-impl<'a> SliceSink<'a> {
-    /// Writes from the start of `out`.
-    pub fn new(out: &'a mut [u8]) -> Self {
-        SliceSink {
-            out,
-            pos: 0,
-            overflow: false,
+/// Writes one segment's bits into `buf`, handing full buffers to `sink`.
+pub struct Writer<'a, S: Sink> {
+    /// The registers (copied into locals by the line coder).
+    pub bits: Bits,
+    /// The buffer (an L1 chunk on the cluster; the output itself elsewhere).
+    pub buf: &'a mut [u8],
+    /// Where full buffers go.
+    pub sink: S,
+}
+
+impl<'a, S: Sink> Writer<'a, S> {
+    /// An empty segment writing into `buf` (at least 8 bytes).
+    pub fn new(buf: &'a mut [u8], sink: S) -> Self {
+        Writer {
+            bits: Bits::default(),
+            buf,
+            sink,
         }
     }
-    /// Bytes written.
+
+    /// Bytes in the buffer.
     pub fn len(&self) -> usize {
-        self.pos
+        self.bits.pos
     }
-    /// Nothing written yet.
+
+    /// Nothing in the buffer.
     pub fn is_empty(&self) -> bool {
-        self.pos == 0
-    }
-}
-
-impl Sink for SliceSink<'_> {
-    #[inline(always)]
-    fn push(&mut self, byte: u8) {
-        match self.out.get_mut(self.pos) {
-            Some(b) => {
-                *b = byte;
-                self.pos += 1;
-            }
-            None => self.overflow = true,
-        }
-    }
-    fn overflowed(&self) -> bool {
-        self.overflow
-    }
-}
-
-/// The bit accumulator of an encoder: `n` pending bits, right-aligned in `acc`, at most 7 (or
-/// 6 after 0xFF) between calls.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BitWriter {
-    acc: u32,
-    n: u32,
-    ff: bool,
-}
-
-impl BitWriter {
-    /// An empty writer (start of a segment).
-    pub const fn new() -> Self {
-        BitWriter {
-            acc: 0,
-            n: 0,
-            ff: false,
-        }
+        self.bits.pos == 0
     }
 
-    /// Appends the low `count` bits of `value` (`count <= 25`, higher bits of `value` zero).
-    #[inline(always)]
-    pub fn put<S: Sink>(&mut self, s: &mut S, value: u32, count: u32) {
-        if self.n + count > 32 {
-            self.drain(s);
-        }
-        // `count < 32`: the shift is in range; bits shifted out were emitted already.
-        self.acc = (self.acc << count) | value;
-        self.n += count;
+    /// True when the code did not fit.
+    pub fn overflowed(&self) -> bool {
+        self.bits.overflow
     }
 
-    /// `count` zero bits (any count).
-    #[inline(always)]
-    pub fn zeros<S: Sink>(&mut self, s: &mut S, mut count: u32) {
-        while count > 24 {
-            self.put(s, 0, 24);
-            count -= 24;
-        }
-        self.put(s, 0, count);
-    }
-
-    /// Emits every whole byte (7 bits after a 0xFF) of the accumulator.
-    #[inline(always)]
-    pub fn drain<S: Sink>(&mut self, s: &mut S) {
-        loop {
-            let unit = if self.ff { 7 } else { 8 };
-            if self.n < unit {
-                return;
-            }
-            self.n -= unit;
-            let byte = (self.acc >> self.n) as u8 & if self.ff { 0x7f } else { 0xff };
-            self.ff = byte == 0xff;
-            s.push(byte);
-        }
+    /// Appends the low `count` bits of `value` (`count <= 25`).
+    pub fn put(&mut self, value: u32, count: u32) {
+        let mut b = self.bits;
+        put(&mut b, self.buf, &mut self.sink, value, count);
+        self.bits = b;
     }
 
     /// Ends the segment: the last bits padded with zeros to a whole byte; after a final 0xFF one
-    /// more byte 0x00 (its stuffed bit and seven zeros), as CharLS ends a scan.
-    pub fn finish<S: Sink>(&mut self, s: &mut S) {
-        self.drain(s);
-        if self.n > 0 {
-            let unit = if self.ff { 7 } else { 8 };
-            let pad = unit - self.n;
-            self.put(s, 0, pad);
-            self.drain(s);
+    /// more byte 0x00 (its stuffed bit and seven zeros), as CharLS ends a scan. The buffer's
+    /// content is the segment's tail (the caller spills or keeps it).
+    pub fn finish(&mut self) {
+        let mut b = self.bits;
+        flush(&mut b, self.buf, &mut self.sink);
+        if b.used > 0 {
+            // Fewer bits than a unit are left: pad them to one.
+            b.used = if b.ff { 7 } else { 8 };
+            flush(&mut b, self.buf, &mut self.sink);
         }
-        if self.ff {
-            s.push(0);
-            self.ff = false;
+        if b.ff {
+            b.used = 8;
+            b.acc = 0;
+            flush(&mut b, self.buf, &mut self.sink);
         }
-        self.acc = 0;
-        self.n = 0;
+        self.bits = b;
     }
+
+    /// Hands the buffer's content to the sink and starts the buffer again.
+    pub fn spill(&mut self) {
+        spill(&mut self.bits, self.buf, &mut self.sink);
+    }
+}
+
+#[inline(never)]
+#[cold]
+fn spill<S: Sink>(b: &mut Bits, buf: &mut [u8], sink: &mut S) {
+    let n = b.pos.min(buf.len());
+    if n > 0 && !sink.spill(&buf[..n]) {
+        b.overflow = true;
+    }
+    b.pos = 0;
+}
+
+/// Emits every whole unit (8 bits; 7 after 0xFF) of the accumulator.
+#[inline(always)]
+pub(crate) fn flush<S: Sink>(b: &mut Bits, buf: &mut [u8], sink: &mut S) {
+    if S::SPILLS && b.pos + 4 > buf.len() {
+        spill(b, buf, sink);
+    }
+    loop {
+        let unit = 8 - b.ff as u32;
+        if b.used < unit {
+            return;
+        }
+        let byte = (b.acc >> (32 - unit)) as u8;
+        b.acc <<= unit;
+        b.used -= unit;
+        b.ff = byte == 0xff;
+        match buf.get_mut(b.pos) {
+            Some(d) => {
+                *d = byte;
+                b.pos += 1;
+            }
+            None => b.overflow = true,
+        }
+    }
+}
+
+/// Appends the low `count` bits of `value` (`1 <= count <= 25`, higher bits zero).
+#[inline(always)]
+pub(crate) fn put<S: Sink>(b: &mut Bits, buf: &mut [u8], sink: &mut S, value: u32, count: u32) {
+    if b.used + count > 32 {
+        flush(b, buf, sink);
+    }
+    b.used += count;
+    b.acc |= value << (32 - b.used);
 }
 
 /// Reads the bits of one entropy-coded segment (the bytes between two markers). Past its end it
@@ -244,14 +262,13 @@ mod tests {
     #[test]
     fn stuffing_after_ff_and_reading_back() {
         let mut buf = [0u8; 64];
-        let mut s = SliceSink::new(&mut buf);
-        let mut w = BitWriter::new();
+        let mut w = Writer::new(&mut buf, NoSpill);
         // 0xFF, then bits that would make a marker without the stuffed bit.
-        w.put(&mut s, 0xff, 8);
-        w.put(&mut s, 0x1ff, 9);
-        w.put(&mut s, 0b101, 3);
-        w.finish(&mut s);
-        let n = s.len();
+        w.put(0xff, 8);
+        w.put(0x1ff, 9);
+        w.put(0b101, 3);
+        w.finish();
+        let n = w.len();
         let out = &buf[..n];
         for pair in out.windows(2) {
             assert!(pair[0] != 0xff || pair[1] < 0x80, "{out:02x?}");
@@ -267,11 +284,10 @@ mod tests {
     #[test]
     fn a_final_ff_gets_a_zero_byte() {
         let mut buf = [0u8; 8];
-        let mut s = SliceSink::new(&mut buf);
-        let mut w = BitWriter::new();
-        w.put(&mut s, 0xff, 8);
-        w.finish(&mut s);
-        let n = s.len();
+        let mut w = Writer::new(&mut buf, NoSpill);
+        w.put(0xff, 8);
+        w.finish();
+        let n = w.len();
         assert_eq!(&buf[..n], &[0xff, 0x00]);
     }
 
@@ -290,14 +306,12 @@ mod tests {
 
     #[test]
     fn overflow_is_recorded_not_written() {
-        let mut buf = [0u8; 2];
-        let mut s = SliceSink::new(&mut buf);
-        let mut w = BitWriter::new();
-        for _ in 0..4 {
-            w.put(&mut s, 0x55, 8);
+        let mut buf = [0u8; 8];
+        let mut w = Writer::new(&mut buf, NoSpill);
+        for _ in 0..12 {
+            w.put(0x55, 8);
         }
-        w.finish(&mut s);
-        assert!(s.overflowed());
-        assert_eq!(buf, [0x55, 0x55]);
+        w.finish();
+        assert!(w.overflowed());
     }
 }

@@ -14,19 +14,21 @@
 //! The output's layout during the job is [`Plan::region`]'s: every segment has
 //! `out.len() / segments` bytes (less the separator); a segment that needs more gives
 //! [`EncodeError::OutputFull`], even when the whole stream would have fitted.
-use crate::bits::{BitWriter, Sink};
+use crate::bits::{Sink, Writer};
 use crate::encode::{MAX_SEPARATOR, Plan};
-use crate::line::encode_line;
-use crate::model::Model;
+use crate::line::{Ops, encode_line};
+use crate::model::{Model, QUANT};
 use crate::{EncodeError, Layout};
 use gap_rust_sdk::{Cluster, Controller, Dma, DmaRaw, MAX_CORES, RawAlloc, Team};
 
+/// L1 bytes of the shared quantisation table.
+const QUANT_L1: usize = 512;
 /// Bytes of a core's code chunk in L1.
 pub const CHUNK: usize = 512;
 /// Segments one core may code in one call.
 pub const MAX_SEGMENTS_PER_CORE: usize = 32;
 
-/// L1 bytes one core uses for a plan ([`encode`] allocates `cores` times this).
+/// L1 bytes one core uses for a plan ([`encode`] allocates `cores` times this and 512 bytes).
 pub fn l1_per_core(plan: &Plan) -> usize {
     let line = (plan.plane_width() + 2).next_multiple_of(4);
     let staging = match plan.layout() {
@@ -36,53 +38,32 @@ pub fn l1_per_core(plan: &Plan) -> usize {
     core::mem::size_of::<Model>() + 3 * line + staging + CHUNK
 }
 
-/// Code written to an L1 chunk, and the chunk to L2 (the segment's region) when it is full.
+/// Where a core's full L1 chunks go: the segment's region of the output in L2 (DMA, waited for).
 struct ChunkSink<'a, D: DmaRaw> {
-    chunk: &'a mut [u8],
-    pos: usize,
     region: &'a mut [u8],
     written: usize,
     dma: &'a mut Dma<D>,
-    overflow: bool,
 }
 
-impl<D: DmaRaw> ChunkSink<'_, D> {
-    #[inline(never)]
-    fn spill(&mut self) {
-        let n = self.pos;
-        self.pos = 0;
-        if self.overflow || n == 0 {
-            return;
-        }
+impl<D: DmaRaw> Sink for ChunkSink<'_, D> {
+    fn spill(&mut self, bytes: &[u8]) -> bool {
+        let n = bytes.len();
         let ok = match self.region.get_mut(self.written..self.written + n) {
-            Some(dst) => self.dma.copy_out(&self.chunk[..n], dst).is_ok(),
+            Some(dst) => self.dma.copy_out(bytes, dst).is_ok(),
             None => false,
         };
         if ok {
             self.written += n;
-        } else {
-            self.overflow = true;
         }
-    }
-}
-
-impl<D: DmaRaw> Sink for ChunkSink<'_, D> {
-    #[inline(always)]
-    fn push(&mut self, byte: u8) {
-        if self.pos == self.chunk.len() {
-            self.spill();
-        }
-        self.chunk[self.pos] = byte;
-        self.pos += 1;
-    }
-    fn overflowed(&self) -> bool {
-        self.overflow
+        ok
     }
 }
 
 /// What every core reads.
 struct Shared<'a> {
     plan: &'a Plan,
+    /// The gradient quantisation table, copied into L1 (the cluster has no data cache).
+    quant: &'a [i8; 511],
     pixels: &'a [u8],
     cores: usize,
 }
@@ -106,7 +87,7 @@ fn share(segments: usize, cores: usize, c: usize) -> (usize, usize) {
 
 /// Codes `pixels` (in L2) with `plan` on `cores` cluster cores into `out` (L2); returns the
 /// stream's length. Nothing is allocated but L1 (freed on return).
-pub fn encode<C: Cluster>(
+pub fn encode<K: Ops, C: Cluster>(
     cl: &C,
     cores: usize,
     plan: &Plan,
@@ -127,7 +108,13 @@ pub fn encode<C: Cluster>(
     let per = l1_per_core(plan);
     let mut l1 = cl
         .l1()
-        .alloc_zeroed(per * cores, 4)
+        .alloc_zeroed(QUANT_L1 + per * cores, 4)
+        .map_err(|_| EncodeError::Scratch)?;
+    let (q, l1s) = l1.split_at_mut(QUANT_L1);
+    let q: &mut [i8] = bytemuck::cast_slice_mut(q);
+    q[..QUANT.len()].copy_from_slice(&QUANT);
+    let quant: &[i8; 511] = q[..QUANT.len()]
+        .try_into()
         .map_err(|_| EncodeError::Scratch)?;
     let region0 = plan.region(0, out.len());
     let share_len = region0.len() + MAX_SEPARATOR;
@@ -138,10 +125,10 @@ pub fn encode<C: Cluster>(
         core::array::from_fn(|c| plan.region(share(segs, cores, c).0, out.len()).start);
     let shared = Shared {
         plan,
+        quant,
         pixels,
         cores,
     };
-    let l1s: &mut [u8] = &mut l1;
     cl.run(|ctrl| {
         // Per-core slots: disjoint L1 slices and disjoint output ranges.
         let mut rest_l1 = &mut l1s[..];
@@ -166,7 +153,7 @@ pub fn encode<C: Cluster>(
         let fork = ctrl.fork_each(cores, &shared, &mut slots, |team, sh, slot| {
             let _ = team.core_id();
             if let Some(s) = slot {
-                s.result = code_segments(sh, s, share_len);
+                s.result = code_segments::<K, _>(sh, s, share_len);
             }
         });
         let mut lens = [0usize; MAX_CORES * MAX_SEGMENTS_PER_CORE];
@@ -219,7 +206,7 @@ fn join_dma<D: DmaRaw>(
 }
 
 /// One core: its segments, each into its region of `s.out`.
-fn code_segments<D: DmaRaw>(
+fn code_segments<K: Ops, D: DmaRaw>(
     sh: &Shared<'_>,
     s: &mut Slot<'_, D>,
     share_len: usize,
@@ -247,15 +234,12 @@ fn code_segments<D: DmaRaw>(
         let (a, r) = lines.split_at_mut(line);
         let (b, c) = r.split_at_mut(line);
         let mut bufs = [a, b, c];
-        let mut sink = ChunkSink {
-            chunk: &mut *chunk,
-            pos: 0,
+        let sink = ChunkSink {
             region,
             written: 0,
             dma: &mut dma_out,
-            overflow: false,
         };
-        let mut w = BitWriter::new();
+        let mut w = Writer::new(&mut *chunk, sink);
         // The segment's first line, then each line while the next is fetched.
         fetch(
             plan,
@@ -284,10 +268,10 @@ fn code_segments<D: DmaRaw>(
             };
             dma_in
                 .overlap((&ntail[..0], &mut []), (src, dst), || {
-                    encode_line(model, &mut w, &mut sink, prev, cur, pw)
+                    encode_line::<K, _>(model, sh.quant, &mut w, prev, cur, pw)
                 })
                 .map_err(|_| EncodeError::Cluster)?;
-            if sink.overflow {
+            if w.overflowed() {
                 return Err(EncodeError::OutputFull);
             }
             if more && plan.layout() == Layout::BayerRggb {
@@ -295,12 +279,12 @@ fn code_segments<D: DmaRaw>(
             }
             bufs.rotate_left(1);
         }
-        w.finish(&mut sink);
-        sink.spill();
-        if sink.overflow {
+        w.finish();
+        w.spill();
+        if w.overflowed() {
             return Err(EncodeError::OutputFull);
         }
-        s.lens[k] = sink.written;
+        s.lens[k] = w.sink.written;
     }
     Ok(())
 }
@@ -373,7 +357,7 @@ mod tests {
                     let room = plan.prefix_len()
                         + plan.segments() * (plan.max_segment_len(0) + MAX_SEPARATOR);
                     let mut out = alloc::vec![0u8; room];
-                    let n = encode(&cl, cores, &plan, &px, &mut out).unwrap();
+                    let n = encode::<crate::Portable, _>(&cl, cores, &plan, &px, &mut out).unwrap();
                     assert!(
                         out[..n] == want[..],
                         "{w}x{h} {layout:?} {cores} cores {bands} bands"
@@ -390,7 +374,7 @@ mod tests {
         let plan = Plan::new(64, 64, Layout::Grey, 4).unwrap();
         let mut out = alloc::vec![0u8; 200];
         assert_eq!(
-            encode(&cl, 4, &plan, &px, &mut out),
+            encode::<crate::Portable, _>(&cl, 4, &plan, &px, &mut out),
             Err(EncodeError::OutputFull)
         );
     }

@@ -1,9 +1,9 @@
 //! The encoder: the stream's layout ([`Plan`]), one segment (a restart interval of one
 //! component) at a time ([`encode_segment`]), the join of segments coded elsewhere ([`join`]),
 //! and the whole stream in one call ([`encode`]).
-use crate::bits::{BitWriter, Sink, SliceSink};
-use crate::line::encode_line;
-use crate::model::Model;
+use crate::bits::{NoSpill, Sink, Writer};
+use crate::line::{Ops, Portable, encode_line};
+use crate::model::{Model, QUANT};
 use crate::{EncodeError, Layout};
 use core::ops::Range;
 
@@ -257,17 +257,31 @@ fn sos(c: usize) -> [u8; 10] {
     [0xff, marker::SOS, 0, 8, 1, c as u8 + 1, 0, 0, 0, 0]
 }
 
-/// Codes segment `i` of `plan` from the whole picture `pixels` into `sink` (its entropy-coded
-/// bytes, without marker). `model` is reset here; `lines` holds two lines of the plane
-/// (`2 * (plane_width + 2)` bytes). The first line of a segment is coded as the first line of
-/// a picture (the line above is zero), as the standard requires after a restart marker.
+/// Codes segment `i` of `plan` from the whole picture `pixels` with `w` (its entropy-coded
+/// bytes, without marker; `w.finish()` included: the tail stays in `w`'s buffer). `model` is
+/// reset here; `lines` holds two lines of the plane (`2 * (plane_width + 2)` bytes). The first
+/// line of a segment is coded as the first line of a picture (the line above is zero), as the
+/// standard requires after a restart marker. The portable kernel; [`encode_segment_with`] takes
+/// another.
 pub fn encode_segment<S: Sink>(
     plan: &Plan,
     i: usize,
     pixels: &[u8],
     model: &mut Model,
     lines: &mut [u8],
-    sink: &mut S,
+    w: &mut Writer<'_, S>,
+) -> Result<(), EncodeError> {
+    encode_segment_with::<Portable, S>(plan, i, pixels, model, lines, w)
+}
+
+/// [`encode_segment`] with the kernel `K`.
+pub fn encode_segment_with<K: Ops, S: Sink>(
+    plan: &Plan,
+    i: usize,
+    pixels: &[u8],
+    model: &mut Model,
+    lines: &mut [u8],
+    w: &mut Writer<'_, S>,
 ) -> Result<(), EncodeError> {
     if pixels.len() != plan.width * plan.height {
         return Err(EncodeError::Input);
@@ -281,17 +295,16 @@ pub fn encode_segment<S: Sink>(
     let (mut a, mut b) = lines.split_at_mut(pw + 2);
     model.reset();
     let seg = plan.segment(i);
-    let mut w = BitWriter::new();
     for y in seg.first_line..seg.first_line + seg.lines {
         plan.plane_line(pixels, seg.component, y, &mut b[1..]);
-        encode_line(model, &mut w, sink, a, b, pw);
-        if sink.overflowed() {
+        encode_line::<K, S>(model, &QUANT, w, a, b, pw);
+        if w.overflowed() {
             return Err(EncodeError::OutputFull);
         }
         core::mem::swap(&mut a, &mut b);
     }
-    w.finish(sink);
-    if sink.overflowed() {
+    w.finish();
+    if w.overflowed() {
         return Err(EncodeError::OutputFull);
     }
     Ok(())
@@ -346,9 +359,9 @@ pub fn encode(plan: &Plan, pixels: &[u8], out: &mut [u8]) -> Result<usize, Encod
     let mut lines = [0u8; 2 * (STACK_WIDTH + 2)];
     let mut p = plan.write_prefix(out)?;
     for i in 0..plan.segments() {
-        let mut sink = SliceSink::new(out.get_mut(p..).ok_or(EncodeError::OutputFull)?);
-        encode_segment(plan, i, pixels, &mut model, &mut lines, &mut sink)?;
-        p += sink.len();
+        let mut w = Writer::new(out.get_mut(p..).ok_or(EncodeError::OutputFull)?, NoSpill);
+        encode_segment(plan, i, pixels, &mut model, &mut lines, &mut w)?;
+        p += w.len();
         p += plan.write_separator(i, out.get_mut(p..).ok_or(EncodeError::OutputFull)?)?;
     }
     Ok(p)

@@ -23,7 +23,7 @@
 //! |---|---|
 //! | [`Plan`] | the layout of a picture: components, bands, worst-case sizes, headers, regions |
 //! | [`encode`] | the whole picture on the calling core into a caller's buffer (no allocation) |
-//! | [`encode_segment`] | one band of one component into any [`Sink`] (what a cluster core runs) |
+//! | [`encode_segment`] | one band of one component through a [`Writer`] into any [`Sink`] (what a cluster core runs) |
 //! | [`join`] | segments coded in place ([`Plan::region`]) joined into one stream |
 //! | [`cluster::encode`] (feature `cluster`) | the bands on the cluster's cores, lines and code streamed L2 → L1 → L2 with the cluster DMA, then the join |
 //! | [`decode`], [`decode_bayer`] (feature `alloc`) | the decoder: typed errors, never a panic |
@@ -49,8 +49,9 @@ pub mod cluster;
 #[cfg(feature = "alloc")]
 pub mod decode;
 
-pub use bits::{Sink, SliceSink};
-pub use encode::{Plan, Segment, encode, encode_segment, join};
+pub use bits::{NoSpill, Sink, Writer};
+pub use encode::{Plan, Segment, encode, encode_segment, encode_segment_with, join};
+pub use line::{Ops, Portable};
 
 #[cfg(feature = "alloc")]
 pub use decode::{Image, decode, decode_bayer, decode_with_limit};
@@ -147,9 +148,9 @@ pub fn encode_to_vec(plan: &Plan, pixels: &[u8]) -> Result<alloc::vec::Vec<u8>, 
     let mut lines = alloc::vec![0u8; 2 * (plan.plane_width() + 2)];
     let mut p = plan.write_prefix(&mut out)?;
     for i in 0..plan.segments() {
-        let mut sink = SliceSink::new(&mut out[p..]);
-        encode_segment(plan, i, pixels, &mut model, &mut lines, &mut sink)?;
-        p += sink.len();
+        let mut w = Writer::new(&mut out[p..], NoSpill);
+        encode_segment(plan, i, pixels, &mut model, &mut lines, &mut w)?;
+        p += w.len();
         p += plan.write_separator(i, &mut out[p..])?;
     }
     out.truncate(p);

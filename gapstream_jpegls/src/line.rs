@@ -1,12 +1,53 @@
-//! The portable line coder: one line of one component, regular and run mode (ISO/IEC 14495-1,
-//! A.2–A.7), NEAR = 0, 8 bits. The PULP kernel (`pulp.rs`, feature `pulp`) codes the same bits.
+//! The line coder: one line of one component, regular and run mode (ISO/IEC 14495-1, A.2–A.7),
+//! NEAR = 0, 8 bits. Generic over [`Ops`], the few operations where the PULP instructions pay
+//! (`p.fl1` for the Golomb parameter, `p.min`/`p.max` for the median predictor, `p.clipu` for the
+//! corrected prediction, `p.abs`): [`Portable`] here, `Pulp` in `pulp.rs` (feature `pulp`); both
+//! code the same bits (checked on the host, and on the GAP8 model by the benchmark's digests).
 //!
 //! Lines are `width + 2` bytes: `line[1..=width]` the samples, `line[0]` and `line[width + 1]`
 //! the edges the standard defines (A.2.1: `Ra` of the first sample is the sample above it, `Rc`
 //! the first sample two lines up; `Rd` of the last sample is the sample above it), which
 //! [`edges`] sets before each line.
-use crate::bits::{BitWriter, Sink};
-use crate::model::{J, LIMIT, Model, QBPP, RunCtx, context, predict};
+use crate::bits::{Bits, Sink, Writer, flush, put};
+use crate::model::{Ctx, J, LIMIT, Model, QBPP, RunCtx};
+
+/// The operations a kernel variant provides.
+pub trait Ops {
+    /// Golomb parameter of a regular context: the least `k` with `n << k >= a` (`n >= 1`).
+    fn k(n: u32, a: u32) -> u32;
+    /// The median edge detector.
+    fn med(ra: i32, rb: i32, rc: i32) -> i32;
+    /// `v` clamped to 0..=255.
+    fn clamp255(v: i32) -> i32;
+    /// |v|.
+    fn abs(v: i32) -> i32;
+}
+
+/// Plain RV32IMC.
+pub struct Portable;
+
+impl Ops for Portable {
+    #[inline(always)]
+    fn k(n: u32, a: u32) -> u32 {
+        let mut k = 0;
+        while (n << k) < a {
+            k += 1;
+        }
+        k
+    }
+    #[inline(always)]
+    fn med(ra: i32, rb: i32, rc: i32) -> i32 {
+        crate::model::predict(ra, rb, rc)
+    }
+    #[inline(always)]
+    fn clamp255(v: i32) -> i32 {
+        v.clamp(0, 255)
+    }
+    #[inline(always)]
+    fn abs(v: i32) -> i32 {
+        v.abs()
+    }
+}
 
 /// Sets the edge samples of `prev` / `cur` (`width + 2` bytes each) before coding `cur`.
 #[inline(always)]
@@ -15,118 +56,135 @@ pub fn edges(prev: &mut [u8], cur: &mut [u8], width: usize) {
     cur[0] = prev[1];
 }
 
-/// Writes a mapped error value with the limited-length Golomb code `LG(k, limit)` (A.5.3).
-#[inline(always)]
-pub fn golomb<S: Sink>(w: &mut BitWriter, s: &mut S, k: u32, merr: u32, limit: u32) {
-    let high = merr >> k;
-    if high < limit - QBPP - 1 {
-        // `high` zeros, a one, the `k` low bits.
-        if high + 1 + k <= 25 {
-            w.put(s, (1 << k) | (merr & ((1 << k) - 1)), high + 1 + k);
+/// The writer's registers and its buffer, as locals of the line coder.
+struct Out<'a, 'b, S: Sink> {
+    b: Bits,
+    buf: &'a mut [u8],
+    sink: &'b mut S,
+}
+
+impl<S: Sink> Out<'_, '_, S> {
+    #[inline(always)]
+    fn put(&mut self, v: u32, c: u32) {
+        put(&mut self.b, self.buf, self.sink, v, c);
+    }
+    #[inline(always)]
+    fn zeros(&mut self, mut c: u32) {
+        while c > 24 {
+            self.put(0, 24);
+            c -= 24;
+        }
+        if c > 0 {
+            self.put(0, c);
+        }
+    }
+    /// The mapped error `merr` with the limited-length Golomb code `LG(k, limit)` (A.5.3).
+    #[inline(always)]
+    fn golomb(&mut self, k: u32, merr: u32, limit: u32) {
+        let high = merr >> k;
+        if high < limit - QBPP - 1 {
+            // `high` zeros, a one, the `k` low bits.
+            let low = (1 << k) | (merr & ((1 << k) - 1));
+            if high + 1 + k <= 25 {
+                self.put(low, high + 1 + k);
+            } else {
+                self.zeros(high);
+                self.put(low, 1 + k);
+            }
         } else {
-            w.zeros(s, high);
-            w.put(s, (1 << k) | (merr & ((1 << k) - 1)), 1 + k);
-        }
-    } else {
-        // Escape: `limit - qbpp - 1` zeros, a one, `merr - 1` in qbpp bits.
-        w.zeros(s, limit - QBPP - 1);
-        w.put(s, (1 << QBPP) | ((merr - 1) & ((1 << QBPP) - 1)), QBPP + 1);
-    }
-}
-
-/// Codes one regular-mode sample; `q` is the signed context number (≠ 0).
-#[inline(always)]
-fn regular<S: Sink>(
-    m: &mut Model,
-    w: &mut BitWriter,
-    s: &mut S,
-    q: i32,
-    x: i32,
-    ra: i32,
-    rb: i32,
-    rc: i32,
-) {
-    let sign = q >> 31;
-    let ctx = &mut m.ctx[((q ^ sign) - sign) as usize];
-    let k = ctx.k();
-    let px = (predict(ra, rb, rc) + ((ctx.c as i32 ^ sign) - sign)).clamp(0, 255);
-    // Error in the context's orientation, reduced modulo RANGE to −128..=127.
-    let err = (((x - px) ^ sign) - sign) as i8 as i32;
-    let e = err ^ ctx.correction(k);
-    let merr = ((e << 1) ^ (e >> 31)) as u32;
-    golomb(w, s, k, merr, LIMIT);
-    ctx.update(err);
-}
-
-/// Codes the run of `count` samples equal to `Ra` (A.7.1); `eol`: the run reaches the end of
-/// the line.
-#[inline(always)]
-fn run_length<S: Sink>(m: &mut Model, w: &mut BitWriter, s: &mut S, mut count: usize, eol: bool) {
-    loop {
-        let len = 1usize << J[m.run_index as usize];
-        if count < len {
-            break;
-        }
-        w.put(s, 1, 1);
-        count -= len;
-        if m.run_index < 31 {
-            m.run_index += 1;
+            // Escape: `limit - qbpp - 1` zeros, a one, `merr - 1` in qbpp bits.
+            self.zeros(limit - QBPP - 1);
+            self.put((1 << QBPP) | ((merr - 1) & ((1 << QBPP) - 1)), QBPP + 1);
         }
     }
-    if eol {
-        if count != 0 {
-            w.put(s, 1, 1);
-        }
-    } else {
-        // A zero, then the remainder in J[RUNindex] bits.
-        w.put(s, count as u32, J[m.run_index as usize] as u32 + 1);
-    }
 }
 
-/// Codes the sample that interrupts a run (A.7.2).
+/// Updates a regular context with a (modulo-reduced) error (A.6.1, A.6.2).
 #[inline(always)]
-fn interruption<S: Sink>(m: &mut Model, w: &mut BitWriter, s: &mut S, x: i32, ra: i32, rb: i32) {
-    let ritype = (ra == rb) as i32;
-    let err = if ritype == 1 {
-        x - ra
-    } else if rb > ra {
-        x - rb
-    } else {
-        rb - x
-    } as i8 as i32;
-    let limit = LIMIT - J[m.run_index as usize] as u32 - 1;
-    let ctx: &mut RunCtx = &mut m.run[ritype as usize];
-    let k = ctx.k(ritype);
-    let map = ctx.map(err, k) as i32;
-    let emerr = 2 * err.abs() - ritype - map;
-    golomb(w, s, k, emerr as u32, limit);
-    ctx.update(err, emerr, ritype);
-    m.run_index = m.run_index.saturating_sub(1);
+fn update<K: Ops>(ctx: &mut Ctx, err: i32) {
+    let mut a = ctx.a as i32 + K::abs(err);
+    let mut b = ctx.b as i32 + err;
+    let mut n = ctx.n as i32;
+    let mut c = ctx.c as i32;
+    if n == 64 {
+        a >>= 1;
+        b >>= 1;
+        n >>= 1;
+    }
+    n += 1;
+    if b + n <= 0 {
+        b += n;
+        if b <= -n {
+            b = -n + 1;
+        }
+        if c > -128 {
+            c -= 1;
+        }
+    } else if b > 0 {
+        b -= n;
+        if b > 0 {
+            b = 0;
+        }
+        if c < 127 {
+            c += 1;
+        }
+    }
+    *ctx = Ctx {
+        a: a as u16,
+        b: b as i16,
+        c: c as i8,
+        n: n as u8,
+    };
 }
 
-/// Codes line `cur[1..=width]` with `prev` as the line above. Sets the edges itself.
+/// Codes line `cur[1..=width]` with `prev` as the line above (sets the edges itself); `quant`
+/// is the gradient quantisation table ([`crate::model::QUANT`], or a copy of it in L1).
 #[inline(never)]
-pub fn encode_line<S: Sink>(
+pub fn encode_line<K: Ops, S: Sink>(
     m: &mut Model,
-    w: &mut BitWriter,
-    s: &mut S,
+    quant: &[i8; 511],
+    w: &mut Writer<'_, S>,
     prev: &mut [u8],
     cur: &mut [u8],
     width: usize,
 ) {
     edges(prev, cur, width);
     let (prev, cur) = (&prev[..width + 2], &cur[..width + 2]);
+    let mut o = Out {
+        b: w.bits,
+        buf: &mut *w.buf,
+        sink: &mut w.sink,
+    };
+    let q = |d: i32| quant[(d + 255) as usize] as i32;
     let mut i = 1;
     let mut rb = prev[0] as i32;
     let mut rd = prev[1] as i32;
+    // Q(Rb - Rc) of the next sample is Q(Rd - Rb) of this one.
+    let mut q2 = q(rd - rb);
     while i <= width {
         let ra = cur[i - 1] as i32;
         let rc = rb;
         rb = rd;
         rd = prev[i + 1] as i32;
-        let q = context(rd, rb, rc, ra);
-        if q != 0 {
-            regular(m, w, s, q, cur[i] as i32, ra, rb, rc);
+        let q1 = q(rd - rb);
+        let ctxn = (q1 * 9 + q2) * 9 + q(rc - ra);
+        q2 = q1;
+        if ctxn != 0 {
+            // Regular mode.
+            let x = cur[i] as i32;
+            let sign = ctxn >> 31;
+            let ctx = &mut m.ctx[((ctxn ^ sign) - sign) as usize];
+            let k = K::k(ctx.n as u32, ctx.a as u32);
+            let px = K::clamp255(K::med(ra, rb, rc) + ((ctx.c as i32 ^ sign) - sign));
+            // The error in the context's orientation, reduced modulo RANGE to -128..=127.
+            let err = (((x - px) ^ sign) - sign) as i8 as i32;
+            let e = if k == 0 {
+                err ^ ((2 * ctx.b as i32 + ctx.n as i32 - 1) >> 31)
+            } else {
+                err
+            };
+            o.golomb(k, ((e << 1) ^ (e >> 31)) as u32, LIMIT);
+            update::<K>(ctx, err);
             i += 1;
         } else {
             // Run mode: samples equal to Ra, to the end of the line at most.
@@ -136,15 +194,54 @@ pub fn encode_line<S: Sink>(
                 n += 1;
             }
             let eol = i + n > width;
-            run_length(m, w, s, n, eol);
-            i += n;
+            // The run length (A.7.1).
+            let mut count = n;
+            loop {
+                let len = 1usize << J[m.run_index as usize];
+                if count < len {
+                    break;
+                }
+                o.put(1, 1);
+                count -= len;
+                if m.run_index < 31 {
+                    m.run_index += 1;
+                }
+            }
             if eol {
+                if count != 0 {
+                    o.put(1, 1);
+                }
                 break;
             }
-            interruption(m, w, s, cur[i] as i32, ra, prev[i] as i32);
+            // A zero, then the remainder in J[RUNindex] bits.
+            o.put(count as u32, J[m.run_index as usize] as u32 + 1);
+            i += n;
+            // The interruption sample (A.7.2).
+            let x = cur[i] as i32;
+            let rbx = prev[i] as i32;
+            let ritype = (ra == rbx) as i32;
+            let err = if ritype == 1 {
+                x - ra
+            } else if rbx > ra {
+                x - rbx
+            } else {
+                rbx - x
+            } as i8 as i32;
+            let limit = LIMIT - J[m.run_index as usize] as u32 - 1;
+            let ctx: &mut RunCtx = &mut m.run[ritype as usize];
+            let k = ctx.k(ritype);
+            let map = ctx.map(err, k) as i32;
+            let emerr = 2 * K::abs(err) - ritype - map;
+            o.golomb(k, emerr as u32, limit);
+            ctx.update(err, emerr, ritype);
+            m.run_index = m.run_index.saturating_sub(1);
             i += 1;
             rb = prev[i - 1] as i32;
             rd = prev[i] as i32;
+            q2 = q(rd - rb);
         }
     }
+    // Whole bytes out (so that the caller sees the line's code in the buffer).
+    flush(&mut o.b, o.buf, o.sink);
+    w.bits = o.b;
 }

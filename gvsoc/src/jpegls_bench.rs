@@ -28,9 +28,15 @@ pub fn run(
     let frame: &[u8] = &core::hint::black_box(&GVSOC_BENCH_FRAME).0;
     if warm {
         let top = Plan::new(BENCH_FRAME_W, 16, Layout::Grey, JPEGLS_BANDS)?;
-        cluster::encode(cl, cores, &top, &frame[..BENCH_FRAME_W * 16], out)?;
+        cluster::encode::<gapstream_jpegls::Portable, _>(
+            cl,
+            cores,
+            &top,
+            &frame[..BENCH_FRAME_W * 16],
+            out,
+        )?;
     }
     let plan = Plan::new(BENCH_FRAME_W, BENCH_FRAME_H, Layout::Grey, JPEGLS_BANDS)?;
-    let n = cluster::encode(cl, cores, &plan, frame, out)?;
+    let n = cluster::encode::<gapstream_jpegls::Portable, _>(cl, cores, &plan, frame, out)?;
     Ok((n, cl.last_run()))
 }
