@@ -26,13 +26,14 @@
 //! | [`encode_segment`] | one band of one component through a [`Writer`] into any [`Sink`] (what a cluster core runs) |
 //! | [`join`] | segments coded in place ([`Plan::region`]) joined into one stream |
 //! | [`cluster::encode`] (feature `cluster`) | the bands on the cluster's cores, lines and code streamed L2 → L1 → L2 with the cluster DMA, then the join |
+//! | [`Portable`], `pulp::Pulp` (feature `pulp`, riscv32) | the line coder's kernel operations: plain RV32IMC, or PULP's `p.fl1`, `p.min`/`p.max`, `p.clipu`, `p.abs` (the same stream) |
 //! | [`decode`], [`decode_bayer`] (feature `alloc`) | the decoder: typed errors, never a panic |
 //!
 //! The per-frame path allocates nothing: the output buffer is the caller's, its worst case is
 //! [`Plan::max_encoded_len`] (32 bits a sample), and a shorter buffer that does not hold the
 //! code gives [`EncodeError::OutputFull`] (the caller may then send the frame raw).
 #![cfg_attr(not(feature = "std"), no_std)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "alloc")]
@@ -48,6 +49,8 @@ pub mod model;
 pub mod cluster;
 #[cfg(feature = "alloc")]
 pub mod decode;
+#[cfg(all(feature = "pulp", target_arch = "riscv32"))]
+pub mod pulp;
 
 pub use bits::{NoSpill, Sink, Writer};
 pub use encode::{Plan, Segment, encode, encode_segment, encode_segment_with, join};

@@ -137,8 +137,8 @@ pub fn aead_digest(ct: &[u8], tag: &[u8; 16]) -> u64 {
 /// `"jpegls"` is lossless JPEG-LS (`gapstream_jpegls`) of one frame of the frame set
 /// ([`BENCH_FRAME_W`] × [`BENCH_FRAME_H`], patched into [`BENCH_FRAME_SYMBOL`] by the runner) in
 /// [`JPEGLS_BANDS`] bands on the run's cores, output (and its digest) the `.jls` stream;
-/// `portable`: the portable line coder.
-pub const BENCH_KERNELS: [(&str, &str); 14] = [
+/// `portable`: the portable line coder; `pulp`: with the PULP operations (`gapstream_jpegls::pulp`).
+pub const BENCH_KERNELS: [(&str, &str); 15] = [
     ("chacha20", "portable"),
     ("chacha20", "rv32-asm"),
     ("chacha20", "pulp"),
@@ -153,6 +153,7 @@ pub const BENCH_KERNELS: [(&str, &str); 14] = [
     ("aes128gcm", "pulp"),
     ("aes128gcm", "rustcrypto"),
     ("jpegls", "portable"),
+    ("jpegls", "pulp"),
 ];
 
 /// True for the JPEG-LS kernels (input: the frame symbol; output: a stream of its own length).

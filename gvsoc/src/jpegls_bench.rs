@@ -20,6 +20,7 @@ pub static GVSOC_BENCH_FRAME: Frame = Frame([0x5a; BENCH_FRAME_W * BENCH_FRAME_H
 /// the measured job's statistics.
 pub fn run(
     cl: &BareCluster,
+    pulp: bool,
     cores: usize,
     out: &mut [u8],
     warm: bool,
@@ -37,6 +38,21 @@ pub fn run(
         )?;
     }
     let plan = Plan::new(BENCH_FRAME_W, BENCH_FRAME_H, Layout::Grey, JPEGLS_BANDS)?;
-    let n = cluster::encode::<gapstream_jpegls::Portable, _>(cl, cores, &plan, frame, out)?;
+    let n = code(cl, pulp, cores, &plan, frame, out)?;
     Ok((n, cl.last_run()))
+}
+
+fn code(
+    cl: &BareCluster,
+    pulp: bool,
+    cores: usize,
+    plan: &Plan,
+    frame: &[u8],
+    out: &mut [u8],
+) -> Result<usize, gapstream_jpegls::EncodeError> {
+    if pulp {
+        #[cfg(feature = "pulp")]
+        return cluster::encode::<gapstream_jpegls::pulp::Pulp, _>(cl, cores, plan, frame, out);
+    }
+    cluster::encode::<gapstream_jpegls::Portable, _>(cl, cores, plan, frame, out)
 }

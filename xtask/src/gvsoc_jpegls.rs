@@ -26,9 +26,11 @@ pub const TARGET_8_CORES: u64 = 750_000;
 /// Speed-up target of 8 cores over 1.
 pub const TARGET_SPEEDUP: f64 = 6.0;
 
+/// The JPEG-LS kernels selected: `--quick` measures the PULP variant only.
 fn variants(o: &Options) -> Vec<usize> {
     (0..BENCH_KERNELS.len())
         .filter(|&k| is_jpegls_kernel(k))
+        .filter(|&k| !o.quick || BENCH_KERNELS[k].1 == "pulp")
         .filter(|&k| {
             let (a, b) = BENCH_KERNELS[k];
             let name = format!("{a}/{b}");

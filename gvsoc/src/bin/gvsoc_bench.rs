@@ -445,7 +445,7 @@ mod app {
                 _ if jls && !bad => {
                     fill(&mut region, BENCH_MAX_BYTES);
                     let out = &mut region[BENCH_GUARD..BENCH_GUARD + BENCH_MAX_BYTES];
-                    crate::jpegls_bench::run(&cl, s.cores as usize, out, warm)
+                    crate::jpegls_bench::run(&cl, variant == "pulp", s.cores as usize, out, warm)
                         .map(|(n, st)| Outcome {
                             cycles: st.cycles,
                             active: st.active_cycles,
