@@ -33,6 +33,20 @@ pub struct Bits {
     overflow: bool,
 }
 
+impl Bits {
+    /// Bits that fit before a flush.
+    #[inline(always)]
+    pub(crate) fn room(&self) -> u32 {
+        32 - self.used
+    }
+    /// Appends `count` bits (`count <= room()`).
+    #[inline(always)]
+    pub(crate) fn push(&mut self, value: u32, count: u32) {
+        self.used += count;
+        self.acc |= value << (32 - self.used);
+    }
+}
+
 /// Writes one segment's bits into `buf`, handing full buffers to `sink`.
 pub struct Writer<'a, S: Sink> {
     /// The registers (copied into locals by the line coder).

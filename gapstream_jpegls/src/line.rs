@@ -8,8 +8,8 @@
 //! the edges the standard defines (A.2.1: `Ra` of the first sample is the sample above it, `Rc`
 //! the first sample two lines up; `Rd` of the last sample is the sample above it), which
 //! [`edges`] sets before each line.
-use crate::bits::{Bits, Sink, Writer, flush, put};
-use crate::model::{Ctx, J, LIMIT, Model, QBPP, RunCtx};
+use crate::bits::{Bits, Sink, Writer, flush};
+use crate::model::{CONTEXTS, Ctx, J, LIMIT, Model, QBPP, RunCtx};
 
 /// The operations a kernel variant provides.
 pub trait Ops {
@@ -66,9 +66,41 @@ struct Out<'a, 'b, S: Sink> {
 impl<S: Sink> Out<'_, '_, S> {
     #[inline(always)]
     fn put(&mut self, v: u32, c: u32) {
-        put(&mut self.b, self.buf, self.sink, v, c);
+        if self.b.room() < c {
+            self.flush();
+        }
+        self.b.push(v, c);
     }
+    /// Out of line: the hot loop must fit the GAP8 cluster's 4 KiB instruction cache.
+    #[inline(never)]
+    fn flush(&mut self) {
+        flush(&mut self.b, self.buf, self.sink);
+    }
+    /// The mapped error `merr` with the limited-length Golomb code `LG(k, limit)` (A.5.3).
     #[inline(always)]
+    fn golomb(&mut self, k: u32, merr: u32, limit: u32) {
+        let high = merr >> k;
+        if high + 1 + k <= 25 && high < limit - QBPP - 1 {
+            // `high` zeros, a one, the `k` low bits.
+            self.put((1 << k) | (merr & ((1 << k) - 1)), high + 1 + k);
+        } else {
+            self.golomb_long(k, merr, limit);
+        }
+    }
+    /// Long codes: more than 25 bits, or the escape.
+    #[inline(never)]
+    #[cold]
+    fn golomb_long(&mut self, k: u32, merr: u32, limit: u32) {
+        let high = merr >> k;
+        if high < limit - QBPP - 1 {
+            self.zeros(high);
+            self.put((1 << k) | (merr & ((1 << k) - 1)), 1 + k);
+        } else {
+            // Escape: `limit - qbpp - 1` zeros, a one, `merr - 1` in qbpp bits.
+            self.zeros(limit - QBPP - 1);
+            self.put((1 << QBPP) | ((merr - 1) & ((1 << QBPP) - 1)), QBPP + 1);
+        }
+    }
     fn zeros(&mut self, mut c: u32) {
         while c > 24 {
             self.put(0, 24);
@@ -76,25 +108,6 @@ impl<S: Sink> Out<'_, '_, S> {
         }
         if c > 0 {
             self.put(0, c);
-        }
-    }
-    /// The mapped error `merr` with the limited-length Golomb code `LG(k, limit)` (A.5.3).
-    #[inline(always)]
-    fn golomb(&mut self, k: u32, merr: u32, limit: u32) {
-        let high = merr >> k;
-        if high < limit - QBPP - 1 {
-            // `high` zeros, a one, the `k` low bits.
-            let low = (1 << k) | (merr & ((1 << k) - 1));
-            if high + 1 + k <= 25 {
-                self.put(low, high + 1 + k);
-            } else {
-                self.zeros(high);
-                self.put(low, 1 + k);
-            }
-        } else {
-            // Escape: `limit - qbpp - 1` zeros, a one, `merr - 1` in qbpp bits.
-            self.zeros(limit - QBPP - 1);
-            self.put((1 << QBPP) | ((merr - 1) & ((1 << QBPP) - 1)), QBPP + 1);
         }
     }
 }
@@ -173,7 +186,7 @@ pub fn encode_line<K: Ops, S: Sink>(
             // Regular mode.
             let x = cur[i] as i32;
             let sign = ctxn >> 31;
-            let ctx = &mut m.ctx[((ctxn ^ sign) - sign) as usize];
+            let ctx = &mut m.ctx[(((ctxn ^ sign) - sign) as usize).min(CONTEXTS - 1)];
             let k = K::k(ctx.n as u32, ctx.a as u32);
             let px = K::clamp255(K::med(ra, rb, rc) + ((ctx.c as i32 ^ sign) - sign));
             // The error in the context's orientation, reduced modulo RANGE to -128..=127.
@@ -187,55 +200,11 @@ pub fn encode_line<K: Ops, S: Sink>(
             update::<K>(ctx, err);
             i += 1;
         } else {
-            // Run mode: samples equal to Ra, to the end of the line at most.
-            let mut n = 0;
-            let ra8 = ra as u8;
-            while i + n <= width && cur[i + n] == ra8 {
-                n += 1;
-            }
-            let eol = i + n > width;
-            // The run length (A.7.1).
-            let mut count = n;
-            loop {
-                let len = 1usize << J[m.run_index as usize];
-                if count < len {
-                    break;
-                }
-                o.put(1, 1);
-                count -= len;
-                if m.run_index < 31 {
-                    m.run_index += 1;
-                }
-            }
-            if eol {
-                if count != 0 {
-                    o.put(1, 1);
-                }
+            // Run mode (out of line: the regular loop must stay small).
+            let Some(next) = run_mode::<K, S>(m, &mut o, prev, cur, i, width, ra) else {
                 break;
-            }
-            // A zero, then the remainder in J[RUNindex] bits.
-            o.put(count as u32, J[m.run_index as usize] as u32 + 1);
-            i += n;
-            // The interruption sample (A.7.2).
-            let x = cur[i] as i32;
-            let rbx = prev[i] as i32;
-            let ritype = (ra == rbx) as i32;
-            let err = if ritype == 1 {
-                x - ra
-            } else if rbx > ra {
-                x - rbx
-            } else {
-                rbx - x
-            } as i8 as i32;
-            let limit = LIMIT - J[m.run_index as usize] as u32 - 1;
-            let ctx: &mut RunCtx = &mut m.run[ritype as usize];
-            let k = ctx.k(ritype);
-            let map = ctx.map(err, k) as i32;
-            let emerr = 2 * K::abs(err) - ritype - map;
-            o.golomb(k, emerr as u32, limit);
-            ctx.update(err, emerr, ritype);
-            m.run_index = m.run_index.saturating_sub(1);
-            i += 1;
+            };
+            i = next;
             rb = prev[i - 1] as i32;
             rd = prev[i] as i32;
             q2 = q(rd - rb);
@@ -244,4 +213,66 @@ pub fn encode_line<K: Ops, S: Sink>(
     // Whole bytes out (so that the caller sees the line's code in the buffer).
     flush(&mut o.b, o.buf, o.sink);
     w.bits = o.b;
+}
+
+/// Run mode at sample `i` (A.7): the run of samples equal to `ra`, then (unless the run reaches
+/// the end of the line, `None`) the interruption sample. Returns the next sample's index.
+#[inline(never)]
+fn run_mode<K: Ops, S: Sink>(
+    m: &mut Model,
+    o: &mut Out<'_, '_, S>,
+    prev: &[u8],
+    cur: &[u8],
+    i: usize,
+    width: usize,
+    ra: i32,
+) -> Option<usize> {
+    let mut n = 0;
+    let ra8 = ra as u8;
+    while i + n <= width && cur[i + n] == ra8 {
+        n += 1;
+    }
+    let eol = i + n > width;
+    // The run length (A.7.1).
+    let mut count = n;
+    loop {
+        let len = 1usize << J[m.run_index as usize];
+        if count < len {
+            break;
+        }
+        o.put(1, 1);
+        count -= len;
+        if m.run_index < 31 {
+            m.run_index += 1;
+        }
+    }
+    if eol {
+        if count != 0 {
+            o.put(1, 1);
+        }
+        return None;
+    }
+    // A zero, then the remainder in J[RUNindex] bits.
+    o.put(count as u32, J[m.run_index as usize] as u32 + 1);
+    let i = i + n;
+    // The interruption sample (A.7.2).
+    let x = cur[i] as i32;
+    let rbx = prev[i] as i32;
+    let ritype = (ra == rbx) as i32;
+    let err = if ritype == 1 {
+        x - ra
+    } else if rbx > ra {
+        x - rbx
+    } else {
+        rbx - x
+    } as i8 as i32;
+    let limit = LIMIT - J[m.run_index as usize] as u32 - 1;
+    let ctx: &mut RunCtx = &mut m.run[ritype as usize];
+    let k = ctx.k(ritype);
+    let map = ctx.map(err, k) as i32;
+    let emerr = 2 * K::abs(err) - ritype - map;
+    o.golomb(k, emerr as u32, limit);
+    ctx.update(err, emerr, ritype);
+    m.run_index = m.run_index.saturating_sub(1);
+    Some(i + 1)
 }

@@ -29,13 +29,7 @@ pub fn run(
     let frame: &[u8] = &core::hint::black_box(&GVSOC_BENCH_FRAME).0;
     if warm {
         let top = Plan::new(BENCH_FRAME_W, 16, Layout::Grey, JPEGLS_BANDS)?;
-        cluster::encode::<gapstream_jpegls::Portable, _>(
-            cl,
-            cores,
-            &top,
-            &frame[..BENCH_FRAME_W * 16],
-            out,
-        )?;
+        code(cl, pulp, cores, &top, &frame[..BENCH_FRAME_W * 16], out)?;
     }
     let plan = Plan::new(BENCH_FRAME_W, BENCH_FRAME_H, Layout::Grey, JPEGLS_BANDS)?;
     let n = code(cl, pulp, cores, &plan, frame, out)?;
