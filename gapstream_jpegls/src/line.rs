@@ -81,8 +81,8 @@ impl<S: Sink> Out<'_, '_, S> {
     fn golomb(&mut self, k: u32, merr: u32, limit: u32) {
         let high = merr >> k;
         if high + 1 + k <= 25 && high < limit - QBPP - 1 {
-            // `high` zeros, a one, the `k` low bits.
-            self.put((1 << k) | (merr & ((1 << k) - 1)), high + 1 + k);
+            // `high` zeros, a one, the `k` low bits: `(1 << k) | (merr & ((1 << k) - 1))`.
+            self.put(merr.wrapping_sub(high.wrapping_sub(1) << k), high + 1 + k);
         } else {
             self.golomb_long(k, merr, limit);
         }
