@@ -248,7 +248,7 @@ fn code_segments<K: Ops, D: DmaRaw>(
             seg.first_line,
             &mut dma_in,
             staging,
-            &mut bufs[1],
+            bufs[1],
         )?;
         for y in seg.first_line..seg.first_line + seg.lines {
             let [prev, cur, next] = &mut bufs;
