@@ -39,6 +39,17 @@ impl Bits {
     pub(crate) fn room(&self) -> u32 {
         32 - self.used
     }
+    /// The accumulator and its bit count.
+    #[inline(always)]
+    pub(crate) fn acc_used(&self) -> (u32, u32) {
+        (self.acc, self.used)
+    }
+    /// Sets the accumulator and its bit count.
+    #[inline(always)]
+    pub(crate) fn set_acc(&mut self, acc: u32, used: u32) {
+        self.acc = acc;
+        self.used = used;
+    }
     /// Appends `count` bits (`count <= room()`).
     #[inline(always)]
     pub(crate) fn push(&mut self, value: u32, count: u32) {

@@ -71,10 +71,17 @@ impl<S: Sink> Out<'_, '_, S> {
         }
         self.b.push(v, c);
     }
-    /// Out of line: the hot loop must fit the GAP8 cluster's 4 KiB instruction cache.
-    #[inline(never)]
+    /// Inline: a call here makes the regular loop save and reload its registers on every sample.
+    #[inline(always)]
     fn flush(&mut self) {
         flush(&mut self.b, self.buf, self.sink);
+    }
+    /// [`Out::flush`] for the regular loop, whose accumulator lives in registers.
+    #[inline(always)]
+    fn flush_regs(&mut self, acc: u32, used: u32) -> (u32, u32) {
+        self.b.set_acc(acc, used);
+        flush(&mut self.b, self.buf, self.sink);
+        self.b.acc_used()
     }
     /// The mapped error `merr` with the limited-length Golomb code `LG(k, limit)` (A.5.3).
     #[inline(always)]
@@ -174,6 +181,8 @@ pub fn encode_line<K: Ops, S: Sink>(
     let mut rd = prev[1] as i32;
     // Q(Rb - Rc) of the next sample is Q(Rd - Rb) of this one.
     let mut q2 = q(rd - rb);
+    // The accumulator in registers (the rest of the writer is touched only when flushing).
+    let (mut acc, mut used) = o.b.acc_used();
     while i <= width {
         let ra = cur[i - 1] as i32;
         let rc = rb;
@@ -196,12 +205,29 @@ pub fn encode_line<K: Ops, S: Sink>(
             } else {
                 err
             };
-            o.golomb(k, ((e << 1) ^ (e >> 31)) as u32, LIMIT);
+            let merr = ((e << 1) ^ (e >> 31)) as u32;
+            let high = merr >> k;
+            let len = high + 1 + k;
+            if len <= 25 && high < LIMIT - QBPP - 1 {
+                // `high` zeros, a one, the `k` low bits: `(1 << k) | (merr & ((1 << k) - 1))`.
+                if used + len > 32 {
+                    (acc, used) = o.flush_regs(acc, used);
+                }
+                used += len;
+                acc |= merr.wrapping_sub(high.wrapping_sub(1) << k) << (32 - used);
+            } else {
+                o.b.set_acc(acc, used);
+                o.golomb_long(k, merr, LIMIT);
+                (acc, used) = o.b.acc_used();
+            }
             update::<K>(ctx, err);
             i += 1;
         } else {
             // Run mode (out of line: the regular loop must stay small).
-            let Some(next) = run_mode::<K, S>(m, &mut o, prev, cur, i, width, ra) else {
+            o.b.set_acc(acc, used);
+            let next = run_mode::<K, S>(m, &mut o, prev, cur, i, width, ra);
+            (acc, used) = o.b.acc_used();
+            let Some(next) = next else {
                 break;
             };
             i = next;
@@ -211,6 +237,7 @@ pub fn encode_line<K: Ops, S: Sink>(
         }
     }
     // Whole bytes out (so that the caller sees the line's code in the buffer).
+    o.b.set_acc(acc, used);
     flush(&mut o.b, o.buf, o.sink);
     w.bits = o.b;
 }
