@@ -339,3 +339,50 @@ fn bayer_mosaics_as_four_planes() {
         100.0 * (1.0 - t4 as f64 / tg as f64)
     );
 }
+
+/// CharLS agrees on pictures of random sizes (1×1 ..= 400×300) and kinds (noise, smooth with
+/// noise, flat areas with edges), with 1, 3 and 8 bands, both ways (one batch: one Python call).
+#[test]
+fn random_sizes_both_ways() {
+    let mut s = 0x5eed_1234_abcd_0001u64;
+    let mut rnd = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut pics = Vec::new();
+    for n in 0..24 {
+        let (w, h) = if n < 2 {
+            [(1, 1), (400, 300)][n]
+        } else {
+            (1 + (rnd() % 400) as usize, 1 + (rnd() % 300) as usize)
+        };
+        let kind = rnd() % 3;
+        let px: Vec<u8> = (0..w * h)
+            .map(|i| {
+                let (x, y) = (i % w, i / w);
+                match kind {
+                    0 => rnd() as u8,
+                    1 => ((x + 2 * y) as u64).wrapping_add(rnd() % 4) as u8,
+                    _ => {
+                        if (x / 9 + y / 4) % 3 == 0 {
+                            17
+                        } else {
+                            230
+                        }
+                    }
+                }
+            })
+            .collect();
+        pics.push(Pic {
+            name: format!("random{n}"),
+            w,
+            h,
+            layout: Layout::Grey,
+            px,
+        });
+    }
+    let sizes = run(&pics, "random");
+    assert_eq!(sizes.len(), pics.len());
+}
