@@ -43,14 +43,16 @@
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
-//! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the highest set bit of rs1 (32 for 0) |
 //! | [`p_lbu!`]`(rd, imm(rs1!))` | `p.lbu rD, Imm(rs1!)` | rd = Mem8(rs1) zero-extended; rs1 += imm |
 //! | [`p_lh_rr!`]`(rd, rs2(rs1))` | `p.lh rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) sign-extended (register offset) |
 //! | [`p_lw_rr!`]`(rd, rs2(rs1))` | `p.lw rD, rs2(rs1)` | rd = Mem32(rs1 + rs2) (register offset) |
-//! | [`p_abs!`]`(rd, rs1)` | `p.abs` | rd = \|rs1\| |
 //! | [`p_sh!`]`(rs2, rs3(rs1))` | `p.sh rs2, rs3(rs1)` | Mem16(rs1 + rs3) = rs2 (register offset) |
 //! | [`p_ff1!`]`(rd, rs1)` | `p.ff1` | rd = index of the lowest set bit of rs1 (32 for 0) |
 //! | [`pv_abs_h!`]`(rd, rs1)` | `pv.abs.h` | each halfword: rd\[i\] = \|rs1\[i\]\| |
+//! | [`p_min!`], [`p_max!`], [`p_minu!`], [`p_maxu!`]`(rd, rs1, rs2)` | `p.min` … | rd = min / max of rs1, rs2 (signed / unsigned) |
+//! | [`p_abs!`]`(rd, rs1)` | `p.abs` | rd = \|rs1\| |
+//! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the most significant 1 of rs1 (32 for 0) |
+//! | [`p_clipui!`]`(rd, rs1, Is2)` | `p.clipu` (immediate) | rd = rs1 clipped to 0..=2^(Is2−1)−1 |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
 //!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
@@ -638,19 +640,6 @@ pub fn pv_shuffle_sci_h(input: TokenStream) -> TokenStream {
     })
 }
 
-/// `p.fl1 rD, rs1`: index of the most significant set bit of rs1 (32 for 0).
-/// `p_fl1!(a0, a1)` → `".insn 4, 0x10059533"`.
-#[proc_macro]
-pub fn p_fl1(input: TokenStream) -> TokenStream {
-    expand(input, |i| {
-        let rd = parse_reg(i, "p.fl1", "rD")?;
-        comma(i, "p.fl1")?;
-        let rs1 = parse_reg(i, "p.fl1", "rs1")?;
-        end(i, "p.fl1")?;
-        Ok(encode::p_fl1(rd.num, rs1.num))
-    })
-}
-
 /// `p.ff1 rD, rs1`: index of the least significant set bit of rs1 (32 for 0).
 /// `p_ff1!(a0, a1)` → `".insn 4, 0x10058533"`.
 #[proc_macro]
@@ -673,18 +662,6 @@ pub fn pv_abs_h(input: TokenStream) -> TokenStream {
         let rs1 = parse_reg(i, "pv.abs.h", "rs1")?;
         end(i, "pv.abs.h")?;
         Ok(encode::pv_abs_h(rd.num, rs1.num))
-    })
-}
-
-/// `p.abs rD, rs1`: absolute value. `p_abs!(a0, a1)` → `".insn 4, 0x04058533"`.
-#[proc_macro]
-pub fn p_abs(input: TokenStream) -> TokenStream {
-    expand(input, |i| {
-        let rd = parse_reg(i, "p.abs", "rD")?;
-        comma(i, "p.abs")?;
-        let rs1 = parse_reg(i, "p.abs", "rs1")?;
-        end(i, "p.abs")?;
-        Ok(encode::p_abs(rd.num, rs1.num))
     })
 }
 
@@ -820,4 +797,81 @@ pub fn p_lh_rr(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn p_lw_rr(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_load_rr(i, "p.lw", encode::p_lw_rr))
+}
+
+// ------------------------------------------------------------------------------------------------
+// ALU: p.min / p.max / p.minu / p.maxu, p.abs, p.fl1, p.clipu (immediate)
+
+fn parse_rrr(input: ParseStream, insn: &str, f: fn(u32, u32, u32) -> u32) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs1 = parse_reg(input, insn, "rs1")?;
+    comma(input, insn)?;
+    let rs2 = parse_reg(input, insn, "rs2")?;
+    end(input, insn)?;
+    Ok(f(rd.num, rs1.num, rs2.num))
+}
+
+fn parse_rr(input: ParseStream, insn: &str, f: fn(u32, u32) -> u32) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs1 = parse_reg(input, insn, "rs1")?;
+    end(input, insn)?;
+    Ok(f(rd.num, rs1.num))
+}
+
+/// `p.min rD, rs1, rs2` (signed). `p_min!(a0, a1, a2)` → `".insn 4, 0x04c5c533"`.
+#[proc_macro]
+pub fn p_min(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.min", encode::p_min))
+}
+
+/// `p.minu rD, rs1, rs2` (unsigned). `p_minu!(a0, a1, a2)` → `".insn 4, 0x04c5d533"`.
+#[proc_macro]
+pub fn p_minu(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.minu", encode::p_minu))
+}
+
+/// `p.max rD, rs1, rs2` (signed). `p_max!(a0, a1, a2)` → `".insn 4, 0x04c5e533"`.
+#[proc_macro]
+pub fn p_max(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.max", encode::p_max))
+}
+
+/// `p.maxu rD, rs1, rs2` (unsigned). `p_maxu!(a0, a1, a2)` → `".insn 4, 0x04c5f533"`.
+#[proc_macro]
+pub fn p_maxu(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.maxu", encode::p_maxu))
+}
+
+/// `p.abs rD, rs1`. `p_abs!(a0, a1)` → `".insn 4, 0x04058533"`.
+#[proc_macro]
+pub fn p_abs(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rr(i, "p.abs", encode::p_abs))
+}
+
+/// `p.fl1 rD, rs1`: the index of rs1's most significant 1. `p_fl1!(a0, a1)` → `".insn 4, 0x10059533"`.
+#[proc_macro]
+pub fn p_fl1(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rr(i, "p.fl1", encode::p_fl1))
+}
+
+/// `p.clipu rD, rs1, Is2` (immediate form, `p.clipui` in GVSOC's decoder): rs1 clipped to
+/// 0..=2^(Is2−1)−1. `p_clipui!(a0, a1, 9)` → `".insn 4, 0x1495a533"`.
+///
+/// ```compile_fail
+/// asm_macros::p_clipui!(a0, a1, 32);
+/// ```
+#[proc_macro]
+pub fn p_clipui(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        const I: &str = "p.clipu";
+        let rd = parse_reg(i, I, "rD")?;
+        comma(i, I)?;
+        let rs1 = parse_reg(i, I, "rs1")?;
+        comma(i, I)?;
+        let (v, span) = parse_int(i, I, "Is2")?;
+        end(i, I)?;
+        encode::p_clipui(rd.num, rs1.num, v).map_err(|e| operand_error(I, span, e))
+    })
 }

@@ -44,11 +44,13 @@ pub const PADS: [u32; 8] = [0, 128, 256, 384, 512, 640, 768, 896];
 /// Cluster clock of the frame-time figures, MHz.
 const CLUSTER_MHZ: f64 = 150.0;
 
-/// Whether the options ask for JPEG rows (no kernel filter, or one that names `jpeg/…`).
+/// Whether the options ask for JPEG rows: no kernel filter, or one that is part of
+/// `jpeg/pulp` or `jpeg/portable` (`--kernel jpeg/` selects these rows alone: `jpeg` also
+/// matches the JPEG-LS kernels).
 pub fn selected(o: &Options) -> bool {
     o.kernel.as_deref().is_none_or(|k| {
         let k = k.trim();
-        "jpeg/pulp".contains(k) || "jpeg/portable".contains(k) || k.starts_with("jpeg")
+        "jpeg/pulp".contains(k) || "jpeg/portable".contains(k)
     })
 }
 
@@ -416,11 +418,15 @@ pub fn bench(o: &Options) -> Result<(), String> {
     fs::write(&csv_path, to_csv(&rows))
         .map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
     print!("{}", summary(&rows, &pil, &version, layouts));
+    let shown = csv_path
+        .strip_prefix(workspace_root())
+        .unwrap_or(&csv_path)
+        .display()
+        .to_string();
     println!(
-        "gvsoc-bench: jpeg: {} runs verified ({} points x {layouts} layouts), wrote {}",
+        "gvsoc-bench: jpeg: {} runs verified ({} points x {layouts} layouts), wrote {shown}",
         rows.len() * layouts,
         rows.len(),
-        csv_path.display()
     );
     Ok(())
 }
@@ -820,6 +826,14 @@ mod tests {
         assert!(selected(&Options::default()));
         assert!(!selected(&Options {
             kernel: Some("chacha20".into()),
+            ..Options::default()
+        }));
+        assert!(!selected(&Options {
+            kernel: Some("jpegls".into()),
+            ..Options::default()
+        }));
+        assert!(selected(&Options {
+            kernel: Some("jpeg/".into()),
             ..Options::default()
         }));
     }

@@ -15,6 +15,7 @@
 //! * `bench-report [--csv PATH]` — PNG plots and `target/bench/report.md` from the CSVs (`report.rs`).
 mod gvsoc;
 mod gvsoc_jpeg;
+mod gvsoc_jpegls;
 mod pulp;
 mod qemu;
 mod report;
