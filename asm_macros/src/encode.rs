@@ -127,6 +127,12 @@ pub fn p_fl1(rd: u32, rs1: u32) -> u32 {
     r_type(0b000_1000, 0, rs1, 0b001, rd, OP_OP)
 }
 
+/// `p.cnt rD, rs1`: rD = the number of set bits of rs1.
+/// `0001000 | 00000 | rs1 | 011 | rD | 0110011`.
+pub fn p_cnt(rd: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, 0, rs1, 0b011, rd, OP_OP)
+}
+
 /// `p.clipu rD, rs1, Is2`: rD = rs1 clipped to 0..=2^(Is2−1)−1 (Is2 0..=31; 9 clips to a byte).
 /// `0001010 | Is2 | rs1 | 010 | rD | 0110011`.
 pub fn p_clipui(rd: u32, rs1: u32, is2: i64) -> Result<u32, OperandError> {
@@ -708,6 +714,12 @@ mod tests {
         assert_eq!(p_ff1(0, 0), 0x1000_0033);
         assert_eq!(p_ff1(r("a0"), r("a1")), 0x1005_8533);
         assert_eq!(p_ff1(r("x31"), r("x31")), 0x100F_8FB3);
+        // Bit Manipulation > Encoding: `0001000 00000 src1 011 dest 0110011 p.cnt` (GVSOC:
+        // `p.cnt 'R1' '0001000 00000 ----- 011 ----- 0110011'`).
+        assert_eq!(p_cnt(0, 0), 0x1000_3033);
+        assert_eq!(p_cnt(r("a0"), r("a1")), 0x1005_B533);
+        assert_eq!(p_cnt(r("t1"), r("s8")), 0x100C_3333);
+        assert_eq!(p_cnt(r("x31"), r("x31")), 0x100F_BFB3);
         // Load/Store > register-register: `0000000 src base 101 offset 0100011 p.sh rs2,
         // rs3(rs1)` (GVSOC pulp_v2: `SH_RR 'SR' '0000000 ----- ----- 101 ----- 0100011'`, the
         // offset register in bits 11:7).

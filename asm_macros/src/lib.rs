@@ -52,6 +52,7 @@
 //! | [`p_min!`], [`p_max!`], [`p_minu!`], [`p_maxu!`]`(rd, rs1, rs2)` | `p.min` … | rd = min / max of rs1, rs2 (signed / unsigned) |
 //! | [`p_abs!`]`(rd, rs1)` | `p.abs` | rd = \|rs1\| |
 //! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the most significant 1 of rs1 (32 for 0) |
+//! | [`p_cnt!`]`(rd, rs1)` | `p.cnt` | rd = the number of set bits of rs1 |
 //! | [`p_clipui!`]`(rd, rs1, Is2)` | `p.clipu` (immediate) | rd = rs1 clipped to 0..=2^(Is2−1)−1 |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
@@ -854,6 +855,12 @@ pub fn p_abs(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn p_fl1(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_rr(i, "p.fl1", encode::p_fl1))
+}
+
+/// `p.cnt rD, rs1`: the number of set bits of rs1. `p_cnt!(a0, a1)` → `".insn 4, 0x1005b533"`.
+#[proc_macro]
+pub fn p_cnt(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rr(i, "p.cnt", encode::p_cnt))
 }
 
 /// `p.clipu rD, rs1, Is2` (immediate form, `p.clipui` in GVSOC's decoder): rs1 clipped to

@@ -10,7 +10,7 @@
 //! than the caller's buffer) or rolls back to the last block boundary and continues in a fresh
 //! buffer (the cluster lanes, whose L1 staging chunks fill up regularly).
 use crate::fdct::Kernel;
-use crate::tables::Tables;
+use crate::tables::{CODE_MASK, LEN_SHIFT, Tables};
 
 /// Bytes one block can add to an [`Out`] at most: 20 DC bits + 63 × 26 AC bits + 31 pending bits
 /// make at most 52 words, each at most 8 bytes once stuffed.
@@ -161,14 +161,14 @@ fn code_ac<K: Kernel>(v: i32, k: usize, run: u32, t: &Tables, bits: &mut Bits, o
     let mut run = run;
     while run >= 16 {
         let p = t.ac[0xf0];
-        bits.put(out, p & 0xffff, p >> 16);
+        bits.put(out, p & CODE_MASK, p >> LEN_SHIFT);
         run -= 16;
     }
     let a = v.unsigned_abs();
     let q = t.quant[k & 63].quantise(a);
     let nb = K::bit_len(q);
     let p = t.ac[((run << 4) | nb) as usize & 0xff];
-    bits.put(out, ((p & 0xffff) << nb) | field(v, q, nb), (p >> 16) + nb);
+    bits.put(out, (p & CODE_MASK) | field(v, q, nb), p >> LEN_SHIFT);
 }
 
 /// Quantises and codes one block of DCT output (`f8`, zig-zag order, scaled by 8) after the
@@ -193,11 +193,7 @@ pub fn code_block<K: Kernel>(
     let a = diff.unsigned_abs();
     let nb = if a == 0 { 0 } else { K::bit_len(a) };
     let p = t.dc[nb as usize];
-    bits.put(
-        out,
-        ((p & 0xffff) << nb) | field(diff, a, nb),
-        (p >> 16) + nb,
-    );
+    bits.put(out, (p & CODE_MASK) | field(diff, a, nb), p >> LEN_SHIFT);
     // AC in zig-zag order: runs of zeros, ZRL for every 16, EOB after the last non-zero.
     let mut last = 0usize;
     for (w, &z) in zero.iter().enumerate() {
@@ -221,7 +217,7 @@ pub fn code_block<K: Kernel>(
     }
     if last < 63 {
         let p = t.ac[0x00];
-        bits.put(out, p & 0xffff, p >> 16);
+        bits.put(out, p & CODE_MASK, p >> LEN_SHIFT);
     }
 }
 

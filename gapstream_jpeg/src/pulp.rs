@@ -25,16 +25,17 @@
 //! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
 //! the DC quantised (`p.abs`, reciprocal multiply) and coded as the difference to the previous
 //! block; the zero mask inverted and bit-interleaved (a perfect shuffle in four steps) so that
-//! bit `j` of word `w` is coefficient `32 w + j`; each non-zero coefficient found with `p.ff1`,
-//! quantised, its category from `p.fl1`, its code from the AC table, ZRL for runs of 16; EOB
-//! unless coefficient 63 was coded. Bits go into a 32-bit accumulator; a full word is stored
+//! bit `j` of word `w` is coefficient `32 w + j`; per word, hardware loop 0 runs once per
+//! non-zero coefficient (`p.cnt`), each found with `p.ff1`, quantised, its category from `p.fl1`,
+//! its code from the AC table (already shifted by the category, the total length on top: see
+//! [`crate::tables::coder_entry`]), ZRL for runs of 16; EOB unless coefficient 63 was coded. Bits go into a 32-bit accumulator; a full word is stored
 //! big-endian, byte by byte with a stuffed `0x00` after each `0xFF` when it holds one.
 use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
 use asm_macros::{
-    lp_setup, lp_setupi, p_abs, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr, p_lw, p_lw_rr, p_sh,
-    pv_abs_h, pv_add_h, pv_shuffle_sci_h, pv_sub_h,
+    lp_setup, lp_setupi, p_abs, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr, p_lw, p_lw_rr,
+    p_sh, pv_abs_h, pv_add_h, pv_shuffle_sci_h, pv_sub_h,
 };
 use core::arch::asm;
 
@@ -297,10 +298,12 @@ macro_rules! shuffle {
 /// guaranteed by the caller); returns the new end.
 ///
 /// Register plan: F8 a0, zero masks a1 a2 (then the non-zero flags of the current word s8),
-/// quantiser entries a3, AC codes a4, DC codes a5, output a6, DC predictor a7, bit accumulator
+/// quantiser entries a3, AC entries a4 (`t.ac` + 1 entry: the entry of `(run, size)` at
+/// `a4 + 4 (run << 4 | size - 1)`), DC entries a5, output a6, DC predictor a7, bit accumulator
 /// s2 and free bits s3, shuffle masks s4-s7 (then `0x01010101`, `0x80808080`, 31 in s4-s6),
-/// `last + 1` s9, word base s10, 16 s11; zig-zag position t0, run t6. The put routine (label 90, link ra) takes the code in t3 and its length
-/// in t4 and clobbers t1 t2 t5.
+/// `last + 1` s9, word base s10, 16 s11; zig-zag position t0, run t6. The AC scan of a word is
+/// hardware loop 0, one iteration per non-zero coefficient. The put routine (label 90, link ra)
+/// takes the code in t3 and its length in t4 and clobbers t1 t2 t5.
 #[rustfmt::skip]
 #[inline(never)]
 #[unsafe(link_section = ".text.hot.4.jpeg.2.block")]
@@ -314,11 +317,13 @@ fn block(
 ) -> *mut u8 {
     let (mut acc, mut free, mut pred, mut end) = (bits.acc, bits.free, *dc_pred, out);
     // SAFETY: the asm reads the 128 bytes of `f8`, entries 0..64 of `t.quant` (8 bytes each),
-    // `t.ac[0..256]` and `t.dc[0..12]` (indices: a category is at most 11 for the DC and 10 for
-    // AC coefficients of 8-bit samples, a run at most 15), and writes at most
+    // `t.ac[0..256]` (through `t.ac + 1`, offsets -4..=1019) and `t.dc[0..12]` (indices: a
+    // category is at most 11 for the DC and 10 for AC coefficients of 8-bit samples, a run at
+    // most 15), and writes at most
     // `MAX_BLOCK_BYTES` bytes from `out` (the caller guarantees the room: one block is at most
     // 20 + 63 * 26 bits plus 31 pending, 52 words of at most 8 stuffed bytes); it writes only the
-    // registers declared below.
+    // registers declared below. Hardware loop 0 is overwritten (this is never called from inside
+    // a hardware loop).
     unsafe {
         asm!(
             ".option push",
@@ -364,22 +369,24 @@ fn block(
             "addi t3, t3, 1",
             "srl t5, t5, t3",
             "xor t5, t1, t5",
+            // The entry: the code shifted by the size, the total length in bits 27..32.
             "slli t3, t2, 2",
             "add t3, a5, t3",
             "lw t3, 0(t3)",
-            "srli t4, t3, 16",
-            p_extractui!(t3, t3, 15, 0),
-            "sll t3, t3, t2",
+            "srli t4, t3, 27",
+            p_extractui!(t3, t3, 26, 0),
             "or t3, t3, t5",
-            "add t4, t4, t2",
             "jal ra, 90f",
-            // ---- AC, word 0 (the DC's bit cleared), then word 1.
+            // ---- AC, word 0 (the DC's bit cleared), then word 1: hardware loop 0 runs once per
+            // non-zero coefficient of the word (`p.cnt`); its last instruction finds the next one,
+            // so the put routine's return and the fast path both end there.
             "li s9, 1",
             "li s10, 0",
             "50:",
             "beqz s8, 58f",
-            "51:",
+            p_cnt!(t1, s8),
             p_ff1!(t0, s8),
+            lp_setup!(x0, t1, 136),
             "addi t1, s8, -1",
             "and s8, s8, t1",
             "add t0, s10, t0",
@@ -397,36 +404,36 @@ fn block(
             p_abs!(t0, t2),
             "add t0, t0, t3",
             "mul t0, t0, t4",
+            "srai t2, t2, 31",
             "srl t0, t0, t5",
+            // size - 1 = fl1(q); the entry of (run, size) at a4 + 4 (run << 4 | size - 1); the
+            // field: q, or its complement in size bits for a negative coefficient (the sign
+            // word shifted right by 32 - size = 31 - fl1).
             p_fl1!(t1, t0),
-            // field: q, or its complement in nb bits for a negative coefficient (the sign
-            // word shifted right by 32 - nb = 31 - fl1).
-            "srai t5, t2, 31",
             "sub t4, s6, t1",
-            "addi t1, t1, 1",
             "slli t3, t6, 4",
             "or t3, t3, t1",
             "slli t3, t3, 2",
             p_lw_rr!(t3, t3(a4)),
-            "srl t5, t5, t4",
-            "xor t5, t0, t5",
-            "srli t4, t3, 16",
-            p_extractui!(t3, t3, 15, 0),
-            "sll t3, t3, t1",
-            "or t3, t3, t5",
-            "add t4, t4, t1",
+            "srl t2, t2, t4",
+            "xor t2, t0, t2",
+            "srli t4, t3, 27",
+            p_extractui!(t3, t3, 26, 0),
+            "or t3, t3, t2",
             "bgeu t4, s3, 56f",
             "sll s2, s2, t4",
             "or s2, s2, t3",
             "sub s3, s3, t4",
-            "55:",
-            "bnez s8, 51b",
+            // The loop's last instruction, 34 after the lp.setup (the branches out of the loop
+            // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
+            // does, on the built kernel).
+            "55:", p_ff1!(t0, s8),
             "58:",
             "bnez s10, 60f",
             "li s10, 32",
             "mv s8, a2",
             "j 50b",
-            // Put through the routine (a full word to emit), back into the loop.
+            // Put through the routine (a full word to emit), back to the loop's last instruction.
             "56:",
             "jal ra, 90f",
             "j 55b",
@@ -434,16 +441,16 @@ fn block(
             "60:",
             "li t0, 64",
             "bgeu s9, t0, 99f",
-            "lw t3, 0(a4)",
-            "srli t4, t3, 16",
-            p_extractui!(t3, t3, 15, 0),
+            "lw t3, -4(a4)",
+            "srli t4, t3, 27",
+            p_extractui!(t3, t3, 26, 0),
             "jal ra, 90f",
             "j 99f",
-            // ---- ZRL for every 16 zeros of a run (t0: k and t6: run kept).
+            // ---- ZRL for every 16 zeros of a run (t0: k and t6: run kept), back into the loop.
             "70:",
-            "lw t3, 960(a4)",
-            "srli t4, t3, 16",
-            p_extractui!(t3, t3, 15, 0),
+            "lw t3, 956(a4)",
+            "srli t4, t3, 27",
+            p_extractui!(t3, t3, 26, 0),
             "jal ra, 90f",
             "addi t6, t6, -16",
             "bgeu t6, s11, 70b",
@@ -500,7 +507,7 @@ fn block(
             in("x11") zero[0],
             inout("x12") zero[1] => _,
             in("x13") t.quant.as_ptr(),
-            in("x14") t.ac.as_ptr(),
+            in("x14") t.ac.as_ptr().wrapping_add(1),
             in("x15") t.dc.as_ptr(),
             inout("x16") end,
             inout("x17") pred,

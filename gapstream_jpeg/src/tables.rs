@@ -156,6 +156,25 @@ pub const fn reciprocal(divisor: u32) -> (u32, u32, u32) {
     (fq as u32, c, r)
 }
 
+/// Where the total length sits in a coder entry ([`Tables::ac`], [`Tables::dc`]): bits 27..32;
+/// the code, shifted by the size, below (an AC code is at most 16 bits with a size of at most
+/// 10, a DC code at most 9 with a size of at most 11: `len + size <= 26`).
+pub const LEN_SHIFT: u32 = 27;
+
+/// The bits of a coder entry below its length.
+pub const CODE_MASK: u32 = (1 << LEN_SHIFT) - 1;
+
+/// The coder entry of a symbol (`len << 16 | code`, [`HuffCodes::packed`]) whose magnitude field
+/// has `size` bits: `(len + size) << 27 | code << size` (0 for a symbol the table lacks), so that
+/// the coder ORs the field into the low bits and puts `entry >> 27` bits of `entry & CODE_MASK`.
+pub const fn coder_entry(packed: u32, size: u32) -> u32 {
+    let (len, code) = (packed >> 16, packed & 0xffff);
+    if len == 0 {
+        return 0;
+    }
+    (len + size) << LEN_SHIFT | code << size
+}
+
 /// One zig-zag position of [`Tables`]: where its coefficient is and how it is quantised.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -189,9 +208,11 @@ pub struct Tables {
     /// The zero thresholds in zig-zag order as halfword pairs: `thr[i] = t[2i] | t[2i+1] << 16`
     /// (the layout [`crate::Kernel::zero_mask`] reads; `t[0] = 0`: the DC is always coded).
     pub thr: [u32; 32],
-    /// `len << 16 | code` of each AC symbol `run << 4 | size` (indexed by the symbol).
+    /// Each AC symbol `run << 4 | size` (indexed by the symbol) as the coder puts it: its code
+    /// shifted left by `size` (room for the magnitude field) and the total length `len + size`
+    /// in the top bits ([`coder_entry`]).
     pub ac: [u32; 256],
-    /// `len << 16 | code` of each DC category 0..=11.
+    /// Each DC category 0..=11 in the same form.
     pub dc: [u32; 12],
     /// The quantisation table in zig-zag order, as the DQT segment carries it.
     pub dqt: [u8; 64],
@@ -233,7 +254,13 @@ impl Tables {
             };
         }
         let mut dc = [0u32; 12];
-        dc.copy_from_slice(&DC_CODES.packed[..12]);
+        for (s, e) in dc.iter_mut().enumerate() {
+            *e = coder_entry(DC_CODES.packed[s], s as u32);
+        }
+        let mut ac = [0u32; 256];
+        for (s, e) in ac.iter_mut().enumerate() {
+            *e = coder_entry(AC_CODES.packed[s], s as u32 & 15);
+        }
         let mut thr = [0u32; 32];
         for (i, t) in thr.iter_mut().enumerate() {
             let lo = if i == 0 { 0 } else { quant[2 * i].thr as u32 };
@@ -242,7 +269,7 @@ impl Tables {
         Tables {
             quant,
             thr,
-            ac: AC_CODES.packed,
+            ac,
             dc,
             dqt,
             dct: crate::fdct::PAIRS,
@@ -345,6 +372,28 @@ mod tests {
             }
         }
         // Two anchors from Table K.5: EOB = 1010, ZRL = 11111111001.
+        // The coder's entries: the code shifted by the size, the total length on top.
+        let t = Tables::new(75);
+        for (e, s, codes) in
+            t.ac.iter()
+                .enumerate()
+                .map(|(s, &e)| (e, s as u32, &AC_CODES))
+                .chain(
+                    t.dc.iter()
+                        .enumerate()
+                        .map(|(s, &e)| (e, s as u32, &DC_CODES)),
+                )
+        {
+            let (code, len) = codes.get(s as u8);
+            let size = s & 15;
+            if len == 0 {
+                assert_eq!(e, 0);
+                continue;
+            }
+            assert_eq!(e >> LEN_SHIFT, len + size, "symbol {s:#x}");
+            assert!(e >> LEN_SHIFT <= 26);
+            assert_eq!(e & CODE_MASK, code << size, "symbol {s:#x}");
+        }
         assert_eq!(AC_CODES.get(0x00), (0b1010, 4));
         assert_eq!(AC_CODES.get(0xf0), (0b111_1111_1001, 11));
         assert_eq!(DC_CODES.get(0), (0b00, 2));

@@ -430,14 +430,37 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
             block,
             &[
                 ("p.abs", 0xFFF0_707F, 0x0400_0033, 3),
-                ("p.ff1", 0xFFF0_707F, 0x1000_0033, 1),
+                ("p.ff1", 0xFFF0_707F, 0x1000_0033, 2),
                 ("p.fl1", 0xFFF0_707F, 0x1000_1033, 2),
-                ("p.extractu Is3 = 15, Is2 = 0", 0xFFF0_707F, 0xDE00_1033, 4),
+                ("p.cnt t1, s8", 0xFFFF_FFFF, 0x100C_3333, 1),
+                ("p.extractu t3, t3, 26, 0", 0xFFFF_FFFF, 0xF40E_1E33, 4),
                 ("p.lh rD, rs2(rs1)", 0xFE00_707F, 0x1000_7003, 1),
                 ("p.lw rD, rs2(rs1)", 0xFE00_707F, 0x2000_7003, 1),
+                ("lp.setup x0, t1, 136", 0xFFFF_FFFF, 0x0443_407B, 1),
             ],
         )?
     ));
+    // The AC loop: no compressed instruction inside, its last instruction the `p.ff1` that
+    // finds the next coefficient.
+    let setup = block
+        .iter()
+        .find(|i| i.wide && i.word == 0x0443_407B)
+        .ok_or("jpeg block coder: no lp.setup")?;
+    let end = setup.addr + 136;
+    if let Some(c) = block
+        .iter()
+        .find(|i| i.addr > setup.addr && i.addr <= end && !i.wide)
+    {
+        return Err(format!(
+            "jpeg block coder: compressed `{}` inside the hardware loop",
+            c.text
+        ));
+    }
+    match block.iter().find(|i| i.addr == end) {
+        Some(i) if i.wide && i.word & 0xFFF0_707F == 0x1000_0033 => {}
+        _ => return Err("jpeg block coder: the AC loop does not end at a p.ff1".into()),
+    }
+    report.push("jpeg block coder: the AC loop is hardware loop 0 (34 instructions)".into());
     Ok(report)
 }
 

@@ -97,5 +97,11 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (p_lw_rr!(x31, x31(x31)), 0x21FF_FF83),
         (p_sh!(t5, a0(a1)), 0x01E5_D523),
         (p_sh!(x31, x31(x31)), 0x01FF_DFA3),
+        // The block coder's AC loop: `p.cnt` for its count, the coder entries' 27 code bits.
+        (p_cnt!(a0, a1), 0x1005_B533),
+        (p_cnt!(t1, s8), 0x100C_3333),
+        (p_cnt!(x31, x31), 0x100F_BFB3),
+        (p_extractui!(t3, t3, 26, 0), 0xF40E_1E33),
+        (lp_setup!(x0, t1, 136), 0x0443_407B),
     ]
 }
