@@ -28,14 +28,16 @@
 //! bit `j` of word `w` is coefficient `32 w + j`; per word, hardware loop 0 runs once per
 //! non-zero coefficient (`p.cnt`), each found with `p.ff1`, quantised, its category from `p.fl1`,
 //! its code from the AC table (already shifted by the category, the total length on top: see
-//! [`crate::tables::coder_entry`]), ZRL for runs of 16; EOB unless coefficient 63 was coded. Bits go into a 32-bit accumulator; a full word is stored
-//! big-endian, byte by byte with a stuffed `0x00` after each `0xFF` when it holds one.
+//! [`crate::tables::coder_entry`]), ZRL for runs of 16; EOB unless coefficient 63 was coded.
+//! Bits go into a 32-bit accumulator; a full word is stored big-endian in one store of its bytes
+//! reversed (`pv.shuffle.b`), or byte by byte with a stuffed `0x00` after each `0xFF` when it
+//! holds one; the AC loop does this inline.
 use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
 use asm_macros::{
     lp_setup, lp_setupi, p_abs, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr, p_lw, p_lw_rr,
-    p_sh, pv_abs_h, pv_add_h, pv_shuffle_sci_h, pv_sub_h,
+    p_sh, pv_abs_h, pv_add_h, pv_shuffle_b, pv_shuffle_sci_h, pv_sub_h,
 };
 use core::arch::asm;
 
@@ -300,7 +302,8 @@ macro_rules! shuffle {
 /// Register plan: F8 a0, zero masks a1 a2 (then the non-zero flags of the current word s8),
 /// quantiser entries a3, AC entries a4 (`t.ac` + 1 entry: the entry of `(run, size)` at
 /// `a4 + 4 (run << 4 | size - 1)`), DC entries a5, output a6, DC predictor a7, bit accumulator
-/// s2 and free bits s3, shuffle masks s4-s7 (then `0x01010101`, `0x80808080`, 31 in s4-s6),
+/// s2 and free bits s3, shuffle masks s4-s7 (then `0x01010101`, `0x80808080`, 31 and the byte
+/// reversal's selector `0x00010203` in s4-s7, 32 in a1),
 /// `last + 1` s9, word base s10, 16 s11; zig-zag position t0, run t6. The AC scan of a word is
 /// hardware loop 0, one iteration per non-zero coefficient. The put routine (label 90, link ra)
 /// takes the code in t3 and its length in t4 and clobbers t1 t2 t5.
@@ -339,10 +342,13 @@ fn block(
             "andi s8, s8, -2",
             "not a2, a2",
             shuffle!("a2"),
-            // From here s4 s5 hold the 0xFF test's constants, s6 31.
+            // From here s4 s5 hold the 0xFF test's constants, s6 31, s7 the byte reversal's
+            // selector, a1 32.
             "li s4, 0x01010101",
             "li s5, 0x80808080",
             "li s6, 31",
+            "li s7, 0x00010203",
+            "li a1, 32",
             // ---- DC
             "lh t0, 0(a0)",
             "lhu t1, 6(a3)",
@@ -433,9 +439,26 @@ fn block(
             "li s10, 32",
             "mv s8, a2",
             "j 50b",
-            // Put through the routine (a full word to emit), back to the loop's last instruction.
+            // A full word to emit (the put routine's work, inline), back to the loop's last
+            // instruction.
             "56:",
-            "jal ra, 90f",
+            "sub t1, t4, s3",
+            "sll t2, s2, s3",
+            "srl t5, t3, t1",
+            "or t2, t2, t5",
+            "mv s2, t3",
+            "sub s3, a1, t1",
+            "not t5, t2",
+            "sub t1, t5, s4",
+            "and t1, t1, t2",
+            "and t1, t1, s5",
+            "bnez t1, 57f",
+            pv_shuffle_b!(t2, t2, s7),
+            "sw t2, 0(a6)",
+            "addi a6, a6, 4",
+            "j 55b",
+            "57:",
+            "jal ra, 93f",
             "j 55b",
             // ---- EOB unless coefficient 63 was the last coded.
             "60:",
@@ -463,21 +486,17 @@ fn block(
             "srl t5, t3, t1",
             "or t2, t2, t5",
             "mv s2, t3",
-            "li t5, 32",
-            "sub s3, t5, t1",
-            // Does the word hold a 0xFF byte? (~w has a zero byte.)
+            "sub s3, a1, t1",
+            // Does the word hold a 0xFF byte? (~w has a zero byte.) If not, its bytes reversed
+            // in one store (big-endian; the output need not be word-aligned: RI5CY splits a
+            // misaligned store).
             "not t5, t2",
             "sub t1, t5, s4",
             "and t1, t1, t2",
             "and t1, t1, s5",
             "bnez t1, 93f",
-            "srli t5, t2, 24",
-            "sb t5, 0(a6)",
-            "srli t5, t2, 16",
-            "sb t5, 1(a6)",
-            "srli t5, t2, 8",
-            "sb t5, 2(a6)",
-            "sb t2, 3(a6)",
+            pv_shuffle_b!(t2, t2, s7),
+            "sw t2, 0(a6)",
             "addi a6, a6, 4",
             "jr ra",
             "91:",
@@ -504,7 +523,7 @@ fn block(
             "99:",
             ".option pop",
             in("x10") f8.as_ptr(),
-            in("x11") zero[0],
+            inout("x11") zero[0] => _,
             inout("x12") zero[1] => _,
             in("x13") t.quant.as_ptr(),
             in("x14") t.ac.as_ptr().wrapping_add(1),

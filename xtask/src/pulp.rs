@@ -437,6 +437,7 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
                 ("p.lh rD, rs2(rs1)", 0xFE00_707F, 0x1000_7003, 1),
                 ("p.lw rD, rs2(rs1)", 0xFE00_707F, 0x2000_7003, 1),
                 ("lp.setup x0, t1, 136", 0xFFFF_FFFF, 0x0443_407B, 1),
+                ("pv.shuffle.b t2, t2, s7", 0xFFFF_FFFF, 0xC173_93D7, 2),
             ],
         )?
     ));
