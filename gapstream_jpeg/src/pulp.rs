@@ -336,12 +336,15 @@ fn block(
             "li s6, 0x0c0c0c0c",
             "li s7, 0x22222222",
             "li s11, 16",
-            // The non-zero flags of both words, bit-interleaved (word 1 kept in a2).
+            // The non-zero flags of both words, bit-interleaved (word 1 kept in a2; nothing to
+            // interleave when it has none).
             "not s8, a1",
             shuffle!("s8"),
             "andi s8, s8, -2",
             "not a2, a2",
+            "beqz a2, 41f",
             shuffle!("a2"),
+            "41:",
             // From here s4 s5 hold the 0xFF test's constants, s6 31, s7 the byte reversal's
             // selector, a1 32.
             "li s4, 0x01010101",
