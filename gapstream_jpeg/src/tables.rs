@@ -175,6 +175,30 @@ pub const fn coder_entry(packed: u32, size: u32) -> u32 {
     (len + size) << LEN_SHIFT | code << size
 }
 
+/// The AC coder entries ([`coder_entry`] of each symbol), made at compile time so that
+/// [`Tables::new`] copies them and needs no second table on its stack (built there, it overflowed
+/// the GVSOC bench's 8 KiB FC stack into `.bss`).
+const AC_CODER: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut s = 0;
+    while s < 256 {
+        t[s] = coder_entry(AC_CODES.packed[s], s as u32 & 15);
+        s += 1;
+    }
+    t
+};
+
+/// The DC coder entries of categories 0..=11.
+const DC_CODER: [u32; 12] = {
+    let mut t = [0u32; 12];
+    let mut s = 0;
+    while s < 12 {
+        t[s] = coder_entry(DC_CODES.packed[s], s as u32);
+        s += 1;
+    }
+    t
+};
+
 /// One zig-zag position of [`Tables`]: where its coefficient is and how it is quantised.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -255,14 +279,6 @@ impl Tables {
                 corr: corr as u16,
             };
         }
-        let mut dc = [0u32; 12];
-        for (s, e) in dc.iter_mut().enumerate() {
-            *e = coder_entry(DC_CODES.packed[s], s as u32);
-        }
-        let mut ac = [0u32; 256];
-        for (s, e) in ac.iter_mut().enumerate() {
-            *e = coder_entry(AC_CODES.packed[s], s as u32 & 15);
-        }
         let mut thr = [0u32; 32];
         for (i, t) in thr.iter_mut().enumerate() {
             let of = |s: usize| match crate::fdct::coef_of_slot(s) {
@@ -274,8 +290,8 @@ impl Tables {
         Tables {
             quant,
             thr,
-            ac,
-            dc,
+            ac: AC_CODER,
+            dc: DC_CODER,
             dqt,
             dct: crate::fdct::PAIRS,
             zz: crate::fdct::ZZ_STORE,
