@@ -3,10 +3,17 @@
 //! several receivers (the group tests at the end).
 
 use super::*;
+use alloc::vec::Vec;
+
 use crate::cpx::{Function, Route, StreamDecoder, Target};
+use crate::frame::FrameMeta;
+use crate::handshake::{self, DronePolicy, HandshakeError, Identity};
 use crate::handshake::{KexSet, SuiteSet, pair, pair_group};
+use crate::replay::ReplayError;
+use crate::suite::{KexMode, Suite};
 use crate::test_util::{TestRng, hex};
 use crate::wire::PixelFormat;
+use crate::wire::{self, AlertCode, FrameHeader, MsgType, SessionId};
 use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
