@@ -26,6 +26,10 @@
 //! counted in [`ReceiverCounters`], and the stream goes on. What the bridge broadcasts for another
 //! receiver (an ACCEPT or ALERT for another hello id, a control message of another session) is
 //! ignored and only counted (`not_for_us`).
+//!
+//! One file per role, as rustls splits its client and server: `drone.rs` ([`DroneSession`], its
+//! configuration, events, errors and counters), `receiver.rs` ([`ReceiverSession`], likewise) and
+//! `common.rs` (what both use: [`Clock`], [`HandshakeStats`], sealing a control message).
 
 mod common;
 mod drone;
