@@ -238,7 +238,7 @@ impl DroneHarness {
         self.drain();
         let mut p = pixels[..pixels.len().min(4096)].to_vec();
         let meta = FrameMeta {
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (p.len() / 8) as u16,
             capture_ns: self.now.get(),

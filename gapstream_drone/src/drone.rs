@@ -25,13 +25,10 @@ use gapstream_protocol::cpx::{
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::DroneIdentity;
 use gapstream_protocol::session::{self, DroneEvent, DroneSession};
-use gapstream_protocol::wire;
 
 use crate::boot::Boot;
 use crate::rng::DrbgRng;
-use crate::traits::{
-    Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat,
-};
+use crate::traits::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link};
 
 /// The secure mode's settings: the pairing identity (the drone's static key and the public keys of
 /// its receivers, from `gapstream pair`; an `Identity` for one receiver converts with `.into()`) and
@@ -127,15 +124,6 @@ impl<CE: core::fmt::Display, LE: core::fmt::Display> core::fmt::Display for Dron
             DroneError::Entropy(e) => write!(f, "{e}"),
             DroneError::Seal(e) => write!(f, "sealing a frame: {e}"),
         }
-    }
-}
-
-/// The drone's clock as the protocol session's clock.
-struct ClockRef<'a, K: Clock>(&'a K);
-
-impl<K: Clock> session::Clock for ClockRef<'_, K> {
-    fn now_ns(&self) -> u64 {
-        self.0.now_ns()
     }
 }
 
@@ -316,8 +304,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         // HELLO, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE).
         let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
             .map_err(DroneError::Entropy)?;
-        let clock = ClockRef(&self.clock);
-        match s.handle_message(&mut self.applier, &mut rng, &clock, msg) {
+        match s.handle_message(&mut self.applier, &mut rng, &self.clock, msg) {
             Ok(Some(DroneEvent::Established { .. })) => self.stats.handshakes += 1,
             Ok(Some(DroneEvent::HelloRefused(_))) => self.stats.hellos_refused += 1,
             Ok(Some(DroneEvent::KeyAcked { .. })) => self.stats.rekeys_acked += 1,
@@ -354,14 +341,13 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             self.stats.frames_sent += 1;
             return Ok(());
         }
-        let clock = ClockRef(&self.clock);
         let s = self.session.as_mut().expect("checked above");
         if s.members() > 0 {
             // Timers: a receiver silent too long has left, the rekey policy (frames, time, joins
             // and leaves), GROUP_KEY resends. A new epoch needs fresh randomness.
             let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
                 .map_err(DroneError::Entropy)?;
-            let left = s.handle_timeout(&mut self.applier, &mut rng, &clock);
+            let left = s.handle_timeout(&mut self.applier, &mut rng, &self.clock);
             self.stats.receivers_left += left as u64;
             self.stats.receivers = s.members() as u32;
         }
@@ -370,17 +356,14 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             return self.flush_session();
         }
         let meta = FrameMeta {
-            pixel_format: match self.format.pixel {
-                PixelFormat::Grey8 => wire::PixelFormat::GRAY8,
-                PixelFormat::BayerRggb8 => wire::PixelFormat::BAYER_RGGB8,
-            },
+            pixel_format: self.format.pixel,
             width: self.format.width,
             height: self.format.height,
             capture_ns: cap.capture_ns,
         };
         let t0 = self.clock.now_ns();
         let sealed = s
-            .seal_frame(&mut self.applier, &clock, meta, &mut cap.buf)
+            .seal_frame(&mut self.applier, &self.clock, meta, &mut cap.buf)
             .map_err(DroneError::Seal)?;
         let t1 = self.clock.now_ns();
         self.stats.seal_ns += t1.saturating_sub(t0);

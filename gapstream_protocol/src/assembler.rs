@@ -265,7 +265,7 @@ mod tests {
             0 => {
                 let h = FrameHeader {
                     suite: 0x11,
-                    pixel_format: PixelFormat::GRAY8,
+                    pixel_format: PixelFormat::Grey8.code(),
                     width: 1,
                     height: 1,
                     epoch: 0,

@@ -8,6 +8,7 @@
 //!
 //! | module | concern |
 //! |---|---|
+//! | [`clock`] | [`Clock`], monotonic nanoseconds: the one clock trait of the sessions, the drone and the receivers |
 //! | [`cpx`] | CPX packets as the AI-deck speaks them: routing header, stream decoder, packetizer |
 //! | [`assembler`] | CPX packets → protocol messages, recovering from lost packets, bounded memory |
 //! | [`wire`] | byte layouts of every message (frame / control / handshake headers, alerts), nonces |
@@ -40,6 +41,7 @@ extern crate alloc;
 pub mod aead;
 #[cfg(feature = "alloc")]
 pub mod assembler;
+pub mod clock;
 pub mod compat;
 pub mod cpx;
 pub mod frame;
@@ -60,6 +62,7 @@ mod rv32_golden;
 #[cfg(all(test, feature = "alloc"))]
 mod spec_vectors;
 
+pub use clock::Clock;
 pub use gap_rust_cipher_s::{CipherId, KeystreamApplier, KeystreamError, Sequential};
 #[cfg(feature = "alloc")]
 pub use handshake::{DroneIdentity, Identity, Role, StaticSecret, pair, pair_group};
@@ -67,8 +70,8 @@ pub use handshake::{DroneIdentity, Identity, Role, StaticSecret, pair, pair_grou
 pub use rand_core;
 #[cfg(feature = "alloc")]
 pub use session::{
-    Clock, DroneConfig, DroneEvent, DroneSession, Frame, HandshakeStats, LeaveReason,
-    ReceiverConfig, ReceiverCounters, ReceiverEvent, ReceiverSession, Rejected, SealError,
+    DroneConfig, DroneEvent, DroneSession, Frame, HandshakeStats, LeaveReason, ReceiverConfig,
+    ReceiverCounters, ReceiverEvent, ReceiverSession, Rejected, SealError,
 };
 pub use suite::{KexMode, Suite};
 

@@ -101,7 +101,7 @@ fn hostile_input_keeps_the_heap_bounded() {
             0 if len >= 36 => {
                 let h = FrameHeader {
                     suite: 0x11,
-                    pixel_format: PixelFormat::GRAY8,
+                    pixel_format: PixelFormat::Grey8.code(),
                     width: 1,
                     height: 1,
                     epoch: 0,
@@ -170,7 +170,7 @@ fn drone_state_does_not_grow_with_joins_and_leaves() {
     let clock = || 0u64;
     let mut payload = vec![0u8; 1024];
     let meta = gapstream_protocol::frame::FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: 32,
         height: 32,
         capture_ns: 0,

@@ -1,4 +1,4 @@
-//! What both roles share: the clock, the handshake statistics, sealing a control message.
+//! What both roles share: the handshake statistics, sealing a control message.
 
 use alloc::vec::Vec;
 
@@ -8,17 +8,6 @@ use crate::aead::CryptoError;
 use crate::frame;
 use crate::suite::{KexMode, Suite};
 use crate::wire::{self, MsgType, SessionId};
-
-/// Monotonic time in nanoseconds.
-pub trait Clock {
-    fn now_ns(&self) -> u64;
-}
-
-impl<F: Fn() -> u64> Clock for F {
-    fn now_ns(&self) -> u64 {
-        self()
-    }
-}
 
 /// Cost of the last completed handshake, as seen by one side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

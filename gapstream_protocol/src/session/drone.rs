@@ -15,7 +15,8 @@ use crate::keys::{GroupKeys, GroupPool, GroupSecret, KeyLogLine, SessionKeys};
 use crate::suite::{KexMode, Suite};
 use crate::wire::{self, AlertCode, FrameHeader, GroupKeyBody, MsgType, SessionId, WireError};
 
-use super::common::{Clock, HandshakeStats, control, wire_len};
+use super::common::{HandshakeStats, control, wire_len};
+use crate::clock::Clock;
 
 /// Most frames one epoch may carry even when no rekey happens (the caller never calls
 /// [`DroneSession::handle_timeout`], or acknowledgements never arrive): sealing stops
@@ -839,7 +840,7 @@ impl DroneSession {
         let payload_len = u32::try_from(payload.len()).map_err(|_| SealError::PayloadTooLong)?;
         let header = FrameHeader {
             suite: suite as u8,
-            pixel_format: meta.pixel_format,
+            pixel_format: meta.pixel_format.code(),
             width: meta.width,
             height: meta.height,
             epoch: cur.keys.epoch,

@@ -29,13 +29,14 @@
 //!
 //! One file per role, as rustls splits its client and server: `drone.rs` ([`DroneSession`], its
 //! configuration, events, errors and counters), `receiver.rs` ([`ReceiverSession`], likewise) and
-//! `common.rs` (what both use: [`Clock`], [`HandshakeStats`], sealing a control message).
+//! `common.rs` (what both use: [`HandshakeStats`], sealing a control message).
 
 mod common;
 mod drone;
 mod receiver;
 
-pub use common::{Clock, HandshakeStats};
+pub use crate::clock::Clock;
+pub use common::HandshakeStats;
 pub use drone::{
     DroneConfig, DroneCounters, DroneError, DroneEvent, DroneSession, HARD_MAX_FRAMES_PER_EPOCH,
     LeaveReason, MAX_OUTBOX, MAX_RECEIVERS, SealError, SessionInfo,

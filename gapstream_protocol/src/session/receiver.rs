@@ -15,7 +15,8 @@ use crate::replay::{ReplayError, ReplayWindow};
 use crate::suite::{KexMode, Suite};
 use crate::wire::{self, FrameHeader, GroupKeyBody, MsgType, SessionId, WireError};
 
-use super::common::{Clock, HandshakeStats, control, wire_len};
+use super::common::{HandshakeStats, control, wire_len};
+use crate::clock::Clock;
 
 /// Receiver configuration.
 #[derive(Clone, Debug)]

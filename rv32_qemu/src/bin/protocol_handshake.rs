@@ -114,7 +114,7 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
         .collect();
     let mut payload = pixels.clone();
     let meta = FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,
         capture_ns: 5,
@@ -220,7 +220,7 @@ fn lengths_do_not_wrap() -> Result<(), &'static str> {
     use gapstream_protocol::wire::{FrameHeader, message_len};
     let h = FrameHeader {
         suite: Suite::ChaCha20Poly1305 as u8,
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8.code(),
         width: 1,
         height: 1,
         epoch: 0,
