@@ -661,7 +661,7 @@ impl Conn {
                 // One CPX packet per datagram.
                 let mut rest = bytes;
                 while rest.len() >= 2 {
-                    let n = 2 + u16::from_le_bytes([rest[0], rest[1]]) as usize;
+                    let n = 2 + gapstream_protocol::cpx::length_field(rest).map_or(0, usize::from);
                     let n = n.min(rest.len());
                     s.send(&rest[..n])?;
                     rest = &rest[n..];
