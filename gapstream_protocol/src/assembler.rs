@@ -126,6 +126,11 @@ impl Assembler {
         self.state = State::Idle;
     }
 
+    /// A completed message is waiting ([`Assembler::next_message`] gives it).
+    pub fn has_message(&self) -> bool {
+        !self.done.is_empty()
+    }
+
     /// Completed messages, oldest first.
     pub fn next_message(&mut self) -> Option<Vec<u8>> {
         self.done.pop_front()

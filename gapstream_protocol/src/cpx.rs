@@ -106,6 +106,9 @@ pub enum CpxError {
     BadPacketSize(usize),
     /// The output buffer cannot hold the encoded packet.
     BufferTooSmall { needed: usize, have: usize },
+    /// A datagram ended inside a packet (`have` bytes of it): a datagram carries whole packets,
+    /// so the rest is dropped, never completed from the next datagram.
+    Truncated { have: usize },
 }
 
 impl core::fmt::Display for CpxError {
@@ -127,6 +130,9 @@ impl core::fmt::Display for CpxError {
                     f,
                     "buffer of {have} bytes cannot hold a {needed}-byte CPX packet"
                 )
+            }
+            CpxError::Truncated { have } => {
+                write!(f, "datagram ends inside a CPX packet ({have} bytes of it)")
             }
         }
     }

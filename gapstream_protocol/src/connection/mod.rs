@@ -1,0 +1,320 @@
+//! The sans-I/O [`Connection`]: bytes in → events and bytes out, one type for both roles, in the
+//! manner of rustls' `ConnectionCommon` with its client and server connections.
+//!
+//! A connection owns everything between the wire and a session: the CPX deframer
+//! ([`crate::cpx::StreamDecoder`]), the message reassembler ([`crate::assembler::Assembler`]), the
+//! session of its role, and the packetizer for what it sends, at one packet size (the session's
+//! configured `packet_payload`, which its wire-byte statistics use too). It never touches a socket,
+//! a link or a timer: the caller moves bytes and supplies time, randomness and the keystream engine.
+//!
+//! * [`DroneConnection`] = `Connection<DroneSession>`: the drone, serving every paired receiver
+//!   ([`DroneConnection::seal_frame`], [`DroneConnection::frame_packets`]).
+//! * [`ReceiverConnection`] = `Connection<ReceiverSession>`: one receiver
+//!   ([`ReceiverConnection::connect`]).
+//!
+//! Driving one (the same shape on both sides):
+//!
+//! ```text
+//! bytes from the link ──read_stream / read_datagram──▶ deframer ─▶ reassembler ─▶ messages waiting
+//!      (callback: Incoming::Other / Garbled / Dropped)
+//! while has_message():  process_message(engine, rng, clock) ─▶ Ok(Some(event)) | Ok(None) | Err(rejection)
+//! about every 100 ms (the drone: once per frame):  handle_timeout(engine, rng, clock)
+//! while let Some(packet) = poll_transmit():  send packet      (the drone: frame_packets after seal_frame)
+//! ```
+//!
+//! Input is either a byte stream (TCP, SPI: [`Connection::read_stream`], any chunking, a packet may
+//! span calls) or datagrams (UDP: [`Connection::read_datagram`], each exactly one packet; a partial
+//! packet is never carried into the next datagram). Bytes that are not CPX are skipped until a
+//! plausible packet starts again and reported once per garbled stretch; messages that lost
+//! packets are dropped by the reassembler and reported; messages the session refuses come back as
+//! its typed rejection. The stream goes on in every case.
+//!
+//! Memory: the deframer's fixed 1 KiB, the reassembler's message in progress (bounded by the
+//! largest message the role accepts), one packet buffer, and the session. Sending a frame copies
+//! it packet by packet into that one buffer: nothing is allocated per packet.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::assembler::{Assembler, AssemblyError};
+use crate::cpx::{
+    self, CpxError, GAPSTREAM_FUNCTION, MAX_PAYLOAD, PacketRef, Route, StreamDecoder, Target,
+    WIRE_OVERHEAD,
+};
+use crate::session::{DroneSession, ReceiverSession};
+
+mod drone;
+mod receiver;
+
+pub use drone::FramePackets;
+
+#[cfg(test)]
+mod tests;
+
+/// Largest message the drone reassembles from what the receivers send (a HELLO of the RSA-OAEP
+/// mode, the largest, is under 600 bytes).
+pub const MAX_UPSTREAM_MESSAGE: usize = 4096;
+
+/// The drone's connection: [`DroneSession`] behind the CPX deframer, reassembler and packetizer.
+pub type DroneConnection = Connection<DroneSession>;
+/// A receiver's connection: [`ReceiverSession`] behind the CPX deframer, reassembler and
+/// packetizer.
+pub type ReceiverConnection = Connection<ReceiverSession>;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::session::DroneSession {}
+    impl Sealed for crate::session::ReceiverSession {}
+}
+
+/// The role a [`Connection`] plays: [`DroneSession`] or [`ReceiverSession`] (sealed).
+pub trait Side: sealed::Sealed {
+    /// The CPX route of what this side sends.
+    const ROUTE: Route;
+    #[doc(hidden)]
+    fn next_outgoing(&mut self) -> Option<Vec<u8>>;
+}
+
+impl Side for DroneSession {
+    const ROUTE: Route = Route::new(Target::Gap8, Target::WifiHost, GAPSTREAM_FUNCTION);
+    fn next_outgoing(&mut self) -> Option<Vec<u8>> {
+        self.poll_transmit()
+    }
+}
+
+impl Side for ReceiverSession {
+    const ROUTE: Route = Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION);
+    fn next_outgoing(&mut self) -> Option<Vec<u8>> {
+        self.poll_transmit()
+    }
+}
+
+/// What reading bytes found besides the protocol's own packets, handed to the callback of
+/// [`Connection::read_stream`] and [`Connection::read_datagram`] as it happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Incoming<'a> {
+    /// A packet of another CPX function (the ESP32's WIFI_CTRL status, the console, the stock
+    /// image stream): not the protocol's; the caller's to use or ignore.
+    Other(PacketRef<'a>),
+    /// The first error of a stretch of bytes that are not CPX (the deframer slides on until a
+    /// plausible packet starts; the rest of the stretch is not reported again), or a datagram that
+    /// ends inside a packet ([`CpxError::Truncated`]).
+    Garbled(CpxError),
+    /// A message (or a packet) the reassembler dropped: packets were lost or garbled.
+    Dropped(AssemblyError),
+}
+
+/// What a connection saw and sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionCounters {
+    /// CPX packets read, of every function.
+    pub packets_in: u64,
+    /// Of them, packets of other functions ([`Incoming::Other`]).
+    pub other_packets: u64,
+    /// Stretches of garbled bytes (each reported once), and the deframer errors within them.
+    pub garbled: u64,
+    pub cpx_errors: u64,
+    /// Messages or packets the reassembler dropped ([`Incoming::Dropped`]).
+    pub dropped: u64,
+    /// Messages handed to the session, and of them the ones it rejected.
+    pub messages: u64,
+    pub rejected: u64,
+    /// CPX packets sent (control messages and frames), with their headers.
+    pub packets_out: u64,
+    pub bytes_out: u64,
+}
+
+/// The wire half both roles share: deframer, reassembler, packetizer.
+struct Io {
+    decoder: StreamDecoder,
+    assembler: Assembler,
+    /// Inside a stretch of bytes that are not CPX (already reported).
+    garbled: bool,
+    packet_payload: usize,
+    /// One packet on the wire, lent by `poll_transmit` and `FramePackets`.
+    packet: Vec<u8>,
+    /// The outgoing message being cut into packets, and how much of it went out.
+    sending: Vec<u8>,
+    sent: usize,
+    counters: ConnectionCounters,
+}
+
+impl Io {
+    fn new(packet_payload: usize, max_message: usize) -> Result<Io, CpxError> {
+        if !(1..=MAX_PAYLOAD).contains(&packet_payload) {
+            return Err(CpxError::BadPacketSize(packet_payload));
+        }
+        Ok(Io {
+            decoder: StreamDecoder::new(),
+            assembler: Assembler::new(max_message),
+            garbled: false,
+            packet_payload,
+            packet: vec![0; WIRE_OVERHEAD + packet_payload],
+            sending: Vec::new(),
+            sent: 0,
+            counters: ConnectionCounters::default(),
+        })
+    }
+
+    fn read_stream(&mut self, mut bytes: &[u8], on: &mut impl FnMut(Incoming<'_>)) {
+        while let Some(r) = self.decoder.decode(&mut bytes) {
+            match r {
+                Ok(p) => {
+                    self.garbled = false;
+                    self.counters.packets_in += 1;
+                    if p.route.function != GAPSTREAM_FUNCTION as u8 {
+                        self.counters.other_packets += 1;
+                        on(Incoming::Other(p));
+                    } else if let Err(e) = self.assembler.push(p.route, p.payload) {
+                        self.counters.dropped += 1;
+                        on(Incoming::Dropped(e));
+                    }
+                }
+                Err(e) => {
+                    self.counters.cpx_errors += 1;
+                    if !self.garbled {
+                        self.garbled = true;
+                        self.counters.garbled += 1;
+                        on(Incoming::Garbled(e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the next packet of what the session queued into `self.packet`; its length.
+    fn next_packet<S: Side>(&mut self, session: &mut S) -> Option<usize> {
+        while self.sent >= self.sending.len() {
+            self.sending = session.next_outgoing()?;
+            self.sent = 0;
+        }
+        let n = (self.sending.len() - self.sent).min(self.packet_payload);
+        let last = self.sent + n == self.sending.len();
+        let chunk = &self.sending[self.sent..self.sent + n];
+        // Cannot fail: `n` <= packet_payload <= 1020 and the buffer holds 4 + packet_payload.
+        let w = cpx::encode_packet(S::ROUTE.with_last(last), chunk, &mut self.packet).ok()?;
+        self.sent += n;
+        self.count_out(w);
+        Some(w)
+    }
+
+    fn count_out(&mut self, n: usize) {
+        self.counters.packets_out += 1;
+        self.counters.bytes_out += n as u64;
+    }
+
+    fn next_message(&mut self) -> Option<Vec<u8>> {
+        let m = self.assembler.next_message()?;
+        self.counters.messages += 1;
+        Some(m)
+    }
+}
+
+/// A sans-I/O protocol connection of one role ([`DroneConnection`], [`ReceiverConnection`]): CPX
+/// bytes in, events and CPX bytes out (see the [module documentation](self)).
+pub struct Connection<S> {
+    session: S,
+    io: Io,
+}
+
+impl<S> core::fmt::Debug for Connection<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Connection")
+            .field("packet_payload", &self.io.packet_payload)
+            .field("counters", &self.io.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Side> Connection<S> {
+    fn with_session(
+        session: S,
+        packet_payload: usize,
+        max_message: usize,
+    ) -> Result<Self, CpxError> {
+        Ok(Connection {
+            session,
+            io: Io::new(packet_payload, max_message)?,
+        })
+    }
+
+    /// Reads bytes of a byte stream (TCP, SPI): any chunking, a packet may span calls. Whole
+    /// messages wait for `process_message`; everything else is handed to `on` as it is found ([`Incoming`]).
+    pub fn read_stream(&mut self, bytes: &[u8], mut on: impl FnMut(Incoming<'_>)) {
+        self.io.read_stream(bytes, &mut on);
+    }
+
+    /// Reads one datagram (UDP): whole CPX packets (one, as the bridge sends them). A partial
+    /// packet at its end is dropped and reported ([`CpxError::Truncated`], unless inside a garbled
+    /// stretch), never completed from the next datagram, and garbage at its start does not slide
+    /// into the next one.
+    pub fn read_datagram(&mut self, datagram: &[u8], mut on: impl FnMut(Incoming<'_>)) {
+        self.io.decoder.reset();
+        self.io.read_stream(datagram, &mut on);
+        let have = self.io.decoder.buffered();
+        if have > 0 {
+            self.io.decoder.reset();
+            self.io.counters.cpx_errors += 1;
+            if !self.io.garbled {
+                self.io.garbled = true;
+                self.io.counters.garbled += 1;
+                on(Incoming::Garbled(CpxError::Truncated { have }));
+            }
+        }
+    }
+
+    /// Reads one packet the caller has already deframed (a receiver that also speaks the stock
+    /// stream on the same socket). Packets of other functions are ignored.
+    pub fn read_packet(&mut self, route: Route, payload: &[u8]) -> Result<(), AssemblyError> {
+        self.io.counters.packets_in += 1;
+        if route.function != GAPSTREAM_FUNCTION as u8 {
+            self.io.counters.other_packets += 1;
+            return Ok(());
+        }
+        self.io.assembler.push(route, payload).inspect_err(|_| {
+            self.io.counters.dropped += 1;
+        })
+    }
+
+    /// A whole message waits for `process_message`.
+    pub fn has_message(&self) -> bool {
+        self.io.assembler.has_message()
+    }
+
+    /// Drops a partial packet and a partial message (after the link was reset, for example: the
+    /// next byte starts a packet).
+    pub fn reset_input(&mut self) {
+        self.io.decoder.reset();
+        self.io.assembler.reset();
+        self.io.garbled = false;
+    }
+
+    /// The next CPX packet to send (handshake answers, group keys, keepalives, closes: whatever
+    /// the session queued), lent from the connection's packet buffer; `None` when nothing is
+    /// queued. Messages go out whole and in order, cut at the connection's packet size.
+    pub fn poll_transmit(&mut self) -> Option<&[u8]> {
+        let n = self.io.next_packet(&mut self.session)?;
+        Some(&self.io.packet[..n])
+    }
+
+    /// The session, for its state and counters.
+    pub fn session(&self) -> &S {
+        &self.session
+    }
+
+    /// The session itself, for what the connection does not wrap (a message that arrived whole
+    /// by other means, the key log). What it queues still leaves through
+    /// [`Connection::poll_transmit`].
+    pub fn session_mut(&mut self) -> &mut S {
+        &mut self.session
+    }
+
+    /// The payload bytes per packet this connection sends.
+    pub fn packet_payload(&self) -> usize {
+        self.io.packet_payload
+    }
+
+    pub fn counters(&self) -> ConnectionCounters {
+        self.io.counters
+    }
+}
