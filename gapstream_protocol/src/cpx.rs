@@ -408,6 +408,18 @@ impl StreamDecoder {
             }
         })
     }
+
+    /// Decodes all of `bytes`, handing each packet or error to `on` (what [`Self::decode`] returns,
+    /// one call after the other). One loop for every caller: the firmware's code space is tight.
+    pub fn decode_all(
+        &mut self,
+        mut bytes: &[u8],
+        on: &mut dyn FnMut(Result<PacketRef<'_>, CpxError>),
+    ) {
+        while let Some(r) = self.decode(&mut bytes) {
+            on(r);
+        }
+    }
 }
 
 /// How the `last_packet` bit is set by a [`Packetizer`].

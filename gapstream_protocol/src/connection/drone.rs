@@ -1,4 +1,4 @@
-//! The drone's connection: [`DroneConnection`] and the packets of a sealed frame.
+//! The drone's connection: [`DroneConnection`] and the packets it sends.
 
 use gap_rust_cipher_s::KeystreamApplier;
 use rand_core::CryptoRng;
@@ -15,8 +15,12 @@ impl Connection<DroneSession> {
     /// [`DroneIdentity`] for several). `cfg.packet_payload` (1..=1020) is the size of the packets
     /// it sends; a size outside that range is [`CpxError::BadPacketSize`].
     pub fn new(id: impl Into<DroneIdentity>, cfg: DroneConfig) -> Result<Self, CpxError> {
-        let packet = cfg.packet_payload;
-        Connection::with_session(DroneSession::new(id, cfg), packet, MAX_UPSTREAM_MESSAGE)
+        // The packet size is checked before anything is built (nothing to tear down on error).
+        let io = Io::new(cfg.packet_payload, MAX_UPSTREAM_MESSAGE)?;
+        Ok(Connection {
+            session: DroneSession::new(id, cfg),
+            io,
+        })
     }
 
     /// Hands the oldest whole message from the receivers to the session: its event, `Ok(None)`
@@ -35,12 +39,12 @@ impl Connection<DroneSession> {
         R: CryptoRng + ?Sized,
         C: Clock + ?Sized,
     {
-        let Some(msg) = self.io.next_message() else {
+        let Some(msg) = self.io.assembler.next_message() else {
             return Ok(None);
         };
         let r = self.session.handle_message(k, rng, clock, &msg);
         if r.is_err() {
-            self.io.counters.rejected += 1;
+            self.io.rejected += 1;
         }
         r
     }
@@ -75,7 +79,7 @@ impl Connection<DroneSession> {
         &'a mut self,
         sealed: &'a SealedFrame,
         payload: &'a [u8],
-    ) -> FramePackets<'a> {
+    ) -> Packets<'a> {
         let frame = Packetizer::new(
             DroneSession::ROUTE,
             [&sealed.header, payload, sealed.tag()],
@@ -83,10 +87,20 @@ impl Connection<DroneSession> {
             LastFlag::Final,
         )
         .ok();
-        FramePackets {
+        Packets {
             io: &mut self.io,
             session: &mut self.session,
             frame,
+        }
+    }
+
+    /// The packets of what the session queued (handshake answers, group keys, keepalives, closes):
+    /// the same as [`Connection::poll_transmit`], as a [`Packets`] like a frame's.
+    pub fn queued_packets(&mut self) -> Packets<'_> {
+        Packets {
+            io: &mut self.io,
+            session: &mut self.session,
+            frame: None,
         }
     }
 
@@ -96,19 +110,19 @@ impl Connection<DroneSession> {
     }
 }
 
-/// The CPX packets of one sealed frame, preceded by what the session had queued
-/// ([`DroneConnection::frame_packets`](super::DroneConnection::frame_packets)); each is lent from the connection's packet buffer until the
-/// next call.
-pub struct FramePackets<'a> {
+/// CPX packets to send, lent one at a time from the connection's packet buffer (each until the
+/// next call): what the session queued, then, from
+/// [`DroneConnection::frame_packets`](super::DroneConnection::frame_packets), the frame.
+pub struct Packets<'a> {
     io: &'a mut Io,
     session: &'a mut DroneSession,
-    /// `None` only if the packet size were invalid, which the connection refused at its creation.
+    /// The frame's packets; `None` for the queued messages alone.
     frame: Option<Packetizer<'a>>,
 }
 
-impl core::fmt::Debug for FramePackets<'_> {
+impl core::fmt::Debug for Packets<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("FramePackets")
+        f.debug_struct("Packets")
             .field(
                 "frame_packets_left",
                 &self.frame.as_ref().map(|p| p.packets_left()),
@@ -117,8 +131,8 @@ impl core::fmt::Debug for FramePackets<'_> {
     }
 }
 
-impl FramePackets<'_> {
-    /// The next packet, `None` after the frame's last.
+impl Packets<'_> {
+    /// The next packet, `None` after the last.
     pub fn next_packet(&mut self) -> Option<&[u8]> {
         if let Some(n) = self.io.next_packet(self.session) {
             return Some(&self.io.packet[..n]);
@@ -129,7 +143,6 @@ impl FramePackets<'_> {
             .as_mut()?
             .next_packet(&mut self.io.packet)?
             .ok()?;
-        self.io.count_out(n);
         Some(&self.io.packet[..n])
     }
 }

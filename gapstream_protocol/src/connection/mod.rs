@@ -46,7 +46,7 @@ use crate::session::{DroneSession, ReceiverSession};
 mod drone;
 mod receiver;
 
-pub use drone::FramePackets;
+pub use drone::Packets;
 
 #[cfg(test)]
 mod tests;
@@ -104,24 +104,22 @@ pub enum Incoming<'a> {
     Dropped(AssemblyError),
 }
 
-/// What a connection saw and sent.
+/// What a connection read (what it sends, its caller sees).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConnectionCounters {
     /// CPX packets read, of every function.
     pub packets_in: u64,
     /// Of them, packets of other functions ([`Incoming::Other`]).
     pub other_packets: u64,
-    /// Stretches of garbled bytes (each reported once), and the deframer errors within them.
+    /// Stretches of garbled bytes (each reported once), and every deframer error within them
+    /// (one per byte slid over; a datagram cut inside a packet counts one).
     pub garbled: u64,
     pub cpx_errors: u64,
-    /// Messages or packets the reassembler dropped ([`Incoming::Dropped`]).
+    /// Messages the reassembler dropped and packets it could not place ([`Incoming::Dropped`]).
     pub dropped: u64,
-    /// Messages handed to the session, and of them the ones it rejected.
+    /// Messages reassembled, and the ones the session rejected.
     pub messages: u64,
     pub rejected: u64,
-    /// CPX packets sent (control messages and frames), with their headers.
-    pub packets_out: u64,
-    pub bytes_out: u64,
 }
 
 /// The wire half both roles share: deframer, reassembler, packetizer.
@@ -131,12 +129,15 @@ struct Io {
     /// Inside a stretch of bytes that are not CPX (already reported).
     garbled: bool,
     packet_payload: usize,
-    /// One packet on the wire, lent by `poll_transmit` and `FramePackets`.
+    /// One packet on the wire, lent by `poll_transmit` and `Packets`.
     packet: Vec<u8>,
     /// The outgoing message being cut into packets, and how much of it went out.
     sending: Vec<u8>,
     sent: usize,
-    counters: ConnectionCounters,
+    /// The counters not kept by the deframer and the reassembler themselves.
+    garbled_stretches: u64,
+    truncated_datagrams: u64,
+    rejected: u64,
 }
 
 impl Io {
@@ -152,34 +153,33 @@ impl Io {
             packet: vec![0; WIRE_OVERHEAD + packet_payload],
             sending: Vec::new(),
             sent: 0,
-            counters: ConnectionCounters::default(),
+            garbled_stretches: 0,
+            truncated_datagrams: 0,
+            rejected: 0,
         })
     }
 
-    fn read_stream(&mut self, mut bytes: &[u8], on: &mut impl FnMut(Incoming<'_>)) {
-        while let Some(r) = self.decoder.decode(&mut bytes) {
-            match r {
-                Ok(p) => {
-                    self.garbled = false;
-                    self.counters.packets_in += 1;
-                    if p.route.function != GAPSTREAM_FUNCTION as u8 {
-                        self.counters.other_packets += 1;
-                        on(Incoming::Other(p));
-                    } else if let Err(e) = self.assembler.push(p.route, p.payload) {
-                        self.counters.dropped += 1;
-                        on(Incoming::Dropped(e));
-                    }
-                }
-                Err(e) => {
-                    self.counters.cpx_errors += 1;
-                    if !self.garbled {
-                        self.garbled = true;
-                        self.counters.garbled += 1;
-                        on(Incoming::Garbled(e));
-                    }
+    fn read_stream(&mut self, bytes: &[u8], on: &mut impl FnMut(Incoming<'_>)) {
+        let (assembler, garbled) = (&mut self.assembler, &mut self.garbled);
+        let stretches = &mut self.garbled_stretches;
+        self.decoder.decode_all(bytes, &mut |r| match r {
+            Ok(p) => {
+                *garbled = false;
+                // The reassembler counts (and ignores) the packets of other functions.
+                if let Err(e) = assembler.push(p.route, p.payload) {
+                    on(Incoming::Dropped(e));
+                } else if p.route.function != GAPSTREAM_FUNCTION as u8 {
+                    on(Incoming::Other(p));
                 }
             }
-        }
+            Err(e) => {
+                if !*garbled {
+                    *garbled = true;
+                    *stretches += 1;
+                    on(Incoming::Garbled(e));
+                }
+            }
+        });
     }
 
     /// Writes the next packet of what the session queued into `self.packet`; its length.
@@ -188,25 +188,12 @@ impl Io {
             self.sending = session.next_outgoing()?;
             self.sent = 0;
         }
-        let n = (self.sending.len() - self.sent).min(self.packet_payload);
-        let last = self.sent + n == self.sending.len();
-        let chunk = &self.sending[self.sent..self.sent + n];
-        // Cannot fail: `n` <= packet_payload <= 1020 and the buffer holds 4 + packet_payload.
-        let w = cpx::encode_packet(S::ROUTE.with_last(last), chunk, &mut self.packet).ok()?;
-        self.sent += n;
-        self.count_out(w);
-        Some(w)
-    }
-
-    fn count_out(&mut self, n: usize) {
-        self.counters.packets_out += 1;
-        self.counters.bytes_out += n as u64;
-    }
-
-    fn next_message(&mut self) -> Option<Vec<u8>> {
-        let m = self.assembler.next_message()?;
-        self.counters.messages += 1;
-        Some(m)
+        let chunk = &self.sending[self.sent..];
+        let chunk = &chunk[..chunk.len().min(self.packet_payload)];
+        self.sent += chunk.len();
+        let route = S::ROUTE.with_last(self.sent == self.sending.len());
+        // Cannot fail: the chunk is at most packet_payload <= 1020 bytes, the buffer 4 more.
+        cpx::encode_packet(route, chunk, &mut self.packet).ok()
     }
 }
 
@@ -217,27 +204,16 @@ pub struct Connection<S> {
     io: Io,
 }
 
-impl<S> core::fmt::Debug for Connection<S> {
+impl<S: Side> core::fmt::Debug for Connection<S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Connection")
             .field("packet_payload", &self.io.packet_payload)
-            .field("counters", &self.io.counters)
+            .field("counters", &self.counters())
             .finish_non_exhaustive()
     }
 }
 
 impl<S: Side> Connection<S> {
-    fn with_session(
-        session: S,
-        packet_payload: usize,
-        max_message: usize,
-    ) -> Result<Self, CpxError> {
-        Ok(Connection {
-            session,
-            io: Io::new(packet_payload, max_message)?,
-        })
-    }
-
     /// Reads bytes of a byte stream (TCP, SPI): any chunking, a packet may span calls. Whole
     /// messages wait for `process_message`; everything else is handed to `on` as it is found ([`Incoming`]).
     pub fn read_stream(&mut self, bytes: &[u8], mut on: impl FnMut(Incoming<'_>)) {
@@ -254,10 +230,10 @@ impl<S: Side> Connection<S> {
         let have = self.io.decoder.buffered();
         if have > 0 {
             self.io.decoder.reset();
-            self.io.counters.cpx_errors += 1;
+            self.io.truncated_datagrams += 1;
             if !self.io.garbled {
                 self.io.garbled = true;
-                self.io.counters.garbled += 1;
+                self.io.garbled_stretches += 1;
                 on(Incoming::Garbled(CpxError::Truncated { have }));
             }
         }
@@ -266,14 +242,7 @@ impl<S: Side> Connection<S> {
     /// Reads one packet the caller has already deframed (a receiver that also speaks the stock
     /// stream on the same socket). Packets of other functions are ignored.
     pub fn read_packet(&mut self, route: Route, payload: &[u8]) -> Result<(), AssemblyError> {
-        self.io.counters.packets_in += 1;
-        if route.function != GAPSTREAM_FUNCTION as u8 {
-            self.io.counters.other_packets += 1;
-            return Ok(());
-        }
-        self.io.assembler.push(route, payload).inspect_err(|_| {
-            self.io.counters.dropped += 1;
-        })
+        self.io.assembler.push(route, payload)
     }
 
     /// A whole message waits for `process_message`.
@@ -315,6 +284,15 @@ impl<S: Side> Connection<S> {
     }
 
     pub fn counters(&self) -> ConnectionCounters {
-        self.io.counters
+        let a = self.io.assembler.counters();
+        ConnectionCounters {
+            packets_in: a.packets + a.ignored_packets,
+            other_packets: a.ignored_packets,
+            garbled: self.io.garbled_stretches,
+            cpx_errors: self.io.decoder.errors() + self.io.truncated_datagrams,
+            dropped: a.dropped_messages + a.stray_packets,
+            messages: a.messages,
+            rejected: self.io.rejected,
+        }
     }
 }

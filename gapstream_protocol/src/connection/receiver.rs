@@ -3,7 +3,7 @@
 use gap_rust_cipher_s::KeystreamApplier;
 use rand_core::CryptoRng;
 
-use super::Connection;
+use super::{Connection, Io};
 use crate::clock::Clock;
 use crate::cpx::CpxError;
 use crate::handshake::{HandshakeError, Identity};
@@ -14,8 +14,11 @@ impl Connection<ReceiverSession> {
     /// of the packets it sends (a size outside that range is [`CpxError::BadPacketSize`]);
     /// messages up to [`ReceiverConfig::max_message`] are reassembled.
     pub fn new(id: Identity, cfg: ReceiverConfig) -> Result<Self, CpxError> {
-        let (packet, max) = (cfg.packet_payload, cfg.max_message());
-        Connection::with_session(ReceiverSession::new(id, cfg), packet, max)
+        let io = Io::new(cfg.packet_payload, cfg.max_message())?;
+        Ok(Connection {
+            session: ReceiverSession::new(id, cfg),
+            io,
+        })
     }
 
     /// Starts (or restarts) the handshake: a HELLO is queued for [`Connection::poll_transmit`].
@@ -43,12 +46,12 @@ impl Connection<ReceiverSession> {
         R: CryptoRng + ?Sized,
         C: Clock + ?Sized,
     {
-        let Some(msg) = self.io.next_message() else {
+        let Some(msg) = self.io.assembler.next_message() else {
             return Ok(None);
         };
         let r = self.session.handle_message(k, rng, clock, msg);
         if r.is_err() {
-            self.io.counters.rejected += 1;
+            self.io.rejected += 1;
         }
         r
     }
