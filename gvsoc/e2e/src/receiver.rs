@@ -1,5 +1,5 @@
 //! The receiver of the end-to-end run: connects to the ESP32 stand-in's WiFi side (TCP, like a
-//! deck's port 5000), runs `gapstream_protocol`'s `ReceiverSession` — the protocol code the
+//! deck's port 5000), runs `gapstream_protocol`'s `ReceiverConnection` — the protocol code the
 //! `gapstream` receiver runs — and collects the verified frames.
 //!
 //! Why not `gapstream record`: the simulator runs some twenty times slower than real time, and
@@ -17,12 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use gap_rust_cipher_s::Sequential;
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::{Entropy, EntropyError};
-use gapstream_protocol::assembler::Assembler;
-use gapstream_protocol::cpx::{
-    GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
-};
+use gapstream_protocol::connection::{Incoming, ReceiverConnection};
 use gapstream_protocol::handshake::Identity;
-use gapstream_protocol::session::{ReceiverConfig, ReceiverEvent, ReceiverSession};
+use gapstream_protocol::session::{ReceiverConfig, ReceiverEvent};
 use gapstream_protocol::suite::{KexMode, Suite};
 
 /// The host's random numbers.
@@ -87,15 +84,14 @@ pub struct RxConfig {
     pub deadline: Instant,
 }
 
-fn send_message(sock: &mut TcpStream, msg: &[u8]) -> io::Result<()> {
-    let route = Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION);
-    let mut p = Packetizer::new(route, [msg, &[], &[]], 1020, LastFlag::Final)
-        .map_err(|e| io::Error::other(e.to_string()))?;
-    let mut buf = [0u8; 1024];
+/// Sends what the connection queued (HELLO, KEY_ACK, KEEPALIVE) in one write.
+fn flush(sock: &mut TcpStream, conn: &mut ReceiverConnection) -> io::Result<()> {
     let mut out = Vec::new();
-    while let Some(n) = p.next_packet(&mut buf) {
-        let n = n.map_err(|e| io::Error::other(e.to_string()))?;
-        out.extend_from_slice(&buf[..n]);
+    while let Some(p) = conn.poll_transmit() {
+        out.extend_from_slice(p);
+    }
+    if out.is_empty() {
+        return Ok(());
     }
     sock.write_all(&out)
 }
@@ -134,18 +130,14 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
         handshake_timeout_ns: 3_600 * 1_000_000_000,
         ..ReceiverConfig::default()
     };
-    let mut asm = Assembler::new(rcfg.max_message());
-    let mut session = ReceiverSession::new(cfg.identity, rcfg);
+    let mut conn = ReceiverConnection::new(cfg.identity, rcfg)
+        .map_err(|e| RxError::Handshake(e.to_string()))?;
     let clock = unix_ns;
     let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
-    session
-        .connect(&mut rng, &clock)
+    conn.connect(&mut rng, &clock)
         .map_err(|e| RxError::Handshake(format!("{e:?}")))?;
-    while let Some(m) = session.poll_transmit() {
-        send_message(&mut sock, &m)?;
-    }
+    flush(&mut sock, &mut conn)?;
     let mut out = RxResult::default();
-    let mut dec = StreamDecoder::new();
     let mut buf = vec![0u8; 64 * 1024];
     while out.frames.len() < cfg.frames {
         if cfg.stop.load(Ordering::Relaxed) || Instant::now() > cfg.deadline {
@@ -164,20 +156,15 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut input = &buf[..n];
-        while let Some(p) = dec.decode(&mut input) {
-            match p {
-                Ok(p) => {
-                    if asm.push(p.route, p.payload).is_err() {
-                        out.rejected += 1;
-                    }
-                }
-                Err(_) => out.rejected += 1,
+        // Garbled stretches and messages that lost packets are counted as rejected.
+        conn.read_stream(&buf[..n], |i| {
+            if !matches!(i, Incoming::Other(_)) {
+                out.rejected += 1;
             }
-        }
-        while let Some(msg) = asm.next_message() {
+        });
+        while conn.has_message() {
             let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
-            match session.handle_message(&mut Sequential, &mut rng, &clock, msg) {
+            match conn.process_message(&mut Sequential, &mut rng, &clock) {
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats })) => {
                     out.handshake = Some(format!(
                         "{} / {}: {} bytes to the drone, {} bytes back",
@@ -208,12 +195,10 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
                 Ok(_) => {}
                 Err(_) => out.rejected += 1,
             }
-            while let Some(m) = session.poll_transmit() {
-                send_message(&mut sock, &m)?;
-            }
+            flush(&mut sock, &mut conn)?;
         }
     }
-    let c = session.counters();
+    let c = conn.session().counters();
     out.tag_failures = c.tag_failures;
     out.replays = c.replays;
     out.lost = c.lost_frames;
