@@ -14,12 +14,10 @@ use esp32_bridge::cookie;
 use gap_rust_cipher_s::Sequential;
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::testpattern;
-use gapstream_protocol::assembler::Assembler;
-use gapstream_protocol::cpx::{
-    Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
-};
+use gapstream_protocol::connection::ReceiverConnection;
+use gapstream_protocol::cpx::{CpxError, Function, Route, StreamDecoder};
 use gapstream_protocol::handshake::Identity;
-use gapstream_protocol::session::{self, ReceiverEvent, ReceiverSession};
+use gapstream_protocol::session::{self, ReceiverEvent};
 use gapstream_protocol::suite::{KexMode, Suite};
 
 use crate::images;
@@ -375,11 +373,13 @@ fn handshake_line(suite: Suite, mode: KexMode, stats: &session::HandshakeStats) 
     )
 }
 
-/// The secure protocol through `gapstream_protocol::session::ReceiverSession`.
+/// The secure protocol through `gapstream_protocol::connection::ReceiverConnection` (its
+/// reassembler, `ReceiverSession` and packetizer; the packets come from `run`'s CPX decoder, which
+/// the stock stream shares).
 struct SecureSession {
-    rs: ReceiverSession,
-    asm: Assembler,
-    packet_payload: usize,
+    /// The connection, or why the settings make none (a packet size outside 1..=1020), which
+    /// `opening` reports.
+    conn: Result<ReceiverConnection, CpxError>,
     /// Counters of earlier connections (each connection has a new session).
     base: session::ReceiverCounters,
     keylog: Option<std::path::PathBuf>,
@@ -409,11 +409,8 @@ impl SecureSession {
             keylog: s.keylog.is_some(),
             ..session::ReceiverConfig::default()
         };
-        let asm = Assembler::new(cfg.max_message());
         SecureSession {
-            rs: ReceiverSession::new(s.identity.clone(), cfg),
-            asm,
-            packet_payload: s.packet_payload,
+            conn: ReceiverConnection::new(s.identity.clone(), cfg),
             base,
             keylog: s.keylog.clone(),
         }
@@ -421,9 +418,11 @@ impl SecureSession {
 
     /// Appends the key-log lines the session produced (mode 0600, `secret_file`).
     fn write_keylog(&mut self, events: &mut Vec<Event>) {
-        let Some(path) = &self.keylog else { return };
+        let (Some(path), Ok(conn)) = (&self.keylog, &mut self.conn) else {
+            return;
+        };
         let mut text = String::new();
-        while let Some(line) = self.rs.drain_keylog() {
+        while let Some(line) = conn.session_mut().drain_keylog() {
             text.push_str(&format!("{line}\n"));
         }
         if text.is_empty() {
@@ -438,21 +437,16 @@ impl SecureSession {
         }
     }
 
+    /// Appends what the session queued, as CPX packets.
     fn flush(&mut self, reply: &mut Vec<u8>) {
-        let route = Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION);
-        let mut buf = vec![0u8; 4 + self.packet_payload];
-        while let Some(m) = self.rs.poll_transmit() {
-            if let Ok(mut p) =
-                Packetizer::new(route, [&m, &[], &[]], self.packet_payload, LastFlag::Final)
-            {
-                while let Some(Ok(n)) = p.next_packet(&mut buf) {
-                    reply.extend_from_slice(&buf[..n]);
-                }
+        if let Ok(conn) = &mut self.conn {
+            while let Some(p) = conn.poll_transmit() {
+                reply.extend_from_slice(p);
             }
         }
     }
 
-    fn event(&mut self, ev: ReceiverEvent, events: &mut Vec<Event>) {
+    fn event(ev: ReceiverEvent, events: &mut Vec<Event>) {
         match ev {
             ReceiverEvent::Established { suite, mode, stats } => {
                 events.push(Event::Info(handshake_line(suite, mode, &stats)))
@@ -495,8 +489,11 @@ impl SecureSession {
 
 impl Session for SecureSession {
     fn opening(&mut self) -> Result<Vec<u8>, String> {
-        self.rs
-            .connect(&mut rng()?, &proto_clock)
+        let conn = self
+            .conn
+            .as_mut()
+            .map_err(|e| format!("cannot start the handshake: {e}"))?;
+        conn.connect(&mut rng()?, &proto_clock)
             .map_err(|e| format!("cannot start the handshake: {e}"))?;
         let mut out = Vec::new();
         self.flush(&mut out);
@@ -505,8 +502,10 @@ impl Session for SecureSession {
 
     fn closing(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
-        if self.rs.is_established() {
-            self.rs.close(&mut Sequential);
+        if let Ok(conn) = &mut self.conn
+            && conn.session().is_established()
+        {
+            conn.close(&mut Sequential);
             self.flush(&mut out);
         }
         out
@@ -519,19 +518,17 @@ impl Session for SecureSession {
         events: &mut Vec<Event>,
         reply: &mut Vec<u8>,
     ) {
-        if let Err(e) = self.asm.push(route, payload) {
+        let Ok(conn) = &mut self.conn else { return };
+        if let Err(e) = conn.read_packet(route, payload) {
             events.push(Event::Rejected(format!("CPX message dropped: {e}")));
         }
-        while let Some(msg) = self.asm.next_message() {
+        while conn.has_message() {
             let mut r = match rng() {
                 Ok(r) => r,
                 Err(e) => return events.push(Event::Fatal(e)),
             };
-            match self
-                .rs
-                .handle_message(&mut Sequential, &mut r, &proto_clock, msg)
-            {
-                Ok(Some(ev)) => self.event(ev, events),
+            match conn.process_message(&mut Sequential, &mut r, &proto_clock) {
+                Ok(Some(ev)) => Self::event(ev, events),
                 Ok(None) => {}
                 // Frames of an epoch whose key has not arrived yet (just after joining a running
                 // group) are counted, not reported line by line.
@@ -544,19 +541,19 @@ impl Session for SecureSession {
     }
 
     fn tick(&mut self, events: &mut Vec<Event>, reply: &mut Vec<u8>) {
+        let Ok(conn) = &mut self.conn else { return };
         let Ok(mut r) = rng() else { return };
-        if let Some(ev) = self
-            .rs
-            .handle_timeout(&mut Sequential, &mut r, &proto_clock)
-        {
-            self.event(ev, events);
+        if let Some(ev) = conn.handle_timeout(&mut Sequential, &mut r, &proto_clock) {
+            Self::event(ev, events);
         }
         self.write_keylog(events);
         self.flush(reply);
     }
 
     fn counters(&self, c: &mut Counters) {
-        let s = self.rs.counters();
+        let Ok(conn) = &self.conn else { return };
+        let rs = conn.session();
+        let s = rs.counters();
         let b = &self.base;
         c.tag_failures = b.tag_failures + s.tag_failures;
         c.replays = b.replays + s.replays + b.too_old + s.too_old;
@@ -572,18 +569,18 @@ impl Session for SecureSession {
             + s.wrong_suite
             + b.control_rejected
             + s.control_rejected;
-        if let Some(h) = self.rs.handshake_stats() {
+        if let Some(h) = rs.handshake_stats() {
             c.handshake_ms = h.duration_ns as f64 / 1e6;
             c.handshake_tx_bytes = h.wire_bytes_sent;
             c.handshake_rx_bytes = h.wire_bytes_received;
         }
-        if let Some(e) = self.rs.epoch() {
+        if let Some(e) = rs.epoch() {
             c.key_epoch = e as u64;
         }
     }
 
     fn suite_label(&self) -> Option<String> {
-        let h = self.rs.handshake_stats()?;
+        let h = self.conn.as_ref().ok()?.session().handshake_stats()?;
         let warn = if h.suite.is_authenticated() {
             ""
         } else {
@@ -593,7 +590,7 @@ impl Session for SecureSession {
     }
 
     fn raw_counters(&self) -> Option<session::ReceiverCounters> {
-        Some(self.rs.counters())
+        Some(self.conn.as_ref().ok()?.session().counters())
     }
 }
 
