@@ -1138,4 +1138,41 @@ mod tests {
             "{l}"
         );
     }
+
+    /// A packet size the connection cannot send is a clear error when the session opens (it used
+    /// to leave the HELLO unsent and the handshake waiting for ever); a valid one opens with a
+    /// HELLO in packets of that size.
+    #[test]
+    fn secure_session_refuses_a_bad_packet_size_at_the_opening() {
+        let (_drone, rx) = crate::run::fresh_pairing().unwrap();
+        let settings = |packet_payload| SecureSettings {
+            identity: rx.clone(),
+            suites: vec![Suite::ChaCha20Poly1305],
+            modes: vec![KexMode::X25519],
+            packet_payload,
+            rsa_key: None,
+            keylog: None,
+        };
+        for bad in [0, 1021] {
+            let mut s = SecureSession::new(&settings(bad), Default::default());
+            let e = s.opening().unwrap_err();
+            assert!(
+                e.contains(&format!("CPX packet payload size {bad} outside 1..=1020")),
+                "{e}"
+            );
+        }
+        let mut s = SecureSession::new(&settings(16), Default::default());
+        let hello = s.opening().unwrap();
+        let mut rest = &hello[..];
+        let mut payloads = Vec::new();
+        while let Ok(Some(n)) = gapstream_protocol::cpx::packet_len(rest) {
+            payloads.push(n - 4);
+            rest = &rest[n..];
+        }
+        assert!(rest.is_empty());
+        assert!(
+            payloads.len() >= 4 && payloads.iter().all(|&n| n <= 16),
+            "{payloads:?}"
+        );
+    }
 }
