@@ -99,6 +99,10 @@ pub struct DroneStats {
     /// Receivers that left (CLOSE or silence), and receivers with a session now (secure mode).
     pub receivers_left: u64,
     pub receivers: u32,
+    /// Why the session last rejected a message (a replayed or forged control message, ...) and
+    /// why it last refused a HELLO: for a device's log (the counters above count them).
+    pub last_rejected: Option<session::DroneError>,
+    pub last_refused_hello: Option<gapstream_protocol::handshake::HandshakeError>,
 }
 
 /// Why the drone loop stopped.
@@ -323,11 +327,17 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                 let st = &mut self.stats;
                 match conn.process_message(&mut self.applier, &mut rng, &self.clock) {
                     Ok(Some(DroneEvent::Established { .. })) => st.handshakes += 1,
-                    Ok(Some(DroneEvent::HelloRefused(_))) => st.hellos_refused += 1,
+                    Ok(Some(DroneEvent::HelloRefused(e))) => {
+                        st.hellos_refused += 1;
+                        st.last_refused_hello = Some(e);
+                    }
                     Ok(Some(DroneEvent::KeyAcked { .. })) => st.rekeys_acked += 1,
                     Ok(Some(DroneEvent::Left { .. })) => st.receivers_left += 1,
                     Ok(_) => {}
-                    Err(_) => st.upstream_errors += 1,
+                    Err(e) => {
+                        st.upstream_errors += 1;
+                        st.last_rejected = Some(e);
+                    }
                 }
                 st.receivers = conn.session().members() as u32;
                 send(&mut conn.queued_packets(), &mut self.link, st)?;

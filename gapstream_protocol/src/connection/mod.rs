@@ -250,6 +250,18 @@ impl<S: Side> Connection<S> {
         self.io.assembler.has_message()
     }
 
+    /// The message `process_message` takes next, and the bytes its packets took on the wire (CPX
+    /// headers included): for a caller that records or measures the traffic.
+    pub fn peek_message(&self) -> Option<(&[u8], usize)> {
+        self.io.assembler.peek_message()
+    }
+
+    /// Takes the next whole message without handing it to the session (a monitor, a recorder, a
+    /// test that plays an attacker); `process_message` is this, then the session.
+    pub fn take_message(&mut self) -> Option<Vec<u8>> {
+        self.io.assembler.next_message()
+    }
+
     /// Drops a partial packet and a partial message (after the link was reset, for example: the
     /// next byte starts a packet).
     pub fn reset_input(&mut self) {

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::compat;
-use crate::cpx::{Function, LastFlag, MAX_WIRE_PACKET, Packetizer};
+use crate::cpx::{self, Function, LastFlag, MAX_WIRE_PACKET, Packetizer};
 use crate::frame::FrameMeta;
 use crate::handshake::{DronePolicy, KexSet, SuiteSet, pair};
 use crate::session::{DroneConfig, DroneEvent, ReceiverConfig, ReceiverEvent, Rejected};
@@ -392,6 +392,28 @@ fn read_packet_matches_read_stream() {
         Err(AssemblyError::Stray)
     );
     assert_eq!(p.rx.counters().dropped, 1);
+}
+
+/// A caller can look at the next message (and what it took on the wire) before the session gets
+/// it, or take it past the session.
+#[test]
+fn peek_and_take_messages() {
+    let mut p = Pipe::new(Suite::ChaCha20Poly1305, 100, 1020, 10);
+    p.handshake();
+    let f0 = p.frame(&pixels(0, 30));
+    let f1 = p.frame(&pixels(1, 30));
+    let wire: Vec<u8> = f0.iter().chain(&f1).flatten().copied().collect();
+    p.rx.read_stream(&wire, |i| panic!("{i:?}"));
+    let (m, wire_len) = p.rx.peek_message().unwrap();
+    assert_eq!(wire_len, f0.iter().map(Vec::len).sum::<usize>());
+    assert_eq!(wire_len, cpx::wire_len(m.len(), 100));
+    assert_eq!(wire::parse_prefix(m), Ok(MsgType::Frame));
+    // Taken past the session: the session never sees frame 0.
+    let taken = p.rx.take_message().unwrap();
+    assert_eq!(taken.len(), 36 + 240 + 16);
+    p.rx_process();
+    assert_eq!(p.frames(), vec![(1, pixels(1, 30))]);
+    assert!(p.rx.peek_message().is_none() && p.rx.take_message().is_none());
 }
 
 /// A message queued while an earlier one is half sent (the caller stopped polling mid-message)
