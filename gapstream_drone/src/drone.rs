@@ -175,6 +175,9 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
+    // Not inlined: the connection it builds moves its kilobyte deframer through temporaries that
+    // would otherwise stay in the caller's frame (the firmware's main task) for the whole run.
+    #[inline(never)]
     pub fn new(
         camera: C,
         link: L,
@@ -318,6 +321,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                     }
                 }
                 Incoming::Garbled(_) | Incoming::Dropped(_) => *errors += 1,
+                Incoming::Message { .. } => {}
             });
             while conn.has_message() {
                 // A fresh generator per message, seeded from the entropy source (messages are

@@ -94,10 +94,10 @@ pub struct Assembler {
     state: State,
     max_message: usize,
     function: u8,
-    /// Packets of the message in progress (for its wire length).
+    /// Packets of the message in progress, and the wire bytes of the last message completed.
     packets_in_message: usize,
-    /// Completed messages and the wire bytes their packets took.
-    done: VecDeque<(Vec<u8>, usize)>,
+    last_wire_len: usize,
+    done: VecDeque<Vec<u8>>,
     counters: AssemblyCounters,
 }
 
@@ -111,6 +111,7 @@ impl Assembler {
             max_message,
             function: GAPSTREAM_FUNCTION as u8,
             packets_in_message: 0,
+            last_wire_len: 0,
             done: VecDeque::new(),
             counters: AssemblyCounters::default(),
         }
@@ -138,13 +139,18 @@ impl Assembler {
 
     /// Completed messages, oldest first.
     pub fn next_message(&mut self) -> Option<Vec<u8>> {
-        self.done.pop_front().map(|(m, _)| m)
+        self.done.pop_front()
     }
 
-    /// The message [`Assembler::next_message`] gives next, and the bytes its packets took on the
-    /// wire (CPX headers included).
-    pub fn peek_message(&self) -> Option<(&[u8], usize)> {
-        self.done.front().map(|(m, wire)| (&m[..], *wire))
+    /// The message [`Assembler::next_message`] gives next.
+    pub fn peek_message(&self) -> Option<&[u8]> {
+        self.done.front().map(|m| &m[..])
+    }
+
+    /// The bytes the packets of the message completed last took on the wire (CPX headers
+    /// included); 0 before the first.
+    pub fn last_wire_len(&self) -> usize {
+        self.last_wire_len
     }
 
     fn drop_message(&mut self, e: AssemblyError) -> Result<(), AssemblyError> {
@@ -241,9 +247,9 @@ impl Assembler {
         match expected {
             Some(exp) if self.buf.len() == exp => {
                 self.counters.messages += 1;
-                let wire = exp + crate::cpx::WIRE_OVERHEAD * self.packets_in_message;
+                self.last_wire_len = exp + crate::cpx::WIRE_OVERHEAD * self.packets_in_message;
                 self.packets_in_message = 0;
-                self.done.push_back((core::mem::take(&mut self.buf), wire));
+                self.done.push_back(core::mem::take(&mut self.buf));
                 self.state = State::Idle;
                 Ok(())
             }
@@ -387,7 +393,8 @@ mod tests {
                 if whole {
                     let wire: usize = ps.iter().map(|p| p.len()).sum();
                     prop_assert_eq!(wire, crate::cpx::wire_len(m.len(), *size));
-                    prop_assert_eq!(asm.peek_message(), Some((&m[..], wire)));
+                    prop_assert_eq!(asm.last_wire_len(), wire);
+                    prop_assert_eq!(asm.peek_message(), Some(&m[..]));
                     prop_assert_eq!(asm.next_message(), Some(m));
                 } else {
                     // Its remains may read as some message (the session rejects it): skip it.

@@ -9,6 +9,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gapstream_protocol::assembler::Assembler;
+use gapstream_protocol::connection::Incoming;
 use gapstream_protocol::cpx::{self, Function, Route, StreamDecoder, Target};
 use gapstream_protocol::wire::{FrameHeader, PixelFormat};
 use gapstream_protocol::{
@@ -260,7 +261,9 @@ fn connections_allocate_nothing_per_packet() {
         while let Some(p) = rx.poll_transmit() {
             wire.extend_from_slice(p);
         }
-        drone.read_stream(&wire, |i| panic!("{i:?}"));
+        drone.read_stream(&wire, |i| {
+            assert!(matches!(i, Incoming::Message { .. }), "{i:?}")
+        });
         while drone.has_message() {
             drone
                 .process_message(&mut Sequential, &mut rng, &clock)
@@ -270,7 +273,9 @@ fn connections_allocate_nothing_per_packet() {
         while let Some(p) = drone.poll_transmit() {
             wire.extend_from_slice(p);
         }
-        rx.read_stream(&wire, |i| panic!("{i:?}"));
+        rx.read_stream(&wire, |i| {
+            assert!(matches!(i, Incoming::Message { .. }), "{i:?}")
+        });
         while rx.has_message() {
             rx.process_message(&mut Sequential, &mut rng, &clock)
                 .unwrap();
@@ -300,7 +305,9 @@ fn connections_allocate_nothing_per_packet() {
         }
         let drone_allocs = ALLOCS.load(Ordering::SeqCst) - before;
         let before = ALLOCS.load(Ordering::SeqCst);
-        rx.read_stream(&wire, |i| panic!("{i:?}"));
+        rx.read_stream(&wire, |i| {
+            assert!(matches!(i, Incoming::Message { .. }), "{i:?}")
+        });
         let ev = rx.process_message(&mut Sequential, &mut rng, &clock);
         let rx_allocs = ALLOCS.load(Ordering::SeqCst) - before;
         let Ok(Some(ReceiverEvent::Frame(f))) = ev else {

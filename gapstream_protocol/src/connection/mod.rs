@@ -102,6 +102,9 @@ pub enum Incoming<'a> {
     Garbled(CpxError),
     /// A message (or a packet) the reassembler dropped: packets were lost or garbled.
     Dropped(AssemblyError),
+    /// A message was reassembled (it waits for `process_message`), in the order they wait;
+    /// `wire_len`: the bytes its packets took on the wire, CPX headers included.
+    Message { wire_len: usize },
 }
 
 /// What a connection read (what it sends, its caller sees).
@@ -165,11 +168,17 @@ impl Io {
         self.decoder.decode_all(bytes, &mut |r| match r {
             Ok(p) => {
                 *garbled = false;
+                let done = assembler.counters().messages;
                 // The reassembler counts (and ignores) the packets of other functions.
                 if let Err(e) = assembler.push(p.route, p.payload) {
                     on(Incoming::Dropped(e));
                 } else if p.route.function != GAPSTREAM_FUNCTION as u8 {
                     on(Incoming::Other(p));
+                }
+                if assembler.counters().messages != done {
+                    on(Incoming::Message {
+                        wire_len: assembler.last_wire_len(),
+                    });
                 }
             }
             Err(e) => {
@@ -250,9 +259,8 @@ impl<S: Side> Connection<S> {
         self.io.assembler.has_message()
     }
 
-    /// The message `process_message` takes next, and the bytes its packets took on the wire (CPX
-    /// headers included): for a caller that records or measures the traffic.
-    pub fn peek_message(&self) -> Option<(&[u8], usize)> {
+    /// The message `process_message` takes next: for a caller that records the traffic.
+    pub fn peek_message(&self) -> Option<&[u8]> {
         self.io.assembler.peek_message()
     }
 

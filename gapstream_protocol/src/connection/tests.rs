@@ -81,7 +81,7 @@ impl Pipe {
     }
 
     fn drone_reads(&mut self, bytes: &[u8]) {
-        self.drone.read_stream(bytes, |i| panic!("drone: {i:?}"));
+        self.drone.read_stream(bytes, clean);
         let clock = self.clock();
         while self.drone.has_message() {
             self.drone
@@ -112,7 +112,7 @@ impl Pipe {
             let up: Vec<u8> = self.rx_packets().concat();
             self.drone_reads(&up);
             let down: Vec<u8> = self.drone_packets().concat();
-            self.rx.read_stream(&down, |i| panic!("receiver: {i:?}"));
+            self.rx.read_stream(&down, clean);
             self.rx_process();
         }
         assert!(self.drone.session().is_established(), "{:?}", self.events);
@@ -154,6 +154,11 @@ impl Pipe {
     }
 }
 
+/// A clean pipe: nothing but reassembled messages to report.
+fn clean(i: Incoming<'_>) {
+    assert!(matches!(i, Incoming::Message { .. }), "{i:?}");
+}
+
 /// Frame `k`'s pixels: 8 wide, 1 to 40 rows.
 fn pixels(k: usize, rows: usize) -> Vec<u8> {
     (0..8 * rows)
@@ -193,7 +198,7 @@ fn handshake_and_frames_over_one_stream() {
     for k in 0..3 {
         wire.extend(p.frame(&pixels(k, 30)).concat());
     }
-    p.rx.read_stream(&wire, |i| panic!("{i:?}"));
+    p.rx.read_stream(&wire, clean);
     p.rx_process();
     let got = p.frames();
     assert_eq!(got.len(), 3);
@@ -258,7 +263,7 @@ fn other_functions_are_handed_to_the_caller() {
     let mut others = Vec::new();
     p.drone.read_stream(&up, |i| match i {
         Incoming::Other(pk) => others.push((pk.route, pk.payload.to_vec())),
-        other => panic!("{other:?}"),
+        other => clean(other),
     });
     assert_eq!(others.len(), 2);
     assert_eq!(
@@ -295,7 +300,11 @@ fn garbled_stretches_are_reported_once_each() {
     wire.extend(p.frame(&pixels(1, 40)).concat());
     let mut reports = Vec::new();
     for chunk in chunked(&wire, &[7, 300, 1, 1500]) {
-        p.rx.read_stream(&chunk, |i| reports.push(alloc::format!("{i:?}")));
+        p.rx.read_stream(&chunk, |i| {
+            if !matches!(i, Incoming::Message { .. }) {
+                reports.push(alloc::format!("{i:?}"))
+            }
+        });
     }
     p.rx_process();
     assert_eq!(reports.len(), 2, "{reports:?}");
@@ -319,10 +328,18 @@ fn datagrams_never_carry_a_partial_packet() {
     // Frame 0's second packet cut short: frame 0 is lost (counted), frame 1 arrives whole.
     for (i, d) in f0.iter().enumerate() {
         let d = if i == 1 { &d[..d.len() - 3] } else { &d[..] };
-        p.rx.read_datagram(d, |e| reports.push(alloc::format!("{e:?}")));
+        p.rx.read_datagram(d, |e| {
+            if !matches!(e, Incoming::Message { .. }) {
+                reports.push(alloc::format!("{e:?}"))
+            }
+        });
     }
     for d in &f1 {
-        p.rx.read_datagram(d, |e| reports.push(alloc::format!("{e:?}")));
+        p.rx.read_datagram(d, |e| {
+            if !matches!(e, Incoming::Message { .. }) {
+                reports.push(alloc::format!("{e:?}"))
+            }
+        });
     }
     p.rx_process();
     assert_eq!(p.frames(), vec![(1, pixels(1, 20))]);
@@ -365,7 +382,7 @@ fn queued_control_messages_go_before_the_frame() {
     }
     assert_eq!(types, vec![MsgType::GroupKey, MsgType::Frame]);
     assert!(packets.iter().all(|pk| pk.len() <= WIRE_OVERHEAD + 64));
-    p.rx.read_stream(&wire, |i| panic!("{i:?}"));
+    p.rx.read_stream(&wire, clean);
     p.rx_process();
     assert!(p.events.contains(&ReceiverEvent::Rekeyed { epoch: 1 }));
     assert_eq!(p.frames().len(), 1);
@@ -394,8 +411,9 @@ fn read_packet_matches_read_stream() {
     assert_eq!(p.rx.counters().dropped, 1);
 }
 
-/// A caller can look at the next message (and what it took on the wire) before the session gets
-/// it, or take it past the session.
+/// Each reassembled message is reported with what its packets took on the wire, in the order the
+/// messages wait; a caller can look at the next one before the session gets it, or take it past
+/// the session.
 #[test]
 fn peek_and_take_messages() {
     let mut p = Pipe::new(Suite::ChaCha20Poly1305, 100, 1020, 10);
@@ -403,10 +421,17 @@ fn peek_and_take_messages() {
     let f0 = p.frame(&pixels(0, 30));
     let f1 = p.frame(&pixels(1, 30));
     let wire: Vec<u8> = f0.iter().chain(&f1).flatten().copied().collect();
-    p.rx.read_stream(&wire, |i| panic!("{i:?}"));
-    let (m, wire_len) = p.rx.peek_message().unwrap();
-    assert_eq!(wire_len, f0.iter().map(Vec::len).sum::<usize>());
-    assert_eq!(wire_len, cpx::wire_len(m.len(), 100));
+    let mut wire_lens = Vec::new();
+    for chunk in chunked(&wire, &[37, 250]) {
+        p.rx.read_stream(&chunk, |i| match i {
+            Incoming::Message { wire_len } => wire_lens.push(wire_len),
+            other => panic!("{other:?}"),
+        });
+    }
+    let sum = |f: &[Vec<u8>]| f.iter().map(Vec::len).sum::<usize>();
+    assert_eq!(wire_lens, vec![sum(&f0), sum(&f1)]);
+    let m = p.rx.peek_message().unwrap();
+    assert_eq!(wire_lens[0], cpx::wire_len(m.len(), 100));
     assert_eq!(wire::parse_prefix(m), Ok(MsgType::Frame));
     // Taken past the session: the session never sees frame 0.
     let taken = p.rx.take_message().unwrap();
@@ -496,7 +521,7 @@ proptest! {
         for _ in 0..4 {
             let up = p.rx_packets().concat();
             for c in chunked(&up, &cuts) {
-                p.drone.read_stream(&c, |i| panic!("drone: {i:?}"));
+                p.drone.read_stream(&c, clean);
             }
             let clock = p.clock();
             while p.drone.has_message() {
@@ -504,7 +529,7 @@ proptest! {
             }
             let down = p.drone_packets().concat();
             for c in chunked(&down, &cuts) {
-                p.rx.read_stream(&c, |i| panic!("receiver: {i:?}"));
+                p.rx.read_stream(&c, clean);
             }
             p.rx_process();
         }
@@ -528,8 +553,10 @@ proptest! {
         let mut reports = 0;
         for c in chunked(&wire, &cuts) {
             p.rx.read_stream(&c, |i| {
-                assert!(matches!(i, Incoming::Garbled(CpxError::BadLength(_))), "{i:?}");
-                reports += 1;
+                if !matches!(i, Incoming::Message { .. }) {
+                    assert!(matches!(i, Incoming::Garbled(CpxError::BadLength(_))), "{i:?}");
+                    reports += 1;
+                }
             });
         }
         p.rx_process();
@@ -572,7 +599,10 @@ proptest! {
                 }
                 if !lost {
                     p.rx.read_datagram(d, |i| {
-                        assert!(matches!(i, Incoming::Dropped(_)), "{i:?}");
+                        assert!(
+                            matches!(i, Incoming::Dropped(_) | Incoming::Message { .. }),
+                            "{i:?}"
+                        );
                     });
                 }
             }

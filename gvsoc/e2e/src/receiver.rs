@@ -360,15 +360,17 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
             }
             Err(e) => return Err(e.into()),
         };
-        // Garbled stretches and messages that lost packets are counted as rejected.
-        conn.read_stream(&buf[..n], |i| {
-            if !matches!(i, Incoming::Other(_)) {
-                out.rejected += 1;
-            }
+        // Garbled stretches and messages that lost packets are counted as rejected; each message
+        // is noted with the bytes its packets took, in the order they wait.
+        let mut wire_lens = std::collections::VecDeque::new();
+        conn.read_stream(&buf[..n], |i| match i {
+            Incoming::Message { wire_len } => wire_lens.push_back(wire_len as u64),
+            Incoming::Other(_) => {}
+            Incoming::Garbled(_) | Incoming::Dropped(_) => out.rejected += 1,
         });
-        while let Some((msg, wire_len)) = conn.peek_message() {
+        while let Some(msg) = conn.peek_message() {
             // Each message with the bytes read up to its last packet.
-            wire_bytes += wire_len as u64;
+            wire_bytes += wire_lens.pop_front().unwrap_or(0);
             if recorded.accept.is_empty()
                 && HandshakeHeader::decode(&recorded.hello)
                     .is_ok_and(|(h, _)| answers(msg, h.hello_id))

@@ -10,6 +10,7 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
+use gapstream_protocol::connection::Incoming;
 use gapstream_protocol::cpx::WIRE_OVERHEAD;
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{
@@ -89,7 +90,9 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
     let mut stray = 0;
     rx.connect(&mut rng, &now).map_err(|_| "connect failed")?;
     let hello = wire_of(&mut || rx.poll_transmit().map(<[u8]>::to_vec));
-    drone.read_stream(&hello, |_| stray += 1);
+    drone.read_stream(&hello, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     let ev = drone
         .process_message(k, &mut rng, &now)
         .map_err(|_| "drone rejected HELLO")?;
@@ -98,7 +101,9 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
     };
     // ACCEPT, then the group key; the receiver acknowledges it and frames can flow.
     let down = wire_of(&mut || drone.poll_transmit().map(<[u8]>::to_vec));
-    rx.read_stream(&down, |_| stray += 1);
+    rx.read_stream(&down, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     let ev = rx
         .process_message(k, &mut rng, &now)
         .map_err(|_| "receiver rejected ACCEPT")?;
@@ -115,7 +120,9 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
         return Err("receiver rejected GROUP_KEY");
     }
     let ack = wire_of(&mut || rx.poll_transmit().map(<[u8]>::to_vec));
-    drone.read_stream(&ack, |_| stray += 1);
+    drone.read_stream(&ack, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     drone
         .process_message(k, &mut rng, &now)
         .map_err(|_| "drone rejected KEY_ACK")?;
@@ -149,19 +156,25 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
     if suite.is_authenticated() {
         let mut bad = wire.clone();
         bad[1000 / packet * (WIRE_OVERHEAD + packet) + WIRE_OVERHEAD + 1000 % packet] ^= 1;
-        rx.read_stream(&bad, |_| stray += 1);
+        rx.read_stream(&bad, |i| {
+            stray += usize::from(!matches!(i, Incoming::Message { .. }))
+        });
         if rx.process_message(k, &mut rng, &now) != Err(Rejected::TagFailure) {
             return Err("tampered frame not rejected");
         }
     }
-    rx.read_stream(&wire, |_| stray += 1);
+    rx.read_stream(&wire, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     let Ok(Some(ReceiverEvent::Frame(f))) = rx.process_message(k, &mut rng, &now) else {
         return Err("frame not delivered");
     };
     if f.pixels() != &pixels[..] {
         return Err("frame differs after the round trip");
     }
-    rx.read_stream(&wire, |_| stray += 1);
+    rx.read_stream(&wire, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     if !matches!(
         rx.process_message(k, &mut rng, &now),
         Err(Rejected::Replay(_))
