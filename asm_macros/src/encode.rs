@@ -347,6 +347,12 @@ pub fn pv_sub_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
     pv_rr(F6_PV_SUB, rd, rs1, rs2, F3_H)
 }
 
+/// `pv.shuffle.b rD, rs1, rs2`: byte `i` of rD is byte `rs2[8 i + 1 : 8 i]` of rs1 (`rs2 =
+/// 0x00010203` reverses the bytes). `110000 | 0 | rs2 | rs1 | 001 | rD | 1010111`.
+pub fn pv_shuffle_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_SHUFFLE, rd, rs1, rs2, F3_B)
+}
+
 /// `pv.shuffle.sci.h rD, rs1, Imm6`: rD\[0\] = rs1\[Imm6\[0\]\], rD\[1\] = rs1\[Imm6\[1\]\]
 /// (halfwords; `1` swaps them). Only `Imm6[1:0]` select, so 0..=3.
 /// `110000 | Imm6[0] | Imm6[5:1] | rs1 | 110 | rD | 1010111`.
@@ -716,6 +722,12 @@ mod tests {
         assert_eq!(p_ff1(r("x31"), r("x31")), 0x100F_8FB3);
         // Bit Manipulation > Encoding: `0001000 00000 src1 011 dest 0110011 p.cnt` (GVSOC:
         // `p.cnt 'R1' '0001000 00000 ----- 011 ----- 0110011'`).
+        // Vectorial shuffle: `11000 0 0 src2 src1 001 dest 1010111 pv.shuffle.b` (GVSOC:
+        // `pv.shuffle.b 'R' '110000- ----- ----- 001 ----- 1010111'`).
+        assert_eq!(pv_shuffle_b(0, 0, 0), 0xC000_1057);
+        assert_eq!(pv_shuffle_b(r("a0"), r("a1"), r("a2")), 0xC0C5_9557);
+        assert_eq!(pv_shuffle_b(r("t2"), r("t2"), r("s7")), 0xC173_93D7);
+        assert_eq!(pv_shuffle_b(r("x31"), r("x31"), r("x31")), 0xC1FF_9FD7);
         assert_eq!(p_cnt(0, 0), 0x1000_3033);
         assert_eq!(p_cnt(r("a0"), r("a1")), 0x1005_B533);
         assert_eq!(p_cnt(r("t1"), r("s8")), 0x100C_3333);

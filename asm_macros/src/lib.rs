@@ -42,6 +42,7 @@
 //! | [`p_inserti!`]`(rd, rs1, Is3, Is2)` | `p.insert` | rd\[Is2+Is3:Is2\] = rs1\[Is3:0\] |
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
+//! | [`pv_shuffle_b!`]`(rd, rs1, rs2)` | `pv.shuffle.b` | rd byte i = rs1 byte (rs2 byte i & 3) |
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
 //! | [`p_lbu!`]`(rd, imm(rs1!))` | `p.lbu rD, Imm(rs1!)` | rd = Mem8(rs1) zero-extended; rs1 += imm |
 //! | [`p_lh_rr!`]`(rd, rs2(rs1))` | `p.lh rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) sign-extended (register offset) |
@@ -619,6 +620,15 @@ pub fn p_addrni(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn pv_sub_h(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_pv_rr(i, "pv.sub.h", encode::pv_sub_h))
+}
+
+/// `pv.shuffle.b rD, rs1, rs2`: byte `i` of rD is byte `rs2[8 i + 1 : 8 i]` of rs1.
+/// `pv_shuffle_b!(a0, a1, a2)` → `".insn 4, 0xc0c59557"`.
+#[proc_macro]
+pub fn pv_shuffle_b(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_pv_rr(i, "pv.shuffle.b", encode::pv_shuffle_b)
+    })
 }
 
 /// `pv.shuffle.sci.h rD, rs1, imm`: halfword `i` of rD is halfword `imm` bit `i` of rs1 (0..=3;

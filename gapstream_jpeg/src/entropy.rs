@@ -9,7 +9,7 @@
 //! writer stops writing and marks the output `full`; the caller either fails (a frame larger
 //! than the caller's buffer) or rolls back to the last block boundary and continues in a fresh
 //! buffer (the cluster lanes, whose L1 staging chunks fill up regularly).
-use crate::fdct::Kernel;
+use crate::fdct::{Kernel, slot};
 use crate::tables::{CODE_MASK, LEN_SHIFT, Tables};
 
 /// Bytes one block can add to an [`Out`] at most: 20 DC bits + 63 × 26 AC bits + 31 pending bits
@@ -171,10 +171,11 @@ fn code_ac<K: Kernel>(v: i32, k: usize, run: u32, t: &Tables, bits: &mut Bits, o
     bits.put(out, (p & CODE_MASK) | field(v, q, nb), p >> LEN_SHIFT);
 }
 
-/// Quantises and codes one block of DCT output (`f8`, zig-zag order, scaled by 8) after the
-/// block whose quantised DC was `*dc_pred`; updates the predictor. The AC coefficients that are
-/// not zero are found from the kernel's zero mask ([`Kernel::zero_mask`]): a lowest-set-bit scan
-/// over the pairs that hold one, so the zeros cost nothing here.
+/// Quantises and codes one block of DCT output (`f8`, zig-zag coefficient `k` at
+/// [`slot`]`(k)`, scaled by 8) after the block whose quantised DC was `*dc_pred`; updates the
+/// predictor. The AC coefficients that are not zero are found from the kernel's zero mask
+/// ([`Kernel::zero_mask`], bit `k % 32` of word `k / 32`): a lowest-set-bit scan, so the zeros
+/// cost nothing here.
 #[inline(always)]
 pub fn code_block<K: Kernel>(
     f8: &[i16; 64],
@@ -197,22 +198,20 @@ pub fn code_block<K: Kernel>(
     // AC in zig-zag order: runs of zeros, ZRL for every 16, EOB after the last non-zero.
     let mut last = 0usize;
     for (w, &z) in zero.iter().enumerate() {
-        // Bit i: coefficient 32w + 2i is not zero; bit 16 + i: 32w + 2i + 1 (the DC excluded).
-        let nz = !z & if w == 0 { !1 } else { !0 };
-        let mut pairs = (nz | (nz >> 16)) & 0xffff;
-        while pairs != 0 {
-            let i = K::ff1(pairs);
-            pairs &= pairs - 1;
-            let k = 32 * w + 2 * i as usize;
-            if nz & (1 << i) != 0 {
-                code_ac::<K>(f8[k & 63] as i32, k, (k - last - 1) as u32, t, bits, out);
-                last = k;
-            }
-            if nz & (1 << (16 + i)) != 0 {
-                let k = k + 1;
-                code_ac::<K>(f8[k & 63] as i32, k, (k - last - 1) as u32, t, bits, out);
-                last = k;
-            }
+        // Bit i: coefficient 32 w + i is not zero (the DC excluded).
+        let mut nz = !z & if w == 0 { !1 } else { !0 };
+        while nz != 0 {
+            let k = 32 * w + K::ff1(nz) as usize;
+            nz &= nz - 1;
+            code_ac::<K>(
+                f8[slot(k & 63)] as i32,
+                k,
+                (k - last - 1) as u32,
+                t,
+                bits,
+                out,
+            );
+            last = k;
         }
     }
     if last < 63 {

@@ -103,15 +103,30 @@ const fn pairs() -> [u32; 15] {
     p
 }
 
-/// Byte offset in the zig-zag-ordered output of each pass-2 output, in the order pass 2 makes
-/// them (column `u`, then `v`): `2 * ZZ_OF_NAT[8 v + u]` at index `8 u + v`.
+/// Where zig-zag coefficient `k` sits in [`Work::f8`] (its slot): coefficients `k` and `k + 16`
+/// of each half (0..32, 32..64) share a word, `k` in the low halfword, so that the zero mask
+/// ([`Kernel::zero_mask`], one mask bit per halfword of a word pair) comes out with bit `k % 32`
+/// of word `k / 32` for coefficient `k`: zig-zag order, nothing to interleave.
+pub const fn slot(k: usize) -> usize {
+    let (g, j) = (k & 32, k & 31);
+    g + 2 * (j & 15) + (j >> 4)
+}
+
+/// The zig-zag coefficient in slot `s` (the inverse of [`slot`]).
+pub const fn coef_of_slot(s: usize) -> usize {
+    let (g, r) = (s & 32, s & 31);
+    g + (r >> 1) + 16 * (r & 1)
+}
+
+/// Byte offset in the output ([`slot`] order) of each pass-2 output, in the order pass 2 makes
+/// them (column `u`, then `v`): `2 * slot(ZZ_OF_NAT[8 v + u])` at index `8 u + v`.
 pub const ZZ_STORE: [u8; 64] = {
     let mut t = [0u8; 64];
     let mut u = 0;
     while u < 8 {
         let mut v = 0;
         while v < 8 {
-            t[8 * u + v] = 2 * ZZ_OF_NAT[8 * v + u];
+            t[8 * u + v] = 2 * slot(ZZ_OF_NAT[8 * v + u] as usize) as u8;
             v += 1;
         }
         u += 1;
@@ -190,14 +205,13 @@ pub trait Kernel {
     const NAME: &'static str;
 
     /// The block whose rows start at `src[0]`, `src[ctx.stride]`, ... (`src.len() >= 7 stride +
-    /// 8`) into `w.f8`, in zig-zag order.
+    /// 8`) into `w.f8`, zig-zag coefficient `k` in halfword [`slot`]`(k)`.
     fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work);
 
-    /// Which coefficients of `f8` (zig-zag order) quantise to 0: `thr` holds the thresholds in
-    /// zig-zag order as halfword pairs (`thr[i] = t[2i] | t[2i+1] << 16`, see
-    /// [`crate::tables::Tables::thr`]); in the result, for word `w` and `i < 16`, bit `i` says
-    /// coefficient `32 w + 2 i` is 0 and bit `16 + i` says coefficient `32 w + 2 i + 1` is
-    /// (`|f8[k]| < t[k]`).
+    /// Which coefficients of `f8` ([`slot`] order) quantise to 0: `thr` holds the thresholds in
+    /// the same order as halfword pairs (`thr[i]` = the thresholds of slots `2 i` and `2 i + 1`,
+    /// see [`crate::tables::Tables::thr`]); in the result, bit `k % 32` of word `k / 32` says
+    /// zig-zag coefficient `k` is 0 (`|f8[slot(k)]| < t[k]`).
     #[inline(always)]
     fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
         portable_zero_mask(f8, thr)
@@ -233,11 +247,11 @@ pub trait Kernel {
 /// [`Kernel::zero_mask`] in plain Rust.
 pub fn portable_zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
     let mut m = [0u32; 2];
-    for (k, &v) in f8.iter().enumerate() {
-        let t = (thr[k / 2] >> (16 * (k % 2))) & 0xffff;
+    for (s, &v) in f8.iter().enumerate() {
+        let t = (thr[s / 2] >> (16 * (s % 2))) & 0xffff;
         if (v as i32).unsigned_abs() < t {
-            let i = (k % 32) / 2 + 16 * (k % 2);
-            m[k / 32] |= 1 << i;
+            let k = coef_of_slot(s);
+            m[k / 32] |= 1 << (k % 32);
         }
     }
     m
@@ -294,7 +308,7 @@ impl Kernel for Portable {
     }
 }
 
-/// The portable arithmetic on a block with rows `stride` bytes apart (output in zig-zag order).
+/// The portable arithmetic on a block with rows `stride` bytes apart (output in [`slot`] order).
 pub fn portable_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
     // tt[u][y]: pass 1 transposed.
     let mut tt = [[0i32; 8]; 8];
@@ -307,7 +321,7 @@ pub fn portable_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
     for (u, t) in tt.iter().enumerate() {
         let f = col(t);
         for v in 0..8 {
-            out[ZZ_OF_NAT[v * 8 + u] as usize] = f[v] as i16;
+            out[slot(ZZ_OF_NAT[v * 8 + u] as usize)] = f[v] as i16;
         }
     }
 }
@@ -375,9 +389,35 @@ mod tests {
     fn zz_store_is_the_zigzag_position_of_each_pass_2_output() {
         for u in 0..8 {
             for v in 0..8 {
-                let k = ZZ_STORE[8 * u + v] as usize / 2;
+                let k = coef_of_slot(ZZ_STORE[8 * u + v] as usize / 2);
                 assert_eq!(crate::tables::ZIGZAG[k] as usize, 8 * v + u);
             }
+        }
+    }
+
+    /// The slots are a permutation, and the mask bit of each slot's halfword lands on its
+    /// coefficient's bit.
+    #[test]
+    fn slots_pair_k_with_k_plus_16() {
+        let mut seen = [false; 64];
+        for k in 0..64 {
+            let s = slot(k);
+            assert!(!seen[s]);
+            seen[s] = true;
+            assert_eq!(coef_of_slot(s), k);
+            // Word s / 2 of its half, low or high halfword: mask bit (s / 2) % 16 + 16 (s % 2).
+            assert_eq!((s / 2) % 16 + 16 * (s % 2), k % 32);
+            assert_eq!(s / 32, k / 32);
+        }
+        // The zero mask, on a block with only coefficient k non-zero.
+        let thr = crate::tables::Tables::new(50).thr;
+        for k in 1..64 {
+            let mut f8 = [0i16; 64];
+            f8[slot(k)] = 2000;
+            let m = portable_zero_mask(&f8, &thr);
+            let nz = [!m[0] & !1, !m[1]];
+            assert_eq!(nz[k / 32], 1 << (k % 32), "k {k}");
+            assert_eq!(nz[1 - k / 32], 0, "k {k}");
         }
     }
 
@@ -397,7 +437,7 @@ mod tests {
         portable_fdct(p, 8, &mut f);
         let e = exact(p);
         (0..64)
-            .map(|n| (f[ZZ_OF_NAT[n] as usize] as f64 - e[n]).abs())
+            .map(|n| (f[slot(ZZ_OF_NAT[n] as usize)] as f64 - e[n]).abs())
             .fold(0.0, f64::max)
     }
 

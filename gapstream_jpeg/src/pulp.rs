@@ -12,30 +12,33 @@
 //! each of the 8 outputs `pv.dotsp.h` + `pv.sdotsp.h` (4 products), `p.addRN` (round and shift,
 //! the DC with the level shift) and a halfword store into the transposed scratch. Pass 2, one
 //! transposed row per iteration (48 instructions): four post-increment loads, the butterflies as
-//! `pv.add.h` / `pv.sub.h` on the pairs, 8 × (2 dot products, `p.addRN`, the zig-zag offset from
-//! [`crate::fdct::ZZ_STORE`] by a post-increment `p.lbu` and a register-offset `p.sh`). Both passes use the same 15
-//! coefficient pairs, kept in registers for the block. The loops keep the kernel at 0.5 KiB: the
+//! `pv.add.h` / `pv.sub.h` on the pairs, 8 × (2 dot products, `p.addRN`, the coefficient's slot
+//! offset ([`crate::fdct::slot`]) from [`crate::fdct::ZZ_STORE`] by a post-increment `p.lbu` and a
+//! register-offset `p.sh`). Both passes use the same 15 coefficient pairs, kept in registers for
+//! the block. The loops keep the kernel at 0.5 KiB: the
 //! 8 cores share a 4 KiB instruction cache.
 //!
-//! **Zero test** ([`Kernel::zero_mask`]): per pair of zig-zag positions one load of the
-//! coefficients and one of the thresholds, `pv.abs.h`, `pv.sub.h` (negative: quantises to 0),
-//! the two sign bits masked and shifted into the mask: 7 instructions per pair in hardware
-//! loop 0.
+//! **Zero test** ([`Kernel::zero_mask`]): per word of two slots (coefficients `k` and `k + 16`)
+//! one load of the coefficients and one of the thresholds, `pv.abs.h`, `pv.sub.h` (negative:
+//! quantises to 0), the two sign bits masked and shifted into the mask: 7 instructions per word
+//! in hardware loop 0; the slots make the mask come out in zig-zag order.
 //!
 //! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
 //! the DC quantised (`p.abs`, reciprocal multiply) and coded as the difference to the previous
-//! block; the zero mask inverted and bit-interleaved (a perfect shuffle in four steps) so that
-//! bit `j` of word `w` is coefficient `32 w + j`; per word, hardware loop 0 runs once per
+//! block; the zero mask inverted (bit `j` of word `w`: coefficient `32 w + j` is not zero);
+//! per word, hardware loop 0 runs once per
 //! non-zero coefficient (`p.cnt`), each found with `p.ff1`, quantised, its category from `p.fl1`,
 //! its code from the AC table (already shifted by the category, the total length on top: see
-//! [`crate::tables::coder_entry`]), ZRL for runs of 16; EOB unless coefficient 63 was coded. Bits go into a 32-bit accumulator; a full word is stored
-//! big-endian, byte by byte with a stuffed `0x00` after each `0xFF` when it holds one.
+//! [`crate::tables::coder_entry`]), ZRL for runs of 16; EOB unless coefficient 63 was coded.
+//! Bits go into a 32-bit accumulator; a full word is stored big-endian in one store of its bytes
+//! reversed (`pv.shuffle.b`), or byte by byte with a stuffed `0x00` after each `0xFF` when it
+//! holds one; the AC loop does this inline.
 use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
 use asm_macros::{
     lp_setup, lp_setupi, p_abs, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr, p_lw, p_lw_rr,
-    p_sh, pv_abs_h, pv_add_h, pv_shuffle_sci_h, pv_sub_h,
+    p_sh, pv_abs_h, pv_add_h, pv_shuffle_b, pv_shuffle_sci_h, pv_sub_h,
 };
 use core::arch::asm;
 
@@ -276,31 +279,14 @@ fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
     [m0, m1]
 }
 
-/// The perfect shuffle of the register named by `$r` (temporaries t0 t1, masks s4-s7): bits
-/// `i` and `16 + i` move to `2 i` and `2 i + 1` (Hacker's Delight, 7-2).
-#[rustfmt::skip]
-macro_rules! shuffle {
-    ($r:literal) => {
-        concat!(
-            "srli t0, ", $r, ", 8\n", "xor t0, t0, ", $r, "\n", "and t0, t0, s4\n",
-            "slli t1, t0, 8\n", "xor ", $r, ", ", $r, ", t0\n", "xor ", $r, ", ", $r, ", t1\n",
-            "srli t0, ", $r, ", 4\n", "xor t0, t0, ", $r, "\n", "and t0, t0, s5\n",
-            "slli t1, t0, 4\n", "xor ", $r, ", ", $r, ", t0\n", "xor ", $r, ", ", $r, ", t1\n",
-            "srli t0, ", $r, ", 2\n", "xor t0, t0, ", $r, "\n", "and t0, t0, s6\n",
-            "slli t1, t0, 2\n", "xor ", $r, ", ", $r, ", t0\n", "xor ", $r, ", ", $r, ", t1\n",
-            "srli t0, ", $r, ", 1\n", "xor t0, t0, ", $r, "\n", "and t0, t0, s7\n",
-            "slli t1, t0, 1\n", "xor ", $r, ", ", $r, ", t0\n", "xor ", $r, ", ", $r, ", t1\n",
-        )
-    };
-}
-
 /// Codes one block (DC, AC, EOB) into the bytes at `out` (room for [`MAX_BLOCK_BYTES`]
 /// guaranteed by the caller); returns the new end.
 ///
-/// Register plan: F8 a0, zero masks a1 a2 (then the non-zero flags of the current word s8),
-/// quantiser entries a3, AC entries a4 (`t.ac` + 1 entry: the entry of `(run, size)` at
+/// Register plan: F8 a0 (coefficient `k` at the byte its quantiser entry names), zero masks a1
+/// a2 (then the non-zero flags of the current word s8), quantiser entries a3, AC entries a4 (`t.ac` + 1 entry: the entry of `(run, size)` at
 /// `a4 + 4 (run << 4 | size - 1)`), DC entries a5, output a6, DC predictor a7, bit accumulator
-/// s2 and free bits s3, shuffle masks s4-s7 (then `0x01010101`, `0x80808080`, 31 in s4-s6),
+/// s2 and free bits s3, `0x01010101`, `0x80808080`, 31 and the byte reversal's selector
+/// `0x00010203` in s4-s7, 32 in a1,
 /// `last + 1` s9, word base s10, 16 s11; zig-zag position t0, run t6. The AC scan of a word is
 /// hardware loop 0, one iteration per non-zero coefficient. The put routine (label 90, link ra)
 /// takes the code in t3 and its length in t4 and clobbers t1 t2 t5.
@@ -328,21 +314,19 @@ fn block(
         asm!(
             ".option push",
             ".option norvc",
-            "li s4, 0x0000ff00",
-            "li s5, 0x00f000f0",
-            "li s6, 0x0c0c0c0c",
-            "li s7, 0x22222222",
             "li s11, 16",
-            // The non-zero flags of both words, bit-interleaved (word 1 kept in a2).
+            // The non-zero flags of both words (bit j of word w: coefficient 32 w + j; the
+            // DC's cleared; word 1 kept in a2).
             "not s8, a1",
-            shuffle!("s8"),
             "andi s8, s8, -2",
             "not a2, a2",
-            shuffle!("a2"),
-            // From here s4 s5 hold the 0xFF test's constants, s6 31.
+            // s4 s5 hold the 0xFF test's constants, s6 31, s7 the byte reversal's selector,
+            // a1 32.
             "li s4, 0x01010101",
             "li s5, 0x80808080",
             "li s6, 31",
+            "li s7, 0x00010203",
+            "li a1, 32",
             // ---- DC
             "lh t0, 0(a0)",
             "lhu t1, 6(a3)",
@@ -393,12 +377,13 @@ fn block(
             "sub t6, t0, s9",
             "addi s9, t0, 1",
             "bgeu t6, s11, 70f",
+            // The coefficient at its slot (the entry's byte 2), the entry's divisor.
             "52:",
-            "slli t1, t0, 1",
-            p_lh_rr!(t2, t1(a0)),
             "slli t1, t0, 3",
             "add t1, a3, t1",
+            "lbu t2, 2(t1)",
             "lhu t3, 6(t1)",
+            p_lh_rr!(t2, t2(a0)),
             "lhu t4, 4(t1)",
             "lbu t5, 3(t1)",
             p_abs!(t0, t2),
@@ -433,9 +418,26 @@ fn block(
             "li s10, 32",
             "mv s8, a2",
             "j 50b",
-            // Put through the routine (a full word to emit), back to the loop's last instruction.
+            // A full word to emit (the put routine's work, inline), back to the loop's last
+            // instruction.
             "56:",
-            "jal ra, 90f",
+            "sub t1, t4, s3",
+            "sll t2, s2, s3",
+            "srl t5, t3, t1",
+            "or t2, t2, t5",
+            "mv s2, t3",
+            "sub s3, a1, t1",
+            "not t5, t2",
+            "sub t1, t5, s4",
+            "and t1, t1, t2",
+            "and t1, t1, s5",
+            "bnez t1, 57f",
+            pv_shuffle_b!(t2, t2, s7),
+            "sw t2, 0(a6)",
+            "addi a6, a6, 4",
+            "j 55b",
+            "57:",
+            "jal ra, 93f",
             "j 55b",
             // ---- EOB unless coefficient 63 was the last coded.
             "60:",
@@ -463,21 +465,17 @@ fn block(
             "srl t5, t3, t1",
             "or t2, t2, t5",
             "mv s2, t3",
-            "li t5, 32",
-            "sub s3, t5, t1",
-            // Does the word hold a 0xFF byte? (~w has a zero byte.)
+            "sub s3, a1, t1",
+            // Does the word hold a 0xFF byte? (~w has a zero byte.) If not, its bytes reversed
+            // in one store (big-endian; the output need not be word-aligned: RI5CY splits a
+            // misaligned store).
             "not t5, t2",
             "sub t1, t5, s4",
             "and t1, t1, t2",
             "and t1, t1, s5",
             "bnez t1, 93f",
-            "srli t5, t2, 24",
-            "sb t5, 0(a6)",
-            "srli t5, t2, 16",
-            "sb t5, 1(a6)",
-            "srli t5, t2, 8",
-            "sb t5, 2(a6)",
-            "sb t2, 3(a6)",
+            pv_shuffle_b!(t2, t2, s7),
+            "sw t2, 0(a6)",
             "addi a6, a6, 4",
             "jr ra",
             "91:",
@@ -504,7 +502,7 @@ fn block(
             "99:",
             ".option pop",
             in("x10") f8.as_ptr(),
-            in("x11") zero[0],
+            inout("x11") zero[0] => _,
             inout("x12") zero[1] => _,
             in("x13") t.quant.as_ptr(),
             in("x14") t.ac.as_ptr().wrapping_add(1),

@@ -175,14 +175,39 @@ pub const fn coder_entry(packed: u32, size: u32) -> u32 {
     (len + size) << LEN_SHIFT | code << size
 }
 
+/// The AC coder entries ([`coder_entry`] of each symbol), made at compile time so that
+/// [`Tables::new`] copies them and needs no second table on its stack (built there, it overflowed
+/// the GVSOC bench's 8 KiB FC stack into `.bss`).
+const AC_CODER: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut s = 0;
+    while s < 256 {
+        t[s] = coder_entry(AC_CODES.packed[s], s as u32 & 15);
+        s += 1;
+    }
+    t
+};
+
+/// The DC coder entries of categories 0..=11.
+const DC_CODER: [u32; 12] = {
+    let mut t = [0u32; 12];
+    let mut s = 0;
+    while s < 12 {
+        t[s] = coder_entry(DC_CODES.packed[s], s as u32);
+        s += 1;
+    }
+    t
+};
+
 /// One zig-zag position of [`Tables`]: where its coefficient is and how it is quantised.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct QuantEntry {
     /// Magnitudes below this quantise to 0.
     pub thr: u16,
-    /// Natural index of the coefficient (0..64).
-    pub nat: u8,
+    /// Byte offset of the coefficient in [`crate::fdct::Work::f8`]
+    /// (`2 *` [`crate::fdct::slot`]`(k)`).
+    pub at: u8,
     /// Right shift after the multiply.
     pub shift: u8,
     /// Reciprocal of `8 * Q`.
@@ -205,8 +230,9 @@ impl QuantEntry {
 pub struct Tables {
     /// Per zig-zag position: natural index, divisor, zero threshold.
     pub quant: [QuantEntry; 64],
-    /// The zero thresholds in zig-zag order as halfword pairs: `thr[i] = t[2i] | t[2i+1] << 16`
-    /// (the layout [`crate::Kernel::zero_mask`] reads; `t[0] = 0`: the DC is always coded).
+    /// The zero thresholds in [`crate::fdct::slot`] order as halfword pairs: `thr[i]` = the
+    /// thresholds of the coefficients in slots `2 i` (low) and `2 i + 1` (the layout
+    /// [`crate::Kernel::zero_mask`] reads; the DC's is 0: it is always coded).
     pub thr: [u32; 32],
     /// Each AC symbol `run << 4 | size` (indexed by the symbol) as the coder puts it: its code
     /// shifted left by `size` (room for the magnitude field) and the total length `len + size`
@@ -247,30 +273,25 @@ impl Tables {
             let thr = need.saturating_sub(corr as u64);
             *e = QuantEntry {
                 thr: thr.min(0xffff) as u16,
-                nat,
+                at: 2 * crate::fdct::slot(k) as u8,
                 shift: shift as u8,
                 recip: recip as u16,
                 corr: corr as u16,
             };
         }
-        let mut dc = [0u32; 12];
-        for (s, e) in dc.iter_mut().enumerate() {
-            *e = coder_entry(DC_CODES.packed[s], s as u32);
-        }
-        let mut ac = [0u32; 256];
-        for (s, e) in ac.iter_mut().enumerate() {
-            *e = coder_entry(AC_CODES.packed[s], s as u32 & 15);
-        }
         let mut thr = [0u32; 32];
         for (i, t) in thr.iter_mut().enumerate() {
-            let lo = if i == 0 { 0 } else { quant[2 * i].thr as u32 };
-            *t = lo | (quant[2 * i + 1].thr as u32) << 16;
+            let of = |s: usize| match crate::fdct::coef_of_slot(s) {
+                0 => 0,
+                k => quant[k].thr as u32,
+            };
+            *t = of(2 * i) | of(2 * i + 1) << 16;
         }
         Tables {
             quant,
             thr,
-            ac,
-            dc,
+            ac: AC_CODER,
+            dc: DC_CODER,
             dqt,
             dct: crate::fdct::PAIRS,
             zz: crate::fdct::ZZ_STORE,
@@ -409,8 +430,9 @@ mod tests {
     fn reciprocal_quantiser_matches_division_and_threshold() {
         for quality in [1u8, 10, 25, 50, 75, 90, 95, 100] {
             let t = Tables::new(quality);
-            for e in t.quant {
-                let d = 8 * t.dqt[ZIGZAG.iter().position(|&n| n == e.nat).unwrap()] as u32;
+            for (k, e) in t.quant.iter().enumerate() {
+                assert_eq!(e.at as usize, 2 * crate::fdct::slot(k));
+                let d = 8 * t.dqt[k] as u32;
                 for a in 0..=0x7fffu32 {
                     let q = e.quantise(a);
                     assert_eq!(q, (a + d / 2) / d, "a {a} d {d}");

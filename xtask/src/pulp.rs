@@ -434,9 +434,10 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
                 ("p.fl1", 0xFFF0_707F, 0x1000_1033, 2),
                 ("p.cnt t1, s8", 0xFFFF_FFFF, 0x100C_3333, 1),
                 ("p.extractu t3, t3, 26, 0", 0xFFFF_FFFF, 0xF40E_1E33, 4),
-                ("p.lh rD, rs2(rs1)", 0xFE00_707F, 0x1000_7003, 1),
+                ("p.lh t2, t2(a0)", 0xFFFF_FFFF, 0x1075_7383, 1),
                 ("p.lw rD, rs2(rs1)", 0xFE00_707F, 0x2000_7003, 1),
                 ("lp.setup x0, t1, 136", 0xFFFF_FFFF, 0x0443_407B, 1),
+                ("pv.shuffle.b t2, t2, s7", 0xFFFF_FFFF, 0xC173_93D7, 2),
             ],
         )?
     ));

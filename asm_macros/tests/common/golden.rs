@@ -103,5 +103,10 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (p_cnt!(x31, x31), 0x100F_BFB3),
         (p_extractui!(t3, t3, 26, 0), 0xF40E_1E33),
         (lp_setup!(x0, t1, 136), 0x0443_407B),
+        (p_lh_rr!(t2, t2(a0)), 0x1075_7383),
+        // A full word of the bit writer stored big-endian at once (bytes reversed).
+        (pv_shuffle_b!(a0, a1, a2), 0xC0C5_9557),
+        (pv_shuffle_b!(t2, t2, s7), 0xC173_93D7),
+        (pv_shuffle_b!(x31, x31, x31), 0xC1FF_9FD7),
     ]
 }
