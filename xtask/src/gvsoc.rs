@@ -80,6 +80,8 @@ pub struct Options {
     /// Where the CSV goes (default `target/bench/gvsoc.csv`; `gvsoc-quick.csv` with `--quick`,
     /// `gvsoc-adhoc.csv` when a filter is given).
     pub csv: Option<PathBuf>,
+    /// Codec rows: only these frames of the frame set (empty: all).
+    pub frames: Vec<String>,
 }
 
 impl Options {
@@ -91,6 +93,7 @@ impl Options {
             || !self.mode.is_empty()
             || self.cold
             || self.trace.is_some()
+            || !self.frames.is_empty()
     }
 }
 

@@ -87,6 +87,9 @@ struct GvsocBenchArgs {
     /// CSV to write (default target/bench/gvsoc.csv; gvsoc-quick.csv with --quick, gvsoc-adhoc.csv when filtered).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
+    /// Codec rows: only these frames of the frame set (comma-separated names, e.g. `grass`).
+    #[arg(long, value_delimiter = ',')]
+    frames: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
             repeat: a.repeat,
             trace: (a.trace.len() == 2).then(|| (a.trace[0].clone(), a.trace[1].clone().into())),
             csv: a.csv,
+            frames: a.frames,
         }),
         Cmd::BenchReport { csv, out } => report::run(csv, out),
     };
