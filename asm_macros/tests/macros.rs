@@ -1,9 +1,10 @@
 //! The macros end to end: what they expand to (golden words, see `src/encode.rs` for where each
 //! comes from), and that both assemblers that matter turn the expansion into exactly that word.
 use asm_macros::{
-    lp_count, lp_counti, lp_endi, lp_setup, lp_setupi, lp_starti, p_addrni, p_extracti,
-    p_extractui, p_inserti, p_lw, p_ror, p_sw, pv_add_h, pv_dotsp_h, pv_pack_h, pv_sdotsp_h,
-    pv_sll_b, pv_sll_sci_b, pv_srl_b, pv_srl_sci_b,
+    lp_count, lp_counti, lp_endi, lp_setup, lp_setupi, lp_starti, p_addrni, p_clipi, p_clipur,
+    p_extbs, p_extracti, p_extractui, p_inserti, p_lb, p_lbu, p_lw, p_mac, p_msu, p_ror, p_sb,
+    p_sw, pv_add_h, pv_dotsp_h, pv_pack_h, pv_sdotsp_h, pv_sll_b, pv_sll_sci_b, pv_srl_b,
+    pv_srl_sci_b,
 };
 use std::path::PathBuf;
 use std::process::Command;
@@ -15,6 +16,7 @@ include!("common/golden.rs");
 fn table() -> Vec<(&'static str, u32)> {
     let mut t = golden_scalar();
     t.extend(golden_simd());
+    t.extend(golden_jpegls());
     t
 }
 
