@@ -23,10 +23,12 @@
 //!   the stuffed 0 bit after a 0xFF byte goes into the accumulator at once (no "last byte was
 //!   0xFF" state between samples).
 //!
-//! Run mode, codes longer than 16 bits and full buffers leave the kernel ([`Exit`]); the driver
-//! [`encode_line_with`] handles them with the portable code and enters the kernel again.
+//! A [`Kernel`] codes a whole line, run mode ([`run_mode`], A.7 with `J` computed, not looked
+//! up) and codes longer than 16 bits included; only a full buffer ([`Exit::Spill`]) goes back to
+//! the driver [`encode_line_with`], which spills the buffer (or goes on in the checked Rust
+//! kernel) and enters the kernel again.
 use crate::bits::{Sink, Writer, flush};
-use crate::line::{Ops, Out, Portable, edges, run_mode};
+use crate::line::{Ops, Out, Portable, edges};
 use crate::model::{LIMIT, Model, quantize};
 
 /// `QUANT6[d + 255] = 6 · Q(d)`: the gradient quantisation table of the PULP line coder.
@@ -41,25 +43,27 @@ pub static QUANT6: [i8; 511] = {
 };
 
 /// Bytes the kernel keeps free at the end of its buffer: it stops (with [`Exit::Spill`]) at the
-/// end of a sample once fewer are left, and writes at most 4 bytes per sample.
-pub const MARGIN: usize = 8;
+/// end of a sample once fewer are left, and writes at most 14 bytes per sample (a run with its
+/// interruption sample and its stuffed bits).
+pub const MARGIN: usize = 16;
+
+/// Byte offset of the run-interruption contexts in [`Model`] (after the 365 regular contexts and
+/// a pad): `A`, `N`, `Nn` as `i32`, 12 bytes each; then `RUNindex` (`u32`).
+pub const RUN_OFFSET: usize = 2192;
+/// Byte offset of `RUNindex` in [`Model`].
+pub const RUN_INDEX_OFFSET: usize = 2216;
+const _: () = assert!(core::mem::offset_of!(Model, run) == RUN_OFFSET);
+const _: () = assert!(core::mem::offset_of!(Model, run_index) == RUN_INDEX_OFFSET);
+const _: () = assert!(core::mem::offset_of!(Model, ctx) == 0);
+const _: () = assert!(core::mem::size_of::<crate::model::Ctx>() == 6);
 
 /// Why the kernel stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
     /// Every sample of the line is coded.
     LineEnd,
-    /// Sample `i` is in a run context (`Q1 = Q2 = Q3 = 0`): nothing of it is coded.
-    Run,
-    /// Sample `i - 1`'s context is updated but its code (`merr` with parameter `k`) is longer
-    /// than 16 bits (or the escape): the driver writes it.
-    Long {
-        /// The mapped error.
-        merr: u32,
-        /// The Golomb parameter.
-        k: u32,
-    },
-    /// Fewer than [`MARGIN`] bytes are left in the buffer (at a sample boundary).
+    /// Fewer than [`MARGIN`] bytes are left in the buffer (at a sample boundary; `State::i` is
+    /// the next sample).
     Spill,
 }
 
@@ -74,16 +78,18 @@ pub struct State {
     pub used: u32,
     /// Write position in the buffer.
     pub pos: usize,
-    /// The kernel stops once `pos >= limit` (at most `buf.len() - MARGIN`).
+    /// The kernel stops at the end of a sample once `pos >= limit`.
     pub limit: usize,
+    /// A byte did not fit in the buffer (the Rust kernel only: it checks every write).
+    pub overflow: bool,
 }
 
-/// A regular-mode kernel: codes samples `st.i..=width` of `cur` until a run context, a long code,
-/// a full buffer or the line's end. `prev` and `cur` are `width + 2` bytes with their edges set;
-/// `quant` is [`QUANT6`] (or a copy); the contexts' `b` fields hold `D` (module docs).
+/// A line kernel: codes samples `st.i..=width` of `cur` (regular and run mode) until the line's
+/// end or a full buffer. `prev` and `cur` are `width + 2` bytes with their edges set; `quant` is
+/// [`QUANT6`] (or a copy); the contexts' `b` fields hold `D` (module docs).
 pub trait Kernel {
     /// Runs the kernel.
-    fn regular(
+    fn line(
         m: &mut Model,
         quant: &[i8; 511],
         prev: &[u8],
@@ -100,11 +106,100 @@ fn fl1(x: u32) -> i32 {
     31 - x.leading_zeros() as i32
 }
 
+/// The least `k` with `n << k >= a` (`n >= 1`, `a < 2^16`): `t + (n << t < a)` with
+/// `t = fl1(a | n) − fl1(n)`.
+#[inline(always)]
+fn golomb_k(a: i32, n: i32) -> i32 {
+    let t = fl1((a | n) as u32) - fl1(n as u32);
+    t + (((n << t) as u32) < a as u32) as i32
+}
+
+/// `J[RUNindex]` of A.7.1.2 without the table: `max(ri / 4, ri / 2 − 4, ri − 16)`.
+#[inline(always)]
+fn run_j(ri: i32) -> i32 {
+    (ri >> 2).max((ri >> 1) - 4).max(ri - 16)
+}
+
+/// The bit writer of the kernel: left-aligned accumulator, `nu = −used`.
+pub(crate) struct Bw<'a> {
+    pub(crate) acc: u32,
+    pub(crate) nu: i32,
+    pub(crate) pos: usize,
+    pub(crate) buf: &'a mut [u8],
+    pub(crate) overflow: bool,
+}
+
+impl Bw<'_> {
+    #[inline(always)]
+    fn byte(&mut self, b: u8) {
+        match self.buf.get_mut(self.pos) {
+            Some(d) => {
+                *d = b;
+                self.pos += 1;
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    /// Two bytes out (one when the first is 0xFF) while 16 bits or more are pending; the stuffed
+    /// 0 bit after a 0xFF byte goes into the accumulator.
+    #[inline(always)]
+    pub(crate) fn flush2(&mut self) {
+        while self.nu < -15 {
+            let (b1, b2) = ((self.acc >> 24) as u8, (self.acc >> 16) as u8);
+            self.byte(b1);
+            if b1 == 0xff {
+                self.acc = (self.acc << 8) >> 1;
+                self.nu += 7;
+                continue;
+            }
+            self.byte(b2);
+            self.acc <<= 16;
+            self.nu += 16;
+            if b2 == 0xff {
+                self.acc >>= 1;
+                self.nu -= 1;
+            }
+        }
+    }
+
+    /// `len` (1..=16) bits of `v`.
+    #[inline(always)]
+    fn put(&mut self, v: u32, len: i32) {
+        self.flush2();
+        self.nu -= len;
+        self.acc |= v << (self.nu & 31);
+    }
+
+    /// `z` zero bits.
+    fn zeros(&mut self, mut z: i32) {
+        while z > 0 {
+            self.flush2();
+            let n = z.min(16);
+            self.nu -= n;
+            z -= n;
+        }
+    }
+
+    /// The limited-length Golomb code of `merr` (A.5.3): `high` zeros, a one and `k` bits, or
+    /// the escape (`limit − 9` zeros, a one, `merr − 1` in 8 bits).
+    pub(crate) fn golomb(&mut self, k: i32, merr: u32, limit: i32) {
+        let high = (merr >> k) as i32;
+        if high < limit - 9 {
+            self.zeros(high);
+            self.put((merr & ((1 << k) - 1)) | (1 << k), k + 1);
+        } else {
+            self.zeros(limit - 9);
+            self.put(0x100 | ((merr - 1) & 0xff), 9);
+        }
+    }
+}
+
 /// The Rust transcription of the assembly kernel.
 pub struct ModelKernel;
 
 impl Kernel for ModelKernel {
-    fn regular(
+    fn line(
         m: &mut Model,
         quant: &[i8; 511],
         prev: &[u8],
@@ -115,111 +210,181 @@ impl Kernel for ModelKernel {
     ) -> Exit {
         let q = |d: i32| quant[(d + 255) as usize] as i32;
         let mut i = st.i;
-        let (mut acc, mut nu) = (st.acc, -(st.used as i32));
-        let mut pos = st.pos;
-        let mut ra = cur[i - 1] as i32;
-        let mut rb = prev[i] as i32;
-        let mut rc = prev[i - 1] as i32;
-        let mut q2 = q(rb - rc);
-        let exit = loop {
+        let mut w = Bw {
+            acc: st.acc,
+            nu: -(st.used as i32),
+            pos: st.pos,
+            buf,
+            overflow: st.overflow,
+        };
+        let exit = 'line: loop {
+            // (Re-)entry at sample i: Ra, Rb, Rc and Q2 from the lines.
             if i > width {
                 break Exit::LineEnd;
             }
-            let rd = prev[i + 1] as i32;
-            let x = cur[i] as i32;
-            let q1 = q(rd - rb);
-            let d3 = rc - ra;
-            let ctx6 = q(d3) + 9 * (q2 + 9 * q1);
-            q2 = q1;
-            if ctx6 == 0 {
-                break Exit::Run;
-            }
-            let ctx = &mut m.ctx[(ctx6.unsigned_abs() / 6) as usize];
-            let (a, n, d, c) = (ctx.a as i32, ctx.n as i32, ctx.b as i32, ctx.c as i32);
-            // MED.
-            let med = (rb - d3).min(ra.max(rb)).max(ra.min(rb));
-            // k.
-            let t = fl1((a | n) as u32) - fl1(n as u32);
-            let k = t + (((n << t) as u32) < a as u32) as i32;
-            // The error in the context's orientation, modulo 256.
-            let s = (ctx6 >> 31) | 1;
-            let px = (med + s * c).clamp(0, 255);
-            let e = ((x - px) * s) as i8 as i32;
-            let mut merr = ((e << 1) ^ (e >> 31)) as u32;
-            merr ^= ((d + (k << 6)) < (n >> 1)) as u32;
-            let high = merr >> k;
-            let len = high + k as u32;
-            let fast = len < 16;
-            if fast {
-                let v = merr ^ ((high ^ 1) << k);
-                nu -= len as i32 + 1;
-                acc |= v << (nu & 31);
-            }
-            // The context update (A.6).
-            let a = a + e.abs();
-            let mut d = d + e;
-            let nold = if n == 64 {
-                d = ((d - 63) >> 1) + 32;
-                ctx.a = (a >> 1) as u16;
-                32
-            } else {
-                d += 1;
-                ctx.a = a as u16;
-                n
-            };
-            let nnew = nold + 1;
-            let dc = (nold < d) as i32 - (d < 0) as i32;
-            ctx.c = (c + dc).clamp(-128, 127) as i8;
-            ctx.b = (d - nnew * dc).clamp(0, nold) as i16;
-            ctx.n = nnew as u8;
-            i += 1;
-            ra = x;
-            rc = rb;
-            rb = rd;
-            if !fast {
-                break Exit::Long { merr, k: k as u32 };
-            }
-            if nu < -15 {
-                flush2(&mut acc, &mut nu, buf, &mut pos);
-                if pos >= st.limit {
-                    break Exit::Spill;
+            let mut ra = cur[i - 1] as i32;
+            let mut rb = prev[i] as i32;
+            let mut rc = prev[i - 1] as i32;
+            let mut q2 = q(rb - rc);
+            loop {
+                // The regular loop (two samples per hardware-loop pass in the assembly).
+                let d3 = rc - ra;
+                let rd = prev[i + 1] as i32;
+                let x = cur[i] as i32;
+                let q1 = q(rd - rb);
+                let ctx6 = q(d3) + 9 * (q2 + 9 * q1);
+                if ctx6 == 0 {
+                    break;
                 }
+                q2 = q1;
+                let ctx = &mut m.ctx[(ctx6.unsigned_abs() / 6) as usize];
+                let (a, n, d, c) = (ctx.a as i32, ctx.n as i32, ctx.b as i32, ctx.c as i32);
+                let med = (rb - d3).min(ra.max(rb)).max(ra.min(rb));
+                let k = golomb_k(a, n);
+                let s = (ctx6 >> 31) | 1;
+                let px = (med + s * c).clamp(0, 255);
+                let e = ((x - px) * s) as i8 as i32;
+                let mut merr = ((e << 1) ^ (e >> 31)) as u32;
+                if k == 0 {
+                    merr ^= (d < (n >> 1)) as u32;
+                }
+                let high = merr >> k;
+                let len = high as i32 + k;
+                if len < 16 {
+                    w.nu -= len + 1;
+                    w.acc |= (merr ^ ((high ^ 1) << k)) << (w.nu & 31);
+                } else {
+                    w.golomb(k, merr, LIMIT as i32);
+                }
+                // The context update (A.6).
+                let a = a + e.abs();
+                let mut d = d + e;
+                let nold = if n == 64 {
+                    d = ((d - 63) >> 1) + 32;
+                    ctx.a = (a >> 1) as u16;
+                    32
+                } else {
+                    d += 1;
+                    ctx.a = a as u16;
+                    n
+                };
+                let nnew = nold + 1;
+                let dc = (nold < d) as i32 - (d < 0) as i32;
+                ctx.c = (c + dc).clamp(-128, 127) as i8;
+                ctx.b = (d - nnew * dc).clamp(0, nold) as i16;
+                ctx.n = nnew as u8;
+                i += 1;
+                ra = x;
+                rc = rb;
+                rb = rd;
+                let wrote = len >= 16 || w.nu < -15;
+                w.flush2();
+                if wrote && w.pos >= st.limit {
+                    break 'line Exit::Spill;
+                }
+                if i > width {
+                    break 'line Exit::LineEnd;
+                }
+            }
+            // Run mode at sample i.
+            let next = run_mode(m, &mut w, prev, cur, i, width);
+            w.flush2();
+            match next {
+                Some(n) => i = n,
+                None => {
+                    i = width + 1;
+                    break Exit::LineEnd;
+                }
+            }
+            if w.pos >= st.limit {
+                break Exit::Spill;
             }
         };
         st.i = i;
-        st.acc = acc;
-        st.used = (-nu) as u32;
-        st.pos = pos;
+        st.acc = w.acc;
+        st.used = (-w.nu) as u32;
+        st.pos = w.pos;
+        st.overflow = w.overflow;
         exit
     }
 }
 
-/// Writes two bytes (one when the first is 0xFF) while 16 bits or more are pending. After a 0xFF
-/// byte the stuffed 0 bit goes into the accumulator.
-#[inline(always)]
-fn flush2(acc: &mut u32, nu: &mut i32, buf: &mut [u8], pos: &mut usize) {
-    while *nu < -15 {
-        let (b1, b2) = ((*acc >> 24) as u8, (*acc >> 16) as u8);
-        buf[*pos] = b1;
-        *pos += 1;
-        if b1 == 0xff {
-            *acc = (*acc << 8) >> 1;
-            *nu += 7;
-            continue;
-        }
-        buf[*pos] = b2;
-        *pos += 1;
-        *acc <<= 16;
-        *nu += 16;
-        if b2 == 0xff {
-            *acc >>= 1;
-            *nu -= 1;
-        }
+/// Run mode at sample `i` of `cur` (A.7; `Ra = cur[i − 1]`): the run of samples equal to `Ra`,
+/// its length, and the interruption sample with its run context. Returns the next sample, or
+/// `None` when the run reached the line's end. The last code may be pending in `w` (16 bits or
+/// more: [`Bw::flush2`] before the next regular-mode code).
+#[inline]
+pub(crate) fn run_mode(
+    m: &mut Model,
+    w: &mut Bw<'_>,
+    prev: &[u8],
+    cur: &[u8],
+    i: usize,
+    width: usize,
+) -> Option<usize> {
+    let ra = cur[i - 1] as i32;
+    let mut j = i;
+    while j <= width && cur[j] as i32 == ra {
+        j += 1;
     }
+    let mut count = (j - i) as i32;
+    let mut ri = m.run_index as i32;
+    loop {
+        let jr = run_j(ri);
+        if count < (1 << jr) {
+            break;
+        }
+        w.put(1, 1);
+        count -= 1 << jr;
+        ri = (ri + 1).min(31);
+    }
+    if j > width {
+        if count != 0 {
+            w.put(1, 1);
+        }
+        m.run_index = ri as u32;
+        return None;
+    }
+    let jr = run_j(ri);
+    w.put(count as u32, jr + 1);
+    // The interruption sample (A.7.2): RItype = (Ra == Rb); the error against Rb,
+    // negated when Rb < Ra.
+    let x = cur[j] as i32;
+    let rbx = prev[j] as i32;
+    let ritype = (ra == rbx) as i32;
+    let mut err = x - rbx;
+    if rbx < ra {
+        err = -err;
+    }
+    let err = err as i8 as i32;
+    let rc = &mut m.run[ritype as usize];
+    let k = golomb_k(rc.a + (rc.n >> 1) * ritype, rc.n);
+    let half = (2 * rc.nn >= rc.n) as i32;
+    let map = if err > 0 {
+        (k == 0 && half == 0) as i32
+    } else if err < 0 {
+        (k != 0 || half == 1) as i32
+    } else {
+        0
+    };
+    let emerr = 2 * err.abs() - ritype - map;
+    w.golomb(k, emerr as u32, LIMIT as i32 - jr - 1);
+    if err < 0 {
+        rc.nn += 1;
+    }
+    rc.a += (emerr + 1 - ritype) >> 1;
+    if rc.n == 64 {
+        rc.a >>= 1;
+        rc.n >>= 1;
+        rc.nn >>= 1;
+    }
+    rc.n += 1;
+    m.run_index = (ri - 1).max(0) as u32;
+    Some(j + 1)
 }
 
-/// Codes line `cur[1..=width]` (`prev` above it) with regular-mode kernel `R` and the portable
-/// run mode; the contexts' `b` fields hold `D` (module docs), `quant` is [`QUANT6`].
+/// Codes line `cur[1..=width]` (`prev` above it) with line kernel `R`; the contexts' `b` fields
+/// hold `D` (module docs), `quant` is [`QUANT6`].
 pub fn encode_line_with<R: Kernel, S: Sink>(
     m: &mut Model,
     quant: &[i8; 511],
@@ -237,7 +402,7 @@ pub fn encode_line_with<R: Kernel, S: Sink>(
     };
     let mut i = 1;
     // After the buffer filled up without a sink to take it (S::SPILLS false), the rest of the
-    // line runs in the Rust kernel, whose writes stop at the buffer's end.
+    // line runs in the Rust kernel, which checks every write.
     let mut checked = false;
     while i <= width && !o.b.overflow() {
         // Whole bytes out (fewer than 8 bits pending), the stuffed bit after a 0xFF byte into
@@ -247,43 +412,34 @@ pub fn encode_line_with<R: Kernel, S: Sink>(
             crate::bits::spill(&mut o.b, o.buf, o.sink);
         }
         let (acc, used) = o.b.take_stuffed();
-        let limit = if checked {
-            o.buf.len()
-        } else {
-            o.buf.len().saturating_sub(MARGIN)
-        };
         let mut st = State {
             i,
             acc,
             used,
             pos: o.b.pos(),
-            limit,
+            limit: if checked {
+                o.buf.len()
+            } else {
+                o.buf.len().saturating_sub(MARGIN)
+            },
+            overflow: false,
         };
         let exit = if checked {
-            ModelKernel::regular(m, quant, prev, cur, width, &mut st, o.buf)
+            ModelKernel::line(m, quant, prev, cur, width, &mut st, o.buf)
         } else {
-            R::regular(m, quant, prev, cur, width, &mut st, o.buf)
+            R::line(m, quant, prev, cur, width, &mut st, o.buf)
         };
         o.b.set_acc(st.acc, st.used);
         o.b.set_pos(st.pos);
+        if st.overflow {
+            o.b.set_overflow();
+        }
         i = st.i;
-        match exit {
-            Exit::LineEnd => break,
-            Exit::Run => {
-                match run_mode::<Portable, S>(m, &mut o, prev, cur, i, width, cur[i - 1] as i32) {
-                    Some(next) => i = next,
-                    None => break,
-                }
-            }
-            Exit::Long { merr, k } => o.golomb_long(k, merr, LIMIT),
-            Exit::Spill => {
-                if S::SPILLS {
-                    crate::bits::spill(&mut o.b, o.buf, o.sink);
-                } else if checked {
-                    o.b.set_overflow();
-                } else {
-                    checked = true;
-                }
+        if exit == Exit::Spill {
+            if S::SPILLS {
+                crate::bits::spill(&mut o.b, o.buf, o.sink);
+            } else {
+                checked = true;
             }
         }
     }

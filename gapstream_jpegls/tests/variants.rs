@@ -133,6 +133,21 @@ fn tiny_flat_and_extreme_pictures_code_alike() {
     for kind in 0..6 {
         same_stream::<PulpModel>(324, 61, Layout::Grey, 2, &picture(324, 61, kind, 7));
     }
+    // Long runs: flat lines take RUNindex to 31 (J up to 15); a few interruptions on some lines.
+    let w = 400;
+    for (every, v) in [(0usize, 9u8), (3, 200), (7, 0)] {
+        let px: Vec<u8> = (0..w * 24)
+            .map(|i| {
+                let (x, y) = (i % w, i / w);
+                if every > 0 && y % every == 0 && x == (y * 37) % w {
+                    v
+                } else {
+                    5
+                }
+            })
+            .collect();
+        same_stream::<PulpModel>(w, 24, Layout::Grey, 1, &px);
+    }
     // All-0xFF stripes and alternating extremes: stuffing everywhere.
     let w = 64;
     let px: Vec<u8> = (0..w * 40)
