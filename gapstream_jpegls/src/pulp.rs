@@ -1,7 +1,7 @@
 //! The PULP line coder (feature `pulp`, riscv32 targets: RI5CY / GAP8 only): the regular mode in
 //! RI5CY assembly with a hardware loop over the line, post-increment byte loads, register-register
 //! table loads, `p.mac` / `p.msu`, `p.fl1`, `p.min` / `p.max`, `p.clip*`, `p.extbs`, the context
-//! and the bit writer in registers. Its arithmetic is [`crate::pulp_model`]'s, instruction for
+//! and the bit writer in registers, two samples a pass. Its arithmetic is [`crate::pulp_model`]'s, instruction for
 //! formula (the module docs there say how it differs from [`crate::line`] and why the stream is
 //! the same). Run mode and codes longer than 16 bits leave the assembly for the model's Rust
 //! ([`crate::pulp_model::run_mode`], the kernel's bit writer) inside [`AsmKernel`]'s line loop;
@@ -9,25 +9,34 @@
 //! checked on the GAP8 model: `make gvsoc-bench` compares every PULP run's output with the host
 //! encoder's.
 //!
-//! Register plan of the kernel:
+//! Register plan of the kernel (two samples a hardware-loop pass, A and B, whose registers
+//! swap roles so that no sample ends with moves):
 //!
-//! | line pointers cur / prev | Q table, contexts | acc, −used, out | Ra Rb Rc, Q2 | 9, 16, −15, 255, 64 |
-//! |---|---|---|---|---|
-//! | a0 / a1 | a2, a3 | a4, a5, a6 | a7 s2 s3, s4 | s5 s6 s7 s8 s9 |
+//! | | Ra | Rb | Rc, then Rd | Q2 (6·Q) | X | Q1 | k |
+//! |---|---|---|---|---|---|---|---|
+//! | A | a7 | s2 | t0 | s4 | t1 | t2 | s3 |
+//! | B | t1 | t0 | s2 | t2 | a7 | s4 | t2 |
 //!
-//! Per sample: t0 = Rd, t1 = X, t4 = the context's address, t5 = A, t6 = N, s10 = D, s11 = C,
-//! t2 (Q1, then k), t3, s0, s1 and ra temporaries. The stack frame holds s0, s1 (not `asm!`
-//! operands), the state pointer and the buffer limit.
+//! Line pointers cur / prev a0 / a1, the Q table and the contexts a2 / a3, the bit writer
+//! (acc, −used, out) a4 / a5 / a6, the constants 9, 16, −15, 255, 64 in s5–s9. Per sample:
+//! t4 = the context's address, t5 = A, t6 = N, s10 = D, s11 = C, t3, s0, s1 and ra
+//! temporaries. The stack frame holds s0, s1 (not `asm!` operands), the state pointer and the
+//! buffer limit.
 //!
 //! ```text
-//!      entry: state into registers, Ra Rb Rc Q2 from the line, constants
-//!  20: lp.setup x0, count, +296       the samples left on the line
-//!      74 instructions per sample     (loads, context, k, MED, error, code, update, flush test)
-//!  21: mv s2, t0                      last instruction of the loop: Rb = Rd
-//!      out of line: 30 run context (exit), 31 long code (update, exit), 32/34 the context
-//!      halving of RESET, 40-43 two bytes out (0xFF: the stuffed bit), 45 buffer full (exit)
+//!      entry: state into registers, constants; passes = (count + 1) / 2, Ra Rb Rc Q2 from the
+//!             line in A's registers (even count) or B's (odd count: the first pass enters at B)
+//!      lp.starti / lp.endi / lp.count
+//!  21: A: 68 instructions (loads, context, MED, k, error, code, update), sb N, flush test
+//!  22: B: 68 instructions, flush test
+//!  25: sb N                           last instruction of the loop
+//!      out of line: 30 run context (exit), 31/36 long code (update, exit), the context
+//!      halvings of RESET, 40-45 / 70-75 two bytes out after A / B (0xFF: the stuffed bit;
+//!      buffer full: exit)
 //!  50: state back to memory
 //! ```
+//!
+//! 70 instructions a sample (the one-sample loop took 74: four moves).
 #![allow(unsafe_code)] // inline assembly of PULP instructions: the hardware edge
 
 use crate::bits::{Sink, Writer};
@@ -36,8 +45,8 @@ use crate::model::LIMIT;
 use crate::model::Model;
 use crate::pulp_model::{Bw, Exit, Kernel, MARGIN, QUANT6, State, encode_line_with, run_mode};
 use asm_macros::{
-    lp_setup, p_abs, p_clipi, p_clipui, p_clipur, p_extbs, p_extractui, p_fl1, p_lb, p_lbu, p_mac,
-    p_max, p_min, p_msu, p_sb,
+    lp_count, lp_endi, lp_starti, p_abs, p_clipi, p_clipui, p_clipur, p_extbs, p_extractui, p_fl1,
+    p_lb, p_lbu, p_mac, p_max, p_min, p_msu, p_sb,
 };
 use core::arch::asm;
 
@@ -163,7 +172,8 @@ struct Regs {
 
 /// The context update (A.6.1, A.6.2) of the sample in the registers, with `$halve` / `$back` the
 /// labels of its out-of-line RESET halving: A += |e|, D += e + 1 (or the halving), N + 1, the
-/// branch-free bias correction, the four fields stored. 17 instructions.
+/// branch-free bias correction, three fields stored (the caller stores N, `sb ra, 5(t4)`).
+/// 16 instructions.
 #[rustfmt::skip]
 macro_rules! update {
     ($halve:literal, $back:literal) => {
@@ -185,7 +195,132 @@ macro_rules! update {
             "sh t5, 0(t4)\n",
             "sh s10, 2(t4)\n",
             "sb s11, 4(t4)\n",
+        )
+    };
+}
+
+/// One regular-mode sample up to its context update (68 instructions with [`update!`]), the
+/// registers named: `$ra`, `$rb` hold Ra, Rb; `$rc` holds Rc and receives Rd; `$q2` holds 6·Q2
+/// (destroyed); `$x` receives X, `$q1` 6·Q1 (the next sample's Q2); `$k` is k. `$long` is the
+/// label of the long-code exit, `$halve` / `$back` the update's.
+#[rustfmt::skip]
+macro_rules! sample {
+    ($ra:ident, $rb:ident, $rc:ident, $q2:ident, $x:ident, $q1:ident, $k:ident,
+     $long:literal, $halve:literal, $back:literal) => {
+        concat!(
+            // Rc − Ra, then Rd (into Rc's register) and X; 6·context = Q3 + 9 (Q2 + 9 Q1).
+            "sub t3, ", stringify!($rc), ", ", stringify!($ra), "\n",
+            p_lbu!($rc, 1(a1!)), "\n",
+            p_lbu!($x, 1(a0!)), "\n",
+            "sub ", stringify!($q1), ", ", stringify!($rc), ", ", stringify!($rb), "\n",
+            p_lb!($q1, $q1(a2)), "\n",
+            p_lb!(s1, t3(a2)), "\n",
+            p_mac!($q2, $q1, s5), "\n",
+            p_mac!(s1, $q2, s5), "\n",
+            "beqz s1, 30f\n",
+            // The context: 6 bytes at 6·|Q|.
+            p_abs!(t4, s1), "\n",
+            "add t4, t4, a3\n",
+            "lhu t5, 0(t4)\n",
+            "lbu t6, 5(t4)\n",
+            "lh s10, 2(t4)\n",
+            "lb s11, 4(t4)\n",
+            // MED = max(min(Ra, Rb), min(max(Ra, Rb), Rb - (Rc - Ra))).
+            p_min!(s0, $ra, $rb), "\n",
+            p_max!($k, $ra, $rb), "\n",
+            "sub ra, ", stringify!($rb), ", t3\n",
+            p_min!(ra, ra, $k), "\n",
+            p_max!(s0, ra, s0), "\n",
+            // k = t + (N << t < A), t = fl1(A | N) - fl1(N).
+            "or ", stringify!($k), ", t5, t6\n",
+            p_fl1!($k, $k), "\n",
+            p_fl1!(ra, t6), "\n",
+            "sub ", stringify!($k), ", ", stringify!($k), ", ra\n",
+            "sll ra, t6, ", stringify!($k), "\n",
+            "sltu ra, ra, t5\n",
+            "add ", stringify!($k), ", ", stringify!($k), ", ra\n",
+            // s = ±1; Px = clip(MED + s·C); e = (s·(X - Px)) mod 256.
+            "srai t3, s1, 31\n",
+            "ori t3, t3, 1\n",
+            p_mac!(s0, s11, t3), "\n",
+            p_clipui!(s0, s0, 9), "\n",
+            "sub s0, ", stringify!($x), ", s0\n",
+            "mul s0, s0, t3\n",
+            "srli ra, t6, 1\n",
+            p_extbs!(s0, s0), "\n",
+            // MErrval, its lowest bit flipped when k = 0 and D < N/2 (2B <= -N).
+            "slli t3, s0, 1\n",
+            "srai s1, s0, 31\n",
+            "xor t3, t3, s1\n",
+            "slli s1, ", stringify!($k), ", 6\n",
+            "add s1, s1, s10\n",
+            "slt s1, s1, ra\n",
+            "xor t3, t3, s1\n",
+            // high = MErrval >> k, 16 bits or fewer: high zeros, a one, k bits.
+            "srl ra, t3, ", stringify!($k), "\n",
+            "add s1, ra, ", stringify!($k), "\n",
+            "bgeu s1, s6, ", $long, "f\n",
+            "xori ra, ra, 1\n",
+            "sll ra, ra, ", stringify!($k), "\n",
+            "xor t3, t3, ra\n",
+            "sub a5, a5, s1\n",
+            "addi a5, a5, -1\n",
+            "sll t3, t3, a5\n",
+            "or a4, a4, t3\n",
+            update!($halve, $back),
+        )
+    };
+}
+
+/// The long-code exit of a sample (`$k` its k register): merr and k stored, the update with
+/// its own halving labels, N stored, exit 2.
+#[rustfmt::skip]
+macro_rules! long_exit {
+    ($label:literal, $k:ident, $halve:literal, $back:literal) => {
+        concat!(
+            $label, ":\n",
+            "lw ra, 8(sp)\n",
+            "sw t3, 40(ra)\n",
+            "sw ", stringify!($k), ", 44(ra)\n",
+            update!($halve, $back),
             "sb ra, 5(t4)\n",
+            "li t2, 2\n",
+            "j 50f\n",
+        )
+    };
+}
+
+/// Two bytes out while 16 bits or more are pending (after 0xFF the stuffed 0 bit goes into the
+/// accumulator), then back to `$back`, or to `$full` when the buffer's limit is reached. Uses s3
+/// and t3 only.
+#[rustfmt::skip]
+macro_rules! flush {
+    ($l40:literal, $l41:literal, $l42:literal, $l43:literal, $back:literal, $full:literal) => {
+        concat!(
+            $l40, ":\n",
+            "srli s3, a4, 24\n",
+            p_extractui!(t3, a4, 7, 16), "\n",
+            p_sb!(s3, 1(a6!)), "\n",
+            "beq s3, s8, ", $l42, "f\n",
+            p_sb!(t3, 1(a6!)), "\n",
+            "slli a4, a4, 16\n",
+            "addi a5, a5, 16\n",
+            "beq t3, s8, ", $l43, "f\n",
+            $l41, ":\n",
+            "lw t3, 12(sp)\n",
+            "bgeu a6, t3, ", $full, "f\n",
+            "j ", $back, "b\n",
+            $l42, ":\n",
+            "slli a4, a4, 8\n",
+            "srli a4, a4, 1\n",
+            "addi a5, a5, 7\n",
+            "blt a5, s7, ", $l40, "b\n",
+            "j ", $l41, "b\n",
+            $l43, ":\n",
+            "srli a4, a4, 1\n",
+            "addi a5, a5, -1\n",
+            "blt a5, s7, ", $l40, "b\n",
+            "j ", $l41, "b\n",
         )
     };
 }
@@ -235,32 +370,46 @@ impl Kernel for AsmKernel {
             // buf.len() - MARGIN`, fewer than 16 bits pending: checked above.
             let (exit, merr, k) = unsafe { regular(m, quant, prev, cur, width, st, buf, limit) };
             match exit {
-                EXIT_RUN | EXIT_LONG => {
-                    // Run mode, or the code of a sample whose context is updated: the same
-                    // Rust as the model's, on the kernel's bit writer.
-                    let mut w = Bw {
-                        acc: st.acc,
-                        nu: -(st.used as i32),
-                        pos: st.pos,
-                        buf: &mut *buf,
-                        overflow: st.overflow,
-                    };
-                    if exit == EXIT_RUN {
-                        st.i = run_mode(m, &mut w, prev, cur, st.i, width).unwrap_or(width + 1);
-                    } else {
-                        w.golomb(k as i32, merr, LIMIT as i32);
-                    }
-                    w.flush2();
-                    st.acc = w.acc;
-                    st.used = w.nu.unsigned_abs();
-                    st.pos = w.pos;
-                    st.overflow = w.overflow;
-                }
+                EXIT_RUN | EXIT_LONG => out_of_kernel(m, prev, cur, width, st, buf, exit, merr, k),
                 EXIT_LINE_END => return Exit::LineEnd,
                 _ => return Exit::Spill,
             }
         }
     }
+}
+
+/// Run mode (`exit` = [`EXIT_RUN`]) or a long code ([`EXIT_LONG`]: `merr`, `k`): the model's
+/// Rust on the kernel's bit writer, out of line (the cluster's instruction cache is 4 KiB).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn out_of_kernel(
+    m: &mut Model,
+    prev: &[u8],
+    cur: &[u8],
+    width: usize,
+    st: &mut State,
+    buf: &mut [u8],
+    exit: u32,
+    merr: u32,
+    k: u32,
+) {
+    let mut w = Bw {
+        acc: st.acc,
+        nu: -(st.used as i32),
+        pos: st.pos,
+        buf,
+        overflow: st.overflow,
+    };
+    if exit == EXIT_RUN {
+        st.i = run_mode(m, &mut w, prev, cur, st.i, width).unwrap_or(width + 1);
+    } else {
+        w.golomb(k as i32, merr, LIMIT as i32);
+    }
+    w.flush2();
+    st.acc = w.acc;
+    st.used = w.nu.unsigned_abs();
+    st.pos = w.pos;
+    st.overflow = w.overflow;
 }
 
 /// The kernel's exits: the line's end, a run context at `st.i` (nothing of it coded), a code
@@ -331,86 +480,50 @@ unsafe fn regular(
             "lw a2, 32(a0)",
             "lw a1, 4(a0)",
             "lw a0, 0(a0)",
-            "lbu a7, -1(a0)",
-            "lbu s2, -1(a1)",
-            "lbu s3, -2(a1)",
             "li s5, 9",
             "li s6, 16",
             "li s7, -15",
             "li s8, 255",
             "li s9, 64",
-            "sub t2, s2, s3",
+            // Two samples a pass (A, B: the registers change roles, no moves); an odd count
+            // enters at B. Passes: (count + 1) / 2 in t4.
+            "andi t3, t1, 1",
+            "srli t4, t1, 1",
+            "add t4, t4, t3",
+            "bnez t3, 23f",
+            // A's registers: Ra a7, Rb s2, Rc t0, Q2 s4.
+            "lbu a7, -1(a0)",
+            "lbu s2, -1(a1)",
+            "lbu t0, -2(a1)",
+            "sub t2, s2, t0",
             p_lb!(s4, t2(a2)),
-            "20:",
-            lp_setup!(x0, t1, 296),
-            // Rd, X; Q1 and Q3 (Q2 is the last sample's Q1); 6·context = Q3 + 9 (Q2 + 9 Q1).
-            p_lbu!(t0, 1(a1!)),
-            p_lbu!(t1, 1(a0!)),
+            "j 24f",
+            // B's registers: Ra t1, Rb t0, Rc s2, Q2 t2.
+            "23:",
+            "lbu t1, -1(a0)",
+            "lbu t0, -1(a1)",
+            "lbu s2, -2(a1)",
             "sub t2, t0, s2",
-            "sub t3, s3, a7",
             p_lb!(t2, t2(a2)),
-            p_lb!(s1, t3(a2)),
-            p_mac!(s4, t2, s5),
-            p_mac!(s1, s4, s5),
-            "mv s4, t2",
-            "beqz s1, 30f",
-            // The context: 6 bytes at 6·|Q|.
-            p_abs!(t4, s1),
-            "add t4, t4, a3",
-            "lhu t5, 0(t4)",
-            "lbu t6, 5(t4)",
-            "lh s10, 2(t4)",
-            "lb s11, 4(t4)",
-            // MED = max(min(Ra, Rb), min(max(Ra, Rb), Rb - (Rc - Ra))).
-            p_min!(s0, a7, s2),
-            p_max!(t2, a7, s2),
-            "sub ra, s2, t3",
-            p_min!(ra, ra, t2),
-            p_max!(s0, ra, s0),
-            // k = t + (N << t < A), t = fl1(A | N) - fl1(N).
-            "or t2, t5, t6",
-            p_fl1!(t2, t2),
-            p_fl1!(ra, t6),
-            "sub t2, t2, ra",
-            "sll ra, t6, t2",
-            "sltu ra, ra, t5",
-            "add t2, t2, ra",
-            // s = ±1; Px = clip(MED + s·C); e = (s·(X - Px)) mod 256.
-            "srai t3, s1, 31",
-            "ori t3, t3, 1",
-            p_mac!(s0, s11, t3),
-            p_clipui!(s0, s0, 9),
-            "sub s0, t1, s0",
-            "mul s0, s0, t3",
-            "srli ra, t6, 1",
-            p_extbs!(s0, s0),
-            // MErrval, its lowest bit flipped when k = 0 and D < N/2 (2B <= -N).
-            "slli t3, s0, 1",
-            "srai s1, s0, 31",
-            "xor t3, t3, s1",
-            "slli s1, t2, 6",
-            "add s1, s1, s10",
-            "slt s1, s1, ra",
-            "xor t3, t3, s1",
-            // high = MErrval >> k, 16 bits or fewer: high zeros, a one, k bits.
-            "srl ra, t3, t2",
-            "add s1, ra, t2",
-            "bgeu s1, s6, 31f",
-            "xori ra, ra, 1",
-            "sll ra, ra, t2",
-            "xor t3, t3, ra",
-            "sub a5, a5, s1",
-            "addi a5, a5, -1",
-            "sll t3, t3, a5",
-            "or a4, a4, t3",
-            update!("32", "33"),
-            // 16 bits pending: two bytes out.
+            "24:",
+            lp_starti!(x0, 16),
+            lp_endi!(x0, 568),
+            lp_count!(x0, t4),
+            "bnez t3, 22f",
+            // A: Ra a7, Rb s2, Rc t0 (<- Rd), Q2 s4; X -> t1, Q1 -> t2, k in s3.
+            "21:",
+            sample!(a7, s2, t0, s4, t1, t2, s3, "31", "32", "33"),
+            "sb ra, 5(t4)",
             "blt a5, s7, 40f",
             "44:",
-            "mv a7, t1",
-            "mv s3, s2",
-            "21:",
-            "mv s2, t0",
+            // B: Ra t1, Rb t0, Rc s2 (<- Rd), Q2 t2; X -> a7, Q1 -> s4, k in t2.
+            "22:",
+            sample!(t1, t0, s2, t2, a7, s4, t2, "36", "37", "38"),
+            "blt a5, s7, 70f",
+            "74:",
+            // The loop's last instruction (21 + 139 instructions: lp.endi's offset).
+            "25:",
+            "sb ra, 5(t4)",
             // The line's end.
             "li t2, 0",
             "j 50f",
@@ -420,41 +533,17 @@ unsafe fn regular(
             "addi a1, a1, -1",
             "li t2, 1",
             "j 50f",
-            // A long code: the update, then the driver writes the code.
-            "31:",
-            "lw ra, 8(sp)",
-            "sw t3, 40(ra)",
-            "sw t2, 44(ra)",
-            update!("34", "35"),
-            "li t2, 2",
-            "j 50f",
+            long_exit!("31", s3, "34", "35"),
+            long_exit!("36", t2, "39", "48"),
             halve!("34", "35"),
             halve!("32", "33"),
-            // Two bytes out; after 0xFF the stuffed 0 bit goes into the accumulator.
-            "40:",
-            "srli t2, a4, 24",
-            p_extractui!(t3, a4, 7, 16),
-            p_sb!(t2, 1(a6!)),
-            "beq t2, s8, 42f",
-            p_sb!(t3, 1(a6!)),
-            "slli a4, a4, 16",
-            "addi a5, a5, 16",
-            "beq t3, s8, 43f",
-            "41:",
-            "lw t2, 12(sp)",
-            "bgeu a6, t2, 45f",
-            "j 44b",
-            "42:",
-            "slli a4, a4, 8",
-            "srli a4, a4, 1",
-            "addi a5, a5, 7",
-            "blt a5, s7, 40b",
-            "j 41b",
-            "43:",
-            "srli a4, a4, 1",
-            "addi a5, a5, -1",
-            "blt a5, s7, 40b",
-            "j 41b",
+            halve!("39", "48"),
+            halve!("37", "38"),
+            flush!("40", "41", "42", "43", "44", "45"),
+            flush!("70", "71", "72", "73", "74", "75"),
+            // B's flush filled the buffer: N still to store.
+            "75:",
+            "sb ra, 5(t4)",
             // The buffer is full: stop after this sample.
             "45:",
             "li t2, 3",

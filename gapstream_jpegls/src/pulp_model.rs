@@ -424,7 +424,7 @@ pub fn encode_line_with<R: Kernel, S: Sink>(
             },
             overflow: false,
         };
-        let exit = if checked {
+        let exit = if !S::SPILLS && checked {
             ModelKernel::line(m, quant, prev, cur, width, &mut st, o.buf)
         } else {
             R::line(m, quant, prev, cur, width, &mut st, o.buf)
