@@ -100,10 +100,13 @@ fn charls_sizes(frames: &[frameset::Picture]) -> Result<Vec<usize>, String> {
 /// The JPEG-LS sweep.
 pub fn bench(o: &Options) -> Result<(), String> {
     let mut frames = frameset::standard_set().map_err(|e| e.to_string())?;
-    if !o.frames.is_empty() {
-        frames.retain(|f| o.frames.contains(&f.name));
+    if !o.pictures.is_empty() {
+        frames.retain(|f| o.pictures.contains(&f.name));
         if frames.is_empty() {
-            return Err(format!("--frames {}: no such frame", o.frames.join(",")));
+            return Err(format!(
+                "--pictures {}: no such picture",
+                o.pictures.join(",")
+            ));
         }
     }
     let cores: Vec<u32> = if o.quick {
@@ -220,7 +223,7 @@ pub fn bench(o: &Options) -> Result<(), String> {
     let runs = median(runs, repeat);
     let charls = charls_sizes(&frames)?;
     // A run over some frames only does not overwrite the whole set's CSV.
-    let csv = target_dir().join("bench").join(if !o.frames.is_empty() {
+    let csv = target_dir().join("bench").join(if !o.pictures.is_empty() {
         "gvsoc-jpegls-adhoc.csv"
     } else if o.quick {
         "gvsoc-jpegls-quick.csv"

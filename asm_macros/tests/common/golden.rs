@@ -76,6 +76,33 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (p_extractui!(a0, a1, 12, 13), 0xD8D5_9533),
         (p_inserti!(a0, a1, 6, 6), 0xCC65_A533),
         (p_addrni!(a0, a1, zero, 13), 0x1A05_E55B),
+        // The JPEG DCT kernel and entropy coder (gapstream_jpeg/src/pulp.rs).
+        (pv_sub_h!(a0, a1, a2), 0x08C5_8557),
+        (pv_sub_h!(x31, x31, x31), 0x09FF_8FD7),
+        (pv_shuffle_sci_h!(a0, a1, 1), 0xC205_E557),
+        (pv_shuffle_sci_h!(t6, t6, 3), 0xC21F_EFD7),
+        (p_fl1!(a0, a1), 0x1005_9533),
+        (p_fl1!(x31, x31), 0x100F_9FB3),
+        (p_ff1!(a0, a1), 0x1005_8533),
+        (p_ff1!(x31, x31), 0x100F_8FB3),
+        (pv_abs_h!(a0, a1), 0x7005_8557),
+        (pv_abs_h!(x31, x31), 0x700F_8FD7),
+        (p_abs!(a0, a1), 0x0405_8533),
+        (p_abs!(x31, x31), 0x040F_8FB3),
+        (p_lbu!(a0, 1(a2!)), 0x0016_450B),
+        (p_lbu!(x31, 2047(x31!)), 0x7FFF_CF8B),
+        (p_lh_rr!(a0, a1(a2)), 0x10B6_7503),
+        (p_lh_rr!(x31, x31(x31)), 0x11FF_FF83),
+        (p_lw_rr!(a0, a1(a2)), 0x20B6_7503),
+        (p_lw_rr!(x31, x31(x31)), 0x21FF_FF83),
+        (p_sh!(t5, a0(a1)), 0x01E5_D523),
+        (p_sh!(x31, x31(x31)), 0x01FF_DFA3),
+        // The block coder's AC loop: `p.cnt` for its count, the coder entries' 27 code bits.
+        (p_cnt!(a0, a1), 0x1005_B533),
+        (p_cnt!(t1, s8), 0x100C_3333),
+        (p_cnt!(x31, x31), 0x100F_BFB3),
+        (p_extractui!(t3, t3, 26, 0), 0xF40E_1E33),
+        (lp_setup!(x0, t1, 136), 0x0443_407B),
     ]
 }
 
