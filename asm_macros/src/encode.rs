@@ -147,13 +147,6 @@ pub fn p_lw_imm(rd: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
     Ok(i_type(imm as u32, rs1, 0b010, rd, OP_LOAD_POST))
 }
 
-/// `p.lbu rD, Imm(rs1!)`: rD = zero-extended Mem8(rs1); rs1 += Imm (Imm signed 12 bits).
-/// `imm[11:0] | rs1 | 100 | rD | 0001011`.
-pub fn p_lbu_imm(rd: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
-    check_range("Imm", imm, -2048, 2047)?;
-    Ok(i_type(imm as u32, rs1, 0b100, rd, OP_LOAD_POST))
-}
-
 /// `p.lw rD, rs2(rs1!)`: rD = Mem32(rs1); rs1 += rs2.
 /// `0010000 | rs2 | rs1 | 111 | rD | 0001011`.
 pub fn p_lw_reg(rd: u32, rs2: u32, rs1: u32) -> u32 {
@@ -177,6 +170,75 @@ pub fn p_sw_imm(rs2: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
 /// `0000000 | rs2 | rs1 | 110 | rs3 | 0101011`.
 pub fn p_sw_reg(rs2: u32, rs3: u32, rs1: u32) -> u32 {
     r_type(0, rs2, rs1, 0b110, rs3, OP_STORE_POST)
+}
+
+/// Opcode `LOAD` (0000011): the register-register loads share it with the RV32I loads.
+pub const OP_LOAD: u32 = 0b000_0011;
+
+/// `p.lbu rD, Imm(rs1!)`: rD = zero-extended Mem8(rs1); rs1 += Imm (signed 12 bits).
+/// `imm[11:0] | rs1 | 100 | rD | 0001011`. Binutils: MATCH_LBUPOST 0x400b.
+pub fn p_lbu_imm(rd: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
+    check_range("Imm", imm, -2048, 2047)?;
+    Ok(i_type(imm as u32, rs1, 0b100, rd, OP_LOAD_POST))
+}
+
+/// `p.lb rD, Imm(rs1!)`: rD = sign-extended Mem8(rs1); rs1 += Imm (signed 12 bits).
+/// `imm[11:0] | rs1 | 000 | rD | 0001011`. Binutils: MATCH_LBPOST 0x000b.
+pub fn p_lb_imm(rd: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
+    check_range("Imm", imm, -2048, 2047)?;
+    Ok(i_type(imm as u32, rs1, 0b000, rd, OP_LOAD_POST))
+}
+
+/// `p.lbu rD, rs2(rs1)`: rD = zero-extended Mem8(rs1 + rs2) (no increment).
+/// `0100000 | rs2 | rs1 | 111 | rD | 0000011`. Binutils: MATCH_LBURR 0x40007003.
+pub fn p_lbu_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
+    r_type(0b010_0000, rs2, rs1, 0b111, rd, OP_LOAD)
+}
+
+/// `p.lb rD, rs2(rs1)`: rD = sign-extended Mem8(rs1 + rs2) (no increment).
+/// `0000000 | rs2 | rs1 | 111 | rD | 0000011`. Binutils: MATCH_LBRR 0x00007003.
+pub fn p_lb_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
+    r_type(0, rs2, rs1, 0b111, rd, OP_LOAD)
+}
+
+/// `p.sb rs2, Imm(rs1!)`: Mem8(rs1) = rs2; rs1 += Imm (signed 12 bits).
+/// `imm[11:5] | rs2 | rs1 | 000 | imm[4:0] | 0101011`. Binutils: MATCH_SBPOST 0x002b.
+pub fn p_sb_imm(rs2: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
+    check_range("Imm", imm, -2048, 2047)?;
+    let imm = imm as u32 & 0xfff;
+    Ok(((imm >> 5) << 25) | (rs2 << 20) | (rs1 << 15) | ((imm & 0x1f) << 7) | OP_STORE_POST)
+}
+
+/// `p.mac rD, rs1, rs2`: rD += rs1 · rs2 (low 32 bits). `0100001 | rs2 | rs1 | 000 | rD | 0110011`.
+/// Binutils: MATCH_MAC32 0x42000033.
+pub fn p_mac(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    r_type(0b010_0001, rs2, rs1, 0b000, rd, OP_OP)
+}
+
+/// `p.msu rD, rs1, rs2`: rD −= rs1 · rs2 (low 32 bits). `0100001 | rs2 | rs1 | 001 | rD | 0110011`.
+/// Binutils: MATCH_MSU32 0x42001033.
+pub fn p_msu(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    r_type(0b010_0001, rs2, rs1, 0b001, rd, OP_OP)
+}
+
+/// `p.clip rD, rs1, Is2` (immediate form, `p.clipi` in GVSOC's decoder): rs1 clipped to
+/// −2^(Is2−1)..=2^(Is2−1)−1 (Is2 0..=31; 8 clips to a signed byte).
+/// `0001010 | Is2 | rs1 | 001 | rD | 0110011`. Binutils: MATCH_CLIP 0x14001033.
+pub fn p_clipi(rd: u32, rs1: u32, is2: i64) -> Result<u32, OperandError> {
+    check_range("Is2", is2, 0, 31)?;
+    Ok(r_type(0b000_1010, is2 as u32, rs1, 0b001, rd, OP_OP))
+}
+
+/// `p.clipur rD, rs1, rs2` (register form, `p.clipu` R-form in GVSOC's decoder): rs1 clipped to
+/// 0..=rs2. `0001010 | rs2 | rs1 | 110 | rD | 0110011`. Binutils: MATCH_CLIPUR 0x14006033.
+pub fn p_clipur(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    r_type(0b000_1010, rs2, rs1, 0b110, rd, OP_OP)
+}
+
+/// `p.extbs rD, rs1`: rD = rs1\[7:0\] sign-extended. `0001000 | 00000 | rs1 | 110 | rD | 0110011`.
+/// Binutils: MATCH_EXTBS 0x10006033.
+pub fn p_extbs(rd: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, 0, rs1, 0b110, rd, OP_OP)
 }
 
 /// Byte offset of a PC-relative hardware-loop address -> the halfword immediate (`uimmL`).
@@ -488,6 +550,37 @@ mod tests {
         assert_eq!(p_clipui(r("a0"), r("a1"), 9), Ok(0x1495_A533));
         assert_eq!(p_clipui(r("x1"), r("x2"), 31), Ok(0x15F1_20B3));
         assert!(p_clipui(r("a0"), r("a1"), 32).is_err());
+    }
+
+    /// The scalar forms of the JPEG-LS line coder: words from the GAP8 GVSOC decoder's patterns
+    /// (`isa_riscv_gen.py`: LBU_POSTINC, LB_POSTINC, LBU_RR, LB_RR, SB_POSTINC, p.mac, p.msu,
+    /// p.clipi, p.clipu R-form, p.extbs) and PULP binutils' MATCH_* values, assembled by hand.
+    #[test]
+    fn codec_words_golden() {
+        assert_eq!(p_lbu_imm(r("t0"), 1, r("a1")), Ok(0x0015_C28B));
+        assert_eq!(p_lbu_imm(r("x31"), 2047, r("x31")), Ok(0x7FFF_CF8B));
+        assert_eq!(p_lbu_imm(r("ra"), -2048, r("zero")), Ok(0x8000_408B));
+        assert!(p_lbu_imm(0, 2048, 0).is_err());
+        assert_eq!(p_lb_imm(r("a0"), -1, r("a1")), Ok(0xFFF5_850B));
+        assert_eq!(p_lbu_rr(r("a0"), r("a1"), r("a2")), 0x40B6_7503);
+        assert_eq!(p_lbu_rr(r("x31"), r("x31"), r("x31")), 0x41FF_FF83);
+        assert_eq!(p_lb_rr(r("t2"), r("t2"), r("a2")), 0x0076_7383);
+        assert_eq!(p_lb_rr(r("x31"), r("zero"), r("x31")), 0x000F_FF83);
+        assert_eq!(p_sb_imm(r("t2"), 1, r("a6")), Ok(0x0078_00AB));
+        assert_eq!(p_sb_imm(r("x31"), 2047, r("x31")), Ok(0x7FFF_8FAB));
+        assert_eq!(p_sb_imm(r("zero"), -2048, r("ra")), Ok(0x8000_802B));
+        assert!(p_sb_imm(0, -2049, 0).is_err());
+        assert_eq!(p_mac(r("s4"), r("t2"), r("s5")), 0x4353_8A33);
+        assert_eq!(p_mac(r("x31"), r("x31"), r("x31")), 0x43FF_8FB3);
+        assert_eq!(p_msu(r("s10"), r("ra"), r("t3")), 0x43C0_9D33);
+        assert_eq!(p_msu(r("x31"), r("x31"), r("x31")), 0x43FF_9FB3);
+        assert_eq!(p_clipi(r("s11"), r("s11"), 8), Ok(0x148D_9DB3));
+        assert_eq!(p_clipi(r("x31"), r("x31"), 31), Ok(0x15FF_9FB3));
+        assert!(p_clipi(0, 0, 32).is_err());
+        assert_eq!(p_clipur(r("s10"), r("s10"), r("t6")), 0x15FD_6D33);
+        assert_eq!(p_clipur(r("x31"), r("x31"), r("x31")), 0x15FF_EFB3);
+        assert_eq!(p_extbs(r("s0"), r("s0")), 0x1004_6433);
+        assert_eq!(p_extbs(r("x31"), r("ra")), 0x1000_EFB3);
     }
 
     #[test]

@@ -44,7 +44,6 @@
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
 //! | [`pv_shuffle_b!`]`(rd, rs1, rs2)` | `pv.shuffle.b` | rd byte i = rs1 byte (rs2 byte i & 3) |
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
-//! | [`p_lbu!`]`(rd, imm(rs1!))` | `p.lbu rD, Imm(rs1!)` | rd = Mem8(rs1) zero-extended; rs1 += imm |
 //! | [`p_lh_rr!`]`(rd, rs2(rs1))` | `p.lh rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) sign-extended (register offset) |
 //! | [`p_lw_rr!`]`(rd, rs2(rs1))` | `p.lw rD, rs2(rs1)` | rd = Mem32(rs1 + rs2) (register offset) |
 //! | [`p_sh!`]`(rs2, rs3(rs1))` | `p.sh rs2, rs3(rs1)` | Mem16(rs1 + rs3) = rs2 (register offset) |
@@ -55,6 +54,13 @@
 //! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the most significant 1 of rs1 (32 for 0) |
 //! | [`p_cnt!`]`(rd, rs1)` | `p.cnt` | rd = the number of set bits of rs1 |
 //! | [`p_clipui!`]`(rd, rs1, Is2)` | `p.clipu` (immediate) | rd = rs1 clipped to 0..=2^(Is2−1)−1 |
+//! | [`p_clipi!`]`(rd, rs1, Is2)` | `p.clip` (immediate) | rd = rs1 clipped to −2^(Is2−1)..=2^(Is2−1)−1 |
+//! | [`p_clipur!`]`(rd, rs1, rs2)` | `p.clipur` | rd = rs1 clipped to 0..=rs2 |
+//! | [`p_extbs!`]`(rd, rs1)` | `p.extbs` | rd = rs1\[7:0\] sign-extended |
+//! | [`p_mac!`], [`p_msu!`]`(rd, rs1, rs2)` | `p.mac`, `p.msu` | rd += / −= rs1 · rs2 |
+//! | [`p_lbu!`]`(rd, imm(rs1!))`, [`p_lb!`]`(rd, imm(rs1!))` | `p.lbu`, `p.lb` | rd = Mem8(rs1) zero- / sign-extended; rs1 += imm |
+//! | [`p_lbu!`]`(rd, rs2(rs1))`, [`p_lb!`]`(rd, rs2(rs1))` | `p.lbu`, `p.lb` | rd = Mem8(rs1 + rs2) zero- / sign-extended |
+//! | [`p_sb!`]`(rs2, imm(rs1!))` | `p.sb` | Mem8(rs1) = rs2; rs1 += imm |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
 //!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
@@ -722,35 +728,6 @@ pub fn p_sh(input: TokenStream) -> TokenStream {
     })
 }
 
-/// Post-increment load byte unsigned: `p_lbu!(rd, imm(rs1!))` (imm −2048..=2047).
-/// `p_lbu!(a0, 1(a2!))` → `".insn 4, 0x0016450b"`.
-///
-/// ```compile_fail
-/// asm_macros::p_lbu!(a0, 1(a2));
-/// ```
-#[proc_macro]
-pub fn p_lbu(input: TokenStream) -> TokenStream {
-    expand(input, |input| {
-        const I: &str = "p.lbu";
-        let rd = parse_reg(input, I, "rD")?;
-        comma(input, I)?;
-        let (off, base) = parse_postinc(input, I, "rs2")?;
-        end(input, I)?;
-        match off {
-            Offset::Imm(v, span) => {
-                encode::p_lbu_imm(rd.num, v, base.num).map_err(|e| operand_error(I, span, e))
-            }
-            Offset::Reg(r) => Err(syn::Error::new(
-                Span::call_site(),
-                format!(
-                    "p.lbu: only the immediate post-increment form is supported (register x{})",
-                    r.num
-                ),
-            )),
-        }
-    })
-}
-
 /// Parses `rD, rs2(rs1)` (register offset, no post-increment) and encodes it with `f`.
 fn parse_load_rr(
     input: ParseStream,
@@ -890,5 +867,181 @@ pub fn p_clipui(input: TokenStream) -> TokenStream {
         let (v, span) = parse_int(i, I, "Is2")?;
         end(i, I)?;
         encode::p_clipui(rd.num, rs1.num, v).map_err(|e| operand_error(I, span, e))
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// The JPEG-LS line coder's forms: byte loads and stores (post-increment or register-register),
+// multiply-accumulate, signed and register clips, byte sign extension
+
+/// Parses `imm(rs1!)`, `-imm(rs1!)`, `rs2(rs1)` or `rs2(rs1!)`; returns (offset, base, `!`).
+fn parse_mem(input: ParseStream, insn: &'static str) -> syn::Result<(Offset, Reg, bool, Span)> {
+    let span = input.span();
+    let off = if input.peek(Ident) {
+        Offset::Reg(parse_reg(input, insn, "rs2")?)
+    } else {
+        let (v, s) = parse_int(input, insn, "Imm")?;
+        Offset::Imm(v, s)
+    };
+    let group = match input.parse::<TokenTree>() {
+        Ok(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => g,
+        Ok(other) => {
+            return Err(syn::Error::new(
+                other.span(),
+                format!("{insn}: expected `(rs1)` or `(rs1!)` after the offset"),
+            ));
+        }
+        Err(e) => {
+            return Err(syn::Error::new(
+                e.span(),
+                format!("{insn}: expected `(rs1)` or `(rs1!)` after the offset"),
+            ));
+        }
+    };
+    let (base, bang) = syn::parse::Parser::parse2(
+        move |inner: ParseStream| -> syn::Result<(Reg, bool)> {
+            let base = parse_reg(inner, insn, "rs1")?;
+            let bang = inner.peek(Token![!]);
+            if bang {
+                inner.parse::<Token![!]>()?;
+            }
+            if !inner.is_empty() {
+                return Err(syn::Error::new(
+                    inner.span(),
+                    format!("{insn}: unexpected tokens after the base register"),
+                ));
+            }
+            Ok((base, bang))
+        },
+        group.stream(),
+    )?;
+    Ok((off, base, bang, span))
+}
+
+/// A byte load: `imm(rs1!)` (post-increment) or `rs2(rs1)` (register-register).
+fn parse_byte_load(
+    input: ParseStream,
+    insn: &'static str,
+    post: fn(u32, i64, u32) -> Result<u32, OperandError>,
+    rr: fn(u32, u32, u32) -> u32,
+) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let (off, base, bang, span) = parse_mem(input, insn)?;
+    end(input, insn)?;
+    match (off, bang) {
+        (Offset::Imm(v, s), true) => {
+            post(rd.num, v, base.num).map_err(|e| operand_error(insn, s, e))
+        }
+        (Offset::Reg(rs2), false) => Ok(rr(rd.num, rs2.num, base.num)),
+        (Offset::Imm(..), false) => Err(syn::Error::new(
+            span,
+            format!(
+                "{insn}: an immediate offset needs the post-increment form `imm(rs1!)` (plain `lb`/`lbu` are RV32I)"
+            ),
+        )),
+        (Offset::Reg(_), true) => Err(syn::Error::new(
+            span,
+            format!(
+                "{insn}: the register post-increment form `rs2(rs1!)` is not provided; use `rs2(rs1)`"
+            ),
+        )),
+    }
+}
+
+/// Byte load, zero-extended: `p_lbu!(rd, imm(rs1!))` (post-increment, imm −2048..=2047) or
+/// `p_lbu!(rd, rs2(rs1))` (address rs1 + rs2). `p_lbu!(t0, 1(a1!))` → `".insn 4, 0x0015c28b"`.
+///
+/// ```compile_fail
+/// asm_macros::p_lbu!(a0, 4(a1));
+/// ```
+#[proc_macro]
+pub fn p_lbu(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_byte_load(i, "p.lbu", encode::p_lbu_imm, encode::p_lbu_rr)
+    })
+}
+
+/// Byte load, sign-extended: `p_lb!(rd, imm(rs1!))` or `p_lb!(rd, rs2(rs1))`.
+/// `p_lb!(t2, t2(a2))` → `".insn 4, 0x00767383"`.
+///
+/// ```compile_fail
+/// asm_macros::p_lb!(a0, a1(a2!));
+/// ```
+#[proc_macro]
+pub fn p_lb(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_byte_load(i, "p.lb", encode::p_lb_imm, encode::p_lb_rr)
+    })
+}
+
+/// Post-increment byte store: `p_sb!(rs2, imm(rs1!))` (imm −2048..=2047).
+/// `p_sb!(t2, 1(a6!))` → `".insn 4, 0x007800ab"`.
+///
+/// ```compile_fail
+/// asm_macros::p_sb!(a0, 1(a1));
+/// ```
+#[proc_macro]
+pub fn p_sb(input: TokenStream) -> TokenStream {
+    expand(input, |input| {
+        const I: &str = "p.sb";
+        let rs2 = parse_reg(input, I, "rs2")?;
+        comma(input, I)?;
+        let (off, base, bang, span) = parse_mem(input, I)?;
+        end(input, I)?;
+        match (off, bang) {
+            (Offset::Imm(v, s), true) => {
+                encode::p_sb_imm(rs2.num, v, base.num).map_err(|e| operand_error(I, s, e))
+            }
+            _ => Err(syn::Error::new(
+                span,
+                format!("{I}: only the post-increment form `imm(rs1!)` is provided"),
+            )),
+        }
+    })
+}
+
+/// `p.mac rD, rs1, rs2`: rD += rs1 · rs2. `p_mac!(s4, t2, s5)` → `".insn 4, 0x43538a33"`.
+#[proc_macro]
+pub fn p_mac(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.mac", encode::p_mac))
+}
+
+/// `p.msu rD, rs1, rs2`: rD −= rs1 · rs2. `p_msu!(s10, ra, t3)` → `".insn 4, 0x43c09d33"`.
+#[proc_macro]
+pub fn p_msu(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.msu", encode::p_msu))
+}
+
+/// `p.clipur rD, rs1, rs2`: rs1 clipped to 0..=rs2. `p_clipur!(s10, s10, t6)` →
+/// `".insn 4, 0x15fd6d33"`.
+#[proc_macro]
+pub fn p_clipur(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.clipur", encode::p_clipur))
+}
+
+/// `p.extbs rD, rs1`: the low byte sign-extended. `p_extbs!(s0, s0)` → `".insn 4, 0x10046433"`.
+#[proc_macro]
+pub fn p_extbs(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rr(i, "p.extbs", encode::p_extbs))
+}
+
+/// `p.clip rD, rs1, Is2` (immediate form, `p.clipi` in GVSOC's decoder): rs1 clipped to
+/// −2^(Is2−1)..=2^(Is2−1)−1. `p_clipi!(s11, s11, 8)` → `".insn 4, 0x148d9db3"`.
+///
+/// ```compile_fail
+/// asm_macros::p_clipi!(a0, a1, 32);
+/// ```
+#[proc_macro]
+pub fn p_clipi(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        const I: &str = "p.clip";
+        let rd = parse_reg(i, I, "rD")?;
+        comma(i, I)?;
+        let rs1 = parse_reg(i, I, "rs1")?;
+        comma(i, I)?;
+        let (v, span) = parse_int(i, I, "Is2")?;
+        end(i, I)?;
+        encode::p_clipi(rd.num, rs1.num, v).map_err(|e| operand_error(I, span, e))
     })
 }

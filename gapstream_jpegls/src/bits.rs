@@ -50,6 +50,37 @@ impl Bits {
         self.acc = acc;
         self.used = used;
     }
+    /// Write position.
+    #[inline(always)]
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+    /// Sets the write position.
+    #[inline(always)]
+    pub(crate) fn set_pos(&mut self, pos: usize) {
+        self.pos = pos;
+    }
+    /// True when the code did not fit.
+    #[inline(always)]
+    pub(crate) fn overflow(&self) -> bool {
+        self.overflow
+    }
+    /// Records that the code did not fit.
+    #[inline(always)]
+    pub(crate) fn set_overflow(&mut self) {
+        self.overflow = true;
+    }
+    /// The accumulator and its bit count with the stuffed 0 bit owed after a 0xFF byte put into
+    /// the accumulator (so that the next unit is a whole byte again); `used < 32` first.
+    #[inline(always)]
+    pub(crate) fn take_stuffed(&mut self) -> (u32, u32) {
+        if self.ff {
+            self.ff = false;
+            self.acc >>= 1;
+            self.used += 1;
+        }
+        (self.acc, self.used)
+    }
     /// Appends `count` bits (`count <= room()`).
     #[inline(always)]
     pub(crate) fn push(&mut self, value: u32, count: u32) {
@@ -127,7 +158,7 @@ impl<'a, S: Sink> Writer<'a, S> {
 
 #[inline(never)]
 #[cold]
-fn spill<S: Sink>(b: &mut Bits, buf: &mut [u8], sink: &mut S) {
+pub(crate) fn spill<S: Sink>(b: &mut Bits, buf: &mut [u8], sink: &mut S) {
     let n = b.pos.min(buf.len());
     if n > 0 && !sink.spill(&buf[..n]) {
         b.overflow = true;

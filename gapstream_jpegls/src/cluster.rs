@@ -16,8 +16,8 @@
 //! [`EncodeError::OutputFull`], even when the whole stream would have fitted.
 use crate::bits::{Sink, Writer};
 use crate::encode::{MAX_SEPARATOR, Plan};
-use crate::line::{Ops, encode_line};
-use crate::model::{Model, QUANT};
+use crate::line::Ops;
+use crate::model::Model;
 use crate::{EncodeError, Layout};
 use gap_rust_sdk::{Cluster, Controller, Dma, DmaRaw, MAX_CORES, RawAlloc, Team};
 
@@ -112,8 +112,8 @@ pub fn encode<K: Ops, C: Cluster>(
         .map_err(|_| EncodeError::Scratch)?;
     let (q, l1s) = l1.split_at_mut(QUANT_L1);
     let q: &mut [i8] = bytemuck::cast_slice_mut(q);
-    q[..QUANT.len()].copy_from_slice(&QUANT);
-    let quant: &[i8; 511] = q[..QUANT.len()]
+    q[..K::QUANT.len()].copy_from_slice(K::QUANT);
+    let quant: &[i8; 511] = q[..K::QUANT.len()]
         .try_into()
         .map_err(|_| EncodeError::Scratch)?;
     let region0 = plan.region(0, out.len());
@@ -268,7 +268,7 @@ fn code_segments<K: Ops, D: DmaRaw>(
             };
             dma_in
                 .overlap((&ntail[..0], &mut []), (src, dst), || {
-                    encode_line::<K, _>(model, sh.quant, &mut w, prev, cur, pw)
+                    K::encode_line(model, sh.quant, &mut w, prev, cur, pw)
                 })
                 .map_err(|_| EncodeError::Cluster)?;
             if w.overflowed() {

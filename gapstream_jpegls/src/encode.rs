@@ -2,8 +2,8 @@
 //! component) at a time ([`encode_segment`]), the join of segments coded elsewhere ([`join`]),
 //! and the whole stream in one call ([`encode`]).
 use crate::bits::{NoSpill, Sink, Writer};
-use crate::line::{Ops, Portable, encode_line};
-use crate::model::{Model, QUANT};
+use crate::line::{Ops, Portable};
+use crate::model::Model;
 use crate::{EncodeError, Layout};
 use core::ops::Range;
 
@@ -297,7 +297,7 @@ pub fn encode_segment_with<K: Ops, S: Sink>(
     let seg = plan.segment(i);
     for y in seg.first_line..seg.first_line + seg.lines {
         plan.plane_line(pixels, seg.component, y, &mut b[1..]);
-        encode_line::<K, S>(model, &QUANT, w, a, b, pw);
+        K::encode_line(model, K::QUANT, w, a, b, pw);
         if w.overflowed() {
             return Err(EncodeError::OutputFull);
         }
@@ -352,6 +352,15 @@ pub const STACK_WIDTH: usize = 1024;
 /// stream's length; [`EncodeError::OutputFull`] when `out` is too short
 /// ([`Plan::max_encoded_len`] always suffices).
 pub fn encode(plan: &Plan, pixels: &[u8], out: &mut [u8]) -> Result<usize, EncodeError> {
+    encode_with::<Portable>(plan, pixels, out)
+}
+
+/// [`encode`] with the kernel variant `K` (the same stream with every variant).
+pub fn encode_with<K: Ops>(
+    plan: &Plan,
+    pixels: &[u8],
+    out: &mut [u8],
+) -> Result<usize, EncodeError> {
     if plan.pw > STACK_WIDTH {
         return Err(EncodeError::Size);
     }
@@ -360,7 +369,7 @@ pub fn encode(plan: &Plan, pixels: &[u8], out: &mut [u8]) -> Result<usize, Encod
     let mut p = plan.write_prefix(out)?;
     for i in 0..plan.segments() {
         let mut w = Writer::new(out.get_mut(p..).ok_or(EncodeError::OutputFull)?, NoSpill);
-        encode_segment(plan, i, pixels, &mut model, &mut lines, &mut w)?;
+        encode_segment_with::<K, _>(plan, i, pixels, &mut model, &mut lines, &mut w)?;
         p += w.len();
         p += plan.write_separator(i, out.get_mut(p..).ok_or(EncodeError::OutputFull)?)?;
     }

@@ -44,6 +44,7 @@ pub mod encode;
 pub mod line;
 #[allow(missing_docs)]
 pub mod model;
+pub mod pulp_model;
 
 #[cfg(feature = "cluster")]
 pub mod cluster;
@@ -53,8 +54,9 @@ pub mod decode;
 pub mod pulp;
 
 pub use bits::{NoSpill, Sink, Writer};
-pub use encode::{Plan, Segment, encode, encode_segment, encode_segment_with, join};
+pub use encode::{Plan, Segment, encode, encode_segment, encode_segment_with, encode_with, join};
 pub use line::{Ops, Portable};
+pub use pulp_model::PulpModel;
 
 #[cfg(feature = "alloc")]
 pub use decode::{Image, decode, decode_bayer, decode_with_limit};

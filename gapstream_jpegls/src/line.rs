@@ -11,8 +11,27 @@
 use crate::bits::{Bits, Sink, Writer, flush};
 use crate::model::{CONTEXTS, Ctx, J, LIMIT, Model, QBPP, RunCtx};
 
-/// The operations a kernel variant provides.
+/// The operations a kernel variant provides, and its line coder.
 pub trait Ops {
+    /// The gradient quantisation table its line coder reads (`table[d + 255]` for a difference
+    /// `d`); the cluster job copies it into L1.
+    const QUANT: &'static [i8; 511] = &crate::model::QUANT;
+    /// Codes line `cur[1..=width]` with `prev` above it (see [`encode_line`]); `quant` is
+    /// [`Ops::QUANT`] or a copy of it. The default is the generic line coder over the operations
+    /// below.
+    #[inline(always)]
+    fn encode_line<S: Sink>(
+        m: &mut Model,
+        quant: &[i8; 511],
+        w: &mut Writer<'_, S>,
+        prev: &mut [u8],
+        cur: &mut [u8],
+        width: usize,
+    ) where
+        Self: Sized,
+    {
+        encode_line::<Self, S>(m, quant, w, prev, cur, width)
+    }
     /// Golomb parameter of a regular context: the least `k` with `n << k >= a` (`n >= 1`).
     fn k(n: u32, a: u32) -> u32;
     /// The median edge detector.
@@ -57,10 +76,10 @@ pub fn edges(prev: &mut [u8], cur: &mut [u8], width: usize) {
 }
 
 /// The writer's registers and its buffer, as locals of the line coder.
-struct Out<'a, 'b, S: Sink> {
-    b: Bits,
-    buf: &'a mut [u8],
-    sink: &'b mut S,
+pub(crate) struct Out<'a, 'b, S: Sink> {
+    pub(crate) b: Bits,
+    pub(crate) buf: &'a mut [u8],
+    pub(crate) sink: &'b mut S,
 }
 
 impl<S: Sink> Out<'_, '_, S> {
@@ -97,7 +116,7 @@ impl<S: Sink> Out<'_, '_, S> {
     /// Long codes: more than 25 bits, or the escape.
     #[inline(never)]
     #[cold]
-    fn golomb_long(&mut self, k: u32, merr: u32, limit: u32) {
+    pub(crate) fn golomb_long(&mut self, k: u32, merr: u32, limit: u32) {
         let high = merr >> k;
         if high < limit - QBPP - 1 {
             self.zeros(high);
@@ -245,7 +264,7 @@ pub fn encode_line<K: Ops, S: Sink>(
 /// Run mode at sample `i` (A.7): the run of samples equal to `ra`, then (unless the run reaches
 /// the end of the line, `None`) the interruption sample. Returns the next sample's index.
 #[inline(never)]
-fn run_mode<K: Ops, S: Sink>(
+pub(crate) fn run_mode<K: Ops, S: Sink>(
     m: &mut Model,
     o: &mut Out<'_, '_, S>,
     prev: &[u8],

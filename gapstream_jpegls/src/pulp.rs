@@ -1,20 +1,74 @@
-//! The PULP kernel operations (feature `pulp`, riscv32 targets: RI5CY / GAP8 only): `p.fl1` for
-//! the Golomb parameter (CharLS's `k = max(0, fl1(A) − fl1(N))`, plus one when `N << k < A`),
-//! `p.min` / `p.max` for the median predictor (the median of Ra, Rb and Ra + Rb − Rc), `p.clipu`
-//! for the corrected prediction and `p.abs`. The words come from `asm_macros` (golden-word
-//! tests from the RI5CY manual). The line coder around them is the portable one; the stream is
-//! the same bit for bit (checked on the GAP8 model: `make gvsoc-bench` compares every PULP run's
-//! output with the host encoder's).
+//! The PULP line coder (feature `pulp`, riscv32 targets: RI5CY / GAP8 only): the regular mode in
+//! RI5CY assembly with a hardware loop over the line, post-increment byte loads, register-register
+//! table loads, `p.mac` / `p.msu`, `p.fl1`, `p.min` / `p.max`, `p.clip*`, `p.extbs`, the context
+//! and the bit writer in registers, two samples a pass. Its arithmetic is [`crate::pulp_model`]'s, instruction for
+//! formula (the module docs there say how it differs from [`crate::line`] and why the stream is
+//! the same). Run mode and codes longer than 16 bits leave the assembly for the model's Rust
+//! ([`crate::pulp_model::run_mode`], the kernel's bit writer) inside [`AsmKernel`]'s line loop;
+//! full buffers go back to the driver ([`encode_line_with`]). The words come from `asm_macros` (golden-word tests); the stream is
+//! checked on the GAP8 model: `make gvsoc-bench` compares every PULP run's output with the host
+//! encoder's.
+//!
+//! Register plan of the kernel (two samples a hardware-loop pass, A and B, whose registers
+//! swap roles so that no sample ends with moves):
+//!
+//! | | Ra | Rb | Rc, then Rd | Q2 (6·Q) | X | Q1 | k |
+//! |---|---|---|---|---|---|---|---|
+//! | A | a7 | s2 | t0 | s4 | t1 | t2 | s3 |
+//! | B | t1 | t0 | s2 | t2 | a7 | s4 | t2 |
+//!
+//! Line pointers cur / prev a0 / a1, the Q table and the contexts a2 / a3, the bit writer
+//! (acc, −used, out) a4 / a5 / a6, the constants 9, 16, −15, 255, 64 in s5–s9. Per sample:
+//! t4 = the context's address, t5 = A, t6 = N, s10 = D, s11 = C, t3, s0, s1 and ra
+//! temporaries. The stack frame holds s0, s1 (not `asm!` operands), the state pointer and the
+//! buffer limit.
+//!
+//! ```text
+//!      entry: state into registers, constants; passes = (count + 1) / 2, Ra Rb Rc Q2 from the
+//!             line in A's registers (even count) or B's (odd count: the first pass enters at B)
+//!      lp.starti / lp.endi / lp.count
+//!  21: A: 68 instructions (loads, context, MED, k, error, code, update), sb N, flush test
+//!  22: B: 68 instructions, flush test
+//!  25: sb N                           last instruction of the loop
+//!      out of line: 30 run context (exit), 31/36 long code (update, exit), the context
+//!      halvings of RESET, 40-45 / 70-75 two bytes out after A / B (0xFF: the stuffed bit;
+//!      buffer full: exit)
+//!  50: state back to memory
+//! ```
+//!
+//! 70 instructions a sample (the one-sample loop took 74: four moves).
 #![allow(unsafe_code)] // inline assembly of PULP instructions: the hardware edge
 
+use crate::bits::{Sink, Writer};
 use crate::line::Ops;
-use asm_macros::{p_abs, p_clipui, p_fl1, p_max, p_min};
+use crate::model::LIMIT;
+use crate::model::Model;
+use crate::pulp_model::{Bw, Exit, Kernel, MARGIN, QUANT6, State, encode_line_with, run_mode};
+use asm_macros::{
+    lp_count, lp_endi, lp_starti, p_abs, p_clipi, p_clipui, p_clipur, p_extbs, p_extractui, p_fl1,
+    p_lb, p_lbu, p_mac, p_max, p_min, p_msu, p_sb,
+};
 use core::arch::asm;
 
-/// The PULP operations.
+/// The PULP variant: the assembly line coder (and the PULP forms of the generic coder's
+/// operations).
 pub struct Pulp;
 
 impl Ops for Pulp {
+    const QUANT: &'static [i8; 511] = &QUANT6;
+
+    #[inline(always)]
+    fn encode_line<S: Sink>(
+        m: &mut Model,
+        quant: &[i8; 511],
+        w: &mut Writer<'_, S>,
+        prev: &mut [u8],
+        cur: &mut [u8],
+        width: usize,
+    ) {
+        encode_line_with::<AsmKernel, S>(m, quant, w, prev, cur, width)
+    }
+
     #[inline(always)]
     fn k(n: u32, a: u32) -> u32 {
         let (fa, fnn): (u32, u32);
@@ -85,4 +139,439 @@ impl Ops for Pulp {
         };
         r
     }
+}
+
+/// The kernel's state in memory (offsets fixed: the assembly reads and writes them).
+#[repr(C)]
+struct Regs {
+    /// 0: the next sample, `cur[i]`.
+    pc: *const u8,
+    /// 4: `prev[i + 1]`.
+    pp: *const u8,
+    /// 8: samples left on the line (at least 1).
+    count: u32,
+    /// 12: pending bits, left-aligned.
+    acc: u32,
+    /// 16: −(pending bit count).
+    nu: i32,
+    /// 20: write position.
+    out: *mut u8,
+    /// 24: the kernel stops at a sample's end once `out >= limit`.
+    limit: *const u8,
+    /// 28: the regular contexts (6 bytes each: A u16, D i16, C i8, N u8).
+    ctx: *mut u8,
+    /// 32: the centre of the 6·Q table (`quant[255]`).
+    quant: *const i8,
+    /// 36: why it stopped: 0 line end, 1 run context, 2 long code, 3 buffer full.
+    exit: u32,
+    /// 40: the long code's mapped error.
+    merr: u32,
+    /// 44: the long code's Golomb parameter.
+    k: u32,
+}
+
+/// The context update (A.6.1, A.6.2) of the sample in the registers, with `$halve` / `$back` the
+/// labels of its out-of-line RESET halving: A += |e|, D += e + 1 (or the halving), N + 1, the
+/// branch-free bias correction, three fields stored (the caller stores N, `sb ra, 5(t4)`).
+/// 16 instructions.
+#[rustfmt::skip]
+macro_rules! update {
+    ($halve:literal, $back:literal) => {
+        concat!(
+            p_abs!(ra, s0), "\n",
+            "add t5, t5, ra\n",
+            "add s10, s10, s0\n",
+            "beq t6, s9, ", $halve, "f\n",
+            "addi s10, s10, 1\n",
+            $back, ":\n",
+            "addi ra, t6, 1\n",
+            "slti s1, s10, 0\n",
+            "slt t3, t6, s10\n",
+            "sub t3, t3, s1\n",
+            "add s11, s11, t3\n",
+            p_clipi!(s11, s11, 8), "\n",
+            p_msu!(s10, ra, t3), "\n",
+            p_clipur!(s10, s10, t6), "\n",
+            "sh t5, 0(t4)\n",
+            "sh s10, 2(t4)\n",
+            "sb s11, 4(t4)\n",
+        )
+    };
+}
+
+/// One regular-mode sample up to its context update (68 instructions with [`update!`]), the
+/// registers named: `$ra`, `$rb` hold Ra, Rb; `$rc` holds Rc and receives Rd; `$q2` holds 6·Q2
+/// (destroyed); `$x` receives X, `$q1` 6·Q1 (the next sample's Q2); `$k` is k. `$long` is the
+/// label of the long-code exit, `$halve` / `$back` the update's.
+#[rustfmt::skip]
+macro_rules! sample {
+    ($ra:ident, $rb:ident, $rc:ident, $q2:ident, $x:ident, $q1:ident, $k:ident,
+     $long:literal, $halve:literal, $back:literal) => {
+        concat!(
+            // Rc − Ra, then Rd (into Rc's register) and X; 6·context = Q3 + 9 (Q2 + 9 Q1).
+            "sub t3, ", stringify!($rc), ", ", stringify!($ra), "\n",
+            p_lbu!($rc, 1(a1!)), "\n",
+            p_lbu!($x, 1(a0!)), "\n",
+            "sub ", stringify!($q1), ", ", stringify!($rc), ", ", stringify!($rb), "\n",
+            p_lb!($q1, $q1(a2)), "\n",
+            p_lb!(s1, t3(a2)), "\n",
+            p_mac!($q2, $q1, s5), "\n",
+            p_mac!(s1, $q2, s5), "\n",
+            "beqz s1, 30f\n",
+            // The context: 6 bytes at 6·|Q|.
+            p_abs!(t4, s1), "\n",
+            "add t4, t4, a3\n",
+            "lhu t5, 0(t4)\n",
+            "lbu t6, 5(t4)\n",
+            "lh s10, 2(t4)\n",
+            "lb s11, 4(t4)\n",
+            // MED = max(min(Ra, Rb), min(max(Ra, Rb), Rb - (Rc - Ra))).
+            p_min!(s0, $ra, $rb), "\n",
+            p_max!($k, $ra, $rb), "\n",
+            "sub ra, ", stringify!($rb), ", t3\n",
+            p_min!(ra, ra, $k), "\n",
+            p_max!(s0, ra, s0), "\n",
+            // k = t + (N << t < A), t = fl1(A | N) - fl1(N).
+            "or ", stringify!($k), ", t5, t6\n",
+            p_fl1!($k, $k), "\n",
+            p_fl1!(ra, t6), "\n",
+            "sub ", stringify!($k), ", ", stringify!($k), ", ra\n",
+            "sll ra, t6, ", stringify!($k), "\n",
+            "sltu ra, ra, t5\n",
+            "add ", stringify!($k), ", ", stringify!($k), ", ra\n",
+            // s = ±1; Px = clip(MED + s·C); e = (s·(X - Px)) mod 256.
+            "srai t3, s1, 31\n",
+            "ori t3, t3, 1\n",
+            p_mac!(s0, s11, t3), "\n",
+            p_clipui!(s0, s0, 9), "\n",
+            "sub s0, ", stringify!($x), ", s0\n",
+            "mul s0, s0, t3\n",
+            "srli ra, t6, 1\n",
+            p_extbs!(s0, s0), "\n",
+            // MErrval, its lowest bit flipped when k = 0 and D < N/2 (2B <= -N).
+            "slli t3, s0, 1\n",
+            "srai s1, s0, 31\n",
+            "xor t3, t3, s1\n",
+            "slli s1, ", stringify!($k), ", 6\n",
+            "add s1, s1, s10\n",
+            "slt s1, s1, ra\n",
+            "xor t3, t3, s1\n",
+            // high = MErrval >> k, 16 bits or fewer: high zeros, a one, k bits.
+            "srl ra, t3, ", stringify!($k), "\n",
+            "add s1, ra, ", stringify!($k), "\n",
+            "bgeu s1, s6, ", $long, "f\n",
+            "xori ra, ra, 1\n",
+            "sll ra, ra, ", stringify!($k), "\n",
+            "xor t3, t3, ra\n",
+            "sub a5, a5, s1\n",
+            "addi a5, a5, -1\n",
+            "sll t3, t3, a5\n",
+            "or a4, a4, t3\n",
+            update!($halve, $back),
+        )
+    };
+}
+
+/// The long-code exit of a sample (`$k` its k register): merr and k stored, the update with
+/// its own halving labels, N stored, exit 2.
+#[rustfmt::skip]
+macro_rules! long_exit {
+    ($label:literal, $k:ident, $halve:literal, $back:literal) => {
+        concat!(
+            $label, ":\n",
+            "lw ra, 8(sp)\n",
+            "sw t3, 40(ra)\n",
+            "sw ", stringify!($k), ", 44(ra)\n",
+            update!($halve, $back),
+            "sb ra, 5(t4)\n",
+            "li t2, 2\n",
+            "j 50f\n",
+        )
+    };
+}
+
+/// Two bytes out while 16 bits or more are pending (after 0xFF the stuffed 0 bit goes into the
+/// accumulator), then back to `$back`, or to `$full` when the buffer's limit is reached. Uses s3
+/// and t3 only.
+#[rustfmt::skip]
+macro_rules! flush {
+    ($l40:literal, $l41:literal, $l42:literal, $l43:literal, $back:literal, $full:literal) => {
+        concat!(
+            $l40, ":\n",
+            "srli s3, a4, 24\n",
+            p_extractui!(t3, a4, 7, 16), "\n",
+            p_sb!(s3, 1(a6!)), "\n",
+            "beq s3, s8, ", $l42, "f\n",
+            p_sb!(t3, 1(a6!)), "\n",
+            "slli a4, a4, 16\n",
+            "addi a5, a5, 16\n",
+            "beq t3, s8, ", $l43, "f\n",
+            $l41, ":\n",
+            "lw t3, 12(sp)\n",
+            "bgeu a6, t3, ", $full, "f\n",
+            "j ", $back, "b\n",
+            $l42, ":\n",
+            "slli a4, a4, 8\n",
+            "srli a4, a4, 1\n",
+            "addi a5, a5, 7\n",
+            "blt a5, s7, ", $l40, "b\n",
+            "j ", $l41, "b\n",
+            $l43, ":\n",
+            "srli a4, a4, 1\n",
+            "addi a5, a5, -1\n",
+            "blt a5, s7, ", $l40, "b\n",
+            "j ", $l41, "b\n",
+        )
+    };
+}
+
+/// The halving of A.6.1 when N = RESET = 64 (A and B halved, N = 32), in the D form
+/// (`D' = ((D + e − 63) >> 1) + 32`, the bias code then sees N_old = 32).
+#[rustfmt::skip]
+macro_rules! halve {
+    ($label:literal, $back:literal) => {
+        concat!(
+            $label, ":\n",
+            "srai t5, t5, 1\n",
+            "addi s10, s10, -63\n",
+            "srai s10, s10, 1\n",
+            "addi s10, s10, 32\n",
+            "li t6, 32\n",
+            "j ", $back, "b\n",
+        )
+    };
+}
+
+/// The assembly kernel ([`Kernel`]).
+pub struct AsmKernel;
+
+impl Kernel for AsmKernel {
+    fn line(
+        m: &mut Model,
+        quant: &[i8; 511],
+        prev: &[u8],
+        cur: &[u8],
+        width: usize,
+        st: &mut State,
+        buf: &mut [u8],
+    ) -> Exit {
+        if st.i == 0 || prev.len() < width + 2 || cur.len() < width + 2 {
+            return Exit::LineEnd;
+        }
+        let limit = st.limit.min(buf.len().saturating_sub(MARGIN));
+        loop {
+            if st.i > width {
+                return Exit::LineEnd;
+            }
+            if st.pos >= limit || st.used >= 16 {
+                return Exit::Spill;
+            }
+            // SAFETY: `1 <= st.i <= width`, both lines `width + 2` long, `st.pos < limit <=
+            // buf.len() - MARGIN`, fewer than 16 bits pending: checked above.
+            let (exit, merr, k) = unsafe { regular(m, quant, prev, cur, width, st, buf, limit) };
+            match exit {
+                EXIT_RUN | EXIT_LONG => out_of_kernel(m, prev, cur, width, st, buf, exit, merr, k),
+                EXIT_LINE_END => return Exit::LineEnd,
+                _ => return Exit::Spill,
+            }
+        }
+    }
+}
+
+/// Run mode (`exit` = [`EXIT_RUN`]) or a long code ([`EXIT_LONG`]: `merr`, `k`): the model's
+/// Rust on the kernel's bit writer, out of line (the cluster's instruction cache is 4 KiB).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn out_of_kernel(
+    m: &mut Model,
+    prev: &[u8],
+    cur: &[u8],
+    width: usize,
+    st: &mut State,
+    buf: &mut [u8],
+    exit: u32,
+    merr: u32,
+    k: u32,
+) {
+    let mut w = Bw {
+        acc: st.acc,
+        nu: -(st.used as i32),
+        pos: st.pos,
+        buf,
+        overflow: st.overflow,
+    };
+    if exit == EXIT_RUN {
+        st.i = run_mode(m, &mut w, prev, cur, st.i, width).unwrap_or(width + 1);
+    } else {
+        w.golomb(k as i32, merr, LIMIT as i32);
+    }
+    w.flush2();
+    st.acc = w.acc;
+    st.used = w.nu.unsigned_abs();
+    st.pos = w.pos;
+    st.overflow = w.overflow;
+}
+
+/// The kernel's exits: the line's end, a run context at `st.i` (nothing of it coded), a code
+/// longer than 16 bits (the sample's context updated, its code not written), a full buffer.
+const EXIT_LINE_END: u32 = 0;
+const EXIT_RUN: u32 = 1;
+const EXIT_LONG: u32 = 2;
+
+/// The assembly regular mode from sample `st.i` until a run context, a long code, a full buffer
+/// or the line's end; returns the exit and, for a long code, its mapped error and parameter.
+///
+/// # Safety
+///
+/// `1 <= st.i <= width`, `prev` and `cur` at least `width + 2` bytes, `st.pos < limit <=
+/// buf.len() - MARGIN`, `st.used < 16`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn regular(
+    m: &mut Model,
+    quant: &[i8; 511],
+    prev: &[u8],
+    cur: &[u8],
+    width: usize,
+    st: &mut State,
+    buf: &mut [u8],
+    limit: usize,
+) -> (u32, u32, u32) {
+    let i = st.i;
+    let mut r = Regs {
+        pc: cur[i..].as_ptr(),
+        pp: prev[i + 1..].as_ptr(),
+        count: (width + 1 - i) as u32,
+        acc: st.acc,
+        nu: -(st.used as i32),
+        out: buf[st.pos..].as_mut_ptr(),
+        limit: buf[limit..].as_ptr(),
+        ctx: m.ctx.as_mut_ptr().cast(),
+        quant: quant[255..].as_ptr(),
+        exit: 0,
+        merr: 0,
+        k: 0,
+    };
+    // SAFETY: the kernel reads `cur[i - 1..=width]`, `prev[i - 1..=width + 1]` (both at
+    // least `width + 2` long, `1 <= i <= width`: the caller's contract) and `quant[255 + d]` for
+    // sample differences d in −255..=255 (a 511-byte table); it reads and writes the 365
+    // six-byte contexts of `m` at offsets 6·|Q| (|Q| <= 364, from the table's values) and
+    // the fields of `r`; it writes at most 4 bytes per sample from `out` and stops at the
+    // end of the sample that reaches `limit <= buf.len() - MARGIN` (MARGIN = 16), so within
+    // `buf`. It runs the samples left on the line (`count >= 1`) at most. It saves s0/s1 in
+    // 16 bytes of stack it allocates and restores them; every other register it uses is
+    // declared clobbered. Hardware loop 0 is overwritten (no caller is inside one).
+    unsafe {
+        asm!(
+            ".option push",
+            ".option norvc",
+            ".balign 4",
+            "addi sp, sp, -16",
+            "sw s0, 0(sp)",
+            "sw s1, 4(sp)",
+            "sw a0, 8(sp)",
+            "lw t0, 24(a0)",
+            "sw t0, 12(sp)",
+            "lw t1, 8(a0)",
+            "lw a4, 12(a0)",
+            "lw a5, 16(a0)",
+            "lw a6, 20(a0)",
+            "lw a3, 28(a0)",
+            "lw a2, 32(a0)",
+            "lw a1, 4(a0)",
+            "lw a0, 0(a0)",
+            "li s5, 9",
+            "li s6, 16",
+            "li s7, -15",
+            "li s8, 255",
+            "li s9, 64",
+            // Two samples a pass (A, B: the registers change roles, no moves); an odd count
+            // enters at B. Passes: (count + 1) / 2 in t4.
+            "andi t3, t1, 1",
+            "srli t4, t1, 1",
+            "add t4, t4, t3",
+            "bnez t3, 23f",
+            // A's registers: Ra a7, Rb s2, Rc t0, Q2 s4.
+            "lbu a7, -1(a0)",
+            "lbu s2, -1(a1)",
+            "lbu t0, -2(a1)",
+            "sub t2, s2, t0",
+            p_lb!(s4, t2(a2)),
+            "j 24f",
+            // B's registers: Ra t1, Rb t0, Rc s2, Q2 t2.
+            "23:",
+            "lbu t1, -1(a0)",
+            "lbu t0, -1(a1)",
+            "lbu s2, -2(a1)",
+            "sub t2, t0, s2",
+            p_lb!(t2, t2(a2)),
+            "24:",
+            lp_starti!(x0, 16),
+            lp_endi!(x0, 568),
+            lp_count!(x0, t4),
+            "bnez t3, 22f",
+            // A: Ra a7, Rb s2, Rc t0 (<- Rd), Q2 s4; X -> t1, Q1 -> t2, k in s3.
+            "21:",
+            sample!(a7, s2, t0, s4, t1, t2, s3, "31", "32", "33"),
+            "sb ra, 5(t4)",
+            "blt a5, s7, 40f",
+            "44:",
+            // B: Ra t1, Rb t0, Rc s2 (<- Rd), Q2 t2; X -> a7, Q1 -> s4, k in t2.
+            "22:",
+            sample!(t1, t0, s2, t2, a7, s4, t2, "36", "37", "38"),
+            "blt a5, s7, 70f",
+            "74:",
+            // The loop's last instruction (21 + 139 instructions: lp.endi's offset).
+            "25:",
+            "sb ra, 5(t4)",
+            // The line's end.
+            "li t2, 0",
+            "j 50f",
+            // A run context: back to this sample.
+            "30:",
+            "addi a0, a0, -1",
+            "addi a1, a1, -1",
+            "li t2, 1",
+            "j 50f",
+            long_exit!("31", s3, "34", "35"),
+            long_exit!("36", t2, "39", "48"),
+            halve!("34", "35"),
+            halve!("32", "33"),
+            halve!("39", "48"),
+            halve!("37", "38"),
+            flush!("40", "41", "42", "43", "44", "45"),
+            flush!("70", "71", "72", "73", "74", "75"),
+            // B's flush filled the buffer: N still to store.
+            "75:",
+            "sb ra, 5(t4)",
+            // The buffer is full: stop after this sample.
+            "45:",
+            "li t2, 3",
+            // Exit: the state back to memory.
+            "50:",
+            "lw t0, 8(sp)",
+            "sw a0, 0(t0)",
+            "sw a1, 4(t0)",
+            "sw a4, 12(t0)",
+            "sw a5, 16(t0)",
+            "sw a6, 20(t0)",
+            "sw t2, 36(t0)",
+            "lw s0, 0(sp)",
+            "lw s1, 4(sp)",
+            "addi sp, sp, 16",
+            ".option pop",
+            inout("a0") &mut r as *mut Regs => _,
+            out("x1") _, out("x5") _, out("x6") _, out("x7") _,
+            out("x11") _, out("x12") _, out("x13") _, out("x14") _, out("x15") _,
+            out("x16") _, out("x17") _, out("x18") _, out("x19") _, out("x20") _,
+            out("x21") _, out("x22") _, out("x23") _, out("x24") _, out("x25") _,
+            out("x26") _, out("x27") _, out("x28") _, out("x29") _, out("x30") _,
+            out("x31") _,
+        );
+    }
+    st.i = r.pc as usize - cur.as_ptr() as usize;
+    st.pos = r.out as usize - buf.as_ptr() as usize;
+    st.acc = r.acc;
+    st.used = r.nu.unsigned_abs();
+    (r.exit, r.merr, r.k)
 }

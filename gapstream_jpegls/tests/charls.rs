@@ -164,6 +164,8 @@ struct Sizes {
     ours1: usize,
     ours8: usize,
     charls: usize,
+    /// Our stream's length with 1..=8 bands.
+    bands: Vec<usize>,
 }
 
 fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
@@ -237,10 +239,18 @@ fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
                 .unwrap()
                 .len() as usize
         };
+        let bands = (1..=8)
+            .map(|b| {
+                encode_to_vec(&Plan::new(p.w, p.h, p.layout, b).unwrap(), &p.px).map(|c| c.len())
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        assert_eq!((bands[0], bands[7]), (len(1), len(8)));
         sizes.push(Sizes {
             ours1: len(1),
             ours8: len(8),
             charls,
+            bands,
         });
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -252,21 +262,38 @@ fn grey_pictures_both_ways_and_sizes() {
     let pics = grey_pictures();
     let sizes = run(&pics, "grey");
     println!(
-        "{:<18} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}",
-        "picture", "raw B", "CharLS", "1 band", "8 bands", "8b/CL", "ratio"
+        "{:<18} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>9} {:>9}",
+        "picture",
+        "raw B",
+        "CharLS",
+        "1 band",
+        "8 bands",
+        "8b/CL",
+        "ratio",
+        "B/restart",
+        "bands<=5%"
     );
     let (mut t_raw, mut t_cl, mut t8) = (0, 0, 0);
     for (p, s) in pics.iter().zip(&sizes) {
         let raw = p.w * p.h;
+        // What one restart costs (the 7 restarts of 8 bands, markers included), and the most
+        // bands whose stream stays within 1.05x CharLS's.
+        let per_restart = (s.ours8 as f64 - s.ours1 as f64) / 7.0;
+        let most = (1..=8)
+            .filter(|&b| s.bands[b - 1] as f64 <= 1.05 * s.charls as f64)
+            .max()
+            .unwrap_or(0);
         println!(
-            "{:<18} {:>8} {:>8} {:>8} {:>8} {:>7.4} {:>7.2}",
+            "{:<18} {:>8} {:>8} {:>8} {:>8} {:>7.4} {:>7.2} {:>9.0} {:>9}",
             p.name,
             raw,
             s.charls,
             s.ours1,
             s.ours8,
             s.ours8 as f64 / s.charls as f64,
-            raw as f64 / s.ours8 as f64
+            raw as f64 / s.ours8 as f64,
+            per_restart,
+            most
         );
         if p.w == frameset::WIDTH && p.h == frameset::HEIGHT {
             (t_raw, t_cl, t8) = (t_raw + raw, t_cl + s.charls, t8 + s.ours8);

@@ -81,7 +81,7 @@ pub struct Options {
     /// `gvsoc-adhoc.csv` when a filter is given).
     pub csv: Option<PathBuf>,
     /// JPEG rows (`gvsoc_jpeg.rs`): only these qualities, code layouts measured per point (the
-    /// worst is kept), only these pictures of the frame set.
+    /// worst is kept). Codec rows (JPEG and JPEG-LS): only these pictures of the frame set.
     pub quality: Vec<u32>,
     pub layouts: usize,
     pub pictures: Vec<String>,
@@ -96,6 +96,7 @@ impl Options {
             || !self.mode.is_empty()
             || self.cold
             || self.trace.is_some()
+            || !self.pictures.is_empty()
     }
 }
 

@@ -99,7 +99,16 @@ fn charls_sizes(frames: &[frameset::Picture]) -> Result<Vec<usize>, String> {
 
 /// The JPEG-LS sweep.
 pub fn bench(o: &Options) -> Result<(), String> {
-    let frames = frameset::standard_set().map_err(|e| e.to_string())?;
+    let mut frames = frameset::standard_set().map_err(|e| e.to_string())?;
+    if !o.pictures.is_empty() {
+        frames.retain(|f| o.pictures.contains(&f.name));
+        if frames.is_empty() {
+            return Err(format!(
+                "--pictures {}: no such picture",
+                o.pictures.join(",")
+            ));
+        }
+    }
     let cores: Vec<u32> = if o.quick {
         vec![1, 8]
     } else {
@@ -213,7 +222,10 @@ pub fn bench(o: &Options) -> Result<(), String> {
     result?;
     let runs = median(runs, repeat);
     let charls = charls_sizes(&frames)?;
-    let csv = target_dir().join("bench").join(if o.quick {
+    // A run over some frames only does not overwrite the whole set's CSV.
+    let csv = target_dir().join("bench").join(if !o.pictures.is_empty() {
+        "gvsoc-jpegls-adhoc.csv"
+    } else if o.quick {
         "gvsoc-jpegls-quick.csv"
     } else {
         "gvsoc-jpegls.csv"

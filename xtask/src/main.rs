@@ -95,7 +95,7 @@ struct GvsocBenchArgs {
     /// JPEG rows: measure every point in this many code layouts (GVSOC_HOT_PAD 0, 128, ...) and keep the worst (0: all 8, or 1 with --quick / --trace).
     #[arg(long, default_value_t = 0)]
     layouts: usize,
-    /// JPEG rows: only these pictures of the frame set (comma-separated names, e.g. camera,grass).
+    /// JPEG and JPEG-LS rows: only these pictures of the frame set (comma-separated names, e.g. camera,grass).
     #[arg(long, value_delimiter = ',')]
     pictures: Vec<String>,
 }

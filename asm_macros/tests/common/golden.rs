@@ -110,3 +110,31 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (pv_shuffle_b!(x31, x31, x31), 0xC1FF_9FD7),
     ]
 }
+
+/// (macro expansion, intended word) of the JPEG-LS line coder's forms, in the order of
+/// `gapstream_jpegls_pulp_encoding_table` (`gapstream_jpegls/src/pulp.rs`).
+fn golden_jpegls() -> Vec<(&'static str, u32)> {
+    vec![
+        (p_lbu!(t0, 1(a1!)), 0x0015_C28B),
+        (p_lbu!(x31, 2047(x31!)), 0x7FFF_CF8B),
+        (p_lbu!(ra, -2048(zero!)), 0x8000_408B),
+        (p_lbu!(a0, a1(a2)), 0x40B6_7503),
+        (p_lbu!(x31, x31(x31)), 0x41FF_FF83),
+        (p_lb!(t2, t2(a2)), 0x0076_7383),
+        (p_lb!(x31, zero(x31)), 0x000F_FF83),
+        (p_lb!(a0, -1(a1!)), 0xFFF5_850B),
+        (p_sb!(t2, 1(a6!)), 0x0078_00AB),
+        (p_sb!(x31, 2047(x31!)), 0x7FFF_8FAB),
+        (p_sb!(zero, -2048(ra!)), 0x8000_802B),
+        (p_mac!(s4, t2, s5), 0x4353_8A33),
+        (p_mac!(x31, x31, x31), 0x43FF_8FB3),
+        (p_msu!(s10, ra, t3), 0x43C0_9D33),
+        (p_msu!(x31, x31, x31), 0x43FF_9FB3),
+        (p_clipi!(s11, s11, 8), 0x148D_9DB3),
+        (p_clipi!(x31, x31, 31), 0x15FF_9FB3),
+        (p_clipur!(s10, s10, t6), 0x15FD_6D33),
+        (p_clipur!(x31, x31, x31), 0x15FF_EFB3),
+        (p_extbs!(s0, s0), 0x1004_6433),
+        (p_extbs!(x31, ra), 0x1000_EFB3),
+    ]
+}
