@@ -9,8 +9,8 @@ TEST_TARGETS += engine-test capi-test engine-rv32
 CAPI_CC ?= cc
 
 engine-test:
-	$(CARGO) test --locked --quiet -p gap_rust_sdk --features host,fault-injection
-	$(CARGO) test --locked --quiet -p gap_rust_cipher_s --features host --test capi_header --test capi_lengths
+	$(CARGO) test --locked --quiet --no-fail-fast -p gap_rust_sdk --features host,fault-injection
+	$(CARGO) test --locked --quiet --no-fail-fast -p gap_rust_cipher_s --features host --test capi_header --test capi_lengths
 
 capi-test:
 	$(CARGO) rustc --locked --quiet -p gap_rust_cipher_s --features host --crate-type staticlib

@@ -13,8 +13,8 @@ FW_CC  ?= cc
 FW_TGT := $(or $(CARGO_TARGET_DIR),target)
 
 firmware-test: esp32-capi-test
-	$(CARGO) test --locked --quiet -p gapstream_firmware -p gvsoc_e2e
-	$(CARGO) test --locked --quiet -p esp32_bridge --features capi --lib --test capi_header
+	$(CARGO) test --locked --quiet --no-fail-fast -p gapstream_firmware -p gvsoc_e2e
+	$(CARGO) test --locked --quiet --no-fail-fast -p esp32_bridge --features capi --lib --test capi_header
 	firmware/tests/compat_insn.sh
 	firmware/tests/flags_stamp.sh
 

@@ -10,9 +10,14 @@ TEST_TARGETS += lint
 # package's extension, tested from Python); the bare-metal program
 # crates rv32_qemu and gvsoc build only for riscv32imc, so clippy checks them for that target
 # (their binaries, with the features make test builds them with).
+# Every command runs even when an earlier one fails (a formatting slip must not hide clippy's
+# findings); the step fails if any did.
 lint:
-	$(CARGO) fmt --all --check
-	$(CARGO) clippy --locked --quiet --all-targets -- -D warnings
-	$(CARGO) clippy --locked --quiet --all-targets -p gapstream_firmware -p gvsoc_e2e -p gapstream_py -- -D warnings
-	$(CARGO) clippy --locked --quiet --target $(RV32_TARGET) --profile rv32 -p rv32_qemu --bins -- -D warnings
-	$(CARGO) clippy --locked --quiet --target $(RV32_TARGET) --profile rv32 -p gvsoc --features pulp --bins -- -D warnings
+	@status=0; \
+	for cmd in "$(CARGO) fmt --all --check" \
+	  "$(CARGO) clippy --locked --quiet --all-targets -- -D warnings" \
+	  "$(CARGO) clippy --locked --quiet --all-targets -p gapstream_firmware -p gvsoc_e2e -p gapstream_py -- -D warnings" \
+	  "$(CARGO) clippy --locked --quiet --target $(RV32_TARGET) --profile rv32 -p rv32_qemu --bins -- -D warnings" \
+	  "$(CARGO) clippy --locked --quiet --target $(RV32_TARGET) --profile rv32 -p gvsoc --features pulp --bins -- -D warnings"; do \
+	  echo "$$cmd"; $$cmd || { echo "lint: FAILED: $$cmd"; status=1; }; \
+	done; exit $$status
