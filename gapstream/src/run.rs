@@ -361,11 +361,16 @@ pub struct NodeSettings {
     pub rekey: Rekey,
 }
 
+/// The viewer's address unless `--viewer` says otherwise.
+pub const DEFAULT_VIEWER: &str = "127.0.0.1:8080";
+
+/// Serves the viewer on `addr` (port 0: any free port). Only the default address falls back to a
+/// free port when it is taken (a second demo on this machine); an address the user gave must work.
 fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
     let state = ViewerState::new(bayer);
     let v = match Viewer::start(addr, state.clone()) {
         Ok(v) => v,
-        Err(e) if addr.starts_with("127.0.0.1:") => {
+        Err(e) if addr == DEFAULT_VIEWER => {
             eprintln!("gapstream: {e}; using a free port instead");
             Viewer::start("127.0.0.1:0", state.clone())
                 .map_err(|e| RunError::Setup(e.to_string()))?
@@ -572,9 +577,13 @@ pub fn demo(
         }
     );
     eprintln!(
-        "  session  {} over {} (pairing made for this run)",
+        "  session  {} over {} ({})",
         session.label(),
-        s.transport
+        s.transport,
+        match node.security {
+            Security::StockPlaintext => "no keys: the stock stream has no pairing",
+            Security::Secure { .. } => "pairing made for this run",
+        }
     );
     if listeners.count > 0 {
         eprintln!(

@@ -200,6 +200,114 @@ fn zero_or_negative_durations_are_refused_up_front() {
     assert!(!ok && err.contains("between 0"), "{err}");
 }
 
+/// A negative number given as a separate word (`--duration -1`) reaches the option's own check
+/// and gets its reason, not clap's "unexpected argument '-1'".
+#[test]
+fn negative_numbers_get_the_options_own_error() {
+    for (args, why) in [
+        (&["demo", "--duration", "-1"][..], "above 0"),
+        (&["view", "--stock", "--duration", "-1"], "above 0"),
+        (&["record", "d", "--stock", "--duration", "-0.5"], "above 0"),
+        (&["node", "--stock", "--duration", "-1"], "above 0"),
+        (&["demo", "--rekey-secs", "-5"], "above 0"),
+        (&["demo", "--listeners", "1", "--listeners-leave-after", "-2"], "above 0"),
+        (&["demo", "--fps", "-1"], "between 0"),
+        (&["bench", "--fps", "-30"], "between 0"),
+    ] {
+        let t0 = Instant::now();
+        let (ok, err) = run(args);
+        assert!(!ok, "{args:?} accepted");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{args:?}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
+
+/// One rule for `--viewer` in every command: an address that is not HOST:PORT is refused before
+/// anything starts, with one line saying what is expected; port 0 means any free port; an
+/// explicit address that is taken is an error (only the default falls back to a free port).
+#[test]
+fn viewer_addresses_follow_one_rule() {
+    for args in [
+        &["view", "--stock", "--viewer", "127.0.0.1:notaport", "--duration", "1"][..],
+        &["demo", "--viewer", "notaport", "--duration", "1"],
+        &["record", "d", "--stock", "--viewer", "127.0.0.1:", "--duration", "1"],
+        &["demo", "--viewer", "127.0.0.1:70000", "--duration", "1"],
+    ] {
+        let t0 = Instant::now();
+        let (ok, err) = run(args);
+        assert!(!ok, "{args:?} accepted");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{args:?}");
+        assert!(err.contains("--viewer"), "{args:?}: {err}");
+        assert!(err.contains("give HOST:PORT"), "{args:?}: {err}");
+        assert!(!err.contains("free port instead"), "{args:?}: {err}");
+    }
+
+    // Taken: an error naming the address, for view and demo alike.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for cmd in [&["view", "--stock"][..], &["demo"]] {
+        let mut args = cmd.to_vec();
+        args.extend(["--viewer", &addr, "--duration", "1"]);
+        let (ok, err) = run(&args);
+        assert!(!ok, "{args:?} accepted a taken port");
+        assert!(
+            err.contains(&format!("cannot serve the viewer on {addr}")),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("free port instead"), "{args:?}: {err}");
+    }
+    drop(taken);
+
+    // Port 0: any free port, announced with the port it got (on stdout or stderr).
+    let out = gapstream()
+        .args([
+            "demo",
+            "--viewer",
+            "127.0.0.1:0",
+            "--duration",
+            "1",
+            "--fps",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned()
+        + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{err}");
+    let url = err
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("viewer   http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no viewer line: {err}"));
+    let port: u16 = url.split('/').next().unwrap().parse().unwrap();
+    assert_ne!(port, 0, "{err}");
+}
+
+/// The demo's session line says what the run's security is: a pairing made for the run, or for
+/// `--stock` (Bitcraze's plaintext stream) that there are no keys at all.
+#[test]
+fn the_session_line_says_whether_there_are_keys() {
+    for (stock, want, not) in [
+        (true, "(no keys: the stock stream has no pairing)", "pairing made"),
+        (false, "(pairing made for this run)", "no keys"),
+    ] {
+        let mut args = vec!["demo", "--duration", "1", "--viewer", "none", "--fps", "5"];
+        if stock {
+            args.push("--stock");
+        }
+        let out = gapstream().args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {text}");
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("session "))
+            .unwrap_or_else(|| panic!("no session line: {text}"));
+        assert!(line.contains(want), "{args:?}: {line}");
+        assert!(!line.contains(not), "{args:?}: {line}");
+    }
+}
+
 /// `--fps 0` means "as fast as possible" and is announced so, not as "at 0 fps".
 #[test]
 fn fps_zero_is_announced_as_unpaced() {
