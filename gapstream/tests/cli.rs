@@ -210,7 +210,10 @@ fn negative_numbers_get_the_options_own_error() {
         (&["record", "d", "--stock", "--duration", "-0.5"], "above 0"),
         (&["node", "--stock", "--duration", "-1"], "above 0"),
         (&["demo", "--rekey-secs", "-5"], "above 0"),
-        (&["demo", "--listeners", "1", "--listeners-leave-after", "-2"], "above 0"),
+        (
+            &["demo", "--listeners", "1", "--listeners-leave-after", "-2"],
+            "above 0",
+        ),
         (&["demo", "--fps", "-1"], "between 0"),
         (&["bench", "--fps", "-30"], "between 0"),
     ] {
@@ -229,9 +232,24 @@ fn negative_numbers_get_the_options_own_error() {
 #[test]
 fn viewer_addresses_follow_one_rule() {
     for args in [
-        &["view", "--stock", "--viewer", "127.0.0.1:notaport", "--duration", "1"][..],
+        &[
+            "view",
+            "--stock",
+            "--viewer",
+            "127.0.0.1:notaport",
+            "--duration",
+            "1",
+        ][..],
         &["demo", "--viewer", "notaport", "--duration", "1"],
-        &["record", "d", "--stock", "--viewer", "127.0.0.1:", "--duration", "1"],
+        &[
+            "record",
+            "d",
+            "--stock",
+            "--viewer",
+            "127.0.0.1:",
+            "--duration",
+            "1",
+        ],
         &["demo", "--viewer", "127.0.0.1:70000", "--duration", "1"],
     ] {
         let t0 = Instant::now();
@@ -272,8 +290,8 @@ fn viewer_addresses_follow_one_rule() {
         ])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let err =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{err}");
     let url = err
         .lines()
@@ -288,7 +306,11 @@ fn viewer_addresses_follow_one_rule() {
 #[test]
 fn the_session_line_says_whether_there_are_keys() {
     for (stock, want, not) in [
-        (true, "(no keys: the stock stream has no pairing)", "pairing made"),
+        (
+            true,
+            "(no keys: the stock stream has no pairing)",
+            "pairing made",
+        ),
         (false, "(pairing made for this run)", "no keys"),
     ] {
         let mut args = vec!["demo", "--duration", "1", "--viewer", "none", "--fps", "5"];
