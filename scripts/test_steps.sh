@@ -12,12 +12,16 @@ log_dir=${TEST_LOG_DIR:-target/make-test}
 mkdir -p "$log_dir" || { echo "make test: cannot create $log_dir" >&2; exit 2; }
 [ "$#" -gt 0 ] || { echo "make test: no steps given" >&2; exit 2; }
 
-# Children's user + system CPU seconds so far (bash's `times`, second line), in centiseconds.
+# Children's user + system CPU so far, in centiseconds, into $cpu_cs: bash's `times` (second line),
+# run in this shell (in a $(...) subshell it would see the subshell's children only).
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
 child_cpu_cs() {
   local line u s
-  line=$(times | sed -n 2p)
+  times > "$times_file"
+  line=$(sed -n 2p "$times_file")
   u=${line%% *}; s=${line##* }
-  echo $(( $(to_cs "$u") + $(to_cs "$s") ))
+  cpu_cs=$(( $(to_cs "$u") + $(to_cs "$s") ))
 }
 # "1m2.345s" -> centiseconds.
 to_cs() {
@@ -41,10 +45,10 @@ failed=()
 start_all=$SECONDS
 for step in "$@"; do
   echo "==== make test: step $step"
-  t0=$SECONDS c0=$(child_cpu_cs)
+  t0=$SECONDS; child_cpu_cs; c0=$cpu_cs
   "$make_cmd" --no-print-directory "$step" 2>&1 | tee "$log_dir/$step.log"
   rc=${PIPESTATUS[0]}
-  c1=$(child_cpu_cs)
+  child_cpu_cs; c1=$cpu_cs
   names+=("$step"); walls+=($((SECONDS - t0))); cpus+=($(((c1 - c0) / 100)))
   if [ "$rc" = 0 ]; then results+=(passed)
   else results+=(FAILED); failed+=("$step"); fi
