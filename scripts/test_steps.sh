@@ -8,6 +8,13 @@
 set -uo pipefail
 
 make_cmd=${MAKE:-make}
+# `make -n test`: make runs this script anyway (its line names $(MAKE)); then only show what each
+# step would run, with no logs and no table.
+flags=${MAKEFLAGS:-}; flags=${flags%% *}
+if [[ "$flags" != -* && "$flags" == *n* ]]; then
+  for step in "$@"; do "$make_cmd" --no-print-directory "$step"; done
+  exit 0
+fi
 log_dir=${TEST_LOG_DIR:-target/make-test}
 mkdir -p "$log_dir" || { echo "make test: cannot create $log_dir" >&2; exit 2; }
 [ "$#" -gt 0 ] || { echo "make test: no steps given" >&2; exit 2; }
