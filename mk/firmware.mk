@@ -1,7 +1,7 @@
 # The drone side for real: GAP8 firmware (firmware/: FreeRTOS/pmsis app + the Rust crate
 # gapstream_firmware), the ESP32 bridge's C entry points and ESP-IDF glue (esp32_bridge/), and the
 # end-to-end run on the GAP8 GVSOC model (gvsoc/e2e/). Hardware guide: docs/hardware.md.
-## make firmware-test   host tests of the firmware logic, the ESP32 C entry points (+ C test), the PULP compat words
+## make firmware-test   the ESP32 C entry points (+ C test), the PULP compat words (the firmware logic's host tests: test-host)
 ## make firmware-rv32   the firmware's Rust part (pmsis backend, PULP kernel) built for riscv32imc
 ## make gvsoc-e2e       firmware on the GVSOC AI-deck model: PGM frames -> camera -> cluster -> SPI -> ESP32
 ##                      stand-in -> receiver; byte-exact check, fps, cycles per stage, SPI clocks; ends
@@ -12,8 +12,8 @@ TEST_TARGETS += firmware-test firmware-rv32
 FW_CC  ?= cc
 FW_TGT := $(or $(CARGO_TARGET_DIR),target)
 
+# The host tests of gapstream_firmware and gvsoc_e2e run in test-host (default members).
 firmware-test: esp32-capi-test
-	$(CARGO) test --locked --quiet --no-fail-fast -p gapstream_firmware -p gvsoc_e2e
 	$(CARGO) test --locked --quiet --no-fail-fast -p esp32_bridge --features capi --lib --test capi_header
 	firmware/tests/compat_insn.sh
 	firmware/tests/flags_stamp.sh

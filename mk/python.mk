@@ -10,8 +10,13 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 PYTEST := $(PYTHON) -m pytest -q -p no:cacheprovider
 
+# The binaries come from the host tests' build (`cargo test` builds every bin of the default
+# members into target/debug): after test-host this is a no-op, where `cargo build -p gapstream`
+# would compile the dependencies again with another feature set.
+HOST_BINS := $(CARGO) test --locked --quiet --no-run
+
 mcap-test:
-	$(CARGO) build --locked --quiet -p gapstream
+	$(HOST_BINS)
 	$(PYTEST) python/tests/test_mcap.py
 
 # The user's one line is `pip install ./python` (an isolated build, maturin from PyPI, release
@@ -21,8 +26,7 @@ python-install:
 	  $(PYTHON) -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python
 
 python-test: python-install
-	$(CARGO) build --locked --quiet -p gapstream
-	$(CARGO) build --locked --quiet -p esp32_bridge --features host --bin esp32-bridge
+	$(HOST_BINS)
 	$(PYTHON) -c "import gapstream, sys; print('gapstream', gapstream.__version__, 'from', gapstream.__file__)"
 	$(PYTEST) python/tests/test_receiver.py python/tests/test_readme.py
 
