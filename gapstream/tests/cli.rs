@@ -12,31 +12,42 @@ fn gapstream() -> Command {
 
 /// Runs `gapstream args`, returns (success, stderr).
 fn run(args: &[&str]) -> (bool, String) {
+    let (ok, _, err) = run_both(args);
+    (ok, err)
+}
+
+/// Runs `gapstream args`, returns (success, stdout, stderr).
+fn run_both(args: &[&str]) -> (bool, String, String) {
     let out = gapstream().args(args).output().unwrap();
     (
         out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
-/// Starts `gapstream args` with stderr piped line by line into a channel.
+/// Starts `gapstream args` with stdout and stderr piped line by line into one channel.
 fn spawn(args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
     let mut child = gapstream()
         .args(args)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(err).lines() {
-            let Ok(l) = line else { break };
-            if tx.send(l).is_err() {
-                break;
+    let out: Box<dyn std::io::Read + Send> = Box::new(child.stdout.take().unwrap());
+    let err: Box<dyn std::io::Read + Send> = Box::new(child.stderr.take().unwrap());
+    for pipe in [out, err] {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(l) = line else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
             }
-        }
-    });
+        });
+    }
     (child, rx)
 }
 
@@ -64,7 +75,7 @@ fn one_sigint_run() {
     let (mut child, lines) = spawn(&["demo", "--viewer", "none", "--fps", "5"]);
     let mut seen = Vec::new();
     let t0 = Instant::now();
-    // Streaming: a status line with frames > 0 (one line per 0.5 s when stderr is not a terminal).
+    // Streaming: a status line with frames > 0 (one line per 0.5 s when stdout is not a terminal).
     loop {
         let l = lines
             .recv_timeout(Duration::from_secs(60))
@@ -333,7 +344,7 @@ fn the_session_line_says_whether_there_are_keys() {
 /// `--fps 0` means "as fast as possible" and is announced so, not as "at 0 fps".
 #[test]
 fn fps_zero_is_announced_as_unpaced() {
-    let (ok, err) = run(&[
+    let (ok, out, err) = run_both(&[
         "demo",
         "--fps",
         "0",
@@ -342,12 +353,59 @@ fn fps_zero_is_announced_as_unpaced() {
         "--viewer",
         "none",
     ]);
-    assert!(ok, "{err}");
-    assert!(!err.contains("at 0 fps"), "{err}");
+    assert!(ok, "{out}{err}");
+    assert!(!out.contains("at 0 fps"), "{out}");
     assert!(
-        err.contains("as fast as it can (--fps 0: no pacing)"),
+        out.contains("as fast as it can (--fps 0: no pacing)"),
+        "{out}"
+    );
+}
+
+/// The run's figures (banner, a status line every 0.5 s, the closing summary) go to stdout, the
+/// diagnostics (errors, warnings, the receiver's notes) to stderr: `gapstream view > run.log`
+/// keeps the figures and the terminal still shows what went wrong.
+#[test]
+fn figures_go_to_stdout_and_diagnostics_to_stderr() {
+    let (ok, out, err) = run_both(&["demo", "--fps", "10", "--duration", "2", "--viewer", "none"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("gapstream demo: "), "{out}");
+    assert!(out.contains("  session  "), "{out}");
+    let status = out
+        .lines()
+        .filter(|l| l.contains(" fps ") && l.contains("  lost "))
+        .count();
+    assert!(status >= 2, "{status} status lines on stdout:\n{out}");
+    let summary = out.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with("gapstream: ") && summary.contains(" frames in "),
+        "{out}"
+    );
+    for l in err.lines() {
+        assert!(
+            !l.contains(" frames in ") && !l.contains("  lost ") && !l.contains("  session  "),
+            "a figure on stderr: {l}\n{err}"
+        );
+    }
+    // The handshake is a note of the receiver: stderr.
+    assert!(
+        err.contains("gapstream: handshake with the drone done"),
         "{err}"
     );
+
+    // An error: one line on stderr, nothing on stdout.
+    let (ok, out, err) = run_both(&[
+        "view",
+        "--keys",
+        "no/such/receiver.key",
+        "--duration",
+        "1",
+        "--viewer",
+        "none",
+    ]);
+    assert!(!ok);
+    assert_eq!(out, "", "{err}");
+    assert!(err.starts_with("gapstream: error: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 /// Waits for a line containing `what` (at most `secs`), keeping every line seen.
@@ -401,7 +459,7 @@ fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() 
     // A few frames of the demo first, so the recorder joins a stream well under way.
     wait_line(&lines, &mut seen, "frames ", 30);
     thread::sleep(Duration::from_millis(1500));
-    let (ok, err) = run(&[
+    let (ok, rec_out, err) = run_both(&[
         "record",
         out.to_str().unwrap(),
         "--connect",
@@ -415,9 +473,9 @@ fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() 
     ]);
     sigint(demo.id());
     let _ = demo.wait();
-    assert!(ok, "{err}");
-    assert!(err.starts_with("gapstream record: "), "{err}");
-    assert!(!err.contains("gapstream view"), "{err}");
+    assert!(ok, "{rec_out}{err}");
+    assert!(rec_out.starts_with("gapstream record: "), "{rec_out}");
+    assert!(!rec_out.contains("gapstream view"), "{rec_out}");
     let mut files: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().path())
