@@ -66,6 +66,11 @@ cpu_total=0
 for c in "${cpus[@]}"; do cpu_total=$((cpu_total + c)); done
 echo
 echo "make test: summary (time: wall clock; cpu: user + system of the step's processes)"
+# A compiler cache's server (sccache) runs the compilers itself, outside this process tree: their
+# CPU time is then missing from the cpu column, which says so.
+if [ -n "${RUSTC_WRAPPER:-}" ]; then
+  echo "  (RUSTC_WRAPPER=${RUSTC_WRAPPER##*/}: compiles its server ran are not in the cpu column)"
+fi
 printf '  %-22s %-7s %8s %8s\n' step result time cpu
 for i in "${!names[@]}"; do
   printf '  %-22s %-7s %8s %8s' "${names[$i]}" "${results[$i]}" "$(clock "${walls[$i]}")" "$(clock "${cpus[$i]}")"
