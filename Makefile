@@ -1,5 +1,7 @@
 # gapstream — top-level entry points.
-#   make test    everything CI runs: host tests, rv32 builds of the no_std crates, QEMU runs
+#   make test    everything CI runs: host tests, rv32 builds of the no_std crates, QEMU runs; every
+#                step runs even when one fails, and a table of the steps (passed / FAILED, time)
+#                ends it (scripts/test_steps.sh); the exit status is non-zero if any step failed
 #   make demo    the simulated drone -> ESP32 bridge -> receiver stream, viewer on localhost
 # Each starts with the one idempotent set-up step (scripts/setup.sh; SETUP_FOR says for what:
 # `make test` installs the test-only tools such as the viewer tests' browsers, `make demo` not).
@@ -38,24 +40,16 @@ help:
 setup:
 	@scripts/setup.sh $(SETUP_FOR)
 
+# The steps of `make test`, in order. Each runs as `make STEP`; scripts/test_steps.sh runs them all,
+# failed or not, and prints the table. TEST_STEPS="a b" on the command line runs only those.
+TEST_STEPS ?= test-host test-rv32-build $(TEST_TARGETS)
 test: SETUP_FOR = test
 test: setup
-	@$(MAKE) --no-print-directory test-host test-rv32-build $(TEST_TARGETS)
-	@echo "make test: all passed"
+	@MAKE="$(MAKE)" scripts/test_steps.sh $(TEST_STEPS)
 
-## make make-check    make help lists each target once in one column, make demo says it builds
-##                    before compiling, set-up modes (the demo installs no browsers)
-.PHONY: make-check
-TEST_TARGETS += make-check
-make-check:
-	@scripts/check_make.sh
-# What cargo sees from make (for make-check).
-.PHONY: print-test-env
-print-test-env:
-	@env | grep -E '^(CARGO_TERM_COLOR|CARGO_TERM_QUIET|NO_COLOR)=' | sort
-
+# --no-fail-fast: every test binary runs even when an earlier one failed.
 test-host:
-	$(CARGO) test --locked --quiet
+	$(CARGO) test --locked --quiet --no-fail-fast
 
 test-rv32-build:
 	$(CARGO) build --locked --quiet --target $(RV32_TARGET) $(addprefix -p ,$(RV32_CRATES))

@@ -9,6 +9,6 @@ TEST_TARGETS += protocol-nostd
 protocol-nostd:
 	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gapstream_protocol --no-default-features
 protocol-test:
-	$(CARGO) test --locked -p gapstream_protocol
+	$(CARGO) test --locked --no-fail-fast -p gapstream_protocol
 bench-protocol: setup
 	$(CARGO) xtask bench-qemu bench_protocol

@@ -2,15 +2,21 @@
 # `gapstream` (python/: PyO3 + maturin). Tests run with the project venv (.venv, made by
 # scripts/setup.sh from setup.d/*.pip), against the CLI's binaries built by cargo.
 ## make mcap-test     a 5 s demo recorded with --mcap and --record, read back by mcap-ros2-support and rosbags
-## make python-test   build + install the Python package into .venv, pytest against esp32-bridge + gapstream node
+## make python-test   build + install the Python package into .venv, pytest against esp32-bridge + gapstream node;
+##                    README's Python example run twice against the demo, examples/view_and_save.py
 .PHONY: mcap-test python-test python-install
 TEST_TARGETS += mcap-test python-test
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 PYTEST := $(PYTHON) -m pytest -q -p no:cacheprovider
 
+# The binaries come from the host tests' build (`cargo test` builds every bin of the default
+# members into target/debug): after test-host this is a no-op, where `cargo build -p gapstream`
+# would compile the dependencies again with another feature set.
+HOST_BINS := $(CARGO) test --locked --quiet --no-run
+
 mcap-test:
-	$(CARGO) build --locked --quiet -p gapstream
+	$(HOST_BINS)
 	$(PYTEST) python/tests/test_mcap.py
 
 # The user's one line is `pip install ./python` (an isolated build, maturin from PyPI, release
@@ -20,10 +26,9 @@ python-install:
 	  $(PYTHON) -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./python
 
 python-test: python-install
-	$(CARGO) build --locked --quiet -p gapstream
-	$(CARGO) build --locked --quiet -p esp32_bridge --features host --bin esp32-bridge
+	$(HOST_BINS)
 	$(PYTHON) -c "import gapstream, sys; print('gapstream', gapstream.__version__, 'from', gapstream.__file__)"
-	$(PYTEST) python/tests/test_receiver.py
+	$(PYTEST) python/tests/test_receiver.py python/tests/test_readme.py
 
 # Zenoh publishing is behind the cargo feature `zenoh` (the zenoh crate is large: its clean build
 # would more than double `make test`), so this step is not part of `make test`.

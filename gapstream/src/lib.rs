@@ -13,6 +13,17 @@
 //! | [`mcap_out`] | `--mcap FILE`: every verified frame as a ROS 2 Image + FrameInfo in an MCAP file (Foxglove's `mcap` crate) |
 //! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
+
+/// One line of the run's output on stdout: banners, status lines, summaries, files written.
+/// Diagnostics (errors, warnings, the receiver's notes) go to stderr with `eprintln!`. A closed
+/// stdout (`gapstream view | head -3`) loses the line instead of ending the run with a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod images;
 pub mod mcap_out;
 pub mod metrics;

@@ -106,13 +106,15 @@ struct StreamOpts {
     #[arg(long, value_parser = ["tcp", "udp"], default_value = "tcp")]
     transport: String,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_parser = seconds_above_zero)]
+    #[arg(long, value_parser = seconds_above_zero, allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Metrics CSV written every 0.5 s (a per-frame log `<stem>.frames.csv` goes next to it).
     #[arg(long)]
     metrics: Option<PathBuf>,
-    /// Where the live viewer listens (`none` to disable).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// Where the live viewer listens: HOST:PORT, port 0 for any free port, or `none` (no viewer).
+    /// When the default 127.0.0.1:8080 is taken a free port is used instead (and printed); any
+    /// other address that cannot be served is an error.
+    #[arg(long, default_value = run::DEFAULT_VIEWER, value_parser = viewer_address)]
     viewer: String,
     /// The camera is the colour HM01B0: demosaic its RGGB frames in the viewer and recordings.
     #[arg(long)]
@@ -159,7 +161,7 @@ struct ViewArgs {
 #[derive(Args, Clone)]
 struct SourceOpts {
     /// Frames per second of the simulated camera (0: as fast as possible).
-    #[arg(long, default_value_t = 30.0, value_parser = frame_rate)]
+    #[arg(long, default_value_t = 30.0, value_parser = frame_rate, allow_negative_numbers = true)]
     fps: f64,
     /// Frame source: `synthetic`, a folder of PGM/PNG images, or `raw:FILE:WIDTHxHEIGHT`.
     #[arg(long, default_value = "synthetic")]
@@ -176,7 +178,7 @@ struct SourceOpts {
     #[arg(long, default_value_t = 10_000)]
     rekey_frames: u64,
     /// ...or after this many seconds, whichever comes first.
-    #[arg(long, default_value_t = 60.0, value_parser = seconds_above_zero)]
+    #[arg(long, default_value_t = 60.0, value_parser = seconds_above_zero, allow_negative_numbers = true)]
     rekey_secs: f64,
 }
 
@@ -210,7 +212,7 @@ struct DemoArgs {
     #[arg(long, value_name = "DIR")]
     keys_dir: Option<PathBuf>,
     /// The listeners leave after this many seconds (the drone rekeys; the viewer's stream goes on).
-    #[arg(long, value_parser = seconds_above_zero)]
+    #[arg(long, value_parser = seconds_above_zero, allow_negative_numbers = true)]
     listeners_leave_after: Option<f64>,
 }
 
@@ -227,7 +229,7 @@ struct NodeArgs {
     #[command(flatten)]
     source: SourceOpts,
     /// Stop after this many seconds.
-    #[arg(long, value_parser = seconds_above_zero)]
+    #[arg(long, value_parser = seconds_above_zero, allow_negative_numbers = true)]
     duration: Option<f64>,
 }
 
@@ -237,7 +239,7 @@ struct BenchArgs {
     #[arg(long, default_value_t = 300)]
     frames: u64,
     /// Camera frame rate of the runs (0: as fast as possible).
-    #[arg(long, default_value_t = 60.0, value_parser = frame_rate)]
+    #[arg(long, default_value_t = 60.0, value_parser = frame_rate, allow_negative_numbers = true)]
     fps: f64,
     /// SPI clock in Hz (0, the default: unpaced, the software chain is measured).
     #[arg(long, default_value_t = 0)]
@@ -257,6 +259,22 @@ fn seconds_above_zero(s: &str) -> Result<f64, String> {
         }
         Err(_) => Err("not a number of seconds".into()),
     }
+}
+
+/// `--viewer`: `none`, or an address to listen on (HOST:PORT, resolved now so that a typo is an
+/// error before anything starts, for `demo`, `view` and `record` alike).
+fn viewer_address(s: &str) -> Result<String, String> {
+    if s == "none" {
+        return Ok(s.into());
+    }
+    let why = match s.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(_)) => return Ok(s.into()),
+        Ok(None) => "no address".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Err(format!(
+        "{why}: give HOST:PORT (e.g. 127.0.0.1:8080; port 0: any free port) or `none`"
+    ))
 }
 
 /// Frames per second: above 0, or 0 for "as fast as possible".

@@ -235,7 +235,7 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
         .iter()
         .map(|r| format!("{}..", fp(&r.local.public())))
         .collect();
-    println!(
+    out!(
         "paired: drone public key {}.., receiver public key{} {}",
         fp(&d.local.public()),
         if receivers > 1 { "s" } else { "" },
@@ -244,7 +244,7 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
     let names: Vec<String> = (0..receivers)
         .map(|i| dir.join(receiver_key_name(i)).display().to_string())
         .collect();
-    println!(
+    out!(
         "wrote {} (flash it into the drone) and {} (one per receiver, keep each on its receiver)",
         dir.join("drone.key").display(),
         names.join(", ")
@@ -366,11 +366,16 @@ pub struct NodeSettings {
     pub rekey: Rekey,
 }
 
+/// The viewer's address unless `--viewer` says otherwise.
+pub const DEFAULT_VIEWER: &str = "127.0.0.1:8080";
+
+/// Serves the viewer on `addr` (port 0: any free port). Only the default address falls back to a
+/// free port when it is taken (a second demo on this machine); an address the user gave must work.
 fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
     let state = ViewerState::new(bayer);
     let v = match Viewer::start(addr, state.clone()) {
         Ok(v) => v,
-        Err(e) if addr.starts_with("127.0.0.1:") => {
+        Err(e) if addr == DEFAULT_VIEWER => {
             eprintln!("gapstream: {e}; using a free port instead");
             Viewer::start("127.0.0.1:0", state.clone())
                 .map_err(|e| RunError::Setup(e.to_string()))?
@@ -423,6 +428,8 @@ pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
     }
 }
 
+/// The closing lines of a receiver: its outputs' closing lines and the figures on stdout, what an
+/// output could not keep (shortfalls) and the diagnosis on stderr.
 fn print_summary(who: &str, s: &Summary) {
     let c = &s.counters;
     let lat = match s.latency {
@@ -434,13 +441,13 @@ fn print_summary(who: &str, s: &Summary) {
     };
     for o in &s.outputs {
         if let Some(l) = &o.closing {
-            eprintln!("{who}: {l}");
+            out!("{who}: {l}");
         }
         if let Some(l) = &o.shortfall {
             eprintln!("{who}: {l}");
         }
     }
-    eprintln!(
+    out!(
         "{who}: {} frames in {:.1} s ({:.1} fps), {lat}; lost {}, tag failures {}, replays {}, malformed {}, without key {}, handshakes {}, rekeys {}, connections {}",
         c.frames,
         s.elapsed_s,
@@ -509,7 +516,7 @@ fn receiver_bus(
                 crate::zenoh_out::ZenohPublisher::open(z.endpoint.as_deref(), &z.drone, s.bayer)
                     .map_err(RunError::Setup)?,
             ));
-            eprintln!(
+            out!(
                 "  zenoh    publishing gapstream/{}/image, frame_info, stats ({}; plaintext inside Zenoh)",
                 z.drone,
                 z.endpoint
@@ -603,8 +610,8 @@ pub fn demo(
     let bus = receiver_bus(&viewer, &s)?;
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
     let (w, h) = (source.width(), source.height());
-    eprintln!("gapstream demo: simulated drone -> ESP32 bridge -> receiver, all on this machine");
-    eprintln!(
+    out!("gapstream demo: simulated drone -> ESP32 bridge -> receiver, all on this machine");
+    out!(
         "  bridge   SPI side {}, TCP {}, UDP {} (holds no key)",
         bridge.spi_addr,
         bridge.tcp_addr,
@@ -613,7 +620,7 @@ pub fn demo(
             .map(|u| u.to_string())
             .unwrap_or_else(|| "off".into())
     );
-    eprintln!(
+    out!(
         "  drone    {} {w}x{h} {}, CPX packets of {} bytes, SPI {}",
         match node.source {
             SourceSpec::Synthetic { .. } => "synthetic pattern",
@@ -631,13 +638,17 @@ pub fn demo(
             None => "unpaced".into(),
         }
     );
-    eprintln!(
-        "  session  {} over {} (pairing made for this run)",
+    out!(
+        "  session  {} over {} ({})",
         session.label(),
-        s.transport
+        s.transport,
+        match node.security {
+            Security::StockPlaintext => "no keys: the stock stream has no pairing",
+            Security::Secure { .. } => "pairing made for this run",
+        }
     );
     if listeners.count > 0 {
-        eprintln!(
+        out!(
             "  group    the receiver with the viewer (leader) + {} listener{}, each with its own key and handshake; frames sealed once under the group key{}",
             listeners.count,
             if listeners.count > 1 { "s" } else { "" },
@@ -648,13 +659,13 @@ pub fn demo(
         );
     }
     if let Some((_, v)) = &viewer {
-        eprintln!(
+        out!(
             "  viewer   {}   (open it in a browser; Ctrl-C stops)",
             v.url()
         );
     }
     if let (Some(dir), Some(first)) = (keys_dir, spare.first()) {
-        eprintln!(
+        out!(
             "  keys     this run's pairing in {}: attach with `gapstream view --keys {}` (or `record DIR --keys ...`), {} spare receiver key{} there, one per process",
             dir.display(),
             first.display(),
@@ -718,9 +729,11 @@ pub fn demo(
         print_summary(&format!("gapstream listener {i}"), l);
     }
     if listeners.count > 0 {
-        eprintln!(
+        out!(
             "gapstream: drone: {} handshakes, {} receivers left, {} group keys acknowledged",
-            rep.drone.handshakes, rep.drone.receivers_left, rep.drone.rekeys_acked
+            rep.drone.handshakes,
+            rep.drone.receivers_left,
+            rep.drone.rekeys_acked
         );
     }
     if let Some(e) = rep.error {
@@ -750,19 +763,19 @@ pub fn view(
     } else {
         "view"
     };
-    eprintln!(
+    out!(
         "gapstream {who}: receiving from {bridge} over {} ({})",
         s.transport,
         session.label()
     );
     if let Some(d) = &s.record {
-        eprintln!(
+        out!(
             "  record   every verified frame into {}/frame_NNNNNNNN.png (NNNNNNNN: the frame number burned into the image when it has one, else the stream's sequence number)",
             d.display()
         );
     }
     if let Some((_, v)) = &viewer {
-        eprintln!("  viewer   {}   (Ctrl-C stops)", v.url());
+        out!("  viewer   {}   (Ctrl-C stops)", v.url());
     }
     let summary = receiver::run(receiver_config(bridge, session, &s, stop), bus)?;
     print_summary("gapstream", &summary);
@@ -782,7 +795,7 @@ pub fn node_only(
 ) -> Result<(), RunError> {
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
     let mode = drone_mode_with(&node.security, identity, node.rekey)?;
-    eprintln!(
+    out!(
         "gapstream node: streaming into {bridge_spi}, camera {} (Ctrl-C stops)",
         camera_rate(node.fps)
     );
@@ -807,7 +820,7 @@ pub fn node_only(
         std::thread::sleep(Duration::from_millis(100));
     }
     let r = n.stop();
-    eprintln!(
+    out!(
         "gapstream node: {} frames captured, {} sent, {} skipped (no receiver), {} bytes; {} handshakes, {} bytes dropped while the bridge was away, {} reconnects",
         r.drone.frames_captured,
         r.drone.frames_sent,

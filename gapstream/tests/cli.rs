@@ -12,31 +12,42 @@ fn gapstream() -> Command {
 
 /// Runs `gapstream args`, returns (success, stderr).
 fn run(args: &[&str]) -> (bool, String) {
+    let (ok, _, err) = run_both(args);
+    (ok, err)
+}
+
+/// Runs `gapstream args`, returns (success, stdout, stderr).
+fn run_both(args: &[&str]) -> (bool, String, String) {
     let out = gapstream().args(args).output().unwrap();
     (
         out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
-/// Starts `gapstream args` with stderr piped line by line into a channel.
+/// Starts `gapstream args` with stdout and stderr piped line by line into one channel.
 fn spawn(args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
     let mut child = gapstream()
         .args(args)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let err = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(err).lines() {
-            let Ok(l) = line else { break };
-            if tx.send(l).is_err() {
-                break;
+    let out: Box<dyn std::io::Read + Send> = Box::new(child.stdout.take().unwrap());
+    let err: Box<dyn std::io::Read + Send> = Box::new(child.stderr.take().unwrap());
+    for pipe in [out, err] {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(l) = line else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
             }
-        }
-    });
+        });
+    }
     (child, rx)
 }
 
@@ -64,7 +75,7 @@ fn one_sigint_run() {
     let (mut child, lines) = spawn(&["demo", "--viewer", "none", "--fps", "5"]);
     let mut seen = Vec::new();
     let t0 = Instant::now();
-    // Streaming: a status line with frames > 0 (one line per 0.5 s when stderr is not a terminal).
+    // Streaming: a status line with frames > 0 (one line per 0.5 s when stdout is not a terminal).
     loop {
         let l = lines
             .recv_timeout(Duration::from_secs(60))
@@ -200,10 +211,140 @@ fn zero_or_negative_durations_are_refused_up_front() {
     assert!(!ok && err.contains("between 0"), "{err}");
 }
 
+/// A negative number given as a separate word (`--duration -1`) reaches the option's own check
+/// and gets its reason, not clap's "unexpected argument '-1'".
+#[test]
+fn negative_numbers_get_the_options_own_error() {
+    for (args, why) in [
+        (&["demo", "--duration", "-1"][..], "above 0"),
+        (&["view", "--stock", "--duration", "-1"], "above 0"),
+        (&["record", "d", "--stock", "--duration", "-0.5"], "above 0"),
+        (&["node", "--stock", "--duration", "-1"], "above 0"),
+        (&["demo", "--rekey-secs", "-5"], "above 0"),
+        (
+            &["demo", "--listeners", "1", "--listeners-leave-after", "-2"],
+            "above 0",
+        ),
+        (&["demo", "--fps", "-1"], "between 0"),
+        (&["bench", "--fps", "-30"], "between 0"),
+    ] {
+        let t0 = Instant::now();
+        let (ok, err) = run(args);
+        assert!(!ok, "{args:?} accepted");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{args:?}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
+
+/// One rule for `--viewer` in every command: an address that is not HOST:PORT is refused before
+/// anything starts, with one line saying what is expected; port 0 means any free port; an
+/// explicit address that is taken is an error (only the default falls back to a free port).
+#[test]
+fn viewer_addresses_follow_one_rule() {
+    for args in [
+        &[
+            "view",
+            "--stock",
+            "--viewer",
+            "127.0.0.1:notaport",
+            "--duration",
+            "1",
+        ][..],
+        &["demo", "--viewer", "notaport", "--duration", "1"],
+        &[
+            "record",
+            "d",
+            "--stock",
+            "--viewer",
+            "127.0.0.1:",
+            "--duration",
+            "1",
+        ],
+        &["demo", "--viewer", "127.0.0.1:70000", "--duration", "1"],
+    ] {
+        let t0 = Instant::now();
+        let (ok, err) = run(args);
+        assert!(!ok, "{args:?} accepted");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{args:?}");
+        assert!(err.contains("--viewer"), "{args:?}: {err}");
+        assert!(err.contains("give HOST:PORT"), "{args:?}: {err}");
+        assert!(!err.contains("free port instead"), "{args:?}: {err}");
+    }
+
+    // Taken: an error naming the address, for view and demo alike.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for cmd in [&["view", "--stock"][..], &["demo"]] {
+        let mut args = cmd.to_vec();
+        args.extend(["--viewer", &addr, "--duration", "1"]);
+        let (ok, err) = run(&args);
+        assert!(!ok, "{args:?} accepted a taken port");
+        assert!(
+            err.contains(&format!("cannot serve the viewer on {addr}")),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("free port instead"), "{args:?}: {err}");
+    }
+    drop(taken);
+
+    // Port 0: any free port, announced with the port it got (on stdout or stderr).
+    let out = gapstream()
+        .args([
+            "demo",
+            "--viewer",
+            "127.0.0.1:0",
+            "--duration",
+            "1",
+            "--fps",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    let err =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{err}");
+    let url = err
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("viewer   http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no viewer line: {err}"));
+    let port: u16 = url.split('/').next().unwrap().parse().unwrap();
+    assert_ne!(port, 0, "{err}");
+}
+
+/// The demo's session line says what the run's security is: a pairing made for the run, or for
+/// `--stock` (Bitcraze's plaintext stream) that there are no keys at all.
+#[test]
+fn the_session_line_says_whether_there_are_keys() {
+    for (stock, want, not) in [
+        (
+            true,
+            "(no keys: the stock stream has no pairing)",
+            "pairing made",
+        ),
+        (false, "(pairing made for this run)", "no keys"),
+    ] {
+        let mut args = vec!["demo", "--duration", "1", "--viewer", "none", "--fps", "5"];
+        if stock {
+            args.push("--stock");
+        }
+        let out = gapstream().args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {text}");
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("session "))
+            .unwrap_or_else(|| panic!("no session line: {text}"));
+        assert!(line.contains(want), "{args:?}: {line}");
+        assert!(!line.contains(not), "{args:?}: {line}");
+    }
+}
+
 /// `--fps 0` means "as fast as possible" and is announced so, not as "at 0 fps".
 #[test]
 fn fps_zero_is_announced_as_unpaced() {
-    let (ok, err) = run(&[
+    let (ok, out, err) = run_both(&[
         "demo",
         "--fps",
         "0",
@@ -212,12 +353,59 @@ fn fps_zero_is_announced_as_unpaced() {
         "--viewer",
         "none",
     ]);
-    assert!(ok, "{err}");
-    assert!(!err.contains("at 0 fps"), "{err}");
+    assert!(ok, "{out}{err}");
+    assert!(!out.contains("at 0 fps"), "{out}");
     assert!(
-        err.contains("as fast as it can (--fps 0: no pacing)"),
+        out.contains("as fast as it can (--fps 0: no pacing)"),
+        "{out}"
+    );
+}
+
+/// The run's figures (banner, a status line every 0.5 s, the closing summary) go to stdout, the
+/// diagnostics (errors, warnings, the receiver's notes) to stderr: `gapstream view > run.log`
+/// keeps the figures and the terminal still shows what went wrong.
+#[test]
+fn figures_go_to_stdout_and_diagnostics_to_stderr() {
+    let (ok, out, err) = run_both(&["demo", "--fps", "10", "--duration", "2", "--viewer", "none"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("gapstream demo: "), "{out}");
+    assert!(out.contains("  session  "), "{out}");
+    let status = out
+        .lines()
+        .filter(|l| l.contains(" fps ") && l.contains("  lost "))
+        .count();
+    assert!(status >= 2, "{status} status lines on stdout:\n{out}");
+    let summary = out.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with("gapstream: ") && summary.contains(" frames in "),
+        "{out}"
+    );
+    for l in err.lines() {
+        assert!(
+            !l.contains(" frames in ") && !l.contains("  lost ") && !l.contains("  session  "),
+            "a figure on stderr: {l}\n{err}"
+        );
+    }
+    // The handshake is a note of the receiver: stderr.
+    assert!(
+        err.contains("gapstream: handshake with the drone done"),
         "{err}"
     );
+
+    // An error: one line on stderr, nothing on stdout.
+    let (ok, out, err) = run_both(&[
+        "view",
+        "--keys",
+        "no/such/receiver.key",
+        "--duration",
+        "1",
+        "--viewer",
+        "none",
+    ]);
+    assert!(!ok);
+    assert_eq!(out, "", "{err}");
+    assert!(err.starts_with("gapstream: error: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
 
 /// Waits for a line containing `what` (at most `secs`), keeping every line seen.
@@ -271,7 +459,7 @@ fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() 
     // A few frames of the demo first, so the recorder joins a stream well under way.
     wait_line(&lines, &mut seen, "frames ", 30);
     thread::sleep(Duration::from_millis(1500));
-    let (ok, err) = run(&[
+    let (ok, rec_out, err) = run_both(&[
         "record",
         out.to_str().unwrap(),
         "--connect",
@@ -285,9 +473,9 @@ fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() 
     ]);
     sigint(demo.id());
     let _ = demo.wait();
-    assert!(ok, "{err}");
-    assert!(err.starts_with("gapstream record: "), "{err}");
-    assert!(!err.contains("gapstream view"), "{err}");
+    assert!(ok, "{rec_out}{err}");
+    assert!(rec_out.starts_with("gapstream record: "), "{rec_out}");
+    assert!(!rec_out.contains("gapstream view"), "{rec_out}");
     let mut files: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -103,15 +103,16 @@ fn the_demo_stays_fresh_with_every_core_busy_and_recovers_within_2_s() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_gapstream"))
         .args(["demo", "--viewer", "none", "--metrics"])
         .arg(&csv)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let err = child.stderr.take().unwrap();
+    // The status lines are on stdout.
+    let out = child.stdout.take().unwrap();
     let demo = Demo(child);
     let (tx, lines) = mpsc::channel();
     thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
             let _ = tx.send(l);
         }
     });

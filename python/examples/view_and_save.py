@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Show the verified frames of a gapstream drone with OpenCV and save them as a dataset.
+"""Save the verified frames of a gapstream drone as a dataset, and show them if OpenCV is there.
 
-    pip install ./python opencv-python          # from the repository's top
-    gapstream pair --dir keys                    # a simulated drone on this machine:
-    esp32-bridge & gapstream node --keys keys/drone.key &
-    python python/examples/view_and_save.py --connect 127.0.0.1:5000 --keys keys/receiver.key \
+    pip install ./python                         # from the repository's top: all that saving needs
+    make demo DEMO_ARGS="--keys-dir target/demo-keys" &        # a simulated drone on this machine
+    python python/examples/view_and_save.py --keys target/demo-keys/receiver3.key \
         --out dataset --frames 100               # a real AI-deck: --connect 192.168.4.1:5000
 
 Writes dataset/frame_<sequence>.png and dataset/frames.csv (sequence, key epoch, capture and
-receive time, latency, suite). Without a display (or with --no-window) it only saves.
+receive time, latency, suite) with the package alone. A window shows the frames when OpenCV with
+its GUI is installed (`pip install opencv-python`) and there is a display; otherwise (or with
+--no-window) it only saves.
 """
 
 import argparse
@@ -22,7 +23,7 @@ import gapstream
 def main() -> int:
     a = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     a.add_argument("--connect", default="127.0.0.1:5000")
-    a.add_argument("--keys", default="keys/receiver.key")
+    a.add_argument("--keys", default="target/demo-keys/receiver3.key")
     a.add_argument("--transport", default="tcp", choices=["tcp", "udp"])
     a.add_argument("--suite", default="chacha20poly1305")
     a.add_argument("--frames", type=int, default=100, help="stop after this many frames")
@@ -31,11 +32,16 @@ def main() -> int:
     a.add_argument("--no-window", action="store_true")
     args = a.parse_args()
 
-    import cv2  # opencv-python (or opencv-python-headless with --no-window)
+    cv2 = None
+    if not args.no_window:
+        try:
+            import cv2  # optional: only for the window (pip install opencv-python)
+        except ImportError:
+            print("no OpenCV (pip install opencv-python for a window): saving only", file=sys.stderr)
 
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    window = not args.no_window
+    window = cv2 is not None
     try:
         rx = gapstream.Receiver(connect=args.connect, keys=args.keys, transport=args.transport,
                                 suite=args.suite, max_frames=args.frames, demosaic=args.bayer)
@@ -47,12 +53,12 @@ def main() -> int:
         w.writerow(["file", "sequence", "key_epoch", "capture_ns", "receive_ns", "latency_ms", "suite"])
         try:
             for fr in rx:
-                img = cv2.cvtColor(fr.pixels, cv2.COLOR_RGB2BGR) if fr.pixels.ndim == 3 else fr.pixels
                 name = f"frame_{fr.sequence:08}.png"
-                cv2.imwrite(str(out / name), img)
+                fr.save_png(out / name)
                 w.writerow([name, fr.sequence, fr.epoch, fr.capture_ns, fr.receive_ns,
                             "" if fr.latency_ms is None else f"{fr.latency_ms:.3f}", fr.suite])
                 if window:
+                    img = cv2.cvtColor(fr.pixels, cv2.COLOR_RGB2BGR) if fr.pixels.ndim == 3 else fr.pixels
                     try:
                         cv2.imshow("gapstream", cv2.resize(img, None, fx=2, fy=2,
                                                            interpolation=cv2.INTER_NEAREST))

@@ -23,6 +23,7 @@ import numpy as np
 from ._gapstream import GapstreamError as Error
 from ._gapstream import RawReceiver as _RawReceiver
 from ._gapstream import demosaic_rggb as _demosaic_rggb
+from ._gapstream import encode_png as _encode_png
 from ._gapstream import pair as _pair
 
 __all__ = ["Error", "Frame", "Receiver", "pair"]
@@ -54,6 +55,16 @@ class Frame:
         """The frame demosaiced as an RGGB Bayer mosaic (colour HM01B0): ``uint8`` (height, width, 3)."""
         raw = _demosaic_rggb(self.pixels.tobytes(), self.width, self.height)
         return np.frombuffer(raw, dtype=np.uint8).reshape(self.height, self.width, 3)
+
+    def png(self) -> bytes:
+        """``pixels`` encoded as PNG (grey, or RGB for a demosaiced frame)."""
+        channels = 3 if self.pixels.ndim == 3 else 1
+        return _encode_png(np.ascontiguousarray(self.pixels).tobytes(), self.width, self.height, channels)
+
+    def save_png(self, path: "str | os.PathLike[str]") -> None:
+        """Writes ``pixels`` as a PNG file (needs nothing beyond this package)."""
+        with open(path, "wb") as f:
+            f.write(self.png())
 
 
 class Receiver:

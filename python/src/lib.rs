@@ -347,11 +347,34 @@ fn demosaic_rggb<'py>(
     ))
 }
 
+/// Grey (1 channel) or RGB (3 channels) pixels as PNG bytes, the recorder's encoder: saving a
+/// frame needs nothing beyond this package.
+#[pyfunction]
+fn encode_png<'py>(
+    py: Python<'py>,
+    pixels: &[u8],
+    width: usize,
+    height: usize,
+    channels: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if !matches!(channels, 1 | 3) || pixels.len() != width * height * channels {
+        return Err(error(format!(
+            "encode_png: {} bytes is not a {width}x{height} image of {channels} channel(s)",
+            pixels.len()
+        )));
+    }
+    let png = py
+        .detach(|| gapstream::images::encode_png(width, height, channels, pixels))
+        .map_err(error)?;
+    Ok(PyBytes::new(py, &png))
+}
+
 #[pymodule]
 fn _gapstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawReceiver>()?;
     m.add_function(wrap_pyfunction!(pair, m)?)?;
     m.add_function(wrap_pyfunction!(demosaic_rggb, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_png, m)?)?;
     m.add("GapstreamError", m.py().get_type::<GapstreamError>())?;
     Ok(())
 }

@@ -27,8 +27,8 @@ def recording(gapstream_bin, tmp_path_factory):
          "--mcap", str(mcap), "--record", str(pngs)],
         capture_output=True, text=True, timeout=120,
     )
-    assert r.returncode == 0, r.stderr
-    print(r.stderr.strip().splitlines()[-2:])
+    assert r.returncode == 0, r.stdout + r.stderr
+    print(r.stdout.strip().splitlines()[-2:])
     # PNGs are named by the frame number burned into the picture: in stream order as well
     frames = {}
     for p in sorted(pngs.glob("frame_*.png")):

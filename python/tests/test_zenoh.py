@@ -39,8 +39,9 @@ def test_a_zenoh_subscriber_receives_identical_frames(gapstream_bin, tmp_path):
              "--keys", str(tmp_path / "keys" / "receiver.key"), "--viewer", "none", "--duration", "20",
              "--zenoh", endpoint, "--drone", "test"],
             capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        assert "published" in r.stderr and "plaintext inside Zenoh" in r.stderr, r.stderr
+        assert r.returncode == 0, r.stdout + r.stderr
+        # the banner and the closing lines are on stdout (diagnostics on stderr)
+        assert "published" in r.stdout and "plaintext inside Zenoh" in r.stdout, r.stdout
     finally:
         sub.terminate()
         sub.wait(timeout=10)

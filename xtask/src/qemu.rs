@@ -32,22 +32,27 @@ fn programs(filter: Option<&str>) -> Result<Vec<String>, String> {
     Ok(v)
 }
 
-/// Builds all programs of `rv32_qemu` (one cargo call) and returns the ELF directory.
-pub fn build() -> Result<PathBuf, String> {
+/// Builds the given programs of `rv32_qemu` (one cargo call; only those: each is a whole-program
+/// LTO link, so the tests do not pay for the benchmarks and the other way round) and returns the
+/// ELF directory.
+pub fn build(progs: &[String]) -> Result<PathBuf, String> {
     let root = workspace_root();
+    let mut args: Vec<&str> = vec![
+        "build",
+        "--quiet",
+        "-p",
+        "rv32_qemu",
+        "--target",
+        TARGET,
+        "--profile",
+        PROFILE,
+    ];
+    for p in progs {
+        args.extend(["--bin", p]);
+    }
     let status = Command::new(env!("CARGO"))
         .current_dir(&root)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "rv32_qemu",
-            "--bins",
-            "--target",
-            TARGET,
-            "--profile",
-            PROFILE,
-        ])
+        .args(&args)
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !status.success() {
@@ -135,7 +140,7 @@ pub fn test(filter: Option<&str>) -> Result<(), String> {
     if progs.is_empty() {
         return Err("no rv32 test programs matched".into());
     }
-    let dir = build()?;
+    let dir = build(&progs)?;
     let mut failed = Vec::new();
     for p in &progs {
         let r = run_elf(&dir.join(p))?;
@@ -199,7 +204,7 @@ pub fn bench(filter: Option<&str>) -> Result<(), String> {
     if progs.is_empty() {
         return Err("no rv32 benchmark programs matched".into());
     }
-    let dir = build()?;
+    let dir = build(&progs)?;
     let mut rows = Vec::new();
     let mut metrics = Vec::new();
     for p in &progs {

@@ -1,5 +1,6 @@
 //! `esp32-bridge`: the ESP32's forwarding logic on the host. The simulated drone connects to the
 //! SPI-side socket; receivers connect over TCP (port 5000, like the stock firmware) or UDP.
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -83,7 +84,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    eprintln!(
+    // What it serves and its closing counts on stdout, errors and the --verbose log on stderr
+    // (written, not println!: a closed stdout must not stop the bridge).
+    let _ = writeln!(
+        std::io::stdout(),
         "esp32-bridge: SPI side {}  TCP {}  UDP {}  (Ctrl-C stops)",
         bridge.spi_addr,
         bridge.tcp_addr,
@@ -96,9 +100,11 @@ fn main() -> ExitCode {
     let _ = ctrlc_wait(tx);
     let _ = rx.recv();
     let st = bridge.with_core(|c| c.stats());
-    eprintln!(
+    let _ = writeln!(
+        std::io::stdout(),
         "esp32-bridge: stopping ({} messages from the GAP8, {} malformed)",
-        st.spi_messages, st.spi_malformed
+        st.spi_messages,
+        st.spi_malformed
     );
     bridge.stop();
     std::thread::sleep(Duration::from_millis(10));

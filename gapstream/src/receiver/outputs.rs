@@ -2,7 +2,7 @@
 //! metrics CSV, the PNG recorder. The viewer ([`crate::viewer::ViewerOutput`]), MCAP
 //! ([`crate::mcap_out`]), Zenoh and the Python queue are consumers of the same bus.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,12 +16,14 @@ use gapstream_drone::testpattern;
 /// of the 30 fps stream; the frames are shared with the other outputs, not copied).
 pub const RECORDER_QUEUE: usize = 128;
 
-/// The console: the status line every 0.5 s (rewritten in place on a terminal, one line per
-/// interval in a log) and one line per diagnostic, on stderr.
+/// The console: the status line every 0.5 s on stdout (rewritten in place on a terminal, one line
+/// per interval in a log) and one line per diagnostic on stderr, so `gapstream view > run.log`
+/// keeps the figures and the terminal shows what went wrong.
 pub struct Console {
     pub status_line: bool,
     pub notes: bool,
     pub label: String,
+    /// A status line is on the terminal without its newline yet.
     drew: bool,
 }
 
@@ -32,6 +34,14 @@ impl Console {
             notes,
             label: String::new(),
             drew: false,
+        }
+    }
+
+    /// Ends a status line drawn in place, so that the next line starts on a line of its own.
+    fn end_line(&mut self) {
+        if self.drew {
+            out!();
+            self.drew = false;
         }
     }
 }
@@ -46,21 +56,21 @@ impl Consumer for Console {
     fn status(&mut self, s: &Status) -> Result<(), String> {
         if self.status_line && s.new_row {
             let line = metrics::status_line(&s.row, &s.suite);
-            if std::io::stderr().is_terminal() {
-                eprint!("\r{line}\x1b[K");
+            let mut out = std::io::stdout().lock();
+            // A closed stdout (`| head`) is no reason to stop receiving: the line is lost.
+            if out.is_terminal() {
+                let _ = write!(out, "\r{line}\x1b[K");
+                let _ = out.flush();
                 self.drew = true;
             } else {
-                eprintln!("{line}");
+                let _ = writeln!(out, "{line}");
             }
         }
         Ok(())
     }
     fn note(&mut self, n: &Note) -> Result<(), String> {
         if self.notes {
-            if self.drew {
-                eprintln!();
-                self.drew = false;
-            }
+            self.end_line();
             if n.error {
                 eprintln!("gapstream: error: {}", n.text);
             } else {
@@ -70,9 +80,7 @@ impl Consumer for Console {
         Ok(())
     }
     fn finish(&mut self, _: &Counts) -> Result<Option<String>, String> {
-        if self.drew {
-            eprintln!();
-        }
+        self.end_line();
         Ok(None)
     }
 }
