@@ -367,7 +367,19 @@ pub struct NodeSettings {
 }
 
 fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
-    let state = ViewerState::new(bayer);
+    serve_viewer(addr, ViewerState::new(bayer))
+}
+
+/// The ground station's viewer (a tile per drone) on `addr` (a free port when a 127.0.0.1 one is
+/// taken).
+pub fn start_grid_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
+    serve_viewer(addr, ViewerState::grid(bayer))
+}
+
+fn serve_viewer(
+    addr: &str,
+    state: Arc<ViewerState>,
+) -> Result<(Arc<ViewerState>, Viewer), RunError> {
     let v = match Viewer::start(addr, state.clone()) {
         Ok(v) => v,
         Err(e) if addr.starts_with("127.0.0.1:") => {
@@ -423,7 +435,8 @@ pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
     }
 }
 
-fn print_summary(who: &str, s: &Summary) {
+/// The closing lines of one receiver: its outputs' lines, then its counters.
+pub fn print_summary(who: &str, s: &Summary) {
     let c = &s.counters;
     let lat = match s.latency {
         Some(p) => format!(
