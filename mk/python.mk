@@ -3,6 +3,7 @@
 # scripts/setup.sh from setup.d/*.pip), against the CLI's binaries built by cargo.
 ## make mcap-test     a 5 s demo recorded with --mcap and --record, read back by mcap-ros2-support and rosbags
 ## make python-test   build + install the Python package into .venv, pytest against esp32-bridge + gapstream node
+##                    and a ground station (gapstream.Ground) against gapstream swarm
 .PHONY: mcap-test python-test python-install
 TEST_TARGETS += mcap-test python-test
 VENV ?= .venv
@@ -23,7 +24,7 @@ python-test: python-install
 	$(CARGO) build --locked --quiet -p gapstream
 	$(CARGO) build --locked --quiet -p esp32_bridge --features host --bin esp32-bridge
 	$(PYTHON) -c "import gapstream, sys; print('gapstream', gapstream.__version__, 'from', gapstream.__file__)"
-	$(PYTEST) python/tests/test_receiver.py
+	$(PYTEST) python/tests/test_receiver.py python/tests/test_ground.py
 
 # Zenoh publishing is behind the cargo feature `zenoh` (the zenoh crate is large: its clean build
 # would more than double `make test`), so this step is not part of `make test`.
