@@ -1163,15 +1163,8 @@ pub fn bench_swarm(
     }
     std::fs::write(csv, &out)?;
     println!(
-        "{:>6} {:>8} {:>5} {:>8} {:>7} {:>9} {:>7}   {}",
-        "drones",
-        "min_fps",
-        "lost",
-        "tag_fail",
-        "p95_ms",
-        "cpu_%",
-        "rss_mb",
-        "drones+bridges cpu_%"
+        "{:>6} {:>8} {:>5} {:>8} {:>7} {:>9} {:>7}   drones+bridges cpu_%",
+        "drones", "min_fps", "lost", "tag_fail", "p95_ms", "cpu_%", "rss_mb",
     );
     for (l, sim) in &rows {
         let f: Vec<&str> = l.split(',').collect();

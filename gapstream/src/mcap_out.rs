@@ -41,8 +41,11 @@ pub struct McapRecorder {
     written: u64,
     /// A ground station's recording ([`McapRecorder::create_fleet`]): the schemas, and each
     /// drone's channels (image, frame_info), added with its first frame.
-    fleet: Option<(u16, u16, BTreeMap<String, (u16, u16)>)>,
+    fleet: Option<(u16, u16, FleetChannels)>,
 }
+
+/// A ground station's channels by drone: (image, frame_info).
+type FleetChannels = BTreeMap<String, (u16, u16)>;
 
 fn err(path: &Path, e: impl std::fmt::Display) -> String {
     format!("MCAP recording {}: {e}", path.display())

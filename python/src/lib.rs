@@ -330,9 +330,12 @@ struct RawGround {
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<gapstream::ground::GroundSummary>>>,
     /// Each drone's end: its summary, or the error's message.
-    outcome: Mutex<Option<Vec<(String, Result<Summary, String>)>>>,
+    outcome: Mutex<Option<DroneOutcomes>>,
     names: Vec<String>,
 }
+
+/// Each drone's end by name: its summary, or the error's message.
+type DroneOutcomes = Vec<(String, Result<Summary, String>)>;
 
 #[pymethods]
 impl RawGround {
