@@ -473,6 +473,25 @@ pub struct TapStats {
     pub last: Option<Instant>,
     /// Capture → delivered, minus the frame's time on the simulated SPI link, ms.
     pub above_link_ms: Vec<f64>,
+    /// Capture time (the drone's clock) of the first and last frame counted.
+    pub first_capture_ns: Option<u64>,
+    pub last_capture_ns: Option<u64>,
+}
+
+impl TapStats {
+    /// The frames the drone's camera skipped between the first and last frame counted: camera
+    /// periods elapsed on the drone's clock minus frames delivered. A drone whose loop comes
+    /// late skips a capture instead of queueing it ([`crate::sim`]), so with no frame lost a
+    /// rate below the camera's is the drone's own shortfall, not the ground station's.
+    pub fn camera_skipped(&self, fps: f64) -> u64 {
+        match (self.first_capture_ns, self.last_capture_ns) {
+            (Some(a), Some(b)) if fps > 0.0 && b >= a && self.frames > 0 => {
+                let periods = ((b - a) as f64 * 1e-9 * fps).round() as u64 + 1;
+                periods.saturating_sub(self.frames)
+            }
+            _ => 0,
+        }
+    }
 }
 
 /// A consumer that counts each drone's frames from `from` on (for `make bench-swarm` and the
@@ -484,14 +503,17 @@ pub struct Tap {
     pub from: Arc<Mutex<Option<Instant>>>,
     /// The downstream SPI clock the drones were paced with (None: unpaced).
     pub spi_hz: Option<u64>,
+    /// The drones' camera rate (for [`TapStats::camera_skipped`]; None: not counted).
+    pub fps: Option<f64>,
 }
 
 impl Tap {
-    pub fn new(spi_hz: Option<u64>) -> Self {
+    pub fn new(spi_hz: Option<u64>, fps: Option<f64>) -> Self {
         Tap {
             stats: Arc::default(),
             from: Arc::default(),
             spi_hz,
+            fps,
         }
     }
 
@@ -544,6 +566,10 @@ impl Consumer for Tap {
         s.frames += 1;
         s.first.get_or_insert(now);
         s.last = Some(now);
+        if let Some(c) = f.capture_ns() {
+            s.first_capture_ns.get_or_insert(c);
+            s.last_capture_ns = Some(c);
+        }
         if let Some(l) = f.latency_ms {
             let link = self
                 .spi_hz
@@ -573,6 +599,8 @@ pub struct GroundOpts {
     pub warmup: Duration,
     /// The drones' SPI clock, for the latency above the link's own time in the bench row.
     pub spi_hz: Option<u64>,
+    /// The drones' camera rate, for the frames their cameras skipped in the bench row's window.
+    pub fps: Option<f64>,
 }
 
 /// The bench row's columns (`make bench-swarm`, `target/bench/swarm.csv`).
@@ -668,7 +696,7 @@ pub fn ground(o: GroundOpts, stop: Arc<AtomicBool>) -> Result<(), RunError> {
         Some(a) => Some(run::start_grid_viewer(a, s.bayer)?),
         None => None,
     };
-    let tap = o.bench_row.as_ref().map(|_| Tap::new(o.spi_hz));
+    let tap = o.bench_row.as_ref().map(|_| Tap::new(o.spi_hz, o.fps));
     let bus = fleet_bus(&viewer, s, members.len(), tap.as_ref())?;
     eprintln!(
         "gapstream ground: {} drone{} over {} ({})",
@@ -715,8 +743,16 @@ pub fn ground(o: GroundOpts, stop: Arc<AtomicBool>) -> Result<(), RunError> {
         .map(|(t0, mut cpu)| (t0.elapsed().as_secs_f64(), cpu.cpu_percent().unwrap_or(0.0)));
     print_ground_summary(&sum);
     if let (Some(path), Some(tap), Some((secs, cpu))) = (&o.bench_row, &tap, measured) {
-        let row = bench_row(n, &sum, &tap.snapshot(), secs, cpu);
-        std::fs::write(path, format!("{SWARM_HEADER}\n{row}\n"))?;
+        let snap = tap.snapshot();
+        let row = bench_row(n, &sum, &snap, secs, cpu);
+        let skipped: u64 = o
+            .fps
+            .map_or(0, |fps| snap.values().map(|t| t.camera_skipped(fps)).sum());
+        // The row, then what the drones' cameras skipped (bench-swarm prints it next to the row).
+        std::fs::write(
+            path,
+            format!("{SWARM_HEADER}\n{row}\ncamera_skipped,{skipped}\n"),
+        )?;
     }
     if sum
         .drones
@@ -1120,6 +1156,8 @@ pub fn bench_swarm(
                 &warmup.to_string(),
                 "--spi-hz",
                 &spi_hz.to_string(),
+                "--camera-fps",
+                &fps.to_string(),
                 "--bench-row",
             ])
             .arg(&row)
@@ -1149,28 +1187,35 @@ pub fn bench_swarm(
             ))
         })?;
         let line = text.lines().nth(1).unwrap_or("").to_string();
-        eprintln!("  {n:>2} drones: {line}   (drones + bridges: {sim_cpu:.0} % CPU)");
-        rows.push((line, sim_cpu));
+        let skipped = text
+            .lines()
+            .find_map(|l| l.strip_prefix("camera_skipped,"))
+            .unwrap_or("?")
+            .to_string();
+        eprintln!(
+            "  {n:>2} drones: {line}   (drones + bridges: {sim_cpu:.0} % CPU, their cameras skipped {skipped} frames)"
+        );
+        rows.push((line, sim_cpu, skipped));
     }
     let _ = std::fs::remove_dir_all(&tmp);
     if let Some(d) = csv.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d)?;
     }
     let mut out = format!("{SWARM_HEADER}\n");
-    for (l, _) in &rows {
+    for (l, _, _) in &rows {
         out.push_str(l);
         out.push('\n');
     }
     std::fs::write(csv, &out)?;
     println!(
-        "{:>6} {:>8} {:>5} {:>8} {:>7} {:>9} {:>7}   drones+bridges cpu_%",
+        "{:>6} {:>8} {:>5} {:>8} {:>7} {:>9} {:>7}   drones+bridges cpu_%  camera_skipped",
         "drones", "min_fps", "lost", "tag_fail", "p95_ms", "cpu_%", "rss_mb",
     );
-    for (l, sim) in &rows {
+    for (l, sim, skipped) in &rows {
         let f: Vec<&str> = l.split(',').collect();
         if f.len() == 7 {
             println!(
-                "{:>6} {:>8} {:>5} {:>8} {:>7} {:>9} {:>7}   {sim:.0}",
+                "{:>6} {:>8} {:>5} {:>8} {:>7} {:>9} {:>7}   {sim:>20.0}  {skipped:>14}",
                 f[0], f[1], f[2], f[3], f[4], f[5], f[6]
             );
         }
@@ -1273,6 +1318,26 @@ stock = true
     fn ids_are_normalised() {
         assert_eq!(normalize_id("a1-b2-c3-d4-e5-f6"), "A1B2C3D4E5F6");
         assert_eq!(normalize_id("aideck-0a0b0c.local."), "aideck-0A0B0C");
+    }
+
+    /// Camera periods on the drone's clock minus frames delivered.
+    #[test]
+    fn camera_skips_are_counted_from_capture_times() {
+        let p = 1_000_000_000 / 30;
+        let t = |frames, first: u64, last: u64| TapStats {
+            frames,
+            first_capture_ns: Some(first),
+            last_capture_ns: Some(last),
+            ..TapStats::default()
+        };
+        // 301 frames 10 s apart at 30 fps: none skipped.
+        assert_eq!(t(301, 5, 5 + 300 * p).camera_skipped(30.0), 0);
+        // 290 of those delivered (no loss): the camera skipped 11.
+        assert_eq!(t(290, 5, 5 + 300 * p).camera_skipped(30.0), 11);
+        // Capture jitter of a third of a period changes nothing.
+        assert_eq!(t(301, 5, 5 + 300 * p + p / 3).camera_skipped(30.0), 0);
+        assert_eq!(TapStats::default().camera_skipped(30.0), 0);
+        assert_eq!(t(1, 7, 7).camera_skipped(30.0), 0);
     }
 
     /// A 324 x 244 frame sealed with a 16-byte tag: 78 packets, about 23.6 ms at 30 MHz.

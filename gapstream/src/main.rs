@@ -128,6 +128,9 @@ struct GroundArgs {
     /// (make bench-swarm) the drones' SPI clock, for the latency above the link's own time.
     #[arg(long, hide = true)]
     spi_hz: Option<u64>,
+    /// (make bench-swarm) the drones' camera rate, for the frames their cameras skipped.
+    #[arg(long, hide = true)]
+    camera_fps: Option<f64>,
 }
 
 #[derive(Args, Clone)]
@@ -669,6 +672,7 @@ fn main() -> ExitCode {
                 bench_row: a.bench_row.clone(),
                 warmup: Duration::from_secs_f64(a.warmup.max(0.0)),
                 spi_hz: a.spi_hz.filter(|&h| h > 0),
+                fps: a.camera_fps.filter(|&f| f > 0.0),
             };
             gapstream::ground::ground(opts, stop).map_err(|e| e.to_string())
         })(),
