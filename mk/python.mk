@@ -28,7 +28,8 @@ python-test: python-install
 
 # Zenoh publishing is behind the cargo feature `zenoh` (the zenoh crate is large: its clean build
 # would more than double `make test`), so this step is not part of `make test`.
-## make zenoh-test    gapstream --features zenoh; an eclipse-zenoh subscriber in another process gets >= 50 frames of `view --zenoh`, pixel-identical
+## make zenoh-test    gapstream --features zenoh; an eclipse-zenoh subscriber in another process gets >= 50 frames of `view --zenoh`, pixel-identical,
+##                    and each drone of `ground --zenoh` (two simulated drones) under gapstream/<drone>/, identical to its MCAP topic
 .PHONY: zenoh-test
 zenoh-test: setup
 	$(CARGO) build --locked --quiet -p gapstream --features zenoh

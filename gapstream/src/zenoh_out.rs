@@ -27,6 +27,8 @@ struct Pubs {
     image: zenoh::pubsub::Publisher<'static>,
     info: zenoh::pubsub::Publisher<'static>,
     stats: zenoh::pubsub::Publisher<'static>,
+    /// Frames published for this drone (its stats' `published`).
+    published: u64,
 }
 
 /// The publisher of one drone's stream, or of every drone of a ground station
@@ -53,6 +55,7 @@ fn declare(session: &zenoh::Session, drone: &str) -> Result<Pubs, String> {
         image: d("image")?,
         info: d("frame_info")?,
         stats: d("stats")?,
+        published: 0,
     })
 }
 
@@ -107,21 +110,23 @@ impl ZenohPublisher {
     }
 
     /// The publishers of the frame's or status's drone.
-    fn pubs(&mut self, source: &str) -> Result<&Pubs, String> {
+    fn pubs(&mut self, source: &str) -> Result<&mut Pubs, String> {
         let name = self.drone.clone().unwrap_or_else(|| source.to_string());
-        if !self.pubs.contains_key(&name) {
-            let p = declare(&self.session, &name)?;
-            self.pubs.insert(name.clone(), p);
-        }
-        Ok(&self.pubs[&name])
+        Ok(match self.pubs.entry(name) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let p = declare(&self.session, v.key())?;
+                v.insert(p)
+            }
+        })
     }
 
-    fn stats_json(&self, s: &Status) -> String {
+    fn stats_json(s: &Status, published: u64) -> String {
         let c = &s.counters;
         format!(
             "{{\"frames\":{},\"published\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},\"malformed\":{},\"handshakes\":{},\"rekeys\":{},\"key_epoch\":{},\"suite\":\"{}\",\"latency_ms\":{}}}",
             c.frames,
-            self.published,
+            published,
             c.lost,
             c.tag_failures,
             c.replays,
@@ -154,6 +159,7 @@ impl Consumer for ZenohPublisher {
         let p = self.pubs(&f.source)?;
         p.image.put(img).wait().map_err(err)?;
         p.info.put(info).wait().map_err(err)?;
+        p.published += 1;
         self.published += 1;
         Ok(())
     }
@@ -161,8 +167,9 @@ impl Consumer for ZenohPublisher {
     /// Every 0.5 s (each new metrics row) and at the end.
     fn status(&mut self, s: &Status) -> Result<(), String> {
         if s.new_row {
-            let j = self.stats_json(s);
-            self.pubs(&s.source)?.stats.put(j).wait().map_err(err)?;
+            let p = self.pubs(&s.source)?;
+            let j = Self::stats_json(s, p.published);
+            p.stats.put(j).wait().map_err(err)?;
         }
         Ok(())
     }
