@@ -37,8 +37,12 @@ impl Found {
     }
 }
 
-/// Browses `_cpx._tcp` on `ifs` for at most `wait`, or until `enough` holds for what was found;
-/// returns every deck found, sorted by host name.
+/// How long browsing goes on once `enough` holds: the other decks' answers to the same query
+/// (responders wait 20-120 ms before a shared answer, RFC 6762 section 6) still get listed.
+pub const GRACE: Duration = Duration::from_millis(500);
+
+/// Browses `_cpx._tcp` on `ifs` for at most `wait`, or until [`GRACE`] after `enough` holds for
+/// what was found; returns every deck found, sorted by host name.
 pub fn browse(
     ifs: &Interfaces,
     wait: Duration,
@@ -46,7 +50,7 @@ pub fn browse(
 ) -> Result<Vec<Found>, String> {
     let d = mdns::daemon(ifs)?;
     let rx = d.browse(mdns::SERVICE).map_err(|e| format!("mDNS: {e}"))?;
-    let end = Instant::now() + wait;
+    let mut end = Instant::now() + wait;
     let mut found: BTreeMap<String, Found> = BTreeMap::new();
     loop {
         let left = end.saturating_duration_since(Instant::now());
@@ -81,7 +85,7 @@ pub fn browse(
                 );
                 let v: Vec<Found> = found.values().cloned().collect();
                 if enough(&v) {
-                    break;
+                    end = end.min(Instant::now() + GRACE);
                 }
             }
             Ok(_) => {}

@@ -662,7 +662,8 @@ pub fn ground(o: GroundOpts, stop: Arc<AtomicBool>) -> Result<(), RunError> {
                 Target::Address(_) => None,
             })
             .collect();
-        // With a fleet: until every member named by id was found (or the wait is over); a list
+        // With a fleet: until every member named by id was found and half a second more for the
+        // other decks' answers (or the wait is over); a list
         // alone: the whole wait.
         let decks = crate::discovery::browse(ifs, o.discover_wait, |f| {
             !wanted.is_empty() && {

@@ -86,7 +86,7 @@ struct GroundArgs {
     /// announce them): every deck found is listed, only the fleet's members are connected.
     #[arg(long)]
     discover: bool,
-    /// How long --discover listens at most (it stops early once every member named by id is found).
+    /// How long --discover listens at most (it stops half a second after every member named by id is found).
     #[arg(long, default_value_t = 3.0, value_parser = seconds_above_zero)]
     discover_secs: f64,
     /// Where mDNS is spoken: `all` interfaces, `lo` (decks on this machine only), or an interface name.
