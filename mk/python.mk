@@ -2,8 +2,9 @@
 # `gapstream` (python/: PyO3 + maturin). Tests run with the project venv (.venv, made by
 # scripts/setup.sh from setup.d/*.pip), against the CLI's binaries built by cargo.
 ## make mcap-test     a 5 s demo recorded with --mcap and --record, read back by mcap-ros2-support and rosbags
-## make python-test   build + install the Python package into .venv, pytest against esp32-bridge + gapstream node;
-##                    README's Python example run twice against the demo, examples/view_and_save.py
+## make python-test   build + install the Python package into .venv, pytest against esp32-bridge + gapstream node,
+##                    a ground station (gapstream.Ground) against gapstream swarm; README's Python example
+##                    run twice against the demo, examples/view_and_save.py
 .PHONY: mcap-test python-test python-install
 TEST_TARGETS += mcap-test python-test
 VENV ?= .venv
@@ -28,11 +29,12 @@ python-install:
 python-test: python-install
 	$(HOST_BINS)
 	$(PYTHON) -c "import gapstream, sys; print('gapstream', gapstream.__version__, 'from', gapstream.__file__)"
-	$(PYTEST) python/tests/test_receiver.py python/tests/test_readme.py
+	$(PYTEST) python/tests/test_receiver.py python/tests/test_readme.py python/tests/test_ground.py
 
 # Zenoh publishing is behind the cargo feature `zenoh` (the zenoh crate is large: its clean build
 # would more than double `make test`), so this step is not part of `make test`.
-## make zenoh-test    gapstream --features zenoh; an eclipse-zenoh subscriber in another process gets >= 50 frames of `view --zenoh`, pixel-identical
+## make zenoh-test    gapstream --features zenoh; an eclipse-zenoh subscriber in another process gets >= 50 frames of `view --zenoh`, pixel-identical,
+##                    and each drone of `ground --zenoh` (two simulated drones) under gapstream/<drone>/, identical to its MCAP topic
 .PHONY: zenoh-test
 zenoh-test: setup
 	$(CARGO) build --locked --quiet -p gapstream --features zenoh

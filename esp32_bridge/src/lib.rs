@@ -10,6 +10,7 @@
 //! | [`spi_slave`] | the ESP32's end of the SPI link to the GAP8 (one CPX packet per transaction each way, stock protocol), sans I/O |
 //! | `capi` (feature `capi`) | C entry points (`include/esp32_bridge.h`) for the ESP-IDF firmware (`esp-idf/`) and the GVSOC stand-in |
 //! | `host` (feature `host`) | the std/tokio driver: SPI side as a TCP socket, TCP and UDP servers, the `esp32-bridge` binary |
+//! | `mdns` (feature `host`) | the bridge advertised over mDNS as the stock firmware advertises a deck (`aideck-XXXXXX`, `_cpx._tcp`, TXT `id` = MAC) |
 //!
 //! Without the `host` feature the crate is `no_std` + `alloc` (what the ESP-IDF glue in `esp-idf/` links).
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -22,4 +23,6 @@ pub mod cpx;
 pub mod forward;
 #[cfg(feature = "host")]
 pub mod host;
+#[cfg(feature = "host")]
+pub mod mdns;
 pub mod spi_slave;

@@ -247,6 +247,8 @@ pub struct FrameSource {
     width: usize,
     height: usize,
     kind: Kind,
+    /// A name burned into every synthetic frame ([`FrameSource::with_label`]).
+    label: Option<Vec<u8>>,
 }
 
 enum Kind {
@@ -265,6 +267,7 @@ impl FrameSource {
                 width: *width,
                 height: *height,
                 kind: Kind::Synthetic { bayer: *bayer },
+                label: None,
             }),
             SourceSpec::Folder(dir) => {
                 let rd = fs::read_dir(dir).map_err(|source| ImageError::Io {
@@ -303,6 +306,7 @@ impl FrameSource {
                     width: w,
                     height: h,
                     kind: Kind::Frames(frames),
+                    label: None,
                 })
             }
             SourceSpec::Raw {
@@ -328,9 +332,18 @@ impl FrameSource {
                     width: *width,
                     height: *height,
                     kind: Kind::Frames(frames),
+                    label: None,
                 })
             }
         }
+    }
+
+    /// Burns `name` (upper-cased; letters, digits, `-`, `_`) into every synthetic frame, on a
+    /// black band along the bottom edge (the stamp rows at the top stay as they are): a ground
+    /// station's tiles show which drone each picture came from. Other sources are left as they are.
+    pub fn with_label(mut self, name: &str) -> Self {
+        self.label = Some(name.bytes().map(|b| b.to_ascii_uppercase()).collect());
+        self
     }
 
     pub fn width(&self) -> usize {
@@ -367,12 +380,91 @@ impl FrameSource {
                 r.map_err(|e| ImageError::Format {
                     path: "<synthetic>".into(),
                     why: e.to_string(),
-                })
+                })?;
+                if let Some(l) = &self.label {
+                    draw_label(out, self.width, self.height, l);
+                }
+                Ok(())
             }
             Kind::Frames(frames) => {
                 let f = &frames[(index % frames.len() as u64) as usize];
                 out.copy_from_slice(f);
                 Ok(())
+            }
+        }
+    }
+}
+
+/// 5 × 7 glyphs (one byte per row, bit 4 = leftmost column) for the names burned into frames.
+fn label_glyph(c: u8) -> [u8; 7] {
+    match c {
+        b'A' => [0x0E, 0x11, 0x11, 0x1F, 0x11, 0x11, 0x11],
+        b'B' => [0x1E, 0x11, 0x11, 0x1E, 0x11, 0x11, 0x1E],
+        b'C' => [0x0E, 0x11, 0x10, 0x10, 0x10, 0x11, 0x0E],
+        b'D' => [0x1E, 0x11, 0x11, 0x11, 0x11, 0x11, 0x1E],
+        b'E' => [0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x1F],
+        b'F' => [0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x10],
+        b'G' => [0x0E, 0x11, 0x10, 0x17, 0x11, 0x11, 0x0F],
+        b'H' => [0x11, 0x11, 0x11, 0x1F, 0x11, 0x11, 0x11],
+        b'I' => [0x0E, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0E],
+        b'J' => [0x07, 0x02, 0x02, 0x02, 0x02, 0x12, 0x0C],
+        b'K' => [0x11, 0x12, 0x14, 0x18, 0x14, 0x12, 0x11],
+        b'L' => [0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x1F],
+        b'M' => [0x11, 0x1B, 0x15, 0x15, 0x11, 0x11, 0x11],
+        b'N' => [0x11, 0x11, 0x19, 0x15, 0x13, 0x11, 0x11],
+        b'O' => [0x0E, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E],
+        b'P' => [0x1E, 0x11, 0x11, 0x1E, 0x10, 0x10, 0x10],
+        b'Q' => [0x0E, 0x11, 0x11, 0x11, 0x15, 0x12, 0x0D],
+        b'R' => [0x1E, 0x11, 0x11, 0x1E, 0x14, 0x12, 0x11],
+        b'S' => [0x0F, 0x10, 0x10, 0x0E, 0x01, 0x01, 0x1E],
+        b'T' => [0x1F, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04],
+        b'U' => [0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E],
+        b'V' => [0x11, 0x11, 0x11, 0x11, 0x11, 0x0A, 0x04],
+        b'W' => [0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0A],
+        b'X' => [0x11, 0x11, 0x0A, 0x04, 0x0A, 0x11, 0x11],
+        b'Y' => [0x11, 0x11, 0x11, 0x0A, 0x04, 0x04, 0x04],
+        b'Z' => [0x1F, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1F],
+        b'0' => [0x0E, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0E],
+        b'1' => [0x04, 0x0C, 0x04, 0x04, 0x04, 0x04, 0x0E],
+        b'2' => [0x0E, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1F],
+        b'3' => [0x1F, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0E],
+        b'4' => [0x02, 0x06, 0x0A, 0x12, 0x1F, 0x02, 0x02],
+        b'5' => [0x1F, 0x10, 0x1E, 0x01, 0x01, 0x11, 0x0E],
+        b'6' => [0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E],
+        b'7' => [0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08],
+        b'8' => [0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E],
+        b'9' => [0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C],
+        b'-' => [0x00, 0x00, 0x00, 0x1F, 0x00, 0x00, 0x00],
+        b'_' => [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x1F],
+        _ => [0x1F, 0x11, 0x11, 0x11, 0x11, 0x11, 0x1F],
+    }
+}
+
+/// Rows of the label band at the bottom of a frame (2× glyphs with a 2-pixel margin).
+pub const LABEL_BAND: usize = 18;
+
+/// Burns `text` in white at 2× scale on a black band along the bottom edge of a `width × height`
+/// grey frame (as many characters as fit). Frames lower than the band are left as they are.
+pub fn draw_label(buf: &mut [u8], width: usize, height: usize, text: &[u8]) {
+    if height < LABEL_BAND + 48 || buf.len() != width * height {
+        return;
+    }
+    let y0 = height - LABEL_BAND;
+    buf[y0 * width..].fill(0);
+    for (i, &c) in text.iter().enumerate() {
+        let cx = 8 + i * 12;
+        if cx + 10 > width {
+            break;
+        }
+        for (ry, bits) in label_glyph(c).iter().enumerate() {
+            for rx in 0..5 {
+                if bits & (0x10 >> rx) != 0 {
+                    for dy in 0..2 {
+                        let o = (y0 + 2 + ry * 2 + dy) * width + cx + rx * 2;
+                        buf[o] = 255;
+                        buf[o + 1] = 255;
+                    }
+                }
             }
         }
     }
@@ -545,5 +637,41 @@ mod tests {
             let _ = parse_pgm(&bytes);
             let _ = parse_png(&bytes);
         }
+    }
+
+    /// The name is burned in below the stamp, which still decodes.
+    #[test]
+    fn a_label_is_burned_in_and_the_stamp_still_decodes() {
+        let src = FrameSource::open(&SourceSpec::Synthetic {
+            width: 324,
+            height: 244,
+            bayer: false,
+        })
+        .unwrap()
+        .with_label("drone-07");
+        let mut a = vec![0u8; 324 * 244];
+        src.fill(5, 123, &mut a).unwrap();
+        let s = testpattern::decode(&a, 324, 244).unwrap();
+        assert_eq!((s.frame, s.capture_ns), (5, 123));
+        let band = &a[(244 - LABEL_BAND) * 324..];
+        assert!(band.iter().all(|&p| p == 0 || p == 255));
+        // 8 characters of 12 pixels, each with white pixels in its cell.
+        for i in 0..8 {
+            let lit = (0..LABEL_BAND)
+                .flat_map(|y| (8 + i * 12..8 + i * 12 + 10).map(move |x| (x, y)))
+                .filter(|&(x, y)| band[y * 324 + x] == 255)
+                .count();
+            assert!(lit > 4, "character {i} is blank");
+        }
+        let other = FrameSource::open(&SourceSpec::Synthetic {
+            width: 324,
+            height: 244,
+            bayer: false,
+        })
+        .unwrap()
+        .with_label("drone-08");
+        let mut b = vec![0u8; 324 * 244];
+        other.fill(5, 123, &mut b).unwrap();
+        assert_ne!(a, b, "two names, two pictures");
     }
 }

@@ -12,6 +12,9 @@
 //! | [`ros`] | ROS 2 messages in CDR: `sensor_msgs/msg/Image` and gapstream's `FrameInfo`, with their ros2msg schemas |
 //! | [`mcap_out`] | `--mcap FILE`: every verified frame as a ROS 2 Image + FrameInfo in an MCAP file (Foxglove's `mcap` crate) |
 //! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
+//! | [`ground`] | `ground`: a swarm in one receiver: a fleet file, a receiver per drone on its own thread, one bus whose outputs keep their queues per drone |
+//! | [`discovery`] | `ground --discover`: decks found by mDNS (`_cpx._tcp`, host `aideck-XXXXXX`, TXT `id` = MAC) |
+//! | [`swarm`] | N simulated drones, each with its own bridge, keys and name burned into its pictures (`demo --drones N`, `swarm`, `bench-swarm`) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
 
 /// One line of the run's output on stdout: banners, status lines, summaries, files written.
@@ -24,6 +27,8 @@ macro_rules! out {
     }};
 }
 
+pub mod discovery;
+pub mod ground;
 pub mod images;
 pub mod mcap_out;
 pub mod metrics;
@@ -33,6 +38,7 @@ pub mod ros;
 pub mod run;
 pub mod secret_file;
 pub mod sim;
+pub mod swarm;
 pub mod viewer;
 #[cfg(feature = "zenoh")]
 pub mod zenoh_out;

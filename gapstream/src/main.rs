@@ -66,6 +66,117 @@ enum Cmd {
     Node(NodeArgs),
     /// Measure fps, goodput and latency per suite and transport on localhost; writes a CSV.
     Bench(BenchArgs),
+    /// A ground station: receive every drone of a fleet file at once (a tile per drone in the
+    /// viewer, metrics / MCAP / Zenoh per drone); --discover finds decks by mDNS.
+    Ground(GroundArgs),
+    /// N simulated drones on this machine, each with its own bridge and keys, for a ground station
+    /// in another process (writes DIR/fleet.toml).
+    Swarm(SwarmArgs),
+    /// The ground station measured with 1, 4, 8, 16, 32 simulated drones; writes target/bench/swarm.csv.
+    BenchSwarm(BenchSwarmArgs),
+}
+
+#[derive(Args, Clone)]
+struct GroundArgs {
+    /// The fleet file (TOML, one [[drone]] per deck: name, address or id, receiver_key,
+    /// drone_public_key).
+    #[arg(long)]
+    fleet: Option<PathBuf>,
+    /// Find decks by mDNS first (_cpx._tcp, as the stock firmware and gapstream's bridges
+    /// announce them): every deck found is listed, only the fleet's members are connected.
+    #[arg(long)]
+    discover: bool,
+    /// How long --discover listens at most (it stops half a second after every member named by id is found).
+    #[arg(long, default_value_t = 3.0, value_parser = seconds_above_zero)]
+    discover_secs: f64,
+    /// Where mDNS is spoken: `all` interfaces, `lo` (decks on this machine only), or an interface name.
+    #[arg(long, default_value = "all")]
+    mdns_interface: String,
+    /// CPX payload bytes per packet for what the receivers send.
+    #[arg(long, value_parser = ["128", "256", "512", "1020"], default_value = "1020")]
+    packet_size: String,
+    #[command(flatten)]
+    security: SecurityOpts,
+    /// Transport between the bridges and the ground station.
+    #[arg(long, value_parser = ["tcp", "udp"], default_value = "tcp")]
+    transport: String,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_parser = seconds_above_zero)]
+    duration: Option<f64>,
+    /// Metrics CSV per drone: FILE with -<drone> before the extension (run.csv: run-alpha.csv, ...).
+    #[arg(long)]
+    metrics: Option<PathBuf>,
+    /// Where the viewer (a grid of tiles) listens (`none` to disable).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    viewer: String,
+    /// The cameras are colour HM01B0s (RGGB mosaics).
+    #[arg(long)]
+    bayer: bool,
+    /// Record every drone's verified frames into one ROS 2 MCAP file, on /<drone>/image and
+    /// /<drone>/frame_info.
+    #[arg(long, value_name = "FILE")]
+    mcap: Option<PathBuf>,
+    /// Publish every drone's verified frames on Zenoh under gapstream/<drone>/ (feature `zenoh`).
+    #[arg(long, value_name = "ENDPOINT", num_args = 0..=1, default_missing_value = "")]
+    zenoh: Option<String>,
+    /// (make bench-swarm) write the measured row to FILE.
+    #[arg(long, hide = true)]
+    bench_row: Option<PathBuf>,
+    /// (make bench-swarm) seconds not measured at the start.
+    #[arg(long, hide = true, default_value_t = 0.0)]
+    warmup: f64,
+    /// (make bench-swarm) the drones' SPI clock, for the latency above the link's own time.
+    #[arg(long, hide = true)]
+    spi_hz: Option<u64>,
+    /// (make bench-swarm) the drones' camera rate, for the frames their cameras skipped.
+    #[arg(long, hide = true)]
+    camera_fps: Option<f64>,
+}
+
+#[derive(Args, Clone)]
+struct SwarmArgs {
+    /// How many simulated drones (each with its own bridge and pairing).
+    #[arg(long, default_value_t = 4)]
+    drones: usize,
+    /// Where the fleet file and the pairings go (DIR/fleet.toml, DIR/keys/<drone>/).
+    #[arg(long, default_value = "target/swarm")]
+    dir: PathBuf,
+    #[command(flatten)]
+    source: SourceOpts,
+    #[command(flatten)]
+    security: SecurityOpts,
+    /// The fleet file lists the bridges' UDP addresses instead of TCP.
+    #[arg(long)]
+    udp: bool,
+    /// Announce every bridge over mDNS like a stock deck (aideck-XXXXXX) on these interfaces
+    /// (`lo`: this machine only; `all`; or an interface name).
+    #[arg(long, value_name = "INTERFACES")]
+    mdns: Option<String>,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_parser = seconds_above_zero)]
+    duration: Option<f64>,
+}
+
+#[derive(Args, Clone)]
+struct BenchSwarmArgs {
+    /// Drone counts, one row each.
+    #[arg(long, default_value = "1,4,8,16,32", value_delimiter = ',')]
+    counts: Vec<usize>,
+    /// Seconds measured per count.
+    #[arg(long, default_value_t = 10.0, value_parser = seconds_above_zero)]
+    seconds: f64,
+    /// Seconds of warm-up (handshakes) before measuring.
+    #[arg(long, default_value_t = 4.0, value_parser = seconds_above_zero)]
+    warmup: f64,
+    /// Camera frame rate of every drone.
+    #[arg(long, default_value_t = 30.0, value_parser = frame_rate)]
+    fps: f64,
+    /// The drones' SPI clock in Hz (the AI-deck's link, as the demo).
+    #[arg(long, default_value_t = gapstream::sim::SPI_HZ)]
+    spi_hz: u64,
+    /// Output CSV.
+    #[arg(long, default_value = "target/bench/swarm.csv")]
+    csv: PathBuf,
 }
 
 #[derive(Args, Clone)]
@@ -214,6 +325,10 @@ struct DemoArgs {
     /// The listeners leave after this many seconds (the drone rekeys; the viewer's stream goes on).
     #[arg(long, value_parser = seconds_above_zero, allow_negative_numbers = true)]
     listeners_leave_after: Option<f64>,
+    /// A swarm: N simulated drones (1..=64), each with its own bridge, keys and its name burned
+    /// into its pictures, received by one ground station (the viewer shows a tile per drone).
+    #[arg(long, default_value_t = 0)]
+    drones: usize,
 }
 
 #[derive(Args, Clone)]
@@ -284,6 +399,22 @@ fn frame_rate(s: &str) -> Result<f64, String> {
         Ok(_) => Err("must be between 0 (as fast as possible) and 10000 frames per second".into()),
         Err(_) => Err("not a number of frames per second".into()),
     }
+}
+
+/// The simulated drone's settings from the CLI's options.
+fn node_settings(
+    src: &SourceOpts,
+    sec: &SecurityOpts,
+    bayer: bool,
+) -> Result<run::NodeSettings, String> {
+    Ok(run::NodeSettings {
+        source: source_spec(&src.source, bayer)?,
+        fps: src.fps,
+        packet_payload: src.packet_size.parse().map_err(|_| "bad packet size")?,
+        spi_hz: (src.spi_hz > 0).then_some(src.spi_hz),
+        security: sec.security()?,
+        rekey: src.rekey(),
+    })
 }
 
 fn resolve(s: &str) -> Result<SocketAddr, String> {
@@ -434,6 +565,20 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => (|| {
             let mut s = settings(&a.stream)?;
             s.record = a.record.clone();
+            if a.drones > 0 {
+                if a.listeners > 0 || a.record.is_some() {
+                    return Err("--drones: without --listeners and --record (the ground station records with --mcap / --metrics)".into());
+                }
+                let node = node_settings(&a.source, &a.security, a.stream.bayer)?;
+                return gapstream::ground::demo_swarm(
+                    a.drones,
+                    node,
+                    s,
+                    a.keys_dir.as_deref(),
+                    stop,
+                )
+                .map_err(|e| e.to_string());
+            }
             let node = run::NodeSettings {
                 source: source_spec(&a.source.source, a.stream.bayer)?,
                 fps: a.source.fps,
@@ -515,6 +660,61 @@ fn main() -> ExitCode {
         })(),
         Cmd::Bench(a) => run::bench(a.frames, a.fps, (a.spi_hz > 0).then_some(a.spi_hz), &a.csv)
             .map_err(|e| e.to_string()),
+        Cmd::Ground(a) => (|| {
+            let ifs: esp32_bridge::mdns::Interfaces = a.mdns_interface.parse()?;
+            let opts = gapstream::ground::GroundOpts {
+                fleet: a.fleet.clone(),
+                discover: a.discover.then_some(ifs),
+                discover_wait: Duration::from_secs_f64(a.discover_secs),
+                security: a.security.security()?,
+                packet_payload: a.packet_size.parse().map_err(|_| "bad packet size")?,
+                stream: StreamSettings {
+                    transport: if a.transport == "udp" {
+                        Transport::Udp
+                    } else {
+                        Transport::Tcp
+                    },
+                    duration: a.duration.map(Duration::from_secs_f64),
+                    metrics: a.metrics.clone(),
+                    viewer: (a.viewer != "none").then(|| a.viewer.clone()),
+                    bayer: a.bayer,
+                    record: None,
+                    mcap: a.mcap.clone(),
+                    zenoh: a.zenoh.as_ref().map(|e| run::ZenohSettings {
+                        endpoint: (!e.is_empty()).then(|| e.clone()),
+                        drone: String::new(),
+                    }),
+                    source: String::new(),
+                    keys: None,
+                },
+                bench_row: a.bench_row.clone(),
+                warmup: Duration::from_secs_f64(a.warmup.max(0.0)),
+                spi_hz: a.spi_hz.filter(|&h| h > 0),
+                fps: a.camera_fps.filter(|&f| f > 0.0),
+            };
+            gapstream::ground::ground(opts, stop).map_err(|e| e.to_string())
+        })(),
+        Cmd::Swarm(a) => (|| {
+            let node = node_settings(&a.source, &a.security, false)?;
+            let ads = match &a.mdns {
+                Some(i) => Some(i.parse::<esp32_bridge::mdns::Interfaces>()?),
+                None => None,
+            };
+            gapstream::ground::swarm_cmd(
+                a.drones,
+                node,
+                &a.dir,
+                a.udp,
+                ads,
+                a.duration.map(Duration::from_secs_f64),
+                stop,
+            )
+            .map_err(|e| e.to_string())
+        })(),
+        Cmd::BenchSwarm(a) => {
+            gapstream::ground::bench_swarm(&a.counts, a.seconds, a.warmup, a.fps, a.spi_hz, &a.csv)
+                .map_err(|e| e.to_string())
+        }
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -630,6 +630,13 @@ fn new_session(kind: &SessionKind, base: session::ReceiverCounters) -> Box<dyn S
 /// Runs the receiver until stopped, the duration is over, `max_frames` were delivered or an
 /// output failed; then closes the bus (every output finishes) and sums up.
 pub fn run(cfg: ReceiverConfig, bus: Bus) -> Result<Summary, ReceiverError> {
+    run_shared(cfg, Arc::new(bus))
+}
+
+/// [`run`] on a bus shared with other receivers (a ground station's drones): the bus is closed
+/// (its outputs finish, [`Summary::outputs`]) only when this receiver holds it last; otherwise
+/// its owner closes it once every receiver returned.
+pub fn run_shared(cfg: ReceiverConfig, bus: Arc<Bus>) -> Result<Summary, ReceiverError> {
     let mut st = station::Station::new(&cfg, bus);
     let mut outcome = Ok(());
     while outcome.is_ok() && !st.done() {

@@ -372,7 +372,19 @@ pub const DEFAULT_VIEWER: &str = "127.0.0.1:8080";
 /// Serves the viewer on `addr` (port 0: any free port). Only the default address falls back to a
 /// free port when it is taken (a second demo on this machine); an address the user gave must work.
 fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
-    let state = ViewerState::new(bayer);
+    serve_viewer(addr, ViewerState::new(bayer))
+}
+
+/// The ground station's viewer (a tile per drone) on `addr`, by the same port rule as the single
+/// viewer's.
+pub fn start_grid_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
+    serve_viewer(addr, ViewerState::grid(bayer))
+}
+
+fn serve_viewer(
+    addr: &str,
+    state: Arc<ViewerState>,
+) -> Result<(Arc<ViewerState>, Viewer), RunError> {
     let v = match Viewer::start(addr, state.clone()) {
         Ok(v) => v,
         Err(e) if addr == DEFAULT_VIEWER => {
@@ -430,7 +442,7 @@ pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
 
 /// The closing lines of a receiver: its outputs' closing lines and the figures on stdout, what an
 /// output could not keep (shortfalls) and the diagnosis on stderr.
-fn print_summary(who: &str, s: &Summary) {
+pub fn print_summary(who: &str, s: &Summary) {
     let c = &s.counters;
     let lat = match s.latency {
         Some(p) => format!(

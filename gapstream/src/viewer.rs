@@ -10,6 +10,14 @@
 //!
 //! Frame message (binary, little-endian): `b"GSF1"`, sequence u64, width u16, height u16, channels
 //! u8 (1 grey, 3 RGB after RGGB demosaicing), 3 zero bytes, then `width*height*channels` pixels.
+//!
+//! A ground station's viewer ([`ViewerState::grid`]) serves a grid page instead: a live tile per
+//! drone with its state, fps, loss and latency, and one drone at full size on a click. Its tile
+//! messages: `b"GST1"`, sequence u64, width u16, height u16, channels u8, name length u8, 2 zero
+//! bytes, the drone's name, the pixels. Tiles are sent at half size (2×2 averages), the drone
+//! shown full size at full size; the stats of every drone go as one JSON text message
+//! (`{"tiles":[...]}`). Each page gets each tile's newest frame when it is ready for it (at most
+//! 20 rounds a second), so a page never holds a backlog of any drone.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -29,6 +37,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use crate::images;
 
 const PAGE: &str = include_str!("viewer.html");
+const GRID_PAGE: &str = include_str!("viewer_grid.html");
 
 use crate::metrics::Counters;
 use crate::receiver::Frame;
@@ -110,6 +119,11 @@ type Sample = (Instant, f64, Option<f64>, Option<f64>);
 /// Shared between the receiver (publishes) and the server's tasks (push and serve).
 pub struct ViewerState {
     bayer: bool,
+    /// A ground station's grid of drones (else one stream).
+    grid: bool,
+    /// The grid's tiles by drone name, and a counter bumped with every new tile frame.
+    tiles: Mutex<std::collections::BTreeMap<String, Tile>>,
+    tiles_changed: watch::Sender<u64>,
     /// The latest frame; every page's task waits on it.
     frame: watch::Sender<Option<Arc<Frame>>>,
     png: Encoded,
@@ -129,8 +143,20 @@ pub struct ViewerState {
 impl ViewerState {
     /// `bayer`: demosaic frames as RGGB before showing them.
     pub fn new(bayer: bool) -> Arc<Self> {
+        Self::make(bayer, false)
+    }
+
+    /// A ground station's viewer: the grid page, a tile per drone.
+    pub fn grid(bayer: bool) -> Arc<Self> {
+        Self::make(bayer, true)
+    }
+
+    fn make(bayer: bool, grid: bool) -> Arc<Self> {
         Arc::new(ViewerState {
             bayer,
+            grid,
+            tiles: Mutex::new(Default::default()),
+            tiles_changed: watch::Sender::new(0),
             frame: watch::Sender::new(None),
             png: Mutex::new(None),
             message: Mutex::new(None),
@@ -147,7 +173,99 @@ impl ViewerState {
     }
 
     pub fn publish_frame(&self, f: Arc<Frame>) {
+        if self.grid {
+            self.tiles
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(f.source.to_string())
+                .or_default()
+                .frame = Some(f.clone());
+            self.tiles_changed.send_modify(|n| *n += 1);
+        }
         self.frame.send_replace(Some(f));
+    }
+
+    /// A drone's status for its tile (grid).
+    pub fn update_tile(&self, s: &Status) {
+        self.tiles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(s.source.clone())
+            .or_default()
+            .stats = Some(s.clone());
+    }
+
+    /// The grid's stats message: every drone's status as the single page's JSON, by name.
+    pub fn tiles_json(&self) -> String {
+        let t = self.tiles.lock().unwrap_or_else(|e| e.into_inner());
+        let v: Vec<String> = t
+            .iter()
+            .map(|(name, tile)| match &tile.stats {
+                Some(s) => status_json(s),
+                None => status_json(&Status {
+                    source: name.clone(),
+                    connection: "starting".into(),
+                    ..Status::default()
+                }),
+            })
+            .collect();
+        format!("{{\"tiles\":[{}]}}", v.join(","))
+    }
+
+    /// The tile message of `name`'s newest frame, half size (`full`: full size), with the frame's
+    /// sequence number; None before its first frame.
+    pub fn tile_message(&self, name: &str, full: bool) -> Option<(u64, Bytes)> {
+        let f = {
+            let t = self.tiles.lock().unwrap_or_else(|e| e.into_inner());
+            t.get(name)?.frame.clone()?
+        };
+        let key = (f.seq(), full);
+        if let Some(t) = self
+            .tiles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            && let Some((k, b)) = t.cache.iter().find(|(k, _)| *k == key)
+        {
+            return Some((k.0, b.clone()));
+        }
+        let (ch, px) = self.shown(&f);
+        let (w, h, px) = if full {
+            (f.width(), f.height(), px)
+        } else {
+            half_size(&px, f.width(), f.height(), ch)
+        };
+        let name_b = &name.as_bytes()[..name.len().min(255)];
+        let mut m = Vec::with_capacity(20 + name_b.len() + px.len());
+        m.extend_from_slice(b"GST1");
+        m.extend_from_slice(&f.seq().to_le_bytes());
+        m.extend_from_slice(&(w as u16).to_le_bytes());
+        m.extend_from_slice(&(h as u16).to_le_bytes());
+        m.extend_from_slice(&[ch as u8, name_b.len() as u8, 0, 0]);
+        m.extend_from_slice(name_b);
+        m.extend_from_slice(&px);
+        let b = Bytes::from(m);
+        if let Some(t) = self
+            .tiles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(name)
+        {
+            // The newest half- and full-size encodings of the tile's newest frame.
+            t.cache.retain(|(k, _)| k.0 == key.0 && k.1 != full);
+            t.cache.push((key, b.clone()));
+        }
+        Some((f.seq(), b))
+    }
+
+    /// The names of the tiles, in order.
+    pub fn tile_names(&self) -> Vec<String> {
+        self.tiles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     pub fn update_stats(&self, update: impl FnOnce(&mut Stats)) {
@@ -292,6 +410,31 @@ impl ViewerState {
     }
 }
 
+/// A grid tile: a drone's newest frame and status, and the frame's encodings.
+#[derive(Default)]
+struct Tile {
+    frame: Option<Arc<Frame>>,
+    stats: Option<Status>,
+    cache: Vec<((u64, bool), Bytes)>,
+}
+
+/// `px` (`ch` bytes a pixel, `w × h`) at half size: each 2×2 block averaged (an odd last row or
+/// column dropped). Returns the new width, height and pixels.
+pub fn half_size(px: &[u8], w: usize, h: usize, ch: usize) -> (usize, usize, Vec<u8>) {
+    let (hw, hh) = (w / 2, h / 2);
+    let mut out = vec![0u8; hw * hh * ch];
+    for y in 0..hh {
+        for x in 0..hw {
+            for c in 0..ch {
+                let at = |dx: usize, dy: usize| px[((2 * y + dy) * w + 2 * x + dx) * ch + c] as u32;
+                out[(y * hw + x) * ch + c] =
+                    ((at(0, 0) + at(1, 0) + at(0, 1) + at(1, 1) + 2) / 4) as u8;
+            }
+        }
+    }
+    (hw, hh, out)
+}
+
 /// The viewer as an output on the receiver's bus: the newest frame wins (a page shows the
 /// present; frames it had no time for are skipped, not queued), the status as it comes.
 pub struct ViewerOutput(pub Arc<ViewerState>);
@@ -309,6 +452,9 @@ impl Consumer for ViewerOutput {
         Ok(())
     }
     fn status(&mut self, s: &Status) -> Result<(), String> {
+        if self.0.grid {
+            self.0.update_tile(s);
+        }
         self.0.update_stats(|x| *x = s.clone());
         Ok(())
     }
@@ -411,8 +557,9 @@ async fn no_store(mut r: Response) -> Response {
     r
 }
 
-async fn page() -> Response {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE).into_response()
+async fn page(State(st): State<Arc<ViewerState>>) -> Response {
+    let page = if st.grid { GRID_PAGE } else { PAGE };
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
 }
 
 async fn stats_json(State(st): State<Arc<ViewerState>>) -> Response {
@@ -476,7 +623,11 @@ async fn ws(State(st): State<Arc<ViewerState>>, uri: Uri, up: WebSocketUpgrade) 
     match st.slots.clone().try_acquire_owned() {
         Ok(permit) => {
             let token = gate_token(&uri);
-            up.on_upgrade(move |sock| push(sock, st, permit, token))
+            if st.grid {
+                up.on_upgrade(move |sock| push_grid(sock, st, permit, token))
+            } else {
+                up.on_upgrade(move |sock| push(sock, st, permit, token))
+            }
         }
         Err(_) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -533,6 +684,86 @@ async fn push(
                     if let Some(g) = token.as_deref().and_then(|t| st.gate(t)) {
                         g.store(true, Ordering::Relaxed);
                     }
+                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    if let Some(t) = token.as_deref() {
+        st.forget_gate(t);
+    }
+}
+
+/// Rounds of grid frames sent to one page at most this often.
+const GRID_ROUND: Duration = Duration::from_millis(50);
+
+/// One grid page: each tile's newest frame (half size; the focused drone's full size) whenever
+/// there are new ones and the page took the previous round, every drone's stats when they changed
+/// (at most every 250 ms). The page says `focus NAME` (one drone full size), `focus` (the grid)
+/// and `shown SEQ` (its load gate).
+async fn push_grid(
+    mut sock: WebSocket,
+    st: Arc<ViewerState>,
+    _permit: OwnedSemaphorePermit,
+    token: Option<String>,
+) {
+    let mut changed = st.tiles_changed.subscribe();
+    changed.mark_changed();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut last_stats = String::new();
+    let mut sent: HashMap<String, (u64, bool)> = HashMap::new();
+    let mut focus: Option<String> = None;
+    loop {
+        tokio::select! {
+            r = changed.changed() => {
+                if r.is_err() {
+                    break;
+                }
+                changed.borrow_and_update();
+                let names = match &focus {
+                    Some(f) => vec![f.clone()],
+                    None => st.tile_names(),
+                };
+                let mut failed = false;
+                for n in names {
+                    let full = focus.is_some();
+                    let Some((seq, m)) = st.tile_message(&n, full) else { continue };
+                    if sent.get(&n) == Some(&(seq, full)) {
+                        continue;
+                    }
+                    if sock.send(Message::Binary(m)).await.is_err() {
+                        failed = true;
+                        break;
+                    }
+                    st.pushed.fetch_add(1, Ordering::Relaxed);
+                    sent.insert(n, (seq, full));
+                }
+                if failed {
+                    break;
+                }
+                tokio::time::sleep(GRID_ROUND).await;
+            }
+            _ = tick.tick() => {
+                let j = st.tiles_json();
+                if j != last_stats {
+                    if sock.send(Message::Text(j.clone().into())).await.is_err() {
+                        break;
+                    }
+                    last_stats = j;
+                }
+            }
+            m = sock.recv() => match m {
+                Some(Ok(Message::Text(t))) if t.starts_with("shown ") => {
+                    if let Some(g) = token.as_deref().and_then(|t| st.gate(t)) {
+                        g.store(true, Ordering::Relaxed);
+                    }
+                }
+                Some(Ok(Message::Text(t))) if t.starts_with("focus") => {
+                    let name = t.trim_start_matches("focus").trim();
+                    focus = (!name.is_empty()).then(|| name.to_string());
+                    sent.clear();
+                    changed.mark_changed();
                 }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                 Some(Ok(_)) => {}

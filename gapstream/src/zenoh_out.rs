@@ -22,15 +22,52 @@ use crate::receiver::Frame;
 use crate::receiver::bus::{Consumer, Counts, Policy, Status};
 use crate::ros;
 
-/// The publisher of one drone's stream.
-pub struct ZenohPublisher {
-    session: zenoh::Session,
+/// One drone's publishers under `gapstream/<drone>/`.
+struct Pubs {
     image: zenoh::pubsub::Publisher<'static>,
     info: zenoh::pubsub::Publisher<'static>,
     stats: zenoh::pubsub::Publisher<'static>,
+    /// Frames published for this drone (its stats' `published`).
+    published: u64,
+}
+
+/// The publisher of one drone's stream, or of every drone of a ground station
+/// ([`ZenohPublisher::open_fleet`]: each drone under its own `gapstream/<drone>/`).
+pub struct ZenohPublisher {
+    session: zenoh::Session,
+    /// The drone of `--drone` (one stream), or None on a ground station (every frame's source).
+    drone: Option<String>,
+    pubs: std::collections::BTreeMap<String, Pubs>,
     bayer: bool,
     published: u64,
     prefix: String,
+}
+
+fn declare(session: &zenoh::Session, drone: &str) -> Result<Pubs, String> {
+    let prefix = format!("gapstream/{drone}");
+    let d = |what: &str| {
+        session
+            .declare_publisher(format!("{prefix}/{what}"))
+            .wait()
+            .map_err(err)
+    };
+    Ok(Pubs {
+        image: d("image")?,
+        info: d("frame_info")?,
+        stats: d("stats")?,
+        published: 0,
+    })
+}
+
+fn session(endpoint: Option<&str>) -> Result<zenoh::Session, String> {
+    let mut c = zenoh::Config::default();
+    if let Some(ep) = endpoint {
+        c.insert_json5("connect/endpoints", &format!("[\"{ep}\"]"))
+            .map_err(|e| err(format!("endpoint {ep:?}: {e}")))?;
+        c.insert_json5("scouting/multicast/enabled", "false")
+            .map_err(err)?;
+    }
+    zenoh::open(c).wait().map_err(err)
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -46,38 +83,50 @@ impl ZenohPublisher {
                 "--drone {drone:?}: one key-expression chunk (no '/', '*', '$', '?', '#')"
             ));
         }
-        let mut c = zenoh::Config::default();
-        if let Some(ep) = endpoint {
-            c.insert_json5("connect/endpoints", &format!("[\"{ep}\"]"))
-                .map_err(|e| err(format!("endpoint {ep:?}: {e}")))?;
-            c.insert_json5("scouting/multicast/enabled", "false")
-                .map_err(err)?;
-        }
-        let session = zenoh::open(c).wait().map_err(err)?;
-        let prefix = format!("gapstream/{drone}");
-        let declare = |what: &str| {
-            session
-                .declare_publisher(format!("{prefix}/{what}"))
-                .wait()
-                .map_err(err)
-        };
+        let session = session(endpoint)?;
+        let pubs =
+            std::collections::BTreeMap::from([(drone.to_string(), declare(&session, drone)?)]);
         Ok(ZenohPublisher {
-            image: declare("image")?,
-            info: declare("frame_info")?,
-            stats: declare("stats")?,
             session,
+            drone: Some(drone.to_string()),
+            pubs,
             bayer,
             published: 0,
-            prefix,
+            prefix: format!("gapstream/{drone}"),
         })
     }
 
-    fn stats_json(&self, s: &Status) -> String {
+    /// A ground station's publisher: each drone's frames under `gapstream/<drone>/` (its
+    /// publishers declared with its first frame or status; fleet names are valid key chunks).
+    pub fn open_fleet(endpoint: Option<&str>, bayer: bool) -> Result<Self, String> {
+        Ok(ZenohPublisher {
+            session: session(endpoint)?,
+            drone: None,
+            pubs: std::collections::BTreeMap::new(),
+            bayer,
+            published: 0,
+            prefix: "gapstream/<drone>".into(),
+        })
+    }
+
+    /// The publishers of the frame's or status's drone.
+    fn pubs(&mut self, source: &str) -> Result<&mut Pubs, String> {
+        let name = self.drone.clone().unwrap_or_else(|| source.to_string());
+        Ok(match self.pubs.entry(name) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                let p = declare(&self.session, v.key())?;
+                v.insert(p)
+            }
+        })
+    }
+
+    fn stats_json(s: &Status, published: u64) -> String {
         let c = &s.counters;
         format!(
             "{{\"frames\":{},\"published\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},\"malformed\":{},\"handshakes\":{},\"rekeys\":{},\"key_epoch\":{},\"suite\":\"{}\",\"latency_ms\":{}}}",
             c.frames,
-            self.published,
+            published,
             c.lost,
             c.tag_failures,
             c.replays,
@@ -106,14 +155,11 @@ impl Consumer for ZenohPublisher {
         Policy::Freshest(8)
     }
     fn frame(&mut self, f: &Arc<Frame>, counters: &Counters) -> Result<(), String> {
-        self.image
-            .put(ros::image(f, self.bayer))
-            .wait()
-            .map_err(err)?;
-        self.info
-            .put(ros::frame_info(f, counters))
-            .wait()
-            .map_err(err)?;
+        let (img, info) = (ros::image(f, self.bayer), ros::frame_info(f, counters));
+        let p = self.pubs(&f.source)?;
+        p.image.put(img).wait().map_err(err)?;
+        p.info.put(info).wait().map_err(err)?;
+        p.published += 1;
         self.published += 1;
         Ok(())
     }
@@ -121,7 +167,9 @@ impl Consumer for ZenohPublisher {
     /// Every 0.5 s (each new metrics row) and at the end.
     fn status(&mut self, s: &Status) -> Result<(), String> {
         if s.new_row {
-            self.stats.put(self.stats_json(s)).wait().map_err(err)?;
+            let p = self.pubs(&s.source)?;
+            let j = Self::stats_json(s, p.published);
+            p.stats.put(j).wait().map_err(err)?;
         }
         Ok(())
     }

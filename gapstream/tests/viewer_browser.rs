@@ -275,3 +275,129 @@ fn shows_a_decoded_frame(name: &str, browser: fn(&str, &Path, &Path), frame: u32
     drop(v);
     std::thread::sleep(Duration::from_millis(10));
 }
+
+/// A ground station's grid: four drones, each frame stamped and labelled with its drone's name.
+fn grid_state() -> (Arc<ViewerState>, Vec<(String, Vec<u8>)>) {
+    use gapstream::receiver::bus::Status;
+    let state = ViewerState::grid(false);
+    let mut drones = Vec::new();
+    for i in 0..4u32 {
+        let name = format!("drone-{:02}", i + 1);
+        let mut px = vec![0u8; 324 * 244];
+        let stamp = Stamp {
+            frame: 100 + 37 * i,
+            capture_ns: 5_000_000_000 + i as u64,
+        };
+        testpattern::render(&mut px, 324, 244, stamp).unwrap();
+        gapstream::images::draw_label(&mut px, 324, 244, name.to_uppercase().as_bytes());
+        let mut f = test_frame(stamp.frame as u64, 324, 244, px.clone());
+        f.source = Arc::from(name.as_str());
+        state.publish_frame(Arc::new(f));
+        state.update_tile(&Status {
+            source: name.clone(),
+            connection: "streaming".into(),
+            suite: "chacha20poly1305 / x25519".into(),
+            ..Status::default()
+        });
+        drones.push((name, px));
+    }
+    (state, drones)
+}
+
+/// Where `want` (`w × h` grey) sits in the screenshot, pixel for pixel (within 8 levels).
+fn find_exact(shot: &Shot, want: &[u8], w: usize, h: usize) -> Option<(usize, usize)> {
+    let grey = |x: usize, y: usize| shot.rgb[(y * shot.w + x) * 3];
+    let probes: Vec<(usize, usize)> = (0..40).map(|k| ((k * 37) % w, (k * 53) % h)).collect();
+    for y0 in 0..=shot.h.saturating_sub(h) {
+        for x0 in 0..=shot.w.saturating_sub(w) {
+            if probes
+                .iter()
+                .any(|&(x, y)| grey(x0 + x, y0 + y).abs_diff(want[y * w + x]) > 8)
+            {
+                continue;
+            }
+            let ok = (0..h)
+                .flat_map(|y| (0..w).map(move |x| (x, y)))
+                .filter(|&(x, y)| grey(x0 + x, y0 + y).abs_diff(want[y * w + x]) <= 8)
+                .count();
+            if ok * 100 >= 99 * w * h {
+                return Some((x0, y0));
+            }
+        }
+    }
+    None
+}
+
+fn grid_shows_every_drone(name: &str, browser: fn(&str, &Path, &Path)) {
+    let (state, drones) = grid_state();
+    let v = Viewer::start("127.0.0.1:0", state.clone()).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let shot_path = d.path().join("grid.png");
+    browser(&v.url(), &shot_path, &d.path().join("profile"));
+    let keep = std::env::var_os("GAPSTREAM_KEEP_GRID_SCREENSHOT").filter(|_| name == "chromium");
+    if let Some(k) = &keep {
+        std::fs::copy(&shot_path, k).unwrap();
+    }
+    let shot = load_rgb(&shot_path);
+    assert_eq!(state.png_served(), 0, "{name}: the page requested a PNG");
+    let mut at = Vec::new();
+    for (drone, px) in &drones {
+        let (hw, hh, half) = gapstream::viewer::half_size(px, 324, 244, 1);
+        let p = find_exact(&shot, &half, hw, hh)
+            .unwrap_or_else(|| panic!("{name}: {drone}'s tile is not in the screenshot"));
+        at.push(p);
+    }
+    eprintln!("{name}: tiles at {at:?}");
+    // Four different places, in name order along the row.
+    assert!(
+        at.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 == w[1].1),
+        "{at:?}"
+    );
+
+    // One drone full size: the page opened with ?focus=drone-03 shows only its frame, at 2x,
+    // and its stamp decodes from the screenshot.
+    let focus_path = d.path().join("focus.png");
+    browser(
+        &format!("{}?focus=drone-03", v.url()),
+        &focus_path,
+        &d.path().join("profile-focus"),
+    );
+    let shot = load_rgb(&focus_path);
+    let want = &drones[2].1;
+    let mut crop = vec![0u8; 324 * 244];
+    let grey = |x: usize, y: usize| shot.rgb[(y * shot.w + x) * 3];
+    let mut found = None;
+    'search: for y0 in 0..shot.h.saturating_sub(488) {
+        for x0 in 0..shot.w.saturating_sub(648).min(200) {
+            if grey(x0 + 2 * 11, y0 + 2 * 8).abs_diff(want[8 * 324 + 11]) > 40 {
+                continue;
+            }
+            for y in 0..244 {
+                for x in 0..324 {
+                    crop[y * 324 + x] = grey(x0 + 2 * x, y0 + 2 * y);
+                }
+            }
+            if let Some(s) = testpattern::decode(&crop, 324, 244) {
+                found = Some(s);
+                break 'search;
+            }
+        }
+    }
+    let s = found.unwrap_or_else(|| panic!("{name}: no full-size frame in the focused page"));
+    assert_eq!(
+        s.frame,
+        100 + 37 * 2,
+        "{name}: the focused page shows another drone"
+    );
+    drop(v);
+}
+
+#[test]
+fn headless_chromium_shows_the_ground_stations_grid_and_one_drone_full_size() {
+    grid_shows_every_drone("chromium", run_chromium);
+}
+
+#[test]
+fn headless_firefox_shows_the_ground_stations_grid_and_one_drone_full_size() {
+    grid_shows_every_drone("firefox", run_firefox);
+}

@@ -21,12 +21,13 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ._gapstream import GapstreamError as Error
+from ._gapstream import RawGround as _RawGround
 from ._gapstream import RawReceiver as _RawReceiver
 from ._gapstream import demosaic_rggb as _demosaic_rggb
 from ._gapstream import encode_png as _encode_png
 from ._gapstream import pair as _pair
 
-__all__ = ["Error", "Frame", "Receiver", "pair"]
+__all__ = ["Error", "Frame", "Ground", "Receiver", "pair"]
 __version__ = "0.1.0"
 
 
@@ -136,6 +137,83 @@ class Receiver:
         self._rx.close()
 
     def __enter__(self) -> "Receiver":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Ground:
+    """A ground station: every drone of a fleet file at once (``gapstream ground``), each with its
+    own receiver (handshake, verification, replay window, rekeys, reconnects)::
+
+        with gapstream.Ground(fleet="fleet.toml") as ground:
+            for name, frame in ground.frames():
+                print(name, frame.sequence, frame.pixels.shape)
+
+    ``fleet``: the TOML fleet file (name, address or id, receiver_key, drone_public_key per
+    drone). ``discover``: find members named by ``id`` over mDNS on these interfaces (``"all"``,
+    ``"lo"``, or a name) first. The receivers keep the freshest 64 frames of each drone for
+    Python: one drone Python falls behind on never pushes out another drone's frames.
+    """
+
+    def __init__(
+        self,
+        fleet: "str | os.PathLike[str]",
+        transport: str = "tcp",
+        suite: str = "chacha20poly1305",
+        kex: str = "x25519",
+        *,
+        packet_size: int = 1020,
+        duration: Optional[float] = None,
+        discover: Optional[str] = None,
+        discover_secs: float = 3.0,
+        demosaic: bool = False,
+        frame_timeout: Optional[float] = None,
+        verbose: bool = False,
+    ) -> None:
+        self._demosaic = demosaic
+        self._frame_timeout = frame_timeout
+        self._g = _RawGround(
+            os.fspath(fleet), transport, suite, kex, packet_size, duration, discover,
+            discover_secs, verbose,
+        )
+
+    @property
+    def names(self) -> list:
+        """The drones received, by name."""
+        return self._g.names()
+
+    def next(self, timeout: Optional[float] = None) -> "Optional[tuple[str, Frame]]":
+        """The next frame of any drone as ``(name, frame)``; None once every receiver stopped
+        (``duration``, :meth:`close`). TimeoutError after ``timeout`` s without a frame."""
+        t = self._g.next_frame(timeout)
+        if t is None:
+            return None
+        name, (seq, epoch, cap, recv, lat, suite, w, h, raw) = t
+        px = np.frombuffer(raw, dtype=np.uint8).reshape(h, w)
+        if self._demosaic:
+            px = np.frombuffer(_demosaic_rggb(raw, w, h), dtype=np.uint8).reshape(h, w, 3)
+        return name, Frame(seq, epoch, cap, recv, lat, suite, w, h, px)
+
+    def frames(self) -> "Iterator[tuple[str, Frame]]":
+        """``for name, frame in ground.frames()``: every drone's frames as they come."""
+        while True:
+            item = self.next(self._frame_timeout)
+            if item is None:
+                return
+            yield item
+
+    def stats(self) -> dict:
+        """Each drone's counters by name (frames, lost, tag_failures, replays, handshakes,
+        rekeys, key_epoch, fps, state, ...): live while running, final after."""
+        return self._g.stats()
+
+    def close(self) -> None:
+        """Stops every drone's receiver."""
+        self._g.close()
+
+    def __enter__(self) -> "Ground":
         return self
 
     def __exit__(self, *exc) -> None:

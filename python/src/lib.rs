@@ -318,6 +318,213 @@ impl Drop for RawReceiver {
     }
 }
 
+/// A ground station's frame as `Ground.next_frame` hands it over: (drone name, frame tuple).
+type GroundItem<'py> = (String, FrameTuple<'py>);
+
+/// The ground station: a receiver per fleet member (`gapstream ground`), every verified frame in
+/// one mailbox whose bound is per drone (the freshest QUEUE of each drone: a drone Python is slow
+/// for never pushes another drone's frames out).
+#[pyclass(module = "gapstream._gapstream")]
+struct RawGround {
+    frames: Subscription,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<gapstream::ground::GroundSummary>>>,
+    /// Each drone's end: its summary, or the error's message.
+    outcome: Mutex<Option<DroneOutcomes>>,
+    names: Vec<String>,
+}
+
+/// Each drone's end by name: its summary, or the error's message.
+type DroneOutcomes = Vec<(String, Result<Summary, String>)>;
+
+#[pymethods]
+impl RawGround {
+    #[new]
+    #[pyo3(signature = (fleet, transport, suite, kex, packet_size, duration, discover, discover_secs, verbose))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        fleet: PathBuf,
+        transport: &str,
+        suite: &str,
+        kex: &str,
+        packet_size: usize,
+        duration: Option<f64>,
+        discover: Option<String>,
+        discover_secs: f64,
+        verbose: bool,
+    ) -> PyResult<Self> {
+        use gapstream::ground;
+        let transport = match transport {
+            "tcp" => receiver::Transport::Tcp,
+            "udp" => receiver::Transport::Udp,
+            t => return Err(error(format!("unknown transport {t:?} (tcp or udp)"))),
+        };
+        if ![128, 256, 512, 1020].contains(&packet_size) {
+            return Err(error(format!(
+                "packet_size {packet_size}: one of 128, 256, 512, 1020"
+            )));
+        }
+        let sec = security(suite, kex)?;
+        let f = ground::Fleet::load(&fleet).map_err(error)?;
+        let found = match discover {
+            None => Default::default(),
+            Some(i) => {
+                let ifs: esp32_bridge::mdns::Interfaces = i.parse().map_err(error)?;
+                let decks = gapstream::discovery::browse(
+                    &ifs,
+                    Duration::from_secs_f64(discover_secs.max(0.1)),
+                    |_| false,
+                )
+                .map_err(error)?;
+                gapstream::discovery::index(&decks)
+            }
+        };
+        let (members, missing) = ground::members(&f, &sec, packet_size, &found).map_err(error)?;
+        if members.is_empty() {
+            return Err(error(format!(
+                "no fleet member to receive (not found: {})",
+                missing.join(", ")
+            )));
+        }
+        let names = members.iter().map(|m| m.name.clone()).collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let g = ground::GroundConfig {
+            transport,
+            duration: duration.map(Duration::from_secs_f64),
+            stop: stop.clone(),
+            bayer: false,
+            idle_timeout: Duration::from_secs(3),
+        };
+        let mut bus = Bus::new();
+        let frames = bus.subscribe("Python queue", Policy::Freshest(QUEUE));
+        bus.attach(Box::new(ground::FleetConsole::new(members.len(), verbose)));
+        let thread = std::thread::Builder::new()
+            .name("gapstream-ground".into())
+            .spawn(move || ground::receive(members, &g, bus))
+            .map_err(error)?;
+        Ok(RawGround {
+            frames,
+            stop,
+            thread: Mutex::new(Some(thread)),
+            outcome: Mutex::new(None),
+            names,
+        })
+    }
+
+    /// The drones received, by name.
+    fn names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    /// The next frame of any drone as (name, frame tuple), None when every receiver stopped and
+    /// every frame was taken; TimeoutError after `timeout` seconds without one.
+    #[pyo3(signature = (timeout=None))]
+    fn next_frame<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<GroundItem<'py>>> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(f) = py.detach(|| self.frames.frame(Duration::from_millis(100))) {
+                return Ok(Some((f.source.to_string(), frame_tuple(py, f))));
+            }
+            let finished = self
+                .thread
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_none_or(|t| t.is_finished());
+            if finished {
+                if let Some(f) = self.frames.frame(Duration::ZERO) {
+                    return Ok(Some((f.source.to_string(), frame_tuple(py, f))));
+                }
+                py.detach(|| self.reap());
+                return Ok(None);
+            }
+            py.check_signals()?;
+            if let Some(t) = timeout.filter(|&t| t0.elapsed().as_secs_f64() >= t) {
+                return Err(pyo3::exceptions::PyTimeoutError::new_err(format!(
+                    "no frame from any drone in {t:.1} s"
+                )));
+            }
+        }
+    }
+
+    /// Each drone's counters by name: live while running, final once stopped.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        let live: std::collections::BTreeMap<String, Status> = self
+            .frames
+            .statuses()
+            .into_iter()
+            .map(|s| (s.source.clone(), (*s).clone()))
+            .collect();
+        let outcome = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        for name in &self.names {
+            let d = PyDict::new(py);
+            let s = live.get(name).cloned().unwrap_or_default();
+            d.set_item("state", &s.connection)?;
+            d.set_item("suite", &s.suite)?;
+            d.set_item("last_error", &s.last_error)?;
+            d.set_item("diagnosis", &s.diagnosis)?;
+            let fin = outcome
+                .as_ref()
+                .and_then(|v| v.iter().find(|(n, _)| n == name))
+                .map(|(_, r)| r);
+            let c = match fin {
+                Some(Ok(sum)) => sum.counters.clone(),
+                _ => s.counters.clone(),
+            };
+            if let Some(Err(e)) = fin {
+                d.set_item("error", e)?;
+            }
+            d.set_item("running", outcome.is_none())?;
+            d.set_item("frames", c.frames)?;
+            d.set_item("lost", c.lost)?;
+            d.set_item("tag_failures", c.tag_failures)?;
+            d.set_item("replays", c.replays)?;
+            d.set_item("malformed", c.malformed)?;
+            d.set_item("handshakes", c.handshakes)?;
+            d.set_item("rekeys", c.rekeys)?;
+            d.set_item("key_epoch", c.key_epoch)?;
+            d.set_item("fps", s.row.fps)?;
+            d.set_item("latency_p95_ms", s.row.latency.map(|p| p.p95))?;
+            out.set_item(name, d)?;
+        }
+        Ok(out)
+    }
+
+    /// Stops every drone's receiver and waits for them.
+    fn close(&self, py: Python<'_>) {
+        self.stop.store(true, Ordering::Relaxed);
+        py.detach(|| self.reap());
+    }
+}
+
+impl RawGround {
+    fn reap(&self) {
+        let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = t
+            && let Ok(sum) = t.join()
+        {
+            let v = sum
+                .drones
+                .into_iter()
+                .map(|d| (d.name, d.outcome))
+                .collect();
+            *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+        }
+    }
+}
+
+impl Drop for RawGround {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.reap();
+    }
+}
+
 /// `gapstream pair`: writes DIR/drone.key and DIR/receiver.key (receiver2.key, ... with
 /// receivers > 1).
 #[pyfunction]
@@ -372,6 +579,7 @@ fn encode_png<'py>(
 #[pymodule]
 fn _gapstream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RawReceiver>()?;
+    m.add_class::<RawGround>()?;
     m.add_function(wrap_pyfunction!(pair, m)?)?;
     m.add_function(wrap_pyfunction!(demosaic_rggb, m)?)?;
     m.add_function(wrap_pyfunction!(encode_png, m)?)?;

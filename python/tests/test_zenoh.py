@@ -11,6 +11,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import time
 
 import numpy as np
 from PIL import Image
@@ -63,3 +64,60 @@ def test_a_zenoh_subscriber_receives_identical_frames(gapstream_bin, tmp_path):
     assert len(names) == len(got), "a frame arrived twice"
     stats = [json.loads(line) for line in (tmp_path / "sub" / "stats.jsonl").read_text().splitlines()]
     assert stats and stats[-1]["tag_failures"] == 0 and stats[-1]["published"] <= len(recorded)
+
+
+def test_a_ground_station_publishes_each_drone_under_its_name(gapstream_bin, tmp_path):
+    """`gapstream ground --zenoh --mcap` with two simulated drones (`gapstream swarm`, another
+    process): the subscriber on `gapstream/*/image` gets each drone's images under
+    `gapstream/<drone>/`, every one of them the very Image the ground station recorded on
+    `/<drone>/image` of its MCAP (and on no other drone's topic), and each drone's stats."""
+    from mcap.reader import make_reader
+    from rosbags.typesys import Stores, get_typestore
+
+    d = tmp_path / "swarm"
+    swarm = subprocess.Popen(
+        [gapstream_bin, "swarm", "--drones", "2", "--dir", str(d), "--fps", "15"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    sub = subprocess.Popen(
+        [sys.executable, str(pathlib.Path(__file__).with_name("zenoh_subscriber.py")),
+         endpoint, "*", str(tmp_path / "sub"), "100000", "60"],
+        stdout=subprocess.PIPE, text=True)
+    mcap = tmp_path / "fleet.mcap"
+    try:
+        fleet = d / "fleet.toml"
+        t0 = time.time()
+        while not fleet.exists() and time.time() - t0 < 60:
+            time.sleep(0.1)
+        assert fleet.exists(), "gapstream swarm wrote no fleet file"
+        assert sub.stdout.readline().strip() == "ready"
+        r = subprocess.run(
+            [gapstream_bin, "ground", "--fleet", str(fleet), "--viewer", "none", "--duration", "8",
+             "--zenoh", endpoint, "--mcap", str(mcap)],
+            capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "gapstream/<drone>/" in r.stderr, r.stderr
+    finally:
+        sub.terminate()
+        sub.wait(timeout=10)
+        swarm.terminate()
+        swarm.wait(timeout=20)
+    recorded = {}
+    with open(mcap, "rb") as f:
+        for _, channel, message in make_reader(f).iter_messages():
+            if channel.topic.endswith("/image"):
+                recorded[bytes(message.data)] = channel.topic.split("/")[1]
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    names = sorted(p.name for p in (tmp_path / "sub").iterdir())
+    assert names == ["drone-01", "drone-02"], names
+    for name in names:
+        got = sorted((tmp_path / "sub" / name).glob("image_*.cdr"))
+        print(f"{name}: {len(got)} images over Zenoh")
+        assert len(got) >= 30, (name, len(got))
+        for p in got:
+            raw = p.read_bytes()
+            assert recorded.get(raw) == name, f"{name}/{p.name} is not an image recorded on /{name}/image"
+            img = store.deserialize_cdr(raw, "sensor_msgs/msg/Image")
+            assert (img.width, img.height, img.encoding) == (324, 244, "mono8")
+        stats = [json.loads(l) for l in (tmp_path / "sub" / name / "stats.jsonl").read_text().splitlines()]
+        assert stats and stats[-1]["lost"] == 0, stats[-1:]

@@ -1,6 +1,7 @@
 """A Zenoh subscriber in its own process: listens on ENDPOINT, stores every payload published on
 `gapstream/<drone>/image` as OUT/image_NNNNN.cdr and the stats as OUT/stats.jsonl, prints `ready`
-once subscribed and exits after COUNT images or TIMEOUT seconds."""
+once subscribed and exits after COUNT images or TIMEOUT seconds. DRONE `*` (a ground station):
+every drone's, each under OUT/<drone>/ by the key it came on."""
 
 import pathlib
 import sys
@@ -20,16 +21,23 @@ def main() -> int:
     n = 0
     done = threading.Event()
 
+    def under(sample):
+        if drone != "*":
+            return out
+        d = out / str(sample.key_expr).split("/")[1]
+        d.mkdir(exist_ok=True)
+        return d
+
     def on_image(sample):
         nonlocal n
         if n < count:
-            (out / f"image_{n:05}.cdr").write_bytes(sample.payload.to_bytes())
+            (under(sample) / f"image_{n:05}.cdr").write_bytes(sample.payload.to_bytes())
             n += 1
         if n >= count:
             done.set()
 
     def on_stats(sample):
-        with open(out / "stats.jsonl", "a") as f:
+        with open(under(sample) / "stats.jsonl", "a") as f:
             f.write(sample.payload.to_string() + "\n")
 
     with zenoh.open(conf) as s:

@@ -27,6 +27,7 @@
 #include "esp_event.h"
 #include "esp_heap_caps.h"
 #include "esp_log.h"
+#include "esp_mac.h"
 #include "esp_netif.h"
 #include "esp_random.h"
 #include "esp_wifi.h"
@@ -35,6 +36,9 @@
 #include "freertos/semphr.h"
 #include "freertos/task.h"
 #include "lwip/sockets.h"
+#ifdef CONFIG_GAPSTREAM_MDNS
+#include "mdns.h"
+#endif
 #include "nvs_flash.h"
 
 #include "esp32_bridge.h"
@@ -333,6 +337,41 @@ static void wifi_init(void)
 #endif
 }
 
+/* ---- mDNS: advertised as the stock firmware advertises a deck --------------------------------- */
+
+/* Bitcraze's aideck-esp-firmware (main/discovery.c) announces every deck as host aideck-XXXXXX (the
+ * last three bytes of its station MAC), service _cpx._tcp on the CPX port, TXT pname=aideck,
+ * pversion, id=<the whole MAC, 12 upper-case hex digits>, name, cpxversion=1; `gapstream ground
+ * --discover` finds decks by that TXT id or host name. The instance name carries the host name
+ * too (the stock firmware names every deck "Crazyflie Packet eXchange", which mDNS then has to
+ * rename on a network with several decks). The host bridge does the same (esp32_bridge::host::mdns). */
+static char mdns_host[14];
+static char mdns_mac[13];
+static char mdns_instance[48];
+
+static void discovery_init(void)
+{
+#ifdef CONFIG_GAPSTREAM_MDNS
+    uint8_t mac[6];
+    esp_read_mac(mac, ESP_MAC_WIFI_STA);
+    snprintf(mdns_host, sizeof mdns_host, "aideck-%02X%02X%02X", mac[3], mac[4], mac[5]);
+    snprintf(mdns_mac, sizeof mdns_mac, "%02X%02X%02X%02X%02X%02X", mac[0], mac[1], mac[2], mac[3],
+             mac[4], mac[5]);
+    snprintf(mdns_instance, sizeof mdns_instance, "Crazyflie Packet eXchange %s", mdns_host);
+    mdns_txt_item_t txt[] = {
+        {"pname", "aideck"}, {"pversion", "1.1"}, {"id", mdns_mac}, {"name", ""}, {"cpxversion", "1"},
+    };
+    if (mdns_init() != ESP_OK || mdns_hostname_set(mdns_host) != ESP_OK ||
+        mdns_instance_name_set("AI-deck") != ESP_OK ||
+        mdns_service_add(mdns_instance, "_cpx", "_tcp", CONFIG_GAPSTREAM_TCP_PORT, txt,
+                         sizeof txt / sizeof txt[0]) != ESP_OK) {
+        ESP_LOGW(TAG, "mDNS: could not advertise %s (receivers can still connect by address)", mdns_host);
+        return;
+    }
+    ESP_LOGI(TAG, "mDNS: %s, _cpx._tcp port %d, id %s", mdns_host, CONFIG_GAPSTREAM_TCP_PORT, mdns_mac);
+#endif
+}
+
 void app_main(void)
 {
     esp_err_t r = nvs_flash_init();
@@ -357,6 +396,7 @@ void app_main(void)
     if (esp32b_spi_buffer_len() != ESP32B_SPI_BUFFER_LEN)
         abort(); /* header and library out of step */
     wifi_init();
+    discovery_init();
     /* With the radio on, esp_fill_random gives true random numbers. */
     uint8_t secret[32];
     esp_fill_random(secret, sizeof secret);

@@ -40,6 +40,26 @@ struct Args {
     /// Most UDP clients from one source IP.
     #[arg(long, default_value_t = 2)]
     udp_clients_per_source: usize,
+    /// Advertise this bridge over mDNS as the stock firmware advertises a deck with this MAC
+    /// (aa:bb:cc:dd:ee:ff): host aideck-DDEEFF, service _cpx._tcp on the TCP port, TXT id = the MAC.
+    #[arg(long, value_name = "MAC")]
+    mdns_mac: Option<String>,
+    /// Where mDNS is spoken: `all` interfaces, `lo` (this machine only), or an interface name.
+    #[arg(long, default_value = "all")]
+    mdns_interface: String,
+}
+
+/// `aa:bb:cc:dd:ee:ff` (or `-`, or 12 hex digits) as 6 bytes.
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let hex: String = s.chars().filter(|c| *c != ':' && *c != '-').collect();
+    if hex.len() != 12 {
+        return None;
+    }
+    let mut m = [0u8; 6];
+    for (i, b) in m.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(m)
 }
 
 fn main() -> ExitCode {
@@ -96,6 +116,42 @@ fn main() -> ExitCode {
             .map(|u| u.to_string())
             .unwrap_or_else(|| "off".into())
     );
+    let _advert = match &a.mdns_mac {
+        None => None,
+        Some(m) => {
+            let (Some(mac), Ok(ifs)) = (
+                parse_mac(m),
+                a.mdns_interface.parse::<esp32_bridge::mdns::Interfaces>(),
+            ) else {
+                eprintln!(
+                    "esp32-bridge: error: --mdns-mac {m} --mdns-interface {}: a MAC is 6 hex bytes (aa:bb:cc:dd:ee:ff), an interface `all`, `lo` or a name",
+                    a.mdns_interface
+                );
+                return ExitCode::FAILURE;
+            };
+            match esp32_bridge::mdns::Advertisement::start(
+                &mac,
+                bridge.tcp_addr.ip(),
+                bridge.tcp_addr.port(),
+                &ifs,
+            ) {
+                Ok(ad) => {
+                    eprintln!(
+                        "esp32-bridge: mDNS: {} ({}), _cpx._tcp port {}, id {}",
+                        ad.host,
+                        a.mdns_interface,
+                        bridge.tcp_addr.port(),
+                        esp32_bridge::mdns::mac_id(&mac)
+                    );
+                    Some(ad)
+                }
+                Err(e) => {
+                    eprintln!("esp32-bridge: error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let _ = ctrlc_wait(tx);
     let _ = rx.recv();

@@ -14,18 +14,23 @@
 //! | [`Policy::Freshest`] | live feeds (Python, Zenoh, tests) | the oldest waiting frame is dropped and counted (`dropped`) |
 //! | [`Policy::NoFrames`] | the console | statuses and notes only |
 //!
-//! Statuses are snapshots: a mailbox keeps only the newest one not taken. Notes (diagnostic
-//! lines) are kept in order, at most [`NOTES`] waiting (older ones dropped and counted).
+//! Every bound is per drone ([`Frame::source`]): on a ground station receiving N drones a
+//! mailbox holds at most its bound of each drone's frames (the viewer the newest frame of every
+//! drone, a recorder up to its bound of each), so one drone's burst never pushes another drone's
+//! frames out, and a slow consumer's wait is what it would be for one drone.
+//!
+//! Statuses are snapshots: a mailbox keeps only the newest one not taken of each drone. Notes
+//! (diagnostic lines) are kept in order, at most [`NOTES`] waiting (older ones dropped and counted).
 //! Consumers attached with [`Bus::attach`] run on a thread each; [`Bus::subscribe`] hands the
 //! mailbox to the caller instead (Python's `next_frame`, tests).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::frame::Frame;
+use super::frame::{Frame, Source};
 use crate::metrics::{Counters, Row};
 
 /// What a consumer's mailbox does when the consumer falls behind (see the module docs).
@@ -76,6 +81,8 @@ pub struct Status {
 /// A diagnostic line (one per distinct error or event; the console prints them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Note {
+    /// The drone it is about ([`super::frame::Source`]; a ground station's console names it).
+    pub source: String,
     pub error: bool,
     pub text: String,
 }
@@ -101,12 +108,33 @@ pub struct Counts {
 #[derive(Default)]
 struct Slot {
     queue: VecDeque<Event>,
+    /// Frames in `queue`, in all and per drone (the policies' bounds are per drone).
     frames: usize,
-    status: Option<Arc<Status>>,
-    /// The newest status ever posted (kept after it was taken: [`Subscription::status`]).
+    per_source: HashMap<Source, usize>,
+    /// Statuses not taken yet: the newest of each drone, in the order they first waited.
+    status: VecDeque<Arc<Status>>,
+    /// The newest status ever posted (kept after it was taken: [`Subscription::status`]), and
+    /// the newest of each drone ([`Subscription::statuses`]).
     last_status: Option<Arc<Status>>,
+    last_by_source: BTreeMap<String, Arc<Status>>,
     closed: bool,
     counts: Counts,
+}
+
+impl Slot {
+    fn waiting(&self, source: &Source) -> usize {
+        self.per_source.get(source).copied().unwrap_or(0)
+    }
+
+    fn add(&mut self, source: &Source, k: isize) {
+        let n = self.per_source.entry(source.clone()).or_insert(0);
+        *n = n.saturating_add_signed(k);
+        self.frames = self.frames.saturating_add_signed(k);
+    }
+}
+
+fn same_source(e: &Event, source: &Source) -> bool {
+    matches!(e, Event::Frame(f, _) if f.source == *source)
 }
 
 /// A bounded mailbox with a [`Policy`].
@@ -147,35 +175,40 @@ impl Mailbox {
             return;
         }
         match ev {
-            Event::Frame(..) => {
+            Event::Frame(f, _) => {
+                let src = &f.source;
                 match self.policy {
                     Policy::NoFrames => return,
                     Policy::Latest => {
                         let before = s.queue.len();
-                        s.queue.retain(|e| !matches!(e, Event::Frame(..)));
-                        s.counts.skipped += (before - s.queue.len()) as u64;
-                        s.frames = 0;
+                        s.queue.retain(|e| !same_source(e, src));
+                        let gone = before - s.queue.len();
+                        s.counts.skipped += gone as u64;
+                        s.add(src, -(gone as isize));
                     }
-                    Policy::Every(cap) if s.frames >= cap.max(1) => {
+                    Policy::Every(cap) if s.waiting(src) >= cap.max(1) => {
                         s.counts.dropped += 1;
                         return;
                     }
-                    Policy::Freshest(cap) if s.frames >= cap.max(1) => {
-                        if let Some(i) = s.queue.iter().position(|e| matches!(e, Event::Frame(..)))
-                        {
+                    Policy::Freshest(cap) if s.waiting(src) >= cap.max(1) => {
+                        if let Some(i) = s.queue.iter().position(|e| same_source(e, src)) {
                             s.queue.remove(i);
-                            s.frames -= 1;
+                            s.add(src, -1);
                             s.counts.dropped += 1;
                         }
                     }
                     _ => {}
                 }
-                s.frames += 1;
+                s.add(src, 1);
                 s.queue.push_back(ev.clone());
             }
             Event::Status(st) => {
-                s.status = Some(st.clone());
+                match s.status.iter_mut().find(|w| w.source == st.source) {
+                    Some(w) => *w = st.clone(),
+                    None => s.status.push_back(st.clone()),
+                }
                 s.last_status = Some(st.clone());
+                s.last_by_source.insert(st.source.clone(), st.clone());
             }
             Event::Note(_) => {
                 if s.queue.len() - s.frames >= NOTES {
@@ -202,12 +235,12 @@ impl Mailbox {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut s = self.lock();
         loop {
-            if let Some(st) = s.status.take() {
+            if let Some(st) = s.status.pop_front() {
                 return Next::Event(Event::Status(st));
             }
             if let Some(ev) = s.queue.pop_front() {
-                if matches!(ev, Event::Frame(..)) {
-                    s.frames -= 1;
+                if let Event::Frame(f, _) = &ev {
+                    s.add(&f.source.clone(), -1);
                     s.counts.taken += 1;
                 }
                 return Next::Event(ev);
@@ -275,6 +308,11 @@ impl Subscription {
     /// The newest status the receiver published.
     pub fn status(&self) -> Option<Arc<Status>> {
         self.0.lock().last_status.clone()
+    }
+
+    /// The newest status of each drone, by name (a ground station's receivers each publish theirs).
+    pub fn statuses(&self) -> Vec<Arc<Status>> {
+        self.0.lock().last_by_source.values().cloned().collect()
     }
 
     pub fn counts(&self) -> Counts {
@@ -469,6 +507,82 @@ mod tests {
         )
     }
 
+    fn frame_of(source: &str, seq: u64) -> Event {
+        let mut f = test_frame(seq, 2, 1, vec![seq as u8, 0]);
+        f.source = Arc::from(source);
+        Event::Frame(Arc::new(f), Arc::new(Counters::default()))
+    }
+
+    /// (source, seq) of every frame waiting, in order.
+    fn taken(m: &Mailbox) -> Vec<(String, u64)> {
+        let mut v = Vec::new();
+        while let Next::Event(e) = m.next(Some(Duration::ZERO)) {
+            if let Event::Frame(f, _) = e {
+                v.push((f.source.to_string(), f.seq()));
+            }
+        }
+        v
+    }
+
+    /// A ground station: one drone's burst (or a flood of garbage that still makes frames) never
+    /// pushes another drone's frames out of a mailbox: every bound is per drone.
+    #[test]
+    fn bounds_are_per_drone() {
+        for policy in [Policy::Latest, Policy::Every(3), Policy::Freshest(3)] {
+            let m = Mailbox::new("out", policy);
+            m.post(&frame_of("quiet", 0));
+            for s in 0..1000 {
+                m.post(&frame_of("loud", s));
+            }
+            m.post(&frame_of("quiet", 1));
+            let got = taken(&m);
+            let quiet: Vec<u64> = got
+                .iter()
+                .filter(|(n, _)| n == "quiet")
+                .map(|x| x.1)
+                .collect();
+            let loud: Vec<u64> = got
+                .iter()
+                .filter(|(n, _)| n == "loud")
+                .map(|x| x.1)
+                .collect();
+            match policy {
+                Policy::Latest => {
+                    assert_eq!((quiet, loud), (vec![1], vec![999]), "{policy:?}")
+                }
+                Policy::Every(_) => {
+                    assert_eq!((quiet, loud), (vec![0, 1], vec![0, 1, 2]), "{policy:?}")
+                }
+                _ => assert_eq!(
+                    (quiet, loud),
+                    (vec![0, 1], vec![997, 998, 999]),
+                    "{policy:?}"
+                ),
+            }
+        }
+    }
+
+    /// Each drone's newest status waits until taken; one drone's statuses never hide another's.
+    #[test]
+    fn statuses_are_kept_per_drone() {
+        let m = Mailbox::new("console", Policy::NoFrames);
+        for (src, seq) in [("a", 1), ("b", 1), ("a", 2), ("a", 3)] {
+            m.post(&Event::Status(Arc::new(Status {
+                source: src.into(),
+                seq: Some(seq),
+                ..Status::default()
+            })));
+        }
+        let mut got = Vec::new();
+        while let Next::Event(Event::Status(s)) = m.next(Some(Duration::ZERO)) {
+            got.push((s.source.clone(), s.seq.unwrap()));
+        }
+        assert_eq!(got, [("a".to_string(), 3), ("b".to_string(), 1)]);
+        let sub = Subscription(m);
+        let all: Vec<_> = sub.statuses().iter().map(|s| s.source.clone()).collect();
+        assert_eq!(all, ["a", "b"]);
+    }
+
     fn seqs(m: &Mailbox) -> Vec<u64> {
         let mut v = Vec::new();
         while let Next::Event(e) = m.next(Some(Duration::ZERO)) {
@@ -521,6 +635,7 @@ mod tests {
                 ..Status::default()
             })));
             m.post(&Event::Note(Arc::new(Note {
+                source: String::new(),
                 error: false,
                 text: format!("n{i}"),
             })));
@@ -601,29 +716,35 @@ mod tests {
         fn bounded_and_every_frame_accounted(
             cap in 1usize..6,
             which in 0usize..3,
-            ops in proptest::collection::vec(any::<bool>(), 0..200),
+            ops in proptest::collection::vec((any::<bool>(), 0usize..3), 0..200),
         ) {
             let policy = [Policy::Latest, Policy::Every(cap), Policy::Freshest(cap)][which];
             let bound = if policy == Policy::Latest { 1 } else { cap };
             let m = Mailbox::new("p", policy);
+            let names = ["d0", "d1", "d2"];
             let mut posted = 0u64;
-            let mut taken = Vec::new();
-            for post in ops {
+            let mut taken: Vec<(String, u64)> = Vec::new();
+            for (post, drone) in ops {
                 if post {
-                    m.post(&frame(posted));
+                    m.post(&frame_of(names[drone], posted));
                     posted += 1;
                 } else if let Next::Event(Event::Frame(f, _)) = m.next(Some(Duration::ZERO)) {
-                    taken.push(f.seq());
+                    taken.push((f.source.to_string(), f.seq()));
                 }
-                prop_assert!(m.lock().frames <= bound);
-                prop_assert_eq!(m.lock().frames, m.lock().queue.len());
+                let s = m.lock();
+                for n in names {
+                    let waiting = s.queue.iter().filter(|e| same_source(e, &Arc::from(n))).count();
+                    prop_assert!(waiting <= bound);
+                    prop_assert_eq!(waiting, s.waiting(&Arc::from(n)));
+                }
+                prop_assert_eq!(s.frames, s.queue.len());
             }
-            taken.extend(seqs(&m));
+            taken.extend(super::tests::taken(&m));
             let c = m.counts();
             prop_assert_eq!(c.taken, taken.len() as u64);
             prop_assert_eq!(c.taken + c.skipped + c.dropped, posted);
-            // In order, whatever was dropped.
-            prop_assert!(taken.windows(2).all(|w| w[0] < w[1]));
+            // In order, whatever was dropped (each drone's frames and all of them).
+            prop_assert!(taken.windows(2).all(|w| w[0].1 < w[1].1));
         }
     }
 }

@@ -86,22 +86,69 @@ impl Consumer for Console {
 }
 
 /// `--metrics FILE`: a row every 0.5 s and a line per frame (`FILE.frames.csv`). Never blocks the
-/// receiver; frames it could not keep up with are counted and reported.
+/// receiver; frames it could not keep up with are counted and reported. On a ground station
+/// ([`MetricsCsv::per_drone`]) each drone has its own pair of files, `FILE` with `-<drone>`
+/// before the extension (`run.csv`: `run-alpha.csv`, `run-alpha.frames.csv`, ...).
 pub struct MetricsCsv {
-    log: CsvLog,
+    log: Option<CsvLog>,
+    /// Per drone: its files, opened with its first frame or status.
+    per_drone: Option<std::collections::BTreeMap<String, CsvLog>>,
     path: PathBuf,
-    /// Unix ns when the run started (the per-frame lines' `t_s` counts from it).
+    /// Unix ns when the run started (the per-frame lines' `t_s` count from it).
     start_ns: u64,
+}
+
+/// A drone's metrics file on a ground station: `run.csv` → `run-<drone>.csv`.
+pub fn per_drone_path(path: &Path, drone: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(e) => format!("{stem}-{drone}.{}", e.to_string_lossy()),
+        None => format!("{stem}-{drone}"),
+    };
+    path.with_file_name(name)
 }
 
 impl MetricsCsv {
     pub fn create(path: &Path, start_ns: u64) -> Result<Self, String> {
         let log = CsvLog::create(path).map_err(|e| format!("metrics {}: {e}", path.display()))?;
         Ok(MetricsCsv {
-            log,
+            log: Some(log),
+            per_drone: None,
             path: path.to_owned(),
             start_ns,
         })
+    }
+
+    /// A pair of files per drone ([`per_drone_path`]), each opened when its drone first reports.
+    pub fn per_drone(path: &Path, start_ns: u64) -> Result<Self, String> {
+        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(d).map_err(|e| format!("metrics {}: {e}", path.display()))?;
+        }
+        Ok(MetricsCsv {
+            log: None,
+            per_drone: Some(Default::default()),
+            path: path.to_owned(),
+            start_ns,
+        })
+    }
+
+    fn log_for(&mut self, drone: &str) -> Result<&mut CsvLog, String> {
+        match (&mut self.log, &mut self.per_drone) {
+            (Some(l), _) => Ok(l),
+            (None, Some(m)) => {
+                if !m.contains_key(drone) {
+                    let p = per_drone_path(&self.path, drone);
+                    let l =
+                        CsvLog::create(&p).map_err(|e| format!("metrics {}: {e}", p.display()))?;
+                    m.insert(drone.to_string(), l);
+                }
+                Ok(m.get_mut(drone).expect("inserted above"))
+            }
+            (None, None) => Err(format!("metrics {}: closed", self.path.display())),
+        }
     }
 }
 
@@ -114,15 +161,17 @@ impl Consumer for MetricsCsv {
     }
     fn frame(&mut self, f: &Arc<Frame>, _: &Counters) -> Result<(), String> {
         let t = f.receive_ns.saturating_sub(self.start_ns) as f64 / 1e9;
-        self.log
+        let path = self.path.display().to_string();
+        self.log_for(&f.source)?
             .frame(t, f.seq(), f.pixels.len(), f.latency_ms, f.receive_ns)
-            .map_err(|e| format!("metrics {}: {e}", self.path.display()))
+            .map_err(|e| format!("metrics {path}: {e}"))
     }
     fn status(&mut self, s: &Status) -> Result<(), String> {
         if s.new_row {
-            self.log
+            let path = self.path.display().to_string();
+            self.log_for(&s.source)?
                 .row(&s.row)
-                .map_err(|e| format!("metrics {}: {e}", self.path.display()))?;
+                .map_err(|e| format!("metrics {path}: {e}"))?;
         }
         Ok(())
     }

@@ -37,7 +37,9 @@ fn idle_limit(idle_timeout: Duration, heard: bool) -> Duration {
 /// The receiver's state over all its connections to one bridge.
 pub(super) struct Station<'a> {
     cfg: &'a ReceiverConfig,
-    bus: Bus,
+    /// The bus, owned (`receiver::run`: closed at the end) or shared with the other drones of a
+    /// ground station (`receiver::run_shared`: whoever holds it last closes it).
+    bus: Arc<Bus>,
     source: Source,
     protection: Protection,
     label: Arc<str>,
@@ -64,7 +66,7 @@ pub(super) struct Station<'a> {
 }
 
 impl<'a> Station<'a> {
-    pub(super) fn new(cfg: &'a ReceiverConfig, bus: Bus) -> Self {
+    pub(super) fn new(cfg: &'a ReceiverConfig, bus: Arc<Bus>) -> Self {
         let label: Arc<str> = Arc::from(cfg.session.label());
         let status = Status {
             source: cfg.source.to_string(),
@@ -362,8 +364,11 @@ impl<'a> Station<'a> {
     }
 
     fn note(&self, error: bool, text: String) {
-        self.bus
-            .publish(BusEvent::Note(Arc::new(Note { error, text })));
+        self.bus.publish(BusEvent::Note(Arc::new(Note {
+            source: self.source.to_string(),
+            error,
+            text,
+        })));
     }
 
     /// Why frames do not come (or what goes wrong while they do), from what the receiver saw.
@@ -409,7 +414,11 @@ impl<'a> Station<'a> {
         let diagnosis = self.diagnosis();
         let elapsed_s = self.start.elapsed().as_secs_f64();
         let latency = Percentiles::of(&mut self.meter.all_latencies_ms);
-        let outputs = self.bus.close();
+        // The outputs end with the last receiver on the bus (a ground station closes it after
+        // every drone's receiver finished).
+        let outputs = Arc::try_unwrap(self.bus)
+            .map(Bus::close)
+            .unwrap_or_default();
         outcome?;
         if let Some(e) = outputs.iter().find_map(|o| o.error.clone()) {
             return Err(ReceiverError::Output(e));
