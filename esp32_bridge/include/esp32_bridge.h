@@ -64,17 +64,26 @@ int32_t esp32b_client_datagram(esp32b_t *h, uint32_t id, const uint8_t *data, si
 int32_t esp32b_client_next(esp32b_t *h, uint32_t id, uint8_t *out, size_t cap);
 int32_t esp32b_client_sent(esp32b_t *h, uint32_t id, size_t n);
 
-/* UDP registration: the cookie exchange (docs/stream.md). An address becomes a UDP client only
- * by echoing a cookie the bridge sent to it; before that it gets nothing larger than it sent.
- * esp32b_udp_secret: 32 random bytes (esp_fill_random) once at start; until then no UDP client
- * registers. esp32b_udp_unproven: a datagram from an IPv4 address that is not a registered
- * client (ip, port in host byte order, now_ms a millisecond clock that may wrap); writes the
- * reply to send back (cap >= ESP32B_UDP_REPLY_MAX) and returns its length (0: send nothing); when
- * the datagram was a good echo and a UDP slot was free, *id is the new client (else -1). */
-#define ESP32B_UDP_REPLY_MAX 20
+/* UDP clients: the registration (docs/protocol.md section 2), all decided by the core. An address
+ * gets the stream only while it echoes tokens the bridge sent to it recently: a cookie to
+ * register, then a probe every second; before that it gets nothing but a cookie of its request's
+ * size. Every datagram of the registration is ESP32B_UDP_REPLY_MAX bytes.
+ *   esp32b_udp_secret   32 random bytes (esp_fill_random) once at start; until then no UDP client
+ *                       registers.
+ *   esp32b_udp_received every datagram from the UDP socket (ip, port in host byte order, now_ms a
+ *                       millisecond clock that may wrap); *reply_len bytes of `reply` go back to
+ *                       the sender (cap >= ESP32B_UDP_REPLY_MAX); > 0: wake the SPI task.
+ *   esp32b_udp_tick     every few tens of ms: ends registrations without a current proof, makes
+ *                       the probes; > 0: registrations ended (wake the SPI task).
+ *   esp32b_udp_next     the next datagram to send to a registered client and its destination;
+ *                       *client >= 0: report it with esp32b_client_sent once sent, -1: a probe. */
+#define ESP32B_UDP_REPLY_MAX 24
 int32_t esp32b_udp_secret(esp32b_t *h, const uint8_t *secret);
-int32_t esp32b_udp_unproven(esp32b_t *h, uint32_t ip, uint16_t port, const uint8_t *data, size_t len,
-                            uint32_t now_ms, uint8_t *reply, size_t cap, int32_t *id);
+int32_t esp32b_udp_received(esp32b_t *h, uint32_t ip, uint16_t port, const uint8_t *data, size_t len,
+                            uint32_t now_ms, uint8_t *reply, size_t cap, size_t *reply_len);
+int32_t esp32b_udp_tick(esp32b_t *h, uint32_t now_ms);
+int32_t esp32b_udp_next(esp32b_t *h, uint32_t now_ms, uint8_t *out, size_t cap, uint32_t *ip, uint16_t *port,
+                        int32_t *client);
 
 int32_t esp32b_stats(esp32b_t *h, esp32b_stats_t *out);
 

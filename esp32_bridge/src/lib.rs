@@ -4,7 +4,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`cookie`] | UDP return-routability: the stateless cookie a UDP client echoes before it gets the stream, per-source limits |
+//! | [`cookie`] | UDP registration, sans I/O: who gets the stream over UDP and for how long (cookies and probes an address must echo, budgets), the bridge's side ([`cookie::Gate`]) and the receiver's ([`cookie::Client`]) |
 //! | [`cpx`] | the CPX framing the bridge needs: packet lengths, routing header, message grouping (`last_packet`) |
 //! | [`forward`] | the forwarding state machine (`no_std` + `alloc`, sans I/O): client set, queues, drop policy, upstream routing |
 //! | [`spi_slave`] | the ESP32's end of the SPI link to the GAP8 (one CPX packet per transaction each way, stock protocol), sans I/O |

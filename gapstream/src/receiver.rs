@@ -622,7 +622,20 @@ fn new_session(kind: &SessionKind, base: session::ReceiverCounters) -> Box<dyn S
 
 enum Conn {
     Tcp(TcpStream),
-    Udp(UdpSocket, Instant),
+    Udp(UdpSocket, UdpRegistration),
+}
+
+/// The client side of the bridge's UDP registration (`esp32_bridge::cookie::Client`: what to
+/// send when) and the clock it runs on.
+struct UdpRegistration {
+    client: cookie::Client,
+    t0: Instant,
+}
+
+impl UdpRegistration {
+    fn now_ms(&self) -> u64 {
+        self.t0.elapsed().as_millis() as u64
+    }
 }
 
 impl Conn {
@@ -645,8 +658,8 @@ impl Conn {
                 let s = UdpSocket::bind(bind)?;
                 s.connect(addr)?;
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
-                udp_register(&s)?;
-                Ok(Conn::Udp(s, Instant::now()))
+                let reg = udp_register(&s)?;
+                Ok(Conn::Udp(s, reg))
             }
         }
     }
@@ -671,6 +684,11 @@ impl Conn {
     /// Ends the connection cleanly: for TCP, says so (FIN) and discards what is still in flight
     /// until the bridge closes too (at most 300 ms), so the bridge sees a close, not a reset.
     fn finish(&mut self) {
+        if let Conn::Udp(s, reg) = self
+            && let Some(d) = reg.client.leave()
+        {
+            let _ = s.send(&d);
+        }
         if let Conn::Tcp(s) = self {
             let _ = s.shutdown(std::net::Shutdown::Write);
             let t0 = Instant::now();
@@ -702,14 +720,24 @@ impl Conn {
                 )),
                 r => r,
             },
-            Conn::Udp(s, keepalive) => {
-                if keepalive.elapsed() > Duration::from_secs(1) {
-                    *keepalive = Instant::now();
-                    s.send(&[])?;
+            Conn::Udp(s, reg) => {
+                // The answers to the bridge's probes keep the registration.
+                while let Some(d) = reg.client.poll_transmit(reg.now_ms()) {
+                    s.send(&d)?;
+                }
+                if reg.client.status(reg.now_ms()) == cookie::Status::Lost {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "the bridge stopped probing this address (UDP registration lost)",
+                    ));
                 }
                 match s.recv(buf) {
-                    // A repeated cookie or welcome (its datagram crossed a retry): not CPX.
-                    Ok(n) if cookie::Control::parse(&buf[..n]).is_some() => Ok(0),
+                    Ok(n)
+                        if reg.client.handle(&buf[..n], reg.now_ms())
+                            == cookie::Received::Control =>
+                    {
+                        Ok(0)
+                    }
                     r => r,
                 }
             }
@@ -739,30 +767,32 @@ pub fn frame_file_name(f: &Delivered) -> String {
     format!("frame_{n:08}.png")
 }
 
-/// Registers with the bridge over UDP: it sends nothing larger than what it got to an address
-/// that has not shown that it receives there, so the receiver asks for a cookie (a 20-byte
-/// request), echoes it, and waits for the welcome (`esp32_bridge::cookie`). Lost datagrams are
-/// sent again every 250 ms, for at most 2 s.
-fn udp_register(s: &UdpSocket) -> io::Result<()> {
-    let start = Instant::now();
-    let mut next = cookie::Control::Request;
-    let mut sent: Option<Instant> = None;
+/// Registers with the bridge over UDP (`esp32_bridge::cookie::Client` decides what to send: a
+/// request, the echo of the cookie, retries every 250 ms), for at most 2 s.
+fn udp_register(s: &UdpSocket) -> io::Result<UdpRegistration> {
+    let mut reg = UdpRegistration {
+        client: cookie::Client::new(cookie::ClientConfig::default(), 0),
+        t0: Instant::now(),
+    };
     let mut buf = [0u8; 2048];
-    while start.elapsed() < Duration::from_secs(2) {
-        if sent.is_none_or(|t| t.elapsed() >= Duration::from_millis(250)) {
-            let (b, n) = next.encode();
-            s.send(&b[..n])?;
-            sent = Some(Instant::now());
+    loop {
+        while let Some(d) = reg.client.poll_transmit(reg.now_ms()) {
+            s.send(&d)?;
+        }
+        match reg.client.status(reg.now_ms()) {
+            cookie::Status::Registered => return Ok(reg),
+            cookie::Status::Registering => {}
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no answer to the UDP registration (cookie request) within 2 s",
+                ));
+            }
         }
         match s.recv(&mut buf) {
-            Ok(n) => match cookie::Control::parse(&buf[..n]) {
-                Some(cookie::Control::Cookie(c)) if next == cookie::Control::Request => {
-                    next = cookie::Control::Echo(c);
-                    sent = None;
-                }
-                Some(cookie::Control::Welcome) => return Ok(()),
-                _ => {}
-            },
+            Ok(n) => {
+                reg.client.handle(&buf[..n], reg.now_ms());
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -773,10 +803,6 @@ fn udp_register(s: &UdpSocket) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
-    Err(io::Error::new(
-        io::ErrorKind::TimedOut,
-        "no answer to the UDP registration (cookie request) within 2 s",
-    ))
 }
 
 /// Saves delivered frames as PNG.

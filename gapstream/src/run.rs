@@ -392,7 +392,10 @@ pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
         verbose,
         // The demo's receivers all run on this machine (one source address): a UDP slot for
         // every receiver the drone serves.
-        udp_clients_per_source: handshake::MAX_RECEIVER_KEYS,
+        udp: esp32_bridge::cookie::GateConfig {
+            clients_per_ip: handshake::MAX_RECEIVER_KEYS,
+            ..esp32_bridge::cookie::GateConfig::default()
+        },
         core: esp32_bridge::forward::Config {
             max_udp_clients: handshake::MAX_RECEIVER_KEYS,
             ..esp32_bridge::forward::Config::default()

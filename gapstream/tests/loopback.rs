@@ -258,7 +258,7 @@ fn n_frames_in_the_identical_n_frames_out() {
 
 /// A receiver over UDP registers through the bridge's cookie exchange (request, cookie, echo,
 /// welcome) and then gets the authenticated stream, while an address that only sent empty
-/// datagrams gets no slot and nothing back.
+/// datagrams gets no slot and nothing back; when the receiver stops, its leave frees the slot.
 #[test]
 fn finding5_receiver_streams_over_udp_after_the_cookie_exchange() {
     let d = tempfile::tempdir().unwrap();
@@ -277,6 +277,7 @@ fn finding5_receiver_streams_over_udp_after_the_cookie_exchange() {
     wait_clients(&b, 1);
     let n = node_with(&spec, b.spi_addr, 60.0, None, 1020, mode);
     let got = rx.take(6, Duration::from_secs(30));
+    assert_eq!(b.udp_clients(), 1, "only the receiver holds a UDP slot");
     let s = rx.finish();
     n.stop();
     assert_eq!(got.len(), 6, "{s:?}");
@@ -288,13 +289,69 @@ fn finding5_receiver_streams_over_udp_after_the_cookie_exchange() {
         );
     }
     assert_eq!((s.counters.tag_failures, s.counters.malformed), (0, 0));
-    assert_eq!(b.udp_clients(), 1, "only the receiver holds a UDP slot");
+    // The receiver said it leaves (with a current token): its slot is free at once.
+    let t0 = Instant::now();
+    while b.udp_clients() > 0 && t0.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        b.udp_clients(),
+        0,
+        "the receiver's leave ends its registration"
+    );
+    assert_eq!(b.udp_stats().left, 1);
     let mut buf = [0u8; 2048];
     assert!(
         stranger.recv_from(&mut buf).is_err(),
         "nothing to the address that only sent empty datagrams"
     );
     assert!(b.refused() >= 5);
+}
+
+/// The receiver keeps its UDP registration by answering the bridge's probes, and only so: with
+/// the bridge's timers shortened (a probe every 200 ms, dropped 1 s after the newest answered
+/// token), it streams through four timeouts without a reconnect, every probe answered. (Small
+/// frames: a loaded machine's socket buffers may drop datagrams of large ones, which is not what
+/// this is about.)
+#[test]
+fn a_udp_receiver_keeps_its_registration_by_answering_probes() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("small.raw");
+    std::fs::write(&p, vec![0x5Au8; 64 * 32 * 4]).unwrap();
+    let spec = SourceSpec::Raw {
+        path: p,
+        width: 64,
+        height: 32,
+    };
+    let b = HostBridge::start(HostConfig {
+        spi_listen: any(),
+        tcp_listen: any(),
+        udp_listen: Some(any()),
+        udp: esp32_bridge::cookie::GateConfig {
+            timeout_ms: 1_000,
+            probe_interval_ms: 200,
+            stale_ms: 600,
+            ..esp32_bridge::cookie::GateConfig::default()
+        },
+        ..HostConfig::default()
+    })
+    .unwrap();
+    let (mode, session) = secure(Suite::ChaCha20Poly1305, 1020);
+    let rx = receiver_on(b.udp_addr.unwrap(), Transport::Udp, session);
+    wait_clients(&b, 1);
+    let n = node_with(&spec, b.spi_addr, 20.0, None, 1020, mode);
+    let t0 = Instant::now();
+    let mut got = 0;
+    while t0.elapsed() < Duration::from_secs(4) {
+        got += rx.take(1, Duration::from_millis(100)).len();
+    }
+    let st = b.udp_stats();
+    let s = rx.finish();
+    n.stop();
+    assert!(got >= 20, "{got} frames in 4 s: {s:?}");
+    assert_eq!(s.connects, 1, "no reconnect: {s:?}");
+    assert_eq!((st.registered, st.expired, st.evicted), (1, 0, 0), "{st:?}");
+    assert!(st.probes >= 15 && st.refreshed + 2 >= st.probes, "{st:?}");
 }
 
 #[test]
