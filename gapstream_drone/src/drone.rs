@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 
 use gap_rust_cipher_s::KeystreamApplier;
 use gapstream_protocol::compat;
-use gapstream_protocol::connection::{DroneConnection, Incoming, Packets};
+use gapstream_protocol::connection::{DroneConnection, Incoming};
 use gapstream_protocol::cpx::{self, Function, LastFlag, Packetizer, Route, StreamDecoder, Target};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::DroneIdentity;
@@ -147,8 +147,8 @@ pub fn stock_header(fmt: FrameFormat) -> [u8; 11] {
 // move it onto the L2 heap, which has about 2 KB to spare.
 #[allow(clippy::large_enum_variant)]
 enum Upstream {
-    /// The stock stream: only the ESP32's WIFI_CTRL status comes up; one packet buffer down.
-    Stock { rx: StreamDecoder, packet: Vec<u8> },
+    /// The stock stream: only the ESP32's WIFI_CTRL status comes up.
+    Stock(StreamDecoder),
     /// The protocol: deframer, reassembler, session and packetizer.
     Secure(DroneConnection),
 }
@@ -168,6 +168,9 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     /// The buffer not in the camera (None while it is being processed or before the first start).
     spare: Option<Vec<u8>>,
     started: bool,
+    /// One packet on the link, whatever is sent (the session's messages, frames, the stock
+    /// stream).
+    packet: Vec<u8>,
     rx_buf: Vec<u8>,
     stats: DroneStats,
     /// The ESP32's last WIFI_CTRL client status (stock mode streams only while it is true).
@@ -192,13 +195,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             Mode::StockPlaintext if !(1..=cpx::MAX_PAYLOAD).contains(&cfg.packet_payload) => {
                 (Err(cpx::CpxError::BadPacketSize(cfg.packet_payload)), 0)
             }
-            Mode::StockPlaintext => (
-                Ok(Upstream::Stock {
-                    rx: StreamDecoder::new(),
-                    packet: vec![0u8; cpx::WIRE_OVERHEAD + cfg.packet_payload],
-                }),
-                0,
-            ),
+            Mode::StockPlaintext => (Ok(Upstream::Stock(StreamDecoder::new())), 0),
             Mode::Secure(sc) => {
                 let mut scfg = sc.session.clone();
                 scfg.packet_payload = cfg.packet_payload;
@@ -219,6 +216,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             format,
             spare: Some(vec![0u8; format.bytes()]),
             started: false,
+            packet: vec![0u8; cpx::WIRE_OVERHEAD + cfg.packet_payload],
             cfg,
             rx_buf: vec![0u8; 2048],
             stats: DroneStats::default(),
@@ -252,7 +250,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
     pub fn connection(&self) -> Option<&DroneConnection> {
         match &self.upstream {
             Upstream::Secure(c) => Some(c),
-            Upstream::Stock { .. } => None,
+            Upstream::Stock(_) => None,
         }
     }
 
@@ -299,7 +297,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             let (wifi, errors) = (&mut self.wifi_client, &mut self.stats.upstream_errors);
             let conn = match &mut self.upstream {
                 // Stock mode has no upstream protocol: only the ESP32's client status matters.
-                Upstream::Stock { rx, .. } => {
+                Upstream::Stock(rx) => {
                     rx.decode_all(&self.rx_buf[..n], &mut |r| match r {
                         Ok(p) => {
                             if let Some(c) = compat::parse_client_status(p.route, p.payload) {
@@ -344,14 +342,14 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                     }
                 }
                 st.receivers = conn.session().members() as u32;
-                send(&mut conn.queued_packets(), &mut self.link, st)?;
+                send_queued(conn, &mut self.packet, &mut self.link, st)?;
             }
         }
     }
 
     fn send_frame(&mut self, cap: &mut Capture) -> Result<(), DroneError<C::Error, L::Error>> {
         let conn = match &mut self.upstream {
-            Upstream::Stock { packet, .. } => {
+            Upstream::Stock(_) => {
                 if !self.wifi_client {
                     self.stats.frames_skipped += 1;
                     return Ok(());
@@ -364,8 +362,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                     // `last_packet` on every packet, as the stock GAP8 firmware does.
                     let p = Packetizer::new(route, [part, &[], &[]], size, LastFlag::Every)
                         .map_err(DroneError::Config)?;
-                    let mut stock = StockPackets { p, packet };
-                    send(&mut stock, &mut self.link, &mut self.stats)?;
+                    send_message(p, &mut self.packet, &mut self.link, &mut self.stats)?;
                 }
                 self.stats.send_ns += self.clock.now_ns().saturating_sub(t0);
                 self.stats.frames_sent += 1;
@@ -384,7 +381,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         }
         if !conn.session().is_established() {
             self.stats.frames_skipped += 1;
-            return send(&mut conn.queued_packets(), &mut self.link, &mut self.stats);
+            return send_queued(conn, &mut self.packet, &mut self.link, &mut self.stats);
         }
         let meta = FrameMeta {
             pixel_format: self.format.pixel,
@@ -398,56 +395,43 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             .map_err(DroneError::Seal)?;
         let t1 = self.clock.now_ns();
         self.stats.seal_ns += t1.saturating_sub(t0);
-        // GROUP_KEYs queued by the timers go out before this frame (`frame_packets` sends them
-        // first).
-        send(
-            &mut conn.frame_packets(&sealed, &cap.buf),
-            &mut self.link,
-            &mut self.stats,
-        )?;
+        // GROUP_KEYs queued by the timers go out before this frame.
+        send_queued(conn, &mut self.packet, &mut self.link, &mut self.stats)?;
+        let p = conn.frame_packetizer(&sealed, &cap.buf);
+        send_message(p, &mut self.packet, &mut self.link, &mut self.stats)?;
         self.stats.send_ns += self.clock.now_ns().saturating_sub(t1);
         self.stats.frames_sent += 1;
         Ok(())
     }
 }
 
-/// Packets lent one at a time: the protocol's ([`Packets`]: what the session queued, a frame) or
-/// the stock stream's. One send loop serves both (the firmware's code space is tight).
-trait PacketSource {
-    fn next_packet(&mut self) -> Option<&[u8]>;
-}
-
-impl PacketSource for Packets<'_> {
-    fn next_packet(&mut self) -> Option<&[u8]> {
-        Packets::next_packet(self)
-    }
-}
-
-/// A stock frame part's packets, in the stock mode's packet buffer.
-struct StockPackets<'a> {
-    p: Packetizer<'a>,
-    packet: &'a mut [u8],
-}
-
-impl PacketSource for StockPackets<'_> {
-    fn next_packet(&mut self) -> Option<&[u8]> {
-        // Cannot fail: the buffer holds 4 + packet_payload bytes.
-        let n = self.p.next_packet(self.packet)?.ok()?;
-        Some(&self.packet[..n])
-    }
-}
-
-/// Sends every packet of `src` over the link (the session's messages: the bridge gives each to
-/// every receiver, which skip the ones for the others).
-fn send<L: Link, CE>(
-    src: &mut dyn PacketSource,
+/// Sends what the session queued (ACCEPT, ALERT, GROUP_KEY, KEEPALIVE, CLOSE); the bridge gives
+/// each message to every receiver, which skip the ones for the others.
+fn send_queued<L: Link, CE>(
+    conn: &mut DroneConnection,
+    packet: &mut [u8],
     link: &mut L,
     stats: &mut DroneStats,
 ) -> Result<(), DroneError<CE, L::Error>> {
-    while let Some(p) = src.next_packet() {
-        link.send(p).map_err(DroneError::Link)?;
+    while let Some(p) = conn.poll_message() {
+        send_message(p, packet, link, stats)?;
+    }
+    Ok(())
+}
+
+/// Sends one message's packets (`p`: the session's, a frame's, the stock stream's) over the link,
+/// cut in `packet`. One loop for everything the drone sends (the firmware's code space is tight).
+fn send_message<L: Link, CE>(
+    mut p: Packetizer<'_>,
+    packet: &mut [u8],
+    link: &mut L,
+    stats: &mut DroneStats,
+) -> Result<(), DroneError<CE, L::Error>> {
+    while let Some(r) = p.next_packet(packet) {
+        let n = r.map_err(DroneError::Config)?;
+        link.send(&packet[..n]).map_err(DroneError::Link)?;
         stats.packets_sent += 1;
-        stats.bytes_sent += p.len() as u64;
+        stats.bytes_sent += n as u64;
     }
     Ok(())
 }

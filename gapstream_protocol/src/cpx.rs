@@ -456,8 +456,19 @@ impl<'a> Packetizer<'a> {
         if !(1..=MAX_PAYLOAD).contains(&packet_payload) {
             return Err(CpxError::BadPacketSize(packet_payload));
         }
+        Ok(Packetizer::checked(route, parts, packet_payload, last))
+    }
+
+    /// [`Packetizer::new`] for a packet size already checked to be in `1..=1020` (a connection
+    /// checks its own once, when it is made).
+    pub(crate) fn checked(
+        route: Route,
+        parts: [&'a [u8]; 3],
+        packet_payload: usize,
+        last: LastFlag,
+    ) -> Self {
         let remaining = parts.iter().map(|p| p.len()).sum();
-        Ok(Packetizer {
+        Packetizer {
             parts,
             part: 0,
             offset: 0,
@@ -466,7 +477,7 @@ impl<'a> Packetizer<'a> {
             route,
             last,
             started: false,
-        })
+        }
     }
 
     /// Packets still to come.

@@ -33,9 +33,10 @@
 //! keystream engine, a random generator and the [`Clock`] (a [`session::ReceiverEvent`] /
 //! [`session::DroneEvent`], or the session's typed rejection); `handle_timeout` regularly (the
 //! receiver about every 100 ms, the drone once per frame); and it sends every packet
-//! [`Connection::poll_transmit`] lends. The drone seals each frame with
-//! [`DroneConnection::seal_frame`] and sends [`DroneConnection::frame_packets`]; a receiver starts
-//! with [`ReceiverConnection::connect`]. The sessions underneath ([`session`]) take whole messages
+//! [`Connection::poll_transmit`] lends (or cuts the [`Connection::poll_message`] packetizers into a
+//! buffer of its own). The drone seals each frame with [`DroneConnection::seal_frame`] and sends
+//! [`DroneConnection::frame_packetizer`]'s packets after what its session queued; a receiver
+//! starts with [`ReceiverConnection::connect`]. The sessions underneath ([`session`]) take whole messages
 //! and are there for callers that move messages by other means.
 #![no_std]
 #![deny(unsafe_code)]

@@ -1,4 +1,4 @@
-//! The drone's connection: [`DroneConnection`] and the packets it sends.
+//! The drone's connection: [`DroneConnection`].
 
 use gap_rust_cipher_s::KeystreamApplier;
 use rand_core::CryptoRng;
@@ -61,7 +61,7 @@ impl Connection<DroneSession> {
     }
 
     /// Seals one frame in place ([`DroneSession::seal_frame`]); send it with
-    /// [`Self::frame_packets`].
+    /// [`Self::frame_packetizer`].
     pub fn seal_frame<K: KeystreamApplier + ?Sized, C: Clock + ?Sized>(
         &mut self,
         k: &mut K,
@@ -72,77 +72,27 @@ impl Connection<DroneSession> {
         self.session.seal_frame(k, clock, meta, payload)
     }
 
-    /// The packets to send for a frame just sealed (`payload` is the buffer sealed in place): first
-    /// whatever the session queued (a GROUP_KEY its timers drew goes out before the frame it
-    /// keys), then `header ‖ payload ‖ tag` at the connection's packet size.
-    pub fn frame_packets<'a>(
-        &'a mut self,
+    /// The packets of a frame just sealed (`payload` is the buffer sealed in place):
+    /// `header ‖ payload ‖ tag` at the connection's route and packet size, cut by the caller into
+    /// a buffer of its own (`WIRE_OVERHEAD + packet_payload` bytes). Send what the session queued
+    /// first ([`Connection::poll_message`] until `None`): a GROUP_KEY its timers drew goes out
+    /// before the frame it keys.
+    pub fn frame_packetizer<'a>(
+        &self,
         sealed: &'a SealedFrame,
         payload: &'a [u8],
-    ) -> Packets<'a> {
-        let frame = Packetizer::new(
+    ) -> Packetizer<'a> {
+        let parts = [&sealed.header[..], payload, sealed.tag()];
+        Packetizer::checked(
             DroneSession::ROUTE,
-            [&sealed.header, payload, sealed.tag()],
+            parts,
             self.io.packet_payload,
             LastFlag::Final,
         )
-        .ok();
-        Packets {
-            io: &mut self.io,
-            session: &mut self.session,
-            frame,
-        }
-    }
-
-    /// The packets of what the session queued (handshake answers, group keys, keepalives, closes):
-    /// the same as [`Connection::poll_transmit`], as a [`Packets`] like a frame's.
-    pub fn queued_packets(&mut self) -> Packets<'_> {
-        Packets {
-            io: &mut self.io,
-            session: &mut self.session,
-            frame: None,
-        }
     }
 
     /// Ends every session: CLOSEs are queued for [`Connection::poll_transmit`], every key is wiped.
     pub fn close<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) {
         self.session.close(k)
-    }
-}
-
-/// CPX packets to send, lent one at a time from the connection's packet buffer (each until the
-/// next call): what the session queued, then, from
-/// [`DroneConnection::frame_packets`](super::DroneConnection::frame_packets), the frame.
-pub struct Packets<'a> {
-    io: &'a mut Io,
-    session: &'a mut DroneSession,
-    /// The frame's packets; `None` for the queued messages alone.
-    frame: Option<Packetizer<'a>>,
-}
-
-impl core::fmt::Debug for Packets<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Packets")
-            .field(
-                "frame_packets_left",
-                &self.frame.as_ref().map(|p| p.packets_left()),
-            )
-            .finish_non_exhaustive()
-    }
-}
-
-impl Packets<'_> {
-    /// The next packet, `None` after the last.
-    pub fn next_packet(&mut self) -> Option<&[u8]> {
-        if let Some(n) = self.io.next_packet(self.session) {
-            return Some(&self.io.packet[..n]);
-        }
-        // Cannot fail: the buffer holds 4 + packet_payload bytes.
-        let n = self
-            .frame
-            .as_mut()?
-            .next_packet(&mut self.io.packet)?
-            .ok()?;
-        Some(&self.io.packet[..n])
     }
 }

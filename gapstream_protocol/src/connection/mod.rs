@@ -8,7 +8,7 @@
 //! a link or a timer: the caller moves bytes and supplies time, randomness and the keystream engine.
 //!
 //! * [`DroneConnection`] = `Connection<DroneSession>`: the drone, serving every paired receiver
-//!   ([`DroneConnection::seal_frame`], [`DroneConnection::frame_packets`]).
+//!   ([`DroneConnection::seal_frame`], [`DroneConnection::frame_packetizer`]).
 //! * [`ReceiverConnection`] = `Connection<ReceiverSession>`: one receiver
 //!   ([`ReceiverConnection::connect`]).
 //!
@@ -19,7 +19,9 @@
 //!      (callback: Incoming::Other / Garbled / Dropped)
 //! while has_message():  process_message(engine, rng, clock) ─▶ Ok(Some(event)) | Ok(None) | Err(rejection)
 //! about every 100 ms (the drone: once per frame):  handle_timeout(engine, rng, clock)
-//! while let Some(packet) = poll_transmit():  send packet      (the drone: frame_packets after seal_frame)
+//! while let Some(packet) = poll_transmit():  send packet
+//!   (or poll_message(): a Packetizer to cut into a buffer of one's own; the drone's frames:
+//!    frame_packetizer after seal_frame, once the queued messages went out)
 //! ```
 //!
 //! Input is either a byte stream (TCP, SPI: [`Connection::read_stream`], any chunking, a packet may
@@ -30,23 +32,22 @@
 //! its typed rejection. The stream goes on in every case.
 //!
 //! Memory: the deframer's fixed 1 KiB, the reassembler's message in progress (bounded by the
-//! largest message the role accepts), one packet buffer, and the session. Sending a frame copies
-//! it packet by packet into that one buffer: nothing is allocated per packet.
+//! largest message the role accepts), the session, and one packet buffer if `poll_transmit` is
+//! used. Sending copies each packet into one buffer (the connection's, or the caller's with
+//! `poll_message` and `frame_packetizer`): nothing is allocated per packet.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::assembler::{Assembler, AssemblyError};
 use crate::cpx::{
-    self, CpxError, GAPSTREAM_FUNCTION, MAX_PAYLOAD, PacketRef, Route, StreamDecoder, Target,
-    WIRE_OVERHEAD,
+    self, CpxError, GAPSTREAM_FUNCTION, LastFlag, MAX_PAYLOAD, PacketRef, Packetizer, Route,
+    StreamDecoder, Target, WIRE_OVERHEAD,
 };
 use crate::session::{DroneSession, ReceiverSession};
 
 mod drone;
 mod receiver;
-
-pub use drone::Packets;
 
 #[cfg(test)]
 mod tests;
@@ -132,7 +133,8 @@ struct Io {
     /// Inside a stretch of bytes that are not CPX (already reported).
     garbled: bool,
     packet_payload: usize,
-    /// One packet on the wire, lent by `poll_transmit` and `Packets`.
+    /// One packet on the wire, lent by `poll_transmit` (allocated at its first call: a caller that
+    /// cuts packets into its own buffer, with `poll_message`, never needs it).
     packet: Vec<u8>,
     /// The outgoing message being cut into packets, and how much of it went out.
     sending: Vec<u8>,
@@ -153,7 +155,7 @@ impl Io {
             assembler: Assembler::new(max_message),
             garbled: false,
             packet_payload,
-            packet: vec![0; WIRE_OVERHEAD + packet_payload],
+            packet: Vec::new(),
             sending: Vec::new(),
             sent: 0,
             garbled_stretches: 0,
@@ -191,11 +193,25 @@ impl Io {
         });
     }
 
+    /// Makes sure a message is being sent (the rest of one, or the session's next); false when
+    /// nothing is queued.
+    fn has_outgoing<S: Side>(&mut self, session: &mut S) -> bool {
+        while self.sent >= self.sending.len() {
+            match session.next_outgoing() {
+                Some(m) => (self.sending, self.sent) = (m, 0),
+                None => return false,
+            }
+        }
+        true
+    }
+
     /// Writes the next packet of what the session queued into `self.packet`; its length.
     fn next_packet<S: Side>(&mut self, session: &mut S) -> Option<usize> {
-        while self.sent >= self.sending.len() {
-            self.sending = session.next_outgoing()?;
-            self.sent = 0;
+        if !self.has_outgoing(session) {
+            return None;
+        }
+        if self.packet.is_empty() {
+            self.packet = vec![0; WIRE_OVERHEAD + self.packet_payload];
         }
         let chunk = &self.sending[self.sent..];
         let chunk = &chunk[..chunk.len().min(self.packet_payload)];
@@ -284,6 +300,25 @@ impl<S: Side> Connection<S> {
     pub fn poll_transmit(&mut self) -> Option<&[u8]> {
         let n = self.io.next_packet(&mut self.session)?;
         Some(&self.io.packet[..n])
+    }
+
+    /// The next message to send (the rest of one `poll_transmit` began), as a [`Packetizer`] at
+    /// the connection's route and packet size: the caller cuts it into packets in a buffer of its
+    /// own (`WIRE_OVERHEAD + packet_payload` bytes) and sends every one before asking for the next
+    /// message. The drone does this to send its session's messages, its frames
+    /// ([`DroneConnection::frame_packetizer`]) and the stock stream through one loop.
+    pub fn poll_message(&mut self) -> Option<Packetizer<'_>> {
+        if !self.io.has_outgoing(&mut self.session) {
+            return None;
+        }
+        let rest = &self.io.sending[self.io.sent..];
+        self.io.sent = self.io.sending.len();
+        Some(Packetizer::checked(
+            S::ROUTE,
+            [rest, &[], &[]],
+            self.io.packet_payload,
+            LastFlag::Final,
+        ))
     }
 
     /// The session, for its state and counters.

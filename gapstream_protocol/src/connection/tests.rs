@@ -120,7 +120,9 @@ impl Pipe {
         self.events.clear();
     }
 
-    /// Seals a frame of `pixels` and returns its wire packets (after anything queued before it).
+    /// Seals a frame of `pixels` and returns its wire packets, after those of anything queued
+    /// before it (as the drone sends them: `poll_message` until `None`, then `frame_packetizer`),
+    /// cut in a buffer of the caller's.
     fn frame(&mut self, pixels: &[u8]) -> Vec<Vec<u8>> {
         let mut p = pixels.to_vec();
         let meta = FrameMeta {
@@ -134,10 +136,16 @@ impl Pipe {
             .drone
             .seal_frame(&mut Sequential, &clock, meta, &mut p)
             .unwrap();
-        let mut fp = self.drone.frame_packets(&sealed, &p);
         let mut out = Vec::new();
-        while let Some(pk) = fp.next_packet() {
-            out.push(pk.to_vec());
+        let mut buf = [0u8; MAX_WIRE_PACKET];
+        while let Some(mut m) = self.drone.poll_message() {
+            while let Some(n) = m.next_packet(&mut buf) {
+                out.push(buf[..n.unwrap()].to_vec());
+            }
+        }
+        let mut f = self.drone.frame_packetizer(&sealed, &p);
+        while let Some(n) = f.next_packet(&mut buf) {
+            out.push(buf[..n.unwrap()].to_vec());
         }
         out
     }
@@ -354,8 +362,9 @@ fn datagrams_never_carry_a_partial_packet() {
     assert_eq!(p.rx.counters().garbled, 1);
 }
 
-/// Control messages queued by the drone's timers (a new epoch's GROUP_KEY) leave before the
-/// frame, which the receiver can then open at once.
+/// Control messages queued by the drone's timers (a new epoch's GROUP_KEY), sent before the frame
+/// as the drone sends them, key it: the receiver opens it at once, at the connection's packet
+/// size throughout.
 #[test]
 fn queued_control_messages_go_before_the_frame() {
     let mut p = Pipe::new(Suite::ChaCha20Poly1305, 64, 1020, 6);
@@ -470,6 +479,32 @@ fn messages_leave_whole_and_in_order() {
     assert_eq!(hellos.len(), 2);
     assert_ne!(hellos[0], hellos[1]);
     assert!(p.rx.poll_transmit().is_none());
+}
+
+/// `poll_message` hands the rest of a message `poll_transmit` began, then the next ones whole; its
+/// packets are `poll_transmit`'s, byte for byte.
+#[test]
+fn poll_message_continues_what_poll_transmit_began() {
+    let mut a = Pipe::new(Suite::ChaCha20Poly1305, 1020, 16, 11);
+    let mut b = Pipe::new(Suite::ChaCha20Poly1305, 1020, 16, 11);
+    let clock = a.clock();
+    for p in [&mut a, &mut b] {
+        p.rx.connect(&mut p.rng, &clock).unwrap();
+        p.rx.connect(&mut p.rng, &clock).unwrap();
+    }
+    let want = a.rx_packets().concat();
+    let mut got = b.rx.poll_transmit().unwrap().to_vec();
+    let mut buf = [0u8; MAX_WIRE_PACKET];
+    let mut messages = 0;
+    while let Some(mut m) = b.rx.poll_message() {
+        messages += 1;
+        while let Some(n) = m.next_packet(&mut buf) {
+            got.extend_from_slice(&buf[..n.unwrap()]);
+        }
+    }
+    assert_eq!(messages, 2, "the rest of the first HELLO, then the second");
+    assert_eq!(got, want);
+    assert!(b.rx.poll_message().is_none() && b.rx.poll_transmit().is_none());
 }
 
 /// Packetizes a message the way the old hand-written glue did, for the cross-check below.
