@@ -289,8 +289,9 @@ pub fn receiver_session(
     }
 }
 
-/// The drone's mode for `security` with `identity`. The simulated drone accepts every suite, so
-/// the receiver's choice decides (a real drone's policy accepts only the authenticated ones).
+/// The drone's mode for `security` with `identity`. The simulated drone accepts the authenticated
+/// suites and the one `security` names: an unauthenticated suite only when it was asked for on this
+/// end too (`--suite`), as on a real drone, whose policy accepts only the authenticated ones.
 pub fn drone_mode(security: &Security, identity: Option<DroneIdentity>) -> Result<Mode, RunError> {
     drone_mode_with(security, identity, Rekey::default())
 }
@@ -320,7 +321,7 @@ pub fn drone_mode_with(
 ) -> Result<Mode, RunError> {
     match security {
         Security::StockPlaintext => Ok(Mode::StockPlaintext),
-        Security::Secure { .. } => {
+        Security::Secure { suite, .. } => {
             let identity = identity.ok_or_else(|| {
                 RunError::Setup(
                     "the secure stream needs the drone's key file (--keys, from gapstream pair)"
@@ -328,7 +329,7 @@ pub fn drone_mode_with(
                 )
             })?;
             let mut s = session::DroneConfig::default();
-            s.policy.suites = SuiteSet::all();
+            s.policy.suites = SuiteSet::authenticated().with(*suite);
             s.max_receivers = identity.receivers.len().max(s.max_receivers);
             s.rekey_after_frames = rekey.after_frames.max(1);
             s.rekey_after_ns = rekey.after.as_nanos().min(u64::MAX as u128) as u64;
