@@ -11,7 +11,7 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use gapstream_protocol::connection::Incoming;
-use gapstream_protocol::cpx::WIRE_OVERHEAD;
+use gapstream_protocol::cpx::{MAX_WIRE_PACKET, WIRE_OVERHEAD};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{
     DronePolicy, HelloMacKey, KexSet, Offer, ReceiverHandshake, SuiteSet, respond,
@@ -146,10 +146,17 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
     if suite != Suite::None && payload == pixels {
         return Err("payload not encrypted");
     }
+    // What the session queued first (nothing here), then the frame, cut in our own buffer.
     let mut wire = Vec::new();
-    let mut out = drone.frame_packets(&sealed, &payload);
-    while let Some(p) = out.next_packet() {
-        wire.extend_from_slice(p);
+    let mut buf = [0u8; MAX_WIRE_PACKET];
+    while let Some(mut m) = drone.poll_message() {
+        while let Some(n) = m.next_packet(&mut buf) {
+            wire.extend_from_slice(&buf[..n.map_err(|_| "packet")?]);
+        }
+    }
+    let mut f = drone.frame_packetizer(&sealed, &payload);
+    while let Some(n) = f.next_packet(&mut buf) {
+        wire.extend_from_slice(&buf[..n.map_err(|_| "packet")?]);
     }
     // Tamper: a flipped payload byte (message byte 1000, in its packet) is a tag failure for the
     // AEAD suites.
