@@ -211,6 +211,11 @@ struct DemoArgs {
     /// The listeners leave after this many seconds (the drone rekeys; the viewer's stream goes on).
     #[arg(long, value_parser = seconds_above_zero)]
     listeners_leave_after: Option<f64>,
+    /// Debugging aid, off by default: every receiver of the run appends one line per key epoch
+    /// (frame key and iv, control keys) to FILE, like TLS's SSLKEYLOGFILE, so an independent tool
+    /// can open a capture (see docs/protocol.md §12). Whoever reads the file reads the stream.
+    #[arg(long, value_name = "FILE", env = "GAPSTREAM_KEYLOGFILE")]
+    keylog: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -317,7 +322,16 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
             endpoint: (!e.is_empty()).then(|| e.clone()),
             drone: stream.drone.clone(),
         }),
+        keylog: None,
     })
+}
+
+/// The key log's warning, on standard error when a receiver starts with one (not into the file).
+fn warn_keylog(f: &std::path::Path) {
+    eprintln!(
+        "gapstream: key log ON: every epoch's keys go to {} (a debugging aid: whoever reads it reads the stream)",
+        f.display()
+    );
 }
 
 fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String> {
@@ -329,10 +343,7 @@ fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String
     let packet: usize = a.packet_size.parse().map_err(|_| "bad packet size")?;
     let mut session = run::receiver_session(&security, id, packet).map_err(|e| e.to_string())?;
     if let (gapstream::receiver::SessionKind::Secure(s), Some(f)) = (&mut session, &a.keylog) {
-        eprintln!(
-            "gapstream: key log ON: every epoch's keys go to {} (a debugging aid: whoever reads it reads the stream)",
-            f.display()
-        );
+        warn_keylog(f);
         s.keylog = Some(f.clone());
     }
     Ok(session)
@@ -413,6 +424,11 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => (|| {
             let mut s = settings(&a.stream)?;
             s.record = a.record.clone();
+            let security = a.security.security()?;
+            if let (Security::Secure { .. }, Some(f)) = (&security, &a.keylog) {
+                warn_keylog(f);
+                s.keylog = Some(f.clone());
+            }
             let node = run::NodeSettings {
                 source: source_spec(&a.source.source, a.stream.bayer)?,
                 fps: a.source.fps,
@@ -422,7 +438,7 @@ fn main() -> ExitCode {
                     .parse()
                     .map_err(|_| "bad packet size")?,
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
-                security: a.security.security()?,
+                security,
                 rekey: a.source.rekey(),
             };
             let listeners = run::Listeners {

@@ -51,6 +51,9 @@ pub struct StreamSettings {
     pub mcap: Option<PathBuf>,
     /// Publish every verified frame on Zenoh (feature `zenoh`).
     pub zenoh: Option<ZenohSettings>,
+    /// `demo` only: every receiver of the run appends its key-log lines to this file
+    /// (docs/protocol.md §12; `view` and `record` take theirs with the session).
+    pub keylog: Option<PathBuf>,
 }
 
 /// Where `--zenoh` publishes.
@@ -534,8 +537,14 @@ pub fn demo(
     let mut sessions = rx_ids
         .into_iter()
         .take(1 + listeners.count)
-        .map(|id| receiver_session(&node.security, Some(id), node.packet_payload))
-        .collect::<Result<Vec<_>, _>>()?
+        .map(|id| {
+            let mut k = receiver_session(&node.security, Some(id), node.packet_payload)?;
+            if let SessionKind::Secure(sec) = &mut k {
+                sec.keylog = s.keylog.clone();
+            }
+            Ok(k)
+        })
+        .collect::<Result<Vec<_>, RunError>>()?
         .into_iter();
     let session = sessions.next().expect("at least the leader");
     let mode = drone_mode_with(&node.security, Some(drone_id), node.rekey)?;
