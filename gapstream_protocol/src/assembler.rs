@@ -88,7 +88,7 @@ enum State {
 }
 
 /// Reassembles gapstream messages from CPX packets of the gapstream function.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Assembler {
     buf: Vec<u8>,
     state: State,

@@ -246,6 +246,7 @@ pub struct SessionInfo {
     pub acked: Option<u32>,
 }
 
+#[cfg_attr(feature = "fork", derive(Clone))]
 struct DroneSess {
     id: SessionId,
     receiver: usize,
@@ -271,6 +272,7 @@ impl DroneSess {
 }
 
 /// A group epoch in use for frames: its secret (sent to every member) and frame key.
+#[cfg_attr(feature = "fork", derive(Clone))]
 struct GroupEpoch {
     secret: GroupSecret,
     keys: GroupKeys,
@@ -279,6 +281,7 @@ struct GroupEpoch {
 /// A group epoch drawn and sent, not used for frames yet: its frame key is derived when frames
 /// move to it, for the group's suite (a group whose first receiver is still unconfirmed has none
 /// yet).
+#[cfg_attr(feature = "fork", derive(Clone))]
 struct PendingEpoch {
     epoch: u32,
     secret: GroupSecret,
@@ -287,6 +290,7 @@ struct PendingEpoch {
 /// What the drone keeps per paired receiver key: the HELLO MAC key (derived once), the greatest
 /// hello time it accepted (HELLO freshness), when it last did a responder handshake for it (the
 /// rate limit). In RAM: a restarted drone starts over (docs/protocol.md §13).
+#[cfg_attr(feature = "fork", derive(Clone))]
 struct Peer {
     mac: HelloMacKey,
     greatest_time: Option<u64>,
@@ -295,8 +299,8 @@ struct Peer {
 
 /// The drone side. Holds its static key and the paired receivers' public keys, one session per
 /// receiver (plus, while a receiver re-handshakes, its newer candidate session), and the group's
-/// epochs. Memory is bounded: at most `2 × max_receivers` sessions and [`MAX_OUTBOX`] queued
-/// messages.
+/// epochs. Memory is bounded: at most [`MAX_SESSIONS_PER_RECEIVER`] `× max_receivers` sessions
+/// and [`MAX_OUTBOX`] queued messages.
 pub struct DroneSession {
     id: DroneIdentity,
     cfg: DroneConfig,
@@ -373,6 +377,32 @@ impl DroneSession {
     /// Frames can be sealed: some receiver holds the current group key.
     pub fn is_established(&self) -> bool {
         self.current.is_some()
+    }
+
+    /// A copy of the whole state (feature `fork`, for fuzzing snapshots; never in a product: two
+    /// copies would seal control messages under the same key and nonce).
+    #[cfg(feature = "fork")]
+    pub fn fork(&self) -> Self {
+        DroneSession {
+            id: self.id.clone(),
+            cfg: self.cfg.clone(),
+            peers: self.peers.clone(),
+            sessions: self.sessions.clone(),
+            pool: self.pool.clone(),
+            suite: self.suite,
+            current: self.current.clone(),
+            epoch_frames: self.epoch_frames,
+            epoch_start_ns: self.epoch_start_ns,
+            pending: self.pending.clone(),
+            pending_since_ns: self.pending_since_ns,
+            rekey_requested: self.rekey_requested,
+            next_epoch: self.next_epoch,
+            next_seq: self.next_seq,
+            outbox: self.outbox.clone(),
+            keylog: self.keylog.clone(),
+            stats: self.stats,
+            counters: self.counters,
+        }
     }
     /// The group's suite (while any receiver has a session).
     pub fn suite(&self) -> Option<Suite> {

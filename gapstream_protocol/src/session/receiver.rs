@@ -286,6 +286,7 @@ impl core::fmt::Display for Rejected {
     }
 }
 
+#[cfg_attr(feature = "fork", derive(Clone))]
 struct RxLink {
     suite: Suite,
     session: SessionId,
@@ -377,6 +378,40 @@ impl ReceiverSession {
             failures_in_a_row: 0,
             drone_boot: None,
         }
+    }
+
+    /// A copy of the whole state (feature `fork`, for fuzzing snapshots; never in a product: two
+    /// copies would seal control messages under the same key and nonce). `None` while a handshake
+    /// is under way (its Noise state cannot be copied).
+    #[cfg(feature = "fork")]
+    pub fn fork(&self) -> Option<Self> {
+        let state = match &self.state {
+            RxState::Idle => RxState::Idle,
+            RxState::Closed => RxState::Closed,
+            RxState::Backoff { retry_ns, attempts } => RxState::Backoff {
+                retry_ns: *retry_ns,
+                attempts: *attempts,
+            },
+            RxState::Established(l) => RxState::Established(l.clone()),
+            RxState::Handshaking { .. } => return None,
+        };
+        Some(ReceiverSession {
+            id: self.id.clone(),
+            hello_keys: self.hello_keys.clone(),
+            last_hello_time: self.last_hello_time,
+            cfg: self.cfg.clone(),
+            state,
+            outbox: self.outbox.clone(),
+            keylog: self.keylog.clone(),
+            stats: self.stats,
+            counters: self.counters,
+            lost_before: self.lost_before,
+            first_hello_ns: self.first_hello_ns,
+            recent_hellos: self.recent_hellos,
+            recent_next: self.recent_next,
+            failures_in_a_row: self.failures_in_a_row,
+            drone_boot: self.drone_boot,
+        })
     }
 
     /// The drone's boot counter as its last authenticated ACCEPT gave it (a larger value than
