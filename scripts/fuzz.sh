@@ -23,10 +23,20 @@ mkdir -p "$out/logs"
 targets=${FUZZ_TARGETS:-$(cd fuzz && cargo +nightly fuzz list)}
 [ -n "$targets" ] || { echo "fuzz: no targets" >&2; exit 1; }
 
+# The fuzz workspace builds from its committed lock file: cargo-fuzz has no --locked, so the lock is
+# checked first (the same check as `make fuzz-lock-check`, part of `make test`) and compared after.
+if ! cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null; then
+  echo "fuzz: fuzz/Cargo.lock is stale (update it: cargo update --workspace --manifest-path fuzz/Cargo.toml)" >&2; exit 1
+fi
+lock_before=$(cksum < fuzz/Cargo.lock)
+
 echo "fuzz: building the targets (nightly, libFuzzer, AddressSanitizer, debug assertions)"
 start=$(date +%s)
 if ! (cd fuzz && cargo +nightly fuzz build --target-dir "$build") >"$out/logs/build.log" 2>&1; then
   tail -30 "$out/logs/build.log"; echo "fuzz: the build failed (log: $out/logs/build.log)" >&2; exit 1
+fi
+if [ "$(cksum < fuzz/Cargo.lock)" != "$lock_before" ]; then
+  echo "fuzz: the build rewrote fuzz/Cargo.lock (nightly resolved differently); commit it or investigate" >&2; exit 1
 fi
 echo "fuzz: built in $(( $(date +%s) - start )) s; running each target for $secs s"
 
