@@ -350,6 +350,13 @@ async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// The kernel send buffer asked for each TCP client (Linux doubles it): about three raw 324×244
+/// frames, so that what waits for a slow client waits in the core's queue. Not less: on loopback
+/// a TCP segment is up to 64 KiB, and a buffer with room for one segment waits for a delayed ACK
+/// after each (32 KiB capped the demo's stream near its own rate: p50 65 ms instead of 24.5 ms,
+/// and drops).
+pub const CLIENT_SEND_BUFFER: usize = 128 * 1024;
+
 async fn tcp_side(listener: TcpListener, shared: Arc<Shared>, write_timeout: Duration) {
     loop {
         let Ok((sock, peer)) = listener.accept().await else {
@@ -363,6 +370,10 @@ async fn tcp_side(listener: TcpListener, shared: Arc<Shared>, write_timeout: Dur
             }
         };
         let _ = sock.set_nodelay(true);
+        // The core's queue is the backlog, with its whole-frame drops; a kernel send buffer that
+        // autotuning grows to megabytes would be a second one, hiding seconds of stream from
+        // the drop policy (an ESP32's lwIP has a few KiB).
+        let _ = socket2::SockRef::from(&sock).set_send_buffer_size(CLIENT_SEND_BUFFER);
         // The core queued WIFI_CTRL "client connected" for the GAP8.
         shared.spi_notify.notify_one();
         let waker = Arc::new(Notify::new());

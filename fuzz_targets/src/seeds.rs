@@ -277,6 +277,9 @@ pub fn session_seeds() -> SessionSeeds {
 pub fn all() -> Vec<Seed> {
     let s = session_seeds();
     let mut seeds = s.seeds;
+    for (name, bytes) in crate::jpegls::seeds() {
+        seeds.push(seed("jpegls_decode", name, bytes));
+    }
     let mut seen = s.seen.0;
     seen.insert(
         "alert".into(),

@@ -66,6 +66,7 @@ fn name_path(name: &str) -> String {
         "drone_session" | "receiver_session" => "session",
         "stock_stream" => "stock",
         "bridge_client" => "bridge",
+        "jpegls_decode" => "jpegls",
         other => panic!("unknown target {other}"),
     };
     format!("{module}::{name}")

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use gapstream::receiver::{self, Delivered, ReceiverConfig, Sinks, Summary, Transport};
+use gapstream::receiver::{self, Bus, Policy, ReceiverConfig, Summary, Transport};
 use gapstream::run::{self, Security};
 use gapstream_protocol::assembler::Assembler;
 use gapstream_protocol::cpx::{self, Function, Route, StreamDecoder, Target};
@@ -299,28 +299,30 @@ impl Victim {
             kex: KexMode::X25519,
         };
         let session = run::receiver_session(&sec, Some(id), 1020).map_err(|e| e.to_string())?;
-        let (tx, rx) = mpsc::channel::<Delivered>();
-        let frames = thread::spawn(move || rx.iter().map(|_| Instant::now()).collect());
+        let mut bus = Bus::new();
+        let sub = bus.subscribe("victim", Policy::Every(4096));
+        // Arrival time of every frame, until the receiver ends (its end closes the bus).
+        let frames = thread::spawn(move || {
+            let mut at = Vec::new();
+            while !sub.is_closed() {
+                if sub.frame(Duration::from_millis(50)).is_some() {
+                    at.push(Instant::now());
+                }
+            }
+            at
+        });
         let cfg = ReceiverConfig {
-            bridge: to,
-            transport: Transport::Tcp,
-            session,
-            stop: Arc::new(AtomicBool::new(false)),
             duration: Some(Duration::from_secs_f64(secs)),
-            max_frames: None,
             idle_timeout: Duration::from_secs(3),
+            ..ReceiverConfig::new(to, Transport::Tcp, session)
         };
-        let sinks = Sinks {
-            frames: Some(tx),
-            ..Sinks::default()
-        };
-        let thread = thread::spawn(move || receiver::run(cfg, sinks, false));
+        let thread = thread::spawn(move || receiver::run(cfg, bus));
         Ok(Victim { thread, frames })
     }
     /// Waits for the end; (summary, arrival time of every frame).
     fn finish(self) -> Result<(Summary, Vec<Instant>), String> {
         let summary = self.thread.join().map_err(|_| "receiver panicked")?;
-        // The receiver's end dropped the frame channel: the collector ends too.
+        // The receiver's end closed the bus: the collector ends too.
         let at = self.frames.join().map_err(|_| "collector panicked")?;
         let s = summary.map_err(|e| format!("receiver: {e}"))?;
         Ok((s, at))

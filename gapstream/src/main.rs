@@ -128,7 +128,8 @@ struct StreamOpts {
     /// gapstream built with `--features zenoh`.
     #[arg(long, value_name = "ENDPOINT", num_args = 0..=1, default_missing_value = "")]
     zenoh: Option<String>,
-    /// The <drone> part of the Zenoh key expressions.
+    /// The drone's name: the source every frame carries, and the <drone> part of the Zenoh key
+    /// expressions.
     #[arg(long, default_value = "aideck")]
     drone: String,
 }
@@ -323,6 +324,8 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
             drone: stream.drone.clone(),
         }),
         keylog: None,
+        source: stream.drone.clone(),
+        keys: None,
     })
 }
 
@@ -448,11 +451,13 @@ fn main() -> ExitCode {
             run::demo(node, s, listeners, a.keys_dir.as_deref(), stop).map_err(|e| e.to_string())
         })(),
         Cmd::View(a) => (|| {
-            let s = settings(&a.stream)?;
+            let mut s = settings(&a.stream)?;
+            s.keys = Some(a.keys.clone());
             run::view(resolve(&a.connect)?, view_session(&a)?, s, stop).map_err(|e| e.to_string())
         })(),
         Cmd::Record { dir, view } => (|| {
             let mut s = settings(&view.stream)?;
+            s.keys = Some(view.keys.clone());
             if dir.is_none() && s.mcap.is_none() {
                 return Err("record needs a folder for the PNG files, --mcap FILE, or both".into());
             }

@@ -114,7 +114,10 @@ class Receiver:
 
     def stats(self) -> dict:
         """Counters (frames, lost, tag_failures, replays, handshakes, rekeys, key_epoch, fps,
-        latency percentiles, state): live while running, final after the stream ended."""
+        latency percentiles, state): live while running, final after the stream ended.
+        ``dropped``: frames this receiver's queue let go because Python fell behind (it keeps
+        the freshest 64; the receiver never waits for Python). ``diagnosis``: why no frame
+        comes, when the receiver can tell (a key the drone refuses, ...)."""
         return self._rx.stats()
 
     def close(self) -> None:
