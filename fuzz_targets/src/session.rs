@@ -448,7 +448,7 @@ impl World {
     }
 
     /// `m` to receiver `i` (`cpx`: CPX bytes in packets of `per`, as datagrams when `dgram`).
-    fn to_receiver(&mut self, i: usize, m: &[u8], cpx: Option<(usize, bool)>) {
+    fn deliver_to_receiver(&mut self, i: usize, m: &[u8], cpx: Option<(usize, bool)>) {
         let c = self.clock();
         let k = &mut Sequential;
         match cpx {
@@ -474,7 +474,7 @@ impl World {
         }
     }
 
-    fn to_drone(&mut self, m: &[u8], cpx: Option<(usize, bool)>) {
+    fn deliver_to_drone(&mut self, m: &[u8], cpx: Option<(usize, bool)>) {
         let c = self.clock();
         let k = &mut Sequential;
         match cpx {
@@ -507,14 +507,14 @@ impl World {
             for i in 0..self.rxs.len() {
                 while let Some(m) = self.up[i].pop_front() {
                     moved = true;
-                    self.to_drone(&m, None);
+                    self.deliver_to_drone(&m, None);
                 }
             }
             self.collect();
             for i in 0..self.rxs.len() {
                 while let Some(m) = self.down[i].pop_front() {
                     moved = true;
-                    self.to_receiver(i, &m, None);
+                    self.deliver_to_receiver(i, &m, None);
                 }
             }
             if !moved {
@@ -618,9 +618,9 @@ impl World {
                         for _ in 0..times {
                             let via = if how & 3 == 1 { cpx } else { None };
                             if *up {
-                                self.to_drone(&m, via);
+                                self.deliver_to_drone(&m, via);
                             } else {
-                                self.to_receiver(i, &m, via);
+                                self.deliver_to_receiver(i, &m, via);
                             }
                         }
                     }
@@ -640,9 +640,9 @@ impl World {
                             m[p] ^= xor;
                         }
                         if *up {
-                            self.to_drone(&m, None);
+                            self.deliver_to_drone(&m, None);
                         } else {
-                            self.to_receiver(i, &m, None);
+                            self.deliver_to_receiver(i, &m, None);
                         }
                     }
                 }
@@ -652,9 +652,9 @@ impl World {
                 if !self.recorded.is_empty() {
                     let m = self.recorded[usize::from(*idx) % self.recorded.len()].clone();
                     if *up {
-                        self.to_drone(&m, None);
+                        self.deliver_to_drone(&m, None);
                     } else {
-                        self.to_receiver(i, &m, None);
+                        self.deliver_to_receiver(i, &m, None);
                     }
                 }
             }
@@ -685,9 +685,9 @@ impl World {
                     let mut out = [0u8; 128];
                     if let Ok(len) = frame::seal_control(k, key, t, id, *seq, body, &mut out) {
                         if *up {
-                            self.to_drone(&out[..len], None);
+                            self.deliver_to_drone(&out[..len], None);
                         } else {
-                            self.to_receiver(i, &out[..len], None);
+                            self.deliver_to_receiver(i, &out[..len], None);
                         }
                     }
                 }
@@ -719,15 +719,15 @@ impl World {
                         let mut m = s.header.to_vec();
                         m.extend_from_slice(&p);
                         m.extend_from_slice(s.tag());
-                        self.to_receiver(i, &m, None);
+                        self.deliver_to_receiver(i, &m, None);
                     }
                 }
             }
             Op::Raw { up, i, cpx, bytes } => {
                 let i = usize::from(*i) % n;
                 match (*up, *cpx) {
-                    (true, false) => self.to_drone(bytes, None),
-                    (false, false) => self.to_receiver(i, bytes, None),
+                    (true, false) => self.deliver_to_drone(bytes, None),
+                    (false, false) => self.deliver_to_receiver(i, bytes, None),
                     (true, true) => {
                         self.drone.read_stream(bytes, |_| {});
                         while self.drone.has_message() {
@@ -751,17 +751,17 @@ impl World {
             Side::Drone => {
                 for i in 0..n {
                     while let Some(m) = self.down[i].pop_front() {
-                        self.to_receiver(i, &m, None);
+                        self.deliver_to_receiver(i, &m, None);
                     }
                 }
             }
             Side::Receiver => {
                 while let Some(m) = self.down[1].pop_front() {
-                    self.to_receiver(1, &m, None);
+                    self.deliver_to_receiver(1, &m, None);
                 }
                 for i in 0..n {
                     while let Some(m) = self.up[i].pop_front() {
-                        self.to_drone(&m, None);
+                        self.deliver_to_drone(&m, None);
                     }
                 }
             }
@@ -804,10 +804,10 @@ pub fn snapshots() -> &'static [Snapshot] {
         // The HELLO reaches the drone; its ACCEPT and GROUP_KEY reach the receiver; the receiver's
         // KEY_ACK waits in the network.
         let hello = b.up[0].pop_front().expect("a HELLO");
-        b.to_drone(&hello, None);
+        b.deliver_to_drone(&hello, None);
         b.collect();
         while let Some(m) = b.down[0].pop_front() {
-            b.to_receiver(0, &m, None);
+            b.deliver_to_receiver(0, &m, None);
         }
         b.down[1].clear();
         b.collect();
@@ -817,7 +817,7 @@ pub fn snapshots() -> &'static [Snapshot] {
         let _ = c.rxs[1].request_rekey(&mut Sequential);
         c.collect();
         let up = c.up[1].pop_front().expect("REKEY_REQUEST");
-        c.to_drone(&up, None);
+        c.deliver_to_drone(&up, None);
         c.collect();
         let un = [Suite::ChaCha20Unauthenticated];
         let mut d = World::new([&un, &un]);

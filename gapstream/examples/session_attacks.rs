@@ -56,6 +56,9 @@ struct Seen {
     forged: u64,
 }
 
+/// What [`Splitter::feed`] calls for each packet: its route, its payload, the messages it completed.
+type OnPacket<'a> = dyn FnMut(Route, &[u8], Vec<Vec<u8>>) + 'a;
+
 /// CPX packets and whole messages out of a TCP byte stream.
 struct Splitter {
     dec: StreamDecoder,
@@ -70,7 +73,7 @@ impl Splitter {
         }
     }
     /// Each packet of `bytes` (route, payload) and, after it, the messages it completed.
-    fn feed(&mut self, bytes: &[u8], on: &mut dyn FnMut(Route, &[u8], Vec<Vec<u8>>)) {
+    fn feed(&mut self, bytes: &[u8], on: &mut OnPacket<'_>) {
         let asm = &mut self.asm;
         self.dec.decode_all(bytes, &mut |p| {
             let Ok(p) = p else { return };
