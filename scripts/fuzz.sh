@@ -30,6 +30,7 @@ mkdir -p "$out/logs"
 
 targets=${FUZZ_TARGETS:-$(cd fuzz && cargo +nightly fuzz list)}
 [ -n "$targets" ] || { echo "fuzz: no targets" >&2; exit 1; }
+targets=${targets//$'\n'/ }
 
 # The fuzz workspace builds from its committed lock file: cargo-fuzz has no --locked, so the lock is
 # checked first (the same check as `make fuzz-lock-check`, part of `make test`) and compared after.
