@@ -11,6 +11,7 @@
 #   FUZZ_SECONDS=600 scripts/fuzz.sh                  longer runs
 #   FUZZ_TARGETS="cpx_decoder wire_decode" scripts/fuzz.sh
 #   FUZZ_ARGS="-jobs=2" scripts/fuzz.sh               extra libFuzzer options
+#   FUZZ_NO_ASAN="" scripts/fuzz.sh                   every target with AddressSanitizer
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -18,15 +19,39 @@ export PATH="$HOME/.cargo/bin:$PATH"
 secs=${FUZZ_SECONDS:-60}
 out=${FUZZ_OUT:-target/fuzz}
 build="$PWD/target/fuzz/build"
+# The session targets run without AddressSanitizer (their own build, still instrumented for
+# coverage, with debug assertions and overflow checks): everything they reach is safe Rust
+# (gapstream_protocol denies unsafe code; the ciphers' unsafe is in well-kept RustCrypto crates),
+# and ASan made each input about 5 times slower (docs/fuzzing.md).
+no_asan=${FUZZ_NO_ASAN-drone_session receiver_session}
+build_no_asan="$PWD/target/fuzz/build-no-asan"
+sanitizer_args() { case " $no_asan " in *" $1 "*) echo "-s none --target-dir $build_no_asan" ;; *) echo "--target-dir $build" ;; esac; }
 mkdir -p "$out/logs"
 
 targets=${FUZZ_TARGETS:-$(cd fuzz && cargo +nightly fuzz list)}
 [ -n "$targets" ] || { echo "fuzz: no targets" >&2; exit 1; }
+targets=${targets//$'\n'/ }
 
-echo "fuzz: building the targets (nightly, libFuzzer, AddressSanitizer, debug assertions)"
+# The fuzz workspace builds from its committed lock file: cargo-fuzz has no --locked, so the lock is
+# checked first (the same check as `make fuzz-lock-check`, part of `make test`) and compared after.
+if ! cargo metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null; then
+  echo "fuzz: fuzz/Cargo.lock is stale (update it: cargo update --workspace --manifest-path fuzz/Cargo.toml)" >&2; exit 1
+fi
+lock_before=$(cksum < fuzz/Cargo.lock)
+
+echo "fuzz: building the targets (nightly, libFuzzer, AddressSanitizer but for: ${no_asan:-none}; debug assertions)"
 start=$(date +%s)
 if ! (cd fuzz && cargo +nightly fuzz build --target-dir "$build") >"$out/logs/build.log" 2>&1; then
   tail -30 "$out/logs/build.log"; echo "fuzz: the build failed (log: $out/logs/build.log)" >&2; exit 1
+fi
+for t in $no_asan; do
+  case " $targets " in *" $t "*) ;; *) continue ;; esac
+  if ! (cd fuzz && cargo +nightly fuzz build -s none --target-dir "$build_no_asan" "$t") >>"$out/logs/build.log" 2>&1; then
+    tail -30 "$out/logs/build.log"; echo "fuzz: the build of $t failed (log: $out/logs/build.log)" >&2; exit 1
+  fi
+done
+if [ "$(cksum < fuzz/Cargo.lock)" != "$lock_before" ]; then
+  echo "fuzz: the build rewrote fuzz/Cargo.lock (nightly resolved differently); commit it or investigate" >&2; exit 1
 fi
 echo "fuzz: built in $(( $(date +%s) - start )) s; running each target for $secs s"
 
@@ -38,8 +63,8 @@ for t in $targets; do
   mkdir -p "$out/corpus/$t" "$out/artifacts/$t"
   log="$out/logs/$t.log"
   before=$(find "$out/artifacts/$t" -type f | wc -l)
-  # shellcheck disable=SC2086
-  (cd fuzz && cargo +nightly fuzz run --target-dir "$build" "$t" \
+  # shellcheck disable=SC2086,SC2046
+  (cd fuzz && cargo +nightly fuzz run $(sanitizer_args "$t") "$t" \
       "../$out/corpus/$t" "corpus/$t" "../$out/seeds/$t" -- \
       -max_total_time="$secs" -print_final_stats=1 -timeout=20 -rss_limit_mb=2048 \
       -artifact_prefix="../$out/artifacts/$t/" ${FUZZ_ARGS:-}) >"$log" 2>&1

@@ -17,7 +17,7 @@ use gapstream_protocol::wire::{self, AlertCode, FrameHeader, MsgType, PixelForma
 
 use crate::bridge;
 use crate::push_record;
-use crate::session::{DroneHarness, ReceiverHarness, op};
+use crate::session::{Op, Side, run, snapshots};
 use crate::wire::fuzz_keys;
 use gap_rust_cipher_s::Sequential;
 
@@ -74,145 +74,6 @@ impl Seen {
     }
 }
 
-/// A receiver seed: the harness receiver (config `sel`) against a live drone; what the drone
-/// sends becomes the records, each as one message or (`cpx`) as CPX packets of `per` bytes.
-fn receiver_seed(sel: u8, cpx: Option<usize>, seen: &mut Seen) -> (Vec<u8>, ReceiverHarness) {
-    let mut rx = ReceiverHarness::new(sel, true);
-    let mut drone = DroneHarness::new(0);
-    drone.keep_output = true;
-    let mut rec = vec![sel];
-    let pump =
-        |rx: &mut ReceiverHarness, drone: &mut DroneHarness, rec: &mut Vec<u8>, seen: &mut Seen| {
-            for _ in 0..8 {
-                let up = rx.take_output();
-                for m in &up {
-                    seen.note(m);
-                    drone.step(op::MESSAGE, m);
-                }
-                let down = std::mem::take(&mut drone.output);
-                for m in &down {
-                    seen.note(m);
-                    let (ctl, body) = match cpx {
-                        Some(per) => (op::CPX, packets(m, per, DOWN)),
-                        None => (op::MESSAGE, m.clone()),
-                    };
-                    push_record(rec, ctl, &body);
-                    rx.step(ctl, &body);
-                }
-                if up.is_empty() && down.is_empty() {
-                    return;
-                }
-            }
-        };
-    // Both clocks move together: the drone's in its own steps, the receiver's in the records.
-    let tick = |rx: &mut ReceiverHarness, drone: &mut DroneHarness, rec: &mut Vec<u8>, n: u8| {
-        push_record(rec, op::ctl(op::TIMERS, n), &[]);
-        rx.step(op::ctl(op::TIMERS, n), &[]);
-        drone.step(op::ctl(op::TIMERS_OR_CONNECT, n), &[]);
-        assert_eq!(rx.now(), drone.now());
-    };
-    pump(&mut rx, &mut drone, &mut rec, seen);
-    for k in 0..3u8 {
-        tick(&mut rx, &mut drone, &mut rec, 5);
-        drone.step(op::SEAL_OR_REKEY, &pixels(64, k));
-        pump(&mut rx, &mut drone, &mut rec, seen);
-    }
-    // The receiver asks for a rekey; frames of the new epoch follow.
-    push_record(&mut rec, op::SEAL_OR_REKEY, &[]);
-    rx.step(op::SEAL_OR_REKEY, &[]);
-    pump(&mut rx, &mut drone, &mut rec, seen);
-    for k in 3..5u8 {
-        tick(&mut rx, &mut drone, &mut rec, 10);
-        drone.step(op::SEAL_OR_REKEY, &pixels(40, k));
-        pump(&mut rx, &mut drone, &mut rec, seen);
-    }
-    // A second of silence: keepalives both ways.
-    tick(&mut rx, &mut drone, &mut rec, 10);
-    pump(&mut rx, &mut drone, &mut rec, seen);
-    (rec, rx)
-}
-
-/// A drone seed: the harness drone against live receivers (paired receiver `i` with config
-/// `sels[i]`); what they send becomes the records (one message each, or CPX packets of `per`).
-fn drone_seed(
-    dsel: u8,
-    sels: &[u8],
-    cpx: Option<usize>,
-    seen: &mut Seen,
-) -> (Vec<u8>, DroneHarness, Vec<ReceiverHarness>) {
-    let mut drone = DroneHarness::new(dsel);
-    drone.keep_output = true;
-    let mut rxs: Vec<ReceiverHarness> = sels
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| ReceiverHarness::with_rng_seed(s, true, 0x100 + i as u64))
-        .collect();
-    let mut rec = vec![dsel];
-    fn pump(
-        drone: &mut DroneHarness,
-        rxs: &mut [ReceiverHarness],
-        rec: &mut Vec<u8>,
-        cpx: Option<usize>,
-        seen: &mut Seen,
-    ) {
-        for _ in 0..8 {
-            let mut moved = false;
-            for rx in rxs.iter_mut() {
-                for m in rx.take_output() {
-                    moved = true;
-                    seen.note(&m);
-                    let (ctl, body) = match cpx {
-                        Some(per) => (op::CPX, packets(&m, per, UP)),
-                        None => (op::MESSAGE, m),
-                    };
-                    push_record(rec, ctl, &body);
-                    drone.step(ctl, &body);
-                }
-            }
-            let down = std::mem::take(&mut drone.output);
-            for m in &down {
-                moved = true;
-                seen.note(m);
-                for rx in rxs.iter_mut() {
-                    rx.step(op::MESSAGE, m);
-                }
-            }
-            if !moved {
-                return;
-            }
-        }
-    }
-    let tick = |drone: &mut DroneHarness, rxs: &mut [ReceiverHarness], rec: &mut Vec<u8>, n: u8| {
-        push_record(rec, op::ctl(op::TIMERS_OR_CONNECT, n), &[]);
-        drone.step(op::ctl(op::TIMERS_OR_CONNECT, n), &[]);
-        for rx in rxs.iter_mut() {
-            rx.step(op::ctl(op::TIMERS, n), &[]);
-        }
-    };
-    pump(&mut drone, &mut rxs, &mut rec, cpx, seen);
-    for k in 0..4u8 {
-        tick(&mut drone, &mut rxs, &mut rec, 5);
-        pump(&mut drone, &mut rxs, &mut rec, cpx, seen);
-        let body = pixels(48, k);
-        push_record(&mut rec, op::SEAL_OR_REKEY, &body);
-        drone.step(op::SEAL_OR_REKEY, &body);
-        pump(&mut drone, &mut rxs, &mut rec, cpx, seen);
-    }
-    rxs[0].step(op::SEAL_OR_REKEY, &[]);
-    pump(&mut drone, &mut rxs, &mut rec, cpx, seen);
-    tick(&mut drone, &mut rxs, &mut rec, 10);
-    pump(&mut drone, &mut rxs, &mut rec, cpx, seen);
-    let body = pixels(48, 9);
-    push_record(&mut rec, op::SEAL_OR_REKEY, &body);
-    drone.step(op::SEAL_OR_REKEY, &body);
-    pump(&mut drone, &mut rxs, &mut rec, cpx, seen);
-    // The last receiver leaves.
-    let last = rxs.len() - 1;
-    rxs[last].step(op::CLOSE, &[]);
-    pump(&mut drone, &mut rxs, &mut rec, cpx, seen);
-    (rec, drone, rxs)
-}
-
 fn seed(target: &'static str, name: impl Into<String>, bytes: Vec<u8>) -> Seed {
     Seed {
         target,
@@ -221,77 +82,193 @@ fn seed(target: &'static str, name: impl Into<String>, bytes: Vec<u8>) -> Seed {
     }
 }
 
-/// The session seeds with the harnesses they ended in (for the tests' depth checks).
+/// The session seeds and how far each gets (for the tests' depth checks).
 pub struct SessionSeeds {
     pub seeds: Vec<Seed>,
-    /// Frames the receiver harness delivered, per receiver seed.
-    pub receiver_frames: Vec<(String, u64)>,
-    /// Frames the drone harness sealed and the live receivers delivered, per drone seed.
-    pub drone_frames: Vec<(String, u64, u64)>,
+    /// Per session seed (`target/name`): frames the drone sealed and frames receiver 0 got,
+    /// replayed as the fuzz body runs it.
+    pub frames: Vec<(String, u64, u64)>,
     seen: Seen,
 }
 
-/// The seeds of `drone_session` and `receiver_session`.
-pub fn session_seeds() -> SessionSeeds {
-    let mut seen = Seen::default();
-    let mut seeds = Vec::new();
-    let mut receiver_frames = Vec::new();
-    let mut drone_frames = Vec::new();
-    let names = [
-        "chacha20poly1305-x25519",
-        "aes128gcm-p256",
-        "unauthenticated-x25519",
-        "chacha20poly1305-rsa",
-    ];
-    for (sel, name) in names.iter().enumerate() {
-        let (bytes, rx) = receiver_seed(sel as u8, None, &mut seen);
-        receiver_frames.push((name.to_string(), rx.frames));
-        seeds.push(seed("receiver_session", *name, bytes));
+fn ops(snapshot: usize, ops: &[Op]) -> Vec<u8> {
+    let mut b = vec![snapshot as u8];
+    for op in ops {
+        op.encode(&mut b);
     }
-    // Regression: under an unauthenticated suite anyone can send a frame with any sequence number;
-    // sequence u64::MAX once made the replay window's `top = seq + 1` wrap (a panic in debug
-    // builds). After the seed's frames: u64::MAX - 1 (accepted), then u64::MAX twice (refused).
-    let (mut bytes, mut rx) = receiver_seed(2, None, &mut seen);
-    let frame = {
-        let mut i = crate::Input::new(&bytes[1..]);
-        let mut last = None;
-        while let Some((ctl, body)) = i.record() {
-            if ctl & 7 == op::MESSAGE && FrameHeader::decode(body).is_ok() {
-                last = Some(body.to_vec());
+    b
+}
+
+/// A clean run from a snapshot as the side's network would carry it: frames sealed at 30 per
+/// second, every message delivered in order by the held way (as messages, or as CPX packets of 200
+/// bytes when `cpx`), timers, a rekey request, and receiver 1 leaving.
+fn clean(side: Side, cpx: bool) -> Vec<Op> {
+    let (up, i) = match side {
+        Side::Drone => (true, 0),
+        Side::Receiver => (false, 0),
+    };
+    let how = if cpx { 1 | 1 << 2 } else { 0 };
+    let deliver = |out: &mut Vec<Op>, n: usize| {
+        for _ in 0..n {
+            out.push(Op::Deliver { up, i, how });
+            if side == Side::Drone {
+                out.push(Op::Deliver { up, i: 1, how });
             }
         }
-        last.expect("the seed has frames")
     };
+    let mut v = Vec::new();
+    deliver(&mut v, 4);
+    for k in 0..12u8 {
+        v.push(Op::Advance(9));
+        v.push(Op::Seal(7));
+        deliver(&mut v, 3);
+        if k % 4 == 3 {
+            v.push(Op::ReceiverTimers(0));
+            v.push(Op::ReceiverTimers(1));
+            v.push(Op::DroneTimers);
+            deliver(&mut v, 3);
+        }
+        if k == 5 {
+            v.push(Op::Rekey(0));
+            deliver(&mut v, 3);
+        }
+        if k == 8 {
+            v.push(Op::Close(1));
+            deliver(&mut v, 3);
+        }
+    }
+    v
+}
+
+/// The seeds of `drone_session` and `receiver_session`: operation sequences ([`Op`]) from each
+/// snapshot ([`snapshots`]), run through the body to see how far they get.
+pub fn session_seeds() -> SessionSeeds {
+    let mut seen = Seen::default();
+    for snap in snapshots() {
+        for m in &snap.world.recorded {
+            seen.note(m);
+        }
+    }
+    let mut seeds = Vec::new();
+    let mut frames = Vec::new();
+    let mut add = |target: &'static str, name: String, bytes: Vec<u8>| {
+        let side = if target == "drone_session" {
+            Side::Drone
+        } else {
+            Side::Receiver
+        };
+        let w = run(side, &bytes);
+        for m in &w.recorded {
+            seen.note(m);
+        }
+        frames.push((
+            format!("{target}/{name}"),
+            w.frames_sealed,
+            w.frames_delivered[0],
+        ));
+        seeds.push(seed(target, name, bytes));
+    };
+    for (k, snap) in snapshots().iter().enumerate() {
+        add(
+            "drone_session",
+            snap.name.into(),
+            ops(k, &clean(Side::Drone, false)),
+        );
+        add(
+            "receiver_session",
+            snap.name.into(),
+            ops(k, &clean(Side::Receiver, false)),
+        );
+    }
+    add(
+        "drone_session",
+        "chacha20poly1305-cpx-200".into(),
+        ops(0, &clean(Side::Drone, true)),
+    );
+    add(
+        "receiver_session",
+        "chacha20poly1305-cpx-200".into(),
+        ops(0, &clean(Side::Receiver, true)),
+    );
+    // Replays of every HELLO and ACCEPT of the snapshot, and forged control messages under the
+    // sessions' real keys (a KEY_ACK for an epoch the drone never drew; a GROUP_KEY for a far
+    // epoch), between clean steps.
+    let hellos: Vec<u16> = snapshots()[1]
+        .world
+        .recorded
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(wire::parse_prefix(m), Ok(MsgType::Hello | MsgType::Accept)))
+        .map(|(i, _)| i as u16)
+        .collect();
+    let mut v: Vec<Op> = hellos
+        .iter()
+        .map(|&idx| Op::Replay {
+            up: true,
+            i: 0,
+            idx,
+        })
+        .collect();
+    v.push(Op::ForgeControl {
+        up: true,
+        i: 1,
+        ty: 1,
+        seq: 1 << 20,
+        body: 77u32.to_le_bytes().to_vec(),
+    });
+    v.extend(clean(Side::Drone, false));
+    add("drone_session", "replayed-handshakes".into(), ops(1, &v));
+    let mut body = 1_000u32.to_le_bytes().to_vec();
+    body.extend(0u64.to_le_bytes());
+    body.extend([0x42; 32]);
+    let mut v = vec![Op::ForgeControl {
+        up: false,
+        i: 0,
+        ty: 0,
+        seq: 1 << 20,
+        body,
+    }];
+    v.extend(hellos.iter().map(|&idx| Op::Replay {
+        up: false,
+        i: 0,
+        idx,
+    }));
+    v.extend(clean(Side::Receiver, false));
+    add("receiver_session", "forged-group-key".into(), ops(1, &v));
+    // Regression: under an unauthenticated suite anyone can send a frame with any sequence
+    // number; sequence u64::MAX once made the replay window's `top = seq + 1` wrap (a panic in
+    // debug builds). After the clean run: u64::MAX - 1 (accepted), then u64::MAX twice (refused).
+    let un = snapshots()
+        .iter()
+        .position(|s| s.name == "unauthenticated")
+        .expect("the unauthenticated snapshot");
+    let mut v = clean(Side::Receiver, false);
+    // The last frame of the clean run (of its last epoch), renumbered.
+    let frame = run(Side::Receiver, &ops(un, &v))
+        .recorded
+        .iter()
+        .rev()
+        .find(|m| FrameHeader::decode(m).is_ok())
+        .expect("the run sealed frames")
+        .clone();
     for seq in [u64::MAX - 1, u64::MAX, u64::MAX] {
         let mut f = frame.clone();
         f[16..24].copy_from_slice(&seq.to_le_bytes());
-        push_record(&mut bytes, op::MESSAGE, &f);
-        rx.step(op::MESSAGE, &f);
+        v.push(Op::Raw {
+            up: false,
+            i: 0,
+            cpx: false,
+            bytes: f,
+        });
     }
-    receiver_frames.push(("unauthenticated-sequence-max".into(), rx.frames));
-    seeds.push(seed(
+    add(
         "receiver_session",
-        "unauthenticated-sequence-max",
-        bytes,
-    ));
-
-    let (bytes, rx) = receiver_seed(0, Some(100), &mut seen);
-    receiver_frames.push(("cpx-100".into(), rx.frames));
-    seeds.push(seed("receiver_session", "cpx-100", bytes));
-
-    for (sel, name) in names.iter().enumerate() {
-        let (bytes, d, rxs) = drone_seed(0, &[sel as u8], None, &mut seen);
-        drone_frames.push((name.to_string(), d.frames_sealed, rxs[0].frames));
-        seeds.push(seed("drone_session", *name, bytes));
-    }
-    let (bytes, d, rxs) = drone_seed(1, &[0, 4], Some(200), &mut seen);
-    let delivered = rxs.iter().map(|r| r.frames).min().unwrap_or(0);
-    drone_frames.push(("group-rekey3-cpx-200".into(), d.frames_sealed, delivered));
-    seeds.push(seed("drone_session", "group-rekey3-cpx-200", bytes));
+        "unauthenticated-sequence-max".into(),
+        ops(un, &v),
+    );
     SessionSeeds {
         seeds,
-        receiver_frames,
-        drone_frames,
+        frames,
         seen,
     }
 }

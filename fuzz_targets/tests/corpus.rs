@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use gapstream_fuzz_targets::session::{DroneHarness, ReceiverHarness};
-use gapstream_fuzz_targets::{Input, TARGETS, seeds, target};
+use gapstream_fuzz_targets::session::{Side, run};
+use gapstream_fuzz_targets::{TARGETS, seeds, target};
 use proptest::prelude::*;
 
 fn corpus_dir(t: &str) -> PathBuf {
@@ -72,57 +72,47 @@ fn name_path(name: &str) -> String {
     format!("{module}::{name}")
 }
 
-/// The session seeds are only worth having if they replay to an established session that moves
-/// frames: checked on the generator's side and by replaying the bytes as the fuzz body does.
+/// The session seeds are only worth having if they move frames from their snapshot: checked for
+/// the seeds the generator writes and for the committed ones, replayed as the fuzz body runs them.
 #[test]
 fn session_seeds_replay_to_streaming_sessions() {
     let s = seeds::session_seeds();
-    for (name, frames) in &s.receiver_frames {
-        assert!(*frames >= 5, "receiver seed {name}: {frames} frames");
-    }
-    // The sequence-max regression seed: its base seed's frames and u64::MAX - 1, not u64::MAX.
-    let frames = |n: &str| s.receiver_frames.iter().find(|(x, _)| x == n).unwrap().1;
-    assert_eq!(
-        frames("unauthenticated-sequence-max"),
-        frames("unauthenticated-x25519") + 1
-    );
-    for (name, sealed, delivered) in &s.drone_frames {
+    for (name, sealed, delivered) in &s.frames {
         assert!(
             *sealed >= 5 && *delivered >= 5,
-            "drone seed {name}: {sealed} sealed, {delivered} delivered"
+            "session seed {name}: {sealed} sealed, {delivered} delivered to receiver 0"
         );
     }
-    for seed in &s.seeds {
-        let mut i = Input::new(&seed.bytes);
-        let sel = i.byte();
-        match seed.target {
-            "receiver_session" => {
-                let mut h = ReceiverHarness::new(sel, false);
-                while let Some((ctl, body)) = i.record() {
-                    h.step(ctl, body);
-                }
-                let want = s
-                    .receiver_frames
-                    .iter()
-                    .find(|(n, _)| *n == seed.name)
-                    .unwrap()
-                    .1;
-                assert_eq!(h.frames, want, "replaying receiver seed {}", seed.name);
-            }
-            "drone_session" => {
-                let mut h = DroneHarness::new(sel);
-                while let Some((ctl, body)) = i.record() {
-                    h.step(ctl, body);
-                }
-                let want = s
-                    .drone_frames
-                    .iter()
-                    .find(|(n, ..)| *n == seed.name)
-                    .unwrap()
-                    .1;
-                assert_eq!(h.frames_sealed, want, "replaying drone seed {}", seed.name);
-            }
-            other => panic!("{other}"),
+    // The sequence-max regression seed: its clean run's frames and u64::MAX - 1, not u64::MAX.
+    let delivered = |n: &str| {
+        let n = format!("receiver_session/{n}");
+        s.frames.iter().find(|(x, ..)| *x == n).unwrap().2
+    };
+    assert_eq!(
+        delivered("unauthenticated-sequence-max"),
+        delivered("unauthenticated") + 1
+    );
+    for (target, side) in [
+        ("drone_session", Side::Drone),
+        ("receiver_session", Side::Receiver),
+    ] {
+        for seed in s.seeds.iter().filter(|x| x.target == target) {
+            let committed = std::fs::read(corpus_dir(target).join(format!("seed-{}", seed.name)))
+                .unwrap_or_else(|e| panic!("{target}/seed-{}: {e} (make fuzz-corpus)", seed.name));
+            assert_eq!(
+                committed, seed.bytes,
+                "{target}/seed-{} is stale (make fuzz-corpus)",
+                seed.name
+            );
+            let w = run(side, &seed.bytes);
+            let key = format!("{target}/{}", seed.name);
+            let want = s.frames.iter().find(|(n, ..)| *n == key).unwrap();
+            assert_eq!(
+                (w.frames_sealed, w.frames_delivered[0]),
+                (want.1, want.2),
+                "replaying {target} seed {}",
+                seed.name
+            );
         }
     }
 }

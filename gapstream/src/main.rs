@@ -329,6 +329,11 @@ struct DemoArgs {
     /// into its pictures, received by one ground station (the viewer shows a tile per drone).
     #[arg(long, default_value_t = 0)]
     drones: usize,
+    /// Debugging aid, off by default: every receiver of the run appends one line per key epoch
+    /// (frame key and iv, control keys) to FILE, like TLS's SSLKEYLOGFILE, so an independent tool
+    /// can open a capture (see docs/protocol.md §12). Whoever reads the file reads the stream.
+    #[arg(long, value_name = "FILE", env = "GAPSTREAM_KEYLOGFILE")]
+    keylog: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
@@ -467,9 +472,18 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
             endpoint: (!e.is_empty()).then(|| e.clone()),
             drone: stream.drone.clone(),
         }),
+        keylog: None,
         source: stream.drone.clone(),
         keys: None,
     })
+}
+
+/// The key log's warning, on standard error when a receiver starts with one (not into the file).
+fn warn_keylog(f: &std::path::Path) {
+    eprintln!(
+        "gapstream: key log ON: every epoch's keys go to {} (a debugging aid: whoever reads it reads the stream)",
+        f.display()
+    );
 }
 
 fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String> {
@@ -481,10 +495,7 @@ fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String
     let packet: usize = a.packet_size.parse().map_err(|_| "bad packet size")?;
     let mut session = run::receiver_session(&security, id, packet).map_err(|e| e.to_string())?;
     if let (gapstream::receiver::SessionKind::Secure(s), Some(f)) = (&mut session, &a.keylog) {
-        eprintln!(
-            "gapstream: key log ON: every epoch's keys go to {} (a debugging aid: whoever reads it reads the stream)",
-            f.display()
-        );
+        warn_keylog(f);
         s.keylog = Some(f.clone());
     }
     Ok(session)
@@ -565,6 +576,11 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => (|| {
             let mut s = settings(&a.stream)?;
             s.record = a.record.clone();
+            let security = a.security.security()?;
+            if let (Security::Secure { .. }, Some(f)) = (&security, &a.keylog) {
+                warn_keylog(f);
+                s.keylog = Some(f.clone());
+            }
             if a.drones > 0 {
                 if a.listeners > 0 || a.record.is_some() {
                     return Err("--drones: without --listeners and --record (the ground station records with --mcap / --metrics)".into());
@@ -588,7 +604,7 @@ fn main() -> ExitCode {
                     .parse()
                     .map_err(|_| "bad packet size")?,
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
-                security: a.security.security()?,
+                security,
                 rekey: a.source.rekey(),
             };
             let listeners = run::Listeners {
@@ -686,6 +702,7 @@ fn main() -> ExitCode {
                     }),
                     source: String::new(),
                     keys: None,
+                    keylog: None,
                 },
                 bench_row: a.bench_row.clone(),
                 warmup: Duration::from_secs_f64(a.warmup.max(0.0)),

@@ -401,9 +401,22 @@ fn rng() -> Result<DrbgRng, String> {
 /// windows): nanoseconds since the first call in this process, from `Instant`. Wall time may jump
 /// (NTP, a user setting the clock), which would end or stretch sessions at random.
 fn proto_clock() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let start = *START.get_or_init(Instant::now);
-    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    u64::try_from(clock_start().0.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// When the protocol clock read 0: the `Instant`, and the wall-clock time then (ns since the Unix
+/// epoch; 0 if the system clock is before it). A HELLO's time is the second plus the protocol
+/// clock (`ReceiverConfig::wall_clock_origin_ns`): it follows the system clock across restarts of
+/// this program and never goes back within one run.
+fn clock_start() -> (Instant, u64) {
+    static START: std::sync::OnceLock<(Instant, u64)> = std::sync::OnceLock::new();
+    *START.get_or_init(|| {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        (Instant::now(), wall)
+    })
 }
 
 impl SecureSession {
@@ -414,6 +427,7 @@ impl SecureSession {
             rsa_key: s.rsa_key.clone(),
             packet_payload: s.packet_payload,
             keylog: s.keylog.is_some(),
+            wall_clock_origin_ns: clock_start().1,
             ..session::ReceiverConfig::default()
         };
         SecureSession {
@@ -575,7 +589,9 @@ impl Session for SecureSession {
             + b.wrong_suite
             + s.wrong_suite
             + b.control_rejected
-            + s.control_rejected;
+            + s.control_rejected
+            + b.bad_accepts
+            + s.bad_accepts;
         if let Some(h) = rs.handshake_stats() {
             c.handshake_ms = h.duration_ns as f64 / 1e6;
             c.handshake_tx_bytes = h.wire_bytes_sent;

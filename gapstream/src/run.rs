@@ -52,6 +52,9 @@ pub struct StreamSettings {
     pub mcap: Option<PathBuf>,
     /// Publish every verified frame on Zenoh (feature `zenoh`).
     pub zenoh: Option<ZenohSettings>,
+    /// `demo` only: every receiver of the run appends its key-log lines to this file
+    /// (docs/protocol.md §12; `view` and `record` take theirs with the session).
+    pub keylog: Option<PathBuf>,
     /// The drone's name: every frame's source (`--drone`; the Zenoh key chunk too).
     pub source: String,
     /// The receiver's key file, named in the closing diagnosis when the drone refuses it.
@@ -294,8 +297,9 @@ pub fn receiver_session(
     }
 }
 
-/// The drone's mode for `security` with `identity`. The simulated drone accepts every suite, so
-/// the receiver's choice decides (a real drone's policy accepts only the authenticated ones).
+/// The drone's mode for `security` with `identity`. The simulated drone accepts the authenticated
+/// suites and the one `security` names: an unauthenticated suite only when it was asked for on this
+/// end too (`--suite`), as on a real drone, whose policy accepts only the authenticated ones.
 pub fn drone_mode(security: &Security, identity: Option<DroneIdentity>) -> Result<Mode, RunError> {
     drone_mode_with(security, identity, Rekey::default())
 }
@@ -325,7 +329,7 @@ pub fn drone_mode_with(
 ) -> Result<Mode, RunError> {
     match security {
         Security::StockPlaintext => Ok(Mode::StockPlaintext),
-        Security::Secure { .. } => {
+        Security::Secure { suite, .. } => {
             let identity = identity.ok_or_else(|| {
                 RunError::Setup(
                     "the secure stream needs the drone's key file (--keys, from gapstream pair)"
@@ -333,7 +337,7 @@ pub fn drone_mode_with(
                 )
             })?;
             let mut s = session::DroneConfig::default();
-            s.policy.suites = SuiteSet::all();
+            s.policy.suites = SuiteSet::authenticated().with(*suite);
             s.max_receivers = identity.receivers.len().max(s.max_receivers);
             s.rekey_after_frames = rekey.after_frames.max(1);
             s.rekey_after_ns = rekey.after.as_nanos().min(u64::MAX as u128) as u64;
@@ -609,8 +613,14 @@ pub fn demo(
     let mut sessions = rx_ids
         .into_iter()
         .take(1 + listeners.count)
-        .map(|id| receiver_session(&node.security, Some(id), node.packet_payload))
-        .collect::<Result<Vec<_>, _>>()?
+        .map(|id| {
+            let mut k = receiver_session(&node.security, Some(id), node.packet_payload)?;
+            if let SessionKind::Secure(sec) = &mut k {
+                sec.keylog = s.keylog.clone();
+            }
+            Ok(k)
+        })
+        .collect::<Result<Vec<_>, RunError>>()?
         .into_iter();
     let session = sessions.next().expect("at least the leader");
     let mode = drone_mode_with(&node.security, Some(drone_id), node.rekey)?;

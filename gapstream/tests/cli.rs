@@ -514,6 +514,52 @@ fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() 
     assert!(err.contains("is not a demo run's key file"), "{err}");
 }
 
+/// `demo --keylog FILE`: the warning on standard error, and every receiver of the run (the one
+/// with the viewer and a listener) appends its key-log lines to FILE (mode 0600), one per epoch
+/// and session in the documented format (docs/protocol.md §12).
+#[test]
+fn demo_keylog_writes_every_receivers_epoch_keys() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("keys.log");
+    let out = gapstream()
+        .args([
+            "demo",
+            "--viewer",
+            "none",
+            "--duration",
+            "3",
+            "--listeners",
+            "1",
+        ])
+        .arg("--keylog")
+        .arg(&file)
+        .env_remove("GAPSTREAM_KEYLOGFILE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("key log ON"), "{err}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut sessions = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        assert_eq!(f.len(), 10, "{line}");
+        assert_eq!(f[0], "GAPSTREAM_KEYLOG_V2");
+        assert_eq!(f[1].len(), 16, "{line}");
+        assert_eq!(f[3], "chacha20poly1305");
+        assert_eq!(f[4].len(), 64, "{line}");
+        sessions.insert(f[1].to_string());
+    }
+    assert!(
+        sessions.len() >= 2,
+        "lines of {} sessions: {text}",
+        sessions.len()
+    );
+}
+
 /// Diagnoses that name the cause, against a running demo: a receiver whose key the drone was not
 /// paired with keeps retrying its refused handshakes and its closing line names that key file; two
 /// receivers sharing one key (each handshake replaces the other's session at the drone, which then

@@ -88,7 +88,7 @@ enum State {
 }
 
 /// Reassembles gapstream messages from CPX packets of the gapstream function.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Assembler {
     buf: Vec<u8>,
     state: State,
@@ -196,6 +196,13 @@ impl Assembler {
         if self.state == State::Idle {
             match wire::parse_prefix(payload) {
                 Ok(_) | Err(WireError::Truncated { .. }) => self.state = State::Collecting(None),
+                // A message of another protocol version (a peer of an older or newer build): said
+                // so, not taken for a stray continuation. Its length is that version's business:
+                // this packet is dropped, any further ones of the message count as stray.
+                Err(e @ WireError::UnsupportedVersion(_)) => {
+                    self.counters.dropped_messages += 1;
+                    return Err(earlier.unwrap_or(AssemblyError::Wire(e)));
+                }
                 Err(_) => {
                     self.counters.stray_packets += 1;
                     return Err(earlier.unwrap_or(AssemblyError::Stray));

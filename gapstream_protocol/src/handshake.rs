@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! receiver (initiator)                                         drone (responder)
-//! HELLO  = hdr(hello id, key id) ‖ KK msg 1: e, es, ss, ENC(offer)  →
+//! HELLO  = hdr(hello id, key id, time) ‖ KK msg 1: e, es, ss, ENC(offer) ‖ MAC  →
 //!                                                          ←  ACCEPT = hdr(hello id, key id) ‖ KK msg 2: e, ee, se, ENC(choice)
 //! offer  = suites (receiver's preference order), modes with their key shares
 //!          (P-256: ephemeral point; RSA: the receiver's 2048-bit modulus)
@@ -11,6 +11,10 @@
 //!          RSA: OAEP(secret))
 //! ```
 //!
+//! * Before any Diffie-Hellman the drone checks the HELLO's MAC ([`hello_mac`], keyed by a secret
+//!   both ends derive once from their static keys, [`HelloMacKey`]) and that its hello time is
+//!   above the greatest it accepted from that receiver: a replayed HELLO costs an HMAC, not a
+//!   responder handshake. The time is also in the Noise prologue.
 //! * The drone's boot counter (persistent, advanced at every start, `gapstream_drone::boot`) is in
 //!   the authenticated choice, so it is hashed into `h` and every session key: messages a receiver
 //!   sent to an earlier boot of the drone (a recorded KEY_ACK) never open in a later one, even if
@@ -49,8 +53,11 @@ use crate::wire::{self, AlertCode, HandshakeHeader, MsgType, WireError};
 
 /// P-256 uncompressed SEC1 point length.
 pub const P256_SHARE_LEN: usize = 65;
-/// Prologue of the Noise handshake, followed by the 8-byte hello id and the 4-byte receiver key id.
-pub const PROLOGUE: &[u8] = b"gapstream v2 hello ";
+/// Prologue of the Noise handshake, followed by the 8-byte hello id, the 4-byte receiver key id and
+/// the HELLO's 8-byte time (little-endian).
+pub const PROLOGUE: &[u8] = b"gapstream v3 hello ";
+/// HKDF salt of the HELLO MAC key ([`HelloMacKey`]).
+pub const HELLO_MAC_LABEL: &[u8] = b"gapstream v3 hello mac";
 /// Label of the drone's ephemeral seed: `SHA-256(label ‖ le32(boot counter) ‖ 32 random bytes)`.
 pub const BOOT_SEED_LABEL: &[u8] = b"gapstream v2 drone boot";
 /// Most receiver keys a drone can be paired with.
@@ -66,6 +73,63 @@ pub fn receiver_key_id(public: &[u8; 32]) -> [u8; 4] {
         .chain_update(public)
         .finalize();
     [d[0], d[1], d[2], d[3]]
+}
+
+/// The key of the HELLO MAC between one receiver and its drone:
+/// `HKDF-SHA256(salt = "gapstream v3 hello mac", IKM = X25519(drone static, receiver static),
+/// info = "", 32 bytes)`. Only the two paired ends can compute it (it needs one of the two static
+/// private keys); each derives it once (the receiver when its session is made, the drone for every
+/// paired receiver when it starts), not per HELLO. Wiped on drop.
+#[derive(Clone, zeroize::ZeroizeOnDrop, Zeroize)]
+pub struct HelloMacKey([u8; 32]);
+
+impl core::fmt::Debug for HelloMacKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("HelloMacKey(..)")
+    }
+}
+
+impl HelloMacKey {
+    /// The key between `local` and the peer whose static public key is `peer_public` (the same on
+    /// both ends).
+    pub fn derive(local: &StaticSecret, peer_public: &[u8; 32]) -> Self {
+        let mut dh = noise::x25519(&local.0, peer_public);
+        let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(HELLO_MAC_LABEL), &dh);
+        dh.zeroize();
+        let mut k = [0u8; 32];
+        hk.expand(&[], &mut k).expect("32 bytes of HKDF-SHA256");
+        HelloMacKey(k)
+    }
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+/// The MAC that ends a HELLO: the first 16 bytes of `HMAC-SHA256(key, everything before it)`.
+pub fn hello_mac(key: &HelloMacKey, maced: &[u8]) -> [u8; wire::HELLO_MAC_LEN] {
+    use hkdf::hmac::{Mac, SimpleHmac};
+    let mut m = <SimpleHmac<sha2::Sha256> as hkdf::hmac::KeyInit>::new_from_slice(&key.0)
+        .expect("HMAC takes any key length");
+    m.update(maced);
+    let t = m.finalize().into_bytes();
+    let mut out = [0u8; wire::HELLO_MAC_LEN];
+    out.copy_from_slice(&t[..wire::HELLO_MAC_LEN]);
+    out
+}
+
+/// Checks a HELLO's MAC in constant time; its parts when it holds.
+pub fn verify_hello<'a>(
+    key: &HelloMacKey,
+    hello: &'a [u8],
+) -> Result<wire::HelloParts<'a>, HandshakeError> {
+    use subtle::ConstantTimeEq;
+    let p = wire::decode_hello(hello)?;
+    if bool::from(hello_mac(key, p.maced).ct_eq(p.mac)) {
+        Ok(p)
+    } else {
+        Err(HandshakeError::Authentication)
+    }
 }
 
 /// A long-term X25519 secret key (one per device, made by pairing). Wiped on drop.
@@ -471,6 +535,13 @@ pub enum HandshakeError {
     EmptyOffer,
     /// Every receiver slot of the drone is taken by other receivers.
     GroupFull,
+    /// A HELLO whose time is not above the greatest the drone accepted from that receiver: a
+    /// replay (or the receiver's clock went back). Refused before any Diffie-Hellman, silently.
+    Replayed,
+    /// The drone answered a HELLO of that receiver less than
+    /// [`crate::session::DroneConfig::hello_interval_ns`] ago, or holds as many unconfirmed
+    /// sessions of it as it keeps: refused before any Diffie-Hellman (ALERT 7, retry later).
+    Busy,
     /// Internal Noise state error.
     Noise,
 }
@@ -502,6 +573,12 @@ impl core::fmt::Display for HandshakeError {
             HandshakeError::RsaKeyMissing => f.write_str("RSA mode offered without an RSA key"),
             HandshakeError::EmptyOffer => f.write_str("no suite or no mode to offer"),
             HandshakeError::GroupFull => f.write_str("every receiver slot of the drone is taken"),
+            HandshakeError::Replayed => f.write_str(
+                "HELLO not newer than one already accepted from this receiver (a replay, or its clock went back)",
+            ),
+            HandshakeError::Busy => {
+                f.write_str("the drone is answering another HELLO of this receiver: retry later")
+            }
             HandshakeError::Noise => f.write_str("internal Noise state error"),
         }
     }
@@ -530,11 +607,12 @@ impl core::fmt::Debug for Established {
     }
 }
 
-fn prologue(hello_id: &[u8; 8], key_id: &[u8; 4]) -> [u8; 31] {
-    let mut p = [0u8; 31];
+fn prologue(hello_id: &[u8; 8], key_id: &[u8; 4], time: u64) -> [u8; 39] {
+    let mut p = [0u8; 39];
     p[..19].copy_from_slice(PROLOGUE);
     p[19..27].copy_from_slice(hello_id);
-    p[27..].copy_from_slice(key_id);
+    p[27..31].copy_from_slice(key_id);
+    p[31..].copy_from_slice(&time.to_le_bytes());
     p
 }
 
@@ -676,24 +754,45 @@ pub struct Offer<'a> {
     pub rsa_modulus: Option<&'a [u8; rsa_oaep::MODULUS_LEN]>,
 }
 
+/// What a receiver derives once from its pairing for all its HELLOs: its key id and the HELLO MAC
+/// key (an X25519 base-point multiplication and one Diffie-Hellman).
+#[derive(Clone, Debug)]
+pub struct HelloKeys {
+    pub key_id: [u8; 4],
+    pub mac: HelloMacKey,
+}
+
+impl HelloKeys {
+    pub fn new(id: &Identity) -> Self {
+        HelloKeys {
+            key_id: receiver_key_id(&id.local.public()),
+            mac: HelloMacKey::derive(&id.local, &id.peer_public),
+        }
+    }
+}
+
 impl ReceiverHandshake {
-    /// Builds the HELLO.
+    /// Builds the HELLO, with hello time `time` (ns since 1970-01-01 UTC, above the time of every
+    /// earlier HELLO of this receiver).
     pub fn start<R: CryptoRng + ?Sized>(
         id: &Identity,
+        time: u64,
         offer: &Offer<'_>,
         rng: &mut R,
     ) -> Result<(Self, Vec<u8>), HandshakeError> {
-        Self::start_as(id, receiver_key_id(&id.local.public()), offer, rng)
+        Self::start_as(id, &HelloKeys::new(id), time, offer, rng)
     }
 
-    /// [`ReceiverHandshake::start`] with the receiver's key id already known (computing it takes
-    /// an X25519 base-point multiplication for the public key; a session does it once).
+    /// [`ReceiverHandshake::start`] with the receiver's key id and HELLO MAC key already derived
+    /// (a session does it once).
     pub fn start_as<R: CryptoRng + ?Sized>(
         id: &Identity,
-        key_id: [u8; 4],
+        keys: &HelloKeys,
+        time: u64,
         offer: &Offer<'_>,
         rng: &mut R,
     ) -> Result<(Self, Vec<u8>), HandshakeError> {
+        let key_id = keys.key_id;
         if offer.suites.is_empty()
             || offer.modes.is_empty()
             || offer.suites.len() > 8
@@ -721,7 +820,7 @@ impl ReceiverHandshake {
         }
         let payload = encode_offer(offer.suites, &shares);
         let mut hs = noise::builder(seed(rng))
-            .prologue(&prologue(&hello_id, &key_id))
+            .prologue(&prologue(&hello_id, &key_id, time))
             .and_then(|b| b.local_private_key(&id.local.0))
             .and_then(|b| b.remote_public_key(&id.peer_public))
             .and_then(|b| b.build_initiator())
@@ -731,7 +830,20 @@ impl ReceiverHandshake {
             .write_message(&payload, &mut msg)
             .map_err(|_| HandshakeError::Noise)?;
         msg.truncate(n);
-        let hello = handshake_message(MsgType::Hello, hello_id, key_id, &msg);
+        let mut hello =
+            Vec::with_capacity(wire::HELLO_HEADER_LEN + msg.len() + wire::HELLO_MAC_LEN);
+        hello.extend_from_slice(
+            &wire::HelloHeader {
+                hello_id,
+                key_id,
+                noise_len: msg.len() as u16,
+                time,
+            }
+            .encode(),
+        );
+        hello.extend_from_slice(&msg);
+        let mac = hello_mac(&keys.mac, &hello);
+        hello.extend_from_slice(&mac);
         Ok((
             ReceiverHandshake {
                 hs,
@@ -774,8 +886,15 @@ impl ReceiverHandshake {
 
     /// Reads the ACCEPT and derives the session. `decrypt_rsa` opens an RSA-OAEP ciphertext (the
     /// receiver's RSA key) when the drone chose RSA.
+    ///
+    /// An ACCEPT that does not answer this HELLO ([`HandshakeError::HelloIdMismatch`], a
+    /// malformed one) or whose Noise message does not authenticate
+    /// ([`HandshakeError::Authentication`]: not made by the paired drone, or altered) leaves the
+    /// handshake as it was, ready for the real ACCEPT (Noise restores its state when a message does
+    /// not decrypt), as WireGuard drops a response that does not authenticate. Any other error
+    /// comes from an authenticated ACCEPT: the handshake is spent.
     pub fn finish(
-        mut self,
+        &mut self,
         accept: &[u8],
         decrypt_rsa: &mut RsaDecrypt<'_>,
     ) -> Result<Established, HandshakeError> {
@@ -873,11 +992,15 @@ pub fn hello_ids(hello: &[u8]) -> Result<([u8; 8], [u8; 4]), WireError> {
 }
 
 /// The drone's side: reads a HELLO from the receiver `id.peer_public`, answers with an ACCEPT. A
-/// HELLO whose key id is not that receiver's is refused like one that does not authenticate.
-/// `boot` is the drone's boot counter (persistent, advanced at every start): it goes into the
-/// authenticated choice and into the seed of the drone's ephemeral key.
+/// HELLO whose MAC does not verify under `mac_key` (that receiver's [`HelloMacKey`]), or whose key
+/// id is not that receiver's, is refused like one that does not authenticate, before any
+/// Diffie-Hellman. (Whether the HELLO is fresh — its time above the greatest accepted from that
+/// receiver — is the caller's check, [`crate::session::DroneSession`]'s.) `boot` is the drone's
+/// boot counter (persistent, advanced at every start): it goes into the authenticated choice and
+/// into the seed of the drone's ephemeral key.
 pub fn respond<R: CryptoRng + ?Sized>(
     id: &Identity,
+    mac_key: &HelloMacKey,
     policy: &DronePolicy,
     boot: u32,
     rng: &mut R,
@@ -903,8 +1026,10 @@ pub fn respond<R: CryptoRng + ?Sized>(
             AlertCode::AuthenticationFailed,
         ));
     }
+    let parts =
+        verify_hello(mac_key, hello).map_err(|e| refuse(e, AlertCode::AuthenticationFailed))?;
     let mut hs = noise::builder(boot_seed(rng, boot))
-        .prologue(&prologue(&h.hello_id, &h.key_id))
+        .prologue(&prologue(&h.hello_id, &h.key_id, parts.header.time))
         .and_then(|b| b.local_private_key(&id.local.0))
         .and_then(|b| b.remote_public_key(&id.peer_public))
         .and_then(|b| b.build_responder())
@@ -1010,6 +1135,10 @@ mod tests {
     use super::*;
     use crate::test_util::TestRng;
 
+    fn mk(id: &Identity) -> HelloMacKey {
+        HelloMacKey::derive(&id.local, &id.peer_public)
+    }
+
     fn no_rsa(_: &[u8]) -> Result<Zeroizing<Vec<u8>>, HandshakeError> {
         Err(HandshakeError::RsaKeyMissing)
     }
@@ -1021,8 +1150,9 @@ mod tests {
     ) -> Result<(Established, Established), HandshakeError> {
         let mut rng = TestRng::new(seed);
         let (d, r) = pair(&mut rng);
-        let (rh, hello) = ReceiverHandshake::start(&r, offer, &mut rng)?;
-        let (de, accept) = respond(&d, policy, 1, &mut rng, &hello).map_err(|e| e.error)?;
+        let (mut rh, hello) = ReceiverHandshake::start(&r, 1, offer, &mut rng)?;
+        let (de, accept) =
+            respond(&d, &mk(&d), policy, 1, &mut rng, &hello).map_err(|e| e.error)?;
         let key = crate::rsa_oaep::tests::test_key();
         let mut dec = |ct: &[u8]| -> Result<Zeroizing<Vec<u8>>, HandshakeError> {
             key.decrypt(&mut TestRng::new(99), ct)
@@ -1091,8 +1221,9 @@ mod tests {
             rsa_modulus: None,
         };
         // A receiver the drone is not paired with: the drone cannot authenticate the HELLO.
-        let (_, hello) = ReceiverHandshake::start(&other_r, &offer, &mut rng).unwrap();
-        let refusal = respond(&d, &DronePolicy::default(), 1, &mut rng, &hello).unwrap_err();
+        let (_, hello) = ReceiverHandshake::start(&other_r, 1, &offer, &mut rng).unwrap();
+        let refusal =
+            respond(&d, &mk(&d), &DronePolicy::default(), 1, &mut rng, &hello).unwrap_err();
         assert_eq!(refusal.error, HandshakeError::Authentication);
         let alert = refusal.alert.unwrap();
         assert_eq!(alert[12], AlertCode::AuthenticationFailed as u8);
@@ -1102,19 +1233,27 @@ mod tests {
             local: other_d.local.clone(),
             peer_public: r.local.public(),
         };
-        let (rh, hello) = ReceiverHandshake::start(&r, &offer, &mut rng).unwrap();
+        let (mut rh, hello) = ReceiverHandshake::start(&r, 1, &offer, &mut rng).unwrap();
         assert_eq!(
             rh.read_alert(&alert).unwrap_err(),
             HandshakeError::HelloIdMismatch
         );
         assert_eq!(
-            respond(&impostor, &DronePolicy::default(), 1, &mut rng, &hello)
-                .unwrap_err()
-                .error,
+            respond(
+                &impostor,
+                &mk(&impostor),
+                &DronePolicy::default(),
+                1,
+                &mut rng,
+                &hello
+            )
+            .unwrap_err()
+            .error,
             HandshakeError::Authentication
         );
         // The real drone answers; the receiver accepts only that answer.
-        let (_, accept) = respond(&d, &DronePolicy::default(), 1, &mut rng, &hello).unwrap();
+        let (_, accept) =
+            respond(&d, &mk(&d), &DronePolicy::default(), 1, &mut rng, &hello).unwrap();
         let _ = other_r;
         rh.finish(&accept, &mut no_rsa).unwrap();
     }
@@ -1131,20 +1270,22 @@ mod tests {
             modes: &[KexMode::X25519],
             rsa_modulus: None,
         };
-        let (_, hello) = ReceiverHandshake::start(&r, &offer, &mut rng).unwrap();
+        let (_, hello) = ReceiverHandshake::start(&r, 1, &offer, &mut rng).unwrap();
         for i in 0..hello.len() {
             let mut h = hello.clone();
             h[i] ^= 0x01;
             assert!(
-                respond(&d, &DronePolicy::default(), 1, &mut rng, &h).is_err(),
+                respond(&d, &mk(&d), &DronePolicy::default(), 1, &mut rng, &h).is_err(),
                 "HELLO byte {i}"
             );
         }
         // Same seeds give the same HELLO/ACCEPT, so each flipped byte is tried on a fresh state.
         let fresh = || {
-            let (rh, hello) = ReceiverHandshake::start(&r, &offer, &mut TestRng::new(40)).unwrap();
+            let (rh, hello) =
+                ReceiverHandshake::start(&r, 1, &offer, &mut TestRng::new(40)).unwrap();
             let (_, accept) = respond(
                 &d,
+                &mk(&d),
                 &DronePolicy::default(),
                 1,
                 &mut TestRng::new(41),
@@ -1155,11 +1296,11 @@ mod tests {
         };
         let len = fresh().1.len();
         for i in 0..len {
-            let (rh, mut accept) = fresh();
+            let (mut rh, mut accept) = fresh();
             accept[i] ^= 0x01;
             assert!(rh.finish(&accept, &mut no_rsa).is_err(), "ACCEPT byte {i}");
         }
-        let (rh, accept) = fresh();
+        let (mut rh, accept) = fresh();
         rh.finish(&accept, &mut no_rsa).unwrap();
     }
 
@@ -1236,25 +1377,47 @@ mod tests {
             modes: &[KexMode::X25519],
             rsa_modulus: None,
         };
-        let (_, hello) = ReceiverHandshake::start(&rs[1], &offer, &mut rng).unwrap();
+        let (_, hello) = ReceiverHandshake::start(&rs[1], 1, &offer, &mut rng).unwrap();
         let (_, kid) = hello_ids(&hello).unwrap();
         assert_eq!(d.receiver_index(&kid), Some(1));
         let as0 = d.for_receiver(0).unwrap();
         assert_eq!(
-            respond(&as0, &DronePolicy::default(), 1, &mut rng, &hello)
-                .unwrap_err()
-                .error,
+            respond(
+                &as0,
+                &mk(&as0),
+                &DronePolicy::default(),
+                1,
+                &mut rng,
+                &hello
+            )
+            .unwrap_err()
+            .error,
             HandshakeError::Authentication
         );
         let as1 = d.for_receiver(1).unwrap();
-        respond(&as1, &DronePolicy::default(), 1, &mut rng, &hello).unwrap();
+        respond(
+            &as1,
+            &mk(&as1),
+            &DronePolicy::default(),
+            1,
+            &mut rng,
+            &hello,
+        )
+        .unwrap();
         // Receiver 1's HELLO relabelled as receiver 0's: the drone uses key 0 and fails.
         let mut forged = hello.clone();
         forged[12..16].copy_from_slice(&receiver_key_id(&d.receivers[0]));
         assert_eq!(
-            respond(&as0, &DronePolicy::default(), 1, &mut rng, &forged)
-                .unwrap_err()
-                .error,
+            respond(
+                &as0,
+                &mk(&as0),
+                &DronePolicy::default(),
+                1,
+                &mut rng,
+                &forged
+            )
+            .unwrap_err()
+            .error,
             HandshakeError::Authentication
         );
     }

@@ -33,6 +33,11 @@ pub fn x25519_public(secret: &[u8; 32]) -> [u8; 32] {
     MontgomeryPoint::mul_base_clamped(*secret).to_bytes()
 }
 
+/// X25519(secret, public) (RFC 7748, clamped): the Diffie-Hellman value of two static keys.
+pub fn x25519(secret: &[u8; 32], public: &[u8; 32]) -> [u8; 32] {
+    MontgomeryPoint(*public).mul_clamped(*secret).to_bytes()
+}
+
 /// Resolver handing snow our primitives.
 pub struct Resolver {
     seed: [u8; 32],

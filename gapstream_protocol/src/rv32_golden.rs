@@ -4,7 +4,9 @@
 //! the same ACCEPT from the same inputs and completes the handshake with the RSA private key.
 //! The inputs below must stay identical to the rv32 program's.
 
-use crate::handshake::{DronePolicy, Identity, Offer, ReceiverHandshake, StaticSecret, respond};
+use crate::handshake::{
+    DronePolicy, HelloMacKey, Identity, Offer, ReceiverHandshake, StaticSecret, respond,
+};
 use crate::suite::{KexMode, Suite};
 use crate::test_util::{TestRng, hex, to_hex};
 use alloc::vec::Vec;
@@ -12,6 +14,8 @@ use alloc::vec::Vec;
 const GOLDEN: &str = include_str!("../testdata/rv32_rsa_accept.hex");
 /// The drone's boot counter in the golden ACCEPT (the rv32 program uses the same).
 const BOOT: u32 = 3;
+/// The HELLO's time (the rv32 program uses the same).
+const HELLO_TIME: u64 = 1_700_000_000_000_000_000;
 
 fn make() -> (
     Vec<u8>,
@@ -35,9 +39,11 @@ fn make() -> (
         modes: &[KexMode::RsaOaep2048],
         rsa_modulus: Some(&n),
     };
-    let (rh, hello) = ReceiverHandshake::start(&receiver, &offer, &mut TestRng::new(100)).unwrap();
+    let (rh, hello) =
+        ReceiverHandshake::start(&receiver, HELLO_TIME, &offer, &mut TestRng::new(100)).unwrap();
     let (est, accept) = respond(
         &drone,
+        &HelloMacKey::derive(&drone.local, &drone.peer_public),
         &DronePolicy::default(),
         BOOT,
         &mut TestRng::new(200),
@@ -49,7 +55,7 @@ fn make() -> (
 
 #[test]
 fn rsa_accept_matches_golden_and_completes() {
-    let (_, accept, rh, drone) = make();
+    let (_, accept, mut rh, drone) = make();
     assert_eq!(
         to_hex(&accept),
         GOLDEN.trim(),

@@ -11,7 +11,9 @@ use crate::aead::PayloadKey;
 use crate::compat::StockStreamer;
 use crate::cpx::{self, Function, Route, Target};
 use crate::frame;
-use crate::handshake::{encode_choice, encode_offer, receiver_key_id};
+use crate::handshake::{
+    HelloMacKey, StaticSecret, encode_choice, encode_offer, hello_mac, receiver_key_id,
+};
 use crate::keys::{DirectionKey, GroupKeys, GroupPool, IvBytes, SessionKeys, SessionSecret};
 use crate::suite::{KexMode, Suite};
 use crate::test_util::hex;
@@ -55,6 +57,34 @@ fn sealed(suite: Suite, key: &[u8]) -> Vec<u8> {
     m
 }
 
+/// The documented HELLO header: hello id `01 … 08`, key id `11 22 33 44`, a 71-byte Noise message,
+/// hello time 1 700 000 000 123 456 789 ns.
+fn hello_header() -> [u8; wire::HELLO_HEADER_LEN] {
+    wire::HelloHeader {
+        hello_id: seq_bytes(1, 8).try_into().unwrap(),
+        key_id: [0x11, 0x22, 0x33, 0x44],
+        noise_len: 71,
+        time: 1_700_000_000_123_456_789,
+    }
+    .encode()
+}
+
+/// The documented static keys of the HELLO MAC vectors: the drone's secret `00 … 1f`, the
+/// receiver's `20 … 3f`.
+fn mac_pair() -> (StaticSecret, StaticSecret) {
+    (
+        StaticSecret::from_bytes(seq_bytes(0, 32).try_into().unwrap()),
+        StaticSecret::from_bytes(seq_bytes(0x20, 32).try_into().unwrap()),
+    )
+}
+
+/// What the documented MAC covers: the HELLO header above and 71 Noise bytes `00 … 46`.
+fn mac_input() -> Vec<u8> {
+    let mut m = hello_header().to_vec();
+    m.extend(seq_bytes(0, 71));
+    m
+}
+
 /// Every vector of the document: (name, bytes).
 fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let mut v = Vec::new();
@@ -64,7 +94,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let up = Route::new(Target::WifiHost, Target::Gap8, Function::Test);
     v.push(("cpx-route-to-drone", up.to_bytes().to_vec()));
     let mut out = [0u8; 16];
-    let n = cpx::encode_packet(route.with_last(false), &[0x47, 0x53, 0x02], &mut out).unwrap();
+    let n = cpx::encode_packet(route.with_last(false), &[0x47, 0x53, 0x03], &mut out).unwrap();
     v.push(("cpx-packet", out[..n].to_vec()));
     let image = [0u8; 324 * 244];
     let mut st = StockStreamer::raw(&image, 324, 244, 1020).unwrap();
@@ -141,13 +171,18 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         )
         .to_vec(),
     ));
+    v.push(("hello-header", hello_header().to_vec()));
+    let (drone, receiver) = mac_pair();
+    let key = HelloMacKey::derive(&drone, &receiver.public());
+    v.push(("hello-mac-key", key.bytes().to_vec()));
+    v.push(("hello-mac", hello_mac(&key, &mac_input()).to_vec()));
     v.push((
-        "hello-header",
+        "accept-header",
         wire::HandshakeHeader {
-            msg_type: MsgType::Hello,
+            msg_type: MsgType::Accept,
             hello_id: seq_bytes(1, 8).try_into().unwrap(),
             key_id: [0x11, 0x22, 0x33, 0x44],
-            noise_len: 71,
+            noise_len: 56,
         }
         .encode()
         .to_vec(),
@@ -259,6 +294,8 @@ fn doc_frames_open_and_constants_agree() {
     assert_eq!(wire::FRAME_HEADER_LEN, 36);
     assert_eq!(wire::CONTROL_HEADER_LEN, 22);
     assert_eq!(wire::HANDSHAKE_HEADER_LEN, 18);
+    assert_eq!(wire::HELLO_HEADER_LEN, 26);
+    assert_eq!(wire::HELLO_MAC_LEN, 16);
     assert_eq!(wire::GROUP_KEY_BODY_LEN, 44);
     assert_eq!(wire::ALERT_LEN, 13);
     assert!(DOC.contains(crate::noise::PROTOCOL_NAME));
@@ -270,6 +307,49 @@ fn doc_frames_open_and_constants_agree() {
                 .trim_end()
         )
     );
+}
+
+/// The HELLO MAC vectors from their definitions, without this crate's HKDF / HMAC code: HMAC
+/// (RFC 2104) over plain SHA-256, X25519 through `curve25519-dalek`; the key is the same from both
+/// ends of the pairing.
+#[test]
+fn doc_hello_mac_is_hmac_sha256_under_the_static_dh() {
+    fn hmac(key: &[u8], msg: &[u8]) -> [u8; 32] {
+        let mut k = [0u8; 64];
+        k[..key.len()].copy_from_slice(key);
+        let inner: Vec<u8> = k
+            .iter()
+            .map(|b| b ^ 0x36)
+            .chain(msg.iter().copied())
+            .collect();
+        let ih = sha2::Sha256::digest(&inner);
+        let outer: Vec<u8> = k
+            .iter()
+            .map(|b| b ^ 0x5c)
+            .chain(ih.iter().copied())
+            .collect();
+        sha2::Sha256::digest(&outer).into()
+    }
+    let (drone, receiver) = mac_pair();
+    let dh = curve25519_dalek::montgomery::MontgomeryPoint(receiver.public())
+        .mul_clamped(drone.to_bytes())
+        .to_bytes();
+    // HKDF-SHA256 with an empty info and 32 bytes: T(1) = HMAC(PRK, 0x01).
+    let prk = hmac(handshake_label(), &dh);
+    let key = hmac(&prk, &[1]);
+    let doc = doc_blocks();
+    let block = |n: &str| doc.iter().find(|(m, _)| m == n).unwrap().1.clone();
+    assert_eq!(block("hello-mac-key"), key);
+    assert_eq!(
+        HelloMacKey::derive(&receiver, &drone.public()).bytes(),
+        &key,
+        "the receiver's end"
+    );
+    assert_eq!(block("hello-mac"), hmac(&key, &mac_input())[..16]);
+}
+
+fn handshake_label() -> &'static [u8] {
+    crate::handshake::HELLO_MAC_LABEL
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! Byte layouts of every gapstream message (see `docs/protocol.md`, which tests check against this).
 //!
-//! Every message starts with the 4-byte prefix `47 53 02 <type>` ("GS", version 2, type). The first
+//! Every message starts with the 4-byte prefix `47 53 03 <type>` ("GS", version 3, type). The first
 //! byte is never the stock streamer's `0xBC`.
 //!
 //! | type | message | direction | layout after the prefix |
 //! |---|---|---|---|
-//! | `0x01` | HELLO | receiver → drone | hello id (8), receiver key id (4), noise length u16, Noise_KK message 1 |
+//! | `0x01` | HELLO | receiver → drone | hello id (8), receiver key id (4), noise length u16, hello time u64, Noise_KK message 1, MAC (16) |
 //! | `0x02` | ACCEPT | drone → receiver | hello id (8), receiver key id (4), noise length u16, Noise_KK message 2 |
 //! | `0x03` | ALERT | drone → receiver | hello id (8), code u8 (plaintext, unauthenticated) |
 //! | `0x10` | FRAME | drone → all receivers | [`FrameHeader`] (36 bytes in all), payload, tag |
@@ -22,17 +22,23 @@ use crate::keys::GroupSecret;
 
 /// First two bytes of every gapstream message: "GS".
 pub const MAGIC: [u8; 2] = [0x47, 0x53];
-/// Protocol version carried in byte 2 (2: group frame keys, several receivers; see
-/// `docs/protocol.md` for what changed from 1).
-pub const VERSION: u8 = 2;
+/// Protocol version carried in byte 2 (3: HELLOs carry a time and a MAC, the ACCEPT the drone's
+/// boot counter, the GROUP_KEY the session's first sequence number; see `docs/protocol.md` §17 for
+/// what changed from 2 and from 1).
+pub const VERSION: u8 = 3;
 /// Bytes of the common prefix.
 pub const PREFIX_LEN: usize = 4;
 /// Bytes of a frame header (the AEAD's associated data).
 pub const FRAME_HEADER_LEN: usize = 36;
 /// Bytes of a control header (the AEAD's associated data).
 pub const CONTROL_HEADER_LEN: usize = 22;
-/// Bytes of a HELLO / ACCEPT header before the Noise message.
+/// Bytes of the header HELLO and ACCEPT share (prefix, hello id, key id, Noise length); an ACCEPT's
+/// Noise message follows it.
 pub const HANDSHAKE_HEADER_LEN: usize = 18;
+/// Bytes of a HELLO before its Noise message: the shared header and the hello time (u64).
+pub const HELLO_HEADER_LEN: usize = HANDSHAKE_HEADER_LEN + 8;
+/// Bytes of the MAC that ends a HELLO (`handshake::hello_mac`).
+pub const HELLO_MAC_LEN: usize = 16;
 /// Bytes of an ALERT.
 pub const ALERT_LEN: usize = 13;
 /// Largest control body.
@@ -196,9 +202,10 @@ pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
         return Ok(None);
     }
     Ok(Some(match t {
-        MsgType::Hello | MsgType::Accept => {
-            HANDSHAKE_HEADER_LEN + u16::from_le_bytes([head[16], head[17]]) as usize
+        MsgType::Hello => {
+            HELLO_HEADER_LEN + u16::from_le_bytes([head[16], head[17]]) as usize + HELLO_MAC_LEN
         }
+        MsgType::Accept => HANDSHAKE_HEADER_LEN + u16::from_le_bytes([head[16], head[17]]) as usize,
         MsgType::Frame => {
             let h = FrameHeader::decode(head)?;
             checked_len(&[
@@ -477,10 +484,11 @@ impl GroupKeyBody {
     }
 }
 
-/// HELLO / ACCEPT header: prefix, the 8-byte hello id (chosen by the receiver, echoed by the drone,
-/// mixed into the Noise prologue; it becomes the session id), the receiver's 4-byte key id (which of
-/// the drone's paired receiver keys the Noise handshake uses; also in the prologue), and the Noise
-/// message length.
+/// The header HELLO and ACCEPT share: prefix, the 8-byte hello id (chosen by the receiver, echoed
+/// by the drone, mixed into the Noise prologue; it becomes the session id), the receiver's 4-byte
+/// key id (which of the drone's paired receiver keys the Noise handshake uses; also in the
+/// prologue), and the Noise message length. An ACCEPT's Noise message follows; a HELLO has its
+/// hello time first and a MAC last ([`HelloHeader`], [`decode_hello`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HandshakeHeader {
     pub msg_type: MsgType,
@@ -499,20 +507,23 @@ impl HandshakeHeader {
         b
     }
 
-    /// Parses a whole HELLO/ACCEPT and returns the header and the Noise message.
+    /// Parses a whole HELLO or ACCEPT: the shared header and the Noise message (a HELLO's exact
+    /// length, hello time and MAC included, is checked too; [`decode_hello`] gives its parts).
     pub fn decode(b: &[u8]) -> Result<(Self, &[u8]), WireError> {
         let t = parse_prefix(b)?;
-        if !matches!(t, MsgType::Hello | MsgType::Accept) {
-            return Err(WireError::UnknownType(t as u8));
-        }
-        if b.len() < HANDSHAKE_HEADER_LEN {
+        let (head, tail) = match t {
+            MsgType::Hello => (HELLO_HEADER_LEN, HELLO_MAC_LEN),
+            MsgType::Accept => (HANDSHAKE_HEADER_LEN, 0),
+            _ => return Err(WireError::UnknownType(t as u8)),
+        };
+        if b.len() < head {
             return Err(WireError::Truncated {
-                needed: HANDSHAKE_HEADER_LEN,
+                needed: head,
                 have: b.len(),
             });
         }
         let noise_len = u16::from_le_bytes([b[16], b[17]]);
-        let want = HANDSHAKE_HEADER_LEN + noise_len as usize;
+        let want = head + noise_len as usize + tail;
         if b.len() < want {
             return Err(WireError::Truncated {
                 needed: want,
@@ -532,9 +543,80 @@ impl HandshakeHeader {
                 key_id: b[12..16].try_into().unwrap(),
                 noise_len,
             },
-            &b[HANDSHAKE_HEADER_LEN..],
+            &b[head..head + noise_len as usize],
         ))
     }
+}
+
+/// A HELLO's fixed part: the shared header ([`HandshakeHeader`], type HELLO) and the hello time,
+/// the receiver's wall-clock time in nanoseconds since 1970-01-01 UTC, strictly increasing from
+/// one HELLO of a receiver to the next. The drone accepts a HELLO only with a time above the
+/// greatest it accepted from that receiver (a replay is refused before any Diffie-Hellman).
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 18 | prefix `47 53 03 01`, hello id, key id, Noise length `n` |
+/// | 18 | 8 | hello time |
+/// | 26 | n | Noise_KK message 1 |
+/// | 26 + n | 16 | MAC over bytes `0 .. 26 + n` (`handshake::hello_mac`) |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HelloHeader {
+    pub hello_id: [u8; 8],
+    pub key_id: [u8; 4],
+    pub noise_len: u16,
+    pub time: u64,
+}
+
+impl HelloHeader {
+    pub fn encode(&self) -> [u8; HELLO_HEADER_LEN] {
+        let mut b = [0u8; HELLO_HEADER_LEN];
+        b[..HANDSHAKE_HEADER_LEN].copy_from_slice(
+            &HandshakeHeader {
+                msg_type: MsgType::Hello,
+                hello_id: self.hello_id,
+                key_id: self.key_id,
+                noise_len: self.noise_len,
+            }
+            .encode(),
+        );
+        b[HANDSHAKE_HEADER_LEN..].copy_from_slice(&self.time.to_le_bytes());
+        b
+    }
+}
+
+/// A HELLO cut into its parts (only the layout is checked; the MAC by `handshake`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HelloParts<'a> {
+    pub header: HelloHeader,
+    /// Noise_KK message 1.
+    pub noise: &'a [u8],
+    /// The bytes the MAC covers: everything before it.
+    pub maced: &'a [u8],
+    pub mac: &'a [u8; HELLO_MAC_LEN],
+}
+
+/// Parses a whole HELLO.
+pub fn decode_hello(b: &[u8]) -> Result<HelloParts<'_>, WireError> {
+    let (h, noise) = HandshakeHeader::decode(b)?;
+    if h.msg_type != MsgType::Hello {
+        return Err(WireError::UnknownType(h.msg_type as u8));
+    }
+    let end = b.len() - HELLO_MAC_LEN;
+    Ok(HelloParts {
+        header: HelloHeader {
+            hello_id: h.hello_id,
+            key_id: h.key_id,
+            noise_len: h.noise_len,
+            time: u64::from_le_bytes(
+                b[HANDSHAKE_HEADER_LEN..HELLO_HEADER_LEN]
+                    .try_into()
+                    .unwrap(),
+            ),
+        },
+        noise,
+        maced: &b[..end],
+        mac: b[end..].try_into().unwrap(),
+    })
 }
 
 /// Alert codes (ALERT messages are plaintext and unauthenticated: informative only).
@@ -553,6 +635,10 @@ pub enum AlertCode {
     InternalError = 5,
     /// Every receiver slot of the drone is taken by another paired receiver.
     GroupFull = 6,
+    /// The drone answered a HELLO of this receiver less than a second ago (responder handshakes
+    /// are rate-limited per receiver key), or holds as many unconfirmed sessions of it as it
+    /// keeps: retry later.
+    Busy = 7,
 }
 
 impl AlertCode {
@@ -564,6 +650,7 @@ impl AlertCode {
             4 => Some(AlertCode::BadHello),
             5 => Some(AlertCode::InternalError),
             6 => Some(AlertCode::GroupFull),
+            7 => Some(AlertCode::Busy),
             _ => None,
         }
     }
@@ -580,6 +667,9 @@ impl AlertCode {
             AlertCode::InternalError => "the drone failed internally during the handshake",
             AlertCode::GroupFull => {
                 "every receiver slot of the drone is taken (raise max_receivers or close a receiver)"
+            }
+            AlertCode::Busy => {
+                "the drone is answering another HELLO of this receiver (at most one a second)"
             }
         }
     }
@@ -688,7 +778,7 @@ mod tests {
         fn frame_header_round_trip(h in arb_header()) {
             let b = h.encode();
             prop_assert_eq!(FrameHeader::decode(&b).unwrap(), h);
-            prop_assert_eq!(&b[..4], &[0x47, 0x53, 0x02, 0x10]);
+            prop_assert_eq!(&b[..4], &[0x47, 0x53, 0x03, 0x10]);
         }
 
         #[test]
@@ -698,6 +788,7 @@ mod tests {
             let _ = FrameHeader::decode(&b);
             let _ = ControlHeader::decode(&b);
             let _ = HandshakeHeader::decode(&b);
+            let _ = decode_hello(&b);
             let _ = decode_alert(&b);
             let _ = GroupKeyBody::decode(&b);
         }
@@ -774,13 +865,21 @@ mod tests {
         assert_eq!(message_len(&c), Ok(Some(22 + 36 + 16)));
         assert_eq!(control_session(&c), Some([3; 8]));
         let hh = HandshakeHeader {
-            msg_type: MsgType::Hello,
+            msg_type: MsgType::Accept,
             hello_id: [1; 8],
             key_id: [2; 4],
             noise_len: 55,
         }
         .encode();
         assert_eq!(message_len(&hh), Ok(Some(18 + 55)));
+        let hello = HelloHeader {
+            hello_id: [1; 8],
+            key_id: [2; 4],
+            noise_len: 55,
+            time: 7,
+        }
+        .encode();
+        assert_eq!(message_len(&hello[..18]), Ok(Some(26 + 55 + 16)));
         assert_eq!(message_len(&[0x47]), Ok(None));
         assert_eq!(message_len(&[0xBC]), Err(WireError::BadMagic));
         assert_eq!(

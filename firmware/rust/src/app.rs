@@ -781,7 +781,8 @@ mod tests {
     #[test]
     fn the_drone_answers_the_modes_it_was_built_with() {
         use gapstream_protocol::handshake::{
-            DronePolicy, HandshakeError, KexSet, Offer, RESPONDER_MODES, ReceiverHandshake, respond,
+            DronePolicy, HandshakeError, HelloMacKey, KexSet, Offer, RESPONDER_MODES,
+            ReceiverHandshake, respond,
         };
         use gapstream_protocol::suite::KexMode;
         assert!(RESPONDER_MODES.contains(KexMode::X25519));
@@ -796,10 +797,15 @@ mod tests {
             modes,
             rsa_modulus: None,
         };
-        let (rh, hello) =
-            ReceiverHandshake::start(&rx_id, &offer(&[KexMode::P256, KexMode::X25519]), &mut rng)
-                .unwrap();
-        let (d, accept) = respond(&drone_id, &policy, 1, &mut rng, &hello).unwrap();
+        let mac = HelloMacKey::derive(&drone_id.local, &drone_id.peer_public);
+        let (mut rh, hello) = ReceiverHandshake::start(
+            &rx_id,
+            1,
+            &offer(&[KexMode::P256, KexMode::X25519]),
+            &mut rng,
+        )
+        .unwrap();
+        let (d, accept) = respond(&drone_id, &mac, &policy, 1, &mut rng, &hello).unwrap();
         let want = if RESPONDER_MODES.contains(KexMode::P256) {
             KexMode::P256
         } else {
@@ -812,8 +818,8 @@ mod tests {
         assert_eq!((r.mode, r.hello_id), (want, d.hello_id));
         // RSA needs the receiver's modulus in the HELLO: only P-256 is offered alone here.
         let (_, hello) =
-            ReceiverHandshake::start(&rx_id, &offer(&[KexMode::P256]), &mut rng).unwrap();
-        match respond(&drone_id, &policy, 1, &mut rng, &hello) {
+            ReceiverHandshake::start(&rx_id, 2, &offer(&[KexMode::P256]), &mut rng).unwrap();
+        match respond(&drone_id, &mac, &policy, 1, &mut rng, &hello) {
             Ok((d, _)) => {
                 assert!(RESPONDER_MODES.contains(KexMode::P256) && d.mode == KexMode::P256)
             }

@@ -23,6 +23,16 @@ impl Connection<DroneSession> {
         })
     }
 
+    /// A copy of the connection and its session (feature `fork`, for fuzzing snapshots; never in a
+    /// product: see [`DroneSession::fork`]).
+    #[cfg(feature = "fork")]
+    pub fn fork(&self) -> Self {
+        Connection {
+            session: self.session.fork(),
+            io: self.io.clone(),
+        }
+    }
+
     /// Hands the oldest whole message from the receivers to the session: its event, `Ok(None)`
     /// when it had nothing to report (or no message was waiting: see
     /// [`Connection::has_message`]), or why it was rejected (counted; the stream goes on). The

@@ -127,6 +127,7 @@ pub struct ConnectionCounters {
 }
 
 /// The wire half both roles share: deframer, reassembler, packetizer.
+#[derive(Clone)]
 struct Io {
     decoder: StreamDecoder,
     assembler: Assembler,

@@ -21,6 +21,16 @@ impl Connection<ReceiverSession> {
         })
     }
 
+    /// A copy of the connection and its session (feature `fork`, for fuzzing snapshots; never in a
+    /// product: see [`ReceiverSession::fork`]); `None` while a handshake is under way.
+    #[cfg(feature = "fork")]
+    pub fn fork(&self) -> Option<Self> {
+        Some(Connection {
+            session: self.session.fork()?,
+            io: self.io.clone(),
+        })
+    }
+
     /// Starts (or restarts) the handshake: a HELLO is queued for [`Connection::poll_transmit`].
     pub fn connect<R: CryptoRng + ?Sized, C: Clock + ?Sized>(
         &mut self,

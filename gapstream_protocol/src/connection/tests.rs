@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::compat;
-use crate::cpx::{self, Function, LastFlag, MAX_WIRE_PACKET, Packetizer};
+use crate::cpx::{self, Function, LastFlag, MAX_WIRE_PACKET, Packetizer, Target};
 use crate::frame::FrameMeta;
 use crate::handshake::{DronePolicy, KexSet, SuiteSet, pair};
 use crate::session::{DroneConfig, DroneEvent, ReceiverConfig, ReceiverEvent, Rejected};
@@ -657,4 +657,115 @@ proptest! {
             prop_assert_eq!(got.len(), rows.len());
         }
     }
+}
+
+/// A version-2 peer (the layouts of HELLO, ACCEPT and GROUP_KEY changed in version 3) gets
+/// `UnsupportedVersion(2)` for every message, not a generic error: through the connections (the
+/// reassembler reads the prefix first) and through the sessions.
+#[test]
+fn a_version_2_peer_gets_unsupported_version() {
+    let mut p = Pipe::new(Suite::ChaCha20Poly1305, 1020, 1020, 77);
+    p.handshake();
+    let clock = p.clock();
+    // Messages as a version-2 end makes them: its HELLO (18-byte header, no time, no MAC), and
+    // this drone's own ACCEPT, GROUP_KEY and FRAME with the version byte a version-2 drone puts.
+    let mut v2_hello = wire::HandshakeHeader {
+        msg_type: MsgType::Hello,
+        hello_id: [7; 8],
+        key_id: [1, 2, 3, 4],
+        noise_len: 55,
+    }
+    .encode()
+    .to_vec();
+    v2_hello.extend_from_slice(&[0x5a; 55]);
+    v2_hello[2] = 2;
+    let mut peer = Pipe::new(Suite::ChaCha20Poly1305, 1020, 1020, 78);
+    peer.rx.connect(&mut peer.rng, &clock).unwrap();
+    let up = peer.rx_packets().concat();
+    peer.drone.read_stream(&up, clean);
+    peer.drone
+        .process_message(&mut Sequential, &mut peer.rng, &clock)
+        .unwrap();
+    let mut down = Vec::new();
+    while let Some(m) = peer.drone.session_mut().poll_transmit() {
+        down.push(m);
+    }
+    let mut pixels = [1u8, 2, 3, 4, 5, 6, 7, 8];
+    let meta = FrameMeta {
+        pixel_format: PixelFormat::Grey8,
+        width: 8,
+        height: 1,
+        capture_ns: 42,
+    };
+    let sealed = p
+        .drone
+        .seal_frame(&mut Sequential, &clock, meta, &mut pixels)
+        .unwrap();
+    let mut frame = sealed.header.to_vec();
+    frame.extend_from_slice(&pixels);
+    frame.extend_from_slice(sealed.tag());
+    frame[2] = 2;
+    let mut v2_drone: Vec<Vec<u8>> = down
+        .into_iter()
+        .map(|mut m| {
+            m[2] = 2;
+            m
+        })
+        .collect();
+    v2_drone.push(frame);
+    assert!(v2_drone.iter().any(|m| m[3] == MsgType::Accept as u8));
+    assert!(v2_drone.iter().any(|m| m[3] == MsgType::GroupKey as u8));
+    let v2 = wire::WireError::UnsupportedVersion(2);
+    // On the drone.
+    let r = p
+        .drone
+        .session_mut()
+        .handle_message(&mut Sequential, &mut p.rng, &clock, &v2_hello);
+    assert_eq!(r, Err(crate::session::DroneError::Wire(v2)));
+    let mut seen = Vec::new();
+    p.drone.read_stream(
+        &cpx_of(
+            &v2_hello,
+            Route::new(Target::WifiHost, Target::Gap8, Function::Test),
+        ),
+        |i| {
+            if let Incoming::Dropped(e) = i {
+                seen.push(e)
+            }
+        },
+    );
+    assert_eq!(seen, [AssemblyError::Wire(v2)]);
+    assert!(!p.drone.has_message());
+    // On the receiver.
+    for m in &v2_drone {
+        let r =
+            p.rx.session_mut()
+                .handle_message(&mut Sequential, &mut p.rng, &clock, m.clone());
+        assert_eq!(r, Err(Rejected::Wire(v2)), "type {:#04x}", m[3]);
+        let mut seen = Vec::new();
+        p.rx.read_stream(
+            &cpx_of(
+                m,
+                Route::new(Target::Gap8, Target::WifiHost, Function::Test),
+            ),
+            |i| {
+                if let Incoming::Dropped(e) = i {
+                    seen.push(e)
+                }
+            },
+        );
+        assert_eq!(seen, [AssemblyError::Wire(v2)]);
+    }
+    assert!(alloc::format!("{v2}").contains("version 2 is not supported (only 3)"));
+}
+
+/// `m` as CPX wire bytes in 1020-byte packets on `route`.
+fn cpx_of(m: &[u8], route: Route) -> Vec<u8> {
+    let mut p = Packetizer::new(route, [m, &[], &[]], 1020, LastFlag::Final).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; MAX_WIRE_PACKET];
+    while let Some(n) = p.next_packet(&mut buf) {
+        out.extend_from_slice(&buf[..n.unwrap()]);
+    }
+    out
 }

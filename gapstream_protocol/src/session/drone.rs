@@ -10,7 +10,9 @@ use zeroize::Zeroizing;
 
 use crate::aead::CryptoError;
 use crate::frame::{self, FrameMeta, OpenError, SealedFrame};
-use crate::handshake::{self, DroneIdentity, DronePolicy, Established, HandshakeError, SuiteSet};
+use crate::handshake::{
+    self, DroneIdentity, DronePolicy, Established, HandshakeError, HelloMacKey, SuiteSet,
+};
 use crate::keys::{GroupKeys, GroupPool, GroupSecret, KeyLogLine, SessionKeys};
 use crate::suite::{KexMode, Suite};
 use crate::wire::{self, AlertCode, FrameHeader, GroupKeyBody, MsgType, SessionId, WireError};
@@ -25,6 +27,11 @@ pub const HARD_MAX_FRAMES_PER_EPOCH: u64 = 1 << 30;
 
 /// Most receivers a drone serves at once (the bound of [`DroneConfig::max_receivers`]).
 pub const MAX_RECEIVERS: usize = handshake::MAX_RECEIVER_KEYS;
+
+/// Most sessions the drone keeps for one receiver: its confirmed session and unconfirmed ones (a
+/// new session never evicts another before it is confirmed; a HELLO beyond this is refused with
+/// [`AlertCode::Busy`] before any Diffie-Hellman).
+pub const MAX_SESSIONS_PER_RECEIVER: usize = 3;
 
 /// Most messages the drone queues before [`DroneSession::poll_transmit`] drains them; beyond it a
 /// message is dropped and counted (GROUP_KEYs are resent, a lost ACCEPT makes the receiver retry).
@@ -53,6 +60,10 @@ pub struct DroneConfig {
     pub rekey_commit_timeout_ns: u64,
     /// A receiver silent for this long (no KEEPALIVE, no KEY_ACK) has left.
     pub member_timeout_ns: u64,
+    /// At most one responder handshake (the Diffie-Hellman work of answering a HELLO) per receiver
+    /// key in this time; a fresh HELLO of that receiver sooner is refused with
+    /// [`AlertCode::Busy`] (the receiver retries after its backoff).
+    pub hello_interval_ns: u64,
     /// CPX packet payload size (for the wire-byte statistics).
     pub packet_payload: usize,
     /// Produce key-log lines ([`DroneSession::drain_keylog`]). Debug aid; off by default.
@@ -75,6 +86,7 @@ impl Default for DroneConfig {
             rekey_retransmit_ns: 250_000_000,
             rekey_commit_timeout_ns: 500_000_000,
             member_timeout_ns: 5_000_000_000,
+            hello_interval_ns: 1_000_000_000,
             packet_payload: crate::cpx::MAX_PAYLOAD,
             keylog: false,
             boot_counter: 0,
@@ -192,7 +204,17 @@ pub struct DroneCounters {
     pub frames_sealed: u64,
     pub payload_bytes: u64,
     pub handshakes: u64,
+    /// HELLOs refused, for any reason (those below included).
     pub hellos_refused: u64,
+    /// HELLOs whose time was not above the greatest accepted from their receiver (replays),
+    /// dropped after the MAC check, before any Diffie-Hellman.
+    pub hellos_replayed: u64,
+    /// Fresh HELLOs refused with [`AlertCode::Busy`] (rate limit per receiver key, or that
+    /// receiver's unconfirmed sessions at their limit), before any Diffie-Hellman.
+    pub hellos_busy: u64,
+    /// HELLOs that passed the MAC, freshness and rate checks and cost the responder's
+    /// Diffie-Hellman work (answered, or refused by the Noise handshake or the negotiation).
+    pub responder_handshakes: u64,
     /// Receivers that joined (a HELLO from a receiver without a session).
     pub members_joined: u64,
     /// Receivers that left by CLOSE / by going silent.
@@ -224,9 +246,12 @@ pub struct SessionInfo {
     pub acked: Option<u32>,
 }
 
+#[cfg_attr(feature = "fork", derive(Clone))]
 struct DroneSess {
     id: SessionId,
     receiver: usize,
+    /// The suite this session negotiated (the group's once the group has one).
+    suite: Suite,
     keys: SessionKeys,
     ctrl_out: u64,
     ctrl_in_top: Option<u64>,
@@ -246,27 +271,49 @@ impl DroneSess {
     }
 }
 
-/// A group epoch: its secret (sent to every member) and frame key.
+/// A group epoch in use for frames: its secret (sent to every member) and frame key.
+#[cfg_attr(feature = "fork", derive(Clone))]
 struct GroupEpoch {
     secret: GroupSecret,
     keys: GroupKeys,
 }
 
+/// A group epoch drawn and sent, not used for frames yet: its frame key is derived when frames
+/// move to it, for the group's suite (a group whose first receiver is still unconfirmed has none
+/// yet).
+#[cfg_attr(feature = "fork", derive(Clone))]
+struct PendingEpoch {
+    epoch: u32,
+    secret: GroupSecret,
+}
+
+/// What the drone keeps per paired receiver key: the HELLO MAC key (derived once), the greatest
+/// hello time it accepted (HELLO freshness), when it last did a responder handshake for it (the
+/// rate limit). In RAM: a restarted drone starts over (docs/protocol.md §13).
+#[cfg_attr(feature = "fork", derive(Clone))]
+struct Peer {
+    mac: HelloMacKey,
+    greatest_time: Option<u64>,
+    last_handshake_ns: Option<u64>,
+}
+
 /// The drone side. Holds its static key and the paired receivers' public keys, one session per
 /// receiver (plus, while a receiver re-handshakes, its newer candidate session), and the group's
-/// epochs. Memory is bounded: at most `2 × max_receivers` sessions and [`MAX_OUTBOX`] queued
-/// messages.
+/// epochs. Memory is bounded: at most [`MAX_SESSIONS_PER_RECEIVER`] `× max_receivers` sessions
+/// and [`MAX_OUTBOX`] queued messages.
 pub struct DroneSession {
     id: DroneIdentity,
     cfg: DroneConfig,
+    peers: Vec<Peer>,
     sessions: Vec<DroneSess>,
     pool: GroupPool,
-    /// The group's suite, fixed by the first receiver while any session runs.
+    /// The group's suite: fixed by the first session that is confirmed (its receiver used it, so
+    /// it is not a replayed HELLO's), kept while any session runs.
     suite: Option<Suite>,
     current: Option<GroupEpoch>,
     epoch_frames: u64,
     epoch_start_ns: u64,
-    pending: Option<GroupEpoch>,
+    pending: Option<PendingEpoch>,
     pending_since_ns: u64,
     rekey_requested: bool,
     next_epoch: u32,
@@ -290,11 +337,25 @@ impl core::fmt::Debug for DroneSession {
 impl DroneSession {
     /// `id` is the drone's pairing (an [`Identity`](crate::handshake::Identity) for one receiver,
     /// a [`DroneIdentity`] for several).
+    ///
+    /// Derives the HELLO MAC key of every paired receiver (one X25519 each).
+    #[inline(never)]
     pub fn new(id: impl Into<DroneIdentity>, mut cfg: DroneConfig) -> Self {
         cfg.max_receivers = cfg.max_receivers.clamp(1, MAX_RECEIVERS);
+        let id: DroneIdentity = id.into();
+        let peers = id
+            .receivers
+            .iter()
+            .map(|p| Peer {
+                mac: HelloMacKey::derive(&id.local, p),
+                greatest_time: None,
+                last_handshake_ns: None,
+            })
+            .collect();
         DroneSession {
-            id: id.into(),
-            sessions: Vec::with_capacity(2 * cfg.max_receivers),
+            id,
+            peers,
+            sessions: Vec::with_capacity(MAX_SESSIONS_PER_RECEIVER * cfg.max_receivers),
             cfg,
             pool: GroupPool::new(),
             suite: None,
@@ -317,6 +378,32 @@ impl DroneSession {
     pub fn is_established(&self) -> bool {
         self.current.is_some()
     }
+
+    /// A copy of the whole state (feature `fork`, for fuzzing snapshots; never in a product: two
+    /// copies would seal control messages under the same key and nonce).
+    #[cfg(feature = "fork")]
+    pub fn fork(&self) -> Self {
+        DroneSession {
+            id: self.id.clone(),
+            cfg: self.cfg.clone(),
+            peers: self.peers.clone(),
+            sessions: self.sessions.clone(),
+            pool: self.pool.clone(),
+            suite: self.suite,
+            current: self.current.clone(),
+            epoch_frames: self.epoch_frames,
+            epoch_start_ns: self.epoch_start_ns,
+            pending: self.pending.clone(),
+            pending_since_ns: self.pending_since_ns,
+            rekey_requested: self.rekey_requested,
+            next_epoch: self.next_epoch,
+            next_seq: self.next_seq,
+            outbox: self.outbox.clone(),
+            keylog: self.keylog.clone(),
+            stats: self.stats,
+            counters: self.counters,
+        }
+    }
     /// The group's suite (while any receiver has a session).
     pub fn suite(&self) -> Option<Suite> {
         self.suite
@@ -327,7 +414,7 @@ impl DroneSession {
     }
     /// The next epoch, sent to the receivers and not yet used for frames.
     pub fn pending_epoch(&self) -> Option<u32> {
-        self.pending.as_ref().map(|e| e.keys.epoch)
+        self.pending.as_ref().map(|e| e.epoch)
     }
     /// The sequence number the next frame gets (one sequence for the whole group and run).
     pub fn next_sequence(&self) -> Option<u64> {
@@ -407,7 +494,7 @@ impl DroneSession {
         if r.is_err() {
             self.counters.messages_rejected += 1;
         }
-        self.maybe_commit(clock.now_ns());
+        self.maybe_commit(k, clock.now_ns());
         r
     }
 
@@ -439,32 +526,73 @@ impl DroneSession {
             let alert = wire::encode_alert(hello_id, AlertCode::AuthenticationFailed);
             return self.refuse(HandshakeError::Authentication, Some(alert));
         };
+        // The cheap checks, in this order, before any Diffie-Hellman: the MAC (only the receiver
+        // or the drone can make one), freshness (a replay's time is not above the greatest
+        // accepted), the rate and the receiver's unconfirmed sessions.
+        let peer = &self.peers[receiver];
+        let time = match handshake::verify_hello(&peer.mac, hello) {
+            Ok(p) => p.header.time,
+            Err(e) => {
+                let alert = wire::encode_alert(hello_id, AlertCode::AuthenticationFailed);
+                return self.refuse(e, Some(alert));
+            }
+        };
+        if peer.greatest_time.is_some_and(|g| time <= g) {
+            // A replay (receivers never resend a HELLO): dropped without an answer.
+            self.counters.hellos_replayed += 1;
+            return self.refuse(HandshakeError::Replayed, None);
+        }
         if self.sessions.iter().any(|s| s.id == hello_id) {
-            // The HELLO that opened a running session, replayed: receivers never resend one.
+            // A session id in use (by another receiver: ids are the receivers' random choice).
             return self.refuse(HandshakeError::HelloIdMismatch, None);
         }
-        let rejoined = self.has_session_of(receiver);
+        let of_receiver = self
+            .sessions
+            .iter()
+            .filter(|s| s.receiver == receiver)
+            .count();
+        if peer
+            .last_handshake_ns
+            .is_some_and(|t| t0.saturating_sub(t) < self.cfg.hello_interval_ns)
+            || of_receiver >= MAX_SESSIONS_PER_RECEIVER
+        {
+            self.counters.hellos_busy += 1;
+            let alert = wire::encode_alert(hello_id, AlertCode::Busy);
+            return self.refuse(HandshakeError::Busy, Some(alert));
+        }
+        let rejoined = of_receiver > 0;
         if !rejoined && self.members() >= self.cfg.max_receivers {
             let alert = wire::encode_alert(hello_id, AlertCode::GroupFull);
             return self.refuse(HandshakeError::GroupFull, Some(alert));
         }
-        // While receivers are in the group, a newcomer must use the group's suite.
+        // While the group has a suite, every new session uses it.
         let mut policy = self.cfg.policy;
         if let Some(s) = self.suite {
             policy.suites = SuiteSet::empty().with(s);
         }
-        let Some(peer) = self.id.for_receiver(receiver) else {
+        let Some(peer_id) = self.id.for_receiver(receiver) else {
             return self.refuse(HandshakeError::Noise, None);
         };
-        let est = handshake::respond(&peer, &policy, self.cfg.boot_counter, rng, hello).and_then(
-            |(e, accept)| {
-                let keys = SessionKeys::derive(k, &e.secret).map_err(|_| handshake::Refusal {
-                    error: HandshakeError::Noise,
-                    alert: Some(wire::encode_alert(hello_id, AlertCode::InternalError)),
-                })?;
-                Ok((e, keys, accept))
-            },
-        );
+        // This HELLO gets its one responder handshake, whatever comes of it.
+        let peer = &mut self.peers[receiver];
+        peer.greatest_time = Some(time);
+        peer.last_handshake_ns = Some(t0);
+        self.counters.responder_handshakes += 1;
+        let est = handshake::respond(
+            &peer_id,
+            &peer.mac,
+            &policy,
+            self.cfg.boot_counter,
+            rng,
+            hello,
+        )
+        .and_then(|(e, accept)| {
+            let keys = SessionKeys::derive(k, &e.secret).map_err(|_| handshake::Refusal {
+                error: HandshakeError::Noise,
+                alert: Some(wire::encode_alert(hello_id, AlertCode::InternalError)),
+            })?;
+            Ok((e, keys, accept))
+        });
         let (est, keys, accept) = match est {
             Ok(x) => x,
             Err(refusal) => return self.refuse(refusal.error, refusal.alert),
@@ -489,17 +617,13 @@ impl DroneSession {
         // Every accepted handshake feeds the pool (its hash covers the receiver's fresh ephemeral).
         self.pool.absorb(&secret.contribution());
         drop(secret);
-        self.suite = Some(suite);
         self.push_out(accept);
-        // An older candidate session of this receiver (never used) is replaced at once; a
-        // confirmed one keeps running until the new one is used.
-        let before = self.sessions.len();
-        self.sessions
-            .retain(|s| s.receiver != receiver || s.confirmed);
-        self.counters.sessions_replaced += (before - self.sessions.len()) as u64;
+        // The new session is a candidate: it evicts nothing. When the receiver uses it (its first
+        // authenticated message), its other sessions go (`on_control`).
         self.sessions.push(DroneSess {
             id: hello_id,
             receiver,
+            suite,
             keys,
             ctrl_out: 0,
             ctrl_in_top: None,
@@ -548,19 +672,16 @@ impl DroneSession {
         pending: bool,
         now: u64,
     ) {
-        let ep = if pending {
-            self.pending.as_ref()
-        } else {
-            self.current.as_ref()
-        };
-        let (Some(ep), Some(suite)) = (ep, self.suite) else {
-            return;
+        let (epoch, secret, keys) = match (pending, &self.pending, &self.current) {
+            (true, Some(p), _) => (p.epoch, &p.secret, None),
+            (false, _, Some(c)) => (c.keys.epoch, &c.secret, Some(&c.keys)),
+            _ => return,
         };
         let s = &mut self.sessions[i];
         let body = GroupKeyBody {
-            epoch: ep.keys.epoch,
+            epoch,
             first_sequence: s.first_sequence,
-            secret: ep.secret.clone(),
+            secret: secret.clone(),
         }
         .encode();
         let m = control(
@@ -573,16 +694,23 @@ impl DroneSession {
         );
         s.key_sent_ns = now;
         if self.cfg.keylog {
-            // Bounded like the outbox: a caller that never drains loses the oldest lines.
-            if self.keylog.len() >= MAX_OUTBOX {
-                self.keylog.pop_front();
+            // The epoch's frame key for this session's suite.
+            let group = match keys {
+                Some(g) => Ok(g.clone()),
+                None => GroupKeys::derive(k, secret, epoch, s.suite),
+            };
+            if let Ok(group) = group {
+                // Bounded like the outbox: a caller that never drains loses the oldest lines.
+                if self.keylog.len() >= MAX_OUTBOX {
+                    self.keylog.pop_front();
+                }
+                self.keylog.push_back(KeyLogLine {
+                    session: s.id,
+                    suite: s.suite,
+                    group,
+                    session_keys: s.keys.clone(),
+                });
             }
-            self.keylog.push_back(KeyLogLine {
-                session: s.id,
-                suite,
-                group: ep.keys.clone(),
-                session_keys: s.keys.clone(),
-            });
         }
         if let Ok(m) = m {
             self.counters.keys_sent += 1;
@@ -597,15 +725,13 @@ impl DroneSession {
         K: KeystreamApplier + ?Sized,
         R: CryptoRng + ?Sized,
     {
-        let suite = self.suite.ok_or(SealError::NotEstablished)?;
         let epoch = self.next_epoch;
         self.next_epoch = epoch.checked_add(1).ok_or(SealError::EpochExhausted)?;
         let mut fresh = Zeroizing::new([0u8; 32]);
         rng.fill_bytes(&mut fresh[..]);
         let secret = self.pool.draw(&fresh, epoch);
-        let keys = GroupKeys::derive(k, &secret, epoch, suite)?;
         // A replaced pending epoch is dropped (wiped) here.
-        self.pending = Some(GroupEpoch { secret, keys });
+        self.pending = Some(PendingEpoch { epoch, secret });
         self.pending_since_ns = now;
         self.rekey_requested = false;
         self.counters.rekeys_started += 1;
@@ -630,9 +756,11 @@ impl DroneSession {
     /// timeout when at least one did. (At least one acknowledgement is always required: frames are
     /// only ever sealed under a key that a live receiver holds, never under one drawn for a
     /// replayed HELLO alone.)
-    fn maybe_commit(&mut self, now: u64) {
-        let Some(p) = &self.pending else { return };
-        let e = p.keys.epoch;
+    fn maybe_commit<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K, now: u64) {
+        let (Some(p), Some(suite)) = (&self.pending, self.suite) else {
+            return;
+        };
+        let e = p.epoch;
         let mut all = true;
         let mut any = false;
         for s in &self.sessions {
@@ -645,8 +773,15 @@ impl DroneSession {
         let timed_out =
             now.saturating_sub(self.pending_since_ns) >= self.cfg.rekey_commit_timeout_ns;
         if any && (all || timed_out) {
+            let Ok(keys) = GroupKeys::derive(k, &p.secret, e, suite) else {
+                return;
+            };
+            let p = self.pending.take().expect("checked above");
             // The old current epoch's keys are dropped (wiped) here.
-            self.current = self.pending.take();
+            self.current = Some(GroupEpoch {
+                secret: p.secret.clone(),
+                keys,
+            });
             self.epoch_frames = 0;
             self.epoch_start_ns = now;
             self.counters.rekeys_committed += 1;
@@ -706,21 +841,52 @@ impl DroneSession {
             frame::open_control(k, &s.keys.r2d_control, &mut buf).map_err(DroneError::Control)?;
         s.ctrl_in_top = Some(h.sequence);
         s.last_heard_ns = now;
-        let (session, receiver) = (s.id, s.receiver);
+        let (session, receiver, suite) = (s.id, s.receiver, s.suite);
+        let mut fixes_suite = false;
         if !s.confirmed {
-            // The receiver uses this session: it replaces the receiver's older one.
+            // The receiver uses this session: it replaces the receiver's other ones.
             s.confirmed = true;
             let before = self.sessions.len();
             self.sessions
                 .retain(|o| o.receiver != receiver || o.id == session);
             self.counters.sessions_replaced += (before - self.sessions.len()) as u64;
+            // The first confirmed session decides the group's suite: a replayed HELLO never
+            // confirms (its keys need an ephemeral key the attacker lacks), so it never does.
+            fixes_suite = self.suite.is_none();
+            self.suite.get_or_insert(suite);
         }
+        let r = self.on_confirmed_control(k, rng, now, session, receiver, h.msg_type, body);
+        if fixes_suite {
+            // Sessions negotiated before the group had a suite, with another one, cannot be
+            // members: they go (those receivers reconnect and get the group's suite).
+            while let Some(i) = self.sessions.iter().position(|o| o.suite != suite) {
+                self.remove_session(k, rng, i, now);
+            }
+        }
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_confirmed_control<K, R>(
+        &mut self,
+        k: &mut K,
+        rng: &mut R,
+        now: u64,
+        session: SessionId,
+        receiver: usize,
+        msg_type: MsgType,
+        body: &[u8],
+    ) -> Result<Option<DroneEvent>, DroneError>
+    where
+        K: KeystreamApplier + ?Sized,
+        R: CryptoRng + ?Sized,
+    {
         let i = self
             .sessions
             .iter()
             .position(|s| s.id == session)
             .expect("kept above");
-        match h.msg_type {
+        match msg_type {
             MsgType::KeyAck => {
                 let epoch = control_body_u32(body).ok_or(DroneError::BadControl)?;
                 let known = self.pending_epoch() == Some(epoch) || self.epoch() == Some(epoch);
@@ -789,7 +955,7 @@ impl DroneSession {
             }
         }
         self.counters.members_timed_out += left as u64;
-        self.maybe_commit(now);
+        self.maybe_commit(k, now);
         if self.current.is_some() && self.pending.is_none() {
             let due = self.rekey_requested
                 || self.epoch_frames >= self.cfg.rekey_after_frames
@@ -827,7 +993,7 @@ impl DroneSession {
         meta: FrameMeta,
         payload: &mut [u8],
     ) -> Result<SealedFrame, SealError> {
-        self.maybe_commit(clock.now_ns());
+        self.maybe_commit(k, clock.now_ns());
         let (Some(cur), Some(suite)) = (self.current.as_ref(), self.suite) else {
             return Err(SealError::NotEstablished);
         };

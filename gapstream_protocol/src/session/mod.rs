@@ -39,7 +39,7 @@ pub use crate::clock::Clock;
 pub use common::HandshakeStats;
 pub use drone::{
     DroneConfig, DroneCounters, DroneError, DroneEvent, DroneSession, HARD_MAX_FRAMES_PER_EPOCH,
-    LeaveReason, MAX_OUTBOX, MAX_RECEIVERS, SealError, SessionInfo,
+    LeaveReason, MAX_OUTBOX, MAX_RECEIVERS, MAX_SESSIONS_PER_RECEIVER, SealError, SessionInfo,
 };
 pub use receiver::{
     Frame, ReceiverConfig, ReceiverCounters, ReceiverEvent, ReceiverSession, Rejected,

@@ -9,7 +9,9 @@ use rand_core::CryptoRng;
 use zeroize::Zeroizing;
 
 use crate::frame::{self, OpenError};
-use crate::handshake::{self, Established, HandshakeError, Identity, Offer, ReceiverHandshake};
+use crate::handshake::{
+    Established, HandshakeError, HelloKeys, Identity, Offer, ReceiverHandshake,
+};
 use crate::keys::{GroupKeys, KeyLogLine, SessionKeys};
 use crate::replay::{ReplayError, ReplayWindow};
 use crate::suite::{KexMode, Suite};
@@ -50,6 +52,13 @@ pub struct ReceiverConfig {
     pub packet_payload: usize,
     /// Produce key-log lines ([`ReceiverSession::drain_keylog`]). Debug aid; off by default.
     pub keylog: bool,
+    /// The wall-clock time (ns since 1970-01-01 UTC) at which the session's [`Clock`] read 0.
+    /// A HELLO's time is this plus the clock, and above the time of the session's previous
+    /// HELLO: the drone accepts a receiver's HELLO only with a time above every one it accepted
+    /// from it, also from an earlier process of that receiver, so an application that makes new
+    /// sessions (a restart, a reconnect) sets it from the system clock (`gapstream` does). 0: the
+    /// clock alone (tests, one session per drone run).
+    pub wall_clock_origin_ns: u64,
 }
 
 impl Default for ReceiverConfig {
@@ -68,6 +77,7 @@ impl Default for ReceiverConfig {
             max_payload: 4 << 20,
             packet_payload: crate::cpx::MAX_PAYLOAD,
             keylog: false,
+            wall_clock_origin_ns: 0,
         }
     }
 }
@@ -108,6 +118,9 @@ pub struct ReceiverCounters {
     pub not_for_us: u64,
     /// Messages that are not well-formed.
     pub malformed: u64,
+    /// ACCEPTs for the current HELLO that did not authenticate (forged, or altered on the way):
+    /// dropped, the handshake kept waiting for the drone's.
+    pub bad_accepts: u64,
     /// Control messages rejected.
     pub control_rejected: u64,
     /// Group keys received (GROUP_KEY) and epoch changes of the frames.
@@ -227,6 +240,9 @@ pub enum Rejected {
     ControlReplay,
     /// An ACCEPT or ALERT that answers an earlier HELLO of this receiver.
     StaleHandshake,
+    /// An ACCEPT for the current HELLO whose Noise message does not authenticate (not made by the
+    /// paired drone, or altered): dropped, the handshake goes on waiting for the drone's.
+    BadAccept,
     Unexpected(MsgType),
 }
 
@@ -258,6 +274,9 @@ impl core::fmt::Display for Rejected {
             Rejected::Control(e) => write!(f, "control message rejected: {e}"),
             Rejected::ControlReplay => f.write_str("replayed control message"),
             Rejected::StaleHandshake => f.write_str("handshake message for an earlier HELLO"),
+            Rejected::BadAccept => f.write_str(
+                "ACCEPT that does not authenticate (not from the paired drone, or altered): dropped",
+            ),
             Rejected::Unexpected(t) => write!(
                 f,
                 "unexpected message type {:#04x} on the receiver",
@@ -267,6 +286,7 @@ impl core::fmt::Display for Rejected {
     }
 }
 
+#[cfg_attr(feature = "fork", derive(Clone))]
 struct RxLink {
     suite: Suite,
     session: SessionId,
@@ -310,7 +330,10 @@ const RECENT_HELLOS: usize = 4;
 pub struct ReceiverSession {
     // Read by the tests (a receiver re-made with the same pairing).
     pub(super) id: Identity,
-    key_id: [u8; 4],
+    /// Key id and HELLO MAC key, derived once.
+    hello_keys: HelloKeys,
+    /// The time of the last HELLO (the next one's is above it).
+    last_hello_time: u64,
     cfg: ReceiverConfig,
     state: RxState,
     outbox: VecDeque<Vec<u8>>,
@@ -339,7 +362,8 @@ impl core::fmt::Debug for ReceiverSession {
 impl ReceiverSession {
     pub fn new(id: Identity, cfg: ReceiverConfig) -> Self {
         ReceiverSession {
-            key_id: handshake::receiver_key_id(&id.local.public()),
+            hello_keys: HelloKeys::new(&id),
+            last_hello_time: 0,
             id,
             cfg,
             state: RxState::Idle,
@@ -354,6 +378,40 @@ impl ReceiverSession {
             failures_in_a_row: 0,
             drone_boot: None,
         }
+    }
+
+    /// A copy of the whole state (feature `fork`, for fuzzing snapshots; never in a product: two
+    /// copies would seal control messages under the same key and nonce). `None` while a handshake
+    /// is under way (its Noise state cannot be copied).
+    #[cfg(feature = "fork")]
+    pub fn fork(&self) -> Option<Self> {
+        let state = match &self.state {
+            RxState::Idle => RxState::Idle,
+            RxState::Closed => RxState::Closed,
+            RxState::Backoff { retry_ns, attempts } => RxState::Backoff {
+                retry_ns: *retry_ns,
+                attempts: *attempts,
+            },
+            RxState::Established(l) => RxState::Established(l.clone()),
+            RxState::Handshaking { .. } => return None,
+        };
+        Some(ReceiverSession {
+            id: self.id.clone(),
+            hello_keys: self.hello_keys.clone(),
+            last_hello_time: self.last_hello_time,
+            cfg: self.cfg.clone(),
+            state,
+            outbox: self.outbox.clone(),
+            keylog: self.keylog.clone(),
+            stats: self.stats,
+            counters: self.counters,
+            lost_before: self.lost_before,
+            first_hello_ns: self.first_hello_ns,
+            recent_hellos: self.recent_hellos,
+            recent_next: self.recent_next,
+            failures_in_a_row: self.failures_in_a_row,
+            drone_boot: self.drone_boot,
+        })
     }
 
     /// The drone's boot counter as its last authenticated ACCEPT gave it (a larger value than
@@ -448,7 +506,14 @@ impl ReceiverSession {
             modes: &self.cfg.modes,
             rsa_modulus,
         };
-        let (hs, hello) = ReceiverHandshake::start_as(&self.id, self.key_id, &offer, rng)?;
+        let time = self
+            .cfg
+            .wall_clock_origin_ns
+            .saturating_add(clock.now_ns())
+            .max(self.last_hello_time.saturating_add(1));
+        let (hs, hello) =
+            ReceiverHandshake::start_as(&self.id, &self.hello_keys, time, &offer, rng)?;
+        self.last_hello_time = time;
         let hello_len = hello.len();
         self.recent_hellos[self.recent_next] = Some(hs.hello_id());
         self.recent_next = (self.recent_next + 1) % RECENT_HELLOS;
@@ -624,6 +689,7 @@ impl ReceiverSession {
                 | Rejected::Length { .. }
                 | Rejected::Unexpected(_)
                 | Rejected::StaleHandshake => c.malformed += 1,
+                Rejected::BadAccept => c.bad_accepts += 1,
                 Rejected::NotEstablished => c.malformed += 1,
             }
         }
@@ -733,7 +799,7 @@ impl ReceiverSession {
         R: CryptoRng + ?Sized,
         C: Clock + ?Sized,
     {
-        let RxState::Handshaking { hs, .. } = &self.state else {
+        let RxState::Handshaking { hs, .. } = &mut self.state else {
             return Err(Rejected::StaleHandshake);
         };
         match hs.answers(msg) {
@@ -741,15 +807,6 @@ impl ReceiverSession {
             Err(HandshakeError::Wire(w)) => return Err(Rejected::Wire(w)),
             Err(_) => return Err(Rejected::StaleHandshake),
         }
-        let RxState::Handshaking {
-            hs,
-            hello_len,
-            attempts,
-            ..
-        } = core::mem::replace(&mut self.state, RxState::Idle)
-        else {
-            unreachable!("checked above")
-        };
         #[cfg(target_has_atomic = "ptr")]
         let rsa = self.cfg.rsa_key.clone();
         let mut decrypt = |ct: &[u8]| -> Result<Zeroizing<Vec<u8>>, HandshakeError> {
@@ -764,7 +821,23 @@ impl ReceiverSession {
                 Err(HandshakeError::RsaKeyMissing)
             }
         };
-        let est = hs.finish(msg, &mut decrypt).and_then(|e| {
+        let est = match hs.finish(msg, &mut decrypt) {
+            // Anybody can send bytes that look like an ACCEPT for this HELLO (its ids are in the
+            // clear): one that does not authenticate is dropped and the handshake waits on, its
+            // state untouched (WireGuard drops such a response too). Only an authenticated ACCEPT
+            // ends the attempt.
+            Err(HandshakeError::Authentication) => return Err(Rejected::BadAccept),
+            r => r,
+        };
+        let RxState::Handshaking {
+            hello_len,
+            attempts,
+            ..
+        } = core::mem::replace(&mut self.state, RxState::Idle)
+        else {
+            unreachable!("checked above")
+        };
+        let est = est.and_then(|e| {
             let keys = SessionKeys::derive(k, &e.secret).map_err(|_| HandshakeError::Noise)?;
             Ok((e, keys))
         });
@@ -815,8 +888,8 @@ impl ReceiverSession {
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats }))
             }
             Err(e) => {
-                // Anybody can send bytes that look like an ACCEPT: this attempt is over (its Noise
-                // state is spent), the receiver is not.
+                // An authenticated ACCEPT the receiver cannot use (a choice it did not offer, a bad
+                // share): this attempt is over, the receiver is not.
                 let now = clock.now_ns();
                 Ok(Some(self.attempt_failed(e, now, None, attempts)))
             }

@@ -22,6 +22,8 @@ use core::cell::Cell;
 use gap_rust_cipher_s::Sequential;
 use proptest::prelude::*;
 
+mod attacks;
+
 struct Net {
     drone: DroneSession,
     rx: ReceiverSession,
@@ -208,8 +210,9 @@ fn handshake_bytes_and_time_are_recorded() {
         (rs.bytes_sent, rs.bytes_received),
         (hello.len() as u64, accept.len() as u64)
     );
-    // X25519 alone: HELLO = 18 + 32 (e) + payload (1+2 suites +1 + 3 mode) + 16 tag.
-    assert_eq!(hello.len(), 18 + 32 + 7 + 16);
+    // X25519 alone: HELLO = 26 (header, time) + 32 (e) + payload (1+2 suites +1 + 3 mode) + 16
+    // tag + 16 MAC.
+    assert_eq!(hello.len(), 26 + 32 + 7 + 16 + 16);
     // ACCEPT = 18 + 32 (e) + choice (suite, mode, boot counter u32, share length) + 16 tag.
     assert_eq!(accept.len(), 18 + 32 + 8 + 16);
     assert_eq!(rs.wire_bytes_sent, hello.len() as u64 + 4);
@@ -220,7 +223,7 @@ fn handshake_bytes_and_time_are_recorded() {
             c.handshake_bytes_received,
             c.handshake_ns
         ),
-        (73, 74, 13_000_000)
+        (97, 74, 13_000_000)
     );
 }
 
@@ -420,7 +423,7 @@ fn downgrade_attempts_are_detected() {
     // The offer sits at the start of the encrypted payload after the 32-byte ephemeral: try
     // values of the byte that counts the suites and of the first suite byte (among them every
     // suite value and the counts that would drop or add suites).
-    for pos in [18 + 32, 18 + 33] {
+    for pos in [wire::HELLO_HEADER_LEN + 32, wire::HELLO_HEADER_LEN + 33] {
         for v in [0u8, 1, 2, 3, 8, 0x01, 0x02, 0x10, 0x11, 0x12, 0x80, 0xFF] {
             if v == hello[pos] {
                 continue;
@@ -449,15 +452,21 @@ fn downgrade_attempts_are_detected() {
             accept = Some(m);
         }
     }
-    let mut accept = accept.unwrap();
-    accept[18 + 32] ^= Suite::ChaCha20Poly1305 as u8 ^ Suite::None as u8;
-    let ev =
-        n.rx.handle_message(&mut Sequential, &mut n.rng, &clock, accept)
-            .unwrap();
+    let accept = accept.unwrap();
+    let mut changed = accept.clone();
+    changed[18 + 32] ^= Suite::ChaCha20Poly1305 as u8 ^ Suite::None as u8;
+    assert_eq!(
+        n.rx.handle_message(&mut Sequential, &mut n.rng, &clock, changed)
+            .unwrap_err(),
+        Rejected::BadAccept
+    );
+    assert_eq!(n.rx.counters().bad_accepts, 1);
+    // Dropped: the drone's own ACCEPT still completes the handshake, with the suite it chose.
     assert!(matches!(
-        ev,
-        Some(ReceiverEvent::AttemptFailed {
-            error: HandshakeError::Authentication,
+        n.rx.handle_message(&mut Sequential, &mut n.rng, &clock, accept)
+            .unwrap(),
+        Some(ReceiverEvent::Established {
+            suite: Suite::ChaCha20Poly1305,
             ..
         })
     ));
@@ -694,6 +703,7 @@ fn close_wipes_and_reconnect_works() {
             .unwrap_err(),
         SealError::NotEstablished
     );
+    n.advance(1_000_000_000);
     n.handshake();
     let m = n.frame(&pixels(8, 0));
     n.deliver_frame(m).unwrap();
@@ -726,27 +736,38 @@ fn handshake_retry_after_timeout_and_stale_accept() {
         .handle_message(&mut Sequential, &mut n.rng, &late, &hello1)
         .unwrap();
     let stale = accept_of(&mut n.drone);
+    // A second later (one responder handshake per receiver and second).
+    let later = || 4_000_000_000u64;
     let ev = n
         .drone
-        .handle_message(&mut Sequential, &mut n.rng, &late, &hello2)
+        .handle_message(&mut Sequential, &mut n.rng, &later, &hello2)
         .unwrap();
     assert!(matches!(
         ev,
         Some(DroneEvent::Established { rejoined: true, .. })
     ));
-    assert_eq!(n.drone.sessions().count(), 1);
+    // The first session stays a candidate until the receiver uses one of them.
+    assert_eq!(n.drone.sessions().count(), 2);
     let fresh = accept_of(&mut n.drone);
     assert_eq!(
-        n.rx.handle_message(&mut Sequential, &mut n.rng, &late, stale)
+        n.rx.handle_message(&mut Sequential, &mut n.rng, &later, stale)
             .unwrap_err(),
         Rejected::StaleHandshake
     );
     let ev =
-        n.rx.handle_message(&mut Sequential, &mut n.rng, &late, fresh)
+        n.rx.handle_message(&mut Sequential, &mut n.rng, &later, fresh)
             .unwrap();
     let Some(ReceiverEvent::Established { stats, .. }) = ev else {
         panic!("{ev:?}")
     };
+    // Its KEEPALIVE confirms the second session: the first one goes.
+    let ka_at = || 5_000_000_000u64;
+    n.rx.handle_timeout(&mut Sequential, &mut n.rng, &ka_at);
+    let ka = n.rx.poll_transmit().unwrap();
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &ka_at, &ka)
+        .unwrap();
+    assert_eq!(n.drone.sessions().count(), 1);
     assert_eq!(stats.attempts, 2);
 }
 
@@ -958,6 +979,8 @@ proptest! {
 
 struct Group {
     drone: DroneSession,
+    /// The drone's pairing (to restart it).
+    drone_id: handshake::DroneIdentity,
     rxs: Vec<ReceiverSession>,
     /// Receivers whose messages reach the drone (a receiver that vanished stops talking).
     talking: Vec<bool>,
@@ -972,7 +995,8 @@ impl Group {
         let mut rng = TestRng::new(seed);
         let (d, rs) = pair_group(&mut rng, n);
         Group {
-            drone: DroneSession::new(d, dcfg),
+            drone: DroneSession::new(d.clone(), dcfg),
+            drone_id: d,
             rxs: rs
                 .into_iter()
                 .map(|r| ReceiverSession::new(r, ReceiverConfig::default()))
@@ -982,6 +1006,9 @@ impl Group {
             rng,
             now: Cell::new(1_000),
         }
+    }
+    fn drone_identity(&self) -> handshake::DroneIdentity {
+        self.drone_id.clone()
     }
     fn clock(&self) -> impl Fn() -> u64 + use<> {
         let now = self.now.get();
@@ -1227,6 +1254,8 @@ fn a_receiver_that_left_cannot_open_frames_of_the_next_epoch() {
 fn a_message_addressed_to_receiver_a_is_ignored_by_b() {
     let mut g = Group::new(2, DroneConfig::default(), 54);
     g.connect(0);
+    // (A reconnects below: at most one responder handshake per receiver and second.)
+    g.tick(1_000_000_000);
     // B is handshaking while A's traffic goes by.
     let c = g.clock();
     g.rxs[1].connect(&mut g.rng, &c).unwrap();
@@ -1288,7 +1317,9 @@ fn a_new_hello_from_the_same_receiver_replaces_only_its_session() {
     let epoch = g.drone.epoch();
     let rekeys = g.drone.counters().rekeys_started;
     let old_a = g.rxs[0].session_id().unwrap();
-    // Receiver 0 reconnects (for example after a bridge restart): a new handshake.
+    // Receiver 0 reconnects (for example after a bridge restart): a new handshake (a second
+    // later: one responder handshake per receiver and second).
+    g.tick(1_000_000_000);
     g.connect(0);
     let new_a = g.rxs[0].session_id().unwrap();
     assert_ne!(old_a, new_a);
@@ -1444,18 +1475,22 @@ fn a_replayed_hello_never_gets_a_frame_sealed_or_evicts_the_receiver() {
             SealError::NotEstablished
         );
     }
-    // Next to the live receiver (boot 1): the replay is refused (its session runs).
+    // Next to the live receiver (boot 1): the replay is refused (not newer than the HELLO the
+    // drone accepted from that receiver), before any Diffie-Hellman.
     assert_eq!(
         drone
             .handle_message(&mut Sequential, &mut d_rng, &clock, &hello)
             .unwrap(),
-        Some(DroneEvent::HelloRefused(HandshakeError::HelloIdMismatch))
+        Some(DroneEvent::HelloRefused(HandshakeError::Replayed))
     );
+    assert_eq!(drone.counters().responder_handshakes, 1);
     assert_eq!(drone.sessions().count(), 1);
 }
 
-/// An older HELLO of a live receiver, replayed: a candidate session that never confirms; the live
-/// session keeps working and the replay does not hold rekeys back.
+/// An older HELLO of a live receiver, replayed after its newer one: refused before any
+/// Diffie-Hellman (not newer than the HELLO accepted); the live session keeps working. (Replayed
+/// to a restarted drone, which remembers no HELLO, it would make a candidate that never confirms:
+/// `attack5_a_replayed_hello_cannot_give_the_group_an_unauthenticated_suite`.)
 #[test]
 fn a_replayed_older_hello_leaves_the_live_session_alone() {
     let mut g = Group::new(1, DroneConfig::default(), 60);
@@ -1465,11 +1500,15 @@ fn a_replayed_older_hello_leaves_the_live_session_alone() {
     g.rxs[0].connect(&mut g.rng, &c).unwrap(); // a retry: the first HELLO is now stale
     g.pump();
     assert!(g.rxs[0].is_established());
-    g.drone
-        .handle_message(&mut Sequential, &mut g.rng, &c, &old_hello)
-        .unwrap();
+    assert_eq!(
+        g.drone
+            .handle_message(&mut Sequential, &mut g.rng, &c, &old_hello)
+            .unwrap(),
+        Some(DroneEvent::HelloRefused(HandshakeError::Replayed))
+    );
     g.pump();
-    assert_eq!(g.drone.sessions().count(), 2);
+    assert_eq!(g.drone.sessions().count(), 1);
+    assert_eq!(g.drone.counters().hellos_replayed, 1);
     for k in 0..3 {
         let px = pixels(8, k);
         let m = g.frame(&px).unwrap();
@@ -1560,6 +1599,7 @@ fn finding1_replay_across_reconnect() {
             recorded.push(m);
         }
         let epoch = g.drone.epoch();
+        g.tick(1_000_000_000);
         // Forced reconnect: a new HELLO of receiver 0 (its old link is gone).
         if restart_process {
             let id = rx_identity(&g.rxs[0]);
@@ -1681,12 +1721,13 @@ fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_sea
     );
 }
 
-/// Finding 4: an unauthenticated ALERT, or an ACCEPT with one flipped bit, ends only that attempt:
-/// it is counted, the receiver retries with a growing backoff, and it never gives up (no
-/// `HandshakeFailed`) for a remote cause. A forged ALERT followed by the drone's real ACCEPT still
-/// completes the attempt.
+/// Finding 4: an unauthenticated ALERT ends only that attempt: it is counted, the receiver retries
+/// with a growing backoff, and it never gives up (no `HandshakeFailed`) for a remote cause; a
+/// forged ALERT followed by the drone's real ACCEPT still completes the attempt. An ACCEPT with one
+/// flipped bit does not even end the attempt (attack 2 of the second review): it is dropped and
+/// counted, and the drone's real ACCEPT completes it.
 #[test]
-fn finding4_forged_alert_or_bad_accept_ends_only_the_attempt() {
+fn finding4_forged_alert_ends_only_the_attempt_and_a_bad_accept_nothing() {
     let mut n = Net::new(DroneConfig::default(), ReceiverConfig::default(), 90);
     let t0 = n.now.get();
     n.rx.connect(&mut n.rng, &move || t0).unwrap();
@@ -1720,24 +1761,18 @@ fn finding4_forged_alert_or_bad_accept_ends_only_the_attempt() {
     let m = n.frame(&pixels(8, 1));
     n.deliver_frame(m).unwrap();
 
-    // A new receiver whose ACCEPTs are all altered in one bit: every attempt fails, is counted,
-    // and is retried after 250 ms, 500 ms, 1 s, ... (at most 8 s); never a final failure.
+    // A new receiver whose HELLOs all meet a forged ALERT: every attempt is counted and retried
+    // after 250 ms, 500 ms, 1 s, ... (at most 8 s); never a final failure.
     let mut n = Net::new(DroneConfig::default(), ReceiverConfig::default(), 91);
     let t0 = n.now.get();
     n.rx.connect(&mut n.rng, &move || t0).unwrap();
     let mut backoffs = Vec::new();
     for attempt in 1..=7u32 {
         let hello = n.rx.poll_transmit().expect("a HELLO per attempt");
-        let now = n.now.get();
-        n.drone
-            .handle_message(&mut Sequential, &mut n.rng, &move || now, &hello)
-            .unwrap();
-        let mut accept = n.drone.poll_transmit().unwrap();
-        while n.drone.poll_transmit().is_some() {}
-        accept[40] ^= 0x01;
-        match n.deliver(accept).unwrap() {
+        let forged = wire::encode_alert(hello[4..12].try_into().unwrap(), AlertCode::BadHello);
+        match n.deliver(forged.to_vec()).unwrap() {
             Some(ReceiverEvent::AttemptFailed {
-                error: HandshakeError::Authentication,
+                error: HandshakeError::Refused(4),
                 retry_in_ns,
             }) => backoffs.push(retry_in_ns),
             other => panic!("attempt {attempt}: {other:?}"),
@@ -1774,9 +1809,28 @@ fn finding4_forged_alert_or_bad_accept_ends_only_the_attempt() {
             8_000_000_000
         ]
     );
-    // The next, unaltered ACCEPT completes the handshake; the backoff starts over.
+    // The drone's ACCEPT, after an altered copy of it: the altered one is dropped (counted, the
+    // attempt untouched), the real one completes the handshake.
+    let hello = n.rx.poll_transmit().unwrap();
+    let id = n.rx.session_id();
+    let now = n.now.get();
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &hello)
+        .unwrap();
+    let accept = n.drone.poll_transmit().unwrap();
+    for i in [20, 40, accept.len() - 1] {
+        let mut altered = accept.clone();
+        altered[i] ^= 0x01;
+        assert_eq!(n.deliver(altered).unwrap_err(), Rejected::BadAccept);
+        assert_eq!(n.rx.session_id(), id);
+    }
+    assert_eq!(n.rx.counters().bad_accepts, 3);
+    assert_eq!(n.rx.counters().handshake_failures, 7);
+    assert!(matches!(
+        n.deliver(accept).unwrap(),
+        Some(ReceiverEvent::Established { .. })
+    ));
     n.pump();
-    assert!(n.rx.is_established());
     let m = n.frame(&pixels(8, 2));
     n.deliver_frame(m).unwrap();
 }

@@ -1,5 +1,7 @@
 //! Instructions (QEMU `-icount shift=0`, minstret) for the drone's side of the gapstream protocol:
 //! answering a HELLO in each key-establishment mode (Noise_KK_25519 alone, + P-256, + RSA-OAEP-2048),
+//! refusing the same HELLO replayed (MAC and freshness, before any Diffie-Hellman), making the
+//! session (one X25519 per paired receiver for the HELLO MAC key),
 //! the receiver's side where it builds for rv32, a group rekey with three receivers, and sealing /
 //! opening one 324x244 frame per suite with the single-core `Sequential` keystream.
 #![no_std]
@@ -58,14 +60,34 @@ fn drone_handshake(mode: KexMode) -> Result<(), &'static str> {
         rsa_modulus: Some(&n),
     };
     let (_rh, hello) =
-        ReceiverHandshake::start(&r, &offer, &mut TestRng::new(1)).map_err(|_| "HELLO")?;
-    let mut drone = DroneSession::new(d, DroneConfig::default());
+        ReceiverHandshake::start(&r, 1, &offer, &mut TestRng::new(1)).map_err(|_| "HELLO")?;
+    let (mut drone, n) = count_instructions(|| DroneSession::new(d, DroneConfig::default()));
+    if mode == KexMode::X25519 {
+        metric("drone_session_new_one_receiver_instructions", n);
+    }
     let mut rng = TestRng::new(2);
     let (ev, n) =
         count_instructions(|| drone.handle_message(&mut Sequential, &mut rng, &zero, &hello));
     let Ok(Some(DroneEvent::Established { stats, .. })) = ev else {
         return Err("drone refused the HELLO");
     };
+    // The same HELLO again (a replay): refused after its MAC and time, no Diffie-Hellman.
+    let (again, n_replay) =
+        count_instructions(|| drone.handle_message(&mut Sequential, &mut rng, &zero, &hello));
+    if again
+        != Ok(Some(DroneEvent::HelloRefused(
+            gapstream_protocol::handshake::HandshakeError::Replayed,
+        )))
+    {
+        return Err("the replayed HELLO was not refused as a replay");
+    }
+    metric(
+        &alloc::format!(
+            "handshake_drone_{}_replayed_hello_instructions",
+            mode.name()
+        ),
+        n_replay,
+    );
     bench(
         "handshake_drone",
         mode.name(),

@@ -14,7 +14,7 @@ use gapstream_protocol::connection::Incoming;
 use gapstream_protocol::cpx::{MAX_WIRE_PACKET, WIRE_OVERHEAD};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{
-    DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet, respond,
+    DronePolicy, HelloMacKey, KexSet, Offer, ReceiverHandshake, SuiteSet, respond,
 };
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
@@ -213,11 +213,19 @@ fn rsa_drone_side() -> Result<(), &'static str> {
         modes: &[KexMode::RsaOaep2048],
         rsa_modulus: Some(&n),
     };
-    let (_rh, hello) =
-        ReceiverHandshake::start(&r, &offer, &mut TestRng::new(100)).map_err(|_| "HELLO")?;
+    // The host test's HELLO time (gapstream_protocol's rv32_golden).
+    let (_rh, hello) = ReceiverHandshake::start(
+        &r,
+        1_700_000_000_000_000_000,
+        &offer,
+        &mut TestRng::new(100),
+    )
+    .map_err(|_| "HELLO")?;
+    let mac = HelloMacKey::derive(&d.local, &d.peer_public);
     let (res, n) = rv32_qemu::count_instructions(|| {
         respond(
             &d,
+            &mac,
             &DronePolicy::default(),
             3,
             &mut TestRng::new(200),
