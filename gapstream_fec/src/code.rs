@@ -149,17 +149,43 @@ pub fn encode<D: AsRef<[u8]>>(data: &[D], parity: &mut [&mut [u8]]) -> Result<us
         *p = i as u8;
     }
     let lag = Lagrange::new(&pts[..k])?;
-    let mut row = [0u8; MAX_SHARDS];
-    for (j, p) in parity.iter_mut().enumerate() {
-        lag.row((k + j) as u8, &mut row);
-        let p = &mut p[..l];
-        p.fill(0);
+    let mut rows = [[0u8; MAX_SHARDS]; 4];
+    for p in parity.iter_mut() {
+        p[..l].fill(0);
+    }
+    // Four parity symbols per pass over the data: each data byte is read once per four.
+    let mut j = 0;
+    while j < parity.len() {
+        let n = (parity.len() - j).min(4);
+        for (r, row) in rows.iter_mut().enumerate().take(n) {
+            lag.row((k + j + r) as u8, row);
+        }
+        let group = &mut parity[j..j + n];
         for (i, d) in data.iter().enumerate() {
             let d = d.as_ref();
-            let c = row[i];
-            gf::mul_add(c, &(d.len() as u16).to_le_bytes(), &mut p[..LEN_PREFIX]);
-            gf::mul_add(c, d, &mut p[LEN_PREFIX..]);
+            let len = (d.len() as u16).to_le_bytes();
+            if let [p0, p1, p2, p3] = group {
+                let c = [rows[0][i], rows[1][i], rows[2][i], rows[3][i]];
+                gf::mul_add4(c, &len, [&mut p0[..], &mut p1[..], &mut p2[..], &mut p3[..]]);
+                gf::mul_add4(
+                    c,
+                    d,
+                    [
+                        &mut p0[LEN_PREFIX..],
+                        &mut p1[LEN_PREFIX..],
+                        &mut p2[LEN_PREFIX..],
+                        &mut p3[LEN_PREFIX..],
+                    ],
+                );
+            } else {
+                for (r, p) in group.iter_mut().enumerate() {
+                    let c = rows[r][i];
+                    gf::mul_add(c, &len, &mut p[..LEN_PREFIX]);
+                    gf::mul_add(c, d, &mut p[LEN_PREFIX..l]);
+                }
+            }
         }
+        j += n;
     }
     Ok(l)
 }
