@@ -15,6 +15,7 @@ use alloc::boxed::Box;
 use core::ffi::c_int;
 
 use crate::cookie::{Control, Gate, SourceLimiter, Verdict};
+use crate::fec::{Fec, FecConfig};
 use crate::forward::{Bridge, BridgeError, Config, Transport, UpstreamPolicy};
 use crate::spi_slave::{BUFFER_LEN, SpiSlave};
 
@@ -30,6 +31,32 @@ pub const ESP32B_ECPX: i32 = -4;
 
 /// Largest reply of [`esp32b_udp_unproven`] (`ESP32B_UDP_REPLY_MAX`): a cookie.
 pub const ESP32B_UDP_REPLY_MAX: usize = crate::cookie::REQUEST_LEN;
+
+/// Largest datagram [`esp32b_client_next`] gives a UDP client (`ESP32B_UDP_DATAGRAM_MAX`): a
+/// FEC parity shard of a full CPX packet (10-byte header, 2-byte length prefix, 1,024 bytes).
+pub const ESP32B_UDP_DATAGRAM_MAX: usize = gapstream_fec::wire::HEADER_LEN
+    + gapstream_fec::code::LEN_PREFIX
+    + crate::cpx::WIRE_OVERHEAD
+    + crate::cpx::MAX_PAYLOAD;
+
+/// FEC settings (`esp32b_fec_config_t`, `docs/stream.md` "Forward error correction").
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Esp32bFecConfig {
+    /// Non-zero: grant the UDP clients' FEC requests.
+    pub enabled: u8,
+    /// Data shards per block (1..=128).
+    pub k: u8,
+    /// Parity shards per `k` (n - k); the adaptive mode's start.
+    pub parity: u8,
+    /// Non-zero: adaptive mode between `floor` and `ceiling` parity shards per `k`.
+    pub adaptive: u8,
+    pub floor: u8,
+    pub ceiling: u8,
+    pub reserved: u16,
+    /// A block of single-packet messages closes this long after its first packet.
+    pub timeout_ms: u32,
+}
 
 /// Bridge configuration (`esp32b_config_t`). Zero fields take the defaults.
 #[repr(C)]
@@ -57,6 +84,7 @@ pub struct Esp32bStats {
 }
 
 const _: () = {
+    assert!(core::mem::size_of::<Esp32bFecConfig>() == 12);
     assert!(core::mem::size_of::<Esp32bConfig>() == 24);
     assert!(core::mem::size_of::<Esp32bStats>() == 40);
     assert!(core::mem::offset_of!(Esp32bStats, clients) == 32);
@@ -73,9 +101,17 @@ pub struct Esp32b {
     /// The caller's 32-bit millisecond clock, extended to 64 bits.
     last_ms: u32,
     now_ms: u64,
+    /// FEC for the UDP clients that ask ([`esp32b_fec_configure`]; on with the defaults).
+    fec: Fec,
 }
 
 impl Esp32b {
+    /// Advances the 64-bit clock from the caller's wrapping 32-bit milliseconds.
+    fn clock(&mut self, now_ms: u32) {
+        self.now_ms += u64::from(now_ms.wrapping_sub(self.last_ms));
+        self.last_ms = now_ms;
+    }
+
     fn transport(&self, id: u32) -> Option<Transport> {
         self.transports
             .iter()
@@ -169,6 +205,7 @@ pub unsafe extern "C" fn esp32b_new(cfg: *const Esp32bConfig) -> *mut Esp32b {
         udp_gate: None,
         last_ms: 0,
         now_ms: 0,
+        fec: Fec::new(FecConfig::default()),
     }))
 }
 
@@ -331,8 +368,7 @@ pub unsafe extern "C" fn esp32b_udp_unproven(
     if out.len() < ESP32B_UDP_REPLY_MAX {
         return ESP32B_EINVAL;
     }
-    h.now_ms += u64::from(now_ms.wrapping_sub(h.last_ms));
-    h.last_ms = now_ms;
+    h.clock(now_ms);
     let Some(gate) = h.udp_gate.as_mut() else {
         return 0;
     };
@@ -372,6 +408,7 @@ pub unsafe extern "C" fn esp32b_client_remove(h: *mut Esp32b, id: u32) -> i32 {
         return ESP32B_EINVAL;
     };
     h.transports.retain(|(c, _)| *c != id);
+    h.fec.forget(id);
     match h.bridge.remove_client(id) {
         Some(_) => 0,
         None => ESP32B_ENOCLIENT,
@@ -419,6 +456,9 @@ pub unsafe extern "C" fn esp32b_client_datagram(
     if Control::parse(d).is_some() {
         return 0;
     }
+    if h.transport(id) == Some(Transport::Udp) && h.fec.client_datagram(id, d) {
+        return 0;
+    }
     match h.bridge.client_datagram(id, d) {
         Ok(n) => count(n),
         Err(e) => err(e),
@@ -444,6 +484,15 @@ pub unsafe extern "C" fn esp32b_client_next(
         return ESP32B_EINVAL;
     };
     let udp = h.transport(id) == Some(Transport::Udp);
+    if udp {
+        // One datagram: a CPX packet, or for a FEC client a data or parity shard.
+        let now = h.now_ms;
+        return match h.fec.next_datagram(&mut h.bridge, id, now, out) {
+            Some(n) => count(n),
+            None if h.fec.has_work(&h.bridge, id) => ESP32B_EINVAL,
+            None => 0,
+        };
+    }
     let Some((bytes, range)) = h.bridge.next_for_client(id) else {
         return if h.transport(id).is_some() {
             0
@@ -470,11 +519,63 @@ pub unsafe extern "C" fn esp32b_client_sent(h: *mut Esp32b, id: u32, n: usize) -
     let Some(h) = (unsafe { handle(h) }) else {
         return ESP32B_EINVAL;
     };
-    if h.transport(id).is_none() {
-        return ESP32B_ENOCLIENT;
+    match h.transport(id) {
+        None => return ESP32B_ENOCLIENT,
+        Some(Transport::Udp) => {
+            let now = h.now_ms;
+            h.fec.datagram_sent(&mut h.bridge, id, now);
+        }
+        Some(Transport::Tcp) => h.bridge.client_sent(id, n),
     }
-    h.bridge.client_sent(id, n);
     0
+}
+
+/// FEC settings for the UDP clients that ask for it (`cfg` null: the defaults, k = 40, n = 50,
+/// 5 ms, fixed). Clients already using FEC keep their state. `ESP32B_EINVAL` for impossible
+/// values (k outside 1..=128, k + parity above 256, floor above ceiling).
+///
+/// # Safety
+/// See [`handle`]; `cfg` null or pointing to an `esp32b_fec_config_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_fec_configure(h: *mut Esp32b, cfg: *const Esp32bFecConfig) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    // SAFETY: caller contract.
+    let c = match unsafe { cfg.as_ref() } {
+        None => FecConfig::default(),
+        Some(c) => FecConfig {
+            enabled: c.enabled != 0,
+            k: c.k,
+            parity: c.parity,
+            timeout_ms: c.timeout_ms,
+            adaptive: (c.adaptive != 0).then_some((c.floor, c.ceiling)),
+        },
+    };
+    if c.validate().is_err() {
+        return ESP32B_EINVAL;
+    }
+    h.fec = Fec::new(c);
+    0
+}
+
+/// The caller's millisecond clock (may wrap): closes the FEC blocks whose timeout passed. Call
+/// it every few milliseconds from the task that sends to UDP clients; returns 1 when it closed a
+/// block (its parity shards wait in [`esp32b_client_next`]), else 0.
+///
+/// # Safety
+/// See [`handle`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_tick(h: *mut Esp32b, now_ms: u32) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    h.clock(now_ms);
+    let before = h.fec.totals().blocks;
+    h.fec.tick(h.now_ms);
+    i32::from(h.fec.totals().blocks != before)
 }
 
 /// Counters.

@@ -30,6 +30,7 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Notify;
 
 use crate::cookie::{self, Control, Gate, SourceLimiter, Verdict};
+use crate::fec::{Fec, FecClientStats, FecConfig};
 use crate::forward::{Bridge, BridgeError, ClientId, Config, Transport};
 
 /// Where the host bridge listens and how patient it is.
@@ -51,6 +52,8 @@ pub struct HostConfig {
     pub cookie_per_sec: u32,
     /// Cookies sent a second to all sources together.
     pub cookie_global_per_sec: u32,
+    /// Forward error correction for the UDP clients that ask for it ([`crate::fec`]).
+    pub fec: FecConfig,
 }
 
 impl Default for HostConfig {
@@ -67,12 +70,17 @@ impl Default for HostConfig {
             cookie_burst: 4,
             cookie_per_sec: 2,
             cookie_global_per_sec: 200,
+            fec: FecConfig::default(),
         }
     }
 }
 
 struct Shared {
     core: Mutex<Bridge>,
+    /// FEC state of the UDP clients. Lock order: `fec` before `core`.
+    fec: Mutex<Fec>,
+    /// The bridge's millisecond clock starts here.
+    start: Instant,
     wakers: Mutex<HashMap<ClientId, Arc<Notify>>>,
     spi_notify: Notify,
     udp_notify: Notify,
@@ -162,6 +170,12 @@ impl Shared {
     fn core(&self) -> std::sync::MutexGuard<'_, Bridge> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
+    fn fec(&self) -> std::sync::MutexGuard<'_, Fec> {
+        self.fec.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
     fn wake_clients(&self) {
         for n in self
             .wakers
@@ -198,6 +212,7 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
+        self.fec().forget(id);
         let left = self.core().remove_client(id);
         if let Some(st) = left {
             // The last client leaving queues WIFI_CTRL "client disconnected" for the GAP8.
@@ -228,8 +243,13 @@ impl HostBridge {
             .thread_name("esp32-bridge")
             .enable_all()
             .build()?;
+        cfg.fec
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let shared = Arc::new(Shared {
             core: Mutex::new(Bridge::new(cfg.core)),
+            fec: Mutex::new(Fec::new(cfg.fec)),
+            start: Instant::now(),
             wakers: Mutex::new(HashMap::new()),
             spi_notify: Notify::new(),
             udp_notify: Notify::new(),
@@ -296,6 +316,11 @@ impl HostBridge {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .len()
+    }
+
+    /// FEC counters of every client that asked for it, summed.
+    pub fn fec_totals(&self) -> FecClientStats {
+        self.shared.fec().totals()
     }
 
     /// Runs `f` on the core (for statistics).
@@ -486,6 +511,9 @@ async fn udp_reader(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
             }
             continue;
         };
+        if shared.fec().client_datagram(id, d) {
+            continue;
+        }
         match Control::parse(d) {
             // The welcome was lost: say it again (the address is proven).
             Some(Control::Echo(_)) => {
@@ -551,6 +579,7 @@ impl Shared {
 }
 
 async fn udp_writer(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
+    let mut buf = vec![0u8; 2048];
     loop {
         let peers: Vec<(SocketAddr, ClientId)> = shared
             .udp_peers
@@ -563,17 +592,39 @@ async fn udp_writer(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
         for (addr, id) in peers {
             // A few datagrams per client per round, so one client cannot starve the others.
             for _ in 0..16 {
-                let work = shared.core().next_for_client(id);
-                let Some((bytes, r)) = work else { break };
-                let n = r.len();
+                let now = shared.now_ms();
+                let n = {
+                    let mut fec = shared.fec();
+                    let mut core = shared.core();
+                    fec.next_datagram(&mut core, id, now, &mut buf)
+                };
+                let Some(n) = n else { break };
                 // A failed send (for example ECONNREFUSED from a closed port) loses this datagram only.
-                let _ = sock.send_to(&bytes[r], addr).await;
-                shared.core().client_sent(id, n);
+                let _ = sock.send_to(&buf[..n], addr).await;
+                {
+                    let mut fec = shared.fec();
+                    let mut core = shared.core();
+                    fec.datagram_sent(&mut core, id, now);
+                }
                 sent_any = true;
             }
         }
         if !sent_any {
-            shared.udp_notify.notified().await;
+            // Nothing queued: wait for the core, or for the FEC block timeout to close a block.
+            let deadline = shared.fec().next_deadline();
+            match deadline {
+                Some(t) => {
+                    let wait = t.saturating_sub(shared.now_ms()).max(1);
+                    let _ = tokio::time::timeout(
+                        Duration::from_millis(wait),
+                        shared.udp_notify.notified(),
+                    )
+                    .await;
+                    let now = shared.now_ms();
+                    shared.fec().tick(now);
+                }
+                None => shared.udp_notify.notified().await,
+            }
         }
     }
 }

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`cookie`] | UDP return-routability: the stateless cookie a UDP client echoes before it gets the stream, per-source limits |
 //! | [`cpx`] | the CPX framing the bridge needs: packet lengths, routing header, message grouping (`last_packet`) |
+//! | [`fec`] | forward error correction for UDP clients (requested per client): blocks of packets, Reed-Solomon parity (`gapstream_fec`), the adaptive mode; sans I/O |
 //! | [`forward`] | the forwarding state machine (`no_std` + `alloc`, sans I/O): client set, queues, drop policy, upstream routing |
 //! | [`spi_slave`] | the ESP32's end of the SPI link to the GAP8 (one CPX packet per transaction each way, stock protocol), sans I/O |
 //! | `capi` (feature `capi`) | C entry points (`include/esp32_bridge.h`) for the ESP-IDF firmware (`esp-idf/`) and the GVSOC stand-in |
@@ -19,6 +20,7 @@ extern crate alloc;
 pub mod capi;
 pub mod cookie;
 pub mod cpx;
+pub mod fec;
 pub mod forward;
 #[cfg(feature = "host")]
 pub mod host;

@@ -8,6 +8,8 @@
 _Static_assert(sizeof(esp32b_config_t) == 24, "esp32b_config_t size");
 _Static_assert(sizeof(esp32b_stats_t) == 40, "esp32b_stats_t size");
 _Static_assert(offsetof(esp32b_stats_t, clients) == 32, "esp32b_stats_t.clients");
+_Static_assert(sizeof(esp32b_fec_config_t) == 12, "esp32b_fec_config_t size");
+_Static_assert(offsetof(esp32b_fec_config_t, timeout_ms) == 8, "esp32b_fec_config_t.timeout_ms");
 
 #define CHECK(c)                                                               \
     do {                                                                       \
@@ -99,6 +101,32 @@ int main(void)
     CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, echo, sizeof echo, 20, reply, sizeof reply, &id) == 4);
     CHECK(memcmp(reply, "GSCW", 4) == 0 && id >= 0);
     CHECK(esp32b_client_remove(h, (uint32_t) id) == 0);
+
+    /* FEC: the UDP client c1 asks for it; the packet still queued for it comes as a data shard,
+     * and its block (one single-packet message) closes after the 5 ms timeout with one parity
+     * shard (ceil(1 * 2 / 4) = 1) of 2 + n bytes. */
+    esp32b_fec_config_t fc;
+    memset(&fc, 0, sizeof fc);
+    fc.enabled = 1;
+    fc.k = 4;
+    fc.parity = 2;
+    fc.timeout_ms = 5;
+    fc.k = 0;
+    CHECK(esp32b_fec_configure(h, &fc) == ESP32B_EINVAL);
+    fc.k = 4;
+    CHECK(esp32b_fec_configure(h, &fc) == 0);
+    CHECK(esp32b_client_datagram(h, (uint32_t) c1, (const uint8_t *) "GF\x12\0", 4) == 0);
+    CHECK(esp32b_client_next(h, (uint32_t) c1, out, 8) == ESP32B_EINVAL);
+    CHECK(esp32b_client_next(h, (uint32_t) c1, out, sizeof out) == (int32_t) (10 + n));
+    CHECK(memcmp(out, "GF\x10", 3) == 0 && out[7] == 0 && memcmp(out + 10, rx, n) == 0);
+    CHECK(esp32b_client_sent(h, (uint32_t) c1, 10 + n) == 0);
+    CHECK(esp32b_client_next(h, (uint32_t) c1, out, sizeof out) == 0);
+    CHECK(esp32b_tick(h, 22) == 0);
+    CHECK(esp32b_tick(h, 30) == 1);
+    CHECK(esp32b_client_next(h, (uint32_t) c1, out, sizeof out) == (int32_t) (12 + n));
+    CHECK(memcmp(out, "GF\x11", 3) == 0 && out[7] == 1 && out[8] == 1 && out[9] == 1);
+    CHECK(esp32b_client_sent(h, (uint32_t) c1, 12 + n) == 0);
+    CHECK(esp32b_client_next(h, (uint32_t) c1, out, sizeof out) == 0);
 
     esp32b_free(h);
     printf("capi_test: esp32_bridge C entry points ok\n");

@@ -9,7 +9,9 @@
  *              packet per transaction each way, as Bitcraze's aideck-esp-firmware does it
  *   TCP task   accepts receivers on port 5000 (stream of CPX packets), one task per receiver
  *   UDP task   receivers on port 5000/udp (one CPX packet per datagram), registered by the
- *              cookie exchange (docs/stream.md; the decisions are the core's, esp32b_udp_*)
+ *              cookie exchange (docs/stream.md; the decisions are the core's, esp32b_udp_*);
+ *              a receiver that asks for FEC gets data and parity shards instead (the core's
+ *              esp32_bridge::fec; esp32b_tick closes blocks on their timeout)
  *   status     on every receiver connect and on the last one's disconnect the core queues
  *              WIFI_CTRL_STATUS_CLIENT_CONNECTED for the GAP8, as aideck-esp-firmware does
  *   WiFi       access point (default, like the stock firmware: the deck is 192.168.4.1) or station
@@ -252,14 +254,17 @@ static void udp_task(void *arg)
     }
     for (int i = 0; i < UDP_PEERS; i++)
         udp_peers[i].id = -1;
-    uint8_t *buf = malloc(ESP32B_SPI_BUFFER_LEN + 16);
+    uint8_t *buf = malloc(ESP32B_UDP_DATAGRAM_MAX + 16);
+    if (buf == NULL)
+        abort();
     struct timeval tv = {.tv_sec = 0, .tv_usec = 5000};
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     for (;;) {
         struct sockaddr_in from;
         socklen_t fl = sizeof from;
-        int n = recvfrom(s, buf, ESP32B_SPI_BUFFER_LEN + 16, 0, (struct sockaddr *) &from, &fl);
+        int n = recvfrom(s, buf, ESP32B_UDP_DATAGRAM_MAX + 16, 0, (struct sockaddr *) &from, &fl);
         TickType_t now = xTaskGetTickCount();
+        LOCKED(esp32b_tick(core, (uint32_t) (now * portTICK_PERIOD_MS)));
         if (n >= 0) {
             int slot = -1, free_slot = -1;
             for (int i = 0; i < UDP_PEERS; i++) {
@@ -302,7 +307,7 @@ static void udp_task(void *arg)
                 continue;
             }
             for (int k = 0; k < 8; k++) { /* a few datagrams per peer per round */
-                int32_t m = LOCKED(esp32b_client_next(core, (uint32_t) udp_peers[i].id, buf, ESP32B_SPI_BUFFER_LEN + 16));
+                int32_t m = LOCKED(esp32b_client_next(core, (uint32_t) udp_peers[i].id, buf, ESP32B_UDP_DATAGRAM_MAX + 16));
                 if (m <= 0)
                     break;
                 if (sendto(s, buf, (size_t) m, MSG_DONTWAIT, (struct sockaddr *) &udp_peers[i].addr,
@@ -379,6 +384,24 @@ void app_main(void)
     core = esp32b_new(&cfg);
     if (core == NULL || core_lock == NULL || events == NULL)
         abort();
+    esp32b_fec_config_t fec = {
+#ifdef CONFIG_GAPSTREAM_FEC
+        .enabled = 1,
+        .k = CONFIG_GAPSTREAM_FEC_K,
+        .parity = CONFIG_GAPSTREAM_FEC_PARITY,
+        .timeout_ms = CONFIG_GAPSTREAM_FEC_TIMEOUT_MS,
+#ifdef CONFIG_GAPSTREAM_FEC_ADAPTIVE
+        .adaptive = 1,
+        .floor = CONFIG_GAPSTREAM_FEC_FLOOR,
+        .ceiling = CONFIG_GAPSTREAM_FEC_CEILING,
+#endif
+#else
+        .enabled = 0,
+        .k = 1,
+#endif
+    };
+    if (esp32b_fec_configure(core, &fec) != 0)
+        abort(); /* k + parity above 256, or floor above ceiling */
     if (esp32b_spi_buffer_len() != ESP32B_SPI_BUFFER_LEN)
         abort(); /* header and library out of step */
     wifi_init();

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use esp32_bridge::fec::FecConfig;
 use esp32_bridge::forward::{Config, UpstreamPolicy};
 use esp32_bridge::host::{HostBridge, HostConfig};
 
@@ -38,6 +39,41 @@ struct Args {
     /// Most UDP clients from one source IP.
     #[arg(long, default_value_t = 2)]
     udp_clients_per_source: usize,
+    #[command(flatten)]
+    fec: FecArgs,
+}
+
+/// Forward error correction for the UDP receivers that ask for it (docs/stream.md).
+#[derive(clap::Args, Clone, Debug)]
+pub struct FecArgs {
+    /// Refuse FEC requests (every UDP receiver gets the plain stream).
+    #[arg(long)]
+    no_fec: bool,
+    /// FEC data packets per block (1..=128).
+    #[arg(long, default_value_t = 40)]
+    fec_k: u8,
+    /// FEC block size with its parity: n - k parity packets per k data packets.
+    #[arg(long, default_value_t = 50)]
+    fec_n: u16,
+    /// A block of single-packet messages closes this long after its first packet (ms).
+    #[arg(long, default_value_t = 5)]
+    fec_timeout_ms: u32,
+    /// Adaptive FEC: parity per k follows the receiver's loss reports between FLOOR and CEILING
+    /// (e.g. 2:40; a forged report cannot leave that range).
+    #[arg(long, value_name = "FLOOR:CEILING")]
+    fec_adaptive: Option<String>,
+}
+
+impl FecArgs {
+    fn config(&self) -> Result<FecConfig, String> {
+        FecConfig::from_cli(
+            !self.no_fec,
+            self.fec_k,
+            self.fec_n,
+            self.fec_timeout_ms,
+            self.fec_adaptive.as_deref(),
+        )
+    }
 }
 
 fn main() -> ExitCode {
@@ -53,7 +89,15 @@ fn main() -> ExitCode {
             }
         }
     };
+    let fec = match a.fec.config() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("esp32-bridge: error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let cfg = HostConfig {
+        fec,
         spi_listen: a.spi_listen,
         tcp_listen: a.tcp,
         udp_listen,
