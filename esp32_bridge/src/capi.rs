@@ -34,10 +34,7 @@ pub const ESP32B_UDP_REPLY_MAX: usize = crate::cookie::REQUEST_LEN;
 
 /// Largest datagram [`esp32b_client_next`] gives a UDP client (`ESP32B_UDP_DATAGRAM_MAX`): a
 /// FEC parity shard of a full CPX packet (10-byte header, 2-byte length prefix, 1,024 bytes).
-pub const ESP32B_UDP_DATAGRAM_MAX: usize = gapstream_fec::wire::HEADER_LEN
-    + gapstream_fec::code::LEN_PREFIX
-    + crate::cpx::WIRE_OVERHEAD
-    + crate::cpx::MAX_PAYLOAD;
+pub const ESP32B_UDP_DATAGRAM_MAX: usize = crate::fec::MAX_DATAGRAM;
 
 /// FEC settings (`esp32b_fec_config_t`, `docs/stream.md` "Forward error correction").
 #[repr(C)]

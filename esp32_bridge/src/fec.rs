@@ -31,6 +31,11 @@ use gapstream_fec::wire::{self, Control, ShardHeader};
 use crate::cpx;
 use crate::forward::{Bridge, ClientId};
 
+/// Largest datagram [`Fec::next_datagram`] writes: a parity shard of a full CPX packet (10-byte
+/// header, 2-byte length prefix, 1,024 bytes).
+pub const MAX_DATAGRAM: usize =
+    wire::HEADER_LEN + code::LEN_PREFIX + cpx::WIRE_OVERHEAD + cpx::MAX_PAYLOAD;
+
 /// The bridge's FEC settings (the same for every client that asks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FecConfig {
@@ -759,6 +764,16 @@ mod tests {
             r.push(d, now, &mut |x| out.extend_from_slice(x));
         }
         r.poll(now + 1000, &mut |x| out.extend_from_slice(x));
+        // The block the stream starts in is not counted (what came before it is not known).
+        let lost_on_purpose: usize = lost_in_block[1..].iter().sum();
+        // A block of one control message whose only parity shard was lost cannot know it had
+        // one: those losses are not counted.
+        let counted = r.stats().shards_lost as usize;
+        assert!(
+            counted <= lost_on_purpose && counted + 5 >= lost_on_purpose,
+            "{counted} of {lost_on_purpose}: {:?}",
+            r.stats()
+        );
         let mut want = Vec::new();
         for fr in &frames {
             want.extend_from_slice(fr);
@@ -766,6 +781,53 @@ mod tests {
         }
         assert_eq!(out, want);
         assert!(r.stats().recovered > 20);
+    }
+
+    /// The adaptive mode changing its parity between blocks while frames and control messages
+    /// flow: every block's shards agree on its shape, and a receiver without loss counts none.
+    #[test]
+    fn adaptive_changes_keep_every_block_consistent() {
+        let (mut b, mut f, id) = with_fec(FecConfig {
+            adaptive: Some((2, 40)),
+            ..FecConfig::default()
+        });
+        let mut r = Reassembler::new(RConfig::default(), Decoder);
+        let mut now = 0;
+        let mut buf = [0u8; 2048];
+        let mut sent = 0;
+        let mut got = 0usize;
+        for t in 0..40u8 {
+            b.spi_received(&message(t, 79_120));
+            if t % 3 == 0 {
+                b.spi_received(&message(t, 40));
+            }
+            while let Some(n) = f.next_datagram(&mut b, id, now, &mut buf) {
+                let d = buf[..n].to_vec();
+                f.datagram_sent(&mut b, id, now);
+                sent += 1;
+                r.push(&d, now, &mut |x| got += x.len());
+                if sent % 37 == 0 {
+                    let (c, len) = Control::Report(r.report()).encode();
+                    f.client_datagram(id, &c[..len]);
+                }
+                now += 1;
+            }
+            now += 10;
+            f.tick(now);
+            while let Some(n) = f.next_datagram(&mut b, id, now, &mut buf) {
+                let d = buf[..n].to_vec();
+                f.datagram_sent(&mut b, id, now);
+                r.push(&d, now, &mut |x| got += x.len());
+            }
+        }
+        r.poll(now + 1000, &mut |x| got += x.len());
+        let s = r.stats();
+        assert_eq!(
+            (s.shards_lost, s.inconsistent, s.late, s.duplicates),
+            (0, 0, 0, 0),
+            "{s:?}"
+        );
+        assert_eq!(f.client_stats(id).unwrap().parity_now, 2);
     }
 
     #[test]

@@ -32,6 +32,7 @@ use tokio::sync::Notify;
 use crate::cookie::{self, Control, Gate, SourceLimiter, Verdict};
 use crate::fec::{Fec, FecClientStats, FecConfig};
 use crate::forward::{Bridge, BridgeError, ClientId, Config, Transport};
+use crate::netsim::{Air, LossChannel, LossModel, WifiModel};
 
 /// Where the host bridge listens and how patient it is.
 #[derive(Clone, Debug)]
@@ -54,6 +55,11 @@ pub struct HostConfig {
     pub cookie_global_per_sec: u32,
     /// Forward error correction for the UDP clients that ask for it ([`crate::fec`]).
     pub fec: FecConfig,
+    /// The WiFi model: a rate shared by all clients and backpressure to the SPI side (`None`:
+    /// as fast as the sockets go).
+    pub wifi: Option<WifiModel>,
+    /// Loss on the UDP output (tests and demos).
+    pub udp_loss: Option<LossModel>,
 }
 
 impl Default for HostConfig {
@@ -71,6 +77,8 @@ impl Default for HostConfig {
             cookie_per_sec: 2,
             cookie_global_per_sec: 200,
             fec: FecConfig::default(),
+            wifi: None,
+            udp_loss: None,
         }
     }
 }
@@ -81,6 +89,12 @@ struct Shared {
     fec: Mutex<Fec>,
     /// The bridge's millisecond clock starts here.
     start: Instant,
+    /// The WiFi model's channel and queue limit.
+    air: Option<Air>,
+    wifi_queue: Option<usize>,
+    loss: Option<LossModel>,
+    loss_channels: Mutex<HashMap<ClientId, LossChannel>>,
+    udp_lost: AtomicU64,
     wakers: Mutex<HashMap<ClientId, Arc<Notify>>>,
     spi_notify: Notify,
     udp_notify: Notify,
@@ -173,6 +187,16 @@ impl Shared {
     fn fec(&self) -> std::sync::MutexGuard<'_, Fec> {
         self.fec.lock().unwrap_or_else(|e| e.into_inner())
     }
+    /// Whether the loss model drops the next datagram to client `id`.
+    fn lose_datagram(&self, id: ClientId) -> bool {
+        let Some(m) = &self.loss else { return false };
+        self.loss_channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(id)
+            .or_insert_with(|| m.channel(u64::from(id)))
+            .lose()
+    }
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
@@ -213,6 +237,10 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
         self.fec().forget(id);
+        self.loss_channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
         let left = self.core().remove_client(id);
         if let Some(st) = left {
             // The last client leaving queues WIFI_CTRL "client disconnected" for the GAP8.
@@ -250,6 +278,11 @@ impl HostBridge {
             core: Mutex::new(Bridge::new(cfg.core)),
             fec: Mutex::new(Fec::new(cfg.fec)),
             start: Instant::now(),
+            air: cfg.wifi.map(|w| Air::new(w.mbps)),
+            wifi_queue: cfg.wifi.map(|w| w.queue_bytes),
+            loss: cfg.udp_loss,
+            loss_channels: Mutex::new(HashMap::new()),
+            udp_lost: AtomicU64::new(0),
             wakers: Mutex::new(HashMap::new()),
             spi_notify: Notify::new(),
             udp_notify: Notify::new(),
@@ -272,8 +305,13 @@ impl HostBridge {
             refused: AtomicU64::new(0),
             verbose: cfg.verbose,
         });
+        let small_spi_buffer = cfg.wifi.is_some();
         let (spi, tcp, udp) = runtime.block_on(async {
-            let spi = TcpListener::bind(cfg.spi_listen).await?;
+            let spi = if small_spi_buffer {
+                spi_listener_for_wifi_model(cfg.spi_listen)?
+            } else {
+                TcpListener::bind(cfg.spi_listen).await?
+            };
             let tcp = TcpListener::bind(cfg.tcp_listen).await?;
             let udp = match cfg.udp_listen {
                 Some(a) => Some(Arc::new(UdpSocket::bind(a).await?)),
@@ -316,6 +354,11 @@ impl HostBridge {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .len()
+    }
+
+    /// Datagrams the loss model dropped on the UDP output.
+    pub fn udp_lost(&self) -> u64 {
+        self.shared.udp_lost.load(Ordering::Relaxed)
     }
 
     /// FEC counters of every client that asked for it, summed.
@@ -362,6 +405,23 @@ impl Drop for HostBridge {
     }
 }
 
+/// The SPI-side listener under the WiFi model. Its backpressure must reach the GAP8 after a few
+/// packets, not after the megabytes a localhost connection buffers (a real SPI link holds one
+/// packet): a 16 KiB receive buffer, and segments of an Ethernet MSS instead of loopback's 64 KiB
+/// (with 64 KiB segments a small window never reopens by one segment and the sender falls back to
+/// zero-window probes, and the sender's buffer grows with its window of ten such segments).
+fn spi_listener_for_wifi_model(addr: SocketAddr) -> io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.set_recv_buffer_size(16 * 1024)?;
+    s.set_tcp_mss(1460)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(4)?;
+    TcpListener::from_std(s.into())
+}
+
 async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
     let mut current: Option<tokio::task::JoinHandle<()>> = None;
     loop {
@@ -394,8 +454,22 @@ async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
                     }
                 }
             });
-            let mut buf = vec![0u8; 64 * 1024];
+            // Under the WiFi model the SPI side reads about a packet at a time and waits while
+            // every client's queue is full.
+            let mut buf = vec![
+                0u8;
+                if sh.wifi_queue.is_some() {
+                    2048
+                } else {
+                    64 * 1024
+                }
+            ];
             loop {
+                if let Some(q) = sh.wifi_queue {
+                    while sh.core().wifi_backlogged(q) {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
                 match rd.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
@@ -455,7 +529,12 @@ async fn tcp_client(
         loop {
             let work = sh.core().next_for_client(id);
             match work {
-                Some((bytes, r)) => {
+                Some((bytes, mut r)) => {
+                    if let Some(air) = &sh.air {
+                        // A TCP segment's worth at a time, each after its airtime.
+                        r.end = r.end.min(r.start + 1460);
+                        tokio::time::sleep_until(air.reserve(r.len()).into()).await;
+                    }
                     match tokio::time::timeout(write_timeout, wr.write(&bytes[r])).await {
                         Ok(Ok(n)) if n > 0 => sh.core().client_sent(id, n),
                         Ok(_) => return "connection closed",
@@ -599,8 +678,15 @@ async fn udp_writer(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
                     fec.next_datagram(&mut core, id, now, &mut buf)
                 };
                 let Some(n) = n else { break };
-                // A failed send (for example ECONNREFUSED from a closed port) loses this datagram only.
-                let _ = sock.send_to(&buf[..n], addr).await;
+                if let Some(air) = &shared.air {
+                    tokio::time::sleep_until(air.reserve(n).into()).await;
+                }
+                if shared.lose_datagram(id) {
+                    shared.udp_lost.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    // A failed send (for example ECONNREFUSED from a closed port) loses this datagram only.
+                    let _ = sock.send_to(&buf[..n], addr).await;
+                }
                 {
                     let mut fec = shared.fec();
                     let mut core = shared.core();
@@ -1017,6 +1103,101 @@ mod tests {
             }
             assert!(t0.elapsed() < Duration::from_secs(5));
         }
+    }
+
+    /// Under the WiFi model the GAP8 is held back instead of frames being dropped: a GAP8 that
+    /// writes as fast as it can gets through at the air rate (never faster), the client loses
+    /// nothing, and what waits in the bridge stays within a frame or two.
+    #[test]
+    fn the_wifi_model_paces_the_air_and_holds_the_gap8_back() {
+        let b = HostBridge::start(HostConfig {
+            wifi: Some(WifiModel {
+                mbps: 8.0,
+                queue_bytes: 32 * 1024,
+            }),
+            ..local()
+        })
+        .unwrap();
+        let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
+        // As the simulated drone's link does: a send buffer of about one SPI burst.
+        socket2::SockRef::from(&gap8)
+            .set_send_buffer_size(16 * 1024)
+            .unwrap();
+        let mut client = StdTcp::connect(b.tcp_addr).unwrap();
+        let t0 = Instant::now();
+        while b.with_core(|c| c.client_ids().count()) < 1 {
+            assert!(t0.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let written = Arc::new(AtomicU64::new(0));
+        let w = written.clone();
+        let writer = std::thread::spawn(move || {
+            for k in 0..40u8 {
+                let m = message(k, 20_000, Target::Gap8, Target::WifiHost);
+                if gap8.write_all(&m).is_err() {
+                    return;
+                }
+                w.fetch_add(m.len() as u64, Ordering::Relaxed);
+            }
+        });
+        let start = Instant::now();
+        let got = read_messages(&mut client, 12);
+        let secs = start.elapsed().as_secs_f64();
+        let bytes: usize = got.iter().map(Vec::len).sum();
+        // 1 MB/s on the air: 12 messages of ~20 KB take at least ~0.24 s, whatever the machine.
+        assert!(bytes as f64 / secs <= 1.1e6, "{} B/s", bytes as f64 / secs);
+        for (k, m) in got.iter().enumerate() {
+            assert_eq!(m, &message(k as u8, 20_000, Target::Gap8, Target::WifiHost));
+        }
+        // The GAP8 is held back: it got at most the queue, a message in flight and the small
+        // socket buffers ahead of what the client received.
+        let ahead = written.load(Ordering::Relaxed) as i64 - bytes as i64;
+        eprintln!(
+            "the GAP8 ran {ahead} bytes ahead of the client, {:.0} B/s",
+            bytes as f64 / secs
+        );
+        assert!(ahead < 150_000, "the GAP8 ran {ahead} bytes ahead");
+        assert!(b.with_core(|c| c.client_stats(1).unwrap().frames_dropped) == 0);
+        drop(client);
+        b.stop();
+        let _ = writer.join();
+    }
+
+    /// The loss model drops about the asked share of the UDP output, reproducibly per seed.
+    #[test]
+    fn udp_loss_drops_datagrams_on_the_output() {
+        let b = HostBridge::start(HostConfig {
+            udp_loss: Some(LossModel::parse("20", 3).unwrap()),
+            ..local()
+        })
+        .unwrap();
+        let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
+        let udp = StdUdp::bind("127.0.0.1:0").unwrap();
+        register(&udp, b.udp_addr.unwrap()).unwrap();
+        let t0 = Instant::now();
+        while b.with_core(|c| c.client_ids().count()) < 1 {
+            assert!(t0.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        udp.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let mut n = 0u64;
+            while udp.recv_from(&mut buf).is_ok() {
+                n += 1;
+            }
+            n
+        });
+        for k in 0..10 {
+            gap8.write_all(&message(k, 20_000, Target::Gap8, Target::WifiHost))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let n = reader.join().unwrap();
+        let lost = b.udp_lost();
+        assert_eq!(n + lost, 200, "{n} received, {lost} lost");
+        assert!((20..=60).contains(&lost), "{lost} of 200 lost at 20 %");
     }
 
     #[test]

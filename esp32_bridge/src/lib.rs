@@ -10,6 +10,7 @@
 //! | [`forward`] | the forwarding state machine (`no_std` + `alloc`, sans I/O): client set, queues, drop policy, upstream routing |
 //! | [`spi_slave`] | the ESP32's end of the SPI link to the GAP8 (one CPX packet per transaction each way, stock protocol), sans I/O |
 //! | `capi` (feature `capi`) | C entry points (`include/esp32_bridge.h`) for the ESP-IDF firmware (`esp-idf/`) and the GVSOC stand-in |
+//! | `netsim` (feature `host`) | the host bridge's WiFi model (a shared channel of a set rate, backpressure to the SPI side) and seeded UDP loss (independent or Gilbert–Elliott bursts) |
 //! | `host` (feature `host`) | the std/tokio driver: SPI side as a TCP socket, TCP and UDP servers, the `esp32-bridge` binary |
 //!
 //! Without the `host` feature the crate is `no_std` + `alloc` (what the ESP-IDF glue in `esp-idf/` links).
@@ -24,4 +25,6 @@ pub mod fec;
 pub mod forward;
 #[cfg(feature = "host")]
 pub mod host;
+#[cfg(feature = "host")]
+pub mod netsim;
 pub mod spi_slave;

@@ -2,6 +2,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`fec_rx`] | forward error correction over UDP, the receiver's side: the FEC request, `gapstream_fec`'s reassembler decoding with `reed-solomon-erasure`, loss reports |
 //! | [`images`] | frame sources (synthetic pattern, PGM/PNG folder, raw file), PNG/PGM I/O, Bayer demosaicing |
 //! | [`metrics`] | counters, latency percentiles, CPU / RSS / SoC temperature sampling, the 0.5 s metrics CSV |
 //! | [`viewer`] | live web viewer on localhost (page, `/frame.png`, `/stats.json`) |
@@ -14,6 +15,7 @@
 //! | [`mcap_out`] | `--mcap FILE`: every verified frame as a ROS 2 Image + FrameInfo in an MCAP file (Foxglove's `mcap` crate) |
 //! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
+pub mod fec_rx;
 pub mod images;
 pub mod mcap_out;
 pub mod metrics;

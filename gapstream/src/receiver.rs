@@ -22,6 +22,7 @@ use gapstream_protocol::handshake::Identity;
 use gapstream_protocol::session::{self, ReceiverEvent, ReceiverSession};
 use gapstream_protocol::suite::{KexMode, Suite};
 
+use crate::fec_rx::{FecCounters, FecRx};
 use crate::images;
 use crate::metrics::{self, Counters, MetricsLog};
 use crate::sim::{OsEntropy, unix_ns};
@@ -113,6 +114,8 @@ pub struct ReceiverConfig {
     pub max_frames: Option<u64>,
     /// Seconds of silence after which the connection is considered dead and re-established.
     pub idle_timeout: Duration,
+    /// Over UDP: ask the bridge for forward error correction (`crate::fec_rx`).
+    pub fec: bool,
 }
 
 /// Which protocol the stream speaks.
@@ -625,11 +628,20 @@ fn new_session(kind: &SessionKind, base: session::ReceiverCounters) -> Box<dyn S
 
 enum Conn {
     Tcp(TcpStream),
-    Udp(UdpSocket, Instant),
+    /// The socket, the last keep-alive, and the FEC state when FEC was asked for.
+    Udp(UdpSocket, Instant, Option<Box<FecRx>>),
 }
 
 impl Conn {
-    fn open(t: Transport, addr: SocketAddr) -> io::Result<Conn> {
+    /// FEC counters of this connection (with the earlier ones), when it asked for FEC.
+    fn fec_counters(&self) -> Option<FecCounters> {
+        match self {
+            Conn::Udp(_, _, Some(f)) => Some(f.counters()),
+            _ => None,
+        }
+    }
+
+    fn open(t: Transport, addr: SocketAddr, fec: Option<FecCounters>) -> io::Result<Conn> {
         match t {
             Transport::Tcp => {
                 let s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
@@ -646,10 +658,21 @@ impl Conn {
                 .parse()
                 .expect("static");
                 let s = UdpSocket::bind(bind)?;
+                // A frame arrives as a burst of ~80 datagrams (~100 with FEC) while the previous
+                // one is verified: room for a few frames (best effort: the kernel caps it at
+                // net.core.rmem_max).
+                let _ = socket2::SockRef::from(&s).set_recv_buffer_size(2 << 20);
                 s.connect(addr)?;
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
                 udp_register(&s)?;
-                Ok(Conn::Udp(s, Instant::now()))
+                let fec = fec.map(|base| Box::new(FecRx::new(base)));
+                if let Some(f) = &fec {
+                    // Ask at once; the keep-alives repeat the request until shards arrive.
+                    if let Some(req) = f.request() {
+                        s.send(&req)?;
+                    }
+                }
+                Ok(Conn::Udp(s, Instant::now(), fec))
             }
         }
     }
@@ -657,7 +680,7 @@ impl Conn {
     fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         match self {
             Conn::Tcp(s) => s.write_all(bytes),
-            Conn::Udp(s, _) => {
+            Conn::Udp(s, _, _) => {
                 // One CPX packet per datagram.
                 let mut rest = bytes;
                 while rest.len() >= 2 {
@@ -705,10 +728,15 @@ impl Conn {
                 )),
                 r => r,
             },
-            Conn::Udp(s, keepalive) => {
-                if keepalive.elapsed() > Duration::from_secs(1) {
-                    *keepalive = Instant::now();
-                    s.send(&[])?;
+            Conn::Udp(s, keepalive, fec) => {
+                let due = keepalive.elapsed() > Duration::from_secs(1);
+                match fec {
+                    Some(f) => return udp_fec_recv(s, keepalive, f, due, buf),
+                    None if due => {
+                        *keepalive = Instant::now();
+                        s.send(&[])?;
+                    }
+                    None => {}
                 }
                 match s.recv(buf) {
                     // A repeated cookie or welcome (its datagram crossed a retry): not CPX.
@@ -730,6 +758,52 @@ impl Conn {
             }
             r => r,
         }
+    }
+}
+
+/// Receives over UDP with FEC: the next CPX packet that can go on (rebuilt ones included) into
+/// `buf`, `Ok(0)` when none is ready yet. In place of the empty keep-alive the receiver sends the
+/// FEC request (until shards arrive), then its loss report every 500 ms.
+fn udp_fec_recv(
+    s: &UdpSocket,
+    keepalive: &mut Instant,
+    f: &mut FecRx,
+    due: bool,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    if let Some(out) = f.outgoing(due) {
+        *keepalive = Instant::now();
+        s.send(&out)?;
+    } else if due {
+        *keepalive = Instant::now();
+        s.send(&[])?;
+    }
+    if f.ready() == 0 {
+        match s.recv(buf) {
+            Ok(n) if cookie::Control::parse(&buf[..n]).is_some() => {}
+            Ok(n) => {
+                let d = buf[..n].to_vec();
+                f.datagram(&d);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                f.poll()
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    match f.next_packet() {
+        Some(p) if p.len() <= buf.len() => {
+            buf[..p.len()].copy_from_slice(&p);
+            Ok(p.len())
+        }
+        _ => Ok(0),
     }
 }
 
@@ -859,7 +933,8 @@ pub fn run(cfg: ReceiverConfig, mut sinks: Sinks, bayer: bool) -> Result<Summary
     };
     'outer: while !done(&counters) {
         set_conn("connecting", None);
-        let mut conn = match Conn::open(cfg.transport, cfg.bridge) {
+        let fec_base = (cfg.fec && cfg.transport == Transport::Udp).then_some(counters.fec);
+        let mut conn = match Conn::open(cfg.transport, cfg.bridge, fec_base) {
             Ok(c) => c,
             Err(e) => {
                 let msg = format!(
@@ -916,6 +991,9 @@ pub fn run(cfg: ReceiverConfig, mut sinks: Sinks, bayer: bool) -> Result<Summary
                 report_error(&mut last_error, msg.clone());
                 set_conn("reconnecting", Some(&msg));
                 continue 'outer;
+            }
+            if let Some(f) = conn.fec_counters() {
+                counters.fec = f;
             }
             let mut input = &buf[..n];
             if let Conn::Udp(..) = conn {
@@ -1093,6 +1171,10 @@ fn tick(
                 s.handshakes = c.handshakes;
                 s.rekeys = c.rekeys;
                 s.key_epoch = c.key_epoch;
+                s.fec_on = c.fec.on;
+                s.fec_recovered = c.fec.recovered;
+                s.fec_unrecoverable_blocks = c.fec.unrecoverable_blocks;
+                s.fec_redundancy_pct = c.fec.redundancy_pct;
             });
         }
     }

@@ -207,6 +207,9 @@ impl SpiLink {
             return false;
         };
         let _ = s.set_nodelay(true);
+        // The GAP8's link holds a packet or two, not the megabytes a localhost socket would: a
+        // bridge that stops reading (its WiFi side full) holds the drone back within ~16 KiB.
+        let _ = socket2::SockRef::from(&s).set_send_buffer_size(16 * 1024);
         let Ok(mut reader) = s.try_clone() else {
             return false;
         };

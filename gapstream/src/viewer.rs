@@ -58,6 +58,11 @@ pub struct Stats {
     pub replays: u64,
     pub handshakes: u64,
     pub rekeys: u64,
+    /// Forward error correction over UDP: on, packets rebuilt, blocks given up, redundancy.
+    pub fec_on: bool,
+    pub fec_recovered: u64,
+    pub fec_unrecoverable_blocks: u64,
+    pub fec_redundancy_pct: f64,
     pub last_error: Option<String>,
     /// The receiver's last informational line (handshake done, a refused attempt, a retry).
     pub last_message: Option<String>,
@@ -92,7 +97,8 @@ impl Stats {
                 "{{\"connection\":{},\"suite\":{},\"transport\":{},\"key_epoch\":{},\"seq\":{},",
                 "\"fps\":{},\"goodput_mbps\":{},\"latency_p50_ms\":{},\"latency_p95_ms\":{},",
                 "\"image_latency_ms\":{},\"frames\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},",
-                "\"handshakes\":{},\"rekeys\":{},\"last_error\":{}}}"
+                "\"handshakes\":{},\"rekeys\":{},\"fec_on\":{},\"fec_recovered\":{},",
+                "\"fec_unrecoverable_blocks\":{},\"fec_redundancy_pct\":{},\"last_error\":{}}}"
             ),
             json_str(&self.connection),
             json_str(&self.suite),
@@ -112,6 +118,10 @@ impl Stats {
             self.replays,
             self.handshakes,
             self.rekeys,
+            self.fec_on,
+            self.fec_recovered,
+            self.fec_unrecoverable_blocks,
+            json_num(Some(self.fec_redundancy_pct)),
             self.last_error
                 .as_deref()
                 .map(json_str)

@@ -132,6 +132,11 @@ struct Rx {
 }
 
 fn receiver_on(addr: SocketAddr, transport: Transport, session: SessionKind) -> Rx {
+    receiver_with(addr, transport, session, false)
+}
+
+/// A receiver that asks the bridge for FEC when `fec` is true (UDP).
+fn receiver_with(addr: SocketAddr, transport: Transport, session: SessionKind, fec: bool) -> Rx {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let st = stop.clone();
@@ -145,6 +150,7 @@ fn receiver_on(addr: SocketAddr, transport: Transport, session: SessionKind) -> 
                 duration: Some(Duration::from_secs(60)),
                 max_frames: None,
                 idle_timeout: Duration::from_secs(2),
+                fec,
             },
             Sinks {
                 viewer: None,
@@ -759,6 +765,7 @@ fn wrong_pairing_keys_are_refused_with_a_clear_message() {
             duration: Some(Duration::from_secs(4)),
             max_frames: None,
             idle_timeout: Duration::from_secs(2),
+            fec: false,
         },
         Sinks {
             viewer: None,

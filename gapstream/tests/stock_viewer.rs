@@ -191,6 +191,7 @@ fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
         duration: None,
         max_frames: None,
         idle_timeout: Duration::from_secs(5),
+        fec: false,
     };
     let (tx, frames) = std::sync::mpsc::channel();
     let demo_receiver = thread::spawn(move || {

@@ -166,7 +166,11 @@ pub fn encode<D: AsRef<[u8]>>(data: &[D], parity: &mut [&mut [u8]]) -> Result<us
             let len = (d.len() as u16).to_le_bytes();
             if let [p0, p1, p2, p3] = group {
                 let c = [rows[0][i], rows[1][i], rows[2][i], rows[3][i]];
-                gf::mul_add4(c, &len, [&mut p0[..], &mut p1[..], &mut p2[..], &mut p3[..]]);
+                gf::mul_add4(
+                    c,
+                    &len,
+                    [&mut p0[..], &mut p1[..], &mut p2[..], &mut p3[..]],
+                );
                 gf::mul_add4(
                     c,
                     d,

@@ -115,7 +115,8 @@ pub struct Stats {
     /// Shards that disagree with their block (k, m, symbol length), and rebuilt symbols whose
     /// length or padding is wrong (a corrupted or forged parity shard).
     pub inconsistent: u64,
-    /// Shape of the most recent block that had parity: redundancy in use (`m / k`).
+    /// Shape of the most recent block that had parity and at least half as many data shards as
+    /// the one before it: the redundancy in use (`m / k`).
     pub k: u8,
     pub m: u8,
 }
@@ -379,8 +380,12 @@ impl<R: Recover> Reassembler<R> {
                 self.stats.inconsistent += 1;
                 return;
             }
-            self.stats.k = h.k;
-            self.stats.m = h.m;
+            // Redundancy in use: the shape of the latest block about as large as the ones
+            // before (a block of one control message does not stand for the stream).
+            if 2 * h.k as usize >= self.stats.k as usize {
+                self.stats.k = h.k;
+                self.stats.m = h.m;
+            }
         } else if b.l != 0 && code::symbol_len(body.len()) > b.l {
             self.stats.inconsistent += 1;
             return;

@@ -161,7 +161,7 @@ impl RawReceiver {
 #[pymethods]
 impl RawReceiver {
     #[new]
-    #[pyo3(signature = (connect, keys, transport, suite, kex, packet_size, duration, max_frames, idle_timeout, keylog, verbose))]
+    #[pyo3(signature = (connect, keys, transport, suite, kex, packet_size, duration, max_frames, idle_timeout, keylog, verbose, fec=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         connect: &str,
@@ -175,12 +175,16 @@ impl RawReceiver {
         idle_timeout: f64,
         keylog: Option<PathBuf>,
         verbose: bool,
+        fec: bool,
     ) -> PyResult<Self> {
         let transport = match transport {
             "tcp" => receiver::Transport::Tcp,
             "udp" => receiver::Transport::Udp,
             t => return Err(error(format!("unknown transport {t:?} (tcp or udp)"))),
         };
+        if fec && transport != receiver::Transport::Udp {
+            return Err(error("fec=True works over UDP: transport=\"udp\""));
+        }
         if ![128, 256, 512, 1020].contains(&packet_size) {
             return Err(error(format!(
                 "packet_size {packet_size}: one of 128, 256, 512, 1020"
@@ -211,6 +215,7 @@ impl RawReceiver {
             duration: duration.map(Duration::from_secs_f64),
             max_frames,
             idle_timeout: Duration::from_secs_f64(idle_timeout.max(0.1)),
+            fec,
         };
         let sinks = Sinks {
             viewer: Some(live.clone()),
@@ -320,6 +325,9 @@ impl RawReceiver {
                 d.set_item("latency_p99_ms", sum.latency.map(|p| p.p99))?;
                 d.set_item("elapsed_s", sum.elapsed_s)?;
                 d.set_item("connections", sum.connects)?;
+                d.set_item("fec_recovered", c.fec.recovered)?;
+                d.set_item("fec_unrecoverable_blocks", c.fec.unrecoverable_blocks)?;
+                d.set_item("fec_redundancy_pct", c.fec.redundancy_pct)?;
             }
             _ => {
                 d.set_item("running", outcome.is_none())?;
@@ -333,6 +341,9 @@ impl RawReceiver {
                 d.set_item("fps", s.fps)?;
                 d.set_item("latency_p50_ms", s.latency_p50_ms)?;
                 d.set_item("latency_p95_ms", s.latency_p95_ms)?;
+                d.set_item("fec_recovered", s.fec_recovered)?;
+                d.set_item("fec_unrecoverable_blocks", s.fec_unrecoverable_blocks)?;
+                d.set_item("fec_redundancy_pct", s.fec_redundancy_pct)?;
             }
         }
         Ok(d)
