@@ -242,6 +242,12 @@ impl<R: Recover> Reassembler<R> {
         if h.parity {
             self.stats.parity_shards += 1;
             self.stats.parity_bytes += d.len() as u64;
+            // Redundancy in use: the shape of the latest block about as large as the ones
+            // before (a block of one control message does not stand for the stream).
+            if 2 * h.k as usize >= self.stats.k as usize {
+                self.stats.k = h.k;
+                self.stats.m = h.m;
+            }
         } else {
             self.stats.data_shards += 1;
             self.stats.data_bytes += d.len() as u64;
@@ -380,12 +386,7 @@ impl<R: Recover> Reassembler<R> {
                 self.stats.inconsistent += 1;
                 return;
             }
-            // Redundancy in use: the shape of the latest block about as large as the ones
-            // before (a block of one control message does not stand for the stream).
-            if 2 * h.k as usize >= self.stats.k as usize {
-                self.stats.k = h.k;
-                self.stats.m = h.m;
-            }
+
         } else if b.l != 0 && code::symbol_len(body.len()) > b.l {
             self.stats.inconsistent += 1;
             return;
@@ -612,6 +613,11 @@ mod tests {
         assert_eq!(s.shards_lost, 0);
         assert_eq!(s.shards_received, 4 * 10);
         assert_eq!((s.k, s.m), (7, 3));
+        // A block of one datagram after them does not stand for the stream's redundancy.
+        for d in &block_datagrams(5, &payloads(5, 1, 10), 1, false).unwrap() {
+            run(&mut r, d, 2000, &mut out);
+        }
+        assert_eq!((r.stats().k, r.stats().m), (7, 3));
     }
 
     #[test]
