@@ -807,7 +807,7 @@ mod tests {
                 sent += 1;
                 r.push(&d, now, &mut |x| got += x.len());
                 if sent % 37 == 0 {
-                    let (c, len) = Control::Report(r.report()).encode();
+                    let (c, len) = Control::Report(r.take_report()).encode();
                     f.client_datagram(id, &c[..len]);
                 }
                 now += 1;

@@ -550,6 +550,7 @@ fn fec_seeds() -> Vec<Seed> {
             received: 40 * u32::from(t),
             lost: u32::from(t),
             unrecoverable: 0,
+            worst: u16::from(t),
         })
         .encode();
         push_record(&mut b, op::TO_BRIDGE, &r[..n]);

@@ -168,7 +168,7 @@ impl FecRx {
             return None;
         }
         self.last_report = Some(Instant::now());
-        let (b, n) = Control::Report(self.reasm.report()).encode();
+        let (b, n) = Control::Report(self.reasm.take_report()).encode();
         Some(b[..n].to_vec())
     }
 

@@ -315,8 +315,8 @@ struct BenchArgs {
     /// Output CSV.
     #[arg(long, default_value = "target/bench/stream.csv")]
     csv: PathBuf,
-    /// Frames of each loss run (udp and udp+fec at 0, 1, 5 and 10 % loss in bursts of 4, the
-    /// adaptive FEC at 0 and 5 %), distinct and checked byte for byte; 0: no loss runs.
+    /// Frames of each loss run (udp, udp+fec and udp+fec-adaptive at 0, 1, 5 and 10 % loss, the
+    /// 10 % in bursts of 4), distinct and checked byte for byte; 0: no loss runs.
     #[arg(long, default_value_t = 1800)]
     loss_frames: u64,
     /// Camera frame rate of the loss runs.

@@ -2,13 +2,14 @@
 //! ([`crate::wire::Report`], cumulative shard counts every 500 ms).
 //!
 //! From the shards received and lost since the last report the bridge estimates the loss rate
-//! `p` (a rise is taken at once, a fall slowly: `p ← 0.7 p + 0.3 p_new`), and picks the smallest
-//! number of parity shards per `k` data shards for which a block of `k + m` independent losses at
-//! `1.5 p` (a margin for bursts) fails with probability at most [`TARGET_BLOCK_FAILURE`]. A report
-//! of a block that could not be rebuilt raises `m` by at least `max(1, k / 8)`. Lowering is
-//! gradual (half the way per report); raising is immediate. `m` never leaves
-//! `[floor, ceiling]`, whatever the reports say: a forged report can cost at most the ceiling's
-//! airtime, and cannot take the protection below the floor.
+//! `p` (a rise is taken at once, a fall slowly: `p ← 0.7 p + 0.3 p_new`), and takes the larger of
+//! two parity counts per `k` data shards: the smallest `m` for which a block of `k + m`
+//! independent losses at `1.5 p` fails with probability at most [`TARGET_BLOCK_FAILURE`], and one
+//! more than the most shards a single block lost in the last [`WORST_WINDOW`] reports (10 s; what
+//! bursts cost, which the rate alone does not tell). A report of a block that could not be
+//! rebuilt raises `m` by at least `max(1, k / 8)`. Lowering is gradual (half the way per report);
+//! raising is immediate. `m` never leaves `[floor, ceiling]`, whatever the reports say: a forged
+//! report can cost at most the ceiling's airtime, and cannot take the protection below the floor.
 
 use crate::wire::Report;
 
@@ -16,6 +17,8 @@ use crate::wire::Report;
 pub const TARGET_BLOCK_FAILURE: f64 = 1e-4;
 /// Reports covering fewer shards than this do not move the estimate.
 pub const MIN_SAMPLES: u64 = 16;
+/// Reports whose worst block is remembered (at one report every 500 ms: 10 s).
+pub const WORST_WINDOW: usize = 20;
 
 /// Limits of the adaptive mode (parity shards per `k` data shards).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +77,8 @@ pub struct Adaptive {
     last: Option<Report>,
     reports: u64,
     ignored: u64,
+    worst: [u16; WORST_WINDOW],
+    worst_at: usize,
 }
 
 impl Adaptive {
@@ -89,6 +94,8 @@ impl Adaptive {
             last: None,
             reports: 0,
             ignored: 0,
+            worst: [0; WORST_WINDOW],
+            worst_at: 0,
         }
     }
 
@@ -124,6 +131,8 @@ impl Adaptive {
             return self.m;
         }
         self.reports += 1;
+        self.worst[self.worst_at] = r.worst;
+        self.worst_at = (self.worst_at + 1) % WORST_WINDOW;
         let n = recv + lost;
         let mut want = self.m;
         if n >= MIN_SAMPLES {
@@ -141,6 +150,11 @@ impl Adaptive {
                 self.cfg.ceiling,
                 TARGET_BLOCK_FAILURE,
             );
+            let worst = self.worst.iter().copied().max().unwrap_or(0);
+            if worst > 0 {
+                let w = u8::try_from(worst).unwrap_or(u8::MAX).saturating_add(1);
+                want = want.max(w.min(self.cfg.ceiling));
+            }
         }
         if unrec > 0 {
             let step = (self.cfg.k / 8).max(1);
@@ -191,6 +205,19 @@ mod tests {
         assert_eq!(binomial_tail(10, 0.3, 10), 0.0);
     }
 
+    /// The figures of docs/stream.md ("The defaults"): at 5 % independent loss a raw frame (78
+    /// packets) in ten blocks of 8 + 4 is lost with probability ~2e-3, in two blocks of 39 + 10
+    /// with probability ~5e-5.
+    #[test]
+    fn docs_frame_loss_figures() {
+        let frame =
+            |blocks: i32, n: usize, m: usize| 1.0 - (1.0 - binomial_tail(n, 0.05, m)).powi(blocks);
+        let wfb = frame(10, 12, 4);
+        let ours = frame(2, 49, 10);
+        assert!((1.7e-3..1.9e-3).contains(&wfb), "{wfb}");
+        assert!((4.7e-5..5.0e-5).contains(&ours), "{ours}");
+    }
+
     #[test]
     fn parity_grows_with_loss_and_stays_in_bounds() {
         let mut last = 0;
@@ -238,6 +265,41 @@ mod tests {
         assert!(a.on_report(r, 1000) > m, "an unrecoverable block raises it");
     }
 
+    /// Bursts: the same loss rate in bursts leaves blocks that lost many shards; the parity
+    /// follows the worst of them, and forgets it only after the window.
+    #[test]
+    fn the_worst_block_lifts_the_parity_for_the_window() {
+        let mut a = Adaptive::new(cfg());
+        let mut r = Report::default();
+        a.on_report(r, 1000);
+        r.received += 950;
+        r.lost += 50;
+        let iid = a.on_report(r, 1000);
+        let mut b = Adaptive::new(cfg());
+        let mut r = Report::default();
+        b.on_report(r, 1000);
+        r.received += 950;
+        r.lost += 50;
+        r.worst = 19;
+        assert_eq!(b.on_report(r, 1000), 20.max(iid));
+        r.worst = 0;
+        for _ in 0..WORST_WINDOW - 2 {
+            r.received += 950;
+            r.lost += 50;
+            assert_eq!(
+                b.on_report(r, 1000),
+                20.max(iid),
+                "remembered for the window"
+            );
+        }
+        for _ in 0..8 {
+            r.received += 950;
+            r.lost += 50;
+            b.on_report(r, 1000);
+        }
+        assert!(b.parity() < 20);
+    }
+
     /// Forged reports: whatever they say, m stays in [floor, ceiling]; absurd counts are ignored.
     #[test]
     fn forged_reports_are_bounded() {
@@ -254,6 +316,7 @@ mod tests {
                 received: rnd(),
                 lost: rnd(),
                 unrecoverable: rnd() % 3,
+                worst: rnd() as u16,
             };
             let m = a.on_report(r, (rnd() % 4000) as u64);
             assert!((2..=30).contains(&m));
@@ -266,6 +329,7 @@ mod tests {
                 received: 0,
                 lost: 1_000_000,
                 unrecoverable: 0,
+                worst: 0,
             },
             100,
         );

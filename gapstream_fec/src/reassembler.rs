@@ -196,6 +196,8 @@ pub struct Reassembler<R: Recover = Decoder> {
     buffered: usize,
     far_streak: u32,
     stats: Stats,
+    /// The most shards one finished block lost since the last report.
+    worst_since_report: u16,
 }
 
 impl<R: Recover> Reassembler<R> {
@@ -210,6 +212,7 @@ impl<R: Recover> Reassembler<R> {
             buffered: 0,
             far_streak: 0,
             stats: Stats::default(),
+            worst_since_report: 0,
         }
     }
 
@@ -217,12 +220,14 @@ impl<R: Recover> Reassembler<R> {
         &self.stats
     }
 
-    /// The loss report for the bridge (cumulative counts, wrapping).
-    pub fn report(&self) -> Report {
+    /// The loss report for the bridge (cumulative counts, wrapping; the worst block since the
+    /// previous report, which this call starts again).
+    pub fn take_report(&mut self) -> Report {
         Report {
             received: self.stats.shards_received as u32,
             lost: self.stats.shards_lost as u32,
             unrecoverable: self.stats.unrecoverable_blocks as u32,
+            worst: core::mem::take(&mut self.worst_since_report),
         }
     }
 
@@ -386,7 +391,6 @@ impl<R: Recover> Reassembler<R> {
                 self.stats.inconsistent += 1;
                 return;
             }
-
         } else if b.l != 0 && code::symbol_len(body.len()) > b.l {
             self.stats.inconsistent += 1;
             return;
@@ -554,8 +558,12 @@ impl<R: Recover> Reassembler<R> {
                 .rposition(Option::is_some)
                 .map_or(0, |x| x + 1)
         };
+        let lost = expected.saturating_sub(b.present);
         self.stats.shards_received += b.present as u64;
-        self.stats.shards_lost += expected.saturating_sub(b.present) as u64;
+        self.stats.shards_lost += lost as u64;
+        self.worst_since_report = self
+            .worst_since_report
+            .max(lost.min(u16::MAX as usize) as u16);
         if b.gave_up {
             self.stats.unrecoverable_blocks += 1;
             let data = if b.k != 0 { b.k as usize } else { expected };

@@ -29,6 +29,7 @@ fn vectors() -> Vec<(String, Vec<u8>)> {
         received: 1000,
         lost: 52,
         unrecoverable: 1,
+        worst: 12,
     });
     let (b, n) = r.encode();
     v.push(("fec-report".into(), b[..n].to_vec()));

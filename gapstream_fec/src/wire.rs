@@ -144,7 +144,7 @@ impl ShardHeader {
 /// | datagram | bytes | |
 /// |---|---|---|
 /// | request | `"GF" 12 00` (4) | "send me the FEC stream"; repeated as the keep-alive until FEC shards arrive |
-/// | report | `"GF" 13 00` + received, lost, unrecoverable (3 × u32 LE, cumulative, wrapping) (16) | the receiver's shard counts, every 500 ms: the adaptive mode's input |
+/// | report | `"GF" 13 00` + received, lost, unrecoverable (3 × u32 LE, cumulative, wrapping), worst (u16 LE), 2 zero bytes (20) | the receiver's shard counts every 500 ms, and the most shards one block lost since the previous report: the adaptive mode's input |
 ///
 /// Neither is authenticated: the bridge is not trusted with anything, and what a forged report
 /// can do is bounded by the bridge's floor and ceiling of redundancy.
@@ -163,10 +163,13 @@ pub struct Report {
     pub lost: u32,
     /// Blocks given up with data missing.
     pub unrecoverable: u32,
+    /// The most shards one block lost since the previous report (not cumulative: how bursty the
+    /// loss is, which the counts above do not tell).
+    pub worst: u16,
 }
 
 /// Bytes of a report datagram.
-pub const REPORT_LEN: usize = 16;
+pub const REPORT_LEN: usize = 20;
 
 impl Control {
     /// The datagram's bytes (at most [`REPORT_LEN`]) and its length.
@@ -183,6 +186,7 @@ impl Control {
                 b[4..8].copy_from_slice(&r.received.to_le_bytes());
                 b[8..12].copy_from_slice(&r.lost.to_le_bytes());
                 b[12..16].copy_from_slice(&r.unrecoverable.to_le_bytes());
+                b[16..18].copy_from_slice(&r.worst.to_le_bytes());
                 (b, REPORT_LEN)
             }
         }
@@ -199,11 +203,14 @@ impl Control {
         let u = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
         match d[2] {
             KIND_REQUEST if d.len() == 4 && d[3] == 0 => Ok(Control::Request),
-            KIND_REPORT if d.len() == REPORT_LEN && d[3] == 0 => Ok(Control::Report(Report {
-                received: u(4),
-                lost: u(8),
-                unrecoverable: u(12),
-            })),
+            KIND_REPORT if d.len() == REPORT_LEN && d[3] == 0 && d[18..20] == [0, 0] => {
+                Ok(Control::Report(Report {
+                    received: u(4),
+                    lost: u(8),
+                    unrecoverable: u(12),
+                    worst: u16::from_le_bytes([d[16], d[17]]),
+                }))
+            }
             KIND_REQUEST | KIND_REPORT => Err(WireError::BadLength),
             k => Err(WireError::UnknownKind(k)),
         }
@@ -360,6 +367,7 @@ mod tests {
                 received: 1,
                 lost: u32::MAX,
                 unrecoverable: 5,
+                worst: 9,
             }),
         ] {
             let (b, n) = c.encode();
