@@ -11,6 +11,7 @@
  * SPI_CMD_CFG that starts every transfer's command list). */
 #include "pmsis/implem/drivers/udma/spi/spi_internal.h"
 #include "board.h"
+#include "pmsis/rtos/malloc/malloc_internal.h"
 
 #define ESP_RTT_GPIO 18 /* ESP32 -> GAP8: the ESP32 has set up an SPI slave transaction */
 #define ESP_RTT_PAD PI_PAD_32_A13_TIMER0_CH1
@@ -432,4 +433,30 @@ void fw_exit(int status)
 void fw_heap_dump(void)
 {
     pi_l2_malloc_dump();
+}
+
+/* pmsis' L2 allocator (rtos/freeRTOS/vendors/gwt/pmsis/rtos/malloc/l2_malloc.c): its free list. */
+extern malloc_t __l2_malloc;
+extern char __heapl2ram_size[];
+
+uint32_t fw_l2_free(uint32_t *largest)
+{
+    uint32_t total = 0, big = 0;
+    uint32_t irq = __disable_irq();
+    for (malloc_chunk_t *c = __l2_malloc.first_free; c; c = c->next) {
+        total += (uint32_t) c->size;
+        if ((uint32_t) c->size > big)
+            big = (uint32_t) c->size;
+        if (c == c->next)
+            break;
+    }
+    __restore_irq(irq);
+    if (largest)
+        *largest = big;
+    return total;
+}
+
+uint32_t fw_l2_heap_size(void)
+{
+    return (uint32_t) __heapl2ram_size;
 }

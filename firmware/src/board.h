@@ -87,4 +87,11 @@ uint32_t fw_fast_stack_size(void);
 void fw_console_write(const char *s, size_t len);
 void fw_exit(int status);
 
+/* --- L2 heap ------------------------------------------------------------------------------------- */
+/* Free bytes of pmsis' L2 heap (everything: FreeRTOS, drivers, Rust) and, if `largest` is not
+ * NULL, the largest free block. */
+uint32_t fw_l2_free(uint32_t *largest);
+/* Bytes of the L2 heap as linked (`__heapl2ram_size`: L2 minus code, data and the SDK's areas). */
+uint32_t fw_l2_heap_size(void);
+
 #endif

@@ -9,6 +9,13 @@
  * (256 KiB) but not the flash size (its PI_FLASH_IOCTL_INFO fills sector_size and flash_start
  * only), so the size is the AI-deck's chip, a 512-Mbit S26KS512S (64 MiB), unless the build sets
  * FW_BOOTFLASH_SIZE. Transfers go through a static L2 buffer (uDMA).
+ *
+ * Errors: pmsis' pi_flash_read / pi_flash_program / pi_flash_erase_sector wrappers return void
+ * and drop the driver's status, so this file calls the driver's synchronous entries
+ * (pi_flash_api_t: read, program, erase_sector, which return int) and checks every status, as it
+ * checks pi_flash_open's and pi_flash_ioctl's; each failure has its own code (bootflash.h). The
+ * Rust side reads every record back after writing it, which also catches a write the driver
+ * reported as done.
  */
 #include <string.h>
 #include "pmsis.h"
@@ -35,13 +42,13 @@ int fw_flash_open(void)
     struct pi_flash_info info = {0};
     pi_hyperflash_conf_init(&bootflash_conf);
     pi_open_from_conf(&bootflash_dev, &bootflash_conf);
-    if (pi_flash_open(&bootflash_dev))
-        return -1;
+    if (pi_flash_open(&bootflash_dev) != 0)
+        return FW_FLASH_EOPEN;
     const uint32_t size = FW_BOOTFLASH_SIZE;
     if (pi_flash_ioctl(&bootflash_dev, PI_FLASH_IOCTL_INFO, &info) != 0 || info.sector_size == 0 ||
-        size < 4 * info.sector_size || info.flash_start > size - 2 * info.sector_size) {
+        size / 4 < info.sector_size || info.flash_start > size - 2 * info.sector_size) {
         pi_flash_close(&bootflash_dev);
-        return -2;
+        return FW_FLASH_EGEOMETRY;
     }
     bootflash_sector = info.sector_size;
     bootflash_base = size - 2 * info.sector_size;
@@ -51,18 +58,25 @@ int fw_flash_open(void)
 
 static int bootflash_addr(uint32_t sector, uint32_t offset, uint32_t len, uint32_t *addr)
 {
-    if (!bootflash_opened || sector > 1 || len > FW_BOOTFLASH_BUF || offset + len > bootflash_sector)
-        return -1;
+    if (!bootflash_opened || sector > 1 || len > FW_BOOTFLASH_BUF || offset > bootflash_sector ||
+        len > bootflash_sector - offset)
+        return FW_FLASH_EBOUNDS;
     *addr = bootflash_base + sector * bootflash_sector + offset;
     return 0;
+}
+
+static pi_flash_api_t *bootflash_api(void)
+{
+    return (pi_flash_api_t *) bootflash_dev.api;
 }
 
 int fw_flash_read(uint32_t sector, uint32_t offset, uint8_t *buf, uint32_t len)
 {
     uint32_t addr;
     if (bootflash_addr(sector, offset, len, &addr))
-        return -1;
-    pi_flash_read(&bootflash_dev, addr, bootflash_buf, len);
+        return FW_FLASH_EBOUNDS;
+    if (bootflash_api()->read(&bootflash_dev, addr, bootflash_buf, len) != 0)
+        return FW_FLASH_EREAD;
     memcpy(buf, bootflash_buf, len);
     return 0;
 }
@@ -71,8 +85,9 @@ int fw_flash_erase(uint32_t sector)
 {
     uint32_t addr;
     if (bootflash_addr(sector, 0, 0, &addr))
-        return -1;
-    pi_flash_erase_sector(&bootflash_dev, addr);
+        return FW_FLASH_EBOUNDS;
+    if (bootflash_api()->erase_sector(&bootflash_dev, addr) != 0)
+        return FW_FLASH_EERASE;
     return 0;
 }
 
@@ -81,8 +96,9 @@ int fw_flash_program(uint32_t sector, uint32_t offset, const uint8_t *buf, uint3
     uint32_t addr;
     /* HyperBus moves 16-bit words: even addresses and lengths only. */
     if (bootflash_addr(sector, offset, len, &addr) || (addr | len) & 1)
-        return -1;
+        return FW_FLASH_EBOUNDS;
     memcpy(bootflash_buf, buf, len);
-    pi_flash_program(&bootflash_dev, addr, bootflash_buf, len);
+    if (bootflash_api()->program(&bootflash_dev, addr, bootflash_buf, len) != 0)
+        return FW_FLASH_EPROGRAM;
     return 0;
 }

@@ -20,20 +20,38 @@
 /// Why the boot counter could not be advanced. The drone must not stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BootCounterError {
-    /// Reading, erasing, programming or verifying the storage failed.
-    Storage,
+    /// The flash failed (opening it, or a read, erase or program the driver reported).
+    Flash(FlashError),
+    /// The new value did not read back as written (a failing flash, or a write the driver
+    /// reported as done).
+    Verify,
+    /// The counter's file (host drones) could not be read, parsed or replaced.
+    File,
     /// The counter is at `u32::MAX`.
     Exhausted,
 }
 
 impl core::fmt::Display for BootCounterError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            BootCounterError::Storage => {
-                "the boot counter could not be stored (the drone does not stream without it)"
-            }
-            BootCounterError::Exhausted => "the boot counter is used up",
-        })
+        match self {
+            BootCounterError::Flash(e) => write!(
+                f,
+                "the boot counter could not be stored: {e} (the drone does not stream without it)"
+            ),
+            BootCounterError::Verify => f.write_str(
+                "the boot counter could not be stored: it did not read back as written (the drone does not stream without it)",
+            ),
+            BootCounterError::File => f.write_str(
+                "the boot counter could not be stored: its file could not be read or replaced (the drone does not stream without it)",
+            ),
+            BootCounterError::Exhausted => f.write_str("the boot counter is used up"),
+        }
+    }
+}
+
+impl From<FlashError> for BootCounterError {
+    fn from(e: FlashError) -> Self {
+        BootCounterError::Flash(e)
     }
 }
 
@@ -82,9 +100,36 @@ impl BootCounter for RamBootCounter {
     }
 }
 
-/// A flash operation failed.
+/// A flash operation failed (the firmware's C driver returns one code per case,
+/// `firmware/src/bootflash.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FlashError;
+pub enum FlashError {
+    /// The flash could not be opened.
+    Open,
+    /// The flash reports no geometry with room for the two sectors.
+    Geometry,
+    /// A sector, offset or length outside the two sectors, or one the bus cannot move.
+    OutOfRange,
+    /// The driver reported a failed read.
+    Read,
+    /// The driver reported a failed sector erase.
+    Erase,
+    /// The driver reported a failed program.
+    Program,
+}
+
+impl core::fmt::Display for FlashError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            FlashError::Open => "the flash could not be opened",
+            FlashError::Geometry => "the flash has no room for the counter's two sectors",
+            FlashError::OutOfRange => "an access outside the counter's two sectors",
+            FlashError::Read => "a flash read failed",
+            FlashError::Erase => "a flash sector erase failed",
+            FlashError::Program => "a flash program failed",
+        })
+    }
+}
 
 /// Two erasable sectors of NOR flash (index 0 and 1), as [`FlashBootCounter`] uses them.
 pub trait BootFlash {
@@ -121,9 +166,7 @@ impl<F: BootFlash> FlashBootCounter<F> {
 
     fn record(&mut self, sector: usize) -> Result<Option<u32>, BootCounterError> {
         let mut r = [0u8; RECORD_LEN];
-        self.flash
-            .read(sector, 0, &mut r)
-            .map_err(|_| BootCounterError::Storage)?;
+        self.flash.read(sector, 0, &mut r)?;
         let v = u32::from_le_bytes([r[0], r[1], r[2], r[3]]);
         let inv = u32::from_le_bytes([r[4], r[5], r[6], r[7]]);
         Ok((r[8..] == RECORD_MAGIC && v == !inv).then_some(v))
@@ -145,17 +188,14 @@ impl<F: BootFlash> BootCounter for FlashBootCounter<F> {
             .ok_or(BootCounterError::Exhausted)?;
         // Overwrite the older (or invalid) record; the newer one survives a power loss.
         let target = if a <= b { 0 } else { 1 };
-        let storage = |_| BootCounterError::Storage;
-        self.flash.erase(target).map_err(storage)?;
+        self.flash.erase(target)?;
         let mut value = [0u8; 8];
         value[..4].copy_from_slice(&next.to_le_bytes());
         value[4..].copy_from_slice(&(!next).to_le_bytes());
-        self.flash.program(target, 0, &value).map_err(storage)?;
-        self.flash
-            .program(target, 8, &RECORD_MAGIC)
-            .map_err(storage)?;
+        self.flash.program(target, 0, &value)?;
+        self.flash.program(target, 8, &RECORD_MAGIC)?;
         if self.record(target)? != Some(next) {
-            return Err(BootCounterError::Storage);
+            return Err(BootCounterError::Verify);
         }
         Ok(next)
     }
@@ -163,12 +203,18 @@ impl<F: BootFlash> BootCounter for FlashBootCounter<F> {
 
 /// A model of two NOR-flash sectors in RAM, for tests: erase sets `ff`, programming ANDs, and
 /// after `power_budget` byte operations (erased or programmed bytes) every operation fails — the
-/// power is gone, with the operation in progress cut short.
+/// power is gone, with the operation in progress cut short. `fail` makes one kind of operation
+/// report a driver error (before touching anything), `lose_programs` makes programming report
+/// success without changing a bit (a worn flash, or a driver that lies).
 #[derive(Clone, Debug)]
 pub struct RamFlash {
     pub sectors: [[u8; 64]; 2],
     /// Byte operations left before the power fails (`None`: never).
     pub power_budget: Option<usize>,
+    /// Operations of this kind fail ([`FlashError::Read`], [`FlashError::Erase`] or
+    /// [`FlashError::Program`]).
+    pub fail: Option<FlashError>,
+    pub lose_programs: bool,
 }
 
 impl Default for RamFlash {
@@ -176,14 +222,16 @@ impl Default for RamFlash {
         RamFlash {
             sectors: [[0xff; 64]; 2],
             power_budget: None,
+            fail: None,
+            lose_programs: false,
         }
     }
 }
 
 impl RamFlash {
-    fn spend(&mut self) -> Result<(), FlashError> {
+    fn spend(&mut self, op: FlashError) -> Result<(), FlashError> {
         match &mut self.power_budget {
-            Some(0) => Err(FlashError),
+            Some(0) => Err(op),
             Some(n) => {
                 *n -= 1;
                 Ok(())
@@ -191,31 +239,53 @@ impl RamFlash {
             None => Ok(()),
         }
     }
+    fn check(&self, op: FlashError) -> Result<(), FlashError> {
+        if self.fail == Some(op) {
+            Err(op)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 impl BootFlash for RamFlash {
     fn read(&mut self, sector: usize, offset: u32, buf: &mut [u8]) -> Result<(), FlashError> {
+        self.check(FlashError::Read)?;
         if self.power_budget == Some(0) {
-            return Err(FlashError);
+            return Err(FlashError::Read);
         }
-        let s = self.sectors.get(sector).ok_or(FlashError)?;
+        let s = self.sectors.get(sector).ok_or(FlashError::OutOfRange)?;
         let o = offset as usize;
-        buf.copy_from_slice(s.get(o..o + buf.len()).ok_or(FlashError)?);
+        let src = o
+            .checked_add(buf.len())
+            .and_then(|end| s.get(o..end))
+            .ok_or(FlashError::OutOfRange)?;
+        buf.copy_from_slice(src);
         Ok(())
     }
     fn erase(&mut self, sector: usize) -> Result<(), FlashError> {
+        self.check(FlashError::Erase)?;
+        if sector >= self.sectors.len() {
+            return Err(FlashError::OutOfRange);
+        }
         for i in 0..64 {
-            self.spend()?;
-            self.sectors.get_mut(sector).ok_or(FlashError)?[i] = 0xff;
+            self.spend(FlashError::Erase)?;
+            self.sectors[sector][i] = 0xff;
         }
         Ok(())
     }
     fn program(&mut self, sector: usize, offset: u32, data: &[u8]) -> Result<(), FlashError> {
+        self.check(FlashError::Program)?;
+        let s = self.sectors.get(sector).ok_or(FlashError::OutOfRange)?;
+        let o = offset as usize;
+        if o.checked_add(data.len()).is_none_or(|end| end > s.len()) {
+            return Err(FlashError::OutOfRange);
+        }
         for (i, b) in data.iter().enumerate() {
-            self.spend()?;
-            let s = self.sectors.get_mut(sector).ok_or(FlashError)?;
-            let cell = s.get_mut(offset as usize + i).ok_or(FlashError)?;
-            *cell &= b;
+            self.spend(FlashError::Program)?;
+            if !self.lose_programs {
+                self.sectors[sector][o + i] &= b;
+            }
         }
         Ok(())
     }
@@ -238,9 +308,9 @@ impl FileBootCounter {
     /// The stored value (0 when the file does not exist).
     pub fn stored(&self) -> Result<u32, BootCounterError> {
         match std::fs::read_to_string(&self.path) {
-            Ok(s) => s.trim().parse().map_err(|_| BootCounterError::Storage),
+            Ok(s) => s.trim().parse().map_err(|_| BootCounterError::File),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-            Err(_) => Err(BootCounterError::Storage),
+            Err(_) => Err(BootCounterError::File),
         }
     }
 }
@@ -262,9 +332,9 @@ impl BootCounter for FileBootCounter {
             f.sync_all()?;
             std::fs::rename(&tmp, &self.path)
         };
-        write().map_err(|_| BootCounterError::Storage)?;
+        write().map_err(|_| BootCounterError::File)?;
         if self.stored()? != next {
-            return Err(BootCounterError::Storage);
+            return Err(BootCounterError::Verify);
         }
         Ok(next)
     }
@@ -319,7 +389,15 @@ mod tests {
             match r {
                 Ok(v) => assert_eq!((v, next), (4, 5), "budget {budget}"),
                 Err(e) => {
-                    assert_eq!(e, BootCounterError::Storage);
+                    assert!(
+                        matches!(
+                            e,
+                            BootCounterError::Flash(
+                                FlashError::Read | FlashError::Erase | FlashError::Program
+                            )
+                        ),
+                        "budget {budget}: {e:?}"
+                    );
                     assert!(next >= 4, "budget {budget}: counter went back to {next}");
                 }
             }
@@ -338,10 +416,10 @@ mod tests {
         std::fs::write(&path, "garbage").unwrap();
         assert_eq!(
             FileBootCounter::new(&path).advance(),
-            Err(BootCounterError::Storage)
+            Err(BootCounterError::File)
         );
         let mut missing_dir = FileBootCounter::new(dir.join("no-such-dir").join("boot"));
-        assert_eq!(missing_dir.advance(), Err(BootCounterError::Storage));
+        assert_eq!(missing_dir.advance(), Err(BootCounterError::File));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -353,7 +431,59 @@ mod tests {
         };
         assert_eq!(
             Boot::advance(&mut FlashBootCounter::new(f)),
-            Err(BootCounterError::Storage)
+            Err(BootCounterError::Flash(FlashError::Read))
         );
+    }
+
+    /// Every error the driver reports reaches the caller as what it was (no boot, a typed error
+    /// naming the operation), and the stored value is never lowered by it: a later advance on a
+    /// healthy flash continues above every value given out before.
+    #[test]
+    fn driver_errors_are_typed_and_lose_nothing() {
+        let mut c = FlashBootCounter::new(RamFlash::default());
+        assert_eq!((c.advance(), c.advance()), (Ok(1), Ok(2)));
+        let healthy = c.into_inner();
+        for op in [FlashError::Read, FlashError::Erase, FlashError::Program] {
+            let mut f = healthy.clone();
+            f.fail = Some(op);
+            let mut c = FlashBootCounter::new(f);
+            let e = Boot::advance(&mut c).unwrap_err();
+            assert_eq!(e, BootCounterError::Flash(op));
+            assert!(std::format!("{e}").contains("does not stream"), "{e}");
+            let mut f = c.into_inner();
+            f.fail = None;
+            let mut c = FlashBootCounter::new(f);
+            assert_eq!(c.advance(), Ok(3), "{op:?}");
+        }
+    }
+
+    /// A flash that takes programs without changing a bit (worn, or a driver reporting a write it
+    /// did not do) is caught by the read-back: no boot.
+    #[test]
+    fn a_write_that_does_not_read_back_gives_no_boot() {
+        let mut c = FlashBootCounter::new(RamFlash::default());
+        assert_eq!(c.advance(), Ok(1));
+        let mut f = c.into_inner();
+        f.lose_programs = true;
+        let mut c = FlashBootCounter::new(f);
+        assert_eq!(Boot::advance(&mut c), Err(BootCounterError::Verify));
+        // The erased sector lost the older record only: the counter still reads 1, the next
+        // healthy advance gives 2 (nothing given out twice).
+        assert_eq!(c.stored(), Ok(1));
+        let mut f = c.into_inner();
+        f.lose_programs = false;
+        assert_eq!(FlashBootCounter::new(f).advance(), Ok(2));
+    }
+
+    #[test]
+    fn accesses_outside_the_sectors_are_refused() {
+        let mut f = RamFlash::default();
+        let mut buf = [0u8; 4];
+        assert_eq!(f.read(2, 0, &mut buf), Err(FlashError::OutOfRange));
+        assert_eq!(f.read(0, 62, &mut buf), Err(FlashError::OutOfRange));
+        assert_eq!(f.read(0, u32::MAX, &mut buf), Err(FlashError::OutOfRange));
+        assert_eq!(f.erase(2), Err(FlashError::OutOfRange));
+        assert_eq!(f.program(1, 61, &buf), Err(FlashError::OutOfRange));
+        assert_eq!(f.sectors, RamFlash::default().sectors, "nothing written");
     }
 }

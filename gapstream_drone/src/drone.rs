@@ -103,6 +103,10 @@ pub struct DroneStats {
     /// Receivers that left (CLOSE or silence), and receivers with a session now (secure mode).
     pub receivers_left: u64,
     pub receivers: u32,
+    /// Why the session last rejected a message (a replayed or forged control message, ...) and
+    /// why it last refused a HELLO: for a device's log (the counters above count them).
+    pub last_rejected: Option<session::DroneError>,
+    pub last_refused_hello: Option<gapstream_protocol::handshake::HandshakeError>,
 }
 
 /// Why the drone loop stopped.
@@ -319,11 +323,17 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         let clock = ClockRef(&self.clock);
         match s.handle_message(&mut self.applier, &mut rng, &clock, msg) {
             Ok(Some(DroneEvent::Established { .. })) => self.stats.handshakes += 1,
-            Ok(Some(DroneEvent::HelloRefused(_))) => self.stats.hellos_refused += 1,
+            Ok(Some(DroneEvent::HelloRefused(e))) => {
+                self.stats.hellos_refused += 1;
+                self.stats.last_refused_hello = Some(e);
+            }
             Ok(Some(DroneEvent::KeyAcked { .. })) => self.stats.rekeys_acked += 1,
             Ok(Some(DroneEvent::Left { .. })) => self.stats.receivers_left += 1,
             Ok(_) => {}
-            Err(_) => self.stats.upstream_errors += 1,
+            Err(e) => {
+                self.stats.upstream_errors += 1;
+                self.stats.last_rejected = Some(e);
+            }
         }
         self.stats.receivers = s.members() as u32;
         self.flush_session()

@@ -827,6 +827,18 @@ impl ReceiverHandshake {
     }
 }
 
+/// The modes this build's drone side can answer: X25519 always, P-256 and RSA-OAEP-2048 with the
+/// features `kex-p256` / `kex-rsa2048` (on by default; the GAP8 firmware leaves them out unless
+/// asked, to free L2). [`respond`] never chooses a mode outside this set, whatever the policy.
+pub const RESPONDER_MODES: KexSet = {
+    let m = KexSet::empty().with(KexMode::X25519);
+    #[cfg(feature = "kex-p256")]
+    let m = m.with(KexMode::P256);
+    #[cfg(feature = "kex-rsa2048")]
+    let m = m.with(KexMode::RsaOaep2048);
+    m
+};
+
 /// The drone's policy for answering a HELLO.
 #[derive(Clone, Copy, Debug)]
 pub struct DronePolicy {
@@ -926,7 +938,7 @@ pub fn respond<R: CryptoRng + ?Sized>(
         if len != share_len(mode) {
             return Err(refuse(HandshakeError::BadPayload, AlertCode::BadHello));
         }
-        if chosen.is_none() && policy.modes.contains(mode) {
+        if chosen.is_none() && policy.modes.contains(mode) && RESPONDER_MODES.contains(mode) {
             chosen = Some((mode, share));
         }
     }
@@ -934,9 +946,14 @@ pub fn respond<R: CryptoRng + ?Sized>(
     let (mode, share) = chosen
         .ok_or_else(|| refuse(HandshakeError::NoCommonKexMode, AlertCode::NoCommonKexMode))?;
     // The mode's secret and the drone's share.
+    #[cfg_attr(
+        not(any(feature = "kex-p256", feature = "kex-rsa2048")),
+        allow(unused_mut)
+    )]
     let mut my_share = Vec::with_capacity(rsa_oaep::MODULUS_LEN);
     let kex_secret: Zeroizing<Vec<u8>> = match mode {
         KexMode::X25519 => Zeroizing::new(Vec::new()),
+        #[cfg(feature = "kex-p256")]
         KexMode::P256 => {
             let peer = p256::PublicKey::from_sec1_bytes(share)
                 .map_err(|_| refuse(HandshakeError::BadP256Point, AlertCode::BadHello))?;
@@ -944,6 +961,7 @@ pub fn respond<R: CryptoRng + ?Sized>(
             my_share.extend_from_slice(mine.public_key().to_sec1_point(false).as_bytes());
             Zeroizing::new(mine.diffie_hellman(&peer).raw_secret_bytes().to_vec())
         }
+        #[cfg(feature = "kex-rsa2048")]
         KexMode::RsaOaep2048 => {
             let n: &[u8; rsa_oaep::MODULUS_LEN] = share
                 .try_into()
@@ -957,6 +975,15 @@ pub fn respond<R: CryptoRng + ?Sized>(
             oaep_seed.zeroize();
             my_share.extend_from_slice(&ct);
             secret
+        }
+        // Not built: never chosen (RESPONDER_MODES), refused like a mode the policy excludes.
+        #[cfg(not(all(feature = "kex-p256", feature = "kex-rsa2048")))]
+        _ => {
+            let _ = share;
+            return Err(refuse(
+                HandshakeError::NoCommonKexMode,
+                AlertCode::NoCommonKexMode,
+            ));
         }
     };
     let answer = encode_choice(suite, mode, boot, &my_share);

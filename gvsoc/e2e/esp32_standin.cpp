@@ -20,7 +20,16 @@
  *  - the two ready-to-talk lines: GAP8 -> ESP32 on GPIO 3 (a rising edge asks for a
  *    transaction), ESP32 -> GAP8 on GPIO 18 (high while a transaction is armed);
  *  - the WiFi side as a TCP server on localhost (port from the config, like the deck's port 5000):
- *    receivers (`gapstream view/record --connect`) connect to it; several at once.
+ *    receivers (`gapstream view/record --connect`) connect to it; several at once;
+ *  - WiFi no faster than the ESP32's: what the bridge core has for the receivers goes into the
+ *    stand-in's WiFi queue and leaves it at `wifi_kbps` of simulated time (every receiver's copy
+ *    takes its own air time; 0: no limit, localhost speed). The ESP32 holds at most
+ *    `wifi_queue_bytes` for WiFi (the queue plus the message the core is assembling from SPI):
+ *    while it holds that much it arms no SPI transaction, so the GAP8 waits on the ready line,
+ *    as on the board (a message larger than the bound still passes: the queue must empty first).
+ *    The summary line adds `wifi_kbps=.. wifi_queue_bytes=.. wifi_bytes=.. wifi_held_max=..
+ *    wifi_stall_ns=..`: bytes put on the air, the most held, and how long the GAP8 asked for a
+ *    transaction while the queue was full.
  *
  * Simulated time: the ESP32 reacts `latency_ns` after the GAP8 asks (its SPI task waking up and
  * queueing a slave transaction) and polls its sockets every `poll_ns`; its task runs every
@@ -46,12 +55,18 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 class Esp32;
+
+/* The simulation engine's time in ps (GVSOC's DPI wrapper, dpi_wrapper_impl.cpp). The task's own
+ * sum of waits drifts from it: each wait is rounded up to the DPI clock's cycles. */
+extern "C" int64_t dpi_time(void *handle, int64_t t);
 
 class Esp32_qspi_itf : public Qspi_itf
 {
@@ -79,8 +94,9 @@ struct Client
 {
     int fd;
     uint32_t id;
-    std::vector<uint8_t> pending; /* taken from the bridge, not yet written */
-    size_t off;
+    std::vector<uint8_t> pending; /* taken from the bridge: the WiFi queue of this receiver */
+    size_t aired;                 /* bytes of `pending` that went on the air */
+    size_t off;                   /* bytes of `pending` written to the socket (<= aired) */
 };
 
 class Esp32 : public Dpi_model
@@ -100,6 +116,11 @@ private:
     void arm();
     void drive_miso();
     void poll_sockets();
+    void take_from_bridge(Client &c);
+    bool take_chunk(Client &c);
+    void air();
+    size_t wifi_queued() const;
+    bool wifi_full() const;
     void log(const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
     Esp32_qspi_itf *spi;
@@ -116,6 +137,18 @@ private:
     int64_t latency_ps;
     int64_t poll_ps;
     int64_t tick_ps;
+    void *handle;                   /* the DPI wrapper's, for dpi_time() */
+    int64_t now() const { return dpi_time(this->handle, 0); }
+    /* The WiFi model. */
+    int64_t wifi_kbps;              /* 0: no limit */
+    size_t wifi_queue_bytes;
+    size_t assembling = 0;          /* bytes from the GAP8 of a message the core has not completed */
+    int64_t air_free_ps = 0;        /* when the air is free for the next chunk */
+    bool air_idle = true;
+    size_t next_client = 0;         /* round robin over the receivers' queues */
+    uint64_t wifi_bytes = 0;
+    size_t wifi_held_max = 0;
+    int64_t stall_ps = 0;
     int port;
     int listen_fd = -1;
     std::vector<Client> clients;
@@ -151,7 +184,7 @@ void Esp32_gpio_itf::edge(int64_t, int data)
         top->gap_rtt(data);
 }
 
-Esp32::Esp32(js::config *config, void *handle) : Dpi_model(config, handle)
+Esp32::Esp32(js::config *config, void *handle) : Dpi_model(config, handle), handle(handle)
 {
     signal(SIGPIPE, SIG_IGN);
     this->spi = new Esp32_qspi_itf(this);
@@ -173,6 +206,8 @@ Esp32::Esp32(js::config *config, void *handle) : Dpi_model(config, handle)
     this->tick_ps = ((c = config->get("tick_ns")) ? c->get_int() : 1000) * 1000;
     this->verbose = (c = config->get("verbose")) && c->get_int() != 0;
     int64_t miso_max_hz = (c = config->get("miso_max_hz")) ? c->get_int() : 7200000;
+    this->wifi_kbps = (c = config->get("wifi_kbps")) ? c->get_int() : 0;
+    this->wifi_queue_bytes = (size_t) ((c = config->get("wifi_queue_bytes")) ? c->get_int() : 82000);
     this->miso_min_period_ps = 1000000000000LL / (miso_max_hz > 0 ? miso_max_hz : 1);
 
     this->bridge = esp32b_new(NULL);
@@ -207,6 +242,11 @@ void Esp32::start()
     fcntl(this->listen_fd, F_SETFL, O_NONBLOCK);
     this->log("WiFi side listening on 127.0.0.1:%d (ESP32 latency %lld ns, socket poll %lld ns)",
               this->port, (long long) (this->latency_ps / 1000), (long long) (this->poll_ps / 1000));
+    if (this->wifi_kbps > 0)
+        this->log("WiFi at %lld kbit/s of simulated time, at most %zu bytes held for it",
+                  (long long) this->wifi_kbps, this->wifi_queue_bytes);
+    else
+        this->log("WiFi not limited (localhost speed)");
     this->create_task((void *) &Esp32::task_stub, this);
 }
 
@@ -217,6 +257,28 @@ static long long hz_of(int64_t period_ps)
 
 void Esp32::stop()
 {
+    /* The firmware exited and the simulation ends with it: what the ESP32 still holds for WiFi
+     * (at most its queue bound and a message) goes to the receivers now, at once, so that they
+     * get every frame the GAP8 sent. The rates were measured before, on the GAP8's side. */
+    size_t flushed = 0;
+    for (Client &c : this->clients) {
+        this->take_from_bridge(c);
+        fcntl(c.fd, F_SETFL, 0);
+        struct timeval tv = {5, 0}; /* a receiver that stopped reading does not hold the end */
+        setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        while (c.off < c.pending.size()) {
+            ssize_t w = send(c.fd, c.pending.data() + c.off, c.pending.size() - c.off, MSG_NOSIGNAL);
+            if (w <= 0)
+                break;
+            if (c.off + (size_t) w > c.aired)
+                flushed += c.off + (size_t) w - (c.off > c.aired ? c.off : c.aired);
+            c.off += (size_t) w;
+        }
+    }
+    if (flushed > 0)
+        this->log("the simulation ended with %zu bytes queued for WiFi: handed to the receivers at once",
+                  flushed);
+    this->log("simulated time at the end: %.3f ms", (double) this->now() / 1e9);
     esp32b_stats_t st;
     if (esp32b_stats(this->bridge, &st) == 0)
         this->log("SPI transactions %llu, packets from GAP8 %llu, to GAP8 %llu, malformed %llu",
@@ -224,9 +286,12 @@ void Esp32::stop()
                   (unsigned long long) st.packets_to_gap8, (unsigned long long) st.spi_malformed);
     /* On stdout, where the e2e runner reads the firmware's lines. */
     printf("esp32-standin summary sclk_max_hz=%lld miso_data_max_hz=%lld miso_corrupted_bits=%llu "
-           "transactions=%llu\n",
+           "transactions=%llu wifi_kbps=%lld wifi_queue_bytes=%zu wifi_bytes=%llu wifi_held_max=%zu "
+           "wifi_stall_ns=%lld\n",
            hz_of(this->min_period_ps), hz_of(this->min_data_period_ps),
-           (unsigned long long) this->corrupted_bits, (unsigned long long) this->transactions);
+           (unsigned long long) this->corrupted_bits, (unsigned long long) this->transactions,
+           (long long) this->wifi_kbps, this->wifi_queue_bytes, (unsigned long long) this->wifi_bytes,
+           this->wifi_held_max, (long long) (this->stall_ps / 1000));
     fflush(stdout);
 }
 
@@ -241,16 +306,43 @@ void Esp32::task()
             this->poll_sockets();
             since_poll = 0;
         }
-        if (!this->armed && esp32b_spi_should_arm(this->bridge, this->gap_asked) == 1) {
+        bool want = !this->armed && esp32b_spi_should_arm(this->bridge, this->gap_asked) == 1;
+        /* Backpressure: no transaction while the WiFi side holds its fill. */
+        bool stalled = want && this->wifi_full();
+        if (want && !stalled) {
             this->wait_ps(this->latency_ps);
             since_poll += this->latency_ps;
             if (!this->armed)
                 this->arm();
             continue;
         }
+        int64_t t0 = stalled && this->gap_asked ? this->now() : -1;
         this->wait_ps(this->tick_ps);
         since_poll += this->tick_ps;
+        if (t0 >= 0)
+            this->stall_ps += this->now() - t0;
     }
+}
+
+/* Bytes waiting for the air: the longest receiver queue (the core shares one copy of a message
+ * between its receivers; each copy takes its own air time). */
+size_t Esp32::wifi_queued() const
+{
+    size_t q = 0;
+    for (const Client &c : this->clients)
+        if (c.pending.size() - c.aired > q)
+            q = c.pending.size() - c.aired;
+    return q;
+}
+
+/* Full: what the ESP32 holds for WiFi (queued + the message being assembled from SPI) reached the
+ * bound, and the air has something to drain (a message larger than the bound must not block it). */
+bool Esp32::wifi_full() const
+{
+    if (this->wifi_kbps <= 0)
+        return false;
+    size_t q = this->wifi_queued();
+    return q > 0 && q + this->assembling >= this->wifi_queue_bytes;
 }
 
 void Esp32::arm()
@@ -311,7 +403,14 @@ void Esp32::cs_edge(int cs)
         size_t n = (this->bit + 7) / 8;
         if (n > sizeof this->rx)
             n = sizeof this->rx;
+        /* The GAP8's packet (its CPX length field + 2 header bytes): part of a message for WiFi
+         * until the core completes that message. */
+        size_t wire = 2 + (size_t) (this->rx[0] | (this->rx[1] << 8));
         int r = esp32b_spi_complete(this->bridge, this->rx, n);
+        if (wire > 2 && wire <= n)
+            this->assembling += wire;
+        if (r > 0)
+            this->assembling = 0;
         this->transactions++;
         if (this->verbose || r < 0)
             this->log("transaction %llu: %zu bytes clocked, %s", (unsigned long long) this->transactions, n,
@@ -382,7 +481,7 @@ void Esp32::poll_sockets()
         fcntl(fd, F_SETFL, O_NONBLOCK);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        this->clients.push_back(Client{fd, (uint32_t) id, {}, 0});
+        this->clients.push_back(Client{fd, (uint32_t) id, {}, 0, 0});
         this->log("receiver %d connected", id);
     }
     uint8_t buf[4096];
@@ -399,27 +498,49 @@ void Esp32::poll_sockets()
                 gone = true;
             break;
         }
-        while (!gone) {
-            if (c.off == c.pending.size()) {
-                c.pending.resize(sizeof buf);
-                int n = esp32b_client_next(this->bridge, c.id, c.pending.data(), c.pending.size());
-                if (n <= 0) {
+        if (!gone && this->wifi_kbps > 0)
+            this->take_from_bridge(c);
+        if (gone) {
+            this->log("receiver %u disconnected", c.id);
+            esp32b_client_remove(this->bridge, c.id);
+            close(c.fd);
+            this->clients.erase(this->clients.begin() + i);
+            continue;
+        }
+        i++;
+    }
+    this->air();
+    /* Write what went on the air to the sockets (a receiver slower than that in wall-clock time
+     * only delays it here; it took its air time already). */
+    for (size_t i = 0; i < this->clients.size();) {
+        Client &c = this->clients[i];
+        bool gone = false;
+        for (;;) {
+            if (c.off == c.aired) {
+                if (c.off == c.pending.size()) {
                     c.pending.clear();
-                    c.off = 0;
-                    break;
+                    c.aired = c.off = 0;
                 }
-                c.pending.resize((size_t) n);
-                c.off = 0;
+                /* Without a WiFi limit: one chunk from the core at a time, as fast as the socket
+                 * takes it (the core drops frames for a receiver that cannot keep up). */
+                if (this->wifi_kbps > 0 || !this->take_chunk(c))
+                    break;
             }
-            ssize_t w = send(c.fd, c.pending.data() + c.off, c.pending.size() - c.off, MSG_NOSIGNAL);
+            ssize_t w = send(c.fd, c.pending.data() + c.off, c.aired - c.off, MSG_NOSIGNAL);
             if (w > 0) {
-                esp32b_client_sent(this->bridge, c.id, (size_t) w);
                 c.off += (size_t) w;
                 continue;
             }
             if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 break;
             gone = true;
+            break;
+        }
+        if (c.off >= 65536) {
+            /* Drop what was written (the queue keeps streaming and may never be empty). */
+            c.pending.erase(c.pending.begin(), c.pending.begin() + (std::ptrdiff_t) c.off);
+            c.aired -= c.off;
+            c.off = 0;
         }
         if (gone) {
             this->log("receiver %u disconnected", c.id);
@@ -429,6 +550,72 @@ void Esp32::poll_sockets()
             continue;
         }
         i++;
+    }
+    size_t held = this->wifi_queued() + this->assembling;
+    if (held > this->wifi_held_max)
+        this->wifi_held_max = held;
+}
+
+/* The next chunk (up to 4 KiB) the core has for this receiver into its queue; false if none. */
+bool Esp32::take_chunk(Client &c)
+{
+    uint8_t buf[4096];
+    int n = esp32b_client_next(this->bridge, c.id, buf, sizeof buf);
+    if (n <= 0)
+        return false;
+    c.pending.insert(c.pending.end(), buf, buf + n);
+    esp32b_client_sent(this->bridge, c.id, (size_t) n);
+    if (this->wifi_kbps <= 0)
+        c.aired = c.pending.size();
+    return true;
+}
+
+/* Everything the core has for this receiver into its WiFi queue (the core then never has to drop
+ * frames for it: the bound is kept by backpressure instead). */
+void Esp32::take_from_bridge(Client &c)
+{
+    while (this->take_chunk(c)) {
+    }
+}
+
+/* The air: chunks of at most one TCP segment (1460 bytes), one receiver after the other, each
+ * taking bytes * 8 / rate of simulated time. The air starts when data arrives; it saves no time
+ * while idle. */
+void Esp32::air()
+{
+    if (this->wifi_kbps <= 0 || this->clients.empty())
+        return;
+    if (this->wifi_queued() == 0) {
+        this->air_idle = true;
+        return;
+    }
+    int64_t now = this->now();
+    if (this->air_idle || this->air_free_ps < now - this->poll_ps) {
+        if (this->air_free_ps < now)
+            this->air_free_ps = now;
+        this->air_idle = false;
+    }
+    while (this->air_free_ps <= now) {
+        Client *c = nullptr;
+        for (size_t k = 0; k < this->clients.size(); k++) {
+            Client &x = this->clients[(this->next_client + k) % this->clients.size()];
+            if (x.aired < x.pending.size()) {
+                c = &x;
+                this->next_client = (this->next_client + k + 1) % this->clients.size();
+                break;
+            }
+        }
+        if (!c) {
+            this->air_idle = true;
+            break;
+        }
+        size_t n = c->pending.size() - c->aired;
+        if (n > 1460)
+            n = 1460;
+        c->aired += n;
+        this->wifi_bytes += n;
+        /* bits / (kbit/s) = ms; in ps: bytes * 8 * 1e9 / kbps */
+        this->air_free_ps += (int64_t) n * 8 * 1000000000LL / this->wifi_kbps;
     }
 }
 

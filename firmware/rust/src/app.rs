@@ -138,6 +138,79 @@ impl Summary {
     }
 }
 
+/// What the session refused, printed as it happens: `FW upstream refused ...` for messages
+/// (a replayed or forged control message: a KEY_ACK recorded in an earlier boot lands here),
+/// `FW hello refused ...` for HELLOs.
+#[derive(Default)]
+struct Refusals {
+    messages: u64,
+    hellos: u64,
+}
+
+impl Refusals {
+    fn note<W: Write>(&mut self, st: &DroneStats, out: &mut W) {
+        if st.upstream_errors > self.messages {
+            let _ = write!(
+                out,
+                "FW upstream refused n={} total={}",
+                st.upstream_errors - self.messages,
+                st.upstream_errors
+            );
+            let _ = writeln!(
+                out,
+                " last: {}",
+                st.last_rejected
+                    .map_or("bytes that were not CPX", rejected_name)
+            );
+            self.messages = st.upstream_errors;
+        }
+        if st.hellos_refused > self.hellos {
+            let _ = write!(
+                out,
+                "FW hello refused n={} total={}",
+                st.hellos_refused - self.hellos,
+                st.hellos_refused
+            );
+            let _ = writeln!(
+                out,
+                " last: {}",
+                st.last_refused_hello.map_or("?", refusal_name)
+            );
+            self.hellos = st.hellos_refused;
+        }
+    }
+}
+
+/// A short name for why the session rejected a message. Not the errors' `Display`: their full
+/// texts cost ~4 KB of L2 (measured), which the frame buffers need.
+fn rejected_name(e: gapstream_protocol::session::DroneError) -> &'static str {
+    use gapstream_protocol::session::DroneError as E;
+    #[allow(unreachable_patterns)]
+    match e {
+        E::Wire(_) => "malformed message",
+        E::UnknownSession => "control message of no running session",
+        E::Control(_) => "control message did not authenticate",
+        E::Unexpected(_) => "a message type the drone never takes",
+        E::ControlReplay => "replayed control message",
+        E::BadControl => "control message out of place",
+        _ => "other",
+    }
+}
+
+/// A short name for why the session refused a HELLO (as [`rejected_name`]).
+fn refusal_name(e: gapstream_protocol::handshake::HandshakeError) -> &'static str {
+    use gapstream_protocol::handshake::HandshakeError as E;
+    #[allow(unreachable_patterns)]
+    match e {
+        E::Wire(_) => "malformed HELLO",
+        E::Authentication => "did not authenticate",
+        E::NoCommonSuite => "no common suite",
+        E::NoCommonKexMode => "no common key establishment",
+        E::GroupFull => "group full",
+        _ => "other",
+    }
+}
+
 /// `a / b` rounded to the nearest integer; 0 when `b` is 0.
 fn div_round(a: u64, b: u64) -> u64 {
     (a + b / 2).checked_div(b).unwrap_or(0)
@@ -199,6 +272,7 @@ where
     //    was answered.
     let t0 = clock.now_ns();
     let mut next_note = t0 + 1_000_000_000;
+    let mut refusals = Refusals::default();
     while drone.session().is_some_and(|s| !s.is_established()) {
         let now = clock.now_ns();
         if cfg.handshake_timeout_ns != 0 && now - t0 > cfg.handshake_timeout_ns {
@@ -214,6 +288,7 @@ where
         }
         if drone.link_mut().wait_upstream_us(cfg.poll_us) {
             drone.service_upstream().map_err(AppError::Drone)?;
+            refusals.note(&drone.stats(), out);
         }
     }
     if let Some(h) = drone.session().and_then(|s| s.handshake_stats()) {
@@ -250,6 +325,7 @@ where
         drone.service_upstream().map_err(AppError::Drone)?;
         let now = clock.now_ns();
         let st = drone.stats();
+        refusals.note(&st, out);
         let cap = drone.camera_mut().capture_timing();
         let link = drone.link_mut().link_send_cycles();
         if st.frames_sent > prev_stats.frames_sent {
@@ -307,6 +383,14 @@ where
                 .checked_div(cap.captures - cap1.captures)
                 .unwrap_or(0);
         }
+    }
+    if let Some(c) = drone.session().map(|s| s.counters()) {
+        let st = drone.stats();
+        let _ = writeln!(
+            out,
+            "FW session handshakes={} hellos_refused={} keys_acked={} messages_rejected={} upstream_errors={}",
+            c.handshakes, c.hellos_refused, c.keys_acked, c.messages_rejected, st.upstream_errors
+        );
     }
     let _ = writeln!(
         out,
@@ -686,5 +770,58 @@ mod tests {
             &mut String::new(),
         );
         assert!(matches!(r, Err(AppError::NoReceiver)));
+    }
+
+    /// The drone answers exactly the modes it was built with (`RESPONDER_MODES`; the firmware's
+    /// default build: X25519 only, firmware/Makefile `KEX`), whatever its policy allows: a
+    /// receiver that prefers a mode that is not built gets X25519, one that offers only such a
+    /// mode is refused with NO_COMMON_KEX_MODE. `make firmware-test` runs this crate's tests on
+    /// their own, where no other crate turns the modes on, so the refusals run there; the riscv32
+    /// build asserts that the firmware's features decide `RESPONDER_MODES` (pmsis.rs).
+    #[test]
+    fn the_drone_answers_the_modes_it_was_built_with() {
+        use gapstream_protocol::handshake::{
+            DronePolicy, HandshakeError, KexSet, Offer, RESPONDER_MODES, ReceiverHandshake, respond,
+        };
+        use gapstream_protocol::suite::KexMode;
+        assert!(RESPONDER_MODES.contains(KexMode::X25519));
+        let mut rng = TestRng(11);
+        let (drone_id, rx_id) = handshake::pair(&mut rng);
+        let policy = DronePolicy {
+            suites: handshake::SuiteSet::authenticated(),
+            modes: KexSet::all(),
+        };
+        let offer = |modes| Offer {
+            suites: &[Suite::ChaCha20Poly1305],
+            modes,
+            rsa_modulus: None,
+        };
+        let (rh, hello) =
+            ReceiverHandshake::start(&rx_id, &offer(&[KexMode::P256, KexMode::X25519]), &mut rng)
+                .unwrap();
+        let (d, accept) = respond(&drone_id, &policy, 1, &mut rng, &hello).unwrap();
+        let want = if RESPONDER_MODES.contains(KexMode::P256) {
+            KexMode::P256
+        } else {
+            KexMode::X25519
+        };
+        assert_eq!(d.mode, want);
+        let r = rh
+            .finish(&accept, &mut |_: &[u8]| Err(HandshakeError::RsaKeyMissing))
+            .unwrap();
+        assert_eq!((r.mode, r.hello_id), (want, d.hello_id));
+        // RSA needs the receiver's modulus in the HELLO: only P-256 is offered alone here.
+        let (_, hello) =
+            ReceiverHandshake::start(&rx_id, &offer(&[KexMode::P256]), &mut rng).unwrap();
+        match respond(&drone_id, &policy, 1, &mut rng, &hello) {
+            Ok((d, _)) => {
+                assert!(RESPONDER_MODES.contains(KexMode::P256) && d.mode == KexMode::P256)
+            }
+            Err(refusal) => {
+                assert!(!RESPONDER_MODES.contains(KexMode::P256));
+                assert_eq!(refusal.error, HandshakeError::NoCommonKexMode);
+                assert!(refusal.alert.is_some(), "the receiver is told why");
+            }
+        }
     }
 }

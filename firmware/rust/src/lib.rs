@@ -11,7 +11,7 @@
 //! | [`keys`] | the pairing file embedded at build time (never in source) → `Identity` |
 //! | [`app`] | the main loop: wait for the receiver's handshake, stream N frames, report fps and cycles per stage |
 //! | `pmsis` (feature `pmsis`, riscv32) | FFI to `firmware/src/board.c`, the C entry point, allocator, panic handler |
-//! | `bootflash` (feature `pmsis`, riscv32) | the boot counter's two HyperFlash sectors (`firmware/src/bootflash.c`, pmsis `pi_flash_*`) |
+//! | [`bootflash`] | the boot counter's two HyperFlash sectors (`firmware/src/bootflash.c`, pmsis' flash driver; the board part with feature `pmsis` on riscv32), the C side's error codes as `FlashError`s |
 //!
 //! Everything except `pmsis` is hardware-independent and tested on the host (`cargo test -p
 //! gapstream_firmware`), including a whole stream through the ESP32 side of `esp32_bridge` to a
@@ -21,7 +21,6 @@
 extern crate alloc;
 
 pub mod app;
-#[cfg(all(feature = "pmsis", target_arch = "riscv32"))]
 pub mod bootflash;
 pub mod camera;
 pub mod clock;

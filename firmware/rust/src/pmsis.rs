@@ -66,6 +66,8 @@ unsafe extern "C" {
     fn fw_fast_stack_size() -> u32;
     fn fw_noise_uninit(out: *mut u8, len: usize) -> usize;
     fn fw_heap_dump();
+    fn fw_l2_free(largest: *mut u32) -> u32;
+    fn fw_l2_heap_size() -> u32;
     fn fw_console_write(s: *const u8, len: usize);
     fn fw_exit(status: i32);
     /// The pairing file and the device seed, from `firmware/generated/keys.S` (made at build time
@@ -119,6 +121,15 @@ const _: () = {
     assert!(core::mem::offset_of!(FwConfig, cl_hz) == 40);
 };
 
+// The key establishment the firmware answers is what its own features (firmware/Makefile `KEX`)
+// ask for: nothing else in the firmware's build turns on gapstream_protocol's `kex-*` features.
+const _: () = {
+    use gapstream_protocol::handshake::RESPONDER_MODES;
+    use gapstream_protocol::suite::KexMode;
+    assert!(RESPONDER_MODES.contains(KexMode::P256) == cfg!(feature = "kex-p256"));
+    assert!(RESPONDER_MODES.contains(KexMode::RsaOaep2048) == cfg!(feature = "kex-rsa2048"));
+};
+
 // --- allocator, panic, console -------------------------------------------------------------------
 
 /// The global allocator: pmsis' L2 heap (`pi_l2_malloc` / `pi_l2_free` with the exact size).
@@ -164,13 +175,25 @@ struct HeapStats {
     in_use: AtomicUsize,
     peak: AtomicUsize,
     blocks: AtomicUsize,
+    /// The least free L2 (pmsis' whole heap: FreeRTOS, drivers and Rust) seen after any Rust
+    /// allocation; `usize::MAX` before the first.
+    l2_free_min: AtomicUsize,
 }
 
 static HEAP_STATS: HeapStats = HeapStats {
     in_use: AtomicUsize::new(0),
     peak: AtomicUsize::new(0),
     blocks: AtomicUsize::new(0),
+    l2_free_min: AtomicUsize::new(usize::MAX),
 };
+
+/// Free bytes of pmsis' L2 heap and its largest free block.
+fn l2_free() -> (usize, usize) {
+    let mut largest = 0u32;
+    // SAFETY: walks pmsis' free list with interrupts masked (C side); writes one u32.
+    let free = unsafe { fw_l2_free(&mut largest) };
+    (free as usize, largest as usize)
+}
 
 impl HeapStats {
     // Load + store, not read-modify-write atomics (rv32imc has none): the firmware allocates from
@@ -183,6 +206,12 @@ impl HeapStats {
         }
         let b = self.blocks.load(Ordering::Relaxed);
         self.blocks.store(b + 1, Ordering::Relaxed);
+        // The C side allocates at start-up (tasks, drivers) and the Rust side afterwards, so the
+        // least free L2 is reached at a Rust allocation: a walk of the (short) free list each.
+        let (free, _) = l2_free();
+        if free < self.l2_free_min.load(Ordering::Relaxed) {
+            self.l2_free_min.store(free, Ordering::Relaxed);
+        }
     }
     fn note_free(&self, n: usize) {
         let now = self.in_use.load(Ordering::Relaxed).saturating_sub(n);
@@ -204,11 +233,16 @@ impl HeapStats {
     }
 }
 
-/// One line on the Rust side's use of the L2 heap.
+/// One line on the L2 heap: the Rust side's use and pmsis' free bytes (now, the least seen, the
+/// largest free block) of the heap the link script left (`l2_heap`).
 fn heap_line(out: &mut Console, when: &str) {
+    let (free, largest) = l2_free();
+    let min = HEAP_STATS.l2_free_min.load(Ordering::Relaxed).min(free);
+    // SAFETY: reads a link-script symbol's address.
+    let size = unsafe { fw_l2_heap_size() };
     let _ = writeln!(
         out,
-        "FW heap {when}: rust_in_use={} rust_blocks={} rust_peak={}",
+        "FW heap {when}: rust_in_use={} rust_blocks={} rust_peak={} l2_heap={size} l2_free={free} l2_free_min={min} l2_largest_free={largest}",
         HEAP_STATS.in_use.load(Ordering::Relaxed),
         HEAP_STATS.blocks.load(Ordering::Relaxed),
         HEAP_STATS.peak.load(Ordering::Relaxed)
@@ -421,6 +455,16 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         cfg.cl_hz
     );
 
+    // The key establishment this build answers (firmware/Makefile KEX=...).
+    let _ = write!(out, "FW kex modes=");
+    let modes = gapstream_protocol::handshake::RESPONDER_MODES;
+    let built = gapstream_protocol::suite::KexMode::ALL
+        .into_iter()
+        .filter(|m| modes.contains(*m));
+    for (i, m) in built.enumerate() {
+        let _ = write!(out, "{}{}", if i == 0 { "" } else { "," }, m.name());
+    }
+    let _ = writeln!(out);
     heap_line(&mut out, "at start");
     // Entropy: device seed and SRAM power-up state first (before the heap reaches that memory).
     let pool = Rc::new(RefCell::new(EntropyPool::new()));
@@ -447,7 +491,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         // The boot counter (HyperFlash): no stored advance, no stream. It keeps every boot's
         // handshakes apart even when the entropy sources repeat (GVSOC: every run).
         let boot = match crate::bootflash::PmsisFlash::open()
-            .map_err(|_| BootCounterError::Storage)
+            .map_err(BootCounterError::Flash)
             .and_then(|f| Boot::advance(&mut FlashBootCounter::new(f)))
         {
             Ok(b) => b,

@@ -83,9 +83,23 @@ struct RunArgs {
     /// period / (capture + encrypt + send) at most (not checked when absent).
     #[arg(long)]
     max_ratio: Option<f64>,
-    /// Frames per simulated second at least.
+    /// Frames per simulated second at least; when the WiFi carries fewer, --wifi-share of what it
+    /// carries.
     #[arg(long)]
     min_fps: Option<f64>,
+    /// The share of the WiFi's frame rate the stream must reach when the WiFi is the limit.
+    #[arg(long, default_value_t = 0.95)]
+    wifi_share: f64,
+    /// The GAP8's own rate at least: frames per second with the time the stand-in's full WiFi
+    /// queue held it back taken out of the period.
+    #[arg(long)]
+    min_gap8_fps: Option<f64>,
+    /// WiFi rate of the ESP32 stand-in in Mbit/s of simulated time (0: not limited).
+    #[arg(long, default_value_t = 10.0)]
+    wifi_mbps: f64,
+    /// Bytes the stand-in holds for WiFi before it stops arming SPI transactions.
+    #[arg(long, default_value_t = 82_000)]
+    wifi_queue_bytes: u64,
     /// period / send at most: the link is the only limit.
     #[arg(long)]
     max_period_over_send: Option<f64>,
@@ -101,6 +115,21 @@ struct RunArgs {
     /// The negative check: succeed only if the stand-in corrupted MISO bits and the run failed.
     #[arg(long)]
     expect_miso_corruption: bool,
+    /// Boot from the flash image an earlier run left in the work directory (what the firmware
+    /// wrote there, the boot counter, is kept) instead of writing a fresh one.
+    #[arg(long)]
+    keep_flash: bool,
+    /// Keep the session's HELLO, ACCEPT and first KEY_ACK in this file (what an attacker on the
+    /// WiFi side can record).
+    #[arg(long)]
+    record_session: Option<PathBuf>,
+    /// Replay a recorded session's HELLO and KEY_ACK before the receiver's own session; the
+    /// firmware must refuse the KEY_ACK.
+    #[arg(long)]
+    replay_session: Option<PathBuf>,
+    /// The boot counter the firmware and the drone's ACCEPT must show.
+    #[arg(long)]
+    expect_boot: Option<u32>,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -195,13 +224,46 @@ fn run(a: RunArgs) -> ExitCode {
         format!("--config-opt=**/devices/wifi/port={}", a.port),
         format!("--config-opt=**/devices/wifi/latency_ns={}", a.latency_ns),
         format!("--config-opt=**/devices/wifi/miso_max_hz={}", a.miso_max_hz),
+        format!(
+            "--config-opt=**/devices/wifi/wifi_kbps={}",
+            (a.wifi_mbps * 1e3).round() as u64
+        ),
+        format!(
+            "--config-opt=**/devices/wifi/wifi_queue_bytes={}",
+            a.wifi_queue_bytes
+        ),
         "--config-opt=**/runner/boot/mode=flash".into(),
     ];
+    let replay = match &a.replay_session {
+        None => None,
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| receiver::Recorded::from_text(&t))
+        {
+            Ok(r) => Some(r),
+            Err(e) => return fail(format!("{}: {e}", p.display())),
+        },
+    };
+    // The flash image lives in the work directory (`target.board.devices.flash.img`); GVSOC's
+    // HyperFlash model maps it and writes back what the firmware programs. `--image --flash`
+    // writes a fresh one first; without them the model boots what the last run left.
+    let flash_img = work.join("target.board.devices.flash.img");
+    if a.keep_flash && !flash_img.exists() {
+        return fail(format!(
+            "{}: no flash image from an earlier run to boot again",
+            flash_img.display()
+        ));
+    }
+    let steps: &[&str] = if a.keep_flash {
+        &["run", "--exec-prepare", "--exec"]
+    } else {
+        &["run", "--image", "--flash", "--exec-prepare", "--exec"]
+    };
     let mut cmd = Command::new("stdbuf");
     cmd.args(["-oL", "-eL", "gapy", "--target=ai_deck", "--platform=gvsoc"])
         .arg(format!("--work-dir={}", work.display()))
         .args(&opts)
-        .args(["run", "--image", "--flash", "--exec-prepare", "--exec"])
+        .args(steps)
         .arg(format!("--binary={}", elf.display()))
         .stdout(Stdio::piped());
     eprintln!(
@@ -238,6 +300,8 @@ fn run(a: RunArgs) -> ExitCode {
         frames: a.frames,
         stop: stop.clone(),
         deadline,
+        record: a.record_session.clone(),
+        replay,
     };
     let rx_thread = std::thread::spawn(move || receiver::receive(rx_cfg));
 
@@ -298,12 +362,33 @@ fn run(a: RunArgs) -> ExitCode {
     let matches = report::match_frames(&inputs, &received);
     let fw = report::FwSummary::parse(&log);
     let standin = report::StandinSummary::parse(&log);
+    let frames: Vec<receiver::Received> = rx
+        .frames
+        .iter()
+        .filter(|f| f.authenticated || suite == Suite::None)
+        .cloned()
+        .collect();
+    let boot = (a.expect_boot.is_some() || a.replay_session.is_some()).then(|| {
+        let mut b = report::BootCheck {
+            expect: a.expect_boot,
+            rx_boot: rx.drone_boot,
+            replay: rx.replay.clone(),
+            ..report::BootCheck::default()
+        };
+        b.parse_fw(&log);
+        b
+    });
     let ri = report::Inputs {
         matches: &matches,
         fw: fw.as_ref(),
         spi: report::SpiClocks::parse(&log),
         standin,
         suite: suite.name(),
+        wifi: report::Wifi {
+            mbps: a.wifi_mbps,
+            bytes_per_frame: receiver::bytes_per_frame(&frames),
+        },
+        boot: boot.as_ref(),
     };
     let (text, ok) = report::verdict(
         &ri,
@@ -311,6 +396,8 @@ fn run(a: RunArgs) -> ExitCode {
             min_frames: a.min_frames,
             max_ratio: a.max_ratio,
             min_fps: a.min_fps,
+            wifi_share: a.wifi_share,
+            min_gap8_fps: a.min_gap8_fps,
             max_period_over_send: a.max_period_over_send,
             max_up_hz: a.max_up_hz,
             min_down_hz: a.min_down_hz,

@@ -19,11 +19,12 @@ use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::{Entropy, EntropyError};
 use gapstream_protocol::assembler::Assembler;
 use gapstream_protocol::cpx::{
-    GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
+    GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target, WIRE_OVERHEAD,
 };
 use gapstream_protocol::handshake::Identity;
 use gapstream_protocol::session::{ReceiverConfig, ReceiverEvent, ReceiverSession};
 use gapstream_protocol::suite::{KexMode, Suite};
+use gapstream_protocol::wire::{self, HandshakeHeader, MsgType};
 
 /// The host's random numbers.
 struct OsEntropy;
@@ -48,6 +49,16 @@ pub struct Received {
     pub height: u16,
     pub authenticated: bool,
     pub pixels: Vec<u8>,
+    /// Bytes read from the stand-in's WiFi side up to this frame (all messages, CPX framing).
+    pub wire_bytes: u64,
+}
+
+/// Mean bytes received per frame over the steady state (from the first frame's end to the last's):
+/// the frame messages and what came between them. `None` below two frames.
+pub fn bytes_per_frame(frames: &[Received]) -> Option<f64> {
+    let (first, last) = (frames.first()?, frames.last()?);
+    let n = frames.len().checked_sub(1).filter(|n| *n > 0)?;
+    Some((last.wire_bytes - first.wire_bytes) as f64 / n as f64)
 }
 
 /// What the receiver saw.
@@ -55,10 +66,74 @@ pub struct Received {
 pub struct RxResult {
     pub frames: Vec<Received>,
     pub handshake: Option<String>,
+    /// The drone's boot counter, authenticated in its ACCEPT.
+    pub drone_boot: Option<u32>,
     pub tag_failures: u64,
     pub replays: u64,
     pub lost: u64,
     pub rejected: u64,
+    /// What the replay of an earlier session ([`RxConfig::replay`]) got.
+    pub replay: Option<ReplayOutcome>,
+}
+
+/// The messages of a session that an attacker on the WiFi side could record: the receiver's HELLO
+/// and its first KEY_ACK, and the drone's ACCEPT. Kept as `name hex` lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    pub hello: Vec<u8>,
+    pub accept: Vec<u8>,
+    pub key_ack: Vec<u8>,
+}
+
+impl Recorded {
+    pub fn to_text(&self) -> String {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        format!(
+            "hello {}\naccept {}\nkey_ack {}\n",
+            hex(&self.hello),
+            hex(&self.accept),
+            hex(&self.key_ack)
+        )
+    }
+
+    pub fn from_text(text: &str) -> Result<Self, String> {
+        let mut r = Recorded::default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let (name, hex) = line
+                .split_once(' ')
+                .ok_or_else(|| format!("not `name hex`: {line}"))?;
+            let bytes = (0..hex.len())
+                .step_by(2)
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|h| u8::from_str_radix(h, 16).ok())
+                        .ok_or_else(|| format!("bad hex in {name}"))
+                })
+                .collect::<Result<Vec<u8>, String>>()?;
+            match name {
+                "hello" => r.hello = bytes,
+                "accept" => r.accept = bytes,
+                "key_ack" => r.key_ack = bytes,
+                other => return Err(format!("unknown message {other}")),
+            }
+        }
+        if r.hello.is_empty() || r.key_ack.is_empty() {
+            return Err("the recording lacks the HELLO or the KEY_ACK".into());
+        }
+        Ok(r)
+    }
+}
+
+/// How the drone answered a replayed HELLO of an earlier boot, before its KEY_ACK was replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    /// A new ACCEPT (`same`: byte for byte the recorded one, which a drone whose randomness and
+    /// boot counter repeat would send).
+    Accept { same: bool },
+    /// An ALERT with this code.
+    Alert(u8),
+    /// Nothing before the wait ended.
+    Nothing,
 }
 
 /// Why the receiver gave up.
@@ -85,6 +160,91 @@ pub struct RxConfig {
     /// Set by the caller when the simulator has exited.
     pub stop: Arc<AtomicBool>,
     pub deadline: Instant,
+    /// Keep this session's HELLO, ACCEPT and first KEY_ACK here.
+    pub record: Option<std::path::PathBuf>,
+    /// First replay an earlier session's HELLO (waiting for the drone's answer) and KEY_ACK, as
+    /// an attacker who recorded them would, then run this receiver's own session.
+    pub replay: Option<Recorded>,
+}
+
+/// Reads messages from `sock` into `out` until `want` picks one (returned) or the run ends.
+fn read_until(
+    sock: &mut TcpStream,
+    dec: &mut StreamDecoder,
+    asm: &mut Assembler,
+    cfg: &RxConfig,
+    mut want: impl FnMut(&[u8]) -> bool,
+) -> Result<Option<Vec<u8>>, RxError> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        if cfg.stop.load(Ordering::Relaxed) || Instant::now() > cfg.deadline {
+            return Ok(None);
+        }
+        let n = match sock.read(&mut buf) {
+            Ok(0) => return Ok(None),
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut input = &buf[..n];
+        let mut found = None;
+        while let Some(p) = dec.decode(&mut input) {
+            if let Ok(p) = p {
+                let _ = asm.push(p.route, p.payload);
+            }
+            while let Some(m) = asm.next_message() {
+                if found.is_none() && want(&m) {
+                    found = Some(m);
+                }
+            }
+        }
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+}
+
+/// The drone's answer to the HELLO `hello_id`: its ACCEPT or ALERT.
+fn answers(msg: &[u8], hello_id: [u8; 8]) -> bool {
+    match wire::parse_prefix(msg) {
+        Ok(MsgType::Accept) => {
+            HandshakeHeader::decode(msg).is_ok_and(|(h, _)| h.hello_id == hello_id)
+        }
+        Ok(MsgType::Alert) => wire::decode_alert(msg).is_ok_and(|(id, _)| id == hello_id),
+        _ => false,
+    }
+}
+
+/// Replays `rec` (HELLO, the drone's answer awaited, KEY_ACK) on `sock`.
+fn replay(
+    sock: &mut TcpStream,
+    dec: &mut StreamDecoder,
+    asm: &mut Assembler,
+    cfg: &RxConfig,
+    rec: &Recorded,
+) -> Result<ReplayOutcome, RxError> {
+    let (hello, _) = HandshakeHeader::decode(&rec.hello)
+        .map_err(|e| RxError::Handshake(format!("the recorded HELLO: {e}")))?;
+    send_message(sock, &rec.hello)?;
+    let answer = read_until(sock, dec, asm, cfg, |m| answers(m, hello.hello_id))?;
+    let outcome = match answer {
+        None => ReplayOutcome::Nothing,
+        Some(m) if wire::parse_prefix(&m) == Ok(MsgType::Alert) => {
+            ReplayOutcome::Alert(wire::decode_alert(&m).map_or(0, |(_, c)| c))
+        }
+        Some(m) => ReplayOutcome::Accept {
+            same: m == rec.accept,
+        },
+    };
+    send_message(sock, &rec.key_ack)?;
+    Ok(outcome)
 }
 
 fn send_message(sock: &mut TcpStream, msg: &[u8]) -> io::Result<()> {
@@ -135,18 +295,29 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
         ..ReceiverConfig::default()
     };
     let mut asm = Assembler::new(rcfg.max_message());
-    let mut session = ReceiverSession::new(cfg.identity, rcfg);
+    let mut out = RxResult::default();
+    let mut dec = StreamDecoder::new();
+    if let Some(rec) = &cfg.replay {
+        out.replay = Some(replay(&mut sock, &mut dec, &mut asm, &cfg, rec)?);
+    }
+    let mut session = ReceiverSession::new(cfg.identity.clone(), rcfg);
     let clock = unix_ns;
     let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
     session
         .connect(&mut rng, &clock)
         .map_err(|e| RxError::Handshake(format!("{e:?}")))?;
+    let mut recorded = Recorded::default();
+    let record = |m: &[u8], rec: &mut Recorded| match wire::parse_prefix(m) {
+        Ok(MsgType::Hello) if rec.hello.is_empty() => rec.hello = m.to_vec(),
+        Ok(MsgType::KeyAck) if rec.key_ack.is_empty() => rec.key_ack = m.to_vec(),
+        _ => {}
+    };
     while let Some(m) = session.poll_transmit() {
+        record(&m, &mut recorded);
         send_message(&mut sock, &m)?;
     }
-    let mut out = RxResult::default();
-    let mut dec = StreamDecoder::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut wire_bytes = 0u64;
     while out.frames.len() < cfg.frames {
         if cfg.stop.load(Ordering::Relaxed) || Instant::now() > cfg.deadline {
             break;
@@ -165,17 +336,29 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
             Err(e) => return Err(e.into()),
         };
         let mut input = &buf[..n];
+        // Each message with the bytes read up to its last packet.
+        let mut messages = Vec::new();
         while let Some(p) = dec.decode(&mut input) {
             match p {
                 Ok(p) => {
+                    wire_bytes += (p.payload.len() + WIRE_OVERHEAD) as u64;
                     if asm.push(p.route, p.payload).is_err() {
                         out.rejected += 1;
                     }
                 }
                 Err(_) => out.rejected += 1,
             }
+            while let Some(msg) = asm.next_message() {
+                messages.push((msg, wire_bytes));
+            }
         }
-        while let Some(msg) = asm.next_message() {
+        for (msg, wire_bytes) in messages {
+            if recorded.accept.is_empty()
+                && HandshakeHeader::decode(&recorded.hello)
+                    .is_ok_and(|(h, _)| answers(&msg, h.hello_id))
+            {
+                recorded.accept = msg.clone();
+            }
             let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
             match session.handle_message(&mut Sequential, &mut rng, &clock, msg) {
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats })) => {
@@ -203,19 +386,69 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
                         height,
                         authenticated,
                         pixels: f.into_pixels(),
+                        wire_bytes,
                     });
                 }
                 Ok(_) => {}
                 Err(_) => out.rejected += 1,
             }
             while let Some(m) = session.poll_transmit() {
+                record(&m, &mut recorded);
                 send_message(&mut sock, &m)?;
             }
         }
     }
+    if let Some(path) = &cfg.record {
+        std::fs::write(path, recorded.to_text())?;
+    }
+    out.drone_boot = session.drone_boot();
     let c = session.counters();
     out.tag_failures = c.tag_failures;
     out.replays = c.replays;
     out.lost = c.lost_frames;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(wire_bytes: u64) -> Received {
+        Received {
+            seq: 0,
+            width: 1,
+            height: 1,
+            authenticated: true,
+            pixels: vec![0],
+            wire_bytes,
+        }
+    }
+
+    #[test]
+    fn a_recorded_session_reads_back() {
+        let r = Recorded {
+            hello: vec![0x67, 0x73, 0x00, 0xff],
+            accept: vec![],
+            key_ack: vec![1, 2, 3],
+        };
+        assert_eq!(Recorded::from_text(&r.to_text()), Ok(r));
+        assert!(Recorded::from_text("hello 0g\nkey_ack 00\n").is_err());
+        assert!(Recorded::from_text("hello 001\nkey_ack 00\n").is_err());
+        assert!(Recorded::from_text("hello 00\n").is_err(), "no KEY_ACK");
+        assert!(Recorded::from_text("frame 00\n").is_err());
+    }
+
+    #[test]
+    fn bytes_per_frame_is_the_steady_state_mean() {
+        assert_eq!(bytes_per_frame(&[]), None);
+        assert_eq!(bytes_per_frame(&[frame(500)]), None);
+        // The first frame carries the handshake before it; the mean starts after it.
+        let f = [
+            frame(80_000),
+            frame(159_420),
+            frame(238_840),
+            frame(318_260),
+        ];
+        assert_eq!(bytes_per_frame(&f), Some(79_420.0));
+    }
 }

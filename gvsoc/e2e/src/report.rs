@@ -74,7 +74,8 @@ impl SpiClocks {
     }
 }
 
-/// What the ESP32 stand-in measured on the bus (its `esp32-standin summary` line).
+/// What the ESP32 stand-in measured on the bus and its WiFi side (its `esp32-standin summary`
+/// line).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StandinSummary {
     /// Fastest SCLK seen.
@@ -84,6 +85,15 @@ pub struct StandinSummary {
     /// Bits of those the stand-in corrupted (clocked above the board's MISO limit).
     pub miso_corrupted_bits: u64,
     pub transactions: u64,
+    /// The WiFi rate it modelled, kbit/s of simulated time (0: none).
+    pub wifi_kbps: u64,
+    /// Most bytes it holds for WiFi before it stops arming SPI transactions.
+    pub wifi_queue_bytes: u64,
+    /// Bytes it put on the air, and the most it held for WiFi at once.
+    pub wifi_bytes: u64,
+    pub wifi_held_max: u64,
+    /// Simulated time the GAP8 asked for a transaction while the WiFi side was full.
+    pub wifi_stall_ns: u64,
 }
 
 impl StandinSummary {
@@ -95,7 +105,30 @@ impl StandinSummary {
             miso_data_max_hz: u("miso_data_max_hz")?,
             miso_corrupted_bits: u("miso_corrupted_bits")?,
             transactions: u("transactions")?,
+            wifi_kbps: u("wifi_kbps").unwrap_or(0),
+            wifi_queue_bytes: u("wifi_queue_bytes").unwrap_or(0),
+            wifi_bytes: u("wifi_bytes").unwrap_or(0),
+            wifi_held_max: u("wifi_held_max").unwrap_or(0),
+            wifi_stall_ns: u("wifi_stall_ns").unwrap_or(0),
         })
+    }
+}
+
+/// The WiFi side of the run: the rate the stand-in drained its queue at and the bytes each frame
+/// took on the air (measured by the receiver over the steady state).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Wifi {
+    /// Mbit/s of simulated time; 0: not limited.
+    pub mbps: f64,
+    /// Mean bytes received per frame, frame messages and what came between them.
+    pub bytes_per_frame: Option<f64>,
+}
+
+impl Wifi {
+    /// The most frames per second the WiFi carries (`None`: not limited, or unknown).
+    pub fn budget_fps(&self) -> Option<f64> {
+        let b = self.bytes_per_frame.filter(|b| *b > 0.0)?;
+        (self.mbps > 0.0).then(|| self.mbps * 1e6 / (8.0 * b))
     }
 }
 
@@ -105,13 +138,53 @@ pub struct Criteria {
     pub min_frames: usize,
     /// period / (capture + encrypt + send) at most.
     pub max_ratio: Option<f64>,
-    /// Frames per second at least.
+    /// Frames per second at least; when the WiFi carries fewer, `wifi_share` of what it carries.
     pub min_fps: Option<f64>,
+    /// The share of the WiFi's frame rate the stream must reach when the WiFi is the limit.
+    pub wifi_share: f64,
+    /// The GAP8's own rate at least: frames per second with the stand-in's WiFi stall taken out
+    /// of the period (what the firmware and the SPI link sustain, whatever the WiFi).
+    pub min_gap8_fps: Option<f64>,
     /// period / send at most: the link is the only limit.
     pub max_period_over_send: Option<f64>,
     /// The upstream (MISO) SPI clock at most, the downstream one at least.
     pub max_up_hz: Option<u64>,
     pub min_down_hz: Option<u64>,
+}
+
+/// The boot-counter checks of a run on a flash kept from an earlier run (`make gvsoc-boot-twice`).
+#[derive(Clone, Debug, Default)]
+pub struct BootCheck {
+    /// The boot counter this run must have.
+    pub expect: Option<u32>,
+    /// What the firmware printed (`FW boot counter N`) and what the receiver's authenticated
+    /// ACCEPT carried.
+    pub fw_boot: Option<u32>,
+    pub rx_boot: Option<u32>,
+    /// An earlier boot's HELLO and KEY_ACK were replayed first: how the drone answered the
+    /// HELLO, and the firmware's `FW upstream refused` line (total refused, its reason).
+    pub replay: Option<crate::receiver::ReplayOutcome>,
+    pub fw_refused: u64,
+    pub fw_refused_reason: Option<String>,
+}
+
+impl BootCheck {
+    /// The firmware's boot counter and refusal lines.
+    pub fn parse_fw(&mut self, log: &str) {
+        self.fw_boot = log
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("FW boot counter ")?.trim().parse().ok());
+        if let Some(line) = log
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("FW upstream refused "))
+        {
+            let f = fields(line, "FW upstream refused ").unwrap_or_default();
+            self.fw_refused = f.get("total").and_then(|t| t.parse().ok()).unwrap_or(0);
+            self.fw_refused_reason = line.split_once(" last: ").map(|(_, r)| r.to_string());
+        }
+    }
 }
 
 /// Everything the verdict looks at.
@@ -122,10 +195,21 @@ pub struct Inputs<'a> {
     pub spi: Option<SpiClocks>,
     pub standin: Option<StandinSummary>,
     pub suite: &'a str,
+    pub wifi: Wifi,
+    pub boot: Option<&'a BootCheck>,
 }
 
-/// The machine-readable line that ends a run.
-pub fn summary_line(i: &Inputs) -> String {
+/// The GAP8's own frame period in FC cycles: the period with the time the stand-in's full WiFi
+/// queue held the GAP8 back taken out (spread over the steady state's frame intervals).
+pub fn gap8_period_cycles(f: &FwSummary, standin: Option<StandinSummary>) -> u64 {
+    let stall = standin.map_or(0, |s| s.wifi_stall_ns);
+    let intervals = f.frames.saturating_sub(1).max(1);
+    let stall_cycles = (stall as u128 * f.fc_hz as u128 / 1_000_000_000) as u64 / intervals;
+    f.period_cycles.saturating_sub(stall_cycles)
+}
+
+/// The fields of the machine-readable line that ends a run, in order. New fields go at the end.
+pub fn summary_fields(i: &Inputs) -> Vec<(&'static str, String)> {
     let exact = i.matches.iter().filter(|m| m.is_some()).count();
     let (fps, cap, seal, send, period) = i.fw.map_or((0.0, 0.0, 0.0, 0.0, 0.0), |f| {
         let ms = |c: u64| c as f64 * 1e3 / f.fc_hz.max(1) as f64;
@@ -138,13 +222,28 @@ pub fn summary_line(i: &Inputs) -> String {
         )
     });
     let spi = i.spi.unwrap_or_default();
-    format!(
-        "gvsoc-e2e summary fps={fps:.1} frames={} byte_exact={exact} capture_ms={cap:.1} seal_ms={seal:.1} send_ms={send:.1} period_ms={period:.1} spi_down_hz={} spi_up_hz={} suite={}",
-        i.matches.len(),
-        spi.down_hz,
-        spi.up_hz,
-        i.suite
-    )
+    vec![
+        ("fps", format!("{fps:.1}")),
+        ("frames", i.matches.len().to_string()),
+        ("byte_exact", exact.to_string()),
+        ("capture_ms", format!("{cap:.1}")),
+        ("seal_ms", format!("{seal:.1}")),
+        ("send_ms", format!("{send:.1}")),
+        ("period_ms", format!("{period:.1}")),
+        ("spi_down_hz", spi.down_hz.to_string()),
+        ("spi_up_hz", spi.up_hz.to_string()),
+        ("suite", i.suite.to_string()),
+        ("wifi_mbps", i.wifi.mbps.to_string()),
+    ]
+}
+
+/// The machine-readable line that ends a run: `gvsoc-e2e summary key=value ...`.
+pub fn summary_line(i: &Inputs) -> String {
+    let mut s = String::from("gvsoc-e2e summary");
+    for (k, v) in summary_fields(i) {
+        let _ = write!(s, " {k}={v}");
+    }
+    s
 }
 
 /// The verdict: the text to print and whether every criterion holds.
@@ -177,6 +276,17 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
             st.miso_corrupted_bits,
             st.transactions
         );
+        if st.wifi_kbps > 0 {
+            let _ = writeln!(
+                s,
+                "gvsoc-e2e: ESP32 stand-in WiFi: {:.3} Mbit/s of simulated time, {} bytes on the air, held at most {} of {} bytes, the GAP8 held back {:.1} ms by the full queue",
+                st.wifi_kbps as f64 / 1e3,
+                st.wifi_bytes,
+                st.wifi_held_max,
+                st.wifi_queue_bytes,
+                st.wifi_stall_ns as f64 / 1e6
+            );
+        }
         if st.miso_corrupted_bits > 0 {
             fail(
                 &mut s,
@@ -208,6 +318,9 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
                 criteria.min_frames
             ),
         );
+    }
+    if let Some(b) = i.boot {
+        boot_verdict(b, &mut s, &mut fail);
     }
     match i.spi {
         Some(c) => {
@@ -271,11 +384,51 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
                     );
                 }
             }
+            let budget = i.wifi.budget_fps();
+            if let (Some(b), Some(bytes)) = (budget, i.wifi.bytes_per_frame) {
+                let _ = writeln!(
+                    s,
+                    "gvsoc-e2e: WiFi {} Mbit/s, {bytes:.0} bytes per frame on the air: it carries {b:.2} frames per second",
+                    i.wifi.mbps
+                );
+            }
             if let Some(min) = criteria.min_fps {
-                if f.fps < min {
+                let (want, why) = match budget {
+                    Some(b) if criteria.wifi_share * b < min => (
+                        criteria.wifi_share * b,
+                        format!(
+                            "{:.0} % of the {b:.2} the WiFi carries",
+                            criteria.wifi_share * 100.0
+                        ),
+                    ),
+                    _ => (min, format!("{min}")),
+                };
+                if f.fps < want {
                     fail(
                         &mut s,
-                        format!("{:.2} frames per second, at least {min} wanted", f.fps),
+                        format!(
+                            "{:.2} frames per second, at least {want:.2} wanted ({why})",
+                            f.fps
+                        ),
+                    );
+                }
+            }
+            let own = gap8_period_cycles(f, i.standin);
+            let own_fps = f.fc_hz as f64 / own.max(1) as f64;
+            if own != f.period_cycles {
+                let _ = writeln!(
+                    s,
+                    "gvsoc-e2e: the GAP8 alone (the WiFi's hold-back taken out of the period): period {:.2} ms, {own_fps:.2} frames per second",
+                    ms(own)
+                );
+            }
+            if let Some(min) = criteria.min_gap8_fps {
+                if own_fps < min {
+                    fail(
+                        &mut s,
+                        format!(
+                            "the GAP8 alone sustains {own_fps:.2} frames per second, at least {min} wanted"
+                        ),
                     );
                 }
             }
@@ -293,6 +446,55 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
     }
     let _ = writeln!(s, "gvsoc-e2e: {}", if ok { "ok" } else { "FAILED" });
     (s, ok)
+}
+
+fn boot_verdict(b: &BootCheck, s: &mut String, fail: &mut impl FnMut(&mut String, String)) {
+    use crate::receiver::ReplayOutcome;
+    let show = |v: Option<u32>| v.map_or("none".to_string(), |v| v.to_string());
+    let _ = writeln!(
+        s,
+        "gvsoc-e2e: boot counter: the firmware printed {}, the drone's authenticated ACCEPT carried {}",
+        show(b.fw_boot),
+        show(b.rx_boot)
+    );
+    if let Some(want) = b.expect {
+        if b.fw_boot != Some(want) || b.rx_boot != Some(want) {
+            fail(s, format!("boot counter {want} wanted on both sides"));
+        }
+    }
+    let Some(outcome) = &b.replay else { return };
+    let _ = writeln!(
+        s,
+        "gvsoc-e2e: the earlier boot's HELLO replayed: {}",
+        match outcome {
+            ReplayOutcome::Accept { same: false } =>
+                "the drone answered with a new ACCEPT (not the recorded one)".to_string(),
+            ReplayOutcome::Accept { same: true } =>
+                "the drone answered with the recorded ACCEPT, byte for byte".to_string(),
+            ReplayOutcome::Alert(c) => format!("the drone refused it (ALERT code {c})"),
+            ReplayOutcome::Nothing => "no answer".to_string(),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "gvsoc-e2e: the earlier boot's KEY_ACK replayed: the firmware refused {} message(s){}",
+        b.fw_refused,
+        b.fw_refused_reason
+            .as_ref()
+            .map_or(String::new(), |r| format!(" (last: {r})"))
+    );
+    if *outcome == (ReplayOutcome::Accept { same: true }) {
+        fail(
+            s,
+            "the drone repeated an earlier boot's ACCEPT: its session keys repeat".into(),
+        );
+    }
+    if b.fw_refused == 0 {
+        fail(
+            s,
+            "the firmware refused nothing: the replayed KEY_ACK was taken".into(),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -322,6 +524,55 @@ mod tests {
             }),
             standin: Some(StandinSummary::default()),
             suite: "chacha20poly1305",
+            wifi: Wifi::default(),
+            boot: None,
+        }
+    }
+
+    #[test]
+    fn boot_checks_need_the_counter_and_the_refusal() {
+        use crate::receiver::ReplayOutcome;
+        let log = "FW boot counter 2\nFW upstream refused n=1 total=1 last: control message rejected: tag\n";
+        let mut b = BootCheck {
+            expect: Some(2),
+            rx_boot: Some(2),
+            replay: Some(ReplayOutcome::Accept { same: false }),
+            ..BootCheck::default()
+        };
+        b.parse_fw(log);
+        assert_eq!((b.fw_boot, b.fw_refused), (Some(2), 1));
+        assert_eq!(
+            b.fw_refused_reason.as_deref(),
+            Some("control message rejected: tag")
+        );
+        let f = FwSummary::parse(LOG).unwrap();
+        let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
+        let c = Criteria {
+            min_frames: 5,
+            ..Criteria::default()
+        };
+        let mut i = inputs(&good, Some(&f));
+        i.boot = Some(&b);
+        let (text, ok) = verdict(&i, c);
+        assert!(ok, "{text}");
+        assert!(text.contains("a new ACCEPT"), "{text}");
+        // Each failure on its own.
+        type Spoil = fn(&mut BootCheck);
+        let cases: [(&str, Spoil); 4] = [
+            ("boot counter 2 wanted", |b| b.fw_boot = Some(1)),
+            ("boot counter 2 wanted", |b| b.rx_boot = None),
+            ("session keys repeat", |b| {
+                b.replay = Some(ReplayOutcome::Accept { same: true })
+            }),
+            ("replayed KEY_ACK was taken", |b| b.fw_refused = 0),
+        ];
+        for (want, spoil) in cases {
+            let mut bad = b.clone();
+            spoil(&mut bad);
+            let mut i = inputs(&good, Some(&f));
+            i.boot = Some(&bad);
+            let (text, ok) = verdict(&i, c);
+            assert!(!ok && text.contains(want), "{want}: {text}");
         }
     }
 
@@ -332,6 +583,8 @@ mod tests {
             min_frames: 5,
             max_ratio: Some(0.6),
             min_fps: Some(14.0),
+            wifi_share: 0.95,
+            min_gap8_fps: Some(14.0),
             max_period_over_send: Some(1.2),
             max_up_hz: Some(7_200_000),
             min_down_hz: Some(20_000_000),
@@ -386,8 +639,11 @@ mod tests {
         let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
         assert_eq!(
             summary_line(&inputs(&good, Some(&f))),
-            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305"
+            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305 wifi_mbps=0"
         );
+        let mut i = inputs(&good, Some(&f));
+        i.wifi.mbps = 12.5;
+        assert!(summary_line(&i).ends_with(" wifi_mbps=12.5"));
         let log = "FW spi spi_up_hz=6944444 spi_down_hz=25000000 asked_up_hz=7200000 asked_down_hz=30000000 (x)\nesp32-standin summary sclk_max_hz=25000000 miso_data_max_hz=6944444 miso_corrupted_bits=0 transactions=99\n";
         assert_eq!(
             SpiClocks::parse(log),
@@ -397,6 +653,63 @@ mod tests {
             })
         );
         assert_eq!(StandinSummary::parse(log).unwrap().transactions, 99);
+    }
+
+    /// Under a WiFi slower than the link the fps criterion follows the WiFi (95 % of what it
+    /// carries), and the GAP8's own rate (the stand-in's hold-back taken out) keeps the firmware's.
+    #[test]
+    fn the_criteria_follow_the_wifi() {
+        // 14.71 fps; 3,400,000 cycles at 50 MHz per frame, 8 frames.
+        let f = FwSummary::parse(LOG).unwrap();
+        let good: Vec<Option<usize>> = (0..8).map(|i| Some(i * 4 % 11)).collect();
+        let c = Criteria {
+            min_frames: 8,
+            min_fps: Some(35.0),
+            wifi_share: 0.95,
+            min_gap8_fps: Some(20.0),
+            ..Criteria::default()
+        };
+        // The WiFi carries 15 fps (8 Mbit/s, 66,667 bytes a frame): 14.25 wanted.
+        let mut i = inputs(&good, Some(&f));
+        i.wifi = Wifi {
+            mbps: 8.0,
+            bytes_per_frame: Some(66_666.67),
+        };
+        assert!((i.wifi.budget_fps().unwrap() - 15.0).abs() < 1e-3);
+        // 7 intervals of 30 ms hold-back each: the GAP8 alone runs a 1,900,000-cycle period.
+        i.standin = Some(StandinSummary {
+            wifi_kbps: 8000,
+            wifi_stall_ns: 7 * 30_000_000,
+            ..StandinSummary::default()
+        });
+        assert_eq!(gap8_period_cycles(&f, i.standin), 1_900_000);
+        let (text, ok) = verdict(&i, c);
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("it carries 15.00 frames per second"),
+            "{text}"
+        );
+        // Slower than 95 % of the WiFi's rate: fails.
+        i.wifi.bytes_per_frame = Some(60_000.0);
+        let (text, ok) = verdict(&i, c);
+        assert!(
+            !ok && text.contains("% of the 16.67 the WiFi carries"),
+            "{text}"
+        );
+        // A WiFi faster than the firmware: the old floor holds, and fails at 14.71 fps.
+        i.wifi.mbps = 100.0;
+        let (text, ok) = verdict(&i, c);
+        assert!(!ok && text.contains("at least 35.00 wanted (35)"), "{text}");
+        // The firmware slowed down behind a slow WiFi: its own rate gives it away.
+        i.wifi.mbps = 8.0;
+        i.wifi.bytes_per_frame = Some(66_666.67);
+        i.standin = Some(StandinSummary {
+            wifi_kbps: 8000,
+            wifi_stall_ns: 7 * 5_000_000,
+            ..StandinSummary::default()
+        });
+        let (text, ok) = verdict(&i, c);
+        assert!(!ok && text.contains("the GAP8 alone sustains"), "{text}");
     }
 
     #[test]
