@@ -198,6 +198,9 @@ pub struct Reassembler<R: Recover = Decoder> {
     stats: Stats,
     /// The most shards one finished block lost since the last report.
     worst_since_report: u16,
+    /// The block after the last one forgotten: what comes before it is late, even when no block
+    /// is held.
+    after_retired: Option<u32>,
 }
 
 impl<R: Recover> Reassembler<R> {
@@ -213,6 +216,7 @@ impl<R: Recover> Reassembler<R> {
             far_streak: 0,
             stats: Stats::default(),
             worst_since_report: 0,
+            after_retired: None,
         }
     }
 
@@ -276,6 +280,15 @@ impl<R: Recover> Reassembler<R> {
         deliver: &mut dyn FnMut(&[u8]),
     ) -> Option<usize> {
         let Some(front) = self.blocks.front().map(|b| b.id) else {
+            if self
+                .after_retired
+                .is_some_and(|n| h.block.wrapping_sub(n) >= 1 << 31)
+            {
+                // A shard of a block already forgotten (say, a parity shard that came after its
+                // block was finished and counted).
+                self.stats.late += 1;
+                return None;
+            }
             self.start_at(h, now);
             return Some(0);
         };
@@ -294,6 +307,8 @@ impl<R: Recover> Reassembler<R> {
             while !self.blocks.is_empty() {
                 self.retire_front(now, deliver, true);
             }
+            // A restarted stream: joined anew.
+            self.after_retired = None;
             self.start_at(h, now);
             return Some(0);
         }
@@ -322,9 +337,12 @@ impl<R: Recover> Reassembler<R> {
 
     fn start_at(&mut self, h: &ShardHeader, now: u64) {
         let mut b = Block::new(h.block, now);
-        b.first = true;
-        // Joined mid-block: what came before this data shard is not ours to wait for.
-        b.next = if h.parity { 0 } else { h.index as usize };
+        // Only the block the stream was joined in is not counted, and only there is what came
+        // before the first shard not waited for (later, every block is followed from index 0).
+        if self.after_retired.is_none() {
+            b.first = true;
+            b.next = if h.parity { 0 } else { h.index as usize };
+        }
         self.blocks.push_back(b);
         self.far_streak = 0;
     }
@@ -349,7 +367,9 @@ impl<R: Recover> Reassembler<R> {
             return;
         }
         if b.done {
-            // Too late to matter; counted as received for the loss report.
+            // Too late to matter; counted as received for the loss report. The block stays
+            // while its shards keep coming.
+            b.last_ms = now;
             if b.shards.len() <= i {
                 b.shards.resize(i + 1, None);
             }
@@ -545,6 +565,7 @@ impl<R: Recover> Reassembler<R> {
             }
             Self::give_up(&mut b, &mut self.stats, deliver);
         }
+        self.after_retired = Some(b.id.wrapping_add(1));
         self.buffered = self.buffered.saturating_sub(b.bytes);
         if b.first {
             return;
@@ -685,6 +706,37 @@ mod tests {
         assert_eq!(s.lost_datagrams, 2);
         assert_eq!(s.shards_lost, 2);
         assert_eq!(out.len(), 4 + 2 + 4);
+    }
+
+    /// A receiver busy for longer than the stall time between a block's last data shard and its
+    /// parity shards (verifying a frame): nothing is counted lost, the parity is not taken for a
+    /// new stream.
+    #[test]
+    fn parity_after_a_long_pause_is_counted_received() {
+        let cfg = Config::default();
+        let mut r = Reassembler::new(cfg, Decoder);
+        let mut out = Vec::new();
+        for b in 0..4u32 {
+            let dg = block_datagrams(b, &payloads(b, 5, 30), 3, true).unwrap();
+            let t = 1000 * b as u64;
+            for d in &dg[..5] {
+                run(&mut r, d, t, &mut out);
+            }
+            // The parity comes 10 stall times later, one shard at a time.
+            for (i, d) in dg[5..].iter().enumerate() {
+                run(
+                    &mut r,
+                    d,
+                    t + 10 * cfg.stall_ms + i as u64 * cfg.stall_ms,
+                    &mut out,
+                );
+            }
+        }
+        r.poll(100_000, &mut |x| out.push(x.to_vec()));
+        let s = r.stats();
+        assert_eq!(out.len(), 20);
+        assert_eq!((s.shards_lost, s.late, s.blocks), (0, 0, 3), "{s:?}");
+        assert_eq!(s.shards_received, 3 * 8);
     }
 
     #[test]
