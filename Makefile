@@ -21,7 +21,7 @@ export NO_COLOR ?= 1
 CARGO       ?= cargo
 RV32_TARGET := riscv32imc-unknown-none-elf
 TEST_TARGETS :=
-RV32_CRATES  := gap_rust_cipher_s gap_rust_sdk gap_rust_wrapper gapstream_protocol
+RV32_CRATES  := gap_rust_cipher_s gap_rust_sdk gap_rust_wrapper gapstream_protocol gapstream_jpegls
 
 include $(sort $(wildcard mk/*.mk))
 
@@ -32,8 +32,8 @@ SETUP_FOR ?= all
 .PHONY: help setup test test-host test-rv32-build demo
 # Every `## make NAME  text` line of the Makefiles, one per target, text aligned in one column.
 help:
-	@awk '/^## make / { n = $$3; sub(/^## make [^ ]+ */, ""); printf "  make %-18s %s\n", n, $$0; next } \
-	     /^##  +/ { sub(/^## +/, ""); printf "  %-23s %s\n", "", $$0 }' $(MAKEFILE_LIST)
+	@awk '/^## make / { n = $$3; sub(/^## make [^ ]+ */, ""); printf "  make %-19s %s\n", n, $$0; next } \
+	     /^##  +/ { sub(/^## +/, ""); printf "  %-24s %s\n", "", $$0 }' $(MAKEFILE_LIST)
 
 setup:
 	@scripts/setup.sh $(SETUP_FOR)

@@ -41,6 +41,10 @@
 //! | [`p_extractui!`]`(rd, rs1, Is3, Is2)` | `p.extractu` | rd = zero-extended rs1\[Is2+Is3:Is2\] |
 //! | [`p_inserti!`]`(rd, rs1, Is3, Is2)` | `p.insert` | rd\[Is2+Is3:Is2\] = rs1\[Is3:0\] |
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
+//! | [`p_min!`], [`p_max!`], [`p_minu!`], [`p_maxu!`]`(rd, rs1, rs2)` | `p.min` … | rd = min / max of rs1, rs2 (signed / unsigned) |
+//! | [`p_abs!`]`(rd, rs1)` | `p.abs` | rd = \|rs1\| |
+//! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the most significant 1 of rs1 (32 for 0) |
+//! | [`p_clipui!`]`(rd, rs1, Is2)` | `p.clipu` (immediate) | rd = rs1 clipped to 0..=2^(Is2−1)−1 |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
 //!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
@@ -596,5 +600,82 @@ pub fn p_addrni(input: TokenStream) -> TokenStream {
         end(i, "p.addRN")?;
         encode::p_addrni(rd.num, rs1.num, rs2.num, is3)
             .map_err(|e| operand_error("p.addRN", span, e))
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// ALU: p.min / p.max / p.minu / p.maxu, p.abs, p.fl1, p.clipu (immediate)
+
+fn parse_rrr(input: ParseStream, insn: &str, f: fn(u32, u32, u32) -> u32) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs1 = parse_reg(input, insn, "rs1")?;
+    comma(input, insn)?;
+    let rs2 = parse_reg(input, insn, "rs2")?;
+    end(input, insn)?;
+    Ok(f(rd.num, rs1.num, rs2.num))
+}
+
+fn parse_rr(input: ParseStream, insn: &str, f: fn(u32, u32) -> u32) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs1 = parse_reg(input, insn, "rs1")?;
+    end(input, insn)?;
+    Ok(f(rd.num, rs1.num))
+}
+
+/// `p.min rD, rs1, rs2` (signed). `p_min!(a0, a1, a2)` → `".insn 4, 0x04c5c533"`.
+#[proc_macro]
+pub fn p_min(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.min", encode::p_min))
+}
+
+/// `p.minu rD, rs1, rs2` (unsigned). `p_minu!(a0, a1, a2)` → `".insn 4, 0x04c5d533"`.
+#[proc_macro]
+pub fn p_minu(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.minu", encode::p_minu))
+}
+
+/// `p.max rD, rs1, rs2` (signed). `p_max!(a0, a1, a2)` → `".insn 4, 0x04c5e533"`.
+#[proc_macro]
+pub fn p_max(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.max", encode::p_max))
+}
+
+/// `p.maxu rD, rs1, rs2` (unsigned). `p_maxu!(a0, a1, a2)` → `".insn 4, 0x04c5f533"`.
+#[proc_macro]
+pub fn p_maxu(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.maxu", encode::p_maxu))
+}
+
+/// `p.abs rD, rs1`. `p_abs!(a0, a1)` → `".insn 4, 0x04058533"`.
+#[proc_macro]
+pub fn p_abs(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rr(i, "p.abs", encode::p_abs))
+}
+
+/// `p.fl1 rD, rs1`: the index of rs1's most significant 1. `p_fl1!(a0, a1)` → `".insn 4, 0x10059533"`.
+#[proc_macro]
+pub fn p_fl1(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rr(i, "p.fl1", encode::p_fl1))
+}
+
+/// `p.clipu rD, rs1, Is2` (immediate form, `p.clipui` in GVSOC's decoder): rs1 clipped to
+/// 0..=2^(Is2−1)−1. `p_clipui!(a0, a1, 9)` → `".insn 4, 0x1495a533"`.
+///
+/// ```compile_fail
+/// asm_macros::p_clipui!(a0, a1, 32);
+/// ```
+#[proc_macro]
+pub fn p_clipui(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        const I: &str = "p.clipu";
+        let rd = parse_reg(i, I, "rD")?;
+        comma(i, I)?;
+        let rs1 = parse_reg(i, I, "rs1")?;
+        comma(i, I)?;
+        let (v, span) = parse_int(i, I, "Is2")?;
+        end(i, I)?;
+        encode::p_clipui(rd.num, rs1.num, v).map_err(|e| operand_error(I, span, e))
     })
 }

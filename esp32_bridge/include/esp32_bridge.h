@@ -64,13 +64,12 @@ int32_t esp32b_client_datagram(esp32b_t *h, uint32_t id, const uint8_t *data, si
 int32_t esp32b_client_next(esp32b_t *h, uint32_t id, uint8_t *out, size_t cap);
 int32_t esp32b_client_sent(esp32b_t *h, uint32_t id, size_t n);
 
-/* Forward error correction for UDP clients (docs/stream.md, "Forward error correction"). A UDP
- * client that sends the request datagram "GF" 12 00 gets data and parity shards from
- * esp32b_client_next instead of bare CPX packets (at most ESP32B_UDP_DATAGRAM_MAX bytes each);
- * its loss reports ("GF" 13 ...) go in through esp32b_client_datagram like any datagram.
- * esp32b_fec_configure: the settings (NULL: on, k = 40, n = 50, 5 ms, fixed); esp32b_tick: the
- * millisecond clock, every few ms from the UDP task (closes blocks whose timeout passed; 1 when
- * parity shards are waiting to be sent). */
+/* Forward error correction for UDP clients (docs/stream.md, "Forward error correction"). A
+ * registered UDP client that sends the request datagram "GF" 12 00 (through esp32b_udp_received,
+ * like its loss reports "GF" 13 ...) gets data and parity shards from esp32b_udp_next instead of
+ * bare CPX packets, at most ESP32B_UDP_DATAGRAM_MAX bytes each; esp32b_udp_tick also closes the
+ * blocks whose timeout passed. esp32b_fec_configure: the settings (NULL: on, k = 40, n = 50,
+ * 5 ms, fixed). */
 #define ESP32B_UDP_DATAGRAM_MAX 1036
 typedef struct {
     uint8_t enabled;  /* non-zero: grant FEC requests */
@@ -83,19 +82,27 @@ typedef struct {
     uint32_t timeout_ms; /* a block of single-packet messages closes this long after its first */
 } esp32b_fec_config_t;
 int32_t esp32b_fec_configure(esp32b_t *h, const esp32b_fec_config_t *cfg);
-int32_t esp32b_tick(esp32b_t *h, uint32_t now_ms);
 
-/* UDP registration: the cookie exchange (docs/stream.md). An address becomes a UDP client only
- * by echoing a cookie the bridge sent to it; before that it gets nothing larger than it sent.
- * esp32b_udp_secret: 32 random bytes (esp_fill_random) once at start; until then no UDP client
- * registers. esp32b_udp_unproven: a datagram from an IPv4 address that is not a registered
- * client (ip, port in host byte order, now_ms a millisecond clock that may wrap); writes the
- * reply to send back (cap >= ESP32B_UDP_REPLY_MAX) and returns its length (0: send nothing); when
- * the datagram was a good echo and a UDP slot was free, *id is the new client (else -1). */
-#define ESP32B_UDP_REPLY_MAX 20
+/* UDP clients: the registration (docs/protocol.md section 2), all decided by the core. An address
+ * gets the stream only while it echoes tokens the bridge sent to it recently: a cookie to
+ * register, then a probe every second; before that it gets nothing but a cookie of its request's
+ * size. Every datagram of the registration is ESP32B_UDP_REPLY_MAX bytes.
+ *   esp32b_udp_secret   32 random bytes (esp_fill_random) once at start; until then no UDP client
+ *                       registers.
+ *   esp32b_udp_received every datagram from the UDP socket (ip, port in host byte order, now_ms a
+ *                       millisecond clock that may wrap); *reply_len bytes of `reply` go back to
+ *                       the sender (cap >= ESP32B_UDP_REPLY_MAX); > 0: wake the SPI task.
+ *   esp32b_udp_tick     every few tens of ms: ends registrations without a current proof, makes
+ *                       the probes; > 0: registrations ended (wake the SPI task).
+ *   esp32b_udp_next     the next datagram to send to a registered client and its destination;
+ *                       *client >= 0: report it with esp32b_client_sent once sent, -1: a probe. */
+#define ESP32B_UDP_REPLY_MAX 24
 int32_t esp32b_udp_secret(esp32b_t *h, const uint8_t *secret);
-int32_t esp32b_udp_unproven(esp32b_t *h, uint32_t ip, uint16_t port, const uint8_t *data, size_t len,
-                            uint32_t now_ms, uint8_t *reply, size_t cap, int32_t *id);
+int32_t esp32b_udp_received(esp32b_t *h, uint32_t ip, uint16_t port, const uint8_t *data, size_t len,
+                            uint32_t now_ms, uint8_t *reply, size_t cap, size_t *reply_len);
+int32_t esp32b_udp_tick(esp32b_t *h, uint32_t now_ms);
+int32_t esp32b_udp_next(esp32b_t *h, uint32_t now_ms, uint8_t *out, size_t cap, uint32_t *ip, uint16_t *port,
+                        int32_t *client);
 
 int32_t esp32b_stats(esp32b_t *h, esp32b_stats_t *out);
 

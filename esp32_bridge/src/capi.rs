@@ -12,9 +12,11 @@
 //! panic handler that calls `abort()`.
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use core::ffi::c_int;
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
-use crate::cookie::{Control, Gate, SourceLimiter, Verdict};
+use crate::cookie::{Control, Datagram, Event, Gate, GateConfig, Outcome};
 use crate::fec::{Fec, FecConfig};
 use crate::forward::{Bridge, BridgeError, Config, Transport, UpstreamPolicy};
 use crate::spi_slave::{BUFFER_LEN, SpiSlave};
@@ -29,10 +31,11 @@ pub const ESP32B_EFULL: i32 = -3;
 /// Malformed CPX (counted; the stream goes on).
 pub const ESP32B_ECPX: i32 = -4;
 
-/// Largest reply of [`esp32b_udp_unproven`] (`ESP32B_UDP_REPLY_MAX`): a cookie.
-pub const ESP32B_UDP_REPLY_MAX: usize = crate::cookie::REQUEST_LEN;
+/// Largest reply of [`esp32b_udp_received`] (`ESP32B_UDP_REPLY_MAX`): every datagram of the
+/// registration is this long.
+pub const ESP32B_UDP_REPLY_MAX: usize = crate::cookie::DATAGRAM_LEN;
 
-/// Largest datagram [`esp32b_client_next`] gives a UDP client (`ESP32B_UDP_DATAGRAM_MAX`): a
+/// Largest datagram [`esp32b_udp_next`] gives a UDP client (`ESP32B_UDP_DATAGRAM_MAX`): a
 /// FEC parity shard of a full CPX packet (10-byte header, 2-byte length prefix, 1,024 bytes).
 pub const ESP32B_UDP_DATAGRAM_MAX: usize = crate::fec::MAX_DATAGRAM;
 
@@ -93,8 +96,12 @@ pub struct Esp32b {
     slave: SpiSlave,
     /// Transport of each connected client (the core does not expose it).
     transports: alloc::vec::Vec<(u32, Transport)>,
-    /// The UDP cookie exchange, once [`esp32b_udp_secret`] gave it a secret.
-    udp_gate: Option<Gate<u32>>,
+    /// The UDP registration, once [`esp32b_udp_secret`] gave it a secret.
+    udp_gate: Option<Gate>,
+    /// Probes [`esp32b_udp_tick`] made, for [`esp32b_udp_next`].
+    udp_probes: VecDeque<(SocketAddr, Datagram)>,
+    /// Round robin over the registered clients in [`esp32b_udp_next`].
+    udp_cursor: usize,
     /// The caller's 32-bit millisecond clock, extended to 64 bits.
     last_ms: u32,
     now_ms: u64,
@@ -103,18 +110,23 @@ pub struct Esp32b {
 }
 
 impl Esp32b {
-    /// Advances the 64-bit clock from the caller's wrapping 32-bit milliseconds.
-    fn clock(&mut self, now_ms: u32) {
-        self.now_ms += u64::from(now_ms.wrapping_sub(self.last_ms));
-        self.last_ms = now_ms;
-    }
-
     fn transport(&self, id: u32) -> Option<Transport> {
         self.transports
             .iter()
             .find(|(c, _)| *c == id)
             .map(|(_, t)| *t)
     }
+
+    /// The caller's wrapping millisecond clock as a 64-bit one.
+    fn clock(&mut self, now_ms: u32) -> u64 {
+        self.now_ms += u64::from(now_ms.wrapping_sub(self.last_ms));
+        self.last_ms = now_ms;
+        self.now_ms
+    }
+}
+
+fn ipv4(ip: u32, port: u16) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(ip), port))
 }
 
 fn err(e: BridgeError) -> i32 {
@@ -200,9 +212,11 @@ pub unsafe extern "C" fn esp32b_new(cfg: *const Esp32bConfig) -> *mut Esp32b {
         slave: SpiSlave::new(),
         transports: alloc::vec::Vec::new(),
         udp_gate: None,
+        fec: Fec::new(FecConfig::default()),
+        udp_probes: VecDeque::new(),
+        udp_cursor: 0,
         last_ms: 0,
         now_ms: 0,
-        fec: Fec::new(FecConfig::default()),
     }))
 }
 
@@ -310,9 +324,11 @@ pub unsafe extern "C" fn esp32b_client_add(h: *mut Esp32b, udp: c_int) -> i32 {
     }
 }
 
-/// Starts the UDP cookie exchange (docs/stream.md) with 32 random bytes; until then no UDP
+/// Starts the UDP registration (docs/protocol.md §2) with 32 random bytes; until then no UDP
 /// client can register. The secret changes every 30 s (derived from the previous one by HMAC).
-/// Cookies: at most 4 at once and 2 a second per source IP, 200 a second in all.
+/// The timers and budgets are `GateConfig::default()`'s: registrations last 5 s after the newest
+/// token echoed, a probe every second, at most 2 registrations per IP address, 1000 cookies a
+/// second in all.
 ///
 /// # Safety
 /// See [`handle`]; `secret` valid for 32 bytes.
@@ -325,20 +341,22 @@ pub unsafe extern "C" fn esp32b_udp_secret(h: *mut Esp32b, secret: *const u8) ->
     let Ok(s) = <[u8; 32]>::try_from(s) else {
         return ESP32B_EINVAL;
     };
-    h.udp_gate = Some(Gate::new(s, SourceLimiter::new(4, 2, 64, 200), 30_000));
+    h.udp_gate = Some(Gate::new(s, GateConfig::default()));
     0
 }
 
-/// A datagram from an IPv4 address that is not a registered UDP client (`ip`, `port` in host
-/// byte order, `now_ms` a millisecond clock that may wrap). Writes the reply to send back into
-/// `reply` (`cap` >= `ESP32B_UDP_REPLY_MAX`) and returns its length, never more than `len`: a
-/// cookie for a request; for a good echo, if a UDP slot is free, the welcome, with the new
-/// client's id in `*id` (else `*id` = -1). 0: send nothing (the datagram is dropped).
+/// Any datagram from the UDP socket, from IPv4 address `ip`, `port` (host byte order; `now_ms`
+/// a millisecond clock that may wrap). The core decides: it answers a request with a cookie, a
+/// good echo with the welcome (registering the address), takes the echoes of its probes, and
+/// forwards a registered client's CPX packets. Writes what to send back to the sender into
+/// `reply` (`cap` >= `ESP32B_UDP_REPLY_MAX`) and its length into `*reply_len` (0: nothing; never
+/// more than `len`). Returns > 0 when the GAP8 has something new (a message completed towards
+/// it, or a client registered or left: wake the SPI task), 0 if not, or an error code.
 ///
 /// # Safety
-/// See [`handle`]; `data` valid for `len` bytes, `reply` for `cap`, `id` for one `int32_t`.
+/// See [`handle`]; `data` valid for `len` bytes, `reply` for `cap`, `reply_len` for one `size_t`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn esp32b_udp_unproven(
+pub unsafe extern "C" fn esp32b_udp_received(
     h: *mut Esp32b,
     ip: u32,
     port: u16,
@@ -347,7 +365,7 @@ pub unsafe extern "C" fn esp32b_udp_unproven(
     now_ms: u32,
     reply: *mut u8,
     cap: usize,
-    id: *mut i32,
+    reply_len: *mut usize,
 ) -> i32 {
     // SAFETY: caller contract.
     let (Some(h), Some(d), Some(out)) =
@@ -358,40 +376,173 @@ pub unsafe extern "C" fn esp32b_udp_unproven(
         return ESP32B_EINVAL;
     };
     // SAFETY: caller contract.
-    let Some(id) = (unsafe { id.as_mut() }) else {
+    let Some(reply_len) = (unsafe { reply_len.as_mut() }) else {
         return ESP32B_EINVAL;
     };
-    *id = -1;
+    *reply_len = 0;
     if out.len() < ESP32B_UDP_REPLY_MAX {
         return ESP32B_EINVAL;
     }
-    h.clock(now_ms);
+    let now = h.clock(now_ms);
     let Some(gate) = h.udp_gate.as_mut() else {
         return 0;
     };
-    let mut peer = [4u8; 7];
-    peer[1..5].copy_from_slice(&ip.to_be_bytes());
-    peer[5..7].copy_from_slice(&port.to_be_bytes());
-    let (bytes, n) = match gate.unproven(&peer, &ip, d, h.now_ms, || None) {
-        Verdict::Reply(b, n) => (b, n),
-        Verdict::Refuse(_) => return 0,
-        Verdict::Register => match h.bridge.add_client(Transport::Udp) {
-            Ok(c) => match i32::try_from(c) {
-                Ok(v) => {
-                    h.transports.push((c, Transport::Udp));
-                    *id = v;
-                    Control::Welcome.encode()
-                }
-                Err(_) => {
-                    h.bridge.remove_client(c);
-                    return 0;
-                }
-            },
-            Err(_) => return 0,
-        },
+    if gapstream_fec::wire::is_fec(d) {
+        // A registered client's FEC request or loss report: for the FEC state, not the core.
+        let from = ipv4(ip, port);
+        if let Some((_, id)) = gate.clients().find(|(a, _)| *a == from) {
+            h.fec.client_datagram(id, d);
+        }
+        return 0;
+    }
+    let mut send = |b: &Datagram| {
+        out[..b.len()].copy_from_slice(b);
+        *reply_len = b.len();
     };
-    out[..n].copy_from_slice(&bytes[..n]);
-    count(n)
+    match gate.datagram(&mut h.bridge, ipv4(ip, port), d, now) {
+        Outcome::Reply(r) => {
+            send(&r);
+            0
+        }
+        Outcome::Registered {
+            id,
+            welcome,
+            evicted,
+        } => {
+            if let Some((_, e)) = evicted {
+                h.transports.retain(|(c, _)| *c != e);
+            }
+            h.transports.push((id, Transport::Udp));
+            send(&welcome);
+            1
+        }
+        Outcome::Left(id) => {
+            h.transports.retain(|(c, _)| *c != id);
+            1
+        }
+        Outcome::Forwarded(_, Ok(n)) => count(n),
+        Outcome::Forwarded(_, Err(e)) => err(e),
+        Outcome::Refreshed(_) | Outcome::Refused(_) => 0,
+    }
+}
+
+/// Time passes (call it every few tens of milliseconds): ends the UDP registrations without a
+/// current proof and makes the probes that are due (sent by [`esp32b_udp_next`]). Returns the
+/// number of registrations that ended (> 0: wake the SPI task, the GAP8 may get a
+/// client-status packet).
+///
+/// # Safety
+/// See [`handle`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_udp_tick(h: *mut Esp32b, now_ms: u32) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    let now = h.clock(now_ms);
+    let Some(gate) = h.udp_gate.as_mut() else {
+        return 0;
+    };
+    let mut ended = 0;
+    let (probes, transports) = (&mut h.udp_probes, &mut h.transports);
+    gate.poll(
+        &mut h.bridge,
+        now,
+        || None,
+        |e| match e {
+            Event::Probe(a, d) => {
+                // A probe nobody took before the next one is stale: keep one per client.
+                probes.retain(|(x, _)| *x != a);
+                probes.push_back((a, d));
+            }
+            Event::Expired(a, id) => {
+                probes.retain(|(x, _)| *x != a);
+                transports.retain(|(c, _)| *c != id);
+                ended += 1;
+            }
+        },
+    );
+    // FEC: blocks whose timeout passed close (their parity goes out through esp32b_udp_next);
+    // clients that are gone keep no state.
+    let transports = &h.transports;
+    h.fec.retain(|id| transports.iter().any(|(c, _)| *c == id));
+    h.fec.tick(now);
+    ended
+}
+
+/// The next datagram for a registered UDP client: a probe, else the next CPX packet of a client
+/// whose registration is current (round robin over the clients). Writes it into `out` and its
+/// destination into `*ip`, `*port` (host byte order) and returns its length (0: nothing to send;
+/// `ESP32B_EINVAL` if `cap` is too small). `*client` is the client to report the sent packet
+/// for with [`esp32b_client_sent`], or -1 for a probe (nothing to report; a probe that could
+/// not be sent is lost, like one lost on the air).
+///
+/// # Safety
+/// See [`handle`]; `out` valid for `cap` bytes, `ip`, `port`, `client` for one value each.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_udp_next(
+    h: *mut Esp32b,
+    now_ms: u32,
+    out: *mut u8,
+    cap: usize,
+    ip: *mut u32,
+    port: *mut u16,
+    client: *mut i32,
+) -> i32 {
+    // SAFETY: caller contract.
+    let (Some(h), Some(out)) = (unsafe { handle(h) }, unsafe { bytes_mut(out, cap) }) else {
+        return ESP32B_EINVAL;
+    };
+    // SAFETY: caller contract.
+    let (Some(ip), Some(port), Some(client)) =
+        (unsafe { ip.as_mut() }, unsafe { port.as_mut() }, unsafe {
+            client.as_mut()
+        })
+    else {
+        return ESP32B_EINVAL;
+    };
+    *client = -1;
+    let now = h.clock(now_ms);
+    let mut to = |a: SocketAddr| match a {
+        SocketAddr::V4(v4) => {
+            *ip = u32::from(*v4.ip());
+            *port = v4.port();
+        }
+        SocketAddr::V6(_) => {}
+    };
+    if let Some((a, d)) = h.udp_probes.pop_front() {
+        if out.len() < d.len() {
+            return ESP32B_EINVAL;
+        }
+        out[..d.len()].copy_from_slice(&d);
+        to(a);
+        return count(d.len());
+    }
+    let Some(gate) = h.udp_gate.as_ref() else {
+        return 0;
+    };
+    let n = gate.len();
+    for k in 0..n {
+        let i = (h.udp_cursor + k) % n;
+        let Some((a, id)) = gate.clients().nth(i) else {
+            break;
+        };
+        if !gate.sendable(id, now) {
+            continue;
+        }
+        // A CPX packet, or for a FEC client a data or parity shard.
+        let Some(len) = h.fec.next_datagram(&mut h.bridge, id, now, out) else {
+            if h.fec.has_work(&h.bridge, id) {
+                return ESP32B_EINVAL;
+            }
+            continue;
+        };
+        to(a);
+        *client = i32::try_from(id).unwrap_or(-1);
+        h.udp_cursor = i + 1;
+        return count(len);
+    }
+    0
 }
 
 /// Forgets a client and what was queued for it.
@@ -406,6 +557,11 @@ pub unsafe extern "C" fn esp32b_client_remove(h: *mut Esp32b, id: u32) -> i32 {
     };
     h.transports.retain(|(c, _)| *c != id);
     h.fec.forget(id);
+    if let Some(g) = h.udp_gate.as_mut()
+        && g.remove(&mut h.bridge, id)
+    {
+        return 0;
+    }
     match h.bridge.remove_client(id) {
         Some(_) => 0,
         None => ESP32B_ENOCLIENT,
@@ -453,9 +609,6 @@ pub unsafe extern "C" fn esp32b_client_datagram(
     if Control::parse(d).is_some() {
         return 0;
     }
-    if h.transport(id) == Some(Transport::Udp) && h.fec.client_datagram(id, d) {
-        return 0;
-    }
     match h.bridge.client_datagram(id, d) {
         Ok(n) => count(n),
         Err(e) => err(e),
@@ -481,15 +634,6 @@ pub unsafe extern "C" fn esp32b_client_next(
         return ESP32B_EINVAL;
     };
     let udp = h.transport(id) == Some(Transport::Udp);
-    if udp {
-        // One datagram: a CPX packet, or for a FEC client a data or parity shard.
-        let now = h.now_ms;
-        return match h.fec.next_datagram(&mut h.bridge, id, now, out) {
-            Some(n) => count(n),
-            None if h.fec.has_work(&h.bridge, id) => ESP32B_EINVAL,
-            None => 0,
-        };
-    }
     let Some((bytes, range)) = h.bridge.next_for_client(id) else {
         return if h.transport(id).is_some() {
             0
@@ -555,24 +699,6 @@ pub unsafe extern "C" fn esp32b_fec_configure(h: *mut Esp32b, cfg: *const Esp32b
     }
     h.fec = Fec::new(c);
     0
-}
-
-/// The caller's millisecond clock (may wrap): closes the FEC blocks whose timeout passed. Call
-/// it every few milliseconds from the task that sends to UDP clients; returns 1 when it closed a
-/// block (its parity shards wait in [`esp32b_client_next`]), else 0.
-///
-/// # Safety
-/// See [`handle`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn esp32b_tick(h: *mut Esp32b, now_ms: u32) -> i32 {
-    // SAFETY: caller contract.
-    let Some(h) = (unsafe { handle(h) }) else {
-        return ESP32B_EINVAL;
-    };
-    h.clock(now_ms);
-    let before = h.fec.totals().blocks;
-    h.fec.tick(h.now_ms);
-    i32::from(h.fec.totals().blocks != before)
 }
 
 /// Counters.
@@ -701,36 +827,72 @@ mod tests {
         }
     }
 
-    /// The ESP32's UDP side: an unregistered address gets nothing for an empty datagram or a
-    /// CPX packet, a cookie of the request's size for a request, and a client slot only for the
-    /// echo of its own cookie.
+    /// Calls [`esp32b_udp_received`]: (return value, reply).
+    unsafe fn udp_in(h: *mut Esp32b, ip: u32, port: u16, d: &[u8], now: u32) -> (i32, Vec<u8>) {
+        let mut reply = [0u8; ESP32B_UDP_REPLY_MAX];
+        let mut n = 99usize;
+        // SAFETY: caller contract; the buffers are valid.
+        let r = unsafe {
+            esp32b_udp_received(
+                h,
+                ip,
+                port,
+                d.as_ptr(),
+                d.len(),
+                now,
+                reply.as_mut_ptr(),
+                reply.len(),
+                &mut n,
+            )
+        };
+        (r, reply[..n].to_vec())
+    }
+
+    /// Calls [`esp32b_udp_next`] until nothing is left: (destination, client, bytes) each.
+    unsafe fn udp_out(h: *mut Esp32b, now: u32) -> Vec<((u32, u16), i32, Vec<u8>)> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        loop {
+            let (mut ip, mut port, mut client) = (0u32, 0u16, 0i32);
+            // SAFETY: caller contract; the buffers are valid.
+            let n = unsafe {
+                esp32b_udp_next(
+                    h,
+                    now,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    &mut ip,
+                    &mut port,
+                    &mut client,
+                )
+            };
+            assert!(n >= 0);
+            if n == 0 {
+                return got;
+            }
+            if client >= 0 {
+                // SAFETY: valid handle.
+                assert_eq!(
+                    unsafe { esp32b_client_sent(h, client as u32, n as usize) },
+                    0
+                );
+            }
+            got.push(((ip, port), client, buf[..n as usize].to_vec()));
+        }
+    }
+
+    /// The ESP32's UDP side, all through the core: an unregistered address gets nothing for an
+    /// empty datagram or a CPX packet, a cookie of the request's size for a request, a client
+    /// slot only for the echo of its own cookie; then the stream and a probe every second, only
+    /// while it echoes the probes; a spoofed alive or leave changes nothing.
     #[test]
     fn finding5_udp_cookie_exchange_through_the_c_entry_points() {
         // SAFETY (whole test): valid handle and buffers, one caller.
         unsafe {
             let h = esp32b_new(core::ptr::null());
             let (ip, port) = (0xC0A8_0402u32, 40_000u16);
-            let mut reply = [0u8; ESP32B_UDP_REPLY_MAX];
-            let mut id = 0i32;
-            let call = |h, ip, port, d: &[u8], now, reply: &mut [u8; 20], id: &mut i32| {
-                esp32b_udp_unproven(
-                    h,
-                    ip,
-                    port,
-                    d.as_ptr(),
-                    d.len(),
-                    now,
-                    reply.as_mut_ptr(),
-                    reply.len(),
-                    id,
-                )
-            };
-            let (req, n) = Control::Request.encode();
-            assert_eq!(
-                call(h, ip, port, &req[..n], 0, &mut reply, &mut id),
-                0,
-                "no secret yet"
-            );
+            let req = Control::Request.encode();
+            assert_eq!(udp_in(h, ip, port, &req, 0), (0, vec![]), "no secret yet");
             assert_eq!(esp32b_udp_secret(h, [9u8; 32].as_ptr()), 0);
             let packet = wire(
                 Route {
@@ -742,40 +904,104 @@ mod tests {
                 b"hello",
             );
             for d in [&[][..], &[0u8][..], &packet[..]] {
-                assert_eq!(call(h, ip, port, d, 5, &mut reply, &mut id), 0);
-                assert_eq!(id, -1);
+                assert_eq!(udp_in(h, ip, port, d, 5), (0, vec![]));
+            }
+            let (_, cookie) = udp_in(h, ip, port, &req, 10);
+            assert_eq!(cookie.len(), req.len());
+            let Some(Control::Cookie(c)) = Control::parse(&cookie) else {
+                panic!("no cookie")
+            };
+            let echo = Control::Echo(c).encode();
+            assert_eq!(
+                udp_in(h, ip, port + 1, &echo, 20),
+                (0, vec![]),
+                "another port"
+            );
+            let (r, welcome) = udp_in(h, ip, port, &echo, 30);
+            assert_eq!(r, 1, "a client registered: wake the SPI task");
+            let Some(Control::Welcome(w)) = Control::parse(&welcome) else {
+                panic!("no welcome")
+            };
+            assert_eq!(udp_in(h, ip, port, &packet, 40), (1, vec![]), "forwarded");
+            // The GAP8 streams: the client gets it, one packet per datagram.
+            let down = wire(
+                Route::new(Target::Gap8, Target::WifiHost, Function::Test),
+                &[5u8; 3000],
+            );
+            let mut rx = vec![0u8; BUFFER_LEN];
+            let mut off = 0;
+            while off < down.len() {
+                let n = 2 + u16::from_le_bytes([down[off], down[off + 1]]) as usize;
+                rx.fill(0);
+                rx[..n].copy_from_slice(&down[off..off + n]);
+                esp32b_spi_complete(h, rx.as_ptr(), rx.len());
+                off += n;
+            }
+            let got = udp_out(h, 50);
+            assert_eq!(got.len(), 3);
+            assert!(got.iter().all(|(to, id, _)| *to == (ip, port) && *id >= 0));
+            assert_eq!(got.concat_bytes(), down);
+            // A probe a second; only the real token's echo refreshes.
+            assert_eq!(esp32b_udp_tick(h, 1_040), 0);
+            let probes = udp_out(h, 1_040);
+            assert_eq!(probes.len(), 1);
+            let Some(Control::Probe(p)) = Control::parse(&probes[0].2) else {
+                panic!("no probe")
+            };
+            assert_eq!((probes[0].0, probes[0].1), ((ip, port), -1));
+            let forged = crate::cookie::Token { mac: [0; 16], ..p };
+            for d in [
+                Control::Alive(forged),
+                Control::Leave(forged),
+                Control::Echo(w),
+            ] {
+                assert_eq!(udp_in(h, ip, port, &d.encode(), 1_050), (0, vec![]));
             }
             assert_eq!(
-                call(h, ip, port, &req[..n], 10, &mut reply, &mut id),
-                n as i32
+                udp_in(h, ip, port, &Control::Alive(p).encode(), 1_060),
+                (0, vec![])
             );
-            let Some(Control::Cookie(c)) = Control::parse(&reply) else {
-                panic!("no cookie")
-            };
-            let (echo, en) = Control::Echo(c).encode();
-            assert_eq!(
-                call(h, ip, port + 1, &echo[..en], 20, &mut reply, &mut id),
-                0
-            );
-            let w = call(h, ip, port, &echo[..en], 30, &mut reply, &mut id);
-            assert_eq!(&reply[..w as usize], b"GSCW");
-            assert!(id >= 0);
-            assert_eq!(
-                esp32b_client_datagram(h, id as u32, packet.as_ptr(), packet.len()),
-                1
-            );
-            // The clock wraps: cookies still work across it.
+            // Its newest proof was issued at 1040: registered until 6040, whatever else comes.
+            for t in (1_100..6_040).step_by(100) {
+                udp_in(h, ip, port, &[], t);
+                udp_in(h, ip, port, &Control::Alive(forged).encode(), t);
+                assert_eq!(esp32b_udp_tick(h, t), 0, "at {t}");
+                udp_out(h, t);
+            }
+            assert_eq!(esp32b_udp_tick(h, 6_040), 1, "expired");
+            esp32b_spi_complete(h, rx.as_ptr(), rx.len());
+            assert!(udp_out(h, 6_050).is_empty(), "nothing after the deadline");
+            let mut st = Esp32bStats::default();
+            esp32b_stats(h, &mut st);
+            assert_eq!(st.clients, 0);
+            // The clock wraps: registration still works across it.
             let near = u32::MAX - 5;
-            assert_eq!(
-                call(h, ip, 7, &req[..n], near, &mut reply, &mut id),
-                n as i32
-            );
-            let Some(Control::Cookie(c)) = Control::parse(&reply) else {
+            let (_, cookie) = udp_in(h, ip, 7, &req, near);
+            let Some(Control::Cookie(c)) = Control::parse(&cookie) else {
                 panic!("no cookie")
             };
-            let (echo, en) = Control::Echo(c).encode();
-            assert_eq!(call(h, ip, 7, &echo[..en], 100, &mut reply, &mut id), 4);
+            let (r, w) = udp_in(h, ip, 7, &Control::Echo(c).encode(), 100);
+            assert_eq!((r, w.len()), (1, 24));
+            // A leave with the welcome's token ends it at once.
+            let Some(Control::Welcome(t)) = Control::parse(&w) else {
+                panic!("no welcome")
+            };
+            assert_eq!(
+                udp_in(h, ip, 7, &Control::Leave(t).encode(), 200),
+                (1, vec![])
+            );
+            esp32b_stats(h, &mut st);
+            assert_eq!(st.clients, 0);
             esp32b_free(h);
+        }
+    }
+
+    trait Concat {
+        fn concat_bytes(&self) -> Vec<u8>;
+    }
+    impl Concat for Vec<((u32, u16), i32, Vec<u8>)> {
+        fn concat_bytes(&self) -> Vec<u8> {
+            self.iter().flat_map(|x| x.2.iter().copied()).collect()
         }
     }
 

@@ -349,6 +349,12 @@ impl Fec {
         self.clients.retain(|c| c.id != id);
     }
 
+    /// Keeps the FEC state of the clients `alive` says are still there (a driver whose client
+    /// table lives elsewhere, such as the UDP registration, prunes with it).
+    pub fn retain(&mut self, mut alive: impl FnMut(ClientId) -> bool) {
+        self.clients.retain(|c| alive(c.id));
+    }
+
     /// Whether something waits for client `id` (its queue in the core, or parity shards).
     pub fn has_work(&self, bridge: &Bridge, id: ClientId) -> bool {
         self.client(id).is_some_and(|c| !c.pending.is_empty()) || bridge.has_work_for(id)

@@ -191,6 +191,8 @@ pub struct BridgeStats {
     pub spi_resets: u64,
     /// Client-status notifications queued for the GAP8 (connect, last disconnect, link reset).
     pub client_status_sent: u64,
+    /// Frames dropped for slow clients, over all clients (also those that left since).
+    pub frames_dropped: u64,
 }
 
 struct Client {
@@ -213,36 +215,27 @@ impl Client {
 
     /// Queues `m`, dropping whole frames (oldest first, never the one being written) to make room.
     fn offer(&mut self, m: &Message, cap: usize, reserve: usize) {
-        if m.stock && !self.stock_synced {
-            if !m.stock_header {
-                self.stats.stock_skipped += 1;
-                return;
-            }
-            self.stock_synced = true;
+        if m.stock {
+            return self.offer_stock(m, cap);
         }
         let size = m.bytes.len();
         let limit = if m.droppable { cap } else { cap + reserve };
         while self.queued_bytes + size > limit {
             let start = usize::from(self.head_in_flight());
-            let victim = (start..self.queue.len()).find(|&i| self.queue[i].droppable);
+            // Stock packets go as whole images only (`offer_stock`).
+            let victim = (start..self.queue.len())
+                .find(|&i| self.queue[i].droppable && !self.queue[i].stock);
             match victim {
                 Some(i) => {
                     let v = self.queue.remove(i).expect("index in range");
                     self.queued_bytes -= v.bytes.len();
                     self.stats.frames_dropped += 1;
-                    if v.stock {
-                        self.drop_rest_of_stock_image(i);
-                    }
                 }
                 None => {
                     if m.droppable {
                         self.stats.frames_dropped += 1;
                     } else {
                         self.stats.control_dropped += 1;
-                    }
-                    if m.stock {
-                        // The rest of this image would start the client mid-image.
-                        self.drop_rest_of_stock_image(self.queue.len());
                     }
                     return;
                 }
@@ -253,25 +246,70 @@ impl Client {
         self.stats.messages_queued += 1;
     }
 
-    /// A stock packet was dropped where the queue now has index `from`: the packets of the same
-    /// image after it go too (up to the next header); with no header queued after it, the client
-    /// waits for the next one.
-    fn drop_rest_of_stock_image(&mut self, from: usize) {
-        let mut i = from;
-        while i < self.queue.len() {
-            let q = &self.queue[i];
-            if q.stock_header {
+    /// A packet of the stock image stream (one CPX packet per message, an image = an 11-byte
+    /// `0xBC` header packet and the packets of its pixels). A stock viewer cannot resynchronise:
+    /// it reads whatever follows an image as the next header. So images go whole or not at all:
+    /// to make room the oldest queued image that has not started going out is dropped whole; an
+    /// image that cannot be queued is dropped whole (its queued packets too) while none of it
+    /// went out; and an image that started going out is never cut (the queue then holds up to
+    /// the rest of that one image beyond its bound). Each dropped image counts once in
+    /// `frames_dropped`, its packets in `stock_skipped`.
+    fn offer_stock(&mut self, m: &Message, cap: usize) {
+        if m.stock_header {
+            self.stock_synced = true;
+        } else if !self.stock_synced {
+            self.stats.stock_skipped += 1;
+            return;
+        }
+        let size = m.bytes.len();
+        while self.queued_bytes + size > cap && self.drop_oldest_unstarted_stock_image(false) {}
+        if self.queued_bytes + size > cap {
+            if m.stock_header {
+                // This image never starts for this client.
+                self.stats.frames_dropped += 1;
+                self.stats.stock_skipped += 1;
+                self.stock_synced = false;
                 return;
             }
-            if q.stock && !(i == 0 && self.head_in_flight()) {
+            if self.drop_oldest_unstarted_stock_image(true) {
+                // The image `m` belongs to had not started: it went whole, `m` goes with it.
+                self.stats.stock_skipped += 1;
+                self.stock_synced = false;
+                return;
+            }
+            // The image is going out: its rest is queued beyond the bound.
+        }
+        self.queued_bytes += size;
+        self.queue.push_back(m.clone());
+        self.stats.messages_queued += 1;
+    }
+
+    /// Drops the oldest queued stock image none of which went out yet: from its header up to the
+    /// next queued header, or (`open`) the last one, still being received. False when none.
+    fn drop_oldest_unstarted_stock_image(&mut self, open: bool) -> bool {
+        let start = usize::from(self.head_in_flight());
+        let headers: Vec<usize> = (start..self.queue.len())
+            .filter(|&i| self.queue[i].stock_header)
+            .collect();
+        let range = match (headers.first(), headers.get(1)) {
+            (Some(&a), Some(&b)) if !open => a..b,
+            (Some(&a), None) if open => a..self.queue.len(),
+            _ => return false,
+        };
+        let mut i = range.start;
+        let mut end = range.end;
+        while i < end {
+            if self.queue[i].stock {
                 let v = self.queue.remove(i).expect("index in range");
                 self.queued_bytes -= v.bytes.len();
                 self.stats.stock_skipped += 1;
+                end -= 1;
             } else {
                 i += 1;
             }
         }
-        self.stock_synced = false;
+        self.stats.frames_dropped += 1;
+        true
     }
 }
 
@@ -418,12 +456,15 @@ impl Bridge {
             .push(bytes, |m| done.push(Message::from_wire(m)), |_| errors += 1);
         self.stats.spi_malformed += errors;
         let (cap, reserve) = (self.cfg.client_queue_bytes, self.cfg.control_reserve_bytes);
+        let dropped = |cs: &[Client]| cs.iter().map(|c| c.stats.frames_dropped).sum::<u64>();
+        let before = dropped(&self.clients);
         for m in &done {
             self.stats.spi_messages += 1;
             for c in &mut self.clients {
                 c.offer(m, cap, reserve);
             }
         }
+        self.stats.frames_dropped += dropped(&self.clients) - before;
         done.len()
     }
 
@@ -1103,6 +1144,79 @@ mod tests {
         );
         b.remove_client(t1);
         assert!(b.add_client(Transport::Tcp).is_ok());
+    }
+
+    /// Parses a stock stream as opencv-viewer.py does (a header packet, then packets until
+    /// `size` bytes): every image's first byte (its tag), or why the script would break.
+    fn opencv_viewer_images(mut rest: &[u8]) -> Result<Vec<u8>, String> {
+        let mut images = Vec::new();
+        while !rest.is_empty() {
+            let n = cpx::packet_len(rest).unwrap().unwrap();
+            if n != 4 + 11 || rest[4] != 0xBC {
+                return Err(format!(
+                    "image {} does not start with a header",
+                    images.len()
+                ));
+            }
+            let size = u32::from_le_bytes(rest[11..15].try_into().unwrap()) as usize;
+            rest = &rest[n..];
+            let mut body = Vec::new();
+            while body.len() < size && !rest.is_empty() {
+                let n = cpx::packet_len(rest).unwrap().unwrap();
+                body.extend_from_slice(&rest[4..n]);
+                rest = &rest[n..];
+            }
+            if body.len() > size || (body.len() < size && !rest.is_empty()) {
+                return Err(format!("image of {} bytes, header said {size}", body.len()));
+            }
+            if body.len() == size {
+                images.push(body[0]);
+            }
+        }
+        Ok(images)
+    }
+
+    proptest! {
+        /// A stock client that the bridge writes to in pieces (a slow reader, a loaded machine)
+        /// while images keep coming: every image it gets is whole — a started image is never cut,
+        /// images are dropped whole (counted) — so a stock viewer never reads one image's pixels
+        /// into the next header's place.
+        #[test]
+        fn a_stock_client_written_in_pieces_gets_whole_images_only(
+            ops in proptest::collection::vec((any::<bool>(), 1usize..9000), 1..120),
+        ) {
+            let cap = 12_000;
+            let mut b = Bridge::new(Config { client_queue_bytes: cap, control_reserve_bytes: 0, ..Config::default() });
+            let c = b.add_client(Transport::Tcp).unwrap();
+            let mut got = Vec::new();
+            let mut tag = 0u8;
+            for (image, n) in ops {
+                if image {
+                    b.spi_received(&stock_image(tag, 5000));
+                    tag = tag.wrapping_add(1);
+                } else {
+                    let mut left = n;
+                    while left > 0 {
+                        let Some((bytes, r)) = b.next_for_client(c) else { break };
+                        let end = (r.start + left).min(r.end);
+                        got.extend_from_slice(&bytes[r.start..end]);
+                        b.client_sent(c, end - r.start);
+                        left -= end - r.start;
+                    }
+                }
+                // Bounded: at most the bound plus the rest of the one image being written.
+                let cl = b.clients.iter().find(|x| x.id == c).unwrap();
+                prop_assert!(cl.queued_bytes <= cap + 5000 + 6 * 4 + 15, "{}", cl.queued_bytes);
+            }
+            got.extend_from_slice(&drain(&mut b, c, 1 << 20));
+            let images = opencv_viewer_images(&got);
+            prop_assert!(images.is_ok(), "{:?}", images);
+            let images = images.unwrap();
+            // In order, each one whole, and every image either delivered or counted as dropped.
+            prop_assert!(images.windows(2).all(|w| w[0] < w[1]));
+            let st = b.client_stats(c).unwrap();
+            prop_assert_eq!(images.len() as u64 + st.frames_dropped, tag as u64);
+        }
     }
 
     proptest! {

@@ -4,7 +4,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`cookie`] | UDP return-routability: the stateless cookie a UDP client echoes before it gets the stream, per-source limits |
+//! | [`cookie`] | UDP registration, sans I/O: who gets the stream over UDP and for how long (cookies and probes an address must echo, budgets), the bridge's side ([`cookie::Gate`]) and the receiver's ([`cookie::Client`]) |
 //! | [`cpx`] | the CPX framing the bridge needs: packet lengths, routing header, message grouping (`last_packet`) |
 //! | [`fec`] | forward error correction for UDP clients (requested per client): blocks of packets, Reed-Solomon parity (`gapstream_fec`), the adaptive mode; sans I/O |
 //! | [`forward`] | the forwarding state machine (`no_std` + `alloc`, sans I/O): client set, queues, drop policy, upstream routing |

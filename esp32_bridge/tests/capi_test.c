@@ -88,45 +88,62 @@ int main(void)
     CHECK(st.clients == 2 && st.packets_from_gap8 == 1 && st.packets_to_gap8 == 5 && st.spi_malformed == 1);
 
     /* UDP registration: nothing for an empty datagram, a cookie as large as the request, a
-     * client for the echo (a UDP slot is free: c3 was removed above). */
-    uint8_t secret[32] = {1, 2, 3}, reply[ESP32B_UDP_REPLY_MAX], req[20] = {'G', 'S', 'C', 'Q'};
-    int32_t id = 0;
+     * client for the echo (a UDP slot is free: c3 was removed above), then a probe a second and
+     * the end of the registration 5 s after the newest token it echoed. */
+    uint8_t secret[32] = {1, 2, 3}, reply[ESP32B_UDP_REPLY_MAX], req[ESP32B_UDP_REPLY_MAX] = {'G', 'S', 'C', 'Q'};
+    size_t rl = 99;
+    const uint32_t ip = 0xC0A80402u;
     CHECK(esp32b_udp_secret(h, secret) == 0);
-    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, req, 0, 10, reply, sizeof reply, &id) == 0 && id == -1);
-    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, req, sizeof req, 10, reply, sizeof reply, &id) == 20);
-    CHECK(memcmp(reply, "GSCK", 4) == 0 && id == -1);
-    uint8_t echo[20];
+    CHECK(esp32b_udp_received(h, ip, 4000, req, 0, 10, reply, sizeof reply, &rl) == 0 && rl == 0);
+    CHECK(esp32b_udp_received(h, ip, 4000, req, sizeof req, 10, reply, sizeof reply, &rl) == 0 && rl == 24);
+    CHECK(memcmp(reply, "GSCK", 4) == 0);
+    uint8_t echo[ESP32B_UDP_REPLY_MAX];
     memcpy(echo, "GSCE", 4);
-    memcpy(echo + 4, reply + 4, 16);
-    CHECK(esp32b_udp_unproven(h, 0xC0A80402u, 4000, echo, sizeof echo, 20, reply, sizeof reply, &id) == 4);
-    CHECK(memcmp(reply, "GSCW", 4) == 0 && id >= 0);
-    CHECK(esp32b_client_remove(h, (uint32_t) id) == 0);
-
-    /* FEC: the UDP client c1 asks for it; the packet still queued for it comes as a data shard,
-     * and its block (one single-packet message) closes after the 5 ms timeout with one parity
-     * shard (ceil(1 * 2 / 4) = 1) of 2 + n bytes. */
+    memcpy(echo + 4, reply + 4, 20);
+    CHECK(esp32b_udp_received(h, ip, 4001, echo, sizeof echo, 20, reply, sizeof reply, &rl) == 0 && rl == 0);
+    CHECK(esp32b_udp_received(h, ip, 4000, echo, sizeof echo, 20, reply, sizeof reply, &rl) == 1 && rl == 24);
+    CHECK(memcmp(reply, "GSCW", 4) == 0);
+    /* A packet from the GAP8 goes to the new client, to its address. */
+    n = packet(rx, 3, 4, msg, sizeof msg);
+    CHECK(esp32b_spi_complete(h, rx, sizeof rx) == 1);
+    uint32_t to_ip = 0;
+    uint16_t to_port = 0;
+    int32_t client = -2;
+    CHECK(esp32b_udp_next(h, 30, out, sizeof out, &to_ip, &to_port, &client) == (int32_t) n);
+    CHECK(to_ip == ip && to_port == 4000 && client >= 0 && memcmp(out, rx, n) == 0);
+    CHECK(esp32b_client_sent(h, (uint32_t) client, n) == 0);
+    CHECK(esp32b_udp_next(h, 30, out, sizeof out, &to_ip, &to_port, &client) == 0);
+    /* FEC: the client asks for it; the next packet comes as a data shard, and its block (one
+     * single-packet message) closes after the 5 ms timeout with one parity shard
+     * (ceil(1 * 2 / 4) = 1) of 2 + n bytes. */
     esp32b_fec_config_t fc;
     memset(&fc, 0, sizeof fc);
     fc.enabled = 1;
-    fc.k = 4;
     fc.parity = 2;
     fc.timeout_ms = 5;
-    fc.k = 0;
-    CHECK(esp32b_fec_configure(h, &fc) == ESP32B_EINVAL);
+    CHECK(esp32b_fec_configure(h, &fc) == ESP32B_EINVAL); /* k = 0 */
     fc.k = 4;
     CHECK(esp32b_fec_configure(h, &fc) == 0);
-    CHECK(esp32b_client_datagram(h, (uint32_t) c1, (const uint8_t *) "GF\x12\0", 4) == 0);
-    CHECK(esp32b_client_next(h, (uint32_t) c1, out, 8) == ESP32B_EINVAL);
-    CHECK(esp32b_client_next(h, (uint32_t) c1, out, sizeof out) == (int32_t) (10 + n));
-    CHECK(memcmp(out, "GF\x10", 3) == 0 && out[7] == 0 && memcmp(out + 10, rx, n) == 0);
-    CHECK(esp32b_client_sent(h, (uint32_t) c1, 10 + n) == 0);
-    CHECK(esp32b_client_next(h, (uint32_t) c1, out, sizeof out) == 0);
-    CHECK(esp32b_tick(h, 22) == 0);
-    CHECK(esp32b_tick(h, 30) == 1);
-    CHECK(esp32b_client_next(h, (uint32_t) c1, out, sizeof out) == (int32_t) (12 + n));
-    CHECK(memcmp(out, "GF\x11", 3) == 0 && out[7] == 1 && out[8] == 1 && out[9] == 1);
-    CHECK(esp32b_client_sent(h, (uint32_t) c1, 12 + n) == 0);
-    CHECK(esp32b_client_next(h, (uint32_t) c1, out, sizeof out) == 0);
+    CHECK(esp32b_udp_received(h, ip, 4000, (const uint8_t *) "GF\x12\0", 4, 30, reply, sizeof reply, &rl) == 0 && rl == 0);
+    n = packet(rx, 3, 4, msg, sizeof msg);
+    CHECK(esp32b_spi_complete(h, rx, sizeof rx) == 1);
+    CHECK(esp32b_udp_next(h, 30, out, 8, &to_ip, &to_port, &client) == ESP32B_EINVAL);
+    CHECK(esp32b_udp_next(h, 30, out, sizeof out, &to_ip, &to_port, &client) == (int32_t) (10 + n));
+    CHECK(memcmp(out, "GF\x10", 3) == 0 && out[7] == 0 && memcmp(out + 10, rx, n) == 0 && client >= 0);
+    CHECK(esp32b_client_sent(h, (uint32_t) client, 10 + n) == 0);
+    CHECK(esp32b_udp_next(h, 30, out, sizeof out, &to_ip, &to_port, &client) == 0);
+    CHECK(esp32b_udp_tick(h, 40) == 0);
+    CHECK(esp32b_udp_next(h, 40, out, sizeof out, &to_ip, &to_port, &client) == (int32_t) (12 + n));
+    CHECK(memcmp(out, "GF\x11", 3) == 0 && out[7] == 1 && out[8] == 1 && out[9] == 1 && client >= 0);
+    CHECK(esp32b_client_sent(h, (uint32_t) client, 12 + n) == 0);
+    CHECK(esp32b_udp_next(h, 40, out, sizeof out, &to_ip, &to_port, &client) == 0);
+    /* A probe after a second; without its echo the registration ends 5 s after the cookie. */
+    CHECK(esp32b_udp_tick(h, 1100) == 0);
+    CHECK(esp32b_udp_next(h, 1100, out, sizeof out, &to_ip, &to_port, &client) == 24 && client == -1);
+    CHECK(memcmp(out, "GSCP", 4) == 0 && to_port == 4000);
+    CHECK(esp32b_udp_tick(h, 5009) == 0);
+    CHECK(esp32b_udp_tick(h, 5010) == 1);
+    CHECK(esp32b_stats(h, &st) == 0 && st.clients == 2); /* c0 and c1 */
 
     esp32b_free(h);
     printf("capi_test: esp32_bridge C entry points ok\n");

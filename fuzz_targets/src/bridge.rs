@@ -1,9 +1,11 @@
-//! The bridge's client side: what WiFi clients send (TCP bytes, UDP datagrams, the UDP cookie
-//! exchange) through `esp32_bridge::cookie::Gate` and the forwarding core
+//! The bridge's client side: what WiFi clients send (TCP bytes, UDP datagrams, the UDP
+//! registration) through `esp32_bridge::cookie::Gate` and the forwarding core
 //! `esp32_bridge::forward::Bridge`, with the GAP8 side and the drivers' writes driven by the
 //! input too.
 
-use esp32_bridge::cookie::{Control, Gate, SourceLimiter, Verdict};
+use std::net::SocketAddr;
+
+use esp32_bridge::cookie::{Control, Event, Gate, GateConfig, Outcome as GateOutcome};
 use esp32_bridge::cpx::{self, MessageAssembler};
 use esp32_bridge::forward::{Bridge, ClientId, Config, Transport, UpstreamPolicy};
 
@@ -12,8 +14,8 @@ use crate::Input;
 /// Operations of a record (`ctl & 7`); `ctl >> 3` picks the client (index into those connected).
 pub mod op {
     pub const ADD_TCP: u8 = 0;
-    /// Registers a UDP client directly; with [`VIA_GATE`] the body is a datagram from the
-    /// unregistered address `[p; 6]` (p = `(ctl >> 3) & 7`), decided by the cookie gate.
+    /// Registers a UDP client directly; with [`VIA_GATE`] the body is a datagram from address
+    /// [`gate_peer`]`(p)` (p = `(ctl >> 3) & 7`), decided by the registration gate.
     pub const ADD_UDP: u8 = 1;
     /// `ctl` bit for [`ADD_UDP`] (and, for [`FROM_GAP8`], one SPI transaction instead of bytes).
     pub const VIA_GATE: u8 = 0x40;
@@ -30,15 +32,26 @@ pub mod op {
     pub const FROM_GAP8: u8 = 7;
 }
 
-/// The cookie secret of the first slot (the seeds echo cookies made with it).
+/// The token secret of the first rotation slot (the seeds echo cookies made with it).
 pub const GATE_SECRET: [u8; 32] = [9; 32];
-/// Cookie slot length and the time that passes per record.
-pub const GATE_SLOT_MS: u64 = 10_000;
+/// The time that passes per record.
 pub const RECORD_MS: u64 = 250;
 
-/// The address of unregistered UDP peer `p` as the cookie binds it.
-pub fn gate_peer(p: u8) -> [u8; 6] {
-    [p; 6]
+/// The registration's timers and budgets: small, so that inputs reach every limit.
+pub fn gate_config() -> GateConfig {
+    GateConfig {
+        secret_rotation_ms: 10_000,
+        cookies_per_sec: 10,
+        registrations_burst: 2,
+        registrations_per_sec: 1,
+        registrations_global_per_sec: 4,
+        ..GateConfig::default()
+    }
+}
+
+/// UDP peer `p`: addresses on two IPs (p & 1), so that per-address limits are reached too.
+pub fn gate_peer(p: u8) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 1 + (p & 1)], 4000 + u16::from(p)))
 }
 
 /// The bridge configuration for the selector byte: bit 0 small queues, bit 1 two clients of each
@@ -86,9 +99,10 @@ impl Sink {
 }
 
 /// `bridge_client`: input `config selector u8` ([`bridge_config`]), then records ([`op`]).
-/// Invariants: a cookie-exchange datagram that parses re-encodes to the same bytes (the receiver
-/// parses them too); the gate never answers an unregistered address with more bytes than it sent (no
-/// amplification), and only with a cookie; whatever the clients send, the bytes the bridge writes
+/// Invariants: a registration datagram that parses re-encodes to the same bytes (the receiver
+/// parses them too); the gate never answers with more bytes than it got (no amplification), an
+/// unregistered address only with a cookie, a registration only for a good echo, and the core's
+/// UDP clients are the gate's; whatever the clients send, the bytes the bridge writes
 /// towards the GAP8 and to each TCP client are whole CPX messages, never interleaved (a fresh
 /// reassembler reads them without an error); a UDP client gets exactly one CPX packet per datagram.
 pub fn bridge_client(data: &[u8]) {
@@ -98,7 +112,7 @@ pub fn bridge_client(data: &[u8]) {
 /// What a `bridge_client` run got through (the seeds' depth checks).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
-    /// UDP clients registered through the cookie gate.
+    /// UDP clients registered through the gate.
     pub gate_registered: usize,
     /// Whole messages written towards the GAP8.
     pub to_gap8: usize,
@@ -112,7 +126,7 @@ pub fn run(data: &[u8]) -> Outcome {
     let mut i = Input::new(data);
     let cfg = bridge_config(i.byte());
     let mut b = Bridge::new(cfg);
-    let mut gate: Gate<u8> = Gate::new(GATE_SECRET, SourceLimiter::new(2, 1, 4, 10), GATE_SLOT_MS);
+    let mut gate = Gate::new(GATE_SECRET, gate_config());
     let mut now_ms = 0u64;
     let mut spi = Sink::new(usize::MAX);
     let mut sinks: Vec<(ClientId, Transport, Sink)> = Vec::new();
@@ -126,30 +140,57 @@ pub fn run(data: &[u8]) -> Outcome {
         };
         match (ctl & 7, pick) {
             (op::ADD_UDP, _) if ctl & op::VIA_GATE != 0 => {
-                let p = (ctl >> 3) & 7;
+                let peer = gate_peer((ctl >> 3) & 7);
                 if let Some(c) = Control::parse(body) {
-                    let (bytes, n) = c.encode();
-                    assert_eq!(&bytes[..n], body, "{c:?} re-encodes differently");
+                    assert_eq!(&c.encode()[..], body, "{c:?} re-encodes differently");
                 }
-                match gate.unproven(&gate_peer(p), &p, body, now_ms, || None) {
-                    Verdict::Reply(r, n) => {
+                let registered = gate.clients().any(|(a, _)| a == peer);
+                match gate.datagram(&mut b, peer, body, now_ms) {
+                    GateOutcome::Reply(r) => {
                         assert!(
-                            n <= body.len(),
-                            "{n}-byte reply to a {}-byte datagram",
+                            r.len() <= body.len(),
+                            "{}-byte reply to a {}-byte datagram",
+                            r.len(),
                             body.len()
                         );
-                        assert!(matches!(Control::parse(&r[..n]), Some(Control::Cookie(_))));
-                    }
-                    Verdict::Register => {
-                        assert!(matches!(Control::parse(body), Some(Control::Echo(_))));
-                        out.gate_registered += 1;
-                        if let Ok(id) = b.add_client(Transport::Udp) {
-                            sinks.push((id, Transport::Udp, Sink::new(usize::MAX)));
+                        match Control::parse(&r) {
+                            Some(Control::Cookie(_)) => {}
+                            Some(Control::Welcome(_)) => assert!(registered),
+                            other => panic!("reply {other:?}"),
                         }
                     }
-                    Verdict::Refuse(_) => {}
+                    GateOutcome::Registered { id, evicted, .. } => {
+                        assert!(!registered);
+                        assert!(matches!(Control::parse(body), Some(Control::Echo(_))));
+                        out.gate_registered += 1;
+                        if let Some((_, e)) = evicted {
+                            sinks.retain(|(s, _, _)| *s != e);
+                        }
+                        sinks.push((id, Transport::Udp, Sink::new(usize::MAX)));
+                    }
+                    GateOutcome::Left(id) => {
+                        assert!(registered);
+                        sinks.retain(|(s, _, _)| *s != id);
+                    }
+                    GateOutcome::Refreshed(_) | GateOutcome::Forwarded(..) => assert!(registered),
+                    GateOutcome::Refused(_) => {}
                 }
-                gate.forget_idle(now_ms);
+                gate.poll(
+                    &mut b,
+                    now_ms,
+                    || None,
+                    |e| {
+                        if let Event::Expired(_, id) = e {
+                            sinks.retain(|(s, _, _)| *s != id);
+                        }
+                    },
+                );
+                for (_, id) in gate.clients() {
+                    assert!(
+                        b.client_ids().any(|c| c == id),
+                        "gate client {id} not in the core"
+                    );
+                }
             }
             (op::ADD_TCP, _) | (op::ADD_UDP, _) => {
                 let t = if ctl & 7 == op::ADD_TCP {
@@ -162,7 +203,9 @@ pub fn run(data: &[u8]) -> Outcome {
                 }
             }
             (op::REMOVE, Some(id)) => {
-                assert!(b.remove_client(id).is_some());
+                if !gate.remove(&mut b, id) {
+                    assert!(b.remove_client(id).is_some());
+                }
                 out.to_clients += sinks
                     .iter()
                     .find(|(s, ..)| *s == id)

@@ -17,6 +17,7 @@
 //! | `stock_stream` | the stock `0xBC` header parser: `compat::StockReceiver` and the receiver's stock session, test-pattern stamps |
 //! | `bridge_client` | [`esp32_bridge::forward::Bridge`], the bridge's client side (TCP bytes, UDP datagrams) |
 //! | `fec_reassembly` | [`gapstream_fec::reassembler::Reassembler`] (FEC datagrams, forged and corrupted shards), the FEC header and control parsers, `esp32_bridge::fec` fed requests and reports |
+//! | `jpegls_decode` | [`gapstream_jpegls::decode`], the receiver's JPEG-LS decoder (any payload, truncated ones too) |
 //!
 //! Session and bridge inputs are a sequence of records `ctl u8, len u16 (little-endian), len
 //! bytes` ([`Input::record`]), so that the seeds ([`seeds`]) can be written from real messages.
@@ -24,6 +25,7 @@
 pub mod bridge;
 pub mod cpx;
 pub mod fec;
+pub mod jpegls;
 pub mod seeds;
 pub mod session;
 pub mod stock;
@@ -44,6 +46,7 @@ pub const TARGETS: &[Target] = &[
     ("stock_stream", stock::stock_stream),
     ("bridge_client", bridge::bridge_client),
     ("fec_reassembly", fec::fec_reassembly),
+    ("jpegls_decode", jpegls::jpegls_decode),
 ];
 
 /// Reads fuzz input front to back; past the end every read gives zeros / empty slices, so any

@@ -300,6 +300,9 @@ pub fn session_seeds() -> SessionSeeds {
 pub fn all() -> Vec<Seed> {
     let s = session_seeds();
     let mut seeds = s.seeds;
+    for (name, bytes) in crate::jpegls::seeds() {
+        seeds.push(seed("jpegls_decode", name, bytes));
+    }
     let mut seen = s.seen.0;
     seen.insert(
         "alert".into(),
@@ -466,33 +469,25 @@ pub fn all() -> Vec<Seed> {
     push_record(&mut b, bridge::op::WRITE_CLIENT, &[7, 0]);
     push_record(&mut b, bridge::op::WRITE_CLIENT, &[]);
     seeds.push(seed("bridge_client", "small-leader-only-interleaved", b));
-    // UDP clients through the cookie gate: a request (answered with a cookie), the echo of the
-    // cookie for that address (registered), a bad echo, then the client's datagrams.
+    // UDP clients through the registration gate: a request (answered with a cookie), the echo of
+    // the cookie for that address (registered: the first record runs at RECORD_MS, the second at
+    // 2 * RECORD_MS), the same echo from another address (refused), an empty datagram, then the
+    // client's datagrams.
     let mut b = vec![0];
     let jar = esp32_bridge::cookie::CookieJar::new(bridge::GATE_SECRET, 0);
-    let (req, n) = esp32_bridge::cookie::Control::Request.encode();
-    push_record(
-        &mut b,
-        bridge::op::ADD_UDP | bridge::op::VIA_GATE | 3 << 3,
-        &req[..n],
+    let via_gate = |p: u8| bridge::op::ADD_UDP | bridge::op::VIA_GATE | p << 3;
+    let req = esp32_bridge::cookie::Control::Request.encode();
+    push_record(&mut b, via_gate(3), &req);
+    let (peer, n) = esp32_bridge::cookie::peer_bytes(bridge::gate_peer(3));
+    let cookie = jar.token(
+        esp32_bridge::cookie::LABEL_COOKIE,
+        bridge::RECORD_MS as u32,
+        &peer[..n],
     );
-    let cookie = jar.cookie(&bridge::gate_peer(3));
-    let (echo, n) = esp32_bridge::cookie::Control::Echo(cookie).encode();
-    push_record(
-        &mut b,
-        bridge::op::ADD_UDP | bridge::op::VIA_GATE | 3 << 3,
-        &echo[..n],
-    );
-    push_record(
-        &mut b,
-        bridge::op::ADD_UDP | bridge::op::VIA_GATE | 4 << 3,
-        &echo[..n],
-    );
-    push_record(
-        &mut b,
-        bridge::op::ADD_UDP | bridge::op::VIA_GATE | 5 << 3,
-        &[],
-    );
+    let echo = esp32_bridge::cookie::Control::Echo(cookie).encode();
+    push_record(&mut b, via_gate(3), &echo);
+    push_record(&mut b, via_gate(4), &echo);
+    push_record(&mut b, via_gate(5), &[]);
     for p in packets(&hello, 100, UP).chunks(104) {
         push_record(&mut b, bridge::op::DATAGRAM, p);
     }

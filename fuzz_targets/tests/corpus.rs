@@ -67,6 +67,7 @@ fn name_path(name: &str) -> String {
         "stock_stream" => "stock",
         "bridge_client" => "bridge",
         "fec_reassembly" => "fec",
+        "jpegls_decode" => "jpegls",
         other => panic!("unknown target {other}"),
     };
     format!("{module}::{name}")

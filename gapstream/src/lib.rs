@@ -8,9 +8,8 @@
 //! | [`viewer`] | live web viewer on localhost (page, `/frame.png`, `/stats.json`) |
 //! | [`report`] | `gapstream report`: PNG plots from a metrics CSV |
 //! | [`sim`] | host simulation of the drone: std camera / SPI link / clock / entropy running `gapstream_drone::Drone` |
-//! | [`receiver`] | connect to the bridge (TCP / UDP), run the session, deliver frames, reconnect by itself |
+//! | [`receiver`] | connect to the bridge (TCP / UDP), run the session, publish verified frames on a bus whose consumers are the outputs, reconnect by itself |
 //! | [`run`] | `demo`, `view`, `node`, `bench`: node + bridge + receiver + viewer wired together |
-//! | [`tap`] | per-frame outputs beside the viewer (MCAP, Zenoh, Python): the [`tap::FrameTap`] trait |
 //! | [`ros`] | ROS 2 messages in CDR: `sensor_msgs/msg/Image` and gapstream's `FrameInfo`, with their ros2msg schemas |
 //! | [`mcap_out`] | `--mcap FILE`: every verified frame as a ROS 2 Image + FrameInfo in an MCAP file (Foxglove's `mcap` crate) |
 //! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
@@ -25,7 +24,6 @@ pub mod ros;
 pub mod run;
 pub mod secret_file;
 pub mod sim;
-pub mod tap;
 pub mod viewer;
 #[cfg(feature = "zenoh")]
 pub mod zenoh_out;

@@ -128,7 +128,8 @@ struct StreamOpts {
     /// gapstream built with `--features zenoh`.
     #[arg(long, value_name = "ENDPOINT", num_args = 0..=1, default_missing_value = "")]
     zenoh: Option<String>,
-    /// The <drone> part of the Zenoh key expressions.
+    /// The drone's name: the source every frame carries, and the <drone> part of the Zenoh key
+    /// expressions.
     #[arg(long, default_value = "aideck")]
     drone: String,
     /// Over UDP: ask the bridge for forward error correction (parity packets that rebuild lost
@@ -395,6 +396,8 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
             endpoint: (!e.is_empty()).then(|| e.clone()),
             drone: stream.drone.clone(),
         }),
+        source: stream.drone.clone(),
+        keys: None,
         fec: stream.fec,
     })
 }
@@ -513,11 +516,13 @@ fn main() -> ExitCode {
                 .map_err(|e| e.to_string())
         })(),
         Cmd::View(a) => (|| {
-            let s = settings(&a.stream)?;
+            let mut s = settings(&a.stream)?;
+            s.keys = Some(a.keys.clone());
             run::view(resolve(&a.connect)?, view_session(&a)?, s, stop).map_err(|e| e.to_string())
         })(),
         Cmd::Record { dir, view } => (|| {
             let mut s = settings(&view.stream)?;
+            s.keys = Some(view.keys.clone());
             if dir.is_none() && s.mcap.is_none() {
                 return Err("record needs a folder for the PNG files, --mcap FILE, or both".into());
             }

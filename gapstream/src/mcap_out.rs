@@ -10,9 +10,13 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use crate::receiver::Delivered;
+use std::sync::Arc;
+
+use crate::metrics::Counters;
+use crate::receiver::Frame;
+use crate::receiver::bus::{Consumer, Counts, Policy};
+use crate::receiver::outputs::RECORDER_QUEUE;
 use crate::ros;
-use crate::tap::{FrameMeta, FrameTap};
 
 /// Topic names (ROS 2 style).
 pub const IMAGE_TOPIC: &str = "/gapstream/image";
@@ -82,32 +86,29 @@ impl McapRecorder {
     }
 }
 
-impl FrameTap for McapRecorder {
-    fn frame(&mut self, f: &Delivered, m: &FrameMeta<'_>) -> Result<(), String> {
+/// An output of the receiver's bus: every frame, in order; frames it could not keep up with are
+/// counted and reported, never silently missing.
+impl Consumer for McapRecorder {
+    fn name(&self) -> String {
+        format!("MCAP recording {}", self.path.display())
+    }
+    fn policy(&self) -> Policy {
+        Policy::Every(RECORDER_QUEUE)
+    }
+    fn frame(&mut self, f: &Arc<Frame>, counters: &Counters) -> Result<(), String> {
         let Some(w) = self.writer.as_mut() else {
             return Err(err(&self.path, "already closed"));
         };
-        let stamp = f.capture_ns.unwrap_or(m.receive_ns);
+        let stamp = f.capture_ns().unwrap_or(f.receive_ns);
         let seq = self.written as u32;
-        let img = ros::image(f, self.bayer, m.receive_ns);
-        let info = ros::frame_info(
-            f,
-            &ros::InfoFields {
-                receive_ns: m.receive_ns,
-                suite: m.suite,
-                latency_ms: m.latency_ms,
-                frames: m.counters.frames,
-                lost: m.counters.lost,
-                tag_failures: m.counters.tag_failures,
-                replays: m.counters.replays,
-            },
-        );
+        let img = ros::image(f, self.bayer);
+        let info = ros::frame_info(f, counters);
         for (channel_id, data) in [(self.image, img), (self.info, info)] {
             w.write_to_known_channel(
                 &mcap::records::MessageHeader {
                     channel_id,
                     sequence: seq,
-                    log_time: m.receive_ns,
+                    log_time: f.receive_ns,
                     publish_time: stamp,
                 },
                 &data,
@@ -118,16 +119,16 @@ impl FrameTap for McapRecorder {
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<(), String> {
-        if let Some(mut w) = self.writer.take() {
-            w.finish().map_err(|e| err(&self.path, e))?;
-            eprintln!(
-                "gapstream: wrote {} frames to {} (ROS 2 MCAP: {IMAGE_TOPIC}, {INFO_TOPIC})",
-                self.written,
-                self.path.display()
-            );
-        }
-        Ok(())
+    fn finish(&mut self, _: &Counts) -> Result<Option<String>, String> {
+        let Some(mut w) = self.writer.take() else {
+            return Ok(None);
+        };
+        w.finish().map_err(|e| err(&self.path, e))?;
+        Ok(Some(format!(
+            "wrote {} frames to {} (ROS 2 MCAP: {IMAGE_TOPIC}, {INFO_TOPIC})",
+            self.written,
+            self.path.display()
+        )))
     }
 }
 
@@ -143,7 +144,6 @@ impl Drop for McapRecorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Counters;
 
     #[test]
     fn writes_a_readable_ros2_mcap() {
@@ -152,23 +152,19 @@ mod tests {
         let mut r = McapRecorder::create(&p, false).unwrap();
         let c = Counters::default();
         for seq in 0..5u64 {
-            let f = Delivered {
-                seq,
-                epoch: Some(1),
-                capture_ns: Some(1_000 + seq),
-                width: 4,
-                height: 2,
-                pixels: vec![seq as u8; 8],
-            };
-            let m = FrameMeta {
-                suite: "chacha20poly1305",
-                receive_ns: 2_000 + seq,
-                latency_ms: Some(1.0),
-                counters: &c,
-            };
-            r.frame(&f, &m).unwrap();
+            let mut f = crate::receiver::frame::test_frame(seq, 4, 2, vec![seq as u8; 8]);
+            f.header.epoch = 1;
+            f.header.capture_ns = 1_000 + seq;
+            f.receive_ns = 2_000 + seq;
+            f.latency_ms = Some(1.0);
+            r.frame(&Arc::new(f), &c).unwrap();
         }
-        r.finish().unwrap();
+        assert!(
+            r.finish(&Counts::default())
+                .unwrap()
+                .unwrap()
+                .contains("wrote 5 frames")
+        );
         let bytes = std::fs::read(&p).unwrap();
         let mut n = [0u64; 2];
         for m in mcap::MessageStream::new(&bytes).unwrap() {

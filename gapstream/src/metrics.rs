@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 pub const CSV_HEADER: &str = "t_s,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,frames,lost,tag_failures,replays,malformed,handshakes,handshake_ms,handshake_tx_bytes,handshake_rx_bytes,rekeys,key_epoch,cpu_pct,rss_kib,temp_c,fec_recovered,fec_unrecoverable_blocks,fec_redundancy_pct";
 
 /// Per-frame log header (for the latency CDF of `gapstream report`).
-pub const FRAMES_HEADER: &str = "t_s,seq,bytes,latency_ms";
+pub const FRAMES_HEADER: &str = "t_s,seq,bytes,latency_ms,receive_unix_ns";
 
 /// Percentile by nearest rank (`p` in 0..=100) of an ascending-sorted slice; `None` when empty.
 pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
@@ -62,6 +62,9 @@ pub struct Counters {
     pub no_key: u64,
     /// Completed handshakes (reconnects add one each).
     pub handshakes: u64,
+    /// Handshake attempts that failed on a remote cause (the drone refused the HELLO, or an
+    /// ACCEPT did not authenticate). Not in the CSV; the closing diagnosis uses it.
+    pub handshake_failures: u64,
     /// Duration of the last handshake.
     pub handshake_ms: f64,
     /// Bytes the receiver sent / received in the last handshake.
@@ -178,21 +181,6 @@ pub struct Window {
     pub latencies_ms: Vec<f64>,
 }
 
-/// Writes the metrics CSV (and the per-frame log next to it) and renders the status line.
-pub struct MetricsLog {
-    csv: Option<io::BufWriter<fs::File>>,
-    frames_csv: Option<io::BufWriter<fs::File>>,
-    start: Instant,
-    last_row: Instant,
-    proc_: ProcSampler,
-    /// The window in progress.
-    pub window: Window,
-    /// Latencies of the whole run, for the final summary.
-    pub all_latencies_ms: Vec<f64>,
-    /// Last computed row values, for the viewer and status line.
-    pub last: Row,
-}
-
 /// One CSV row.
 #[derive(Clone, Debug, Default)]
 pub struct Row {
@@ -218,64 +206,57 @@ pub fn frames_path(metrics: &Path) -> PathBuf {
     metrics.with_file_name(format!("{stem}.frames.csv"))
 }
 
-impl MetricsLog {
-    /// Without a path, only keeps the numbers (for the viewer and the status line).
-    pub fn new(csv_path: Option<&Path>) -> io::Result<Self> {
-        let (csv, frames_csv) = match csv_path {
-            Some(p) => {
-                if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    fs::create_dir_all(dir)?;
-                }
-                let mut a = io::BufWriter::new(fs::File::create(p)?);
-                writeln!(a, "{CSV_HEADER}")?;
-                let mut b = io::BufWriter::new(fs::File::create(frames_path(p))?);
-                writeln!(b, "{FRAMES_HEADER}")?;
-                (Some(a), Some(b))
-            }
-            None => (None, None),
-        };
+/// The one counters path's arithmetic: per-frame samples in, a [`Row`] every [`INTERVAL`] out
+/// (fps, goodput, latency percentiles, CPU, memory, temperature), and the run's latencies for the
+/// closing summary. No I/O but `/proc` and `/sys` reads; the receiver owns one and publishes its
+/// rows to every output ([`crate::receiver::bus::Status`]).
+pub struct Meter {
+    start: Instant,
+    last_row: Instant,
+    proc_: ProcSampler,
+    /// The window in progress.
+    pub window: Window,
+    /// Latencies of the whole run, for the final summary.
+    pub all_latencies_ms: Vec<f64>,
+    /// Last computed row.
+    pub last: Row,
+}
+
+impl Default for Meter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Meter {
+    pub fn new() -> Self {
         let now = Instant::now();
-        Ok(MetricsLog {
-            csv,
-            frames_csv,
+        Meter {
             start: now,
             last_row: now,
             proc_: ProcSampler::new(),
             window: Window::default(),
             all_latencies_ms: Vec::new(),
             last: Row::default(),
-        })
+        }
     }
 
     /// Records one delivered frame.
-    pub fn frame(
-        &mut self,
-        seq: u64,
-        payload_bytes: usize,
-        latency_ms: Option<f64>,
-    ) -> io::Result<()> {
+    pub fn frame(&mut self, payload_bytes: usize, latency_ms: Option<f64>) {
         self.window.frames += 1;
         self.window.payload_bytes += payload_bytes as u64;
         if let Some(l) = latency_ms {
             self.window.latencies_ms.push(l);
             self.all_latencies_ms.push(l);
         }
-        if let Some(f) = &mut self.frames_csv {
-            let t = self.start.elapsed().as_secs_f64();
-            match latency_ms {
-                Some(l) => writeln!(f, "{t:.4},{seq},{payload_bytes},{l:.4}")?,
-                None => writeln!(f, "{t:.4},{seq},{payload_bytes},")?,
-            }
-        }
-        Ok(())
     }
 
-    /// Writes a row when [`INTERVAL`] has passed (or when `force`). Returns the row when one was written.
-    pub fn tick(&mut self, counters: &Counters, force: bool) -> io::Result<Option<Row>> {
+    /// A row when [`INTERVAL`] has passed (or when `force`).
+    pub fn tick(&mut self, counters: &Counters, force: bool) -> Option<Row> {
         let now = Instant::now();
         let dt = now.duration_since(self.last_row);
         if dt < INTERVAL && !force {
-            return Ok(None);
+            return None;
         }
         let secs = dt.as_secs_f64().max(1e-9);
         let w = std::mem::take(&mut self.window);
@@ -291,20 +272,96 @@ impl MetricsLog {
             temp_c: soc_temperature_c(),
         };
         self.last_row = now;
-        if let Some(f) = &mut self.csv {
-            writeln!(f, "{}", csv_line(&row))?;
-            f.flush()?;
-        }
-        if let Some(f) = &mut self.frames_csv {
-            f.flush()?;
-        }
         self.last = row.clone();
-        Ok(Some(row))
+        Some(row)
     }
 
-    /// Seconds since the log started.
+    /// Seconds since the meter started.
     pub fn elapsed(&self) -> Duration {
         self.start.elapsed()
+    }
+}
+
+/// The metrics CSV and the per-frame log next to it (`run.csv`, `run.frames.csv`).
+pub struct CsvLog {
+    csv: io::BufWriter<fs::File>,
+    frames_csv: io::BufWriter<fs::File>,
+}
+
+impl CsvLog {
+    pub fn create(p: &Path) -> io::Result<Self> {
+        if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir)?;
+        }
+        let mut csv = io::BufWriter::new(fs::File::create(p)?);
+        writeln!(csv, "{CSV_HEADER}")?;
+        let mut frames_csv = io::BufWriter::new(fs::File::create(frames_path(p))?);
+        writeln!(frames_csv, "{FRAMES_HEADER}")?;
+        Ok(CsvLog { csv, frames_csv })
+    }
+
+    /// One per-frame line (`t_s` since the run started, `receive_unix_ns` when it was delivered).
+    pub fn frame(
+        &mut self,
+        t_s: f64,
+        seq: u64,
+        payload_bytes: usize,
+        latency_ms: Option<f64>,
+        receive_unix_ns: u64,
+    ) -> io::Result<()> {
+        let f = &mut self.frames_csv;
+        let l = latency_ms.map(|l| format!("{l:.4}")).unwrap_or_default();
+        writeln!(f, "{t_s:.4},{seq},{payload_bytes},{l},{receive_unix_ns}")
+    }
+
+    /// One row; both files are flushed.
+    pub fn row(&mut self, row: &Row) -> io::Result<()> {
+        writeln!(self.csv, "{}", csv_line(row))?;
+        self.csv.flush()?;
+        self.frames_csv.flush()
+    }
+}
+
+/// A [`Meter`] writing its rows into a [`CsvLog`] (tools and tests; the receiver writes the CSV
+/// from its bus).
+pub struct MetricsLog {
+    pub meter: Meter,
+    csv: Option<CsvLog>,
+}
+
+impl MetricsLog {
+    /// Without a path, only keeps the numbers.
+    pub fn new(csv_path: Option<&Path>) -> io::Result<Self> {
+        Ok(MetricsLog {
+            meter: Meter::new(),
+            csv: csv_path.map(CsvLog::create).transpose()?,
+        })
+    }
+
+    /// Records one delivered frame.
+    pub fn frame(
+        &mut self,
+        seq: u64,
+        payload_bytes: usize,
+        latency_ms: Option<f64>,
+    ) -> io::Result<()> {
+        self.meter.frame(payload_bytes, latency_ms);
+        let t = self.meter.elapsed().as_secs_f64();
+        match &mut self.csv {
+            Some(c) => c.frame(t, seq, payload_bytes, latency_ms, crate::sim::unix_ns()),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes a row when [`INTERVAL`] has passed (or when `force`). Returns the row when one was written.
+    pub fn tick(&mut self, counters: &Counters, force: bool) -> io::Result<Option<Row>> {
+        let Some(row) = self.meter.tick(counters, force) else {
+            return Ok(None);
+        };
+        if let Some(c) = &mut self.csv {
+            c.row(&row)?;
+        }
+        Ok(Some(row))
     }
 }
 

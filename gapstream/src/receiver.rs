@@ -1,63 +1,60 @@
-//! The receiver: connects to the bridge (TCP or UDP), runs the session (stock plaintext stream or
-//! the secure protocol), verifies and delivers frames to the viewer, the recorder, the metrics and
-//! the caller; reconnects (and re-handshakes) by itself when the connection drops.
+//! The receiver: connects to a bridge (TCP or UDP, [`transport`]), runs the session (stock
+//! plaintext stream or the secure protocol), turns what it verifies into [`Frame`]s and publishes
+//! them, its status and its diagnostics on a [`bus::Bus`] whose consumers are the outputs
+//! (viewer, recorders, metrics, MCAP, Zenoh, Python, the console); reconnects (and re-handshakes)
+//! by itself when the connection drops.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`transport`] | the seam to the bridge: [`transport::Link`] over TCP or UDP (with its cookie registration) |
+//! | [`frame`] | the delivered [`Frame`]: source, header, pixel format, shared pixels |
+//! | [`bus`] | outputs as consumers with bounded mailboxes and a policy each; publishing never blocks |
+//! | `station` | one bridge's connection loop: session events to frames, counters, status, diagnoses |
+//! | [`outputs`] | the console, the metrics CSV and the PNG recorder as consumers |
+//! | this file | settings, the sessions (stock `0xBC` stream, secure protocol), [`run`]: the wiring |
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use esp32_bridge::cookie;
 use gap_rust_cipher_s::Sequential;
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::testpattern;
 use gapstream_protocol::assembler::Assembler;
-use gapstream_protocol::cpx::{
-    Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
-};
+use gapstream_protocol::cpx::{Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, Target};
 use gapstream_protocol::handshake::Identity;
 use gapstream_protocol::session::{self, ReceiverEvent, ReceiverSession};
 use gapstream_protocol::suite::{KexMode, Suite};
 
-use crate::fec_rx::{FecCounters, FecRx};
-use crate::images;
-use crate::metrics::{self, Counters, MetricsLog};
-use crate::sim::{OsEntropy, unix_ns};
-use crate::viewer::{Frame, ViewerState};
+use crate::metrics::{self, Counters};
+use crate::sim::OsEntropy;
+
+pub mod bus;
+pub mod frame;
+pub mod outputs;
+mod station;
+pub mod transport;
 
 /// The receiver's packet path without a socket, for the fuzz targets.
 #[doc(hidden)]
 pub mod fuzz_entry;
 
-/// How the receiver reaches the bridge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    Tcp,
-    Udp,
-}
+pub use bus::{Bus, Policy, Subscription};
+pub use frame::{Frame, Protection, Source};
+pub use outputs::frame_file_name;
+pub use transport::Transport;
 
-impl std::fmt::Display for Transport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Transport::Tcp => "tcp",
-            Transport::Udp => "udp",
-        })
-    }
-}
-
-/// A verified frame handed to the caller.
+/// What a session hands over for a verified frame; the [`station`] turns it into a [`Frame`]
+/// once, and every output shares that.
 #[derive(Clone, Debug)]
-pub struct Delivered {
-    pub seq: u64,
+struct Delivered {
+    seq: u64,
     /// The key epoch of the frame (secure stream).
-    pub epoch: Option<u32>,
-    pub capture_ns: Option<u64>,
-    pub width: usize,
-    pub height: usize,
-    pub pixels: Vec<u8>,
+    epoch: Option<u32>,
+    capture_ns: Option<u64>,
+    width: usize,
+    height: usize,
+    pixels: Vec<u8>,
 }
 
 /// Why the receiver gave up (it retries connection problems by itself; these are final).
@@ -65,57 +62,48 @@ pub struct Delivered {
 pub enum ReceiverError {
     #[error("{0}")]
     Fatal(String),
-    #[error("metrics: {0}")]
-    Metrics(#[from] io::Error),
-    #[error("recording: {0}")]
-    Record(#[from] images::ImageError),
-    /// A per-frame output ([`crate::tap::FrameTap`]) failed.
+    /// An output (a recorder, the metrics CSV, a publisher) failed: a recording that cannot be
+    /// written must not look complete.
     #[error("{0}")]
-    Tap(String),
-}
-
-/// What the receiver does with what it gets.
-pub struct Sinks {
-    pub viewer: Option<Arc<ViewerState>>,
-    pub metrics_csv: Option<PathBuf>,
-    pub record_dir: Option<PathBuf>,
-    pub frames: Option<mpsc::Sender<Delivered>>,
-    /// Print a status line on stderr every 0.5 s.
-    pub status_line: bool,
-    /// Print one line per error / reconnect on stderr.
-    pub log_errors: bool,
-    /// Per-frame outputs (MCAP, Zenoh, ...), each given every verified frame with its metadata.
-    pub taps: Vec<Box<dyn crate::tap::FrameTap>>,
-}
-
-impl Default for Sinks {
-    /// No output at all; set the fields wanted.
-    fn default() -> Self {
-        Sinks {
-            viewer: None,
-            metrics_csv: None,
-            record_dir: None,
-            frames: None,
-            status_line: false,
-            log_errors: false,
-            taps: Vec::new(),
-        }
-    }
+    Output(String),
 }
 
 /// The receiver's settings.
 pub struct ReceiverConfig {
-    pub bridge: SocketAddr,
+    pub bridge: std::net::SocketAddr,
     pub transport: Transport,
     pub session: SessionKind,
+    /// The drone's name, carried by every frame ([`Frame::source`]).
+    pub source: Source,
+    /// The frames are RGGB Bayer mosaics (`--bayer`), for streams whose frames do not say so.
+    pub bayer: bool,
     pub stop: Arc<AtomicBool>,
     pub duration: Option<Duration>,
     /// Stop after this many delivered frames.
     pub max_frames: Option<u64>,
     /// Seconds of silence after which the connection is considered dead and re-established.
     pub idle_timeout: Duration,
-    /// Over UDP: ask the bridge for forward error correction (`crate::fec_rx`).
+    /// Over UDP: ask the bridge for forward error correction ([`crate::fec_rx`]).
     pub fec: bool,
+}
+
+impl ReceiverConfig {
+    /// Settings with the CLI's defaults: source `aideck`, grey frames, no time limit, 3 s idle
+    /// timeout.
+    pub fn new(bridge: std::net::SocketAddr, transport: Transport, session: SessionKind) -> Self {
+        ReceiverConfig {
+            bridge,
+            transport,
+            session,
+            source: Arc::from(frame::DEFAULT_SOURCE),
+            bayer: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            duration: None,
+            max_frames: None,
+            idle_timeout: Duration::from_secs(3),
+            fec: false,
+        }
+    }
 }
 
 /// Which protocol the stream speaks.
@@ -160,6 +148,17 @@ impl SessionKind {
             }
         }
     }
+
+    /// How far the receiver checks the frames of this session.
+    pub fn protection(&self) -> Protection {
+        match self {
+            SessionKind::StockPlaintext => Protection::Plaintext,
+            SessionKind::Secure(s) if s.suites.iter().all(|x| x.is_authenticated()) => {
+                Protection::Authenticated
+            }
+            SessionKind::Secure(_) => Protection::Unauthenticated,
+        }
+    }
 }
 
 /// Result of a run.
@@ -169,6 +168,12 @@ pub struct Summary {
     pub latency: Option<metrics::Percentiles>,
     pub elapsed_s: f64,
     pub connects: u64,
+    /// Why no frame came, or what went wrong while frames came, when the receiver can tell
+    /// (handshakes refused while the bridge was up: the key; a session taken over again and
+    /// again: the same key in another receiver).
+    pub diagnosis: Option<String>,
+    /// How each output ended (frames it could not keep up with, its closing line).
+    pub outputs: Vec<bus::OutputReport>,
 }
 
 /// Events a session reports for one packet.
@@ -626,559 +631,20 @@ fn new_session(kind: &SessionKind, base: session::ReceiverCounters) -> Box<dyn S
     }
 }
 
-enum Conn {
-    Tcp(TcpStream),
-    /// The socket, the last keep-alive, and the FEC state when FEC was asked for.
-    Udp(UdpSocket, Instant, Option<Box<FecRx>>),
-}
-
-impl Conn {
-    /// FEC counters of this connection (with the earlier ones), when it asked for FEC.
-    fn fec_counters(&self) -> Option<FecCounters> {
-        match self {
-            Conn::Udp(_, _, Some(f)) => Some(f.counters()),
-            _ => None,
-        }
-    }
-
-    fn open(t: Transport, addr: SocketAddr, fec: Option<FecCounters>) -> io::Result<Conn> {
-        match t {
-            Transport::Tcp => {
-                let s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-                s.set_nodelay(true)?;
-                s.set_read_timeout(Some(Duration::from_millis(100)))?;
-                Ok(Conn::Tcp(s))
-            }
-            Transport::Udp => {
-                let bind: SocketAddr = if addr.is_ipv4() {
-                    "0.0.0.0:0"
-                } else {
-                    "[::]:0"
-                }
-                .parse()
-                .expect("static");
-                let s = UdpSocket::bind(bind)?;
-                // A frame arrives as a burst of ~80 datagrams (~100 with FEC) while the previous
-                // one is verified: room for a few frames (best effort: the kernel caps it at
-                // net.core.rmem_max).
-                let _ = socket2::SockRef::from(&s).set_recv_buffer_size(2 << 20);
-                s.connect(addr)?;
-                s.set_read_timeout(Some(Duration::from_millis(100)))?;
-                udp_register(&s)?;
-                let fec = fec.map(|base| Box::new(FecRx::new(base)));
-                if let Some(f) = &fec {
-                    // Ask at once; the keep-alives repeat the request until shards arrive.
-                    if let Some(req) = f.request() {
-                        s.send(&req)?;
-                    }
-                }
-                Ok(Conn::Udp(s, Instant::now(), fec))
-            }
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match self {
-            Conn::Tcp(s) => s.write_all(bytes),
-            Conn::Udp(s, _, _) => {
-                // One CPX packet per datagram.
-                let mut rest = bytes;
-                while rest.len() >= 2 {
-                    let n = 2 + u16::from_le_bytes([rest[0], rest[1]]) as usize;
-                    let n = n.min(rest.len());
-                    s.send(&rest[..n])?;
-                    rest = &rest[n..];
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Ends the connection cleanly: for TCP, says so (FIN) and discards what is still in flight
-    /// until the bridge closes too (at most 300 ms), so the bridge sees a close, not a reset.
-    fn finish(&mut self) {
-        if let Conn::Tcp(s) = self {
-            let _ = s.shutdown(std::net::Shutdown::Write);
-            let t0 = Instant::now();
-            let mut buf = [0u8; 16 * 1024];
-            while t0.elapsed() < Duration::from_millis(300) {
-                match s.read(&mut buf) {
-                    Ok(0) => return,
-                    Ok(_) => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                        ) => {}
-                    Err(_) => return,
-                }
-            }
-        }
-    }
-
-    /// `Ok(0)` on timeout (nothing arrived) or when a signal interrupted the wait (a socket with a
-    /// receive timeout is never restarted after a signal handler: Ctrl-C must not look like a lost
-    /// connection), `Err` when the connection is gone.
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = match self {
-            Conn::Tcp(s) => match s.read(buf) {
-                Ok(0) => Err(io::Error::new(
-                    io::ErrorKind::ConnectionAborted,
-                    "bridge closed the connection",
-                )),
-                r => r,
-            },
-            Conn::Udp(s, keepalive, fec) => {
-                let due = keepalive.elapsed() > Duration::from_secs(1);
-                match fec {
-                    Some(f) => return udp_fec_recv(s, keepalive, f, due, buf),
-                    None if due => {
-                        *keepalive = Instant::now();
-                        s.send(&[])?;
-                    }
-                    None => {}
-                }
-                match s.recv(buf) {
-                    // A repeated cookie or welcome (its datagram crossed a retry): not CPX.
-                    Ok(n) if cookie::Control::parse(&buf[..n]).is_some() => Ok(0),
-                    r => r,
-                }
-            }
-        };
-        match r {
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                Ok(0)
-            }
-            r => r,
-        }
-    }
-}
-
-/// Receives over UDP with FEC: the next CPX packet that can go on (rebuilt ones included) into
-/// `buf`, `Ok(0)` when none is ready yet. In place of the empty keep-alive the receiver sends the
-/// FEC request (until shards arrive), then its loss report every 500 ms.
-fn udp_fec_recv(
-    s: &UdpSocket,
-    keepalive: &mut Instant,
-    f: &mut FecRx,
-    due: bool,
-    buf: &mut [u8],
-) -> io::Result<usize> {
-    if let Some(out) = f.outgoing(due) {
-        *keepalive = Instant::now();
-        s.send(&out)?;
-    } else if due {
-        *keepalive = Instant::now();
-        s.send(&[])?;
-    }
-    if f.ready() == 0 {
-        match s.recv(buf) {
-            Ok(n) if cookie::Control::parse(&buf[..n]).is_some() => {}
-            Ok(n) => {
-                let d = buf[..n].to_vec();
-                f.datagram(&d);
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                f.poll()
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    match f.next_packet() {
-        Some(p) if p.len() <= buf.len() => {
-            buf[..p.len()].copy_from_slice(&p);
-            Ok(p.len())
-        }
-        _ => Ok(0),
-    }
-}
-
-/// The file a recorded frame goes to: `frame_NNNNNNNN.png`, numbered with the frame number burned
-/// into the image (the synthetic source, a test-pattern stock stream) so files and pixels agree,
-/// else with the stream's sequence number (which in the secure stream starts at the handshake,
-/// not at the drone's first frame).
-pub fn frame_file_name(f: &Delivered) -> String {
-    let n = testpattern::decode(&f.pixels, f.width, f.height).map_or(f.seq, |s| s.frame as u64);
-    format!("frame_{n:08}.png")
-}
-
-/// Registers with the bridge over UDP: it sends nothing larger than what it got to an address
-/// that has not shown that it receives there, so the receiver asks for a cookie (a 20-byte
-/// request), echoes it, and waits for the welcome (`esp32_bridge::cookie`). Lost datagrams are
-/// sent again every 250 ms, for at most 2 s.
-fn udp_register(s: &UdpSocket) -> io::Result<()> {
-    let start = Instant::now();
-    let mut next = cookie::Control::Request;
-    let mut sent: Option<Instant> = None;
-    let mut buf = [0u8; 2048];
-    while start.elapsed() < Duration::from_secs(2) {
-        if sent.is_none_or(|t| t.elapsed() >= Duration::from_millis(250)) {
-            let (b, n) = next.encode();
-            s.send(&b[..n])?;
-            sent = Some(Instant::now());
-        }
-        match s.recv(&mut buf) {
-            Ok(n) => match cookie::Control::parse(&buf[..n]) {
-                Some(cookie::Control::Cookie(c)) if next == cookie::Control::Request => {
-                    next = cookie::Control::Echo(c);
-                    sent = None;
-                }
-                Some(cookie::Control::Welcome) => return Ok(()),
-                _ => {}
-            },
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::new(
-        io::ErrorKind::TimedOut,
-        "no answer to the UDP registration (cookie request) within 2 s",
-    ))
-}
-
-/// Saves delivered frames as PNG.
-struct Recorder {
-    dir: PathBuf,
-    bayer: bool,
-}
-
-impl Recorder {
-    fn save(&self, f: &Delivered) -> Result<(), images::ImageError> {
-        let png = if self.bayer {
-            images::encode_png(
-                f.width,
-                f.height,
-                3,
-                &images::demosaic_rggb(&f.pixels, f.width, f.height),
-            )?
-        } else {
-            images::encode_png(f.width, f.height, 1, &f.pixels)?
-        };
-        let path = self.dir.join(frame_file_name(f));
-        std::fs::write(&path, png).map_err(|source| images::ImageError::Io { path, source })
-    }
-}
-
-/// Runs the receiver until stopped, the duration is over or `max_frames` were delivered.
-pub fn run(cfg: ReceiverConfig, mut sinks: Sinks, bayer: bool) -> Result<Summary, ReceiverError> {
-    let mut log = MetricsLog::new(sinks.metrics_csv.as_deref())?;
-    let recorder = match &sinks.record_dir {
-        Some(d) => {
-            std::fs::create_dir_all(d).map_err(|source| images::ImageError::Io {
-                path: d.clone(),
-                source,
-            })?;
-            Some(Recorder {
-                dir: d.clone(),
-                bayer,
-            })
-        }
-        None => None,
-    };
-    let mut label = cfg.session.label();
-    let mut counters = Counters::default();
-    let mut own_malformed = 0u64;
-    let mut base = session::ReceiverCounters::default();
-    let start = Instant::now();
-    let mut connects = 0u64;
-    let mut last_error: Option<String> = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut image_latency: Option<f64> = None;
-    let set_conn = |state: &str, err: Option<&str>| {
-        if let Some(v) = &sinks.viewer {
-            v.update_stats(|s| {
-                s.connection = state.into();
-                if let Some(e) = err {
-                    s.last_error = Some(e.into());
-                }
-            });
-        }
-    };
-    if let Some(v) = &sinks.viewer {
-        v.update_stats(|s| {
-            s.suite = label.clone();
-            s.transport = cfg.transport.to_string();
-        });
-    }
-    let done = |counters: &Counters| {
-        cfg.stop.load(Ordering::Relaxed)
-            || cfg.duration.is_some_and(|d| start.elapsed() >= d)
-            || cfg.max_frames.is_some_and(|m| counters.frames >= m)
-    };
-    let report_error = |last: &mut Option<String>, msg: String| {
-        if sinks.log_errors && last.as_deref() != Some(msg.as_str()) {
-            eprintln!("gapstream: error: {msg}");
-        }
-        *last = Some(msg);
-    };
-    'outer: while !done(&counters) {
-        set_conn("connecting", None);
-        let fec_base = (cfg.fec && cfg.transport == Transport::Udp).then_some(counters.fec);
-        let mut conn = match Conn::open(cfg.transport, cfg.bridge, fec_base) {
-            Ok(c) => c,
-            Err(e) => {
-                let msg = format!(
-                    "cannot reach the bridge at {} ({}): {e}; retrying",
-                    cfg.bridge, cfg.transport
-                );
-                report_error(&mut last_error, msg.clone());
-                set_conn("bridge unreachable", Some(&msg));
-                tick(&mut log, &counters, &sinks, &label, image_latency)?;
-                std::thread::sleep(Duration::from_millis(200));
-                continue;
-            }
-        };
-        connects += 1;
-        if connects > 1 && sinks.log_errors {
-            eprintln!(
-                "gapstream: reconnected to the bridge at {} ({})",
-                cfg.bridge, cfg.transport
-            );
-        }
-        let mut session = new_session(&cfg.session, base);
-        let opening = session.opening().map_err(ReceiverError::Fatal)?;
-
-        if !opening.is_empty()
-            && let Err(e) = conn.send(&opening)
-        {
-            report_error(&mut last_error, format!("sending to the bridge: {e}"));
+/// Runs the receiver until stopped, the duration is over, `max_frames` were delivered or an
+/// output failed; then closes the bus (every output finishes) and sums up.
+pub fn run(cfg: ReceiverConfig, bus: Bus) -> Result<Summary, ReceiverError> {
+    let mut st = station::Station::new(&cfg, bus);
+    let mut outcome = Ok(());
+    while outcome.is_ok() && !st.done() {
+        let Some(mut link) = st.connect() else {
             continue;
-        }
-        set_conn("streaming", None);
-        let mut decoder = StreamDecoder::new();
-        let mut events = Vec::new();
-        let mut reply = Vec::new();
-        let mut last_data = Instant::now();
-        let mut garbled = false;
-        while !done(&counters) {
-            let n = match conn.recv(&mut buf) {
-                Ok(n) => n,
-                Err(e) => {
-                    let msg = format!("connection to the bridge lost: {e}; reconnecting");
-                    report_error(&mut last_error, msg.clone());
-                    set_conn("reconnecting", Some(&msg));
-                    carry(&mut base, &*session);
-                    continue 'outer;
-                }
-            };
-            if n > 0 {
-                last_data = Instant::now();
-            } else if last_data.elapsed() > cfg.idle_timeout {
-                let msg = format!(
-                    "no data from the bridge for {:.1} s; reconnecting",
-                    cfg.idle_timeout.as_secs_f64()
-                );
-                report_error(&mut last_error, msg.clone());
-                set_conn("reconnecting", Some(&msg));
-                continue 'outer;
-            }
-            if let Some(f) = conn.fec_counters() {
-                counters.fec = f;
-            }
-            let mut input = &buf[..n];
-            if let Conn::Udp(..) = conn {
-                // A datagram is exactly one packet: never carry a partial one across datagrams.
-                decoder.reset();
-            }
-            while let Some(r) = decoder.decode(&mut input) {
-                match r {
-                    Ok(p) => {
-                        garbled = false;
-                        session.packet(p.route, p.payload, &mut events, &mut reply)
-                    }
-                    // One line and one count per garbled stretch (the decoder slides byte by byte).
-                    Err(e) if !garbled => {
-                        garbled = true;
-                        events.push(Event::Malformed(format!(
-                            "garbled CPX from the bridge: {e}; resynchronising"
-                        )))
-                    }
-                    Err(_) => {}
-                }
-            }
-            session.tick(&mut events, &mut reply);
-            if !reply.is_empty() {
-                let r = conn.send(&reply);
-                reply.clear();
-                if let Err(e) = r {
-                    report_error(&mut last_error, format!("sending to the bridge: {e}"));
-                    carry(&mut base, &*session);
-                    continue 'outer;
-                }
-            }
-            let mut restart = None;
-            for ev in events.drain(..) {
-                match ev {
-                    Event::Frame(f) => {
-                        let now = unix_ns();
-                        let lat = f.capture_ns.and_then(|c| latency_ms(now, c));
-                        image_latency = testpattern::decode(&f.pixels, f.width, f.height)
-                            .and_then(|s| latency_ms(now, s.capture_ns))
-                            .or(image_latency);
-                        counters.frames += 1;
-                        counters.payload_bytes += f.pixels.len() as u64;
-                        log.frame(f.seq, f.pixels.len(), lat)?;
-                        if let Some(r) = &recorder {
-                            r.save(&f)?;
-                        }
-                        if let Some(v) = &sinks.viewer {
-                            let seq = f.seq;
-                            v.update_stats(|s| s.seq = Some(seq));
-                            v.publish_frame(Frame {
-                                seq: f.seq,
-                                width: f.width,
-                                height: f.height,
-                                pixels: Arc::new(f.pixels.clone()),
-                            });
-                        }
-                        if !sinks.taps.is_empty() {
-                            let meta = crate::tap::FrameMeta {
-                                suite: &label,
-                                receive_ns: now,
-                                latency_ms: lat,
-                                counters: &counters,
-                            };
-                            for t in &mut sinks.taps {
-                                t.frame(&f, &meta).map_err(ReceiverError::Tap)?;
-                            }
-                        }
-                        if let Some(tx) = &sinks.frames {
-                            let _ = tx.send(f);
-                        }
-                    }
-                    Event::Malformed(m) => {
-                        own_malformed += 1;
-                        report_error(&mut last_error, m);
-                    }
-                    Event::Lost(k) => counters.lost += k,
-                    Event::Rejected(m) => report_error(&mut last_error, m),
-                    Event::Info(m) => {
-                        if sinks.log_errors {
-                            eprintln!("gapstream: {m}");
-                        }
-                        if let Some(v) = &sinks.viewer {
-                            v.update_stats(|s| s.last_message = Some(m.clone()));
-                        }
-                    }
-                    Event::Restart(m) => restart = Some(m),
-                    Event::Fatal(m) => {
-                        set_conn("stopped", Some(&m));
-                        return Err(ReceiverError::Fatal(m));
-                    }
-                }
-            }
-            counters.malformed = own_malformed;
-            session.counters(&mut counters);
-            if let Some(l) = session.suite_label()
-                && l != label
-            {
-                label = l;
-                if let Some(v) = &sinks.viewer {
-                    v.update_stats(|s| s.suite = label.clone());
-                }
-            }
-            tick(&mut log, &counters, &sinks, &label, image_latency)?;
-            if let Some(m) = restart {
-                report_error(&mut last_error, format!("{m}; reconnecting"));
-                carry(&mut base, &*session);
-                continue 'outer;
-            }
-        }
-        // Stopped: leave the group properly (the drone rekeys without this receiver at once).
-        let bye = session.closing();
-        if !bye.is_empty() {
-            let _ = conn.send(&bye);
-        }
-        conn.finish();
+        };
+        let mut session = new_session(&cfg.session, st.base());
+        outcome = st.stream(&mut *link, &mut *session);
+        st.carry(&*session);
     }
-    log.tick(&counters, true)?;
-    for t in &mut sinks.taps {
-        t.finish().map_err(ReceiverError::Tap)?;
-    }
-    if sinks.status_line && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        eprintln!();
-    }
-    let latency = metrics::Percentiles::of(&mut log.all_latencies_ms.clone());
-    Ok(Summary {
-        counters,
-        latency,
-        elapsed_s: start.elapsed().as_secs_f64(),
-        connects,
-    })
-}
-
-/// Adds a finished connection's session counters to the running totals.
-fn carry(base: &mut session::ReceiverCounters, s: &dyn Session) {
-    if let Some(c) = s.raw_counters() {
-        // `new_session` started from `base`, but the session's own counters start at 0.
-        accumulate(base, &c);
-    }
-}
-
-/// Latency in ms when the capture time is plausible on this clock (within an hour before now).
-fn latency_ms(now_ns: u64, capture_ns: u64) -> Option<f64> {
-    let d = now_ns.checked_sub(capture_ns)?;
-    (d < 3_600_000_000_000).then(|| d as f64 / 1e6)
-}
-
-fn tick(
-    log: &mut MetricsLog,
-    c: &Counters,
-    sinks: &Sinks,
-    label: &str,
-    image_latency: Option<f64>,
-) -> Result<(), ReceiverError> {
-    if let Some(row) = log.tick(c, false)? {
-        if sinks.status_line {
-            // On a terminal one line rewritten in place; in a log one line per interval.
-            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                eprint!("\r{}\x1b[K", metrics::status_line(&row, label));
-            } else {
-                eprintln!("{}", metrics::status_line(&row, label));
-            }
-        }
-        if let Some(v) = &sinks.viewer {
-            v.update_stats(|s| {
-                s.fps = row.fps;
-                s.goodput_mbps = row.goodput_mbps;
-                s.latency_p50_ms = row.latency.map(|p| p.p50);
-                s.latency_p95_ms = row.latency.map(|p| p.p95);
-                s.image_latency_ms = image_latency;
-                s.frames = c.frames;
-                s.lost = c.lost;
-                s.tag_failures = c.tag_failures;
-                s.replays = c.replays;
-                s.handshakes = c.handshakes;
-                s.rekeys = c.rekeys;
-                s.key_epoch = c.key_epoch;
-                s.fec_on = c.fec.on;
-                s.fec_recovered = c.fec.recovered;
-                s.fec_unrecoverable_blocks = c.fec.unrecoverable_blocks;
-                s.fec_redundancy_pct = c.fec.redundancy_pct;
-            });
-        }
-    }
-    Ok(())
+    st.finish(outcome)
 }
 
 #[cfg(test)]

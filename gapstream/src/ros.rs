@@ -3,7 +3,8 @@
 //! their message definitions in the `ros2msg` form rosbag2 embeds in MCAP schemas (the type's
 //! definition, then each dependency after a line of 80 `=` and `MSG: pkg/Type`).
 
-use crate::receiver::Delivered;
+use crate::metrics::Counters;
+use crate::receiver::Frame;
 
 /// The definitions a message using `std_msgs/Header` carries after its own, as ROS 2 writes them
 /// into a `ros2msg` schema (a literal, for `concat!`).
@@ -125,42 +126,36 @@ impl Cdr {
 /// The frame's `sensor_msgs/msg/Image`: `mono8`, or `bayer_rggb8` for the colour HM01B0's mosaic
 /// (undemosaiced: ROS's image pipeline debayers), stamped with the capture time (the receive
 /// time when the stream carries none).
-pub fn image(f: &Delivered, bayer: bool, receive_ns: u64) -> Vec<u8> {
+pub fn image(f: &Frame, bayer: bool) -> Vec<u8> {
     let mut c = Cdr::new();
-    c.header(f.capture_ns.unwrap_or(receive_ns));
-    c.u32(f.height as u32);
-    c.u32(f.width as u32);
-    c.string(if bayer { "bayer_rggb8" } else { "mono8" });
+    c.header(f.capture_ns().unwrap_or(f.receive_ns));
+    c.u32(f.height() as u32);
+    c.u32(f.width() as u32);
+    c.string(if bayer || f.is_bayer() {
+        "bayer_rggb8"
+    } else {
+        "mono8"
+    });
     c.u8(0);
-    c.u32(f.width as u32);
+    c.u32(f.width() as u32);
     c.bytes(&f.pixels);
     c.into_bytes()
 }
 
-/// What [`frame_info`] needs besides the frame.
-pub struct InfoFields<'a> {
-    pub receive_ns: u64,
-    pub suite: &'a str,
-    pub latency_ms: Option<f64>,
-    pub frames: u64,
-    pub lost: u64,
-    pub tag_failures: u64,
-    pub replays: u64,
-}
-
-/// The frame's `gapstream_msgs/msg/FrameInfo` (latency NaN when unknown).
-pub fn frame_info(f: &Delivered, i: &InfoFields<'_>) -> Vec<u8> {
+/// The frame's `gapstream_msgs/msg/FrameInfo` with the receiver's counters when it was delivered
+/// (latency NaN when unknown).
+pub fn frame_info(f: &Frame, counters: &Counters) -> Vec<u8> {
     let mut c = Cdr::new();
-    c.header(f.capture_ns.unwrap_or(i.receive_ns));
-    c.time(i.receive_ns);
-    c.u64(f.seq);
-    c.u32(f.epoch.unwrap_or(0));
-    c.string(i.suite);
-    c.f64(i.latency_ms.unwrap_or(f64::NAN));
-    c.u64(i.frames);
-    c.u64(i.lost);
-    c.u64(i.tag_failures);
-    c.u64(i.replays);
+    c.header(f.capture_ns().unwrap_or(f.receive_ns));
+    c.time(f.receive_ns);
+    c.u64(f.seq());
+    c.u32(f.epoch().unwrap_or(0));
+    c.string(&f.suite);
+    c.f64(f.latency_ms.unwrap_or(f64::NAN));
+    c.u64(counters.frames);
+    c.u64(counters.lost);
+    c.u64(counters.tag_failures);
+    c.u64(counters.replays);
     c.into_bytes()
 }
 
@@ -168,20 +163,17 @@ pub fn frame_info(f: &Delivered, i: &InfoFields<'_>) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn frame() -> Delivered {
-        Delivered {
-            seq: 9,
-            epoch: Some(2),
-            capture_ns: Some(1_700_000_001_500_000_000),
-            width: 3,
-            height: 2,
-            pixels: vec![1, 2, 3, 4, 5, 6],
-        }
+    fn frame() -> Frame {
+        let mut f = crate::receiver::frame::test_frame(9, 3, 2, vec![1, 2, 3, 4, 5, 6]);
+        f.header.epoch = 2;
+        f.header.capture_ns = 1_700_000_001_500_000_000;
+        f.suite = "chacha20poly1305".into();
+        f
     }
 
     #[test]
     fn image_cdr_layout() {
-        let b = image(&frame(), false, 0);
+        let b = image(&frame(), false);
         let mut want = vec![0, 1, 0, 0];
         want.extend_from_slice(&1_700_000_001i32.to_le_bytes());
         want.extend_from_slice(&500_000_000u32.to_le_bytes());
@@ -199,7 +191,7 @@ mod tests {
         want.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
         assert_eq!(b, want);
         assert!(
-            image(&frame(), true, 0)
+            image(&frame(), true)
                 .windows(12)
                 .any(|w| w == b"bayer_rggb8\0")
         );
@@ -207,16 +199,17 @@ mod tests {
 
     #[test]
     fn frame_info_aligns_64_bit_fields() {
+        let mut f = frame();
+        f.receive_ns = 1_700_000_001_600_000_000;
+        f.latency_ms = Some(100.0);
         let b = frame_info(
-            &frame(),
-            &InfoFields {
-                receive_ns: 1_700_000_001_600_000_000,
-                suite: "chacha20poly1305",
-                latency_ms: Some(100.0),
+            &f,
+            &Counters {
                 frames: 10,
                 lost: 1,
                 tag_failures: 3,
                 replays: 0,
+                ..Counters::default()
             },
         );
         // header (8 + 4 + 17 = 29 -> align 4 = 32), receive stamp 8 -> 40, sequence at 40.

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use esp32_bridge::fec::FecConfig;
@@ -19,11 +19,11 @@ use gapstream_protocol::session;
 use gapstream_protocol::suite::{KexMode, Suite};
 
 use crate::images::{FrameSource, SourceSpec};
-use crate::receiver::{
-    self, ReceiverConfig, SecureSettings, SessionKind, Sinks, Summary, Transport,
-};
+use crate::receiver::bus::Policy;
+use crate::receiver::outputs::{Console, MetricsCsv, PngRecorder};
+use crate::receiver::{self, Bus, ReceiverConfig, SecureSettings, SessionKind, Summary, Transport};
 use crate::sim::{self, EngineChoice, NodeConfig, OsEntropy};
-use crate::viewer::{Viewer, ViewerState};
+use crate::viewer::{Viewer, ViewerOutput, ViewerState};
 
 /// Errors of a composite run, one line each.
 #[derive(Debug, thiserror::Error)]
@@ -34,8 +34,9 @@ pub enum RunError {
     Receiver(#[from] receiver::ReceiverError),
     #[error("the drone node failed: {0}")]
     Node(String),
-    #[error("no frame was delivered in {0:.1} s (is the bridge / drone running?)")]
-    NoFrames(f64),
+    /// No frame came; `why` is the receiver's diagnosis (the likely cause), or a hint.
+    #[error("no frame was delivered in {secs:.1} s: {why}")]
+    NoFrames { secs: f64, why: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -53,6 +54,10 @@ pub struct StreamSettings {
     pub mcap: Option<PathBuf>,
     /// Publish every verified frame on Zenoh (feature `zenoh`).
     pub zenoh: Option<ZenohSettings>,
+    /// The drone's name: every frame's source (`--drone`; the Zenoh key chunk too).
+    pub source: String,
+    /// The receiver's key file, named in the closing diagnosis when the drone refuses it.
+    pub keys: Option<PathBuf>,
     /// Over UDP: ask the bridge for forward error correction.
     pub fec: bool,
 }
@@ -453,7 +458,10 @@ pub fn start_bridge(verbose: bool, b: &BridgeSettings) -> Result<HostBridge, Run
         verbose,
         // The demo's receivers all run on this machine (one source address): a UDP slot for
         // every receiver the drone serves.
-        udp_clients_per_source: handshake::MAX_RECEIVER_KEYS,
+        udp: esp32_bridge::cookie::GateConfig {
+            clients_per_ip: handshake::MAX_RECEIVER_KEYS,
+            ..esp32_bridge::cookie::GateConfig::default()
+        },
         core: esp32_bridge::forward::Config {
             max_udp_clients: handshake::MAX_RECEIVER_KEYS,
             ..esp32_bridge::forward::Config::default()
@@ -491,6 +499,14 @@ fn print_summary(who: &str, s: &Summary) {
         ),
         None => "no latency samples".into(),
     };
+    for o in &s.outputs {
+        if let Some(l) = &o.closing {
+            eprintln!("{who}: {l}");
+        }
+        if let Some(l) = &o.shortfall {
+            eprintln!("{who}: {l}");
+        }
+    }
     let fec = if c.fec.on || c.fec.data_shards > 0 {
         format!(
             "; FEC: {} packets rebuilt, {} blocks unrecoverable, redundancy {:.0} %, {} of {} shards lost",
@@ -517,22 +533,58 @@ fn print_summary(who: &str, s: &Summary) {
         c.rekeys,
         s.connects
     );
+    if c.frames > 0
+        && let Some(d) = &s.diagnosis
+    {
+        eprintln!("{who}: warning: {d}");
+    }
 }
 
-fn receiver_sinks(
+/// The error of a run that delivered no frame: the receiver's diagnosis (naming the key file
+/// when the drone refused it), else a hint.
+fn no_frames(s: &Summary, keys: Option<&Path>) -> RunError {
+    let why = match (&s.diagnosis, keys) {
+        (Some(d), Some(k)) if d.contains("this receiver's key") => d.replace(
+            "this receiver's key",
+            &format!("the receiver key {}", k.display()),
+        ),
+        (Some(d), _) => d.clone(),
+        (None, _) => "is the bridge / drone running?".into(),
+    };
+    RunError::NoFrames {
+        secs: s.elapsed_s,
+        why,
+    }
+}
+
+/// The outputs of `view`, `record` and `demo` on the receiver's bus: the console, the viewer,
+/// the metrics CSV, the PNG recorder, MCAP, Zenoh.
+fn receiver_bus(
     viewer: &Option<(Arc<ViewerState>, Viewer)>,
     s: &StreamSettings,
-) -> Result<Sinks, RunError> {
-    let mut taps: Vec<Box<dyn crate::tap::FrameTap>> = Vec::new();
+) -> Result<Bus, RunError> {
+    let mut bus = Bus::new();
+    bus.attach(Box::new(Console::new(true, true)));
+    if let Some((st, _)) = viewer {
+        bus.attach(Box::new(ViewerOutput(st.clone())));
+    }
+    if let Some(p) = &s.metrics {
+        bus.attach(Box::new(
+            MetricsCsv::create(p, sim::unix_ns()).map_err(RunError::Setup)?,
+        ));
+    }
+    if let Some(d) = &s.record {
+        bus.attach(Box::new(PngRecorder::create(d).map_err(RunError::Setup)?));
+    }
     if let Some(p) = &s.mcap {
-        taps.push(Box::new(
+        bus.attach(Box::new(
             crate::mcap_out::McapRecorder::create(p, s.bayer).map_err(RunError::Setup)?,
         ));
     }
     if let Some(z) = &s.zenoh {
         #[cfg(feature = "zenoh")]
         {
-            taps.push(Box::new(
+            bus.attach(Box::new(
                 crate::zenoh_out::ZenohPublisher::open(z.endpoint.as_deref(), &z.drone, s.bayer)
                     .map_err(RunError::Setup)?,
             ));
@@ -551,15 +603,24 @@ fn receiver_sinks(
             z.drone
         )));
     }
-    Ok(Sinks {
-        viewer: viewer.as_ref().map(|(st, _)| st.clone()),
-        metrics_csv: s.metrics.clone(),
-        record_dir: s.record.clone(),
-        frames: None,
-        status_line: true,
-        log_errors: true,
-        taps,
-    })
+    Ok(bus)
+}
+
+/// The receiver's settings for a run of `s`.
+fn receiver_config(
+    bridge: SocketAddr,
+    session: SessionKind,
+    s: &StreamSettings,
+    stop: Arc<AtomicBool>,
+) -> ReceiverConfig {
+    ReceiverConfig {
+        source: Arc::from(s.source.as_str()),
+        bayer: s.bayer,
+        stop,
+        duration: s.duration,
+        fec: s.fec,
+        ..ReceiverConfig::new(bridge, s.transport, session)
+    }
 }
 
 /// Listeners of `gapstream demo`: extra receivers next to the leader (the one with the viewer),
@@ -625,7 +686,7 @@ pub fn demo(
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
-    let sinks = receiver_sinks(&viewer, &s)?;
+    let bus = receiver_bus(&viewer, &s)?;
     let source = FrameSource::open(&node.source).map_err(|e| RunError::Setup(e.to_string()))?;
     let (w, h) = (source.width(), source.height());
     eprintln!("gapstream demo: simulated drone -> ESP32 bridge -> receiver, all on this machine");
@@ -719,53 +780,15 @@ pub fn demo(
     let listener_threads: Vec<_> = sessions
         .enumerate()
         .map(|(i, session)| {
-            let st = stop.clone();
-            let (transport, duration, fec) = (s.transport, s.duration, s.fec);
-            let leave = listeners.leave_after;
-            std::thread::spawn(move || {
-                receiver::run(
-                    ReceiverConfig {
-                        bridge: bridge_addr,
-                        transport,
-                        session,
-                        stop: st,
-                        duration: match (duration, leave) {
-                            (Some(d), Some(l)) => Some(d.min(l)),
-                            (d, l) => d.or(l),
-                        },
-                        max_frames: None,
-                        idle_timeout: Duration::from_secs(3),
-                        fec,
-                    },
-                    Sinks {
-                        viewer: None,
-                        metrics_csv: None,
-                        record_dir: None,
-                        frames: None,
-                        status_line: false,
-                        log_errors: false,
-                        taps: Vec::new(),
-                    },
-                    false,
-                )
-                .map(|sum| (i + 1, sum))
-            })
+            let mut cfg = receiver_config(bridge_addr, session, &s, stop.clone());
+            cfg.duration = match (s.duration, listeners.leave_after) {
+                (Some(d), Some(l)) => Some(d.min(l)),
+                (d, l) => d.or(l),
+            };
+            std::thread::spawn(move || receiver::run(cfg, Bus::new()).map(|sum| (i + 1, sum)))
         })
         .collect();
-    let summary = receiver::run(
-        ReceiverConfig {
-            bridge: bridge_addr,
-            transport: s.transport,
-            session,
-            stop: stop.clone(),
-            duration: s.duration,
-            max_frames: None,
-            idle_timeout: Duration::from_secs(3),
-            fec: s.fec,
-        },
-        sinks,
-        s.bayer,
-    );
+    let summary = receiver::run(receiver_config(bridge_addr, session, &s, stop.clone()), bus);
     stop.store(true, Ordering::Relaxed);
     let mut listener_summaries = Vec::new();
     for t in listener_threads {
@@ -792,7 +815,7 @@ pub fn demo(
         return Err(RunError::Node(e));
     }
     if summary.counters.frames == 0 {
-        return Err(RunError::NoFrames(summary.elapsed_s));
+        return Err(no_frames(&summary, None));
     }
     Ok(())
 }
@@ -808,7 +831,7 @@ pub fn view(
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
     };
-    let sinks = receiver_sinks(&viewer, &s)?;
+    let bus = receiver_bus(&viewer, &s)?;
     // `gapstream record DIR` is `view` with a recorder: it says which it is.
     let who = if s.record.is_some() || s.mcap.is_some() {
         "record"
@@ -835,23 +858,10 @@ pub fn view(
     if let Some((_, v)) = &viewer {
         eprintln!("  viewer   {}   (Ctrl-C stops)", v.url());
     }
-    let summary = receiver::run(
-        ReceiverConfig {
-            bridge,
-            transport: s.transport,
-            session,
-            stop,
-            duration: s.duration,
-            max_frames: None,
-            idle_timeout: Duration::from_secs(3),
-            fec: s.fec,
-        },
-        sinks,
-        s.bayer,
-    )?;
+    let summary = receiver::run(receiver_config(bridge, session, &s, stop), bus)?;
     print_summary("gapstream", &summary);
     if summary.counters.frames == 0 {
-        return Err(RunError::NoFrames(summary.elapsed_s));
+        return Err(no_frames(&summary, s.keys.as_deref()));
     }
     Ok(())
 }
@@ -1054,7 +1064,8 @@ pub fn bench_one(
         udp_loss: net.loss,
         ..HostConfig::default()
     })?;
-    let (tx, rx) = mpsc::channel();
+    let mut bus = Bus::new();
+    let rx = bus.subscribe("bench", Policy::Every(4096));
     let stop = Arc::new(AtomicBool::new(false));
     let transport = net.transport;
     let addr = match transport {
@@ -1064,28 +1075,12 @@ pub fn bench_one(
     let st = stop.clone();
     let fec = net.fec.is_some();
     let recv = std::thread::spawn(move || {
-        receiver::run(
-            ReceiverConfig {
-                bridge: addr,
-                transport,
-                session,
-                stop: st,
-                duration: None,
-                max_frames: None,
-                idle_timeout: Duration::from_secs(3),
-                fec,
-            },
-            Sinks {
-                viewer: None,
-                metrics_csv: None,
-                record_dir: None,
-                frames: Some(tx),
-                status_line: false,
-                log_errors: false,
-                taps: Vec::new(),
-            },
-            false,
-        )
+        let cfg = ReceiverConfig {
+            stop: st,
+            fec,
+            ..ReceiverConfig::new(addr, transport, session)
+        };
+        receiver::run(cfg, bus)
     });
     // The receiver registers with the bridge before frames flow (its HELLO then waits there for
     // the drone).
@@ -1147,7 +1142,7 @@ pub fn bench_one(
         } else if node.is_finished() {
             break;
         }
-        if let Ok(d) = rx.recv_timeout(Duration::from_millis(100)) {
+        if let Some(d) = rx.frame(Duration::from_millis(100)) {
             let now = Instant::now();
             first.get_or_insert(now);
             last = now;
@@ -1156,7 +1151,7 @@ pub fn bench_one(
             if exact_frames.as_ref().is_some_and(|e| e.is_exact(&d.pixels)) {
                 good += 1;
             }
-            if let Some(c) = d.capture_ns {
+            if let Some(c) = d.capture_ns() {
                 lat.push(sim::unix_ns().saturating_sub(c) as f64 / 1e6);
             }
         }

@@ -149,6 +149,13 @@ pub fn upstream_time(bytes: usize) -> Duration {
     Duration::from_nanos(bytes as u64 * 8 * 1_000_000_000 / SPI_UP_HZ)
 }
 
+/// How far the simulated link may run ahead of its clocks before the drone's thread sleeps: the
+/// link's rate is kept on average; packets go out in bursts of up to this much link time.
+pub const PACING_SLACK: Duration = Duration::from_millis(3);
+
+/// The kernel send buffer of the simulated SPI link's socket (Linux doubles it): a few packets.
+pub const SPI_SEND_BUFFER: usize = 8 * 1024;
+
 /// Counters of the simulated SPI link.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LinkStats {
@@ -207,9 +214,10 @@ impl SpiLink {
             return false;
         };
         let _ = s.set_nodelay(true);
-        // The GAP8's link holds a packet or two, not the megabytes a localhost socket would: a
-        // bridge that stops reading (its WiFi side full) holds the drone back within ~16 KiB.
-        let _ = socket2::SockRef::from(&s).set_send_buffer_size(16 * 1024);
+        // The real link has no buffer (one SPI transaction at a time, the ESP32 takes it or the
+        // GAP8 waits): a kernel send buffer grown to megabytes would hold seconds of frames
+        // when the bridge is short of CPU, while the camera believes it is on time.
+        let _ = socket2::SockRef::from(&s).set_send_buffer_size(SPI_SEND_BUFFER);
         let Ok(mut reader) = s.try_clone() else {
             return false;
         };
@@ -259,11 +267,13 @@ impl Link for SpiLink {
         }
         if let Some(hz) = self.hz {
             // The SPI clocks: the transaction ends packet_time after the link became free (the
-            // drone sends one CPX packet per call).
+            // drone sends one CPX packet per call). The thread sleeps only once it is ahead of the
+            // link by PACING_SLACK: a sleep per packet (78 per frame) would make each frame pay 78
+            // wake-ups, which on a busy machine cost far more than the link itself.
             let now = Instant::now();
             let start = self.next_free.max(now);
             self.next_free = start + packet_time(packets.len(), hz);
-            if self.next_free > now + Duration::from_micros(200) {
+            if self.next_free > now + PACING_SLACK {
                 thread::sleep(self.next_free - now);
             }
         }

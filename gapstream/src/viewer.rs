@@ -30,43 +30,10 @@ use crate::images;
 
 const PAGE: &str = include_str!("viewer.html");
 
-/// The latest frame the receiver verified.
-#[derive(Clone)]
-pub struct Frame {
-    pub seq: u64,
-    pub width: usize,
-    pub height: usize,
-    pub pixels: Arc<Vec<u8>>,
-}
-
-/// Everything the page shows, as the receiver last published it.
-#[derive(Clone, Debug, Default)]
-pub struct Stats {
-    pub connection: String,
-    pub suite: String,
-    pub transport: String,
-    pub key_epoch: u64,
-    pub seq: Option<u64>,
-    pub fps: f64,
-    pub goodput_mbps: f64,
-    pub latency_p50_ms: Option<f64>,
-    pub latency_p95_ms: Option<f64>,
-    pub image_latency_ms: Option<f64>,
-    pub frames: u64,
-    pub lost: u64,
-    pub tag_failures: u64,
-    pub replays: u64,
-    pub handshakes: u64,
-    pub rekeys: u64,
-    /// Forward error correction over UDP: on, packets rebuilt, blocks given up, redundancy.
-    pub fec_on: bool,
-    pub fec_recovered: u64,
-    pub fec_unrecoverable_blocks: u64,
-    pub fec_redundancy_pct: f64,
-    pub last_error: Option<String>,
-    /// The receiver's last informational line (handshake done, a refused attempt, a retry).
-    pub last_message: Option<String>,
-}
+use crate::metrics::Counters;
+use crate::receiver::Frame;
+pub use crate::receiver::bus::Status as Stats;
+use crate::receiver::bus::{Consumer, Policy, Status};
 
 fn json_str(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 2);
@@ -90,44 +57,47 @@ fn json_num(v: Option<f64>) -> String {
     }
 }
 
-impl Stats {
-    pub fn to_json(&self) -> String {
-        format!(
-            concat!(
-                "{{\"connection\":{},\"suite\":{},\"transport\":{},\"key_epoch\":{},\"seq\":{},",
-                "\"fps\":{},\"goodput_mbps\":{},\"latency_p50_ms\":{},\"latency_p95_ms\":{},",
-                "\"image_latency_ms\":{},\"frames\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},",
-                "\"handshakes\":{},\"rekeys\":{},\"fec_on\":{},\"fec_recovered\":{},",
-                "\"fec_unrecoverable_blocks\":{},\"fec_redundancy_pct\":{},\"last_error\":{}}}"
-            ),
-            json_str(&self.connection),
-            json_str(&self.suite),
-            json_str(&self.transport),
-            self.key_epoch,
-            self.seq
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "null".into()),
-            json_num(Some(self.fps)),
-            json_num(Some(self.goodput_mbps)),
-            json_num(self.latency_p50_ms),
-            json_num(self.latency_p95_ms),
-            json_num(self.image_latency_ms),
-            self.frames,
-            self.lost,
-            self.tag_failures,
-            self.replays,
-            self.handshakes,
-            self.rekeys,
-            self.fec_on,
-            self.fec_recovered,
-            self.fec_unrecoverable_blocks,
-            json_num(Some(self.fec_redundancy_pct)),
-            self.last_error
-                .as_deref()
-                .map(json_str)
-                .unwrap_or_else(|| "null".into()),
-        )
-    }
+/// The stats message the page gets (one JSON object), from the receiver's status.
+pub fn status_json(s: &Status) -> String {
+    let c = &s.counters;
+    let r = &s.row;
+    format!(
+        concat!(
+            "{{\"source\":{},\"connection\":{},\"suite\":{},\"transport\":{},\"key_epoch\":{},\"seq\":{},",
+            "\"fps\":{},\"goodput_mbps\":{},\"latency_p50_ms\":{},\"latency_p95_ms\":{},",
+            "\"image_latency_ms\":{},\"frames\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},",
+            "\"handshakes\":{},\"rekeys\":{},\"fec_on\":{},\"fec_recovered\":{},",
+            "\"fec_unrecoverable_blocks\":{},\"fec_redundancy_pct\":{},\"last_error\":{}}}"
+        ),
+        json_str(&s.source),
+        json_str(&s.connection),
+        json_str(&s.suite),
+        json_str(&s.transport),
+        c.key_epoch,
+        s.seq
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "null".into()),
+        json_num(Some(r.fps)),
+        json_num(Some(r.goodput_mbps)),
+        json_num(r.latency.map(|p| p.p50)),
+        json_num(r.latency.map(|p| p.p95)),
+        json_num(s.image_latency_ms),
+        c.frames,
+        c.lost,
+        c.tag_failures,
+        c.replays,
+        c.handshakes,
+        c.rekeys,
+        c.fec.on,
+        c.fec.recovered,
+        c.fec.unrecoverable_blocks,
+        json_num(Some(c.fec.redundancy_pct)),
+        s.diagnosis
+            .as_deref()
+            .or(s.last_error.as_deref())
+            .map(json_str)
+            .unwrap_or_else(|| "null".into()),
+    )
 }
 
 /// Pages pushed to at once; one more `/ws` upgrade is refused with `503 Service Unavailable`.
@@ -146,7 +116,7 @@ type Sample = (Instant, f64, Option<f64>, Option<f64>);
 pub struct ViewerState {
     bayer: bool,
     /// The latest frame; every page's task waits on it.
-    frame: watch::Sender<Option<Frame>>,
+    frame: watch::Sender<Option<Arc<Frame>>>,
     png: Encoded,
     message: Encoded,
     stats: Mutex<Stats>,
@@ -181,7 +151,7 @@ impl ViewerState {
         })
     }
 
-    pub fn publish_frame(&self, f: Frame) {
+    pub fn publish_frame(&self, f: Arc<Frame>) {
         self.frame.send_replace(Some(f));
     }
 
@@ -213,7 +183,8 @@ impl ViewerState {
         let s = self.stats();
         let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        h.push_back((now, s.fps, s.latency_p50_ms, s.latency_p95_ms));
+        let p = s.row.latency;
+        h.push_back((now, s.row.fps, p.map(|p| p.p50), p.map(|p| p.p95)));
         while h
             .front()
             .is_some_and(|p| now.duration_since(p.0) > Duration::from_secs(60))
@@ -241,16 +212,17 @@ impl ViewerState {
         format!("{{\"history\":[{}]}}", rows.join(","))
     }
 
-    fn latest(&self) -> Option<Frame> {
+    fn latest(&self) -> Option<Arc<Frame>> {
         self.frame.borrow().clone()
     }
 
     /// The frame's pixels as shown: grey, or RGB after demosaicing an RGGB mosaic.
     fn shown(&self, f: &Frame) -> (usize, Vec<u8>) {
-        if self.bayer && f.width >= 2 && f.height >= 2 {
-            (3, images::demosaic_rggb(&f.pixels, f.width, f.height))
+        let (w, h) = (f.width(), f.height());
+        if (self.bayer || f.is_bayer()) && w >= 2 && h >= 2 {
+            (3, images::demosaic_rggb(&f.pixels, w, h))
         } else {
-            (1, f.pixels.as_ref().clone())
+            (1, f.pixels.to_vec())
         }
     }
 
@@ -262,12 +234,12 @@ impl ViewerState {
         encode: impl FnOnce() -> Option<Vec<u8>>,
     ) -> Option<Bytes> {
         if let Some((seq, b)) = &*cache.lock().unwrap_or_else(|e| e.into_inner())
-            && *seq == f.seq
+            && *seq == f.seq()
         {
             return Some(b.clone());
         }
         let b = Bytes::from(encode()?);
-        *cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((f.seq, b.clone()));
+        *cache.lock().unwrap_or_else(|e| e.into_inner()) = Some((f.seq(), b.clone()));
         Some(b)
     }
 
@@ -285,9 +257,9 @@ impl ViewerState {
         };
         let png = self.cached(&self.png, &f, || {
             let (ch, px) = self.shown(&f);
-            images::encode_png(f.width, f.height, ch, &px).ok()
+            images::encode_png(f.width(), f.height(), ch, &px).ok()
         })?;
-        Some((f.seq, png))
+        Some((f.seq(), png))
     }
 
     /// The WebSocket message of frame `f` (see the module docs).
@@ -296,9 +268,9 @@ impl ViewerState {
             let (ch, px) = self.shown(f);
             let mut m = Vec::with_capacity(20 + px.len());
             m.extend_from_slice(b"GSF1");
-            m.extend_from_slice(&f.seq.to_le_bytes());
-            m.extend_from_slice(&u16::try_from(f.width).ok()?.to_le_bytes());
-            m.extend_from_slice(&u16::try_from(f.height).ok()?.to_le_bytes());
+            m.extend_from_slice(&f.seq().to_le_bytes());
+            m.extend_from_slice(&f.header.width.to_le_bytes());
+            m.extend_from_slice(&f.header.height.to_le_bytes());
             m.extend_from_slice(&[ch as u8, 0, 0, 0]);
             m.extend_from_slice(&px);
             Some(m)
@@ -322,6 +294,28 @@ impl ViewerState {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(token);
+    }
+}
+
+/// The viewer as an output on the receiver's bus: the newest frame wins (a page shows the
+/// present; frames it had no time for are skipped, not queued), the status as it comes.
+pub struct ViewerOutput(pub Arc<ViewerState>);
+
+impl Consumer for ViewerOutput {
+    fn name(&self) -> String {
+        "viewer".into()
+    }
+    fn policy(&self) -> Policy {
+        Policy::Latest
+    }
+    fn frame(&mut self, f: &Arc<Frame>, _: &Counters) -> Result<(), String> {
+        // The bus's own Arc: shared, not copied.
+        self.0.publish_frame(f.clone());
+        Ok(())
+    }
+    fn status(&mut self, s: &Status) -> Result<(), String> {
+        self.0.update_stats(|x| *x = s.clone());
+        Ok(())
     }
 }
 
@@ -429,7 +423,7 @@ async fn page() -> Response {
 async fn stats_json(State(st): State<Arc<ViewerState>>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        st.stats().to_json(),
+        status_json(&st.stats()),
     )
         .into_response()
 }
@@ -531,7 +525,7 @@ async fn push(
                 }
             }
             _ = tick.tick() => {
-                let j = st.stats().to_json();
+                let j = status_json(&st.stats());
                 if j != last_stats {
                     if sock.send(Message::Text(j.clone().into())).await.is_err() {
                         break;
@@ -558,6 +552,7 @@ async fn push(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::receiver::frame::test_frame;
     use std::io::{Read, Write};
     use std::net::TcpStream;
 
@@ -599,12 +594,12 @@ mod tests {
             j.contains("\"suite\":\"chacha20-poly1305\"") && j.contains("say \\\"hi\\\""),
             "{j}"
         );
-        state.publish_frame(Frame {
-            seq: 5,
-            width: 3,
-            height: 2,
-            pixels: Arc::new(vec![0, 50, 100, 150, 200, 250]),
-        });
+        state.publish_frame(Arc::new(test_frame(
+            5,
+            3,
+            2,
+            vec![0, 50, 100, 150, 200, 250],
+        )));
         let (h, body) = get(v.addr(), "/frame.png");
         assert!(
             h.contains("image/png") && h.to_ascii_lowercase().contains("x-frame-seq: 5"),
@@ -640,13 +635,8 @@ mod tests {
         let state = ViewerState::new(false);
         let v = Viewer::start("127.0.0.1:0", state.clone()).unwrap();
         let px: Vec<u8> = (0..12).map(|i| i * 20).collect();
-        state.publish_frame(Frame {
-            seq: 7,
-            width: 4,
-            height: 3,
-            pixels: Arc::new(px.clone()),
-        });
-        state.update_stats(|s| s.fps = 29.5);
+        state.publish_frame(Arc::new(test_frame(7, 4, 3, px.clone())));
+        state.update_stats(|s| s.row.fps = 29.5);
         let mut ws = ws_connect(v.addr()).unwrap();
         // The current frame at once, then each new one, without the page asking.
         assert_eq!(next_frame(&mut ws), (7, 4, 3, 1, px.clone()));
@@ -659,12 +649,12 @@ mod tests {
         };
         assert!(stats.contains("\"fps\":29.500"), "{stats}");
         for seq in 8..12u64 {
-            state.publish_frame(Frame {
+            state.publish_frame(Arc::new(test_frame(
                 seq,
-                width: 4,
-                height: 3,
-                pixels: Arc::new(px.iter().map(|p| p + seq as u8).collect()),
-            });
+                4,
+                3,
+                px.iter().map(|p| p + seq as u8).collect(),
+            )));
             let (s, _, _, _, got) = next_frame(&mut ws);
             assert_eq!(s, seq);
             assert_eq!(got, px.iter().map(|p| p + seq as u8).collect::<Vec<_>>());
@@ -709,12 +699,7 @@ mod tests {
     #[test]
     fn bayer_frames_are_served_in_colour() {
         let state = ViewerState::new(true);
-        let f = Frame {
-            seq: 1,
-            width: 4,
-            height: 4,
-            pixels: Arc::new(vec![200; 16]),
-        };
+        let f = Arc::new(test_frame(1, 4, 4, vec![200; 16]));
         state.publish_frame(f.clone());
         let (_, png) = state.frame_png(Duration::ZERO).unwrap();
         let mut dec =

@@ -13,13 +13,14 @@
 //! Without ENDPOINT the session is a Zenoh peer with the default configuration (multicast
 //! scouting); with one (`tcp/192.168.1.10:7447`) it connects there and scouts nothing.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use zenoh::Wait;
 
-use crate::receiver::Delivered;
+use crate::metrics::Counters;
+use crate::receiver::Frame;
+use crate::receiver::bus::{Consumer, Counts, Policy, Status};
 use crate::ros;
-use crate::tap::{FrameMeta, FrameTap};
 
 /// The publisher of one drone's stream.
 pub struct ZenohPublisher {
@@ -28,7 +29,6 @@ pub struct ZenohPublisher {
     info: zenoh::pubsub::Publisher<'static>,
     stats: zenoh::pubsub::Publisher<'static>,
     bayer: bool,
-    last_stats: Option<Instant>,
     published: u64,
     prefix: String,
 }
@@ -67,14 +67,13 @@ impl ZenohPublisher {
             stats: declare("stats")?,
             session,
             bayer,
-            last_stats: None,
             published: 0,
             prefix,
         })
     }
 
-    fn stats_json(&self, m: &FrameMeta<'_>) -> String {
-        let c = m.counters;
+    fn stats_json(&self, s: &Status) -> String {
+        let c = &s.counters;
         format!(
             "{{\"frames\":{},\"published\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},\"malformed\":{},\"handshakes\":{},\"rekeys\":{},\"key_epoch\":{},\"suite\":\"{}\",\"latency_ms\":{}}}",
             c.frames,
@@ -86,8 +85,10 @@ impl ZenohPublisher {
             c.handshakes,
             c.rekeys,
             c.key_epoch,
-            m.suite.replace(['"', '\\'], ""),
-            m.latency_ms
+            s.suite.replace(['"', '\\'], ""),
+            s.row
+                .latency
+                .map(|p| p.p50)
                 .filter(|v| v.is_finite())
                 .map(|v| format!("{v:.3}"))
                 .unwrap_or_else(|| "null".into())
@@ -95,41 +96,41 @@ impl ZenohPublisher {
     }
 }
 
-impl FrameTap for ZenohPublisher {
-    fn frame(&mut self, f: &Delivered, m: &FrameMeta<'_>) -> Result<(), String> {
+/// An output of the receiver's bus: a live feed, the freshest frames first (Zenoh's own
+/// publisher drops rather than blocks too).
+impl Consumer for ZenohPublisher {
+    fn name(&self) -> String {
+        format!("Zenoh publisher {}/", self.prefix)
+    }
+    fn policy(&self) -> Policy {
+        Policy::Freshest(8)
+    }
+    fn frame(&mut self, f: &Arc<Frame>, counters: &Counters) -> Result<(), String> {
         self.image
-            .put(ros::image(f, self.bayer, m.receive_ns))
+            .put(ros::image(f, self.bayer))
             .wait()
             .map_err(err)?;
-        let info = ros::frame_info(
-            f,
-            &ros::InfoFields {
-                receive_ns: m.receive_ns,
-                suite: m.suite,
-                latency_ms: m.latency_ms,
-                frames: m.counters.frames,
-                lost: m.counters.lost,
-                tag_failures: m.counters.tag_failures,
-                replays: m.counters.replays,
-            },
-        );
-        self.info.put(info).wait().map_err(err)?;
+        self.info
+            .put(ros::frame_info(f, counters))
+            .wait()
+            .map_err(err)?;
         self.published += 1;
-        if self
-            .last_stats
-            .is_none_or(|t| t.elapsed() >= Duration::from_millis(500))
-        {
-            self.last_stats = Some(Instant::now());
-            self.stats.put(self.stats_json(m)).wait().map_err(err)?;
+        Ok(())
+    }
+
+    /// Every 0.5 s (each new metrics row) and at the end.
+    fn status(&mut self, s: &Status) -> Result<(), String> {
+        if s.new_row {
+            self.stats.put(self.stats_json(s)).wait().map_err(err)?;
         }
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<(), String> {
-        eprintln!(
-            "gapstream: published {} frames on Zenoh under {}/ (image, frame_info, stats)",
+    fn finish(&mut self, _: &Counts) -> Result<Option<String>, String> {
+        self.session.close().wait().map_err(err)?;
+        Ok(Some(format!(
+            "published {} frames on Zenoh under {}/ (image, frame_info, stats)",
             self.published, self.prefix
-        );
-        self.session.close().wait().map_err(err)
+        )))
     }
 }

@@ -325,3 +325,87 @@ fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() 
     assert!(!ok);
     assert!(err.contains("is not a demo run's key file"), "{err}");
 }
+
+/// Diagnoses that name the cause, against a running demo: a receiver whose key the drone was not
+/// paired with keeps retrying its refused handshakes and its closing line names that key file; two
+/// receivers sharing one key (each handshake replaces the other's session at the drone, which then
+/// rekeys without the replaced one) are told so.
+#[test]
+fn an_unpaired_key_and_a_key_used_twice_are_named_as_the_causes() {
+    let d = tempfile::tempdir().unwrap();
+    let keys = d.path().join("keys");
+    let (mut demo, lines) = spawn(&[
+        "demo",
+        "--viewer",
+        "none",
+        "--fps",
+        "10",
+        "--rekey-secs",
+        "2",
+        "--keys-dir",
+        keys.to_str().unwrap(),
+    ]);
+    let mut seen = Vec::new();
+    let bridge = wait_line(&lines, &mut seen, "  bridge ", 60);
+    let tcp = bridge
+        .split("TCP ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap()
+        .to_string();
+    wait_line(&lines, &mut seen, "frames ", 60);
+    let other = d.path().join("other");
+    assert!(run(&["pair", "--dir", other.to_str().unwrap()]).0);
+    let unpaired = other.join("receiver.key");
+    let view = move |key: &std::path::Path, secs: &str| {
+        let args = [
+            "view",
+            "--connect",
+            tcp.as_str(),
+            "--keys",
+            key.to_str().unwrap(),
+            "--viewer",
+            "none",
+            "--duration",
+            secs,
+        ];
+        let out = gapstream().args(args).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = view(&unpaired, "6");
+    assert!(!ok, "{err}");
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with("gapstream: error: no frame was delivered in ")
+            && last.contains(" s: the drone refused ")
+            && last.contains(&format!(
+                "while the bridge was up: the receiver key {} is most likely not paired with this drone",
+                unpaired.display()
+            )),
+        "{err}"
+    );
+    // It kept retrying meanwhile (a forged refusal must not stop a receiver).
+    let attempts = err.matches("handshake attempt failed").count();
+    assert!(attempts >= 2, "{attempts} attempts: {err}");
+
+    // Two receivers with the same key, side by side.
+    let shared = keys.join("receiver2.key");
+    let both: Vec<_> = [20, 17]
+        .into_iter()
+        .map(|secs| {
+            thread::sleep(Duration::from_secs(3));
+            let (shared, view) = (shared.clone(), view.clone());
+            thread::spawn(move || view(&shared, &secs.to_string()))
+        })
+        .collect();
+    let outs: Vec<(bool, String)> = both.into_iter().map(|t| t.join().unwrap()).collect();
+    sigint(demo.id());
+    let _ = demo.wait();
+    let told = outs
+        .iter()
+        .any(|(_, e)| e.contains("another receiver is most likely using the same receiver key"));
+    assert!(told, "{outs:#?}");
+}

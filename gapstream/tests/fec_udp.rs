@@ -3,7 +3,7 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -11,8 +11,9 @@ use esp32_bridge::fec::FecConfig;
 use esp32_bridge::host::{HostBridge, HostConfig};
 use esp32_bridge::netsim::{LossModel, WifiModel};
 use gapstream::images::{FrameSource, SourceSpec};
+use gapstream::receiver::outputs::Console;
 use gapstream::receiver::{
-    self, Delivered, ReceiverConfig, SessionKind, Sinks, Summary, Transport,
+    self, Bus, Frame, Policy, ReceiverConfig, SessionKind, Subscription, Summary, Transport,
 };
 use gapstream::run::{self, Security};
 use gapstream::sim::{self, Node, NodeConfig};
@@ -110,37 +111,27 @@ fn node(spec: &SourceSpec, spi: SocketAddr, fps: f64, frames: u64, mode: Mode) -
     .unwrap()
 }
 
-/// Runs a receiver (FEC asked for) on `addr` until `stop`; the frames go to the channel.
+/// Runs a receiver (FEC asked for) on `addr` until `stop`; the frames go to the subscription.
 fn receiver(
     addr: SocketAddr,
     session: SessionKind,
     stop: Arc<AtomicBool>,
 ) -> (
-    mpsc::Receiver<Delivered>,
+    Subscription,
     thread::JoinHandle<Result<Summary, receiver::ReceiverError>>,
 ) {
-    let (tx, rx) = mpsc::channel();
-    let t = thread::spawn(move || {
-        receiver::run(
-            ReceiverConfig {
-                bridge: addr,
-                transport: Transport::Udp,
-                session,
-                stop,
-                duration: Some(Duration::from_secs(120)),
-                max_frames: None,
-                idle_timeout: Duration::from_secs(5),
-                fec: true,
-            },
-            Sinks {
-                frames: Some(tx),
-                log_errors: true,
-                ..Sinks::default()
-            },
-            false,
-        )
-    });
-    (rx, t)
+    let mut bus = Bus::new();
+    let frames = bus.subscribe("test", Policy::Every(4096));
+    bus.attach(Box::new(Console::new(false, true)));
+    let cfg = ReceiverConfig {
+        stop,
+        duration: Some(Duration::from_secs(120)),
+        idle_timeout: Duration::from_secs(5),
+        fec: true,
+        ..ReceiverConfig::new(addr, Transport::Udp, session)
+    };
+    let t = thread::spawn(move || receiver::run(cfg, bus));
+    (frames, t)
 }
 
 fn wait_clients(b: &HostBridge) {
@@ -167,7 +158,7 @@ fn with_5_percent_loss_fec_delivers_every_frame_byte_exact() {
     let stop = Arc::new(AtomicBool::new(false));
     let (rx, t) = receiver(b.udp_addr.unwrap(), session, stop.clone());
     wait_clients(&b);
-    let n = node(&spec, b.spi_addr, 10.0, 60, mode);
+    let n = node(&spec, b.spi_addr, 10.0, 100, mode);
     let t0 = Instant::now();
     while !n.is_finished() && t0.elapsed() < Duration::from_secs(60) {
         thread::sleep(Duration::from_millis(50));
@@ -176,13 +167,13 @@ fn with_5_percent_loss_fec_delivers_every_frame_byte_exact() {
     let rep = n.stop();
     stop.store(true, Ordering::Relaxed);
     let s = t.join().unwrap().unwrap();
-    let got: Vec<Delivered> = rx.try_iter().collect();
+    let got: Vec<Arc<Frame>> = rx.drain();
     for g in &got {
         let i = u32::from_le_bytes(g.pixels[..4].try_into().unwrap()) as usize;
         assert!(
-            g.pixels == frames[i % frames.len()],
+            *g.pixels == frames[i % frames.len()][..],
             "frame {} damaged",
-            g.seq
+            g.seq()
         );
     }
     let sent = rep.drone.frames_sent;
@@ -291,7 +282,7 @@ fn a_corrupted_parity_shard_costs_one_frame_refused_by_its_tag() {
     let rep = n.stop();
     stop.store(true, Ordering::Relaxed);
     let s = t.join().unwrap().unwrap();
-    let got: Vec<Delivered> = rx.try_iter().collect();
+    let got: Vec<Arc<Frame>> = rx.drain();
     eprintln!(
         "sent {}, delivered {}, {:?}, fec {:?}",
         rep.drone.frames_sent,
@@ -307,9 +298,9 @@ fn a_corrupted_parity_shard_costs_one_frame_refused_by_its_tag() {
     for g in &got {
         let i = u32::from_le_bytes(g.pixels[..4].try_into().unwrap()) as usize;
         assert!(
-            g.pixels == frames[i % frames.len()],
+            *g.pixels == frames[i % frames.len()][..],
             "frame {} damaged",
-            g.seq
+            g.seq()
         );
     }
     // The rebuilt packet was wrong: its frame failed its tag (counted) and only it was lost.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use esp32_bridge::host::{HostBridge, HostConfig};
 use gapstream::images::{FrameSource, SourceSpec};
-use gapstream::receiver::{self, ReceiverConfig, SessionKind, Sinks, Transport};
+use gapstream::receiver::{self, Bus, Policy, ReceiverConfig, SessionKind, Transport};
 use gapstream::sim::{self, NodeConfig};
 use gapstream_drone::{DroneConfig, Mode, testpattern};
 
@@ -184,33 +184,19 @@ fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
     let st = stock_drone(30.0);
     let stop = Arc::new(AtomicBool::new(false));
     let cfg = ReceiverConfig {
-        bridge: st.bridge.tcp_addr,
-        transport: Transport::Tcp,
-        session: SessionKind::StockPlaintext,
         stop: stop.clone(),
-        duration: None,
-        max_frames: None,
         idle_timeout: Duration::from_secs(5),
-        fec: false,
-    };
-    let (tx, frames) = std::sync::mpsc::channel();
-    let demo_receiver = thread::spawn(move || {
-        receiver::run(
-            cfg,
-            Sinks {
-                viewer: None,
-                metrics_csv: None,
-                record_dir: None,
-                frames: Some(tx),
-                status_line: false,
-                log_errors: false,
-                taps: Vec::new(),
-            },
-            false,
+        ..ReceiverConfig::new(
+            st.bridge.tcp_addr,
+            Transport::Tcp,
+            SessionKind::StockPlaintext,
         )
-    });
+    };
+    let mut bus = Bus::new();
+    let frames = bus.subscribe("test", Policy::Latest);
+    let demo_receiver = thread::spawn(move || receiver::run(cfg, bus));
     frames
-        .recv_timeout(Duration::from_secs(20))
+        .frame(Duration::from_secs(20))
         .expect("the demo's receiver gets frames");
     let t0 = Instant::now();
     for k in 0..10 {

@@ -10,7 +10,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gapstream::viewer::{Frame, Viewer, ViewerState};
+use gapstream::receiver::frame::test_frame;
+use gapstream::viewer::{Viewer, ViewerState};
 use gapstream_drone::testpattern::{self, Stamp};
 
 /// RGB screenshot.
@@ -192,12 +193,7 @@ fn shows_a_decoded_frame(name: &str, browser: fn(&str, &Path, &Path), frame: u32
         capture_ns: 5_000_000_000,
     };
     testpattern::render(&mut pixels, 324, 244, stamp).unwrap();
-    state.publish_frame(Frame {
-        seq: frame as u64,
-        width: 324,
-        height: 244,
-        pixels: Arc::new(pixels.clone()),
-    });
+    state.publish_frame(Arc::new(test_frame(frame as u64, 324, 244, pixels.clone())));
     state.update_stats(|s| {
         s.connection = "streaming".into();
         s.suite = "chacha20poly1305".into();

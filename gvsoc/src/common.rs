@@ -133,7 +133,12 @@ pub fn aead_digest(ct: &[u8], tag: &[u8; 16]) -> u64 {
 /// [`BENCH_AAD`] (digest [`aead_digest`]): `pulp` the PULP AES-CTR pass with GHASH fused (each
 /// core's GHASH lane over its ciphertext chunks in L1, the tag made in the cluster job),
 /// `rustcrypto` the `aes-gcm` crate on cluster core 0 (1 core only: the anchor).
-pub const BENCH_KERNELS: [(&str, &str); 13] = [
+///
+/// `"jpegls"` is lossless JPEG-LS (`gapstream_jpegls`) of one frame of the frame set
+/// ([`BENCH_FRAME_W`] × [`BENCH_FRAME_H`], patched into [`BENCH_FRAME_SYMBOL`] by the runner) in
+/// [`JPEGLS_BANDS`] bands on the run's cores, output (and its digest) the `.jls` stream;
+/// `portable`: the portable line coder; `pulp`: with the PULP operations (`gapstream_jpegls::pulp`).
+pub const BENCH_KERNELS: [(&str, &str); 15] = [
     ("chacha20", "portable"),
     ("chacha20", "rv32-asm"),
     ("chacha20", "pulp"),
@@ -147,7 +152,23 @@ pub const BENCH_KERNELS: [(&str, &str); 13] = [
     ("chacha20poly1305", "rustcrypto"),
     ("aes128gcm", "pulp"),
     ("aes128gcm", "rustcrypto"),
+    ("jpegls", "portable"),
+    ("jpegls", "pulp"),
 ];
+
+/// True for the JPEG-LS kernels (input: the frame symbol; output: a stream of its own length).
+pub fn is_jpegls_kernel(kernel: usize) -> bool {
+    matches!(BENCH_KERNELS.get(kernel), Some(("jpegls", _)))
+}
+
+/// Name of the frame symbol of the codec runs in the ELF.
+pub const BENCH_FRAME_SYMBOL: &str = "GVSOC_BENCH_FRAME";
+/// Width of the codec runs' frame (the HM01B0's).
+pub const BENCH_FRAME_W: usize = 324;
+/// Height of the codec runs' frame.
+pub const BENCH_FRAME_H: usize = 244;
+/// Bands (restart intervals) of the JPEG-LS runs on any core count: the same stream on 1..8 cores.
+pub const JPEGLS_BANDS: usize = 8;
 
 /// Modes: the engine's DMA rounds with round sizes chosen from the payload (`dma`), with every
 /// round one whole buffer as in the paper (F. Barchi et al., PARMA-DITAM 2023) (`fixed`), or no DMA (`nodma`: cores read and write

@@ -93,8 +93,7 @@ class Receiver:
         self._frame_timeout = frame_timeout
         self._rx = _RawReceiver(
             connect, os.fspath(keys), transport, suite, kex, packet_size, duration,
-            max_frames, idle_timeout, None if keylog is None else os.fspath(keylog), verbose,
-            fec,
+            max_frames, idle_timeout, None if keylog is None else os.fspath(keylog), verbose, fec,
         )
 
     def next(self, timeout: Optional[float] = None) -> Optional[Frame]:
@@ -119,8 +118,10 @@ class Receiver:
 
     def stats(self) -> dict:
         """Counters (frames, lost, tag_failures, replays, handshakes, rekeys, key_epoch, fps,
-        latency percentiles, state, and with FEC fec_recovered, fec_unrecoverable_blocks,
-        fec_redundancy_pct): live while running, final after the stream ended."""
+        latency percentiles, state): live while running, final after the stream ended.
+        ``dropped``: frames this receiver's queue let go because Python fell behind (it keeps
+        the freshest 64; the receiver never waits for Python). ``diagnosis``: why no frame
+        comes, when the receiver can tell (a key the drone refuses, ...)."""
         return self._rx.stats()
 
     def close(self) -> None:

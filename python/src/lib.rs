@@ -2,12 +2,13 @@
 //! pure-Python package `gapstream` (python/gapstream/__init__.py) wraps it into `Receiver` and
 //! `Frame` objects with numpy arrays. Nothing of the protocol is re-implemented here: frames come
 //! from `gapstream::receiver::run` (handshake, AEAD verification, replay window, rekeys,
-//! reconnects) through a [`FrameTap`] into a bounded queue the Python side drains.
+//! reconnects) through a mailbox on the receiver's bus that the Python side drains: bounded, the
+//! freshest frames kept when Python falls behind (the older ones dropped and counted in
+//! `stats()["dropped"]`); the receiver never waits for Python.
 
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver as Rx, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,10 +18,12 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use gapstream::receiver::{self, Delivered, ReceiverConfig, ReceiverError, Sinks, Summary};
+use gapstream::receiver::bus::Status;
+use gapstream::receiver::outputs::Console;
+use gapstream::receiver::{
+    self, Bus, Frame, Policy, ReceiverConfig, ReceiverError, Subscription, Summary,
+};
 use gapstream::run::{self, Security};
-use gapstream::tap::{FrameMeta, FrameTap};
-use gapstream::viewer::ViewerState;
 use gapstream_protocol::handshake::Role;
 use gapstream_protocol::suite::{KexMode, Suite};
 
@@ -35,16 +38,9 @@ fn error(e: impl std::fmt::Display) -> PyErr {
     GapstreamError::new_err(e.to_string())
 }
 
-/// Frames waiting for Python; when Python falls behind the receiver waits (the bridge then drops
-/// whole frames upstream, counted as lost, as for a slow `gapstream view`).
+/// Frames waiting for Python, at most (about 2 s of the 30 fps stream); when Python falls behind
+/// the oldest waiting frame is dropped and counted (`stats()["dropped"]`).
 const QUEUE: usize = 64;
-
-struct Item {
-    f: Delivered,
-    suite: String,
-    receive_ns: u64,
-    latency_ms: Option<f64>,
-}
 
 /// A frame as `Receiver.next_frame` hands it to Python: (sequence, key epoch, capture ns, receive
 /// ns, latency ms, suite, width, height, pixels).
@@ -60,48 +56,18 @@ type FrameTuple<'py> = (
     Bound<'py, PyBytes>,
 );
 
-impl Item {
-    fn into_tuple(self, py: Python<'_>) -> FrameTuple<'_> {
-        let px = PyBytes::new(py, &self.f.pixels);
-        (
-            self.f.seq,
-            self.f.epoch,
-            self.f.capture_ns,
-            self.receive_ns,
-            self.latency_ms,
-            self.suite,
-            self.f.width,
-            self.f.height,
-            px,
-        )
-    }
-}
-
-struct QueueTap {
-    tx: SyncSender<Item>,
-    stop: Arc<AtomicBool>,
-}
-
-impl FrameTap for QueueTap {
-    fn frame(&mut self, f: &Delivered, m: &FrameMeta<'_>) -> Result<(), String> {
-        let mut item = Item {
-            f: f.clone(),
-            suite: m.suite.to_owned(),
-            receive_ns: m.receive_ns,
-            latency_ms: m.latency_ms,
-        };
-        loop {
-            match self.tx.try_send(item) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Full(i)) if !self.stop.load(Ordering::Relaxed) => {
-                    item = i;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                // Closed by Python: the receiver stops (its stop flag is set too).
-                Err(_) => return Ok(()),
-            }
-        }
-    }
+fn frame_tuple(py: Python<'_>, f: Arc<Frame>) -> FrameTuple<'_> {
+    (
+        f.seq(),
+        f.epoch(),
+        f.capture_ns(),
+        f.receive_ns,
+        f.latency_ms,
+        f.suite.to_string(),
+        f.width(),
+        f.height(),
+        PyBytes::new(py, &f.pixels),
+    )
 }
 
 type Outcome = Result<Summary, ReceiverError>;
@@ -109,12 +75,12 @@ type Outcome = Result<Summary, ReceiverError>;
 /// The receiver thread and what it hands over.
 #[pyclass(module = "gapstream._gapstream")]
 struct RawReceiver {
-    rx: Mutex<Rx<Item>>,
+    frames: Subscription,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<Outcome>>>,
     /// The run's end: its summary, or the error's message.
     outcome: Mutex<Option<Result<Summary, String>>>,
-    live: Arc<ViewerState>,
+    keys: PathBuf,
 }
 
 fn security(suite: &str, kex: &str) -> PyResult<Security> {
@@ -146,6 +112,37 @@ impl RawReceiver {
                 })
                 .map_err(|e| e.to_string());
             *self.outcome.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        }
+    }
+
+    /// The error of `next_frame` after `t` seconds without a frame: the receiver's diagnosis
+    /// (the likely cause, naming the key file when the drone refuses it), else its last line.
+    fn no_frame(&self, t: f64) -> PyErr {
+        let s: Status = self
+            .frames
+            .status()
+            .map(|s| (*s).clone())
+            .unwrap_or_default();
+        // With a diagnosis, the line that shows it (a refusal) rather than the last error (a
+        // reconnect after the refusals).
+        let last = if s.diagnosis.is_some() {
+            s.last_message.or(s.last_error)
+        } else {
+            s.last_error.or(s.last_message)
+        };
+        match (s.diagnosis, last) {
+            (Some(d), last) => {
+                let d = d.replace(
+                    "this receiver's key",
+                    &format!("the receiver key {}", self.keys.display()),
+                );
+                let last = last.map(|m| format!("; last: {m}")).unwrap_or_default();
+                error(format!("no frame in {t:.1} s: {d}{last}"))
+            }
+            (None, Some(m)) => error(format!("no frame in {t:.1} s; last: {m}")),
+            (None, None) => {
+                pyo3::exceptions::PyTimeoutError::new_err(format!("no frame in {t:.1} s"))
+            }
         }
     }
 
@@ -205,37 +202,27 @@ impl RawReceiver {
             s.keylog = Some(f);
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = mpsc::sync_channel(QUEUE);
-        let live = ViewerState::new(false);
         let cfg = ReceiverConfig {
-            bridge,
-            transport,
-            session,
             stop: stop.clone(),
             duration: duration.map(Duration::from_secs_f64),
             max_frames,
             idle_timeout: Duration::from_secs_f64(idle_timeout.max(0.1)),
             fec,
+            ..ReceiverConfig::new(bridge, transport, session)
         };
-        let sinks = Sinks {
-            viewer: Some(live.clone()),
-            log_errors: verbose,
-            taps: vec![Box::new(QueueTap {
-                tx,
-                stop: stop.clone(),
-            })],
-            ..Sinks::default()
-        };
+        let mut bus = Bus::new();
+        let frames = bus.subscribe("Python queue", Policy::Freshest(QUEUE));
+        bus.attach(Box::new(Console::new(false, verbose)));
         let thread = std::thread::Builder::new()
             .name("gapstream-receiver".into())
-            .spawn(move || receiver::run(cfg, sinks, false))
+            .spawn(move || receiver::run(cfg, bus))
             .map_err(error)?;
         Ok(RawReceiver {
-            rx: Mutex::new(rx),
+            frames,
             stop,
             thread: Mutex::new(Some(thread)),
             outcome: Mutex::new(None),
-            live,
+            keys,
         })
     }
 
@@ -250,47 +237,23 @@ impl RawReceiver {
     ) -> PyResult<Option<FrameTuple<'py>>> {
         let t0 = Instant::now();
         loop {
-            let got = py.detach(|| {
-                let rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-                match rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok(i) => Ok(Some(i)),
-                    Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => Err(()),
+            if let Some(f) = py.detach(|| self.frames.frame(Duration::from_millis(100))) {
+                return Ok(Some(frame_tuple(py, f)));
+            }
+            if self.frames.is_closed() || self.finished() {
+                // Finished: whatever is still queued first, then the end.
+                if let Some(f) = self.frames.frame(Duration::ZERO) {
+                    return Ok(Some(frame_tuple(py, f)));
                 }
-            });
-            match got {
-                Ok(Some(i)) => {
-                    return Ok(Some(i.into_tuple(py)));
-                }
-                Ok(None) if !self.finished() => {}
-                // Finished (or disconnected): whatever is still queued first, then the end.
-                _ => {
-                    let rest = self.rx.lock().unwrap_or_else(|e| e.into_inner()).try_recv();
-                    if let Ok(i) = rest {
-                        return Ok(Some(i.into_tuple(py)));
-                    }
-                    debug_assert!(matches!(
-                        rest,
-                        Err(TryRecvError::Empty | TryRecvError::Disconnected)
-                    ));
-                    py.detach(|| self.reap());
-                    return match &*self.outcome.lock().unwrap_or_else(|e| e.into_inner()) {
-                        Some(Err(m)) if !self.stop.load(Ordering::Relaxed) => Err(error(m)),
-                        _ => Ok(None),
-                    };
-                }
+                py.detach(|| self.reap());
+                return match &*self.outcome.lock().unwrap_or_else(|e| e.into_inner()) {
+                    Some(Err(m)) if !self.stop.load(Ordering::Relaxed) => Err(error(m)),
+                    _ => Ok(None),
+                };
             }
             py.check_signals()?;
             if let Some(t) = timeout.filter(|&t| t0.elapsed().as_secs_f64() >= t) {
-                // What the CLI printed last says why (a refused handshake is retried, as by
-                // `gapstream view`, and never ends the stream by itself).
-                let s = self.live.stats();
-                return Err(match s.last_error.or(s.last_message) {
-                    Some(m) => error(format!("no frame in {t:.1} s; last: {m}")),
-                    None => {
-                        pyo3::exceptions::PyTimeoutError::new_err(format!("no frame in {t:.1} s"))
-                    }
-                });
+                return Err(self.no_frame(t));
             }
         }
     }
@@ -299,51 +262,51 @@ impl RawReceiver {
     /// once it stopped.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        let s = self.live.stats();
+        let s = self
+            .frames
+            .status()
+            .map(|s| (*s).clone())
+            .unwrap_or_default();
         d.set_item("state", &s.connection)?;
         d.set_item("suite", &s.suite)?;
         d.set_item("transport", &s.transport)?;
+        d.set_item("source", &s.source)?;
         d.set_item("last_error", &s.last_error)?;
         d.set_item("last_message", &s.last_message)?;
+        d.set_item("diagnosis", &s.diagnosis)?;
+        d.set_item("dropped", self.frames.counts().dropped)?;
         let outcome = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        let (c, running) = match &*outcome {
+            Some(Ok(sum)) => (&sum.counters, false),
+            _ => (&s.counters, outcome.is_none()),
+        };
+        d.set_item("running", running)?;
+        d.set_item("frames", c.frames)?;
+        d.set_item("lost", c.lost)?;
+        d.set_item("tag_failures", c.tag_failures)?;
+        d.set_item("replays", c.replays)?;
+        d.set_item("malformed", c.malformed)?;
+        d.set_item("without_key", c.no_key)?;
+        d.set_item("handshakes", c.handshakes)?;
+        d.set_item("handshake_failures", c.handshake_failures)?;
+        d.set_item("rekeys", c.rekeys)?;
+        d.set_item("key_epoch", c.key_epoch)?;
+        d.set_item("fec_recovered", c.fec.recovered)?;
+        d.set_item("fec_unrecoverable_blocks", c.fec.unrecoverable_blocks)?;
+        d.set_item("fec_redundancy_pct", c.fec.redundancy_pct)?;
         match &*outcome {
             Some(Ok(sum)) => {
-                let c = &sum.counters;
-                d.set_item("running", false)?;
-                d.set_item("frames", c.frames)?;
-                d.set_item("lost", c.lost)?;
-                d.set_item("tag_failures", c.tag_failures)?;
-                d.set_item("replays", c.replays)?;
-                d.set_item("malformed", c.malformed)?;
-                d.set_item("without_key", c.no_key)?;
-                d.set_item("handshakes", c.handshakes)?;
-                d.set_item("rekeys", c.rekeys)?;
-                d.set_item("key_epoch", c.key_epoch)?;
                 d.set_item("fps", c.frames as f64 / sum.elapsed_s.max(1e-9))?;
                 d.set_item("latency_p50_ms", sum.latency.map(|p| p.p50))?;
                 d.set_item("latency_p95_ms", sum.latency.map(|p| p.p95))?;
                 d.set_item("latency_p99_ms", sum.latency.map(|p| p.p99))?;
                 d.set_item("elapsed_s", sum.elapsed_s)?;
                 d.set_item("connections", sum.connects)?;
-                d.set_item("fec_recovered", c.fec.recovered)?;
-                d.set_item("fec_unrecoverable_blocks", c.fec.unrecoverable_blocks)?;
-                d.set_item("fec_redundancy_pct", c.fec.redundancy_pct)?;
             }
             _ => {
-                d.set_item("running", outcome.is_none())?;
-                d.set_item("frames", s.frames)?;
-                d.set_item("lost", s.lost)?;
-                d.set_item("tag_failures", s.tag_failures)?;
-                d.set_item("replays", s.replays)?;
-                d.set_item("handshakes", s.handshakes)?;
-                d.set_item("rekeys", s.rekeys)?;
-                d.set_item("key_epoch", s.key_epoch)?;
-                d.set_item("fps", s.fps)?;
-                d.set_item("latency_p50_ms", s.latency_p50_ms)?;
-                d.set_item("latency_p95_ms", s.latency_p95_ms)?;
-                d.set_item("fec_recovered", s.fec_recovered)?;
-                d.set_item("fec_unrecoverable_blocks", s.fec_unrecoverable_blocks)?;
-                d.set_item("fec_redundancy_pct", s.fec_redundancy_pct)?;
+                d.set_item("fps", s.row.fps)?;
+                d.set_item("latency_p50_ms", s.row.latency.map(|p| p.p50))?;
+                d.set_item("latency_p95_ms", s.row.latency.map(|p| p.p95))?;
             }
         }
         Ok(d)
@@ -352,17 +315,7 @@ impl RawReceiver {
     /// Stops the receiver (it leaves the drone's group properly) and waits for it.
     fn close(&self, py: Python<'_>) {
         self.stop.store(true, Ordering::Relaxed);
-        py.detach(|| {
-            // Unblock a receiver waiting on a full queue.
-            while self
-                .rx
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .try_recv()
-                .is_ok()
-            {}
-            self.reap()
-        });
+        py.detach(|| self.reap());
     }
 }
 

@@ -2,6 +2,7 @@
 simulated drone (`gapstream node`) streaming a folder of noise images, paired with
 `gapstream.pair`. The package runs the Rust receiver; these tests see what a user sees."""
 
+import re
 import socket
 import threading
 
@@ -122,9 +123,15 @@ def test_a_wrong_key_raises_the_cli_message(chain, tmp_path):
     rx = gapstream.Receiver(connect=f"127.0.0.1:{chain['port']}", keys=tmp_path / "other" / "receiver.key",
                             idle_timeout=30)
     # Like `gapstream view` the receiver retries (a forged refusal must not stop it); the frame
-    # timeout raises with the refusal's message.
-    with pytest.raises(gapstream.Error, match=r"no frame in 20.0 s; last: handshake attempt failed: drone refused the handshake.*\(paired with a different receiver key\?\)"):
+    # timeout raises naming the cause: the key, by its file, and the refusal's own message.
+    with pytest.raises(gapstream.Error) as e:
         rx.next(timeout=20)
+    msg = str(e.value)
+    assert re.search(r"no frame in 20.0 s: the drone refused \d+ handshake attempts? while the bridge was up: "
+                     r"the receiver key \S*other/receiver.key is most likely not paired with this drone", msg), msg
+    assert re.search(r"last: handshake attempt failed: drone refused the handshake.*paired with a different receiver key\?", msg), msg
+    stats = rx.stats()
+    assert stats["handshake_failures"] >= 1 and stats["frames"] == 0 and "not paired" in stats["diagnosis"], stats
     rx.close()
 
 

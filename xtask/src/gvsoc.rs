@@ -104,7 +104,7 @@ pub struct Point {
     pub bytes: u32,
 }
 
-const MODE_DMA: usize = 0;
+pub(crate) const MODE_DMA: usize = 0;
 const MODE_FIXED: usize = 1;
 const MODE_NODMA: usize = 2;
 
@@ -130,6 +130,9 @@ fn is_gcm(kernel: usize) -> bool {
 /// Points a kernel has: the RustCrypto AEAD anchor runs on one core only (the crate on cluster
 /// core 0), in the engine's default mode.
 fn exists(p: &Point) -> bool {
+    if is_jpegls_kernel(p.kernel) {
+        return false;
+    }
     let anchor = matches!(
         BENCH_KERNELS[p.kernel],
         ("chacha20poly1305", "rustcrypto") | ("aes128gcm", "rustcrypto")
@@ -334,7 +337,7 @@ fn expected_gcm_digest(bytes: u32) -> u64 {
 }
 
 /// The `BenchConfig` bytes for `runs` (at most `BENCH_MAX_RUNS`).
-fn config_bytes(runs: &[(Point, u64)], cold: bool) -> Vec<u8> {
+pub(crate) fn config_bytes(runs: &[(Point, u64)], cold: bool) -> Vec<u8> {
     assert!(runs.len() <= BENCH_MAX_RUNS);
     let mut w: Vec<u32> = vec![
         BENCH_MAGIC,
@@ -488,13 +491,13 @@ pub fn parse_csv(text: &str) -> Result<Vec<Row>, String> {
 
 /// A parsed `bench i=…` line of the device.
 #[derive(Debug)]
-struct DeviceLine {
-    index: usize,
-    cycles: u64,
-    instructions: u64,
-    digest: u64,
-    ok: bool,
-    verdict: String,
+pub(crate) struct DeviceLine {
+    pub(crate) index: usize,
+    pub(crate) cycles: u64,
+    pub(crate) instructions: u64,
+    pub(crate) digest: u64,
+    pub(crate) ok: bool,
+    pub(crate) verdict: String,
     /// Stack high-water marks so far, `(used, size)`: cluster core 0, the most used of 1..7.
     stacks: Option<[(u32, u32); 2]>,
 }
@@ -511,7 +514,7 @@ impl StackMarks {
     }
 }
 
-fn parse_device_line(line: &str) -> Option<DeviceLine> {
+pub(crate) fn parse_device_line(line: &str) -> Option<DeviceLine> {
     let rest = line.strip_prefix("bench i=")?;
     let field = |k: &str| {
         line.split_whitespace()
@@ -540,14 +543,14 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
     })
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
         .to_path_buf()
 }
 
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"))
@@ -557,7 +560,7 @@ fn on_path(cmd: &str) -> bool {
     env::var_os("PATH").is_some_and(|p| env::split_paths(&p).any(|d| d.join(cmd).is_file()))
 }
 
-fn build_elf() -> Result<PathBuf, String> {
+pub(crate) fn build_elf() -> Result<PathBuf, String> {
     let status = Command::new(env!("CARGO"))
         .current_dir(workspace_root())
         .args([
@@ -620,7 +623,7 @@ impl Progress {
 
 /// Boots `elf` on GVSOC, feeding every `bench` line to `on_line`; returns the exit status and the
 /// other lines of the output (for error reports). With `trace`, the whole output goes to that file.
-fn launch(
+pub(crate) fn launch(
     elf: &Path,
     work: &Path,
     trace: Option<&(String, PathBuf)>,
@@ -717,8 +720,13 @@ pub fn bench(o: &Options) -> Result<(), String> {
         .into_iter()
         .flat_map(|p| std::iter::repeat_n(p, o.repeat.max(1)))
         .collect();
-    if plan.is_empty() {
+    // The codecs' rows: a sweep of their own over the frame set (gvsoc_jpegls.rs).
+    let jpegls = crate::gvsoc_jpegls::selected(o);
+    if plan.is_empty() && !jpegls {
         return Err("no benchmark point matches the filters".into());
+    }
+    if plan.is_empty() {
+        return crate::gvsoc_jpegls::bench(o);
     }
     let csv_path = o.csv.clone().unwrap_or_else(|| {
         // Only the full sweep writes gvsoc.csv (what `make bench-report` reads): a quick or a
@@ -755,6 +763,9 @@ pub fn bench(o: &Options) -> Result<(), String> {
         rows.len(),
         csv_path.display()
     );
+    if jpegls {
+        crate::gvsoc_jpegls::bench(o)?;
+    }
     Ok(())
 }
 

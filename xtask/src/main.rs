@@ -13,6 +13,7 @@
 //!   writes `target/bench/gvsoc.csv` and prints a summary.
 //! * `bench-report [--csv PATH]` — PNG plots and `target/bench/report.md` from the CSVs (`report.rs`).
 mod gvsoc;
+mod gvsoc_jpegls;
 mod pulp;
 mod qemu;
 mod report;

@@ -8,10 +8,10 @@
  *   SPI task   the SPI slave to the GAP8 (VSPI, mode 0) with the two ready-to-talk lines, one CPX
  *              packet per transaction each way, as Bitcraze's aideck-esp-firmware does it
  *   TCP task   accepts receivers on port 5000 (stream of CPX packets), one task per receiver
- *   UDP task   receivers on port 5000/udp (one CPX packet per datagram), registered by the
- *              cookie exchange (docs/stream.md; the decisions are the core's, esp32b_udp_*);
- *              a receiver that asks for FEC gets data and parity shards instead (the core's
- *              esp32_bridge::fec; esp32b_tick closes blocks on their timeout)
+ *   UDP task   receivers on port 5000/udp (one CPX packet per datagram), registered and kept
+ *              registered only while they echo the bridge's cookie and probes (docs/protocol.md
+ *              section 2; every decision is the core's, esp32b_udp_*); a receiver that asks
+ *              for FEC gets data and parity shards instead (the core's esp32_bridge::fec)
  *   status     on every receiver connect and on the last one's disconnect the core queues
  *              WIFI_CTRL_STATUS_CLIENT_CONNECTED for the GAP8, as aideck-esp-firmware does
  *   WiFi       access point (default, like the stock firmware: the deck is 192.168.4.1) or station
@@ -232,14 +232,10 @@ static void tcp_server_task(void *arg)
 
 /* ---- WiFi side: UDP receivers ---------------------------------------------------------------- */
 
-#define UDP_PEERS CONFIG_GAPSTREAM_MAX_CLIENTS
-#define UDP_EXPIRY_MS 10000
-static struct {
-    struct sockaddr_in addr;
-    int32_t id; /* < 0: free */
-    TickType_t last_seen;
-} udp_peers[UDP_PEERS];
-
+/* Which addresses get the stream, for how long, and what to answer is all the core's (the same
+ * registration as the host bridge's: esp32_bridge::cookie::Gate): this task only moves datagrams
+ * between the socket and esp32b_udp_received / esp32b_udp_next, and keeps the core's timers
+ * running with esp32b_udp_tick. */
 static void udp_task(void *arg)
 {
     int s = socket(AF_INET, SOCK_DGRAM, IPPROTO_UDP);
@@ -252,8 +248,6 @@ static void udp_task(void *arg)
         ESP_LOGE(TAG, "cannot bind UDP port %d", CONFIG_GAPSTREAM_UDP_PORT);
         vTaskDelete(NULL);
     }
-    for (int i = 0; i < UDP_PEERS; i++)
-        udp_peers[i].id = -1;
     uint8_t *buf = malloc(ESP32B_UDP_DATAGRAM_MAX + 16);
     if (buf == NULL)
         abort();
@@ -263,58 +257,35 @@ static void udp_task(void *arg)
         struct sockaddr_in from;
         socklen_t fl = sizeof from;
         int n = recvfrom(s, buf, ESP32B_UDP_DATAGRAM_MAX + 16, 0, (struct sockaddr *) &from, &fl);
-        TickType_t now = xTaskGetTickCount();
-        LOCKED(esp32b_tick(core, (uint32_t) (now * portTICK_PERIOD_MS)));
+        uint32_t now_ms = (uint32_t) (xTaskGetTickCount() * portTICK_PERIOD_MS);
         if (n >= 0) {
-            int slot = -1, free_slot = -1;
-            for (int i = 0; i < UDP_PEERS; i++) {
-                if (udp_peers[i].id >= 0 && udp_peers[i].addr.sin_addr.s_addr == from.sin_addr.s_addr &&
-                    udp_peers[i].addr.sin_port == from.sin_port)
-                    slot = i;
-                else if (udp_peers[i].id < 0 && free_slot < 0)
-                    free_slot = i;
-            }
-            if (slot < 0 && free_slot >= 0) {
-                /* Not a client: the cookie exchange. Nothing larger than the datagram goes back,
-                 * and only the echo of the cookie sent to this address makes it a client. */
-                uint8_t reply[ESP32B_UDP_REPLY_MAX];
-                int32_t id = -1;
-                int32_t r = LOCKED(esp32b_udp_unproven(core, ntohl(from.sin_addr.s_addr), ntohs(from.sin_port), buf,
-                                                       (size_t) n, (uint32_t) (now * portTICK_PERIOD_MS), reply,
-                                                       sizeof reply, &id));
-                if (id >= 0) {
-                    udp_peers[free_slot].addr = from;
-                    udp_peers[free_slot].id = id;
-                    udp_peers[free_slot].last_seen = now;
-                    ESP_LOGI(TAG, "receiver %ld registered over UDP", (long) id);
-                    xEventGroupSetBits(events, EV_FOR_GAP8);
-                }
-                if (r > 0)
-                    sendto(s, reply, (size_t) r, MSG_DONTWAIT, (struct sockaddr *) &from, fl);
-            } else if (slot >= 0) {
-                udp_peers[slot].last_seen = now;
-                if (LOCKED(esp32b_client_datagram(core, (uint32_t) udp_peers[slot].id, buf, (size_t) n)) > 0)
-                    xEventGroupSetBits(events, EV_FOR_GAP8);
-            }
-        }
-        for (int i = 0; i < UDP_PEERS; i++) {
-            if (udp_peers[i].id < 0)
-                continue;
-            if (now - udp_peers[i].last_seen > pdMS_TO_TICKS(UDP_EXPIRY_MS)) {
-                LOCKED(esp32b_client_remove(core, (uint32_t) udp_peers[i].id));
-                udp_peers[i].id = -1;
+            uint8_t reply[ESP32B_UDP_REPLY_MAX];
+            size_t reply_len = 0;
+            int32_t r = LOCKED(esp32b_udp_received(core, ntohl(from.sin_addr.s_addr), ntohs(from.sin_port), buf,
+                                                   (size_t) n, now_ms, reply, sizeof reply, &reply_len));
+            if (r > 0)
                 xEventGroupSetBits(events, EV_FOR_GAP8);
-                continue;
-            }
-            for (int k = 0; k < 8; k++) { /* a few datagrams per peer per round */
-                int32_t m = LOCKED(esp32b_client_next(core, (uint32_t) udp_peers[i].id, buf, ESP32B_UDP_DATAGRAM_MAX + 16));
-                if (m <= 0)
-                    break;
-                if (sendto(s, buf, (size_t) m, MSG_DONTWAIT, (struct sockaddr *) &udp_peers[i].addr,
-                           sizeof udp_peers[i].addr) < 0)
-                    break; /* socket busy: the datagram stays queued (the core drops frames if it lasts) */
-                LOCKED(esp32b_client_sent(core, (uint32_t) udp_peers[i].id, (size_t) m));
-            }
+            if (reply_len > 0) /* a cookie, or the welcome: never larger than what came in */
+                sendto(s, reply, reply_len, MSG_DONTWAIT, (struct sockaddr *) &from, fl);
+        }
+        if (LOCKED(esp32b_udp_tick(core, now_ms)) > 0)
+            xEventGroupSetBits(events, EV_FOR_GAP8); /* "client disconnected" if it was the last one */
+        for (int k = 0; k < 8 * CONFIG_GAPSTREAM_MAX_CLIENTS; k++) { /* a few datagrams per client per round */
+            uint32_t ip;
+            uint16_t port;
+            int32_t client;
+            int32_t m = LOCKED(esp32b_udp_next(core, now_ms, buf, ESP32B_UDP_DATAGRAM_MAX + 16, &ip, &port, &client));
+            if (m <= 0)
+                break;
+            struct sockaddr_in to = {
+                .sin_family = AF_INET,
+                .sin_port = htons(port),
+                .sin_addr.s_addr = htonl(ip),
+            };
+            if (sendto(s, buf, (size_t) m, MSG_DONTWAIT, (struct sockaddr *) &to, sizeof to) < 0)
+                break; /* socket busy: a stream packet stays queued (the core drops frames if it lasts) */
+            if (client >= 0)
+                LOCKED(esp32b_client_sent(core, (uint32_t) client, (size_t) m));
         }
     }
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use esp32_bridge::cookie::GateConfig;
 use esp32_bridge::fec::FecConfig;
 use esp32_bridge::forward::{Config, UpstreamPolicy};
 use esp32_bridge::host::{HostBridge, HostConfig};
@@ -154,7 +155,10 @@ fn main() -> ExitCode {
             ..Config::default()
         },
         verbose: true,
-        udp_clients_per_source: a.udp_clients_per_source,
+        udp: GateConfig {
+            clients_per_ip: a.udp_clients_per_source,
+            ..GateConfig::default()
+        },
         ..HostConfig::default()
     };
     let bridge = match HostBridge::start(cfg) {

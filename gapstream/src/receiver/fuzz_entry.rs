@@ -3,6 +3,7 @@
 //! way [`super::run`] drives them (one malformed report per garbled stretch).
 
 use super::*;
+use gapstream_protocol::cpx::StreamDecoder;
 
 /// What the receiver's stock session makes of `bytes` arriving in pieces of `chunk` bytes:
 /// every frame delivered (`width`, `height`, pixel bytes) and the number of malformed reports.
