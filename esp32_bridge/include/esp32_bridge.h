@@ -64,6 +64,25 @@ int32_t esp32b_client_datagram(esp32b_t *h, uint32_t id, const uint8_t *data, si
 int32_t esp32b_client_next(esp32b_t *h, uint32_t id, uint8_t *out, size_t cap);
 int32_t esp32b_client_sent(esp32b_t *h, uint32_t id, size_t n);
 
+/* Forward error correction for UDP clients (docs/stream.md, "Forward error correction"). A
+ * registered UDP client that sends the request datagram "GF" 12 00 (through esp32b_udp_received,
+ * like its loss reports "GF" 13 ...) gets data and parity shards from esp32b_udp_next instead of
+ * bare CPX packets, at most ESP32B_UDP_DATAGRAM_MAX bytes each; esp32b_udp_tick also closes the
+ * blocks whose timeout passed. esp32b_fec_configure: the settings (NULL: on, k = 40, n = 50,
+ * 5 ms, fixed). */
+#define ESP32B_UDP_DATAGRAM_MAX 1036
+typedef struct {
+    uint8_t enabled;  /* non-zero: grant FEC requests */
+    uint8_t k;        /* data shards per block, 1..128 */
+    uint8_t parity;   /* parity shards per k (n - k); the adaptive mode starts here */
+    uint8_t adaptive; /* non-zero: move the parity between floor and ceiling from loss reports */
+    uint8_t floor;
+    uint8_t ceiling;
+    uint16_t reserved;
+    uint32_t timeout_ms; /* a block of single-packet messages closes this long after its first */
+} esp32b_fec_config_t;
+int32_t esp32b_fec_configure(esp32b_t *h, const esp32b_fec_config_t *cfg);
+
 /* UDP clients: the registration (docs/protocol.md section 2), all decided by the core. An address
  * gets the stream only while it echoes tokens the bridge sent to it recently: a cookie to
  * register, then a probe every second; before that it gets nothing but a cookie of its request's

@@ -17,6 +17,7 @@ use core::ffi::c_int;
 use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use crate::cookie::{Control, Datagram, Event, Gate, GateConfig, Outcome};
+use crate::fec::{Fec, FecConfig};
 use crate::forward::{Bridge, BridgeError, Config, Transport, UpstreamPolicy};
 use crate::spi_slave::{BUFFER_LEN, SpiSlave};
 
@@ -33,6 +34,29 @@ pub const ESP32B_ECPX: i32 = -4;
 /// Largest reply of [`esp32b_udp_received`] (`ESP32B_UDP_REPLY_MAX`): every datagram of the
 /// registration is this long.
 pub const ESP32B_UDP_REPLY_MAX: usize = crate::cookie::DATAGRAM_LEN;
+
+/// Largest datagram [`esp32b_udp_next`] gives a UDP client (`ESP32B_UDP_DATAGRAM_MAX`): a
+/// FEC parity shard of a full CPX packet (10-byte header, 2-byte length prefix, 1,024 bytes).
+pub const ESP32B_UDP_DATAGRAM_MAX: usize = crate::fec::MAX_DATAGRAM;
+
+/// FEC settings (`esp32b_fec_config_t`, `docs/stream.md` "Forward error correction").
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Esp32bFecConfig {
+    /// Non-zero: grant the UDP clients' FEC requests.
+    pub enabled: u8,
+    /// Data shards per block (1..=128).
+    pub k: u8,
+    /// Parity shards per `k` (n - k); the adaptive mode's start.
+    pub parity: u8,
+    /// Non-zero: adaptive mode between `floor` and `ceiling` parity shards per `k`.
+    pub adaptive: u8,
+    pub floor: u8,
+    pub ceiling: u8,
+    pub reserved: u16,
+    /// A block of single-packet messages closes this long after its first packet.
+    pub timeout_ms: u32,
+}
 
 /// Bridge configuration (`esp32b_config_t`). Zero fields take the defaults.
 #[repr(C)]
@@ -60,6 +84,7 @@ pub struct Esp32bStats {
 }
 
 const _: () = {
+    assert!(core::mem::size_of::<Esp32bFecConfig>() == 12);
     assert!(core::mem::size_of::<Esp32bConfig>() == 24);
     assert!(core::mem::size_of::<Esp32bStats>() == 40);
     assert!(core::mem::offset_of!(Esp32bStats, clients) == 32);
@@ -80,6 +105,8 @@ pub struct Esp32b {
     /// The caller's 32-bit millisecond clock, extended to 64 bits.
     last_ms: u32,
     now_ms: u64,
+    /// FEC for the UDP clients that ask ([`esp32b_fec_configure`]; on with the defaults).
+    fec: Fec,
 }
 
 impl Esp32b {
@@ -185,6 +212,7 @@ pub unsafe extern "C" fn esp32b_new(cfg: *const Esp32bConfig) -> *mut Esp32b {
         slave: SpiSlave::new(),
         transports: alloc::vec::Vec::new(),
         udp_gate: None,
+        fec: Fec::new(FecConfig::default()),
         udp_probes: VecDeque::new(),
         udp_cursor: 0,
         last_ms: 0,
@@ -359,6 +387,14 @@ pub unsafe extern "C" fn esp32b_udp_received(
     let Some(gate) = h.udp_gate.as_mut() else {
         return 0;
     };
+    if gapstream_fec::wire::is_fec(d) {
+        // A registered client's FEC request or loss report: for the FEC state, not the core.
+        let from = ipv4(ip, port);
+        if let Some((_, id)) = gate.clients().find(|(a, _)| *a == from) {
+            h.fec.client_datagram(id, d);
+        }
+        return 0;
+    }
     let mut send = |b: &Datagram| {
         out[..b.len()].copy_from_slice(b);
         *reply_len = b.len();
@@ -426,6 +462,11 @@ pub unsafe extern "C" fn esp32b_udp_tick(h: *mut Esp32b, now_ms: u32) -> i32 {
             }
         },
     );
+    // FEC: blocks whose timeout passed close (their parity goes out through esp32b_udp_next);
+    // clients that are gone keep no state.
+    let transports = &h.transports;
+    h.fec.retain(|id| transports.iter().any(|(c, _)| *c == id));
+    h.fec.tick(now);
     ended
 }
 
@@ -489,18 +530,17 @@ pub unsafe extern "C" fn esp32b_udp_next(
         if !gate.sendable(id, now) {
             continue;
         }
-        let Some((bytes, range)) = h.bridge.next_for_client(id) else {
+        // A CPX packet, or for a FEC client a data or parity shard.
+        let Some(len) = h.fec.next_datagram(&mut h.bridge, id, now, out) else {
+            if h.fec.has_work(&h.bridge, id) {
+                return ESP32B_EINVAL;
+            }
             continue;
         };
-        let src = &bytes[range];
-        if src.len() > out.len() {
-            return ESP32B_EINVAL;
-        }
-        out[..src.len()].copy_from_slice(src);
         to(a);
         *client = i32::try_from(id).unwrap_or(-1);
         h.udp_cursor = i + 1;
-        return count(src.len());
+        return count(len);
     }
     0
 }
@@ -516,6 +556,7 @@ pub unsafe extern "C" fn esp32b_client_remove(h: *mut Esp32b, id: u32) -> i32 {
         return ESP32B_EINVAL;
     };
     h.transports.retain(|(c, _)| *c != id);
+    h.fec.forget(id);
     if let Some(g) = h.udp_gate.as_mut()
         && g.remove(&mut h.bridge, id)
     {
@@ -619,10 +660,44 @@ pub unsafe extern "C" fn esp32b_client_sent(h: *mut Esp32b, id: u32, n: usize) -
     let Some(h) = (unsafe { handle(h) }) else {
         return ESP32B_EINVAL;
     };
-    if h.transport(id).is_none() {
-        return ESP32B_ENOCLIENT;
+    match h.transport(id) {
+        None => return ESP32B_ENOCLIENT,
+        Some(Transport::Udp) => {
+            let now = h.now_ms;
+            h.fec.datagram_sent(&mut h.bridge, id, now);
+        }
+        Some(Transport::Tcp) => h.bridge.client_sent(id, n),
     }
-    h.bridge.client_sent(id, n);
+    0
+}
+
+/// FEC settings for the UDP clients that ask for it (`cfg` null: the defaults, k = 40, n = 50,
+/// 5 ms, fixed). Clients already using FEC keep their state. `ESP32B_EINVAL` for impossible
+/// values (k outside 1..=128, k + parity above 256, floor above ceiling).
+///
+/// # Safety
+/// See [`handle`]; `cfg` null or pointing to an `esp32b_fec_config_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn esp32b_fec_configure(h: *mut Esp32b, cfg: *const Esp32bFecConfig) -> i32 {
+    // SAFETY: caller contract.
+    let Some(h) = (unsafe { handle(h) }) else {
+        return ESP32B_EINVAL;
+    };
+    // SAFETY: caller contract.
+    let c = match unsafe { cfg.as_ref() } {
+        None => FecConfig::default(),
+        Some(c) => FecConfig {
+            enabled: c.enabled != 0,
+            k: c.k,
+            parity: c.parity,
+            timeout_ms: c.timeout_ms,
+            adaptive: (c.adaptive != 0).then_some((c.floor, c.ceiling)),
+        },
+    };
+    if c.validate().is_err() {
+        return ESP32B_EINVAL;
+    }
+    h.fec = Fec::new(c);
     0
 }
 

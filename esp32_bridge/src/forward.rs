@@ -580,6 +580,19 @@ impl Bridge {
         self.client(id).is_some_and(|c| !c.queue.is_empty())
     }
 
+    /// Bytes queued for a client (not yet handed to its socket).
+    pub fn client_queued_bytes(&self, id: ClientId) -> Option<usize> {
+        self.client(id).map(|c| c.queued_bytes)
+    }
+
+    /// True when there are clients and every one has at least `bytes` queued: the WiFi side is
+    /// the bottleneck, and taking more from the GAP8 would only drop frames for all of them
+    /// (a WiFi model serving the SPI side only while this is false passes the backpressure on
+    /// to the GAP8, as an ESP32 that stops arming SPI transactions does).
+    pub fn wifi_backlogged(&self, bytes: usize) -> bool {
+        !self.clients.is_empty() && self.clients.iter().all(|c| c.queued_bytes >= bytes)
+    }
+
     /// The unwritten rest of the head message towards the GAP8.
     pub fn next_for_spi(&self) -> Option<(Arc<[u8]>, Range<usize>)> {
         let m = self.to_spi.front()?;

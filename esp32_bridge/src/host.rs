@@ -28,7 +28,9 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::Notify;
 
 use crate::cookie::{Event, Gate, GateConfig, Outcome};
+use crate::fec::{Fec, FecClientStats, FecConfig};
 use crate::forward::{Bridge, BridgeError, ClientId, Config, Transport};
+use crate::netsim::{Air, LossChannel, LossModel, WifiModel};
 
 /// Where the host bridge listens and how patient it is.
 #[derive(Clone, Debug)]
@@ -42,6 +44,13 @@ pub struct HostConfig {
     pub client_write_timeout: Duration,
     /// Print one line per connection event on stderr.
     pub verbose: bool,
+    /// Forward error correction for the UDP clients that ask for it ([`crate::fec`]).
+    pub fec: FecConfig,
+    /// The WiFi model: a rate shared by all clients and backpressure to the SPI side (`None`:
+    /// as fast as the sockets go).
+    pub wifi: Option<WifiModel>,
+    /// Loss on the UDP output (tests and demos).
+    pub udp_loss: Option<LossModel>,
 }
 
 impl Default for HostConfig {
@@ -54,6 +63,9 @@ impl Default for HostConfig {
             udp: GateConfig::default(),
             client_write_timeout: Duration::from_secs(3),
             verbose: false,
+            fec: FecConfig::default(),
+            wifi: None,
+            udp_loss: None,
         }
     }
 }
@@ -68,6 +80,16 @@ struct Shared {
     refusals: Mutex<RateLimitedLog>,
     refused: AtomicU64,
     verbose: bool,
+    /// FEC state of the UDP clients. Lock order: `udp`, then `fec`, then `core`.
+    fec: Mutex<Fec>,
+    /// The FEC's millisecond clock starts here.
+    start: Instant,
+    /// The WiFi model's channel and queue limit.
+    air: Option<Air>,
+    wifi_queue: Option<usize>,
+    loss: Option<LossModel>,
+    loss_channels: Mutex<HashMap<ClientId, LossChannel>>,
+    udp_lost: AtomicU64,
 }
 
 /// The UDP registration and its clock.
@@ -135,6 +157,22 @@ impl Shared {
     fn udp(&self) -> std::sync::MutexGuard<'_, UdpGate> {
         self.udp.lock().unwrap_or_else(|e| e.into_inner())
     }
+    fn fec(&self) -> std::sync::MutexGuard<'_, Fec> {
+        self.fec.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+    /// Whether the loss model drops the next datagram to client `id`.
+    fn lose_datagram(&self, id: ClientId) -> bool {
+        let Some(m) = &self.loss else { return false };
+        self.loss_channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(id)
+            .or_insert_with(|| m.channel(u64::from(id)))
+            .lose()
+    }
     fn wake_clients(&self) {
         for n in self
             .wakers
@@ -171,6 +209,7 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
+        self.fec().forget(id);
         let left = self.core().remove_client(id);
         if let Some(st) = left {
             // The last client leaving queues WIFI_CTRL "client disconnected" for the GAP8.
@@ -201,8 +240,18 @@ impl HostBridge {
             .thread_name("esp32-bridge")
             .enable_all()
             .build()?;
+        cfg.fec
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let shared = Arc::new(Shared {
             core: Mutex::new(Bridge::new(cfg.core)),
+            fec: Mutex::new(Fec::new(cfg.fec)),
+            start: Instant::now(),
+            air: cfg.wifi.map(|w| Air::new(w.mbps)),
+            wifi_queue: cfg.wifi.map(|w| w.queue_bytes),
+            loss: cfg.udp_loss,
+            loss_channels: Mutex::new(HashMap::new()),
+            udp_lost: AtomicU64::new(0),
             wakers: Mutex::new(HashMap::new()),
             spi_notify: Notify::new(),
             udp_notify: Notify::new(),
@@ -214,8 +263,13 @@ impl HostBridge {
             refused: AtomicU64::new(0),
             verbose: cfg.verbose,
         });
+        let small_spi_buffer = cfg.wifi.is_some();
         let (spi, tcp, udp) = runtime.block_on(async {
-            let spi = TcpListener::bind(cfg.spi_listen).await?;
+            let spi = if small_spi_buffer {
+                spi_listener_for_wifi_model(cfg.spi_listen)?
+            } else {
+                TcpListener::bind(cfg.spi_listen).await?
+            };
             let tcp = TcpListener::bind(cfg.tcp_listen).await?;
             let udp = match cfg.udp_listen {
                 Some(a) => Some(Arc::new(UdpSocket::bind(a).await?)),
@@ -261,6 +315,16 @@ impl HostBridge {
         self.shared.udp().gate.stats()
     }
 
+    /// Datagrams the loss model dropped on the UDP output.
+    pub fn udp_lost(&self) -> u64 {
+        self.shared.udp_lost.load(Ordering::Relaxed)
+    }
+
+    /// FEC counters of every client that asked for it, summed.
+    pub fn fec_totals(&self) -> FecClientStats {
+        self.shared.fec().totals()
+    }
+
     /// Runs `f` on the core (for statistics).
     pub fn with_core<R>(&self, f: impl FnOnce(&Bridge) -> R) -> R {
         f(&self.shared.core())
@@ -300,6 +364,23 @@ impl Drop for HostBridge {
     }
 }
 
+/// The SPI-side listener under the WiFi model. Its backpressure must reach the GAP8 after a few
+/// packets, not after the megabytes a localhost connection buffers (a real SPI link holds one
+/// packet): a 16 KiB receive buffer, and segments of an Ethernet MSS instead of loopback's 64 KiB
+/// (with 64 KiB segments a small window never reopens by one segment and the sender falls back to
+/// zero-window probes, and the sender's buffer grows with its window of ten such segments).
+fn spi_listener_for_wifi_model(addr: SocketAddr) -> io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.set_recv_buffer_size(16 * 1024)?;
+    s.set_tcp_mss(1460)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(4)?;
+    TcpListener::from_std(s.into())
+}
+
 async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
     let mut current: Option<tokio::task::JoinHandle<()>> = None;
     loop {
@@ -332,8 +413,22 @@ async fn spi_side(listener: TcpListener, shared: Arc<Shared>) {
                     }
                 }
             });
-            let mut buf = vec![0u8; 64 * 1024];
+            // Under the WiFi model the SPI side reads about a packet at a time and waits while
+            // every client's queue is full.
+            let mut buf = vec![
+                0u8;
+                if sh.wifi_queue.is_some() {
+                    2048
+                } else {
+                    64 * 1024
+                }
+            ];
             loop {
+                if let Some(q) = sh.wifi_queue {
+                    while sh.core().wifi_backlogged(q) {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
                 match rd.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
@@ -404,7 +499,12 @@ async fn tcp_client(
         loop {
             let work = sh.core().next_for_client(id);
             match work {
-                Some((bytes, r)) => {
+                Some((bytes, mut r)) => {
+                    if let Some(air) = &sh.air {
+                        // A TCP segment's worth at a time, each after its airtime.
+                        r.end = r.end.min(r.start + 1460);
+                        tokio::time::sleep_until(air.reserve(r.len()).into()).await;
+                    }
                     match tokio::time::timeout(write_timeout, wr.write(&bytes[r])).await {
                         Ok(Ok(n)) if n > 0 => sh.core().client_sent(id, n),
                         Ok(_) => return "connection closed",
@@ -445,6 +545,25 @@ async fn udp_reader(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
             continue;
         };
         let d = &buf[..n];
+        // A registered client's FEC request or loss report (`crate::fec`): for the FEC state, not
+        // the forwarding core.
+        if gapstream_fec::wire::is_fec(d) {
+            let id = shared
+                .udp()
+                .gate
+                .clients()
+                .find(|(a, _)| *a == peer)
+                .map(|(_, id)| id);
+            match id {
+                Some(id) => {
+                    shared.fec().client_datagram(id, d);
+                }
+                None => shared.refuse(format_args!(
+                    "UDP {peer}: FEC datagram from an unregistered address"
+                )),
+            }
+            continue;
+        }
         let outcome = {
             let mut u = shared.udp();
             let now = u.now_ms();
@@ -490,12 +609,17 @@ async fn udp_reader(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
 }
 
 async fn udp_writer(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
+    let mut buf = vec![0u8; 2048];
     loop {
         let (start, peers) = {
             let u = shared.udp();
             let peers: Vec<(SocketAddr, ClientId)> = u.gate.clients().collect();
             (u.start, peers)
         };
+        // Clients the registration dropped keep no FEC state.
+        shared
+            .fec()
+            .retain(|id| peers.iter().any(|(_, p)| *p == id));
         let mut sent_any = false;
         for (addr, id) in peers {
             // A few datagrams per client per round, so one client cannot starve the others.
@@ -505,17 +629,46 @@ async fn udp_writer(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
                 if !shared.udp().gate.sendable(id, now) {
                     break;
                 }
-                let work = shared.core().next_for_client(id);
-                let Some((bytes, r)) = work else { break };
-                let n = r.len();
-                // A failed send (for example ECONNREFUSED from a closed port) loses this datagram only.
-                let _ = sock.send_to(&bytes[r], addr).await;
-                shared.core().client_sent(id, n);
+                let fec_now = shared.now_ms();
+                let n = {
+                    let mut fec = shared.fec();
+                    let mut core = shared.core();
+                    fec.next_datagram(&mut core, id, fec_now, &mut buf)
+                };
+                let Some(n) = n else { break };
+                if let Some(air) = &shared.air {
+                    tokio::time::sleep_until(air.reserve(n).into()).await;
+                }
+                if shared.lose_datagram(id) {
+                    shared.udp_lost.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    // A failed send (for example ECONNREFUSED from a closed port) loses this datagram only.
+                    let _ = sock.send_to(&buf[..n], addr).await;
+                }
+                {
+                    let mut fec = shared.fec();
+                    let mut core = shared.core();
+                    fec.datagram_sent(&mut core, id, fec_now);
+                }
                 sent_any = true;
             }
         }
         if !sent_any {
-            shared.udp_notify.notified().await;
+            // Nothing queued: wait for the core, or for the FEC block timeout to close a block.
+            let deadline = shared.fec().next_deadline();
+            match deadline {
+                Some(t) => {
+                    let wait = t.saturating_sub(shared.now_ms()).max(1);
+                    let _ = tokio::time::timeout(
+                        Duration::from_millis(wait),
+                        shared.udp_notify.notified(),
+                    )
+                    .await;
+                    let now = shared.now_ms();
+                    shared.fec().tick(now);
+                }
+                None => shared.udp_notify.notified().await,
+            }
         }
     }
 }
@@ -1243,6 +1396,104 @@ mod tests {
             }
             assert!(t0.elapsed() < Duration::from_secs(5));
         }
+    }
+
+    /// Under the WiFi model the GAP8 is held back instead of frames being dropped: a GAP8 that
+    /// writes as fast as it can gets through at the air rate (never faster), the client loses
+    /// nothing, and what waits in the bridge stays within a frame or two.
+    #[test]
+    fn the_wifi_model_paces_the_air_and_holds_the_gap8_back() {
+        let b = HostBridge::start(HostConfig {
+            wifi: Some(WifiModel {
+                mbps: 8.0,
+                queue_bytes: 32 * 1024,
+            }),
+            ..local()
+        })
+        .unwrap();
+        let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
+        // As the simulated drone's link does: a send buffer of about one SPI burst.
+        socket2::SockRef::from(&gap8)
+            .set_send_buffer_size(16 * 1024)
+            .unwrap();
+        let mut client = StdTcp::connect(b.tcp_addr).unwrap();
+        let t0 = Instant::now();
+        while b.with_core(|c| c.client_ids().count()) < 1 {
+            assert!(t0.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let written = Arc::new(AtomicU64::new(0));
+        let w = written.clone();
+        let writer = std::thread::spawn(move || {
+            for k in 0..40u8 {
+                let m = message(k, 20_000, Target::Gap8, Target::WifiHost);
+                if gap8.write_all(&m).is_err() {
+                    return;
+                }
+                w.fetch_add(m.len() as u64, Ordering::Relaxed);
+            }
+        });
+        let start = Instant::now();
+        let got = read_messages(&mut client, 12);
+        let secs = start.elapsed().as_secs_f64();
+        let bytes: usize = got.iter().map(Vec::len).sum();
+        // 1 MB/s on the air: 12 messages of ~20 KB take at least ~0.24 s, whatever the machine.
+        assert!(bytes as f64 / secs <= 1.1e6, "{} B/s", bytes as f64 / secs);
+        for (k, m) in got.iter().enumerate() {
+            assert_eq!(m, &message(k as u8, 20_000, Target::Gap8, Target::WifiHost));
+        }
+        // The GAP8 is held back: it got at most the queue, a message in flight and the small
+        // socket buffers ahead of what the client received.
+        let ahead = written.load(Ordering::Relaxed) as i64 - bytes as i64;
+        eprintln!(
+            "the GAP8 ran {ahead} bytes ahead of the client, {:.0} B/s",
+            bytes as f64 / secs
+        );
+        assert!(ahead < 150_000, "the GAP8 ran {ahead} bytes ahead");
+        assert!(b.with_core(|c| c.client_stats(1).unwrap().frames_dropped) == 0);
+        drop(client);
+        b.stop();
+        let _ = writer.join();
+    }
+
+    /// The loss model drops about the asked share of the UDP output, reproducibly per seed.
+    #[test]
+    fn udp_loss_drops_datagrams_on_the_output() {
+        let b = HostBridge::start(HostConfig {
+            udp_loss: Some(LossModel::parse("20", 3).unwrap()),
+            ..local()
+        })
+        .unwrap();
+        let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
+        let udp = StdUdp::bind("127.0.0.1:0").unwrap();
+        let _reg = register(&udp, b.udp_addr.unwrap()).unwrap();
+        let t0 = Instant::now();
+        while b.with_core(|c| c.client_ids().count()) < 1 {
+            assert!(t0.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        udp.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let mut n = 0u64;
+            while let Ok((k, _)) = udp.recv_from(&mut buf) {
+                // The registration's probes are not stream datagrams.
+                if buf[..k.min(2)] != *b"GS" {
+                    n += 1;
+                }
+            }
+            n
+        });
+        for k in 0..10 {
+            gap8.write_all(&message(k, 20_000, Target::Gap8, Target::WifiHost))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let n = reader.join().unwrap();
+        let lost = b.udp_lost();
+        assert_eq!(n + lost, 200, "{n} received, {lost} lost");
+        assert!((20..=60).contains(&lost), "{lost} of 200 lost at 20 %");
     }
 
     #[test]

@@ -105,6 +105,10 @@ fn the_same_constants() {
     assert_eq!(define("ESP32B_ECPX"), ESP32B_ECPX as i64);
     assert_eq!(define("ESP32B_UDP_REPLY_MAX"), ESP32B_UDP_REPLY_MAX as i64);
     assert_eq!(
+        define("ESP32B_UDP_DATAGRAM_MAX"),
+        esp32_bridge::capi::ESP32B_UDP_DATAGRAM_MAX as i64
+    );
+    assert_eq!(
         define("ESP32B_SPI_BUFFER_LEN"),
         esp32_bridge::spi_slave::BUFFER_LEN as i64
     );

@@ -8,6 +8,8 @@
 _Static_assert(sizeof(esp32b_config_t) == 24, "esp32b_config_t size");
 _Static_assert(sizeof(esp32b_stats_t) == 40, "esp32b_stats_t size");
 _Static_assert(offsetof(esp32b_stats_t, clients) == 32, "esp32b_stats_t.clients");
+_Static_assert(sizeof(esp32b_fec_config_t) == 12, "esp32b_fec_config_t size");
+_Static_assert(offsetof(esp32b_fec_config_t, timeout_ms) == 8, "esp32b_fec_config_t.timeout_ms");
 
 #define CHECK(c)                                                               \
     do {                                                                       \
@@ -111,6 +113,30 @@ int main(void)
     CHECK(to_ip == ip && to_port == 4000 && client >= 0 && memcmp(out, rx, n) == 0);
     CHECK(esp32b_client_sent(h, (uint32_t) client, n) == 0);
     CHECK(esp32b_udp_next(h, 30, out, sizeof out, &to_ip, &to_port, &client) == 0);
+    /* FEC: the client asks for it; the next packet comes as a data shard, and its block (one
+     * single-packet message) closes after the 5 ms timeout with one parity shard
+     * (ceil(1 * 2 / 4) = 1) of 2 + n bytes. */
+    esp32b_fec_config_t fc;
+    memset(&fc, 0, sizeof fc);
+    fc.enabled = 1;
+    fc.parity = 2;
+    fc.timeout_ms = 5;
+    CHECK(esp32b_fec_configure(h, &fc) == ESP32B_EINVAL); /* k = 0 */
+    fc.k = 4;
+    CHECK(esp32b_fec_configure(h, &fc) == 0);
+    CHECK(esp32b_udp_received(h, ip, 4000, (const uint8_t *) "GF\x12\0", 4, 30, reply, sizeof reply, &rl) == 0 && rl == 0);
+    n = packet(rx, 3, 4, msg, sizeof msg);
+    CHECK(esp32b_spi_complete(h, rx, sizeof rx) == 1);
+    CHECK(esp32b_udp_next(h, 30, out, 8, &to_ip, &to_port, &client) == ESP32B_EINVAL);
+    CHECK(esp32b_udp_next(h, 30, out, sizeof out, &to_ip, &to_port, &client) == (int32_t) (10 + n));
+    CHECK(memcmp(out, "GF\x10", 3) == 0 && out[7] == 0 && memcmp(out + 10, rx, n) == 0 && client >= 0);
+    CHECK(esp32b_client_sent(h, (uint32_t) client, 10 + n) == 0);
+    CHECK(esp32b_udp_next(h, 30, out, sizeof out, &to_ip, &to_port, &client) == 0);
+    CHECK(esp32b_udp_tick(h, 40) == 0);
+    CHECK(esp32b_udp_next(h, 40, out, sizeof out, &to_ip, &to_port, &client) == (int32_t) (12 + n));
+    CHECK(memcmp(out, "GF\x11", 3) == 0 && out[7] == 1 && out[8] == 1 && out[9] == 1 && client >= 0);
+    CHECK(esp32b_client_sent(h, (uint32_t) client, 12 + n) == 0);
+    CHECK(esp32b_udp_next(h, 40, out, sizeof out, &to_ip, &to_port, &client) == 0);
     /* A probe after a second; without its echo the registration ends 5 s after the cookie. */
     CHECK(esp32b_udp_tick(h, 1100) == 0);
     CHECK(esp32b_udp_next(h, 1100, out, sizeof out, &to_ip, &to_port, &client) == 24 && client == -1);

@@ -16,6 +16,7 @@
 //! | `receiver_session` | [`gapstream_protocol::session::ReceiverSession`] fed what the drone sends (messages or raw CPX bytes) |
 //! | `stock_stream` | the stock `0xBC` header parser: `compat::StockReceiver` and the receiver's stock session, test-pattern stamps |
 //! | `bridge_client` | [`esp32_bridge::forward::Bridge`], the bridge's client side (TCP bytes, UDP datagrams) |
+//! | `fec_reassembly` | [`gapstream_fec::reassembler::Reassembler`] (FEC datagrams, forged and corrupted shards), the FEC header and control parsers, `esp32_bridge::fec` fed requests and reports |
 //! | `jpegls_decode` | [`gapstream_jpegls::decode`], the receiver's JPEG-LS decoder (any payload, truncated ones too) |
 //!
 //! Session and bridge inputs are a sequence of records `ctl u8, len u16 (little-endian), len
@@ -23,6 +24,7 @@
 
 pub mod bridge;
 pub mod cpx;
+pub mod fec;
 pub mod jpegls;
 pub mod seeds;
 pub mod session;
@@ -43,6 +45,7 @@ pub const TARGETS: &[Target] = &[
     ("receiver_session", session::receiver_session),
     ("stock_stream", stock::stock_stream),
     ("bridge_client", bridge::bridge_client),
+    ("fec_reassembly", fec::fec_reassembly),
     ("jpegls_decode", jpegls::jpegls_decode),
 ];
 

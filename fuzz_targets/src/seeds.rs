@@ -473,5 +473,68 @@ pub fn all() -> Vec<Seed> {
     push_record(&mut b, bridge::op::WRITE_CLIENT, &[]);
     seeds.push(seed("bridge_client", "udp-cookie-exchange", b));
 
+    seeds.extend(fec_seeds());
     seeds
+}
+
+/// FEC: genuine blocks with losses up to their parity, a forged and a corrupted parity shard,
+/// duplicates, reordering, clock jumps; and a bridge coding a stream for a client that asks for
+/// FEC and reports its losses.
+fn fec_seeds() -> Vec<Seed> {
+    use crate::fec::{genuine_block, op};
+    let mut out = Vec::new();
+    for (name, decoder) in [("rse", 0u8), ("own", 1u8)] {
+        let mut b = vec![decoder];
+        for blk in 0..12u32 {
+            let shards = genuine_block(blk);
+            let m = 1 + (blk % 3) as usize;
+            let ctl = op::GENUINE | ((blk as u8) << 3);
+            for (i, _) in shards.iter().enumerate() {
+                // Lose up to m shards of each block (data first), duplicate one.
+                if (i % 3 == 1) && i / 3 < m {
+                    continue;
+                }
+                push_record(&mut b, ctl, &[i as u8]);
+            }
+            push_record(&mut b, ctl, &[0]);
+            push_record(&mut b, op::CLOCK, &[3]);
+        }
+        // A parity shard corrupted in its symbol and one in its header, then the blocks time out.
+        let last = genuine_block(12);
+        let k = last.len() - 1 - (12 % 3) as usize;
+        for i in 1..last.len() {
+            let ctl = if i == k { op::CORRUPTED } else { op::GENUINE } | (12 << 3);
+            push_record(&mut b, ctl, &[i as u8, 20, 0x5A]);
+        }
+        push_record(&mut b, op::CORRUPTED | (13 << 3), &[0, 8, 0x01]);
+        push_record(&mut b, op::POLL, &[]);
+        push_record(&mut b, op::CLOCK | (31 << 3), &[]);
+        push_record(&mut b, op::POLL, &[]);
+        out.push(seed("fec_reassembly", format!("genuine-blocks-{name}"), b));
+    }
+    // The bridge's side: FEC asked for, a stream coded and received, reports, forged reports.
+    let mut b = vec![0u8];
+    push_record(&mut b, op::TO_BRIDGE, b"GF\x12\x00");
+    for t in 0..6u8 {
+        push_record(&mut b, op::BRIDGE_SENDS, &[60, t, 3 * t, 0, 0]);
+        push_record(&mut b, op::CLOCK, &[10]);
+        let (r, n) = gapstream_fec::wire::Control::Report(gapstream_fec::wire::Report {
+            received: 40 * u32::from(t),
+            lost: u32::from(t),
+            unrecoverable: 0,
+            worst: u16::from(t),
+        })
+        .encode();
+        push_record(&mut b, op::TO_BRIDGE, &r[..n]);
+    }
+    push_record(&mut b, op::TO_BRIDGE, b"GF\x13\x00garbage");
+    push_record(
+        &mut b,
+        op::FORGED_HEADER,
+        &[0x11, 5, 0, 0, 0, 9, 3, 7, 1, 2, 3],
+    );
+    push_record(&mut b, op::RAW, &[0x47, 0x46, 0x10]);
+    push_record(&mut b, op::POLL, &[]);
+    out.push(seed("fec_reassembly", "bridge-codes-a-stream", b));
+    out
 }

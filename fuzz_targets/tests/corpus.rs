@@ -66,6 +66,7 @@ fn name_path(name: &str) -> String {
         "drone_session" | "receiver_session" => "session",
         "stock_stream" => "stock",
         "bridge_client" => "bridge",
+        "fec_reassembly" => "fec",
         "jpegls_decode" => "jpegls",
         other => panic!("unknown target {other}"),
     };
@@ -164,4 +165,29 @@ proptest! {
 fn mutation_seeds() -> &'static [seeds::Seed] {
     static S: std::sync::OnceLock<Vec<seeds::Seed>> = std::sync::OnceLock::new();
     S.get_or_init(seeds::all)
+}
+
+/// The FEC seeds reach recovery, the corrupted-parity path and the bridge's coding: every
+/// genuine block with at most m losses comes out (72 datagrams in 12 blocks), parity rebuilds the
+/// lost ones, the corrupted parity is refused or rebuilds a datagram, the bridge's stream is
+/// received.
+#[test]
+fn fec_seeds_recover_lost_packets_and_drive_the_bridge() {
+    for s in seeds::all().iter().filter(|s| s.target == "fec_reassembly") {
+        let st = gapstream_fuzz_targets::fec::fec_reassembly_stats(&s.bytes);
+        eprintln!("{}: {st:?}", s.name);
+        if s.name.starts_with("genuine") {
+            let sent: usize = (0..12u32).map(|b| 3 + (b % 7) as usize).sum();
+            assert!(st.delivered as usize >= sent, "{}: {st:?}", s.name);
+            assert!(st.recovered >= 12, "{}: {st:?}", s.name);
+            assert!(st.duplicates >= 12, "{}: {st:?}", s.name);
+        } else {
+            assert!(
+                st.data_shards >= 50 && st.parity_shards >= 20,
+                "{}: {st:?}",
+                s.name
+            );
+            assert_eq!(st.unrecoverable_blocks, 0, "{}: {st:?}", s.name);
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`fec_rx`] | forward error correction over UDP, the receiver's side: the FEC request, `gapstream_fec`'s reassembler decoding with `reed-solomon-erasure`, loss reports |
 //! | [`images`] | frame sources (synthetic pattern, PGM/PNG folder, raw file), PNG/PGM I/O, Bayer demosaicing |
 //! | [`metrics`] | counters, latency percentiles, CPU / RSS / SoC temperature sampling, the 0.5 s metrics CSV |
 //! | [`viewer`] | live web viewer on localhost (page, `/frame.png`, `/stats.json`) |
@@ -28,6 +29,7 @@ macro_rules! out {
 }
 
 pub mod discovery;
+pub mod fec_rx;
 pub mod ground;
 pub mod images;
 pub mod mcap_out;

@@ -245,6 +245,75 @@ struct StreamOpts {
     /// expressions.
     #[arg(long, default_value = "aideck")]
     drone: String,
+    /// Over UDP: ask the bridge for forward error correction (parity packets that rebuild lost
+    /// ones; docs/stream.md). A bridge without it sends the plain stream.
+    #[arg(long)]
+    fec: bool,
+}
+
+/// What the demo's host bridge models (docs/stream.md, "The WiFi model and lossy UDP").
+#[derive(Args, Clone)]
+struct BridgeOpts {
+    /// The bridge's WiFi side in Mbit/s, shared by all receivers, with backpressure to the SPI
+    /// side: 10, what an AI-deck measured over its stock TCP path (Espressif's in-air best cases:
+    /// 20 TCP, 30 UDP). 0: as fast as the sockets go.
+    #[arg(long, default_value_t = 10.0, value_parser = mbps)]
+    wifi_mbps: f64,
+    /// The SPI side waits while every receiver has this many KiB queued.
+    #[arg(long, default_value_t = 32)]
+    wifi_queue_kib: usize,
+    /// Lose UDP datagrams on the bridge's way out: PERCENT (independent) or PERCENT:BURST (bursts
+    /// of BURST datagrams on average, Gilbert-Elliott), e.g. 5 or 10:4.
+    #[arg(long, value_name = "PERCENT[:BURST]")]
+    udp_loss: Option<String>,
+    /// Seed of the UDP loss (the same seed loses the same datagrams).
+    #[arg(long, default_value_t = 1)]
+    udp_loss_seed: u64,
+    /// FEC data packets per block.
+    #[arg(long, default_value_t = 40)]
+    fec_k: u8,
+    /// FEC block size with parity: n - k parity packets per k data packets.
+    #[arg(long, default_value_t = 50)]
+    fec_n: u16,
+    /// A FEC block of single-packet messages closes this long after its first packet (ms).
+    #[arg(long, default_value_t = 5)]
+    fec_timeout_ms: u32,
+    /// Adaptive FEC: parity per k follows the receiver's loss reports between FLOOR and CEILING,
+    /// e.g. 2:40.
+    #[arg(long, value_name = "FLOOR:CEILING")]
+    fec_adaptive: Option<String>,
+}
+
+impl BridgeOpts {
+    fn settings(&self) -> Result<run::BridgeSettings, String> {
+        let udp_loss = self
+            .udp_loss
+            .as_deref()
+            .map(|s| esp32_bridge::netsim::LossModel::parse(s, self.udp_loss_seed))
+            .transpose()?;
+        Ok(run::BridgeSettings {
+            wifi: (self.wifi_mbps > 0.0).then_some(esp32_bridge::netsim::WifiModel {
+                mbps: self.wifi_mbps,
+                queue_bytes: self.wifi_queue_kib.max(1) * 1024,
+            }),
+            udp_loss,
+            fec: esp32_bridge::fec::FecConfig::from_cli(
+                true,
+                self.fec_k,
+                self.fec_n,
+                self.fec_timeout_ms,
+                self.fec_adaptive.as_deref(),
+            )?,
+        })
+    }
+}
+
+/// Mbit/s: 0 (unpaced) or a positive rate.
+fn mbps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=100_000.0).contains(&v) => Ok(v),
+        _ => Err("must be a rate in Mbit/s (0: unpaced)".into()),
+    }
 }
 
 #[derive(Args, Clone)]
@@ -310,6 +379,8 @@ struct DemoArgs {
     security: SecurityOpts,
     #[command(flatten)]
     stream: StreamOpts,
+    #[command(flatten)]
+    bridge: BridgeOpts,
     /// Save every verified frame as PNG into this folder.
     #[arg(long)]
     record: Option<PathBuf>,
@@ -367,6 +438,13 @@ struct BenchArgs {
     /// Output CSV.
     #[arg(long, default_value = "target/bench/stream.csv")]
     csv: PathBuf,
+    /// Frames of each loss run (udp, udp+fec and udp+fec-adaptive at 0, 1, 5 and 10 % loss, the
+    /// 10 % in bursts of 4), distinct and checked byte for byte; 0: no loss runs.
+    #[arg(long, default_value_t = 1800)]
+    loss_frames: u64,
+    /// Camera frame rate of the loss runs.
+    #[arg(long, default_value_t = 30.0, value_parser = frame_rate)]
+    loss_fps: f64,
 }
 
 /// A number of seconds above 0 (a duration of 0 would stop before anything ran; leave the option
@@ -475,6 +553,7 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
         keylog: None,
         source: stream.drone.clone(),
         keys: None,
+        fec: stream.fec,
     })
 }
 
@@ -611,7 +690,9 @@ fn main() -> ExitCode {
                 count: a.listeners,
                 leave_after: a.listeners_leave_after.map(Duration::from_secs_f64),
             };
-            run::demo(node, s, listeners, a.keys_dir.as_deref(), stop).map_err(|e| e.to_string())
+            let bridge = a.bridge.settings()?;
+            run::demo(node, s, bridge, listeners, a.keys_dir.as_deref(), stop)
+                .map_err(|e| e.to_string())
         })(),
         Cmd::View(a) => (|| {
             let mut s = settings(&a.stream)?;
@@ -674,8 +755,15 @@ fn main() -> ExitCode {
             )
             .map_err(|e| e.to_string())
         })(),
-        Cmd::Bench(a) => run::bench(a.frames, a.fps, (a.spi_hz > 0).then_some(a.spi_hz), &a.csv)
-            .map_err(|e| e.to_string()),
+        Cmd::Bench(a) => run::bench(&run::BenchOptions {
+            frames: a.frames,
+            fps: a.fps,
+            spi_hz: (a.spi_hz > 0).then_some(a.spi_hz),
+            csv: a.csv.clone(),
+            loss_frames: a.loss_frames,
+            loss_fps: a.loss_fps,
+        })
+        .map_err(|e| e.to_string()),
         Cmd::Ground(a) => (|| {
             let ifs: esp32_bridge::mdns::Interfaces = a.mdns_interface.parse()?;
             let opts = gapstream::ground::GroundOpts {
@@ -703,6 +791,7 @@ fn main() -> ExitCode {
                     source: String::new(),
                     keys: None,
                     keylog: None,
+                    fec: false,
                 },
                 bench_row: a.bench_row.clone(),
                 warmup: Duration::from_secs_f64(a.warmup.max(0.0)),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The metrics CSV header (one row per sampling interval).
-pub const CSV_HEADER: &str = "t_s,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,frames,lost,tag_failures,replays,malformed,handshakes,handshake_ms,handshake_tx_bytes,handshake_rx_bytes,rekeys,key_epoch,cpu_pct,rss_kib,temp_c";
+pub const CSV_HEADER: &str = "t_s,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,frames,lost,tag_failures,replays,malformed,handshakes,handshake_ms,handshake_tx_bytes,handshake_rx_bytes,rekeys,key_epoch,cpu_pct,rss_kib,temp_c,fec_recovered,fec_unrecoverable_blocks,fec_redundancy_pct";
 
 /// Per-frame log header (for the latency CDF of `gapstream report`).
 pub const FRAMES_HEADER: &str = "t_s,seq,bytes,latency_ms,receive_unix_ns";
@@ -74,6 +74,8 @@ pub struct Counters {
     pub rekeys: u64,
     /// Current key epoch.
     pub key_epoch: u64,
+    /// Forward error correction over UDP (zeros without it).
+    pub fec: crate::fec_rx::FecCounters,
 }
 
 /// CPU and memory of this process, from `/proc/self`.
@@ -379,7 +381,7 @@ pub fn csv_line(r: &Row) -> String {
         None => Default::default(),
     };
     format!(
-        "{:.3},{:.2},{:.3},{p50},{p95},{p99},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}",
+        "{:.3},{:.2},{:.3},{p50},{p95},{p99},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{:.1}",
         r.t_s,
         r.fps,
         r.goodput_mbps,
@@ -397,6 +399,9 @@ pub fn csv_line(r: &Row) -> String {
         opt(r.cpu_pct.map(|v| format!("{v:.1}"))),
         opt(r.rss_kib),
         opt(r.temp_c.map(|v| format!("{v:.1}"))),
+        c.fec.recovered,
+        c.fec.unrecoverable_blocks,
+        c.fec.redundancy_pct,
     )
 }
 
@@ -407,8 +412,16 @@ pub fn status_line(r: &Row, suite: &str) -> String {
         Some(p) => format!("lat p50 {:.1} ms p95 {:.1} ms", p.p50, p.p95),
         None => "lat -".into(),
     };
+    let fec = if c.fec.on {
+        format!(
+            "  fec {:.0}% rec {} unrec {}",
+            c.fec.redundancy_pct, c.fec.recovered, c.fec.unrecoverable_blocks
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "{:7.1}s  {:5.1} fps  {:6.2} Mb/s  {lat}  frames {}  lost {}  tag-fail {}  replays {}  epoch {}  {suite}",
+        "{:7.1}s  {:5.1} fps  {:6.2} Mb/s  {lat}  frames {}  lost {}  tag-fail {}  replays {}  epoch {}{fec}  {suite}",
         r.t_s, r.fps, r.goodput_mbps, c.frames, c.lost, c.tag_failures, c.replays, c.key_epoch
     )
 }

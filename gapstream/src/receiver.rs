@@ -83,6 +83,8 @@ pub struct ReceiverConfig {
     pub max_frames: Option<u64>,
     /// Seconds of silence after which the connection is considered dead and re-established.
     pub idle_timeout: Duration,
+    /// Over UDP: ask the bridge for forward error correction ([`crate::fec_rx`]).
+    pub fec: bool,
 }
 
 impl ReceiverConfig {
@@ -99,6 +101,7 @@ impl ReceiverConfig {
             duration: None,
             max_frames: None,
             idle_timeout: Duration::from_secs(3),
+            fec: false,
         }
     }
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use esp32_bridge::fec::FecConfig;
 use esp32_bridge::host::{HostBridge, HostConfig};
+use esp32_bridge::netsim::{LossModel, WifiModel};
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::{DroneConfig, Mode, SecureConfig};
 use gapstream_protocol::handshake::{self, DroneIdentity, Identity, Role, SuiteSet};
@@ -59,6 +61,65 @@ pub struct StreamSettings {
     pub source: String,
     /// The receiver's key file, named in the closing diagnosis when the drone refuses it.
     pub keys: Option<PathBuf>,
+    /// Over UDP: ask the bridge for forward error correction.
+    pub fec: bool,
+}
+
+/// What the host bridge of `gapstream demo` models: the WiFi side's rate, loss on its UDP
+/// output, and the FEC it grants (`docs/stream.md`).
+#[derive(Clone, Debug)]
+pub struct BridgeSettings {
+    pub wifi: Option<WifiModel>,
+    pub udp_loss: Option<LossModel>,
+    pub fec: FecConfig,
+}
+
+impl Default for BridgeSettings {
+    /// As fast as the sockets go, no loss, FEC on request with the defaults.
+    fn default() -> Self {
+        BridgeSettings {
+            wifi: None,
+            udp_loss: None,
+            fec: FecConfig::default(),
+        }
+    }
+}
+
+impl BridgeSettings {
+    /// One line for the demo's banner.
+    pub fn describe(&self) -> String {
+        let wifi = match self.wifi {
+            Some(w) => format!(
+                "WiFi {} Mbit/s shared by all receivers (queue {} KiB, then the SPI side waits)",
+                w.mbps,
+                w.queue_bytes / 1024
+            ),
+            None => "WiFi unpaced".into(),
+        };
+        let loss = match self.udp_loss {
+            Some(m) if m.burst > 1.0 => format!(
+                ", UDP loss {} % in bursts of {} (seed {})",
+                m.percent, m.burst, m.seed
+            ),
+            Some(m) => format!(", UDP loss {} % independent (seed {})", m.percent, m.seed),
+            None => String::new(),
+        };
+        let f = &self.fec;
+        let fec = if f.enabled {
+            format!(
+                ", FEC k = {}, n = {}{} for UDP receivers that ask",
+                f.k,
+                f.k as u16 + f.parity as u16,
+                match f.adaptive {
+                    Some((lo, hi)) => format!(" (adaptive, {lo}..={hi} parity per {})", f.k),
+                    None => String::new(),
+                }
+            )
+        } else {
+            ", FEC off".into()
+        };
+        format!("{wifi}{loss}{fec}")
+    }
 }
 
 /// Where `--zenoh` publishes.
@@ -413,7 +474,7 @@ pub fn camera_rate(fps: f64) -> String {
 
 /// Starts the host bridge on the stock ports (SPI side 5100, TCP/UDP 5000), or on free ports when
 /// those are taken.
-pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
+pub fn start_bridge(verbose: bool, b: &BridgeSettings) -> Result<HostBridge, RunError> {
     let cfg = HostConfig {
         verbose,
         // The demo's receivers all run on this machine (one source address): a UDP slot for
@@ -426,10 +487,16 @@ pub fn start_bridge(verbose: bool) -> Result<HostBridge, RunError> {
             max_udp_clients: handshake::MAX_RECEIVER_KEYS,
             ..esp32_bridge::forward::Config::default()
         },
+        fec: b.fec,
+        wifi: b.wifi,
+        udp_loss: b.udp_loss,
         ..HostConfig::default()
     };
     match HostBridge::start(cfg.clone()) {
         Ok(b) => Ok(b),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            Err(RunError::Setup(format!("bridge settings: {e}")))
+        }
         Err(e) => {
             eprintln!("gapstream: ports 5000/5100 unavailable ({e}); the bridge uses free ports");
             let any: SocketAddr = "127.0.0.1:0".parse().expect("static");
@@ -463,8 +530,20 @@ pub fn print_summary(who: &str, s: &Summary) {
             eprintln!("{who}: {l}");
         }
     }
+    let fec = if c.fec.on || c.fec.data_shards > 0 {
+        format!(
+            "; FEC: {} packets rebuilt, {} blocks unrecoverable, redundancy {:.0} %, {} of {} shards lost",
+            c.fec.recovered,
+            c.fec.unrecoverable_blocks,
+            c.fec.redundancy_pct,
+            c.fec.shards_lost,
+            c.fec.shards_lost + c.fec.shards_received
+        )
+    } else {
+        String::new()
+    };
     out!(
-        "{who}: {} frames in {:.1} s ({:.1} fps), {lat}; lost {}, tag failures {}, replays {}, malformed {}, without key {}, handshakes {}, rekeys {}, connections {}",
+        "{who}: {} frames in {:.1} s ({:.1} fps), {lat}; lost {}, tag failures {}, replays {}, malformed {}, without key {}, handshakes {}, rekeys {}, connections {}{fec}",
         c.frames,
         s.elapsed_s,
         c.frames as f64 / s.elapsed_s.max(1e-9),
@@ -562,6 +641,7 @@ fn receiver_config(
         bayer: s.bayer,
         stop,
         duration: s.duration,
+        fec: s.fec,
         ..ReceiverConfig::new(bridge, s.transport, session)
     }
 }
@@ -581,6 +661,7 @@ pub struct Listeners {
 pub fn demo(
     node: NodeSettings,
     s: StreamSettings,
+    bridge_settings: BridgeSettings,
     listeners: Listeners,
     keys_dir: Option<&Path>,
     stop: Arc<AtomicBool>,
@@ -624,7 +705,12 @@ pub fn demo(
         .into_iter();
     let session = sessions.next().expect("at least the leader");
     let mode = drone_mode_with(&node.security, Some(drone_id), node.rekey)?;
-    let bridge = start_bridge(listeners.count > 0)?;
+    if s.fec && s.transport != Transport::Udp {
+        return Err(RunError::Setup(
+            "--fec works over UDP: add --transport udp".into(),
+        ));
+    }
+    let bridge = start_bridge(listeners.count > 0, &bridge_settings)?;
     let viewer = match &s.viewer {
         Some(a) => Some(start_viewer(a, s.bayer)?),
         None => None,
@@ -642,6 +728,7 @@ pub fn demo(
             .map(|u| u.to_string())
             .unwrap_or_else(|| "off".into())
     );
+    out!("           {}", bridge_settings.describe());
     out!(
         "  drone    {} {w}x{h} {}, CPX packets of {} bytes, SPI {}",
         match node.source {
@@ -661,9 +748,10 @@ pub fn demo(
         }
     );
     out!(
-        "  session  {} over {} ({})",
+        "  session  {} over {}{} ({})",
         session.label(),
         s.transport,
+        if s.fec { " with FEC" } else { "" },
         match node.security {
             Security::StockPlaintext => "no keys: the stock stream has no pairing",
             Security::Secure { .. } => "pairing made for this run",
@@ -785,9 +873,15 @@ pub fn view(
     } else {
         "view"
     };
+    if s.fec && s.transport != Transport::Udp {
+        return Err(RunError::Setup(
+            "--fec works over UDP: add --transport udp".into(),
+        ));
+    }
     out!(
-        "gapstream {who}: receiving from {bridge} over {} ({})",
+        "gapstream {who}: receiving from {bridge} over {}{} ({})",
         s.transport,
+        if s.fec { " with FEC" } else { "" },
         session.label()
     );
     if let Some(d) = &s.record {
@@ -858,11 +952,39 @@ pub fn node_only(
     }
 }
 
+/// The network of a bench run: transport, FEC, loss on the bridge's UDP output.
+#[derive(Clone, Copy, Debug)]
+pub struct BenchNet {
+    pub transport: Transport,
+    /// FEC asked for by the receiver, with the bridge's settings (`None`: plain stream).
+    pub fec: Option<FecConfig>,
+    pub loss: Option<LossModel>,
+}
+
+impl BenchNet {
+    pub fn plain(transport: Transport) -> Self {
+        BenchNet {
+            transport,
+            fec: None,
+            loss: None,
+        }
+    }
+
+    /// `tcp`, `udp`, `udp+fec` or `udp+fec-adaptive`.
+    pub fn label(&self) -> String {
+        match self.fec {
+            None => self.transport.to_string(),
+            Some(f) if f.adaptive.is_some() => format!("{}+fec-adaptive", self.transport),
+            Some(_) => format!("{}+fec", self.transport),
+        }
+    }
+}
+
 /// One bench result row.
 #[derive(Clone, Debug)]
 pub struct BenchRow {
     pub suite: String,
-    pub transport: Transport,
+    pub transport: String,
     pub frames: u64,
     pub fps: f64,
     pub goodput_mbps: f64,
@@ -871,19 +993,99 @@ pub struct BenchRow {
     pub p99: f64,
     pub lost: u64,
     pub tag_failures: u64,
+    /// Loss on the bridge's UDP output, percent, and its mean burst length (1: independent).
+    pub loss_percent: f64,
+    pub loss_burst: f64,
+    /// Frames delivered byte-exact, in percent of the frames the drone sent (loss runs only).
+    pub delivered_percent: Option<f64>,
+    /// FEC bytes on the air (headers and parity) over the plain packets' bytes, in percent, from
+    /// 5 s after the first frame (UDP runs).
+    pub overhead_percent: Option<f64>,
+    pub fec_recovered: u64,
+    pub fec_unrecoverable: u64,
 }
 
 /// The bench CSV header.
-pub const BENCH_HEADER: &str = "suite,transport,frames,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,lost,tag_failures";
+pub const BENCH_HEADER: &str = "suite,transport,frames,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,lost,tag_failures,loss_percent,loss_burst,delivered_percent,overhead_percent,fec_recovered,fec_unrecoverable_blocks";
 
-/// Streams `frames` frames of 324x244 through node -> bridge -> receiver on localhost and
-/// measures what the receiver delivers.
+/// Distinct raw 324x244 frames for the loss runs, each carrying its index in its first 4 bytes,
+/// in a file the node reads (`raw:` source): delivered frames are checked byte for byte.
+struct ExactFrames {
+    path: PathBuf,
+    frames: Vec<Vec<u8>>,
+}
+
+impl ExactFrames {
+    fn new(n: usize) -> Result<Self, RunError> {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut all = Vec::with_capacity(n * 324 * 244);
+        let mut frames = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut f: Vec<u8> = (0..324 * 244)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            f[..4].copy_from_slice(&(i as u32).to_le_bytes());
+            all.extend_from_slice(&f);
+            frames.push(f);
+        }
+        let path = std::env::temp_dir().join(format!(
+            "gapstream-bench-{}-{}.raw",
+            std::process::id(),
+            sim::unix_ns()
+        ));
+        fs::write(&path, all)?;
+        Ok(ExactFrames { path, frames })
+    }
+
+    fn spec(&self) -> SourceSpec {
+        SourceSpec::Raw {
+            path: self.path.clone(),
+            width: 324,
+            height: 244,
+        }
+    }
+
+    fn is_exact(&self, pixels: &[u8]) -> bool {
+        let Some(i) = pixels.get(..4) else {
+            return false;
+        };
+        let i = u32::from_le_bytes([i[0], i[1], i[2], i[3]]) as usize;
+        self.frames.get(i).is_some_and(|f| f[..] == *pixels)
+    }
+}
+
+impl Drop for ExactFrames {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// FEC overhead between two snapshots of the bridge's counters, in percent.
+fn overhead(
+    a: esp32_bridge::fec::FecClientStats,
+    b: esp32_bridge::fec::FecClientStats,
+) -> Option<f64> {
+    let plain = b.packet_bytes.checked_sub(a.packet_bytes)?;
+    let wire = b.wire_bytes.checked_sub(a.wire_bytes)?;
+    (plain > 0).then(|| (wire as f64 / plain as f64 - 1.0) * 100.0)
+}
+
+/// Streams 324x244 frames through node -> bridge -> receiver on localhost and measures what the
+/// receiver delivers. Without `exact`: until `frames` frames arrived (the node runs on). With
+/// `exact` (the loss runs): the node sends `frames` distinct frames, and the delivered ones are
+/// checked byte for byte against them.
 pub fn bench_one(
     security: &Security,
-    transport: Transport,
+    net: BenchNet,
     frames: u64,
     fps: f64,
     spi_hz: Option<u64>,
+    exact: bool,
 ) -> Result<BenchRow, RunError> {
     let (drone_id, rx_id) = fresh_pairing()?;
     let session = receiver_session(security, Some(rx_id), 1020)?;
@@ -893,19 +1095,24 @@ pub fn bench_one(
         spi_listen: any,
         tcp_listen: any,
         udp_listen: Some(any),
+        fec: net.fec.unwrap_or_default(),
+        udp_loss: net.loss,
         ..HostConfig::default()
     })?;
     let mut bus = Bus::new();
     let rx = bus.subscribe("bench", Policy::Every(4096));
     let stop = Arc::new(AtomicBool::new(false));
+    let transport = net.transport;
     let addr = match transport {
         Transport::Tcp => bridge.tcp_addr,
         Transport::Udp => bridge.udp_addr.expect("bound above"),
     };
     let st = stop.clone();
+    let fec = net.fec.is_some();
     let recv = std::thread::spawn(move || {
         let cfg = ReceiverConfig {
             stop: st,
+            fec,
             ..ReceiverConfig::new(addr, transport, session)
         };
         receiver::run(cfg, bus)
@@ -917,12 +1124,20 @@ pub fn bench_one(
     {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let source = FrameSource::open(&SourceSpec::Synthetic {
-        width: 324,
-        height: 244,
-        bayer: false,
-    })
-    .map_err(|e| RunError::Setup(e.to_string()))?;
+    let exact_frames = if exact {
+        Some(ExactFrames::new(60)?)
+    } else {
+        None
+    };
+    let spec = match &exact_frames {
+        Some(e) => e.spec(),
+        None => SourceSpec::Synthetic {
+            width: 324,
+            height: 244,
+            bayer: false,
+        },
+    };
+    let source = FrameSource::open(&spec).map_err(|e| RunError::Setup(e.to_string()))?;
     // A few extra frames cover the ones captured before the handshake completed.
     let node = sim::start_node(NodeConfig {
         source,
@@ -933,7 +1148,7 @@ pub fn bench_one(
             mode,
             packet_payload: 1020,
         },
-        frames: None,
+        frames: exact.then_some(frames),
         engine: ENGINE,
     })
     .map_err(RunError::Node)?;
@@ -941,22 +1156,42 @@ pub fn bench_one(
     let mut first: Option<Instant> = None;
     let mut last = Instant::now();
     let mut got = 0u64;
+    let mut good = 0u64;
     let mut bytes = 0u64;
+    let mut fec_at_5s = None;
+    let mut node_done: Option<Instant> = None;
     let deadline =
         Instant::now() + Duration::from_secs_f64(frames as f64 / fps.max(1.0) * 3.0 + 10.0);
-    while got < frames && Instant::now() < deadline {
-        if let Some(d) = rx.frame(Duration::from_millis(200)) {
+    loop {
+        if Instant::now() >= deadline || (!exact && got >= frames) {
+            break;
+        }
+        if exact {
+            // The node sent its frames: what is still on the way arrives within a second.
+            if node.is_finished() {
+                let t = *node_done.get_or_insert_with(Instant::now);
+                if t.elapsed() > Duration::from_secs(1) {
+                    break;
+                }
+            }
+        } else if node.is_finished() {
+            break;
+        }
+        if let Some(d) = rx.frame(Duration::from_millis(100)) {
             let now = Instant::now();
             first.get_or_insert(now);
             last = now;
             got += 1;
             bytes += d.pixels.len() as u64;
+            if exact_frames.as_ref().is_some_and(|e| e.is_exact(&d.pixels)) {
+                good += 1;
+            }
             if let Some(c) = d.capture_ns() {
                 lat.push(sim::unix_ns().saturating_sub(c) as f64 / 1e6);
             }
         }
-        if node.is_finished() {
-            break;
+        if fec_at_5s.is_none() && first.is_some_and(|f| f.elapsed() >= Duration::from_secs(5)) {
+            fec_at_5s = Some(bridge.fec_totals());
         }
     }
     let rep = node.stop();
@@ -964,6 +1199,7 @@ pub fn bench_one(
     let summary = recv
         .join()
         .map_err(|_| RunError::Setup("receiver thread panicked".into()))??;
+    let fec_end = bridge.fec_totals();
     bridge.stop();
     if let Some(e) = rep.error {
         return Err(RunError::Node(e));
@@ -977,9 +1213,14 @@ pub fn bench_one(
         0.0
     };
     let p = crate::metrics::Percentiles::of(&mut lat).unwrap_or_default();
+    let overhead_percent = match (net.transport, fec) {
+        (Transport::Tcp, _) => None,
+        (Transport::Udp, false) => Some(0.0),
+        (Transport::Udp, true) => overhead(fec_at_5s.unwrap_or_default(), fec_end),
+    };
     Ok(BenchRow {
         suite: security.name(),
-        transport,
+        transport: net.label(),
         frames: got,
         fps: rate,
         goodput_mbps: if span > 0.0 {
@@ -992,11 +1233,60 @@ pub fn bench_one(
         p99: p.p99,
         lost: summary.counters.lost,
         tag_failures: summary.counters.tag_failures,
+        loss_percent: net.loss.map_or(0.0, |m| m.percent),
+        loss_burst: net.loss.map_or(1.0, |m| m.burst.max(1.0)),
+        delivered_percent: exact.then(|| 100.0 * good as f64 / rep.drone.frames_sent.max(1) as f64),
+        overhead_percent,
+        fec_recovered: summary.counters.fec.recovered,
+        fec_unrecoverable: summary.counters.fec.unrecoverable_blocks,
     })
 }
 
-/// `gapstream bench`: every suite and transport; prints a table and writes the CSV.
-pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(), RunError> {
+/// What `gapstream bench` runs.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// Frames per suite and transport (the lossless rows).
+    pub frames: u64,
+    pub fps: f64,
+    pub spi_hz: Option<u64>,
+    pub csv: PathBuf,
+    /// The loss rows (udp and udp+fec at 0, 1, 5 and 10 % in bursts): frames and camera rate
+    /// (`frames` 0: no loss rows).
+    pub loss_frames: u64,
+    pub loss_fps: f64,
+}
+
+fn opt_pct(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.2}")).unwrap_or_default()
+}
+
+/// The loss runs: every loss setting over plain UDP, UDP with the default FEC (k = 40, n = 50)
+/// and with the adaptive FEC (parity per 40 between 2 and 40).
+fn loss_cases() -> Vec<BenchNet> {
+    let loss = |spec: &str| LossModel::parse(spec, 1).expect("static loss spec");
+    let fixed = FecConfig::default();
+    let adaptive = FecConfig {
+        adaptive: Some((2, 40)),
+        ..FecConfig::default()
+    };
+    let mut v = Vec::new();
+    for l in ["0", "1", "5", "10:4"] {
+        let lm = (l != "0").then(|| loss(l));
+        for fec in [None, Some(fixed), Some(adaptive)] {
+            v.push(BenchNet {
+                transport: Transport::Udp,
+                fec,
+                loss: lm,
+            });
+        }
+    }
+    v
+}
+
+/// `gapstream bench`: every suite and transport, then the loss runs; prints a table and writes
+/// the CSV.
+pub fn bench(o: &BenchOptions) -> Result<(), RunError> {
+    let (frames, fps, spi_hz) = (o.frames, o.fps, o.spi_hz);
     let mut cases: Vec<Security> = Suite::ALL
         .iter()
         .map(|&suite| Security::Secure {
@@ -1016,10 +1306,34 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
     );
     for sec in &cases {
         for t in [Transport::Tcp, Transport::Udp] {
-            let r = bench_one(sec, t, frames, fps, spi_hz)?;
+            let r = bench_one(sec, BenchNet::plain(t), frames, fps, spi_hz, false)?;
             eprintln!(
                 "  {:<26} {t}: {} frames, {:.1} fps, p95 {:.2} ms",
                 r.suite, r.frames, r.fps, r.p95
+            );
+            rows.push(r);
+        }
+    }
+    if o.loss_frames > 0 {
+        eprintln!(
+            "gapstream bench: loss runs, {} distinct frames each, camera {}, checked byte for byte",
+            o.loss_frames,
+            camera_rate(o.loss_fps)
+        );
+        let sec = Security::Secure {
+            suite: Suite::ChaCha20Poly1305,
+            kex: KexMode::X25519,
+        };
+        for net in loss_cases() {
+            let r = bench_one(&sec, net, o.loss_frames, o.loss_fps, spi_hz, true)?;
+            eprintln!(
+                "  {:<18} loss {:>4.1} % (burst {}): {:.2} % delivered, overhead {} %, p95 {:.2} ms",
+                r.transport,
+                r.loss_percent,
+                r.loss_burst,
+                r.delivered_percent.unwrap_or(0.0),
+                opt_pct(r.overhead_percent),
+                r.p95
             );
             rows.push(r);
         }
@@ -1029,7 +1343,7 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
     for r in &rows {
         writeln!(
             out,
-            "{},{},{},{:.2},{:.3},{:.3},{:.3},{:.3},{},{}",
+            "{},{},{},{:.2},{:.3},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{}",
             r.suite,
             r.transport,
             r.frames,
@@ -1039,16 +1353,22 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
             r.p95,
             r.p99,
             r.lost,
-            r.tag_failures
+            r.tag_failures,
+            r.loss_percent,
+            r.loss_burst,
+            opt_pct(r.delivered_percent),
+            opt_pct(r.overhead_percent),
+            r.fec_recovered,
+            r.fec_unrecoverable
         )
         .expect("string");
     }
-    if let Some(d) = csv.parent().filter(|d| !d.as_os_str().is_empty()) {
+    if let Some(d) = o.csv.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs::create_dir_all(d)?;
     }
-    fs::write(csv, &out)?;
+    fs::write(&o.csv, &out)?;
     println!(
-        "{:<26} {:<9} {:>6} {:>7} {:>9} {:>8} {:>8} {:>8} {:>5} {:>8}",
+        "{:<26} {:<18} {:>6} {:>7} {:>9} {:>8} {:>8} {:>8} {:>5} {:>8} {:>6} {:>10} {:>9}",
         "suite",
         "transport",
         "frames",
@@ -1058,13 +1378,21 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
         "p95 ms",
         "p99 ms",
         "lost",
-        "tag-fail"
+        "tag-fail",
+        "loss%",
+        "delivered%",
+        "overhead%"
     );
     for r in &rows {
+        let loss = if r.loss_burst > 1.0 {
+            format!("{}/b{}", r.loss_percent, r.loss_burst)
+        } else {
+            format!("{}", r.loss_percent)
+        };
         println!(
-            "{:<26} {:<9} {:>6} {:>7.1} {:>9.2} {:>8.3} {:>8.3} {:>8.3} {:>5} {:>8}",
+            "{:<26} {:<18} {:>6} {:>7.1} {:>9.2} {:>8.3} {:>8.3} {:>8.3} {:>5} {:>8} {:>6} {:>10} {:>9}",
             r.suite,
-            r.transport.to_string(),
+            r.transport,
             r.frames,
             r.fps,
             r.goodput_mbps,
@@ -1072,10 +1400,26 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
             r.p95,
             r.p99,
             r.lost,
-            r.tag_failures
+            r.tag_failures,
+            loss,
+            opt_pct(r.delivered_percent),
+            opt_pct(r.overhead_percent)
         );
     }
-    println!("wrote {}", csv.display());
+    println!("wrote {}", o.csv.display());
+    // FEC's added latency: p95 with FEC against the same loss without it (lossless: the same run).
+    let p95 = |label: &str, loss: f64| {
+        rows.iter()
+            .filter(|r| r.delivered_percent.is_some())
+            .find(|r| r.transport == label && r.loss_percent == loss)
+            .map(|r| r.p95)
+    };
+    if let (Some(a), Some(b)) = (p95("udp+fec", 0.0), p95("udp", 0.0)) {
+        println!(
+            "fec latency: p95 {a:.2} ms with FEC, {b:.2} ms without, no loss: {:+.2} ms",
+            a - b
+        );
+    }
     // Headroom: the default suite with the camera unpaced (frames as fast as the drone seals them;
     // the bridge drops whole frames when the receiver falls behind, counted as lost).
     for t in [Transport::Tcp, Transport::Udp] {
@@ -1083,7 +1427,7 @@ pub fn bench(frames: u64, fps: f64, spi_hz: Option<u64>, csv: &Path) -> Result<(
             suite: Suite::ChaCha20Poly1305,
             kex: KexMode::X25519,
         };
-        let r = bench_one(&sec, t, frames, 0.0, spi_hz)?;
+        let r = bench_one(&sec, BenchNet::plain(t), frames, 0.0, spi_hz, false)?;
         println!(
             "headroom: {} over {t} with the camera unpaced: {:.1} fps, {:.1} Mb/s, p50 {:.2} ms, p95 {:.2} ms, lost {}",
             r.suite, r.fps, r.goodput_mbps, r.p50, r.p95, r.lost

@@ -75,7 +75,8 @@ pub fn status_json(s: &Status) -> String {
             "{{\"source\":{},\"connection\":{},\"suite\":{},\"transport\":{},\"key_epoch\":{},\"seq\":{},",
             "\"fps\":{},\"goodput_mbps\":{},\"latency_p50_ms\":{},\"latency_p95_ms\":{},",
             "\"image_latency_ms\":{},\"frames\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},",
-            "\"handshakes\":{},\"rekeys\":{},\"last_error\":{}}}"
+            "\"handshakes\":{},\"rekeys\":{},\"fec_on\":{},\"fec_recovered\":{},",
+            "\"fec_unrecoverable_blocks\":{},\"fec_redundancy_pct\":{},\"last_error\":{}}}"
         ),
         json_str(&s.source),
         json_str(&s.connection),
@@ -96,6 +97,10 @@ pub fn status_json(s: &Status) -> String {
         c.replays,
         c.handshakes,
         c.rekeys,
+        c.fec.on,
+        c.fec.recovered,
+        c.fec.unrecoverable_blocks,
+        json_num(Some(c.fec.redundancy_pct)),
         s.diagnosis
             .as_deref()
             .or(s.last_error.as_deref())

@@ -78,6 +78,9 @@ class Receiver:
     ``rsa2048``). The stream ends after ``duration`` seconds or ``max_frames`` frames, or at
     :meth:`close`. ``demosaic=True`` makes ``pixels`` the RGB image of an RGGB mosaic.
     ``frame_timeout``: iteration raises (see :meth:`next`) after that long without a frame.
+    ``fec=True`` (with ``transport="udp"``) asks the bridge for forward error correction: lost
+    packets are rebuilt from parity packets (``stats()`` has ``fec_recovered``,
+    ``fec_unrecoverable_blocks``, ``fec_redundancy_pct``).
     """
 
     def __init__(
@@ -96,12 +99,13 @@ class Receiver:
         frame_timeout: Optional[float] = None,
         keylog: "Optional[str | os.PathLike[str]]" = None,
         verbose: bool = False,
+        fec: bool = False,
     ) -> None:
         self._demosaic = demosaic
         self._frame_timeout = frame_timeout
         self._rx = _RawReceiver(
             connect, os.fspath(keys), transport, suite, kex, packet_size, duration,
-            max_frames, idle_timeout, None if keylog is None else os.fspath(keylog), verbose,
+            max_frames, idle_timeout, None if keylog is None else os.fspath(keylog), verbose, fec,
         )
 
     def next(self, timeout: Optional[float] = None) -> Optional[Frame]:

@@ -158,7 +158,7 @@ impl RawReceiver {
 #[pymethods]
 impl RawReceiver {
     #[new]
-    #[pyo3(signature = (connect, keys, transport, suite, kex, packet_size, duration, max_frames, idle_timeout, keylog, verbose))]
+    #[pyo3(signature = (connect, keys, transport, suite, kex, packet_size, duration, max_frames, idle_timeout, keylog, verbose, fec=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         connect: &str,
@@ -172,12 +172,16 @@ impl RawReceiver {
         idle_timeout: f64,
         keylog: Option<PathBuf>,
         verbose: bool,
+        fec: bool,
     ) -> PyResult<Self> {
         let transport = match transport {
             "tcp" => receiver::Transport::Tcp,
             "udp" => receiver::Transport::Udp,
             t => return Err(error(format!("unknown transport {t:?} (tcp or udp)"))),
         };
+        if fec && transport != receiver::Transport::Udp {
+            return Err(error("fec=True works over UDP: transport=\"udp\""));
+        }
         if ![128, 256, 512, 1020].contains(&packet_size) {
             return Err(error(format!(
                 "packet_size {packet_size}: one of 128, 256, 512, 1020"
@@ -203,6 +207,7 @@ impl RawReceiver {
             duration: duration.map(Duration::from_secs_f64),
             max_frames,
             idle_timeout: Duration::from_secs_f64(idle_timeout.max(0.1)),
+            fec,
             ..ReceiverConfig::new(bridge, transport, session)
         };
         let mut bus = Bus::new();
@@ -286,6 +291,9 @@ impl RawReceiver {
         d.set_item("handshake_failures", c.handshake_failures)?;
         d.set_item("rekeys", c.rekeys)?;
         d.set_item("key_epoch", c.key_epoch)?;
+        d.set_item("fec_recovered", c.fec.recovered)?;
+        d.set_item("fec_unrecoverable_blocks", c.fec.unrecoverable_blocks)?;
+        d.set_item("fec_redundancy_pct", c.fec.redundancy_pct)?;
         match &*outcome {
             Some(Ok(sum)) => {
                 d.set_item("fps", c.frames as f64 / sum.elapsed_s.max(1e-9))?;

@@ -10,7 +10,8 @@
  *   TCP task   accepts receivers on port 5000 (stream of CPX packets), one task per receiver
  *   UDP task   receivers on port 5000/udp (one CPX packet per datagram), registered and kept
  *              registered only while they echo the bridge's cookie and probes (docs/protocol.md
- *              section 2; every decision is the core's, esp32b_udp_*)
+ *              section 2; every decision is the core's, esp32b_udp_*); a receiver that asks
+ *              for FEC gets data and parity shards instead (the core's esp32_bridge::fec)
  *   status     on every receiver connect and on the last one's disconnect the core queues
  *              WIFI_CTRL_STATUS_CLIENT_CONNECTED for the GAP8, as aideck-esp-firmware does
  *   WiFi       access point (default, like the stock firmware: the deck is 192.168.4.1) or station
@@ -251,7 +252,7 @@ static void udp_task(void *arg)
         ESP_LOGE(TAG, "cannot bind UDP port %d", CONFIG_GAPSTREAM_UDP_PORT);
         vTaskDelete(NULL);
     }
-    uint8_t *buf = malloc(ESP32B_SPI_BUFFER_LEN + 16);
+    uint8_t *buf = malloc(ESP32B_UDP_DATAGRAM_MAX + 16);
     if (buf == NULL)
         abort();
     struct timeval tv = {.tv_sec = 0, .tv_usec = 5000};
@@ -259,7 +260,7 @@ static void udp_task(void *arg)
     for (;;) {
         struct sockaddr_in from;
         socklen_t fl = sizeof from;
-        int n = recvfrom(s, buf, ESP32B_SPI_BUFFER_LEN + 16, 0, (struct sockaddr *) &from, &fl);
+        int n = recvfrom(s, buf, ESP32B_UDP_DATAGRAM_MAX + 16, 0, (struct sockaddr *) &from, &fl);
         uint32_t now_ms = (uint32_t) (xTaskGetTickCount() * portTICK_PERIOD_MS);
         if (n >= 0) {
             uint8_t reply[ESP32B_UDP_REPLY_MAX];
@@ -277,7 +278,7 @@ static void udp_task(void *arg)
             uint32_t ip;
             uint16_t port;
             int32_t client;
-            int32_t m = LOCKED(esp32b_udp_next(core, now_ms, buf, ESP32B_SPI_BUFFER_LEN + 16, &ip, &port, &client));
+            int32_t m = LOCKED(esp32b_udp_next(core, now_ms, buf, ESP32B_UDP_DATAGRAM_MAX + 16, &ip, &port, &client));
             if (m <= 0)
                 break;
             struct sockaddr_in to = {
@@ -393,6 +394,24 @@ void app_main(void)
     core = esp32b_new(&cfg);
     if (core == NULL || core_lock == NULL || events == NULL)
         abort();
+    esp32b_fec_config_t fec = {
+#ifdef CONFIG_GAPSTREAM_FEC
+        .enabled = 1,
+        .k = CONFIG_GAPSTREAM_FEC_K,
+        .parity = CONFIG_GAPSTREAM_FEC_PARITY,
+        .timeout_ms = CONFIG_GAPSTREAM_FEC_TIMEOUT_MS,
+#ifdef CONFIG_GAPSTREAM_FEC_ADAPTIVE
+        .adaptive = 1,
+        .floor = CONFIG_GAPSTREAM_FEC_FLOOR,
+        .ceiling = CONFIG_GAPSTREAM_FEC_CEILING,
+#endif
+#else
+        .enabled = 0,
+        .k = 1,
+#endif
+    };
+    if (esp32b_fec_configure(core, &fec) != 0)
+        abort(); /* k + parity above 256, or floor above ceiling */
     if (esp32b_spi_buffer_len() != ESP32B_SPI_BUFFER_LEN)
         abort(); /* header and library out of step */
     wifi_init();

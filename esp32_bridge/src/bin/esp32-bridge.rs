@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use esp32_bridge::cookie::GateConfig;
+use esp32_bridge::fec::FecConfig;
 use esp32_bridge::forward::{Config, UpstreamPolicy};
 use esp32_bridge::host::{HostBridge, HostConfig};
+use esp32_bridge::netsim::{LossModel, WifiModel};
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +49,56 @@ struct Args {
     /// Where mDNS is spoken: `all` interfaces, `lo` (this machine only), or an interface name.
     #[arg(long, default_value = "all")]
     mdns_interface: String,
+    #[command(flatten)]
+    fec: FecArgs,
+    /// The WiFi side's rate in Mbit/s, shared by all clients, with backpressure to the SPI side
+    /// (default: 10, what an AI-deck measured over its stock TCP path; Espressif's own in-air
+    /// figures are 20 TCP / 30 UDP). 0: as fast as the sockets go.
+    #[arg(long, default_value_t = 10.0)]
+    wifi_mbps: f64,
+    /// The SPI side waits while every client has this many KiB queued (the WiFi model's queue).
+    #[arg(long, default_value_t = 32)]
+    wifi_queue_kib: usize,
+    /// Lose UDP datagrams on the way out: PERCENT (independent) or PERCENT:BURST (bursts of BURST
+    /// datagrams on average, Gilbert-Elliott), e.g. 5 or 10:4.
+    #[arg(long, value_name = "PERCENT[:BURST]")]
+    udp_loss: Option<String>,
+    /// Seed of the UDP loss (the same seed loses the same datagrams).
+    #[arg(long, default_value_t = 1)]
+    udp_loss_seed: u64,
+}
+
+/// Forward error correction for the UDP receivers that ask for it (docs/stream.md).
+#[derive(clap::Args, Clone, Debug)]
+pub struct FecArgs {
+    /// Refuse FEC requests (every UDP receiver gets the plain stream).
+    #[arg(long)]
+    no_fec: bool,
+    /// FEC data packets per block (1..=128).
+    #[arg(long, default_value_t = 40)]
+    fec_k: u8,
+    /// FEC block size with its parity: n - k parity packets per k data packets.
+    #[arg(long, default_value_t = 50)]
+    fec_n: u16,
+    /// A block of single-packet messages closes this long after its first packet (ms).
+    #[arg(long, default_value_t = 5)]
+    fec_timeout_ms: u32,
+    /// Adaptive FEC: parity per k follows the receiver's loss reports between FLOOR and CEILING
+    /// (e.g. 2:40; a forged report cannot leave that range).
+    #[arg(long, value_name = "FLOOR:CEILING")]
+    fec_adaptive: Option<String>,
+}
+
+impl FecArgs {
+    fn config(&self) -> Result<FecConfig, String> {
+        FecConfig::from_cli(
+            !self.no_fec,
+            self.fec_k,
+            self.fec_n,
+            self.fec_timeout_ms,
+            self.fec_adaptive.as_deref(),
+        )
+    }
 }
 
 /// `aa:bb:cc:dd:ee:ff` (or `-`, or 12 hex digits) as 6 bytes.
@@ -75,7 +127,40 @@ fn main() -> ExitCode {
             }
         }
     };
+    let fec = match a.fec.config() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("esp32-bridge: error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let udp_loss = match a
+        .udp_loss
+        .as_deref()
+        .map(|s| LossModel::parse(s, a.udp_loss_seed))
+    {
+        None => None,
+        Some(Ok(m)) => Some(m),
+        Some(Err(e)) => {
+            eprintln!("esp32-bridge: error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if !(a.wifi_mbps >= 0.0 && a.wifi_mbps.is_finite()) {
+        eprintln!(
+            "esp32-bridge: error: --wifi-mbps {}: must be 0 or more",
+            a.wifi_mbps
+        );
+        return ExitCode::FAILURE;
+    }
+    let wifi = (a.wifi_mbps > 0.0).then_some(WifiModel {
+        mbps: a.wifi_mbps,
+        queue_bytes: a.wifi_queue_kib.max(1) * 1024,
+    });
     let cfg = HostConfig {
+        fec,
+        wifi,
+        udp_loss,
         spi_listen: a.spi_listen,
         tcp_listen: a.tcp,
         udp_listen,
@@ -104,8 +189,34 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // What it serves and its closing counts on stdout, errors and the --verbose log on stderr
-    // (written, not println!: a closed stdout must not stop the bridge).
+    let _ = writeln!(
+        std::io::stdout(),
+        "esp32-bridge: WiFi {}; UDP loss {}; FEC {}",
+        match wifi {
+            Some(w) => format!("{} Mbit/s, queue {} KiB", w.mbps, w.queue_bytes / 1024),
+            None => "unpaced".into(),
+        },
+        match udp_loss {
+            Some(m) if m.burst > 1.0 =>
+                format!("{} % in bursts of {} (seed {})", m.percent, m.burst, m.seed),
+            Some(m) => format!("{} % independent (seed {})", m.percent, m.seed),
+            None => "none".into(),
+        },
+        if fec.enabled {
+            format!(
+                "k = {}, n = {}, timeout {} ms{}",
+                fec.k,
+                fec.k as u16 + fec.parity as u16,
+                fec.timeout_ms,
+                match fec.adaptive {
+                    Some((f, c)) => format!(", adaptive {f}..={c} parity per k"),
+                    None => String::new(),
+                }
+            )
+        } else {
+            "off".into()
+        }
+    );
     let _ = writeln!(
         std::io::stdout(),
         "esp32-bridge: SPI side {}  TCP {}  UDP {}  (Ctrl-C stops)",

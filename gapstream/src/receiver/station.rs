@@ -115,7 +115,9 @@ impl<'a> Station<'a> {
     /// Connects to the bridge; `None` (after a line and a short pause) when it cannot be reached.
     pub(super) fn connect(&mut self) -> Option<Box<dyn Link>> {
         self.set_connection("connecting");
-        match transport::open(self.cfg.transport, self.cfg.bridge) {
+        let fec = (self.cfg.fec && self.cfg.transport == transport::Transport::Udp)
+            .then_some(self.counters.fec);
+        match transport::open(self.cfg.transport, self.cfg.bridge, fec) {
             Ok(l) => {
                 self.connects += 1;
                 if self.connects > 1 {
@@ -176,6 +178,9 @@ impl<'a> Station<'a> {
             } else if last_data.elapsed() > idle_limit(self.cfg.idle_timeout, heard) {
                 let s = last_data.elapsed().as_secs_f64();
                 return self.reconnect(format!("no data from the bridge for {s:.1} s"));
+            }
+            if let Some(f) = link.fec_counters() {
+                self.counters.fec = f;
             }
             if link.is_datagram() {
                 // A datagram is exactly one packet: never carry a partial one across datagrams.

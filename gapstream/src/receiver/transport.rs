@@ -1,8 +1,9 @@
 //! The transport seam: how the receiver reaches a bridge. [`open`] gives a [`Link`] that carries
 //! CPX bytes both ways — TCP (a byte stream, like the stock firmware's port 5000) or UDP (one CPX
 //! packet per datagram, after the bridge's cookie registration). Whatever sits between the
-//! session and the socket (the UDP registration and keep-alive today; forward error correction
-//! on UDP later) lives here, behind [`Link`].
+//! session and the socket lives here, behind [`Link`]: the UDP registration and keep-alive, and
+//! forward error correction on UDP when asked for ([`crate::fec_rx`]: the request, the
+//! reassembly of data and parity shards, the loss reports).
 //!
 //! Freshness: the TCP receive buffer is bounded ([`TCP_RECEIVE_BUFFER`]), so a receiver that falls
 //! behind leaves the backlog in the bridge's queue, which drops whole frames (counted) instead of
@@ -13,6 +14,8 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use esp32_bridge::cookie;
+
+use crate::fec_rx::{FecCounters, FecRx};
 
 /// How the receiver reaches the bridge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,13 +56,18 @@ pub trait Link: Send {
     }
     /// Ends the connection cleanly.
     fn finish(&mut self) {}
+    /// FEC counters of this connection added to the earlier ones (`None`: FEC not asked for).
+    fn fec_counters(&self) -> Option<FecCounters> {
+        None
+    }
 }
 
-/// Connects to the bridge at `addr` (for UDP: registers with it first).
-pub fn open(t: Transport, addr: SocketAddr) -> io::Result<Box<dyn Link>> {
+/// Connects to the bridge at `addr` (for UDP: registers with it first). `fec`: over UDP, ask the
+/// bridge for forward error correction, carrying the counters of earlier connections.
+pub fn open(t: Transport, addr: SocketAddr, fec: Option<FecCounters>) -> io::Result<Box<dyn Link>> {
     match t {
         Transport::Tcp => Ok(Box::new(TcpLink::connect(addr)?)),
-        Transport::Udp => Ok(Box::new(UdpLink::connect(addr)?)),
+        Transport::Udp => Ok(Box::new(UdpLink::connect(addr, fec)?)),
     }
 }
 
@@ -123,14 +131,23 @@ impl Link for TcpLink {
     }
 }
 
-/// UDP: one CPX packet per datagram, after the registration.
+/// UDP: one CPX packet per datagram, after the registration; with FEC, data and parity shards
+/// through the reassembler.
 struct UdpLink {
     socket: UdpSocket,
     registration: Registration,
+    fec: Option<Box<FecRx>>,
+    /// When the FEC request was last sent (repeated every second until shards arrive).
+    fec_asked: Option<Instant>,
 }
 
+/// The UDP receive buffer asked for with FEC: a frame arrives as a burst of ~100 shards while the
+/// previous one is verified, and a lost burst costs whole blocks (best effort: the kernel caps it
+/// at net.core.rmem_max).
+pub const FEC_RECEIVE_BUFFER: usize = 1 << 20;
+
 impl UdpLink {
-    fn connect(addr: SocketAddr) -> io::Result<Self> {
+    fn connect(addr: SocketAddr, fec: Option<FecCounters>) -> io::Result<Self> {
         let bind: SocketAddr = if addr.is_ipv4() {
             "0.0.0.0:0"
         } else {
@@ -141,11 +158,59 @@ impl UdpLink {
         let socket = UdpSocket::bind(bind)?;
         socket.connect(addr)?;
         socket.set_read_timeout(Some(RECV_WAIT))?;
+        if fec.is_some() {
+            let _ = socket2::SockRef::from(&socket).set_recv_buffer_size(FEC_RECEIVE_BUFFER);
+        }
         let registration = Registration::run(&socket)?;
+        let fec = fec.map(|base| Box::new(FecRx::new(base)));
+        let mut fec_asked = None;
+        if let Some(req) = fec.as_ref().and_then(|f| f.request()) {
+            // Asked at once, before the session's first message, so that its answer is protected.
+            socket.send(&req)?;
+            fec_asked = Some(Instant::now());
+        }
         Ok(UdpLink {
             socket,
             registration,
+            fec,
+            fec_asked,
         })
+    }
+
+    /// With FEC: the next CPX packet that can go on (rebuilt ones included) into `buf`, `Ok(0)`
+    /// when none is ready yet. Sends the FEC request (every second until shards arrive), then the
+    /// loss report every 500 ms.
+    fn recv_fec(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(f) = self.fec.as_mut() else {
+            return Ok(0);
+        };
+        let due = self
+            .fec_asked
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        if let Some(out) = f.outgoing(due) {
+            if !f.is_on() {
+                self.fec_asked = Some(Instant::now());
+            }
+            self.socket.send(&out)?;
+        }
+        if f.ready() == 0 {
+            match self.socket.recv(buf) {
+                Ok(n) if self.registration.is_control(&buf[..n]) => {}
+                Ok(n) => {
+                    let d = buf[..n].to_vec();
+                    f.datagram(&d);
+                }
+                Err(e) if quiet(&e) => f.poll(),
+                Err(e) => return Err(e),
+            }
+        }
+        match f.next_packet() {
+            Some(p) if p.len() <= buf.len() => {
+                buf[..p.len()].copy_from_slice(&p);
+                Ok(p.len())
+            }
+            _ => Ok(0),
+        }
     }
 }
 
@@ -170,6 +235,9 @@ impl Link for UdpLink {
                 "the bridge stopped probing this address (UDP registration lost)",
             ));
         }
+        if self.fec.is_some() {
+            return self.recv_fec(buf);
+        }
         match self.socket.recv(buf) {
             Ok(n) if self.registration.is_control(&buf[..n]) => Ok(0),
             Err(e) if quiet(&e) => Ok(0),
@@ -179,6 +247,10 @@ impl Link for UdpLink {
 
     fn is_datagram(&self) -> bool {
         true
+    }
+
+    fn fec_counters(&self) -> Option<FecCounters> {
+        self.fec.as_ref().map(|f| f.counters())
     }
 
     /// Says it leaves, so the bridge frees the slot at once.
