@@ -6,6 +6,7 @@
 //! | [`metrics`] | counters, latency percentiles, CPU / RSS / SoC temperature sampling, the 0.5 s metrics CSV |
 //! | [`viewer`] | live web viewer on localhost (page, `/frame.png`, `/stats.json`) |
 //! | [`report`] | `gapstream report`: PNG plots from a metrics CSV |
+//! | [`codec`] | compress, then seal: the simulated drone's JPEG / JPEG-LS coder (`--codec`), the receiver's decoders of verified coded frames |
 //! | [`sim`] | host simulation of the drone: std camera / SPI link / clock / entropy running `gapstream_drone::Drone` |
 //! | [`receiver`] | connect to the bridge (TCP / UDP), run the session, publish verified frames on a bus whose consumers are the outputs, reconnect by itself |
 //! | [`run`] | `demo`, `view`, `node`, `bench`: node + bridge + receiver + viewer wired together |
@@ -13,6 +14,7 @@
 //! | [`mcap_out`] | `--mcap FILE`: every verified frame as a ROS 2 Image + FrameInfo in an MCAP file (Foxglove's `mcap` crate) |
 //! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
+pub mod codec;
 pub mod images;
 pub mod mcap_out;
 pub mod metrics;

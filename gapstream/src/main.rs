@@ -178,6 +178,13 @@ struct SourceOpts {
     /// ...or after this many seconds, whichever comes first.
     #[arg(long, default_value_t = 60.0, value_parser = seconds_above_zero)]
     rekey_secs: f64,
+    /// Compress, then seal: how the drone codes each frame before sealing it (`jpeg`: baseline
+    /// greyscale JPEG at --quality; `jpegls`: lossless JPEG-LS, grey or Bayer).
+    #[arg(long, value_enum, default_value_t = gapstream::codec::Codec::Raw)]
+    codec: gapstream::codec::Codec,
+    /// JPEG quality 1..=100 (IJG scale) for `--codec jpeg`.
+    #[arg(long, default_value_t = gapstream::codec::DEFAULT_QUALITY, value_parser = clap::value_parser!(u8).range(1..=100))]
+    quality: u8,
 }
 
 impl SourceOpts {
@@ -427,6 +434,8 @@ fn main() -> ExitCode {
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
                 security: a.security.security()?,
                 rekey: a.source.rekey(),
+                codec: a.source.codec,
+                quality: a.source.quality,
             };
             let listeners = run::Listeners {
                 count: a.listeners,
@@ -481,6 +490,8 @@ fn main() -> ExitCode {
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
                 security: a.security.security()?,
                 rekey: a.source.rekey(),
+                codec: a.source.codec,
+                quality: a.source.quality,
             };
             let id = match node.security {
                 Security::StockPlaintext => None,

@@ -364,6 +364,33 @@ pub struct NodeSettings {
     pub spi_hz: Option<u64>,
     pub security: Security,
     pub rekey: Rekey,
+    /// Compress, then seal: the drone's codec and JPEG quality.
+    pub codec: crate::codec::Codec,
+    pub quality: u8,
+}
+
+/// `raw`, `jpeg quality 75`, `jpegls (lossless)`: the codec as the start-up lines show it.
+pub fn codec_label(codec: crate::codec::Codec, quality: u8) -> String {
+    match codec {
+        crate::codec::Codec::Raw => "raw frames".into(),
+        crate::codec::Codec::Jpeg => format!("JPEG quality {quality}"),
+        crate::codec::Codec::Jpegls => "lossless JPEG-LS".into(),
+    }
+}
+
+/// What the drone's coder did, one line (None without a coder).
+pub fn coder_line(d: &gapstream_drone::DroneStats) -> Option<String> {
+    if d.frames_coded == 0 && d.coder_errors == 0 {
+        return None;
+    }
+    let n = d.frames_coded.max(1) as f64;
+    Some(format!(
+        "{} frames coded, {:.0} bytes/frame coded, coding {:.2} ms/frame on the host, {} sent raw after a coder error",
+        d.frames_coded,
+        d.coded_bytes as f64 / n,
+        d.code_ns as f64 / n / 1e6,
+        d.coder_errors
+    ))
 }
 
 fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
@@ -614,13 +641,14 @@ pub fn demo(
             .unwrap_or_else(|| "off".into())
     );
     eprintln!(
-        "  drone    {} {w}x{h} {}, CPX packets of {} bytes, SPI {}",
+        "  drone    {} {w}x{h} {}, {}, CPX packets of {} bytes, SPI {}",
         match node.source {
             SourceSpec::Synthetic { .. } => "synthetic pattern",
             SourceSpec::Folder(_) => "image folder",
             SourceSpec::Raw { .. } => "raw file",
         },
         camera_rate(node.fps),
+        codec_label(node.codec, node.quality),
         node.packet_payload,
         match node.spi_hz {
             Some(hz) => format!(
@@ -673,6 +701,7 @@ pub fn demo(
         },
         frames: None,
         engine: ENGINE,
+        coder: crate::codec::HostCoder::boxed(node.codec, node.quality).map_err(RunError::Setup)?,
     })
     .map_err(RunError::Node)?;
     // The receivers start once the node's SPI link is up: the bridge drops what was queued for the
@@ -716,6 +745,9 @@ pub fn demo(
     print_summary("gapstream", &summary);
     for (i, l) in &listener_summaries {
         print_summary(&format!("gapstream listener {i}"), l);
+    }
+    if let Some(l) = coder_line(&rep.drone) {
+        eprintln!("gapstream: drone: {l}");
     }
     if listeners.count > 0 {
         eprintln!(
@@ -797,6 +829,7 @@ pub fn node_only(
         },
         frames: None,
         engine: ENGINE,
+        coder: crate::codec::HostCoder::boxed(node.codec, node.quality).map_err(RunError::Setup)?,
     })
     .map_err(RunError::Node)?;
     let t0 = Instant::now();
@@ -817,6 +850,9 @@ pub fn node_only(
         r.link.bytes_dropped,
         r.link.reconnects
     );
+    if let Some(l) = coder_line(&r.drone) {
+        eprintln!("gapstream node: {l}");
+    }
     match r.error {
         Some(e) => Err(RunError::Node(e)),
         None => Ok(()),
@@ -900,6 +936,7 @@ pub fn bench_one(
         },
         frames: None,
         engine: ENGINE,
+        coder: None,
     })
     .map_err(RunError::Node)?;
     let mut lat = Vec::new();
