@@ -17,12 +17,14 @@
 //! | `stock_stream` | the stock `0xBC` header parser: `compat::StockReceiver` and the receiver's stock session, test-pattern stamps |
 //! | `bridge_client` | [`esp32_bridge::forward::Bridge`], the bridge's client side (TCP bytes, UDP datagrams) |
 //! | `jpegls_decode` | [`gapstream_jpegls::decode`], the receiver's JPEG-LS decoder (any payload, truncated ones too) |
+//! | `jpeg_decode` | [`gapstream::codec::decode`] of a JPEG frame, the receiver's JPEG decode path (any payload and claimed size) |
 //!
 //! Session and bridge inputs are a sequence of records `ctl u8, len u16 (little-endian), len
 //! bytes` ([`Input::record`]), so that the seeds ([`seeds`]) can be written from real messages.
 
 pub mod bridge;
 pub mod cpx;
+pub mod jpeg;
 pub mod jpegls;
 pub mod seeds;
 pub mod session;
@@ -44,6 +46,7 @@ pub const TARGETS: &[Target] = &[
     ("stock_stream", stock::stock_stream),
     ("bridge_client", bridge::bridge_client),
     ("jpegls_decode", jpegls::jpegls_decode),
+    ("jpeg_decode", jpeg::jpeg_decode),
 ];
 
 /// Reads fuzz input front to back; past the end every read gives zeros / empty slices, so any

@@ -67,6 +67,7 @@ fn name_path(name: &str) -> String {
         "stock_stream" => "stock",
         "bridge_client" => "bridge",
         "jpegls_decode" => "jpegls",
+        "jpeg_decode" => "jpeg",
         other => panic!("unknown target {other}"),
     };
     format!("{module}::{name}")
