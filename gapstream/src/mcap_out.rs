@@ -21,6 +21,9 @@ use crate::ros;
 /// Topic names (ROS 2 style).
 pub const IMAGE_TOPIC: &str = "/gapstream/image";
 pub const INFO_TOPIC: &str = "/gapstream/frame_info";
+/// JPEG frames (`--codec jpeg`): `sensor_msgs/msg/CompressedImage`, format
+/// `"mono8; jpeg compressed mono8"`, on image_transport's topic name for compressed images.
+pub const COMPRESSED_TOPIC: &str = "/gapstream/image/compressed";
 
 /// rosbag2's default QoS for a recorded topic (reliable, volatile, keep last), so that `ros2 bag
 /// play` offers what a live publisher would.
@@ -32,6 +35,7 @@ pub struct McapRecorder {
     writer: Option<mcap::Writer<BufWriter<File>>>,
     image: u16,
     info: u16,
+    compressed: u16,
     bayer: bool,
     written: u64,
 }
@@ -70,11 +74,22 @@ impl McapRecorder {
         let info = w
             .add_channel(sf, INFO_TOPIC, "cdr", &meta)
             .map_err(|e| err(path, e))?;
+        let sc = w
+            .add_schema(
+                ros::COMPRESSED_IMAGE_TYPE,
+                "ros2msg",
+                ros::COMPRESSED_IMAGE_DEFINITION.as_bytes(),
+            )
+            .map_err(|e| err(path, e))?;
+        let compressed = w
+            .add_channel(sc, COMPRESSED_TOPIC, "cdr", &meta)
+            .map_err(|e| err(path, e))?;
         Ok(McapRecorder {
             path: path.to_owned(),
             writer: Some(w),
             image,
             info,
+            compressed,
             bayer,
             written: 0,
         })
@@ -101,9 +116,13 @@ impl Consumer for McapRecorder {
         };
         let stamp = f.capture_ns().unwrap_or(f.receive_ns);
         let seq = self.written as u32;
-        let img = ros::image(f, self.bayer);
+        // A JPEG frame as the file that verified (CompressedImage), any other as its samples.
+        let (channel, img) = match ros::compressed_image(f) {
+            Some(c) => (self.compressed, c),
+            None => (self.image, ros::image(f, self.bayer)),
+        };
         let info = ros::frame_info(f, counters);
-        for (channel_id, data) in [(self.image, img), (self.info, info)] {
+        for (channel_id, data) in [(channel, img), (self.info, info)] {
             w.write_to_known_channel(
                 &mcap::records::MessageHeader {
                     channel_id,
@@ -125,7 +144,7 @@ impl Consumer for McapRecorder {
         };
         w.finish().map_err(|e| err(&self.path, e))?;
         Ok(Some(format!(
-            "wrote {} frames to {} (ROS 2 MCAP: {IMAGE_TOPIC}, {INFO_TOPIC})",
+            "wrote {} frames to {} (ROS 2 MCAP: {IMAGE_TOPIC} or for JPEG frames {COMPRESSED_TOPIC}, {INFO_TOPIC})",
             self.written,
             self.path.display()
         )))
@@ -182,5 +201,39 @@ mod tests {
             }
         }
         assert_eq!(n, [5, 5]);
+    }
+
+    /// A JPEG frame goes to the compressed topic as a CompressedImage with ROS's format string
+    /// and the verified file byte for byte.
+    #[test]
+    fn jpeg_frames_are_compressed_images() {
+        use gapstream_protocol::wire::PixelFormat;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("j.mcap");
+        let mut r = McapRecorder::create(&p, false).unwrap();
+        let jpeg: Vec<u8> = vec![0xff, 0xd8, 1, 2, 3, 0xff, 0xd9];
+        let mut f = crate::receiver::frame::test_frame(0, 4, 2, vec![9; 8]);
+        f.header.pixel_format = PixelFormat::Jpeg.code();
+        f.coded = Some(Arc::from(jpeg.clone()));
+        r.frame(&Arc::new(f), &Counters::default()).unwrap();
+        r.finish(&Counts::default()).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        let mut seen = 0;
+        for m in mcap::MessageStream::new(&bytes).unwrap() {
+            let m = m.unwrap();
+            if m.channel.topic == COMPRESSED_TOPIC {
+                let s = m.channel.schema.as_ref().unwrap();
+                assert_eq!(s.name, "sensor_msgs/msg/CompressedImage");
+                assert!(
+                    m.data
+                        .windows(ros::JPEG_MONO8_FORMAT.len())
+                        .any(|w| w == ros::JPEG_MONO8_FORMAT.as_bytes())
+                );
+                assert_eq!(m.data[m.data.len() - jpeg.len()..], jpeg[..]);
+                seen += 1;
+            }
+            assert_ne!(m.channel.topic, IMAGE_TOPIC);
+        }
+        assert_eq!(seen, 1);
     }
 }
