@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `gapstream/<drone>/image` | `sensor_msgs/msg/Image`, CDR (the MCAP recorder's bytes) |
 //! | `gapstream/<drone>/frame_info` | `gapstream_msgs/msg/FrameInfo`, CDR |
+//! | `gapstream/<drone>/coded` | a coded frame's payload as it verified (`--codec jpeg`: the JPEG file, `jpegls`: the JPEG-LS stream), raw bytes; the decoded samples go to `image` |
 //! | `gapstream/<drone>/stats` | JSON counters, every 0.5 s and at the end |
 //!
 //! Only verified frames are published, and they are published in clear inside Zenoh: beyond one
@@ -27,6 +28,7 @@ pub struct ZenohPublisher {
     session: zenoh::Session,
     image: zenoh::pubsub::Publisher<'static>,
     info: zenoh::pubsub::Publisher<'static>,
+    coded: zenoh::pubsub::Publisher<'static>,
     stats: zenoh::pubsub::Publisher<'static>,
     bayer: bool,
     published: u64,
@@ -64,6 +66,7 @@ impl ZenohPublisher {
         Ok(ZenohPublisher {
             image: declare("image")?,
             info: declare("frame_info")?,
+            coded: declare("coded")?,
             stats: declare("stats")?,
             session,
             bayer,
@@ -114,6 +117,9 @@ impl Consumer for ZenohPublisher {
             .put(ros::frame_info(f, counters))
             .wait()
             .map_err(err)?;
+        if let Some(c) = &f.coded {
+            self.coded.put(c.to_vec()).wait().map_err(err)?;
+        }
         self.published += 1;
         Ok(())
     }
@@ -129,7 +135,7 @@ impl Consumer for ZenohPublisher {
     fn finish(&mut self, _: &Counts) -> Result<Option<String>, String> {
         self.session.close().wait().map_err(err)?;
         Ok(Some(format!(
-            "published {} frames on Zenoh under {}/ (image, frame_info, stats)",
+            "published {} frames on Zenoh under {}/ (image, frame_info, coded, stats)",
             self.published, self.prefix
         )))
     }
