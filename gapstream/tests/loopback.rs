@@ -357,6 +357,53 @@ fn coded_frames_are_verified_and_decoded_per_codec() {
     }
 }
 
+/// `--stock --codec jpeg`: the drone sends Bitcraze's image type 1 with the JPEG file; the
+/// receiver's stock session decodes it (as Bitcraze's viewer does) into the source frames.
+#[test]
+fn stock_stream_with_jpeg_is_image_type_1_and_decodes() {
+    use gapstream::codec::{Codec, HostCoder};
+    let d = tempfile::tempdir().unwrap();
+    let (spec, frames) = scene_frames(d.path(), 6);
+    let b = roomy_bridge();
+    let rx = receiver_on(b.tcp_addr, Transport::Tcp, SessionKind::StockPlaintext);
+    wait_clients(&b, 1);
+    let coder = HostCoder::boxed(Codec::Jpeg, 90).unwrap();
+    let n = node_coded(
+        &spec,
+        b.spi_addr,
+        60.0,
+        None,
+        1020,
+        Mode::StockPlaintext,
+        coder,
+    );
+    let got = rx.take(4, Duration::from_secs(30));
+    let s = rx.finish();
+    let rep = n.stop();
+    assert_eq!(got.len(), 4, "{s:?}");
+    assert!(rep.drone.frames_coded >= 4);
+    // Each frame close to one source frame (JPEG quality 90), and the stream was JPEG-sized.
+    for g in &got {
+        assert_eq!((g.width(), g.height()), (324, 244));
+        let best = frames
+            .iter()
+            .map(|f| {
+                let mse = g
+                    .pixels
+                    .iter()
+                    .zip(f)
+                    .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+                    .sum::<f64>()
+                    / f.len() as f64;
+                10.0 * (255.0f64.powi(2) / mse.max(1e-9)).log10()
+            })
+            .fold(0.0, f64::max);
+        assert!(best > 30.0, "PSNR {best:.1} dB");
+    }
+    assert!(rep.drone.bytes_sent < rep.drone.frames_sent * 324 * 244 / 2);
+    assert_eq!(s.counters.malformed, 0);
+}
+
 /// A receiver over UDP registers through the bridge's cookie exchange (request, cookie, echo,
 /// welcome) and then gets the authenticated stream, while an address that only sent empty
 /// datagrams gets no slot and nothing back; when the receiver stops, its leave frees the slot.
