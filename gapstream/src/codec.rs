@@ -42,14 +42,107 @@ pub struct HostCoder {
     pub quality: u8,
 }
 
+/// The IJG quality scaling in percent of the Annex K table (libjpeg's `jpeg_quality_scaling`).
+fn ijg_scale(q: u8) -> f64 {
+    let q = q.clamp(1, 100) as f64;
+    if q < 50.0 {
+        5000.0 / q
+    } else {
+        200.0 - 2.0 * q
+    }
+}
+
+/// The quality whose IJG scale is `scale` percent (the inverse of [`ijg_scale`]).
+fn ijg_quality(scale: f64) -> f64 {
+    if scale >= 100.0 {
+        5000.0 / scale
+    } else {
+        (200.0 - scale) / 2.0
+    }
+}
+
+/// Target-bytes rate control for JPEG: picks the next frame's quality from the last frame's
+/// size, so that a busy scene keeps the frame rate (smaller, coarser frames) instead of stalling
+/// the link. Model: a frame's bytes ~ complexity / scale^0.7 (the IJG scale), the complexity estimated from
+/// the frame just coded (scenes change slowly between frames at 60 fps); the quality stays within
+/// `min..=max` and aims a little under the target.
+#[derive(Clone, Copy, Debug)]
+pub struct RateControl {
+    pub target_bytes: usize,
+    pub min_quality: u8,
+    pub max_quality: u8,
+}
+
+impl RateControl {
+    /// Headroom: the controller aims at this share of the target.
+    pub const AIM: f64 = 0.9;
+    /// The model's exponent: bytes ~ scale^-ALPHA (the test's busy scene: 41,467 B at quality
+    /// 90, 6,577 B at quality 17, i.e. 0.68; a square root over-corrected and oscillated).
+    pub const ALPHA: f64 = 0.7;
+
+    /// The next frame's quality after a frame of `bytes` coded at `quality`.
+    pub fn next_quality(&self, quality: u8, bytes: usize) -> u8 {
+        let complexity = bytes.max(1) as f64 * ijg_scale(quality).powf(Self::ALPHA);
+        let want = Self::AIM * self.target_bytes.max(1) as f64;
+        let scale = (complexity / want).powf(1.0 / Self::ALPHA);
+        let q = ijg_quality(scale).round();
+        (q.clamp(1.0, 100.0) as u8).clamp(self.min_quality, self.max_quality)
+    }
+}
+
 impl HostCoder {
     /// A coder for `codec` (None for raw frames); a quality outside 1..=100 is an error.
     pub fn boxed(codec: Codec, quality: u8) -> Result<Option<Box<dyn FrameCoder + Send>>, String> {
+        Self::boxed_with_target(codec, quality, None)
+    }
+
+    /// The same, and with `target_bytes` (JPEG only) the quality of each next frame picked by
+    /// [`RateControl`] (between 5 and `quality`).
+    pub fn boxed_with_target(
+        codec: Codec,
+        quality: u8,
+        target_bytes: Option<usize>,
+    ) -> Result<Option<Box<dyn FrameCoder + Send>>, String> {
         if !(1..=100).contains(&quality) {
             return Err(format!("JPEG quality {quality} outside 1..=100"));
         }
-        Ok((codec != Codec::Raw)
-            .then(|| Box::new(HostCoder { codec, quality }) as Box<dyn FrameCoder + Send>))
+        if codec == Codec::Raw {
+            return Ok(None);
+        }
+        let coder = HostCoder { codec, quality };
+        Ok(Some(match target_bytes {
+            Some(t) if codec == Codec::Jpeg => Box::new(RateCoder {
+                coder,
+                rate: RateControl {
+                    target_bytes: t,
+                    min_quality: 5.min(quality),
+                    max_quality: quality,
+                },
+            }),
+            _ => Box::new(coder),
+        }))
+    }
+}
+
+/// A JPEG coder under [`RateControl`]: each frame at the quality the last one's size asked for.
+#[derive(Clone, Debug)]
+pub struct RateCoder {
+    pub coder: HostCoder,
+    pub rate: RateControl,
+}
+
+impl FrameCoder for RateCoder {
+    fn code(
+        &mut self,
+        format: FrameFormat,
+        frame: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<PixelFormat>, CoderError> {
+        let r = self.coder.code(format, frame, out)?;
+        if r.is_some() {
+            self.coder.quality = self.rate.next_quality(self.coder.quality, out.len());
+        }
+        Ok(r)
     }
 }
 
@@ -274,5 +367,86 @@ mod tests {
                 let _ = decode(pf, 40, 30, &bad);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    /// A frame of complexity `busy` (0: smooth gradient; larger: more texture and noise).
+    fn scene(k: u32, busy: u32) -> Vec<u8> {
+        let mut x = 0x1234_5678u32 ^ k;
+        (0..324 * 244)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let (px, py) = (i % 324, i / 324);
+                let base = (px / 3 + py / 2 + k) as u8;
+                let tex = if busy > 0 {
+                    ((px * py / (9 - busy.min(8))) as u8 & 0x3f) ^ ((x % (8 * busy)) as u8)
+                } else {
+                    0
+                };
+                base.wrapping_add(tex)
+            })
+            .collect()
+    }
+
+    /// The scene jumps from smooth to busy and back: with the controller the frames stay near
+    /// the target after at most two frames (so the link keeps the frame rate), and the quality
+    /// climbs back when the scene calms down; at a fixed quality the busy frames are far larger.
+    #[test]
+    fn target_bytes_follow_a_complexity_jump() {
+        let rc = RateControl {
+            target_bytes: 12_000,
+            min_quality: 5,
+            max_quality: 90,
+        };
+        let fmt = FrameFormat::HM01B0;
+        let mut q = rc.max_quality;
+        let mut out = Vec::new();
+        let mut log = Vec::new();
+        for k in 0..36u32 {
+            let busy = if (12..24).contains(&k) { 6 } else { 0 };
+            let px = scene(k, busy);
+            let mut c = HostCoder {
+                codec: Codec::Jpeg,
+                quality: q,
+            };
+            c.code(fmt, &px, &mut out).unwrap();
+            let fixed = {
+                let mut o = Vec::new();
+                HostCoder {
+                    codec: Codec::Jpeg,
+                    quality: rc.max_quality,
+                }
+                .code(fmt, &px, &mut o)
+                .unwrap();
+                o.len()
+            };
+            log.push((k, busy, q, out.len(), fixed));
+            q = rc.next_quality(q, out.len());
+        }
+        for &(k, busy, q, n, fixed) in &log {
+            // Two frames after each jump (k = 12, 24) to settle.
+            if !(12..14).contains(&k) && !(24..26).contains(&k) && k >= 2 {
+                assert!(
+                    n <= rc.target_bytes * 11 / 10,
+                    "frame {k}: {n} bytes at q{q}: {log:?}"
+                );
+            }
+            if busy > 0 {
+                assert!(
+                    fixed > 2 * rc.target_bytes,
+                    "the busy scene must be hard: {log:?}"
+                );
+            }
+        }
+        // Quality drops in the busy stretch and recovers after it.
+        let q_busy = log[20].2;
+        let q_after = log[35].2;
+        assert!(q_busy < 50 && q_after > q_busy + 20, "{log:?}");
     }
 }

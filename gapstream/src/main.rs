@@ -185,6 +185,10 @@ struct SourceOpts {
     /// JPEG quality 1..=100 (IJG scale) for `--codec jpeg`.
     #[arg(long, default_value_t = gapstream::codec::DEFAULT_QUALITY, value_parser = clap::value_parser!(u8).range(1..=100))]
     quality: u8,
+    /// Target-bytes mode (`--codec jpeg`): the drone picks each next frame's quality (5 up to
+    /// --quality) so that frames stay near this many bytes, and a busy scene keeps the frame rate.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(256..=1_000_000))]
+    target_bytes: Option<u64>,
 }
 
 impl SourceOpts {
@@ -436,6 +440,7 @@ fn main() -> ExitCode {
                 rekey: a.source.rekey(),
                 codec: a.source.codec,
                 quality: a.source.quality,
+                target_bytes: a.source.target_bytes.map(|t| t as usize),
             };
             let listeners = run::Listeners {
                 count: a.listeners,
@@ -492,6 +497,7 @@ fn main() -> ExitCode {
                 rekey: a.source.rekey(),
                 codec: a.source.codec,
                 quality: a.source.quality,
+                target_bytes: a.source.target_bytes.map(|t| t as usize),
             };
             let id = match node.security {
                 Security::StockPlaintext => None,

@@ -367,6 +367,8 @@ pub struct NodeSettings {
     /// Compress, then seal: the drone's codec and JPEG quality.
     pub codec: crate::codec::Codec,
     pub quality: u8,
+    /// Target-bytes mode (JPEG): the quality follows the frames' size.
+    pub target_bytes: Option<usize>,
 }
 
 /// `raw`, `jpeg quality 75`, `jpegls (lossless)`: the codec as the start-up lines show it.
@@ -648,7 +650,13 @@ pub fn demo(
             SourceSpec::Raw { .. } => "raw file",
         },
         camera_rate(node.fps),
-        codec_label(node.codec, node.quality),
+        match node.target_bytes {
+            Some(t) if node.codec == crate::codec::Codec::Jpeg => format!(
+                "{} at most, quality following a target of {t} bytes per frame",
+                codec_label(node.codec, node.quality)
+            ),
+            _ => codec_label(node.codec, node.quality),
+        },
         node.packet_payload,
         match node.spi_hz {
             Some(hz) => format!(
@@ -701,7 +709,12 @@ pub fn demo(
         },
         frames: None,
         engine: ENGINE,
-        coder: crate::codec::HostCoder::boxed(node.codec, node.quality).map_err(RunError::Setup)?,
+        coder: crate::codec::HostCoder::boxed_with_target(
+            node.codec,
+            node.quality,
+            node.target_bytes,
+        )
+        .map_err(RunError::Setup)?,
     })
     .map_err(RunError::Node)?;
     // The receivers start once the node's SPI link is up: the bridge drops what was queued for the
@@ -829,7 +842,12 @@ pub fn node_only(
         },
         frames: None,
         engine: ENGINE,
-        coder: crate::codec::HostCoder::boxed(node.codec, node.quality).map_err(RunError::Setup)?,
+        coder: crate::codec::HostCoder::boxed_with_target(
+            node.codec,
+            node.quality,
+            node.target_bytes,
+        )
+        .map_err(RunError::Setup)?,
     })
     .map_err(RunError::Node)?;
     let t0 = Instant::now();
