@@ -18,6 +18,7 @@
 //! | `bridge_client` | [`esp32_bridge::forward::Bridge`], the bridge's client side (TCP bytes, UDP datagrams) |
 //! | `fec_reassembly` | [`gapstream_fec::reassembler::Reassembler`] (FEC datagrams, forged and corrupted shards), the FEC header and control parsers, `esp32_bridge::fec` fed requests and reports |
 //! | `jpegls_decode` | [`gapstream_jpegls::decode`], the receiver's JPEG-LS decoder (any payload, truncated ones too) |
+//! | `jpeg_decode` | [`gapstream::codec::decode`] of a JPEG frame, the receiver's JPEG decode path (any payload and claimed size) |
 //!
 //! Session and bridge inputs are a sequence of records `ctl u8, len u16 (little-endian), len
 //! bytes` ([`Input::record`]), so that the seeds ([`seeds`]) can be written from real messages.
@@ -25,6 +26,7 @@
 pub mod bridge;
 pub mod cpx;
 pub mod fec;
+pub mod jpeg;
 pub mod jpegls;
 pub mod seeds;
 pub mod session;
@@ -47,6 +49,7 @@ pub const TARGETS: &[Target] = &[
     ("bridge_client", bridge::bridge_client),
     ("fec_reassembly", fec::fec_reassembly),
     ("jpegls_decode", jpegls::jpegls_decode),
+    ("jpeg_decode", jpeg::jpeg_decode),
 ];
 
 /// Reads fuzz input front to back; past the end every read gives zeros / empty slices, so any

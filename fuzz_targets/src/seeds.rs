@@ -280,6 +280,9 @@ pub fn all() -> Vec<Seed> {
     for (name, bytes) in crate::jpegls::seeds() {
         seeds.push(seed("jpegls_decode", name, bytes));
     }
+    for (name, bytes) in crate::jpeg::seeds() {
+        seeds.push(seed("jpeg_decode", name, bytes));
+    }
     let mut seen = s.seen.0;
     seen.insert(
         "alert".into(),

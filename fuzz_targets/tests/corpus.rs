@@ -68,6 +68,7 @@ fn name_path(name: &str) -> String {
         "bridge_client" => "bridge",
         "fec_reassembly" => "fec",
         "jpegls_decode" => "jpegls",
+        "jpeg_decode" => "jpeg",
         other => panic!("unknown target {other}"),
     };
     format!("{module}::{name}")

@@ -7,6 +7,7 @@
 //! | [`metrics`] | counters, latency percentiles, CPU / RSS / SoC temperature sampling, the 0.5 s metrics CSV |
 //! | [`viewer`] | live web viewer on localhost (page, `/frame.png`, `/stats.json`) |
 //! | [`report`] | `gapstream report`: PNG plots from a metrics CSV |
+//! | [`codec`] | compress, then seal: the simulated drone's JPEG / JPEG-LS coder (`--codec`), the receiver's decoders of verified coded frames |
 //! | [`sim`] | host simulation of the drone: std camera / SPI link / clock / entropy running `gapstream_drone::Drone` |
 //! | [`receiver`] | connect to the bridge (TCP / UDP), run the session, publish verified frames on a bus whose consumers are the outputs, reconnect by itself |
 //! | [`run`] | `demo`, `view`, `node`, `bench`: node + bridge + receiver + viewer wired together |
@@ -28,6 +29,7 @@ macro_rules! out {
     }};
 }
 
+pub mod codec;
 pub mod discovery;
 pub mod fec_rx;
 pub mod ground;

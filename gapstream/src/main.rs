@@ -360,6 +360,17 @@ struct SourceOpts {
     /// ...or after this many seconds, whichever comes first.
     #[arg(long, default_value_t = 60.0, value_parser = seconds_above_zero, allow_negative_numbers = true)]
     rekey_secs: f64,
+    /// Compress, then seal: how the drone codes each frame before sealing it (`jpeg`: baseline
+    /// greyscale JPEG at --quality; `jpegls`: lossless JPEG-LS, grey or Bayer).
+    #[arg(long, value_enum, default_value_t = gapstream::codec::Codec::Raw)]
+    codec: gapstream::codec::Codec,
+    /// JPEG quality 1..=100 (IJG scale) for `--codec jpeg`.
+    #[arg(long, default_value_t = gapstream::codec::DEFAULT_QUALITY, value_parser = clap::value_parser!(u8).range(1..=100))]
+    quality: u8,
+    /// Target-bytes mode (`--codec jpeg`): the drone picks each next frame's quality (5 up to
+    /// --quality) so that frames stay near this many bytes, and a busy scene keeps the frame rate.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(256..=1_000_000))]
+    target_bytes: Option<u64>,
 }
 
 impl SourceOpts {
@@ -497,6 +508,9 @@ fn node_settings(
         spi_hz: (src.spi_hz > 0).then_some(src.spi_hz),
         security: sec.security()?,
         rekey: src.rekey(),
+        codec: src.codec,
+        quality: src.quality,
+        target_bytes: src.target_bytes.map(|t| t as usize),
     })
 }
 
@@ -685,6 +699,9 @@ fn main() -> ExitCode {
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
                 security,
                 rekey: a.source.rekey(),
+                codec: a.source.codec,
+                quality: a.source.quality,
+                target_bytes: a.source.target_bytes.map(|t| t as usize),
             };
             let listeners = run::Listeners {
                 count: a.listeners,
@@ -741,6 +758,9 @@ fn main() -> ExitCode {
                 spi_hz: (a.source.spi_hz > 0).then_some(a.source.spi_hz),
                 security: a.security.security()?,
                 rekey: a.source.rekey(),
+                codec: a.source.codec,
+                quality: a.source.quality,
+                target_bytes: a.source.target_bytes.map(|t| t as usize),
             };
             let id = match node.security {
                 Security::StockPlaintext => None,

@@ -21,71 +21,109 @@ use crate::ros;
 /// Topic names (ROS 2 style).
 pub const IMAGE_TOPIC: &str = "/gapstream/image";
 pub const INFO_TOPIC: &str = "/gapstream/frame_info";
+/// JPEG frames (`--codec jpeg`): `sensor_msgs/msg/CompressedImage`, format
+/// `"mono8; jpeg compressed mono8"`, on image_transport's topic name for compressed images.
+pub const COMPRESSED_TOPIC: &str = "/gapstream/image/compressed";
 
 /// rosbag2's default QoS for a recorded topic (reliable, volatile, keep last), so that `ros2 bag
 /// play` offers what a live publisher would.
 const QOS: &str = "- history: 3\n  depth: 0\n  reliability: 1\n  durability: 2\n  deadline:\n    sec: 9223372036\n    nsec: 854775807\n  lifespan:\n    sec: 9223372036\n    nsec: 854775807\n  liveliness: 1\n  liveliness_lease_duration:\n    sec: 9223372036\n    nsec: 854775807\n  avoid_ros_namespace_conventions: false\n";
 
-/// The topics of one drone of a ground station's recording: `/<drone>/image`, `/<drone>/frame_info`.
-pub fn fleet_topics(drone: &str) -> (String, String) {
-    (format!("/{drone}/image"), format!("/{drone}/frame_info"))
+/// The topics of one drone of a ground station's recording: `/<drone>/image`,
+/// `/<drone>/frame_info` and, for JPEG frames, `/<drone>/image/compressed`.
+pub fn fleet_topics(drone: &str) -> [String; 3] {
+    [
+        format!("/{drone}/image"),
+        format!("/{drone}/frame_info"),
+        format!("/{drone}/image/compressed"),
+    ]
 }
+
+/// The channels a frame is written on: image, frame_info, compressed image.
+type Channels = (u16, u16, u16);
 
 /// An open MCAP recording.
 pub struct McapRecorder {
     path: PathBuf,
     writer: Option<mcap::Writer<BufWriter<File>>>,
-    image: u16,
-    info: u16,
+    /// One stream's channels (unused on a ground station's recording).
+    channels: Channels,
     bayer: bool,
     written: u64,
-    /// A ground station's recording ([`McapRecorder::create_fleet`]): the schemas, and each
-    /// drone's channels (image, frame_info), added with its first frame.
-    fleet: Option<(u16, u16, FleetChannels)>,
+    /// A ground station's recording ([`McapRecorder::create_fleet`]): the schemas (image,
+    /// frame_info, compressed image), and each drone's channels, added with its first frame.
+    fleet: Option<(Channels, FleetChannels)>,
 }
 
-/// A ground station's channels by drone: (image, frame_info).
-type FleetChannels = BTreeMap<String, (u16, u16)>;
+/// A ground station's channels by drone.
+type FleetChannels = BTreeMap<String, Channels>;
 
 fn err(path: &Path, e: impl std::fmt::Display) -> String {
     format!("MCAP recording {}: {e}", path.display())
 }
 
+/// rosbag2's metadata of a recorded channel.
+fn channel_meta() -> BTreeMap<String, String> {
+    BTreeMap::from([("offered_qos_profiles".to_string(), QOS.to_string())])
+}
+
+/// Creates `path` (replacing it) as a ROS 2 MCAP file with the three schemas: image, frame_info,
+/// compressed image.
+fn open_writer(path: &Path) -> Result<(mcap::Writer<BufWriter<File>>, Channels), String> {
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).map_err(|e| err(path, e))?;
+    }
+    let file = File::create(path).map_err(|e| err(path, e))?;
+    let mut w = mcap::WriteOptions::new()
+        .compression(None)
+        .profile("ros2")
+        .library(concat!("gapstream ", env!("CARGO_PKG_VERSION")))
+        .create(BufWriter::new(file))
+        .map_err(|e| err(path, e))?;
+    let mut schema = |name: &str, def: &str| {
+        w.add_schema(name, "ros2msg", def.as_bytes())
+            .map_err(|e| err(path, e))
+    };
+    let si = schema(ros::IMAGE_TYPE, ros::IMAGE_DEFINITION)?;
+    let sf = schema(ros::FRAME_INFO_TYPE, ros::FRAME_INFO_DEFINITION)?;
+    let sc = schema(ros::COMPRESSED_IMAGE_TYPE, ros::COMPRESSED_IMAGE_DEFINITION)?;
+    Ok((w, (si, sf, sc)))
+}
+
+/// Adds the three channels `topics` on the `schemas` (image, frame_info, compressed image).
+fn add_channels(
+    w: &mut mcap::Writer<BufWriter<File>>,
+    path: &Path,
+    schemas: Channels,
+    topics: [&str; 3],
+) -> Result<Channels, String> {
+    let meta = channel_meta();
+    let mut add = |schema: u16, topic: &str| {
+        w.add_channel(schema, topic, "cdr", &meta)
+            .map_err(|e| err(path, e))
+    };
+    Ok((
+        add(schemas.0, topics[0])?,
+        add(schemas.1, topics[1])?,
+        add(schemas.2, topics[2])?,
+    ))
+}
+
 impl McapRecorder {
-    /// Creates `path` (replacing it) with both channels. `bayer`: the frames are RGGB mosaics.
+    /// Creates `path` (replacing it) with the stream's channels. `bayer`: the frames are RGGB
+    /// mosaics.
     pub fn create(path: &Path, bayer: bool) -> Result<Self, String> {
-        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(d).map_err(|e| err(path, e))?;
-        }
-        let file = File::create(path).map_err(|e| err(path, e))?;
-        let mut w = mcap::WriteOptions::new()
-            .compression(None)
-            .profile("ros2")
-            .library(concat!("gapstream ", env!("CARGO_PKG_VERSION")))
-            .create(BufWriter::new(file))
-            .map_err(|e| err(path, e))?;
-        let meta = BTreeMap::from([("offered_qos_profiles".to_string(), QOS.to_string())]);
-        let si = w
-            .add_schema(ros::IMAGE_TYPE, "ros2msg", ros::IMAGE_DEFINITION.as_bytes())
-            .map_err(|e| err(path, e))?;
-        let image = w
-            .add_channel(si, IMAGE_TOPIC, "cdr", &meta)
-            .map_err(|e| err(path, e))?;
-        let sf = w
-            .add_schema(
-                ros::FRAME_INFO_TYPE,
-                "ros2msg",
-                ros::FRAME_INFO_DEFINITION.as_bytes(),
-            )
-            .map_err(|e| err(path, e))?;
-        let info = w
-            .add_channel(sf, INFO_TOPIC, "cdr", &meta)
-            .map_err(|e| err(path, e))?;
+        let (mut w, schemas) = open_writer(path)?;
+        let channels = add_channels(
+            &mut w,
+            path,
+            schemas,
+            [IMAGE_TOPIC, INFO_TOPIC, COMPRESSED_TOPIC],
+        )?;
         Ok(McapRecorder {
             path: path.to_owned(),
             writer: Some(w),
-            image,
-            info,
+            channels,
             bayer,
             written: 0,
             fleet: None,
@@ -93,59 +131,31 @@ impl McapRecorder {
     }
 
     /// One file for a ground station: each drone's frames on its own topics
-    /// ([`fleet_topics`]: `/<drone>/image`, `/<drone>/frame_info`), the channels added with the
-    /// drone's first frame.
+    /// ([`fleet_topics`]), the channels added with the drone's first frame.
     pub fn create_fleet(path: &Path, bayer: bool) -> Result<Self, String> {
-        if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(d).map_err(|e| err(path, e))?;
-        }
-        let file = File::create(path).map_err(|e| err(path, e))?;
-        let mut w = mcap::WriteOptions::new()
-            .compression(None)
-            .profile("ros2")
-            .library(concat!("gapstream ", env!("CARGO_PKG_VERSION")))
-            .create(BufWriter::new(file))
-            .map_err(|e| err(path, e))?;
-        let si = w
-            .add_schema(ros::IMAGE_TYPE, "ros2msg", ros::IMAGE_DEFINITION.as_bytes())
-            .map_err(|e| err(path, e))?;
-        let sf = w
-            .add_schema(
-                ros::FRAME_INFO_TYPE,
-                "ros2msg",
-                ros::FRAME_INFO_DEFINITION.as_bytes(),
-            )
-            .map_err(|e| err(path, e))?;
+        let (w, schemas) = open_writer(path)?;
         Ok(McapRecorder {
             path: path.to_owned(),
             writer: Some(w),
-            image: 0,
-            info: 0,
+            channels: (0, 0, 0),
             bayer,
             written: 0,
-            fleet: Some((si, sf, BTreeMap::new())),
+            fleet: Some((schemas, BTreeMap::new())),
         })
     }
 
-    /// The channels of `drone` (a ground station's), added when it first comes.
-    fn channels(&mut self, drone: &str) -> Result<(u16, u16), String> {
-        let (Some(w), Some((si, sf, map))) = (self.writer.as_mut(), self.fleet.as_mut()) else {
-            return Ok((self.image, self.info));
+    /// The channels of `drone` (a ground station's, added when it first comes).
+    fn channels(&mut self, drone: &str) -> Result<Channels, String> {
+        let (Some(w), Some((schemas, map))) = (self.writer.as_mut(), self.fleet.as_mut()) else {
+            return Ok(self.channels);
         };
         if let Some(c) = map.get(drone) {
             return Ok(*c);
         }
-        let meta = BTreeMap::from([("offered_qos_profiles".to_string(), QOS.to_string())]);
-        let (ti, tf) = fleet_topics(drone);
-        let path = &self.path;
-        let image = w
-            .add_channel(*si, &ti, "cdr", &meta)
-            .map_err(|e| err(path, e))?;
-        let info = w
-            .add_channel(*sf, &tf, "cdr", &meta)
-            .map_err(|e| err(path, e))?;
-        map.insert(drone.to_string(), (image, info));
-        Ok((image, info))
+        let [ti, tf, tc] = fleet_topics(drone);
+        let c = add_channels(w, &self.path, *schemas, [&ti, &tf, &tc])?;
+        map.insert(drone.to_string(), c);
+        Ok(c)
     }
 
     /// Frames written so far.
@@ -164,15 +174,19 @@ impl Consumer for McapRecorder {
         Policy::Every(RECORDER_QUEUE)
     }
     fn frame(&mut self, f: &Arc<Frame>, counters: &Counters) -> Result<(), String> {
-        let (image, info_ch) = self.channels(&f.source)?;
+        let (image, info_ch, compressed) = self.channels(&f.source)?;
         let Some(w) = self.writer.as_mut() else {
             return Err(err(&self.path, "already closed"));
         };
         let stamp = f.capture_ns().unwrap_or(f.receive_ns);
         let seq = self.written as u32;
-        let img = ros::image(f, self.bayer);
+        // A JPEG frame as the file that verified (CompressedImage), any other as its samples.
+        let (channel, img) = match ros::compressed_image(f) {
+            Some(c) => (compressed, c),
+            None => (image, ros::image(f, self.bayer)),
+        };
         let info = ros::frame_info(f, counters);
-        for (channel_id, data) in [(image, img), (info_ch, info)] {
+        for (channel_id, data) in [(channel, img), (info_ch, info)] {
             w.write_to_known_channel(
                 &mcap::records::MessageHeader {
                     channel_id,
@@ -194,12 +208,12 @@ impl Consumer for McapRecorder {
         };
         w.finish().map_err(|e| err(&self.path, e))?;
         let topics = match &self.fleet {
-            Some((_, _, m)) => format!(
-                "/<drone>/image, /<drone>/frame_info for {} drone{}",
+            Some((_, m)) => format!(
+                "/<drone>/image (JPEG frames: /<drone>/image/compressed), /<drone>/frame_info for {} drone{}",
                 m.len(),
                 if m.len() == 1 { "" } else { "s" }
             ),
-            None => format!("{IMAGE_TOPIC}, {INFO_TOPIC}"),
+            None => format!("{IMAGE_TOPIC} (JPEG frames: {COMPRESSED_TOPIC}), {INFO_TOPIC}"),
         };
         Ok(Some(format!(
             "wrote {} frames to {} (ROS 2 MCAP: {topics})",
@@ -292,5 +306,39 @@ mod tests {
                 ("/bravo/image".to_string(), vec![1, 3, 5]),
             ])
         );
+    }
+
+    /// A JPEG frame goes to the compressed topic as a CompressedImage with ROS's format string
+    /// and the verified file byte for byte.
+    #[test]
+    fn jpeg_frames_are_compressed_images() {
+        use gapstream_protocol::wire::PixelFormat;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("j.mcap");
+        let mut r = McapRecorder::create(&p, false).unwrap();
+        let jpeg: Vec<u8> = vec![0xff, 0xd8, 1, 2, 3, 0xff, 0xd9];
+        let mut f = crate::receiver::frame::test_frame(0, 4, 2, vec![9; 8]);
+        f.header.pixel_format = PixelFormat::Jpeg.code();
+        f.coded = Some(Arc::from(jpeg.clone()));
+        r.frame(&Arc::new(f), &Counters::default()).unwrap();
+        r.finish(&Counts::default()).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        let mut seen = 0;
+        for m in mcap::MessageStream::new(&bytes).unwrap() {
+            let m = m.unwrap();
+            if m.channel.topic == COMPRESSED_TOPIC {
+                let s = m.channel.schema.as_ref().unwrap();
+                assert_eq!(s.name, "sensor_msgs/msg/CompressedImage");
+                assert!(
+                    m.data
+                        .windows(ros::JPEG_MONO8_FORMAT.len())
+                        .any(|w| w == ros::JPEG_MONO8_FORMAT.as_bytes())
+                );
+                assert_eq!(m.data[m.data.len() - jpeg.len()..], jpeg[..]);
+                seen += 1;
+            }
+            assert_ne!(m.channel.topic, IMAGE_TOPIC);
+        }
+        assert_eq!(seen, 1);
     }
 }

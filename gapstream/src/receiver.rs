@@ -54,6 +54,10 @@ struct Delivered {
     capture_ns: Option<u64>,
     width: usize,
     height: usize,
+    /// The authenticated pixel-format code (secure stream; None: the stock stream, whose JPEG is
+    /// decoded already).
+    pixel_format: Option<u8>,
+    /// The payload: samples, or a coded picture (JPEG, JPEG-LS) the station decodes.
     pixels: Vec<u8>,
 }
 
@@ -364,6 +368,7 @@ impl Session for StockSession {
             capture_ns: stamp.map(|s| s.capture_ns),
             width: w,
             height: h,
+            pixel_format: None,
             pixels,
         }));
     }
@@ -497,6 +502,7 @@ impl SecureSession {
                     capture_ns: Some(h.capture_ns),
                     width: h.width as usize,
                     height: h.height as usize,
+                    pixel_format: Some(h.pixel_format),
                     pixels: f.into_pixels(),
                 }))
             }

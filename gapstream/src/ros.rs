@@ -38,6 +38,34 @@ pub const IMAGE_DEFINITION: &str = concat!(
     header_dependencies!(),
 );
 
+/// `sensor_msgs/msg/CompressedImage` with its dependencies: a JPEG frame as the drone coded it.
+pub const COMPRESSED_IMAGE_TYPE: &str = "sensor_msgs/msg/CompressedImage";
+pub const COMPRESSED_IMAGE_DEFINITION: &str = concat!(
+    "std_msgs/Header header\n",
+    "string format\n",
+    "uint8[] data\n",
+    header_dependencies!(),
+);
+
+/// The `format` of a JPEG frame's CompressedImage: what ROS's `compressed_image_transport` writes
+/// for a greyscale JPEG (`<raw encoding>; jpeg compressed <coded encoding>`).
+pub const JPEG_MONO8_FORMAT: &str = "mono8; jpeg compressed mono8";
+
+/// A JPEG frame's `sensor_msgs/msg/CompressedImage`: the verified JPEG file as is, stamped with
+/// the capture time; None for any other frame (JPEG-LS frames go out as an Image of their decoded
+/// samples: ROS has no JPEG-LS image transport).
+pub fn compressed_image(f: &Frame) -> Option<Vec<u8>> {
+    let jpeg = f.coded.as_deref()?;
+    if f.format() != Ok(gapstream_protocol::wire::PixelFormat::Jpeg) {
+        return None;
+    }
+    let mut c = Cdr::new();
+    c.header(f.capture_ns().unwrap_or(f.receive_ns));
+    c.string(JPEG_MONO8_FORMAT);
+    c.bytes(jpeg);
+    Some(c.into_bytes())
+}
+
 /// gapstream's per-frame metadata, published next to each Image (same `header.stamp`).
 pub const FRAME_INFO_TYPE: &str = "gapstream_msgs/msg/FrameInfo";
 pub const FRAME_INFO_DEFINITION: &str = concat!(

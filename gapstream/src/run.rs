@@ -429,6 +429,35 @@ pub struct NodeSettings {
     pub spi_hz: Option<u64>,
     pub security: Security,
     pub rekey: Rekey,
+    /// Compress, then seal: the drone's codec and JPEG quality.
+    pub codec: crate::codec::Codec,
+    pub quality: u8,
+    /// Target-bytes mode (JPEG): the quality follows the frames' size.
+    pub target_bytes: Option<usize>,
+}
+
+/// `raw`, `jpeg quality 75`, `jpegls (lossless)`: the codec as the start-up lines show it.
+pub fn codec_label(codec: crate::codec::Codec, quality: u8) -> String {
+    match codec {
+        crate::codec::Codec::Raw => "raw frames".into(),
+        crate::codec::Codec::Jpeg => format!("JPEG quality {quality}"),
+        crate::codec::Codec::Jpegls => "lossless JPEG-LS".into(),
+    }
+}
+
+/// What the drone's coder did, one line (None without a coder).
+pub fn coder_line(d: &gapstream_drone::DroneStats) -> Option<String> {
+    if d.frames_coded == 0 && d.coder_errors == 0 {
+        return None;
+    }
+    let n = d.frames_coded.max(1) as f64;
+    Some(format!(
+        "{} frames coded, {:.0} bytes/frame coded, coding {:.2} ms/frame on the host, {} sent raw after a coder error",
+        d.frames_coded,
+        d.coded_bytes as f64 / n,
+        d.code_ns as f64 / n / 1e6,
+        d.coder_errors
+    ))
 }
 
 /// The viewer's address unless `--viewer` says otherwise.
@@ -730,13 +759,20 @@ pub fn demo(
     );
     out!("           {}", bridge_settings.describe());
     out!(
-        "  drone    {} {w}x{h} {}, CPX packets of {} bytes, SPI {}",
+        "  drone    {} {w}x{h} {}, {}, CPX packets of {} bytes, SPI {}",
         match node.source {
             SourceSpec::Synthetic { .. } => "synthetic pattern",
             SourceSpec::Folder(_) => "image folder",
             SourceSpec::Raw { .. } => "raw file",
         },
         camera_rate(node.fps),
+        match node.target_bytes {
+            Some(t) if node.codec == crate::codec::Codec::Jpeg => format!(
+                "{} at most, quality following a target of {t} bytes per frame",
+                codec_label(node.codec, node.quality)
+            ),
+            _ => codec_label(node.codec, node.quality),
+        },
         node.packet_payload,
         match node.spi_hz {
             Some(hz) => format!(
@@ -794,6 +830,12 @@ pub fn demo(
         },
         frames: None,
         engine: ENGINE,
+        coder: crate::codec::HostCoder::boxed_with_target(
+            node.codec,
+            node.quality,
+            node.target_bytes,
+        )
+        .map_err(RunError::Setup)?,
     })
     .map_err(RunError::Node)?;
     // The receivers start once the node's SPI link is up: the bridge drops what was queued for the
@@ -837,6 +879,9 @@ pub fn demo(
     print_summary("gapstream", &summary);
     for (i, l) in &listener_summaries {
         print_summary(&format!("gapstream listener {i}"), l);
+    }
+    if let Some(l) = coder_line(&rep.drone) {
+        eprintln!("gapstream: drone: {l}");
     }
     if listeners.count > 0 {
         out!(
@@ -926,6 +971,12 @@ pub fn node_only(
         },
         frames: None,
         engine: ENGINE,
+        coder: crate::codec::HostCoder::boxed_with_target(
+            node.codec,
+            node.quality,
+            node.target_bytes,
+        )
+        .map_err(RunError::Setup)?,
     })
     .map_err(RunError::Node)?;
     let t0 = Instant::now();
@@ -946,6 +997,9 @@ pub fn node_only(
         r.link.bytes_dropped,
         r.link.reconnects
     );
+    if let Some(l) = coder_line(&r.drone) {
+        eprintln!("gapstream node: {l}");
+    }
     match r.error {
         Some(e) => Err(RunError::Node(e)),
         None => Ok(()),
@@ -1150,6 +1204,7 @@ pub fn bench_one(
         },
         frames: exact.then_some(frames),
         engine: ENGINE,
+        coder: None,
     })
     .map_err(RunError::Node)?;
     let mut lat = Vec::new();

@@ -387,6 +387,8 @@ pub struct NodeConfig {
     /// Stop after this many frames (None: until stopped).
     pub frames: Option<u64>,
     pub engine: EngineChoice,
+    /// Compress, then seal: the frame coder (`crate::codec::HostCoder`; None: raw frames).
+    pub coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
 }
 
 /// L1 buffer per engine round on the host cluster (three of them must fit the 64 KiB L1).
@@ -406,7 +408,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
         ));
     }
     let (st, rep) = (stop.clone(), report.clone());
-    let (drone_cfg, frames, engine) = (cfg.drone, cfg.frames, cfg.engine);
+    let (drone_cfg, frames, engine, coder) = (cfg.drone, cfg.frames, cfg.engine, cfg.coder);
     let thread = thread::Builder::new()
         .name("drone".into())
         .spawn(move || match engine {
@@ -416,7 +418,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
                     &cluster,
                     gap_rust_cipher_s::engine::Config::new(cores.clamp(1, 8), ENGINE_BUFFER),
                 ) {
-                    Ok(eng) => drive(camera, link, eng, drone_cfg, frames, &st, &rep),
+                    Ok(eng) => drive(camera, link, eng, drone_cfg, coder, frames, &st, &rep),
                     Err(e) => {
                         rep.lock().unwrap_or_else(|e| e.into_inner()).error =
                             Some(format!("cluster engine: {e:?}"))
@@ -428,6 +430,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
                 link,
                 gap_rust_cipher_s::Sequential,
                 drone_cfg,
+                coder,
                 frames,
                 &st,
                 &rep,
@@ -442,11 +445,13 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
 }
 
 /// The drone loop with one engine.
+#[allow(clippy::too_many_arguments)]
 fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
     camera: SimCamera,
     link: SpiLink,
     engine: A,
     cfg: gapstream_drone::DroneConfig,
+    coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
     frames: Option<u64>,
     st: &AtomicBool,
     rep: &Mutex<NodeReport>,
@@ -459,6 +464,7 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
                 return;
             }
         };
+    drone.set_coder(coder);
     let publish =
         |drone: &mut gapstream_drone::Drone<SimCamera, SpiLink, SystemClock, OsEntropy, A>| {
             let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());

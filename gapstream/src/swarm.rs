@@ -149,6 +149,12 @@ fn start_drone(
         },
         frames: None,
         engine: EngineChoice::Sequential,
+        coder: crate::codec::HostCoder::boxed_with_target(
+            node.codec,
+            node.quality,
+            node.target_bytes,
+        )
+        .map_err(RunError::Setup)?,
     })
     .map_err(RunError::Node)
 }

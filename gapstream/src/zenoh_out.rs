@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `gapstream/<drone>/image` | `sensor_msgs/msg/Image`, CDR (the MCAP recorder's bytes) |
 //! | `gapstream/<drone>/frame_info` | `gapstream_msgs/msg/FrameInfo`, CDR |
+//! | `gapstream/<drone>/coded` | a coded frame's payload as it verified (`--codec jpeg`: the JPEG file, `jpegls`: the JPEG-LS stream), raw bytes; the decoded samples go to `image` |
 //! | `gapstream/<drone>/stats` | JSON counters, every 0.5 s and at the end |
 //!
 //! Only verified frames are published, and they are published in clear inside Zenoh: beyond one
@@ -26,6 +27,7 @@ use crate::ros;
 struct Pubs {
     image: zenoh::pubsub::Publisher<'static>,
     info: zenoh::pubsub::Publisher<'static>,
+    coded: zenoh::pubsub::Publisher<'static>,
     stats: zenoh::pubsub::Publisher<'static>,
     /// Frames published for this drone (its stats' `published`).
     published: u64,
@@ -54,6 +56,7 @@ fn declare(session: &zenoh::Session, drone: &str) -> Result<Pubs, String> {
     Ok(Pubs {
         image: d("image")?,
         info: d("frame_info")?,
+        coded: d("coded")?,
         stats: d("stats")?,
         published: 0,
     })
@@ -159,6 +162,9 @@ impl Consumer for ZenohPublisher {
         let p = self.pubs(&f.source)?;
         p.image.put(img).wait().map_err(err)?;
         p.info.put(info).wait().map_err(err)?;
+        if let Some(c) = &f.coded {
+            p.coded.put(c.to_vec()).wait().map_err(err)?;
+        }
         p.published += 1;
         self.published += 1;
         Ok(())
@@ -177,7 +183,7 @@ impl Consumer for ZenohPublisher {
     fn finish(&mut self, _: &Counts) -> Result<Option<String>, String> {
         self.session.close().wait().map_err(err)?;
         Ok(Some(format!(
-            "published {} frames on Zenoh under {}/ (image, frame_info, stats)",
+            "published {} frames on Zenoh under {}/ (image, frame_info, coded, stats)",
             self.published, self.prefix
         )))
     }

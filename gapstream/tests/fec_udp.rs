@@ -107,6 +107,7 @@ fn node(spec: &SourceSpec, spi: SocketAddr, fps: f64, frames: u64, mode: Mode) -
         },
         frames: Some(frames),
         engine: sim::EngineChoice::default(),
+        coder: None,
     })
     .unwrap()
 }

@@ -41,6 +41,9 @@ fn node(fps: f64) -> NodeSettings {
             kex: KexMode::X25519,
         },
         rekey: Rekey::default(),
+        codec: gapstream::codec::Codec::Raw,
+        quality: 75,
+        target_bytes: None,
     }
 }
 

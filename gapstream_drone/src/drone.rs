@@ -26,7 +26,9 @@ use gapstream_protocol::session::{self, DroneEvent, DroneSession};
 
 use crate::boot::Boot;
 use crate::rng::DrbgRng;
-use crate::traits::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link};
+use crate::traits::{
+    Camera, Capture, Clock, Entropy, EntropyError, FrameCoder, FrameFormat, Link, PixelFormat,
+};
 
 /// The secure mode's settings: the pairing identity (the drone's static key and the public keys of
 /// its receivers, from `gapstream pair`; an `Identity` for one receiver converts with `.into()`) and
@@ -89,6 +91,13 @@ pub struct DroneStats {
     pub seal_ns: u64,
     /// Time in `Link::send`.
     pub send_ns: u64,
+    /// Frames sent coded by the [`FrameCoder`] (compress, then seal), their coded bytes and the
+    /// time coding them; frames the coder declined or failed on went out raw (`coder_errors`
+    /// counts the failures).
+    pub frames_coded: u64,
+    pub coded_bytes: u64,
+    pub code_ns: u64,
+    pub coder_errors: u64,
     /// Upstream trouble: stretches of bytes that were not CPX (secure mode: one per stretch; stock
     /// mode: one per CPX error), messages that lost packets, messages the session rejected.
     pub upstream_errors: u64,
@@ -132,13 +141,19 @@ impl<CE: core::fmt::Display, LE: core::fmt::Display> core::fmt::Display for Dron
 
 /// The stock image header: magic, width, height, depth, type (0 = raw), size. 11 bytes, LE.
 pub fn stock_header(fmt: FrameFormat) -> [u8; 11] {
+    stock_header_with(fmt, 0, fmt.bytes())
+}
+
+/// The stock image header of an image of `size` bytes of type `kind` (0 raw, 1 JPEG: what
+/// Bitcraze's `wifi-img-streamer` sends in its JPEG mode and its viewer decodes).
+pub fn stock_header_with(fmt: FrameFormat, kind: u8, size: usize) -> [u8; 11] {
     let mut h = [0u8; 11];
     h[0] = 0xBC;
     h[1..3].copy_from_slice(&fmt.width.to_le_bytes());
     h[3..5].copy_from_slice(&fmt.height.to_le_bytes());
     h[5] = 1;
-    h[6] = 0;
-    h[7..11].copy_from_slice(&(fmt.bytes() as u32).to_le_bytes());
+    h[6] = kind;
+    h[7..11].copy_from_slice(&(size as u32).to_le_bytes());
     h
 }
 
@@ -175,6 +190,9 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     stats: DroneStats,
     /// The ESP32's last WIFI_CTRL client status (stock mode streams only while it is true).
     wifi_client: bool,
+    /// Compress, then seal: the frame coder (None: raw frames) and its output buffer.
+    coder: Option<Box<dyn FrameCoder + Send>>,
+    coded: Vec<u8>,
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
@@ -221,7 +239,16 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             rx_buf: vec![0u8; 2048],
             stats: DroneStats::default(),
             wifi_client: false,
+            coder: None,
+            coded: Vec::new(),
         })
+    }
+
+    /// Codes every frame with `coder` before sealing it (compress, then seal); `None`: raw
+    /// frames. In stock mode only JPEG is sent coded (Bitcraze's image type 1); other codes go
+    /// out raw there.
+    pub fn set_coder(&mut self, coder: Option<Box<dyn FrameCoder + Send>>) {
+        self.coder = coder;
     }
 
     pub fn stats(&self) -> DroneStats {
@@ -355,10 +382,22 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                     return Ok(());
                 }
                 let route = Route::new(Target::Gap8, Target::WifiHost, Function::App);
-                let header = stock_header(self.format);
+                let coded = code_frame(
+                    &mut self.coder,
+                    self.format,
+                    &cap.buf,
+                    &mut self.coded,
+                    &self.clock,
+                    &mut self.stats,
+                );
+                let (image, kind) = match coded {
+                    Some(PixelFormat::Jpeg) => (&self.coded[..], 1),
+                    _ => (&cap.buf[..], 0),
+                };
+                let header = stock_header_with(self.format, kind, image.len());
                 let t0 = self.clock.now_ns();
                 let size = self.cfg.packet_payload;
-                for part in [&header[..], &cap.buf] {
+                for part in [&header[..], image] {
                     // `last_packet` on every packet, as the stock GAP8 firmware does.
                     let p = Packetizer::new(route, [part, &[], &[]], size, LastFlag::Every)
                         .map_err(DroneError::Config)?;
@@ -383,25 +422,65 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             self.stats.frames_skipped += 1;
             return send_queued(conn, &mut self.packet, &mut self.link, &mut self.stats);
         }
+        let coded = code_frame(
+            &mut self.coder,
+            self.format,
+            &cap.buf,
+            &mut self.coded,
+            &self.clock,
+            &mut self.stats,
+        );
+        let (pixel_format, payload) = match coded {
+            Some(f) => (f, &mut self.coded),
+            None => (self.format.pixel, &mut cap.buf),
+        };
         let meta = FrameMeta {
-            pixel_format: self.format.pixel,
+            pixel_format,
             width: self.format.width,
             height: self.format.height,
             capture_ns: cap.capture_ns,
         };
         let t0 = self.clock.now_ns();
         let sealed = conn
-            .seal_frame(&mut self.applier, &self.clock, meta, &mut cap.buf)
+            .seal_frame(&mut self.applier, &self.clock, meta, payload)
             .map_err(DroneError::Seal)?;
         let t1 = self.clock.now_ns();
         self.stats.seal_ns += t1.saturating_sub(t0);
         // GROUP_KEYs queued by the timers go out before this frame.
         send_queued(conn, &mut self.packet, &mut self.link, &mut self.stats)?;
-        let p = conn.frame_packetizer(&sealed, &cap.buf);
+        let p = conn.frame_packetizer(&sealed, payload);
         send_message(p, &mut self.packet, &mut self.link, &mut self.stats)?;
         self.stats.send_ns += self.clock.now_ns().saturating_sub(t1);
         self.stats.frames_sent += 1;
         Ok(())
+    }
+}
+
+/// Codes the frame with the coder, if any: `Some(format)` when `out` holds the coded frame,
+/// `None` to send it raw (no coder, declined, or failed: counted).
+fn code_frame<K: Clock>(
+    coder: &mut Option<Box<dyn FrameCoder + Send>>,
+    format: FrameFormat,
+    frame: &[u8],
+    out: &mut Vec<u8>,
+    clock: &K,
+    stats: &mut DroneStats,
+) -> Option<PixelFormat> {
+    let coder = coder.as_mut()?;
+    let t0 = clock.now_ns();
+    let r = coder.code(format, frame, out);
+    stats.code_ns += clock.now_ns().saturating_sub(t0);
+    match r {
+        Ok(Some(f)) => {
+            stats.frames_coded += 1;
+            stats.coded_bytes += out.len() as u64;
+            Some(f)
+        }
+        Ok(None) => None,
+        Err(_) => {
+            stats.coder_errors += 1;
+            None
+        }
     }
 }
 
@@ -828,6 +907,101 @@ pub(crate) mod tests {
                 assert_eq!(stamp.frame, k as u32 + 2);
                 assert_eq!(f.header.capture_ns, stamp.capture_ns);
             }
+        }
+    }
+
+    /// A coder for the tests: frame k is "coded" as its first 100 + k bytes under `format`,
+    /// declined (raw) when k % 3 == 1, an error when k % 3 == 2.
+    struct ToyCoder {
+        k: usize,
+        format: PixelFormat,
+    }
+    impl FrameCoder for ToyCoder {
+        fn code(
+            &mut self,
+            _: FrameFormat,
+            frame: &[u8],
+            out: &mut Vec<u8>,
+        ) -> Result<Option<PixelFormat>, crate::traits::CoderError> {
+            let k = self.k;
+            self.k += 1;
+            out.clear();
+            match k % 3 {
+                0 => {
+                    out.extend_from_slice(&frame[..100 + k]);
+                    Ok(Some(self.format))
+                }
+                1 => Ok(None),
+                _ => Err(crate::traits::CoderError("toy")),
+            }
+        }
+    }
+
+    /// Compress, then seal: the coded bytes are the sealed payload with the coder's pixel format
+    /// and their own length; declined or failed frames go out raw (counted).
+    #[test]
+    fn coded_frames_are_sealed_with_their_format_and_length() {
+        use gapstream_protocol::session::ReceiverEvent;
+        use gapstream_protocol::suite::Suite;
+        let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
+        let clock = || 0u64;
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        for m in messages(&core::mem::take(&mut d.link.sent)) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let ack = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &ack);
+        d.set_coder(Some(Box::new(ToyCoder {
+            k: 0,
+            format: PixelFormat::JpegLs,
+        })));
+        for _ in 0..6 {
+            d.step().unwrap();
+        }
+        let mut got = Vec::new();
+        for m in messages(&d.link.sent) {
+            if let Some(ReceiverEvent::Frame(f)) = rx
+                .handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap()
+            {
+                got.push((f.header.pixel_format, f.pixels().len()));
+            }
+        }
+        let raw = (PixelFormat::Grey8.code(), 324 * 244);
+        let jls = PixelFormat::JpegLs.code();
+        assert_eq!(got, [(jls, 100), raw, raw, (jls, 103), raw, raw]);
+        let st = d.stats();
+        assert_eq!(
+            (st.frames_coded, st.coded_bytes, st.coder_errors),
+            (2, 203, 2)
+        );
+    }
+
+    /// Stock mode with a JPEG coder sends Bitcraze's image type 1 with the file's size; other
+    /// codes go out raw (type 0).
+    #[test]
+    fn stock_mode_sends_jpeg_as_image_type_1() {
+        for (format, kind) in [(PixelFormat::Jpeg, 1u8), (PixelFormat::JpegLs, 0)] {
+            let mut d = test_drone(Sequential, DroneConfig::default()).unwrap();
+            d.set_coder(Some(Box::new(ToyCoder { k: 0, format })));
+            tell_client_status(&mut d, true);
+            d.step().unwrap();
+            let mut dec = StreamDecoder::new();
+            let mut input = &d.link.sent[..];
+            let mut payloads: Vec<Vec<u8>> = Vec::new();
+            while let Some(r) = dec.decode(&mut input) {
+                payloads.push(r.unwrap().payload.to_vec());
+            }
+            let size = if kind == 1 { 100 } else { 324 * 244 };
+            let h = stock_header_with(FrameFormat::HM01B0, kind, size);
+            assert_eq!(payloads[0], h);
+            assert_eq!(payloads[0][6], kind);
+            assert_eq!(payloads[1..].concat().len(), size);
         }
     }
 

@@ -5,7 +5,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`traits`] | `Camera`, `Link`, `Clock`, `Entropy`: what the firmware and the host simulation implement |
+//! | [`traits`] | `Camera`, `Link`, `Clock`, `Entropy`, `FrameCoder`: what the firmware and the host simulation implement |
 //! | [`drone`] | the main loop: double-buffered capture, seal (once for every receiver), CPX packets over the link, the receivers' handshakes, keepalives and group keys |
 //! | [`rng`] | ChaCha20 DRBG seeded from `Entropy` (and the boot counter) for the handshake's randomness |
 //! | [`boot`] | the persistent boot counter: `BootCounter` with flash (A/B sectors over `BootFlash`), file (`std`) and RAM backends |
@@ -23,4 +23,7 @@ pub mod traits;
 
 pub use boot::{Boot, BootCounter, BootCounterError};
 pub use drone::{Drone, DroneConfig, DroneError, DroneStats, Mode, SecureConfig};
-pub use traits::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat};
+pub use traits::{
+    Camera, Capture, Clock, CoderError, Entropy, EntropyError, FrameCoder, FrameFormat, Link,
+    PixelFormat,
+};

@@ -62,6 +62,33 @@ pub trait Link {
     fn poll_recv(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error>;
 }
 
+/// Compress, then seal: codes a captured frame before the drone seals it, so the AEAD payload is
+/// the coded picture (JPEG, JPEG-LS) and the frame header carries the coded pixel format and
+/// length. The host simulation implements it with the codecs' portable encoders, the GAP8
+/// firmware with their cluster encoders; a drone without a coder sends raw frames.
+pub trait FrameCoder {
+    /// Codes `frame` (`format.bytes()` bytes of `format.pixel`) into `out` (cleared first) and
+    /// returns the payload's pixel format. `Ok(None)`: not coded (a format or size this coder
+    /// does not take, a code longer than its buffer): the drone sends the frame raw. An error
+    /// stops nothing either: the drone counts it and sends the frame raw.
+    fn code(
+        &mut self,
+        format: FrameFormat,
+        frame: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<Option<PixelFormat>, CoderError>;
+}
+
+/// Why a frame could not be coded (the frame then goes out raw).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoderError(pub &'static str);
+
+impl core::fmt::Display for CoderError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "frame coder: {}", self.0)
+    }
+}
+
 /// Why entropy could not be had.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntropyError;

@@ -236,18 +236,44 @@ pub enum PixelFormat {
     BayerRggb8 = 1,
     /// 8-bit Bayer mosaic, BGGR.
     BayerBggr8 = 2,
-    /// A JPEG file (width and height informative).
+    /// A baseline JPEG file (JFIF, greyscale SOF0; width and height those of the picture). The
+    /// payload is the coded file, its length the frame's payload length: compress, then seal.
     Jpeg = 3,
+    /// A lossless JPEG-LS stream (ISO/IEC 14495-1, one grey component) of a GRAY8 picture.
+    JpegLs = 4,
+    /// A lossless JPEG-LS stream of an RGGB Bayer mosaic coded as four components (R, Gr, Gb, B
+    /// planes, each `width/2 × height/2`); decoded and put back it is a BAYER_RGGB8 frame.
+    JpegLsBayerRggb = 5,
 }
 
 impl PixelFormat {
     /// Every format this build knows, by code.
-    pub const ALL: [PixelFormat; 4] = [
+    pub const ALL: [PixelFormat; 6] = [
         PixelFormat::Grey8,
         PixelFormat::BayerRggb8,
         PixelFormat::BayerBggr8,
         PixelFormat::Jpeg,
+        PixelFormat::JpegLs,
+        PixelFormat::JpegLsBayerRggb,
     ];
+
+    /// Whether the payload is a coded stream (JPEG, JPEG-LS) rather than `width × height` bytes.
+    pub const fn is_coded(self) -> bool {
+        matches!(
+            self,
+            PixelFormat::Jpeg | PixelFormat::JpegLs | PixelFormat::JpegLsBayerRggb
+        )
+    }
+
+    /// The layout of the pixels once the payload is decoded: itself for the raw formats, GRAY8
+    /// for JPEG and JPEG-LS, BAYER_RGGB8 for the Bayer JPEG-LS stream.
+    pub const fn decoded(self) -> PixelFormat {
+        match self {
+            PixelFormat::Jpeg | PixelFormat::JpegLs => PixelFormat::Grey8,
+            PixelFormat::JpegLsBayerRggb => PixelFormat::BayerRggb8,
+            f => f,
+        }
+    }
 
     /// The wire code (the frame header's byte 5).
     pub const fn code(self) -> u8 {
@@ -261,6 +287,8 @@ impl PixelFormat {
             1 => Ok(PixelFormat::BayerRggb8),
             2 => Ok(PixelFormat::BayerBggr8),
             3 => Ok(PixelFormat::Jpeg),
+            4 => Ok(PixelFormat::JpegLs),
+            5 => Ok(PixelFormat::JpegLsBayerRggb),
             _ => Err(UnknownPixelFormat(code)),
         }
     }
@@ -747,11 +775,19 @@ mod tests {
     }
 
     /// The pixel formats keep their wire codes (docs/protocol.md: 0 GRAY8, 1 BAYER_RGGB8,
-    /// 2 BAYER_BGGR8, 3 JPEG); every other byte is a typed error carrying the code.
+    /// 2 BAYER_BGGR8, 3 JPEG, 4 JPEG_LS, 5 JPEG_LS_BAYER_RGGB); every other byte is a typed
+    /// error carrying the code.
     #[test]
     fn pixel_format_codes() {
         use PixelFormat::*;
-        for (code, f) in [(0u8, Grey8), (1, BayerRggb8), (2, BayerBggr8), (3, Jpeg)] {
+        for (code, f) in [
+            (0u8, Grey8),
+            (1, BayerRggb8),
+            (2, BayerBggr8),
+            (3, Jpeg),
+            (4, JpegLs),
+            (5, JpegLsBayerRggb),
+        ] {
             assert_eq!(PixelFormat::try_from(code), Ok(f));
             assert_eq!(u8::from(f), code);
         }
@@ -768,9 +804,19 @@ mod tests {
             }
         }
         assert_eq!(
-            alloc::format!("{}", UnknownPixelFormat(4)),
-            "unknown pixel format 0x04"
+            alloc::format!("{}", UnknownPixelFormat(6)),
+            "unknown pixel format 0x06"
         );
+        assert_eq!(
+            PixelFormat::ALL
+                .iter()
+                .filter(|f| f.is_coded())
+                .collect::<alloc::vec::Vec<_>>(),
+            [&Jpeg, &JpegLs, &JpegLsBayerRggb]
+        );
+        assert_eq!(JpegLsBayerRggb.decoded(), BayerRggb8);
+        assert_eq!(Jpeg.decoded(), Grey8);
+        assert_eq!(BayerBggr8.decoded(), BayerBggr8);
     }
 
     proptest! {

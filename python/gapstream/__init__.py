@@ -50,7 +50,13 @@ class Frame:
     width: int
     height: int
     pixels: np.ndarray
-    """The sensor's pixels, ``uint8`` of shape (height, width), read-only."""
+    """The sensor's pixels, ``uint8`` of shape (height, width), read-only (a coded frame's
+    decoded samples)."""
+    pixel_format: int = 0
+    """The authenticated pixel-format code: 0 GRAY8, 1 BAYER_RGGB8, 3 JPEG, 4 JPEG-LS,
+    5 JPEG-LS of an RGGB mosaic (docs/protocol.md)."""
+    coded: Optional[bytes] = None
+    """A coded frame's payload as it verified (the JPEG file, the JPEG-LS stream); None for raw."""
 
     def rgb(self) -> np.ndarray:
         """The frame demosaiced as an RGGB Bayer mosaic (colour HM01B0): ``uint8`` (height, width, 3)."""
@@ -115,11 +121,11 @@ class Receiver:
         t = self._rx.next_frame(timeout)
         if t is None:
             return None
-        seq, epoch, cap, recv, lat, suite, w, h, raw = t
+        seq, epoch, cap, recv, lat, suite, w, h, raw, fmt, coded = t
         px = np.frombuffer(raw, dtype=np.uint8).reshape(h, w)
         if self._demosaic:
             px = np.frombuffer(_demosaic_rggb(raw, w, h), dtype=np.uint8).reshape(h, w, 3)
-        return Frame(seq, epoch, cap, recv, lat, suite, w, h, px)
+        return Frame(seq, epoch, cap, recv, lat, suite, w, h, px, fmt, coded)
 
     def __iter__(self) -> Iterator[Frame]:
         while True:

@@ -43,7 +43,8 @@ fn error(e: impl std::fmt::Display) -> PyErr {
 const QUEUE: usize = 64;
 
 /// A frame as `Receiver.next_frame` hands it to Python: (sequence, key epoch, capture ns, receive
-/// ns, latency ms, suite, width, height, pixels).
+/// ns, latency ms, suite, width, height, pixels (decoded samples), pixel-format code of the
+/// payload, the coded payload of a JPEG / JPEG-LS frame as it verified).
 type FrameTuple<'py> = (
     u64,
     Option<u32>,
@@ -54,6 +55,8 @@ type FrameTuple<'py> = (
     usize,
     usize,
     Bound<'py, PyBytes>,
+    u8,
+    Option<Bound<'py, PyBytes>>,
 );
 
 fn frame_tuple(py: Python<'_>, f: Arc<Frame>) -> FrameTuple<'_> {
@@ -67,6 +70,8 @@ fn frame_tuple(py: Python<'_>, f: Arc<Frame>) -> FrameTuple<'_> {
         f.width(),
         f.height(),
         PyBytes::new(py, &f.pixels),
+        f.header.pixel_format,
+        f.coded.as_deref().map(|c| PyBytes::new(py, c)),
     )
 }
 

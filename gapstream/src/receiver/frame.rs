@@ -38,8 +38,12 @@ pub struct Frame {
     pub protection: Protection,
     /// The negotiated suite and key establishment, as the status line shows them.
     pub suite: Arc<str>,
-    /// The pixels, `width * height` bytes; shared, never copied per output.
+    /// The pixels, `width * height` bytes (a coded frame's decoded samples); shared, never copied
+    /// per output.
     pub pixels: Arc<[u8]>,
+    /// A coded frame's payload as it verified (the JPEG file, the JPEG-LS stream): what the
+    /// recorders keep and the publishers send; None for a raw frame.
+    pub coded: Option<Arc<[u8]>>,
     /// When the receiver delivered it (Unix ns, this machine's clock).
     pub receive_ns: u64,
     /// Capture to delivery in ms, when the capture time is plausible on this clock.
@@ -69,9 +73,14 @@ impl Frame {
     pub fn format(&self) -> Result<PixelFormat, UnknownPixelFormat> {
         PixelFormat::try_from(self.header.pixel_format)
     }
-    /// An RGGB Bayer mosaic (the colour HM01B0), which the viewer and the PNG recorder demosaic.
+    /// The layout of [`Frame::pixels`]: the format, or for a coded frame what it decodes to.
+    pub fn pixel_layout(&self) -> Result<PixelFormat, UnknownPixelFormat> {
+        self.format().map(PixelFormat::decoded)
+    }
+    /// An RGGB Bayer mosaic (the colour HM01B0, raw or JPEG-LS coded), which the viewer and the
+    /// PNG recorder demosaic.
     pub fn is_bayer(&self) -> bool {
-        self.format() == Ok(PixelFormat::BayerRggb8)
+        self.pixel_layout() == Ok(PixelFormat::BayerRggb8)
     }
 }
 
@@ -99,6 +108,7 @@ pub fn test_frame(seq: u64, width: u16, height: u16, pixels: Vec<u8>) -> Frame {
         protection: Protection::Authenticated,
         suite: Arc::from("chacha20poly1305 / x25519"),
         pixels: Arc::from(pixels),
+        coded: None,
         receive_ns: 0,
         latency_ms: None,
     }

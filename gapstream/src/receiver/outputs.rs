@@ -180,14 +180,24 @@ impl Consumer for MetricsCsv {
 /// The file a recorded frame goes to: `frame_NNNNNNNN.png`, numbered with the frame number burned
 /// into the image (the synthetic source, a test-pattern stock stream) so files and pixels agree,
 /// else with the stream's sequence number (which in the secure stream starts at the handshake,
-/// not at the drone's first frame).
+/// not at the drone's first frame). A JPEG frame keeps its coded file: `frame_NNNNNNNN.jpg`.
 pub fn frame_file_name(f: &Frame) -> String {
     let n =
         testpattern::decode(&f.pixels, f.width(), f.height()).map_or(f.seq(), |s| s.frame as u64);
-    format!("frame_{n:08}.png")
+    let ext = if jpeg_file(f).is_some() { "jpg" } else { "png" };
+    format!("frame_{n:08}.{ext}")
 }
 
-/// `gapstream record DIR`: every verified frame as a PNG (RGGB mosaics demosaiced to RGB).
+/// A JPEG frame's coded file, as it verified.
+fn jpeg_file(f: &Frame) -> Option<&[u8]> {
+    (f.format() == Ok(gapstream_protocol::wire::PixelFormat::Jpeg))
+        .then_some(f.coded.as_deref())
+        .flatten()
+}
+
+/// `gapstream record DIR`: every verified frame as a PNG (RGGB mosaics demosaiced to RGB); a JPEG
+/// frame as the JPEG file the drone coded (byte for byte what verified), a JPEG-LS frame as the
+/// PNG of its decoded samples (lossless: the same samples, in a format every viewer opens).
 pub struct PngRecorder {
     dir: PathBuf,
     written: u64,
@@ -212,7 +222,9 @@ impl Consumer for PngRecorder {
     }
     fn frame(&mut self, f: &Arc<Frame>, _: &Counters) -> Result<(), String> {
         let (w, h) = (f.width(), f.height());
-        let png = if f.is_bayer() {
+        let png = if let Some(jpeg) = jpeg_file(f) {
+            Ok(jpeg.to_vec())
+        } else if f.is_bayer() {
             images::encode_png(w, h, 3, &images::demosaic_rggb(&f.pixels, w, h))
         } else {
             images::encode_png(w, h, 1, &f.pixels)

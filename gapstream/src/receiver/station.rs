@@ -280,6 +280,28 @@ impl<'a> Station<'a> {
 
     /// The one place a session's frame becomes a [`Frame`]: counted, measured, published.
     fn deliver(&mut self, d: Delivered) {
+        // Compress, then seal: a coded payload is decoded only now that it verified; a payload
+        // that does not decode is a malformed frame (counted, the stream goes on).
+        let wire_len = d.pixels.len();
+        let coded_format = d
+            .pixel_format
+            .and_then(|c| PixelFormat::try_from(c).ok())
+            .filter(|f| f.is_coded());
+        let (d, coded) = match coded_format {
+            None => (d, None),
+            Some(f) => match crate::codec::decode(f, d.width, d.height, &d.pixels) {
+                Some(Ok(px)) => {
+                    let coded: Arc<[u8]> = Arc::from(d.pixels);
+                    (Delivered { pixels: px, ..d }, Some((f, coded)))
+                }
+                Some(Err(e)) => {
+                    self.own_malformed += 1;
+                    self.error(format!("frame {}: {e}", d.seq));
+                    return;
+                }
+                None => (d, None),
+            },
+        };
         let now = unix_ns();
         let latency = d.capture_ns.and_then(|c| latency_ms(now, c));
         if let Some(s) = testpattern::decode(&d.pixels, d.width, d.height) {
@@ -288,22 +310,22 @@ impl<'a> Station<'a> {
         self.counters.frames += 1;
         self.conn_frames += 1;
         self.no_key_at_frame = self.counters.no_key;
-        self.counters.payload_bytes += d.pixels.len() as u64;
-        self.meter.frame(d.pixels.len(), latency);
+        self.counters.payload_bytes += wire_len as u64;
+        self.meter.frame(wire_len, latency);
         self.status.seq = Some(d.seq);
         let header = FrameHeader {
             suite: 0,
-            pixel_format: if self.cfg.bayer {
-                PixelFormat::BayerRggb8.code()
-            } else {
-                PixelFormat::Grey8.code()
+            pixel_format: match &coded {
+                Some((f, _)) => f.code(),
+                None if self.cfg.bayer => PixelFormat::BayerRggb8.code(),
+                None => PixelFormat::Grey8.code(),
             },
             width: d.width as u16,
             height: d.height as u16,
             epoch: d.epoch.unwrap_or(0),
             sequence: d.seq,
             capture_ns: d.capture_ns.unwrap_or(0),
-            payload_len: d.pixels.len() as u32,
+            payload_len: wire_len as u32,
         };
         let frame = Frame {
             source: self.source.clone(),
@@ -311,6 +333,7 @@ impl<'a> Station<'a> {
             protection: self.protection,
             suite: self.label.clone(),
             pixels: Arc::from(d.pixels),
+            coded: coded.map(|(_, c)| c),
             receive_ns: now,
             latency_ms: latency,
         };

@@ -110,16 +110,26 @@ impl Net {
     /// The drone loop's order: timers (rekey policy, resends), then seal a frame of `pixels`;
     /// returns the whole message (what the timers queued stays for `pump`).
     fn frame(&mut self, pixels: &[u8]) -> Vec<u8> {
+        self.frame_as(PixelFormat::Grey8, 8, (pixels.len() / 8) as u16, pixels)
+    }
+    /// A frame of any format: `payload` is what is sealed (a coded picture for JPEG / JPEG-LS).
+    fn frame_as(
+        &mut self,
+        format: PixelFormat,
+        width: u16,
+        height: u16,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let now = self.now.get();
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
         let meta = FrameMeta {
-            pixel_format: PixelFormat::Grey8,
-            width: 8,
-            height: (pixels.len() / 8) as u16,
+            pixel_format: format,
+            width,
+            height,
             capture_ns: 42,
         };
-        let mut p = pixels.to_vec();
+        let mut p = payload.to_vec();
         let now = self.now.get();
         let s = self
             .drone
@@ -250,6 +260,124 @@ fn tamper_each_byte_of_header_payload_and_tag() {
         let next = n.frame(&pixels(48, 2));
         assert!(n.deliver_frame(next).is_ok());
     }
+}
+
+/// A 64 x 48 picture with edges and texture (so its coded length depends on `seed`).
+fn picture(seed: u8) -> Vec<u8> {
+    (0..64 * 48)
+        .map(|i| {
+            let (x, y) = (i % 64, i / 64);
+            let v = (x * 3 + y * 5) as u8 ^ if (x / 8 + y / 8) % 2 == 0 { seed } else { 0 };
+            v.wrapping_add(((x * y) as u8).wrapping_mul(seed) >> 4)
+        })
+        .collect()
+}
+
+/// The picture coded as baseline JPEG (quality 75, 2 bands) and as JPEG-LS (2 bands).
+fn coded(seed: u8) -> [(PixelFormat, Vec<u8>); 2] {
+    let px = picture(seed);
+    let spec = gapstream_jpeg::FrameSpec {
+        width: 64,
+        height: 48,
+        quality: 75,
+        bands: 2,
+    };
+    let mut jpeg = vec![0u8; spec.layout().unwrap().max_len()];
+    let n = gapstream_jpeg::encode::<gapstream_jpeg::Portable>(&spec, &px, &mut jpeg).unwrap();
+    jpeg.truncate(n);
+    let plan = gapstream_jpegls::Plan::new(64, 48, gapstream_jpegls::Layout::Grey, 2).unwrap();
+    let jls = gapstream_jpegls::encode_to_vec(&plan, &px).unwrap();
+    [(PixelFormat::Jpeg, jpeg), (PixelFormat::JpegLs, jls)]
+}
+
+/// Compress, then seal: a coded frame goes through with its format and its own length (no
+/// `width × height` assumption), the JPEG-LS one decodes bit-exact after opening.
+#[test]
+fn coded_frames_round_trip_with_their_format_and_length() {
+    let mut n = Net::with_suite(Suite::ChaCha20Poly1305, KexMode::X25519);
+    let mut lengths = Vec::new();
+    for seed in [0u8, 7, 200] {
+        for (format, payload) in coded(seed) {
+            assert_ne!(payload.len(), 64 * 48);
+            let m = n.frame_as(format, 64, 48, &payload);
+            assert_eq!(m.len(), 36 + payload.len() + 16);
+            let f = n.deliver_frame(m).unwrap();
+            assert_eq!(PixelFormat::try_from(f.header.pixel_format), Ok(format));
+            assert_eq!(f.header.payload_len as usize, payload.len());
+            assert_eq!((f.header.width, f.header.height), (64, 48));
+            assert_eq!(f.pixels(), &payload[..]);
+            if format == PixelFormat::JpegLs {
+                let img = gapstream_jpegls::decode(f.pixels()).unwrap();
+                assert_eq!(img.samples, picture(seed));
+            }
+            lengths.push(payload.len());
+        }
+    }
+    lengths.sort_unstable();
+    lengths.dedup();
+    assert!(lengths.len() >= 4, "variable lengths expected: {lengths:?}");
+}
+
+/// Every byte of a sealed JPEG and JPEG-LS frame flipped (header with its pixel format and
+/// payload length, coded bytes, tag): each is refused and counted, the stream goes on.
+#[test]
+fn tamper_each_byte_of_coded_frames() {
+    for suite in Suite::AUTHENTICATED {
+        let mut n = Net::with_suite(suite, KexMode::X25519);
+        for (format, payload) in coded(3) {
+            let good = n.frame_as(format, 64, 48, &payload);
+            let before = n.rx.counters();
+            for i in 0..good.len() {
+                let mut m = good.clone();
+                m[i] ^= 0x01;
+                let r = n.deliver(m);
+                assert!(
+                    r.is_err(),
+                    "{suite} {format:?}: flipped byte {i} accepted: {r:?}"
+                );
+            }
+            // A coded frame relabelled as another format (JPEG <-> JPEG-LS, or raw GRAY8) is a
+            // tag failure: the format is authenticated.
+            for other in [PixelFormat::Grey8, PixelFormat::Jpeg, PixelFormat::JpegLs] {
+                if other != format {
+                    let mut m = good.clone();
+                    m[5] = other.code();
+                    assert!(
+                        matches!(n.deliver(m), Err(Rejected::TagFailure)),
+                        "{format:?}"
+                    );
+                }
+            }
+            let c = n.rx.counters();
+            assert!(c.tag_failures - before.tag_failures >= payload.len() as u64 + 16);
+            assert_eq!(c.frames, before.frames);
+            let f = n.deliver_frame(good).unwrap();
+            assert_eq!(f.pixels(), &payload[..]);
+        }
+    }
+}
+
+/// A coded frame replayed is refused as a duplicate, also after later frames arrived.
+#[test]
+fn coded_frame_replay_is_rejected_and_counted() {
+    let mut n = Net::with_suite(Suite::Aes128Gcm, KexMode::X25519);
+    let [(jf, jpeg), (lf, jls)] = coded(9);
+    let a = n.frame_as(jf, 64, 48, &jpeg);
+    let b = n.frame_as(lf, 64, 48, &jls);
+    n.deliver_frame(a.clone()).unwrap();
+    assert_eq!(
+        n.deliver(a.clone()).unwrap_err(),
+        Rejected::Replay(ReplayError::Duplicate)
+    );
+    n.deliver_frame(b.clone()).unwrap();
+    for m in [a, b] {
+        assert_eq!(
+            n.deliver(m).unwrap_err(),
+            Rejected::Replay(ReplayError::Duplicate)
+        );
+    }
+    assert_eq!(n.rx.counters().replays, 3);
+    assert_eq!(n.rx.counters().frames, 2);
 }
 
 #[test]
