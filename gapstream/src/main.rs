@@ -371,6 +371,10 @@ struct SourceOpts {
     /// --quality) so that frames stay near this many bytes, and a busy scene keeps the frame rate.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(256..=1_000_000))]
     target_bytes: Option<u64>,
+    /// Length-hiding padding of coded frames (inside the AEAD; raw frames are never padded):
+    /// `padme` (default: under 6.25 % more bytes), `pow2`, `max` (the raw frame's length), `off`.
+    #[arg(long, value_enum, default_value_t = gapstream::codec::Pad::default())]
+    pad: gapstream::codec::Pad,
 }
 
 impl SourceOpts {
@@ -511,6 +515,7 @@ fn node_settings(
         codec: src.codec,
         quality: src.quality,
         target_bytes: src.target_bytes.map(|t| t as usize),
+        padding: src.pad.padding(),
     })
 }
 
@@ -702,6 +707,7 @@ fn main() -> ExitCode {
                 codec: a.source.codec,
                 quality: a.source.quality,
                 target_bytes: a.source.target_bytes.map(|t| t as usize),
+                padding: a.source.pad.padding(),
             };
             let listeners = run::Listeners {
                 count: a.listeners,
@@ -761,6 +767,7 @@ fn main() -> ExitCode {
                 codec: a.source.codec,
                 quality: a.source.quality,
                 target_bytes: a.source.target_bytes.map(|t| t as usize),
+                padding: a.source.pad.padding(),
             };
             let id = match node.security {
                 Security::StockPlaintext => None,

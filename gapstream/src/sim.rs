@@ -389,6 +389,8 @@ pub struct NodeConfig {
     pub engine: EngineChoice,
     /// Compress, then seal: the frame coder (`crate::codec::HostCoder`; None: raw frames).
     pub coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+    /// Length-hiding padding of coded frames (`Padding::Off`: none).
+    pub padding: gapstream_protocol::padding::Padding,
 }
 
 /// L1 buffer per engine round on the host cluster (three of them must fit the 64 KiB L1).
@@ -408,7 +410,8 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
         ));
     }
     let (st, rep) = (stop.clone(), report.clone());
-    let (drone_cfg, frames, engine, coder) = (cfg.drone, cfg.frames, cfg.engine, cfg.coder);
+    let (drone_cfg, frames, engine) = (cfg.drone, cfg.frames, cfg.engine);
+    let coder = (cfg.coder, cfg.padding);
     let thread = thread::Builder::new()
         .name("drone".into())
         .spawn(move || match engine {
@@ -451,7 +454,10 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
     link: SpiLink,
     engine: A,
     cfg: gapstream_drone::DroneConfig,
-    coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+    (coder, padding): (
+        Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+        gapstream_protocol::padding::Padding,
+    ),
     frames: Option<u64>,
     st: &AtomicBool,
     rep: &Mutex<NodeReport>,
@@ -465,6 +471,7 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
             }
         };
     drone.set_coder(coder);
+    drone.set_padding(padding);
     let publish =
         |drone: &mut gapstream_drone::Drone<SimCamera, SpiLink, SystemClock, OsEntropy, A>| {
             let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());

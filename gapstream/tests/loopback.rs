@@ -17,6 +17,7 @@ use gapstream::run::{self, Security};
 use gapstream::sim::{self, Node, NodeConfig};
 use gapstream_drone::{DroneConfig, Mode};
 use gapstream_protocol::cpx::{LastFlag, Packetizer, StreamDecoder};
+use gapstream_protocol::padding::Padding;
 use gapstream_protocol::suite::{KexMode, Suite};
 
 fn any() -> SocketAddr {
@@ -98,9 +99,10 @@ fn node_with(
     packet: usize,
     mode: Mode,
 ) -> Node {
-    node_coded(spec, spi, fps, frames, packet, mode, None)
+    node_coded(spec, spi, fps, frames, packet, mode, None, Padding::Off)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn node_coded(
     spec: &SourceSpec,
     spi: SocketAddr,
@@ -109,6 +111,7 @@ fn node_coded(
     packet: usize,
     mode: Mode,
     coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+    padding: Padding,
 ) -> Node {
     sim::start_node(NodeConfig {
         source: FrameSource::open(spec).unwrap(),
@@ -122,6 +125,7 @@ fn node_coded(
         frames,
         engine: sim::EngineChoice::default(),
         coder,
+        padding,
     })
     .unwrap()
 }
@@ -290,26 +294,37 @@ fn scene_frames(dir: &std::path::Path, n: usize) -> (SourceSpec, Vec<Vec<u8>>) {
 
 /// Compress, then seal, end to end per codec: every frame verified and decoded by the receiver,
 /// its coded bytes those the drone's encoder writes for that source frame; JPEG-LS bit-exact
-/// against the drone's frame, JPEG within the quality's error.
+/// against the drone's frame, JPEG within the quality's error; with length-hiding padding too
+/// (the receiver takes the padding off: the coded bytes are the encoder's).
 #[test]
 fn coded_frames_are_verified_and_decoded_per_codec() {
     use gapstream::codec::{Codec, HostCoder};
     use gapstream_drone::{FrameCoder, FrameFormat, PixelFormat};
     let d = tempfile::tempdir().unwrap();
     let (spec, frames) = scene_frames(d.path(), 8);
-    for (codec, format) in [
-        (Codec::Jpeg, PixelFormat::Jpeg),
-        (Codec::Jpegls, PixelFormat::JpegLs),
+    for (codec, format, padding) in [
+        (Codec::Jpeg, PixelFormat::Jpeg, Padding::Padme),
+        (Codec::Jpegls, PixelFormat::JpegLs, Padding::Pow2),
+        (Codec::Jpeg, PixelFormat::Jpeg, Padding::Off),
     ] {
         let (mode, session) = secure(Suite::ChaCha20Poly1305, 1020);
         let b = roomy_bridge();
         let rx = receiver_on(b.tcp_addr, Transport::Tcp, session);
         wait_clients(&b, 1);
         let coder = HostCoder::boxed(codec, 75).unwrap();
-        let n = node_coded(&spec, b.spi_addr, 60.0, None, 1020, mode, coder);
+        let n = node_coded(&spec, b.spi_addr, 60.0, None, 1020, mode, coder, padding);
         let got = rx.take(frames.len(), Duration::from_secs(30));
         let s = rx.finish();
-        n.stop();
+        let rep = n.stop();
+        let d = rep.drone;
+        if padding == Padding::Off {
+            assert_eq!((d.frames_padded, d.padding_bytes), (0, 0));
+        } else {
+            // Every coded frame went out padded, at least by its 4-byte trailer.
+            assert_eq!(d.frames_padded, d.frames_coded, "{codec:?}");
+            assert!(d.padding_bytes >= 4 * d.frames_padded);
+            assert!(d.bytes_sent > d.coded_bytes + d.padding_bytes);
+        }
         assert_eq!(got.len(), frames.len(), "{codec:?}: {s:?}");
         let mut reference = HostCoder { codec, quality: 75 };
         for (k, g) in got.iter().enumerate() {
@@ -376,12 +391,15 @@ fn stock_stream_with_jpeg_is_image_type_1_and_decodes() {
         1020,
         Mode::StockPlaintext,
         coder,
+        Padding::Padme,
     );
     let got = rx.take(4, Duration::from_secs(30));
     let s = rx.finish();
     let rep = n.stop();
     assert_eq!(got.len(), 4, "{s:?}");
     assert!(rep.drone.frames_coded >= 4);
+    // The stock stream has no AEAD to hide a length in: never padded.
+    assert_eq!(rep.drone.frames_padded, 0);
     // Each frame close to one source frame (JPEG quality 90), and the stream was JPEG-sized.
     for g in &got {
         assert_eq!((g.width(), g.height()), (324, 244));

@@ -22,7 +22,9 @@ use gapstream_protocol::connection::{DroneConnection, Incoming};
 use gapstream_protocol::cpx::{self, Function, LastFlag, Packetizer, Route, StreamDecoder, Target};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::DroneIdentity;
+use gapstream_protocol::padding::{self, Padding};
 use gapstream_protocol::session::{self, DroneEvent, DroneSession};
+use gapstream_protocol::wire::FRAME_FLAG_PADDED;
 
 use crate::boot::Boot;
 use crate::rng::DrbgRng;
@@ -97,6 +99,10 @@ pub struct DroneStats {
     pub frames_coded: u64,
     pub coded_bytes: u64,
     pub code_ns: u64,
+    /// Coded frames sent padded (length-hiding padding, [`Drone::set_padding`]) and the bytes the
+    /// padding added (trailer included).
+    pub frames_padded: u64,
+    pub padding_bytes: u64,
     pub coder_errors: u64,
     /// Upstream trouble: stretches of bytes that were not CPX (secure mode: one per stretch; stock
     /// mode: one per CPX error), messages that lost packets, messages the session rejected.
@@ -193,6 +199,8 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     /// Compress, then seal: the frame coder (None: raw frames) and its output buffer.
     coder: Option<Box<dyn FrameCoder + Send>>,
     coded: Vec<u8>,
+    /// Length-hiding padding of coded frames (secure mode).
+    padding: Padding,
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
@@ -241,6 +249,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             wifi_client: false,
             coder: None,
             coded: Vec::new(),
+            padding: Padding::Off,
         })
     }
 
@@ -249,6 +258,13 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
     /// out raw there.
     pub fn set_coder(&mut self, coder: Option<Box<dyn FrameCoder + Send>>) {
         self.coder = coder;
+    }
+
+    /// Pads every coded frame, inside the AEAD, to the next of `padding`'s sizes (capped at the raw
+    /// frame's length) and flags it padded (secure mode; raw frames, whose length is fixed, and the
+    /// stock stream are never padded). [`Padding::Off`] (the default): no padding.
+    pub fn set_padding(&mut self, padding: Padding) {
+        self.padding = padding;
     }
 
     pub fn stats(&self) -> DroneStats {
@@ -430,11 +446,21 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             &self.clock,
             &mut self.stats,
         );
+        let mut flags = 0;
+        if coded.is_some() {
+            let n = self.coded.len();
+            if padding::pad(&mut self.coded, self.padding, self.format.bytes()) {
+                flags = FRAME_FLAG_PADDED;
+                self.stats.frames_padded += 1;
+                self.stats.padding_bytes += (self.coded.len() - n) as u64;
+            }
+        }
         let (pixel_format, payload) = match coded {
             Some(f) => (f, &mut self.coded),
             None => (self.format.pixel, &mut cap.buf),
         };
         let meta = FrameMeta {
+            flags,
             pixel_format,
             width: self.format.width,
             height: self.format.height,
@@ -980,6 +1006,66 @@ pub(crate) mod tests {
             (st.frames_coded, st.coded_bytes, st.coder_errors),
             (2, 203, 2)
         );
+    }
+
+    /// Length-hiding padding: coded frames go out padded (flag set, payload at the padded size),
+    /// raw frames as they are; the receiver gets exactly the coded bytes back.
+    #[test]
+    fn coded_frames_are_padded_inside_the_aead_and_raw_ones_are_not() {
+        use gapstream_protocol::session::ReceiverEvent;
+        use gapstream_protocol::suite::Suite;
+        use gapstream_protocol::wire::FrameHeader;
+        let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
+        let clock = || 0u64;
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        for m in messages(&core::mem::take(&mut d.link.sent)) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let ack = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &ack);
+        d.set_coder(Some(Box::new(ToyCoder {
+            k: 0,
+            format: PixelFormat::Jpeg,
+        })));
+        d.set_padding(Padding::Pow2);
+        for _ in 0..6 {
+            d.step().unwrap();
+        }
+        let (mut wire, mut got) = (Vec::new(), Vec::new());
+        for m in messages(&d.link.sent) {
+            let h = FrameHeader::decode(&m).ok();
+            if let Some(ReceiverEvent::Frame(f)) = rx
+                .handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap()
+            {
+                let h = h.unwrap();
+                wire.push((h.flags, h.payload_len));
+                got.push(f.pixels().to_vec());
+            }
+        }
+        let raw = (0, 324 * 244);
+        // Frames 0 and 3 coded as 100 and 103 bytes: + 4-byte trailer, next power of two.
+        assert_eq!(
+            wire,
+            [
+                (FRAME_FLAG_PADDED, 128),
+                raw,
+                raw,
+                (FRAME_FLAG_PADDED, 128),
+                raw,
+                raw
+            ]
+        );
+        assert_eq!((got[0].len(), got[3].len()), (100, 103));
+        assert_eq!(got[1].len(), 324 * 244);
+        let st = d.stats();
+        assert_eq!((st.frames_padded, st.padding_bytes), (2, 28 + 25));
+        assert_eq!(st.coded_bytes, 203);
     }
 
     /// Stock mode with a JPEG coder sends Bitcraze's image type 1 with the file's size; other

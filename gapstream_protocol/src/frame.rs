@@ -22,6 +22,9 @@ pub struct FrameMeta {
     pub height: u16,
     /// Capture time in nanoseconds (the drone's clock).
     pub capture_ns: u64,
+    /// The header's flags: 0, or [`wire::FRAME_FLAG_PADDED`] when the payload carries
+    /// [`crate::padding`].
+    pub flags: u16,
 }
 
 /// A sealed frame's header and tag; the payload was encrypted in place. Send
@@ -219,6 +222,7 @@ mod tests {
 
     fn header(suite: Suite, len: u32) -> FrameHeader {
         FrameHeader {
+            flags: 0,
             suite: suite as u8,
             pixel_format: PixelFormat::Grey8.code(),
             width: 16,

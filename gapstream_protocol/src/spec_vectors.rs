@@ -36,6 +36,7 @@ fn dkey(suite: Suite, key: &[u8], iv_start: u8) -> DirectionKey {
 
 fn small_header(suite: Suite) -> FrameHeader {
     FrameHeader {
+        flags: 0,
         suite: suite as u8,
         pixel_format: PixelFormat::Grey8.code(),
         width: 4,
@@ -51,6 +52,29 @@ fn sealed(suite: Suite, key: &[u8]) -> Vec<u8> {
     let k = dkey(suite, key, 0xA0);
     let mut payload = b"gapstream frame!".to_vec();
     let s = frame::seal_frame(&mut Sequential, &k, &small_header(suite), &mut payload).unwrap();
+    let mut m = s.header.to_vec();
+    m.extend_from_slice(&payload);
+    m.extend_from_slice(s.tag());
+    m
+}
+
+/// The padded vectors: `gapstream frame!` as a 4×4 JPEG frame's coded payload, padded to the
+/// next power of two (16 + 4 → 32 bytes), flag `PADDED`.
+fn sealed_padded(suite: Suite, key: &[u8]) -> Vec<u8> {
+    let k = dkey(suite, key, 0xA0);
+    let mut payload = b"gapstream frame!".to_vec();
+    assert!(crate::padding::pad(
+        &mut payload,
+        crate::padding::Padding::Pow2,
+        79_056
+    ));
+    let h = FrameHeader {
+        flags: wire::FRAME_FLAG_PADDED,
+        pixel_format: PixelFormat::Jpeg.code(),
+        payload_len: payload.len() as u32,
+        ..small_header(suite)
+    };
+    let s = frame::seal_frame(&mut Sequential, &k, &h, &mut payload).unwrap();
     let mut m = s.header.to_vec();
     m.extend_from_slice(&payload);
     m.extend_from_slice(s.tag());
@@ -109,6 +133,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     .unwrap();
     v.push(("client-status-packet", out[..n].to_vec()));
     let h = FrameHeader {
+        flags: 0,
         suite: Suite::ChaCha20Poly1305 as u8,
         pixel_format: PixelFormat::Grey8.code(),
         width: 324,
@@ -144,6 +169,11 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         sealed(Suite::Aes128CtrUnauthenticated, &seq_bytes(0, 16)),
     ));
     v.push(("frame-none", sealed(Suite::None, &[])));
+    v.push(("frame-padded-none", sealed_padded(Suite::None, &[])));
+    v.push((
+        "frame-padded-chacha20poly1305",
+        sealed_padded(Suite::ChaCha20Poly1305, &seq_bytes(0, 32)),
+    ));
     let ck = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0x40, 32), 0xC0);
     let mut out = [0u8; 96];
     let body = GroupKeyBody {
@@ -291,6 +321,16 @@ fn doc_frames_open_and_constants_agree() {
         frame::open_frame(&mut Sequential, &k, &mut m).unwrap();
         assert_eq!(&m[36..52], b"gapstream frame!");
     }
+    // The padded frame opens, and its padding comes off to the same 16 bytes.
+    let (_, mut m) = doc_blocks()
+        .into_iter()
+        .find(|(n, _)| n == "frame-padded-chacha20poly1305")
+        .unwrap();
+    let k = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0, 32), 0xA0);
+    let h = frame::open_frame(&mut Sequential, &k, &mut m).unwrap();
+    assert_eq!(h.flags, wire::FRAME_FLAG_PADDED);
+    let n = crate::padding::unpad(&m[36..36 + h.payload_len as usize]).unwrap();
+    assert_eq!(&m[36..36 + n], b"gapstream frame!");
     assert_eq!(wire::FRAME_HEADER_LEN, 36);
     assert_eq!(wire::CONTROL_HEADER_LEN, 22);
     assert_eq!(wire::HANDSHAKE_HEADER_LEN, 18);

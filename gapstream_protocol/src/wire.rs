@@ -319,6 +319,12 @@ impl core::fmt::Display for UnknownPixelFormat {
 
 impl core::error::Error for UnknownPixelFormat {}
 
+/// Frame flag: the payload is padded (`coded ‖ zeros ‖ u32 LE coded length`, see
+/// [`crate::padding`]); the receiver removes the padding after the tag verified.
+pub const FRAME_FLAG_PADDED: u16 = 0x0001;
+/// The frame flags this version defines.
+pub const FRAME_FLAGS_KNOWN: u16 = FRAME_FLAG_PADDED;
+
 /// Frame header: the associated data of the frame's AEAD.
 ///
 /// | offset | size | field |
@@ -328,13 +334,16 @@ impl core::error::Error for UnknownPixelFormat {}
 /// | 5 | 1 | pixel format |
 /// | 6 | 2 | width |
 /// | 8 | 2 | height |
-/// | 10 | 2 | flags (0) |
+/// | 10 | 2 | flags: bit 0 [`FRAME_FLAG_PADDED`], the others 0 |
 /// | 12 | 4 | key epoch |
 /// | 16 | 8 | sequence number |
 /// | 24 | 8 | capture timestamp, ns |
 /// | 32 | 4 | payload length |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FrameHeader {
+    /// Flags (u16 LE): only [`FRAME_FLAG_PADDED`] is defined; [`FrameHeader::decode`] refuses
+    /// any other bit.
+    pub flags: u16,
     /// Raw suite byte (checked against the session's suite by the receiver).
     pub suite: u8,
     /// Raw pixel-format byte ([`PixelFormat::try_from`] reads it; unknown codes pass through).
@@ -355,7 +364,7 @@ impl FrameHeader {
         b[5] = self.pixel_format;
         b[6..8].copy_from_slice(&self.width.to_le_bytes());
         b[8..10].copy_from_slice(&self.height.to_le_bytes());
-        // 10..12 flags = 0
+        b[10..12].copy_from_slice(&self.flags.to_le_bytes());
         b[12..16].copy_from_slice(&self.epoch.to_le_bytes());
         b[16..24].copy_from_slice(&self.sequence.to_le_bytes());
         b[24..32].copy_from_slice(&self.capture_ns.to_le_bytes());
@@ -374,13 +383,15 @@ impl FrameHeader {
                 have: b.len(),
             });
         }
-        if b[10] != 0 || b[11] != 0 {
+        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        let flags = u16_at(10);
+        if flags & !FRAME_FLAGS_KNOWN != 0 {
             return Err(WireError::Reserved);
         }
-        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         Ok(FrameHeader {
+            flags,
             suite: b[4],
             pixel_format: b[5],
             width: u16_at(6),
@@ -761,6 +772,7 @@ mod tests {
             .prop_map(
                 |(suite, pf, width, height, epoch, sequence, capture_ns, payload_len)| {
                     FrameHeader {
+                        flags: 0,
                         suite,
                         pixel_format: pf,
                         width,
@@ -868,6 +880,7 @@ mod tests {
         assert!(checked_len::<u64>(&[u64::MAX, 1]).is_err());
         // On this host the same header gives the true (large) length.
         let h = FrameHeader {
+            flags: 0,
             suite: 0x11,
             pixel_format: PixelFormat::Grey8.code(),
             width: 1,
@@ -885,6 +898,7 @@ mod tests {
     #[test]
     fn message_len_from_headers() {
         let h = FrameHeader {
+            flags: 0,
             suite: 0x11,
             pixel_format: PixelFormat::Grey8.code(),
             width: 324,
@@ -936,9 +950,18 @@ mod tests {
             message_len(&encode_alert([1; 8], AlertCode::NoCommonSuite)),
             Ok(Some(13))
         );
+        // Flag bit 0 (padded) is defined; every other bit is refused.
         let mut b = h.encode();
         b[10] = 1;
-        assert_eq!(FrameHeader::decode(&b), Err(WireError::Reserved));
+        assert_eq!(
+            FrameHeader::decode(&b).map(|d| d.flags),
+            Ok(FRAME_FLAG_PADDED)
+        );
+        for bit in 1..16 {
+            let mut b = h.encode();
+            b[10..12].copy_from_slice(&(1u16 << bit).to_le_bytes());
+            assert_eq!(FrameHeader::decode(&b), Err(WireError::Reserved));
+        }
     }
 
     #[test]

@@ -314,6 +314,7 @@ impl<'a> Station<'a> {
         self.meter.frame(wire_len, latency);
         self.status.seq = Some(d.seq);
         let header = FrameHeader {
+            flags: 0,
             suite: 0,
             pixel_format: match &coded {
                 Some((f, _)) => f.code(),

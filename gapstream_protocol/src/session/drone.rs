@@ -1005,6 +1005,7 @@ impl DroneSession {
         }
         let payload_len = u32::try_from(payload.len()).map_err(|_| SealError::PayloadTooLong)?;
         let header = FrameHeader {
+            flags: meta.flags,
             suite: suite as u8,
             pixel_format: meta.pixel_format.code(),
             width: meta.width,

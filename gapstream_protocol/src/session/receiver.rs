@@ -13,6 +13,7 @@ use crate::handshake::{
     Established, HandshakeError, HelloKeys, Identity, Offer, ReceiverHandshake,
 };
 use crate::keys::{GroupKeys, KeyLogLine, SessionKeys};
+use crate::padding::{self, PaddingError};
 use crate::replay::{ReplayError, ReplayWindow};
 use crate::suite::{KexMode, Suite};
 use crate::wire::{self, FrameHeader, GroupKeyBody, MsgType, SessionId, WireError};
@@ -244,6 +245,9 @@ pub enum Rejected {
     /// paired drone, or altered): dropped, the handshake goes on waiting for the drone's.
     BadAccept,
     Unexpected(MsgType),
+    /// A frame flagged padded whose padding is not well formed (it verified: a faulty sealer, or
+    /// tampering under an unauthenticated suite). Counted as malformed.
+    Padding(PaddingError),
 }
 
 impl core::fmt::Display for Rejected {
@@ -254,6 +258,7 @@ impl core::fmt::Display for Rejected {
                 write!(f, "frame of {have} bytes, expected {expected}")
             }
             Rejected::TagFailure => f.write_str("frame failed authentication (tag mismatch)"),
+            Rejected::Padding(e) => write!(f, "frame refused: {e}"),
             Rejected::Replay(e) => e.fmt(f),
             Rejected::BadEpoch { epoch, current } => {
                 write!(f, "frame of key epoch {epoch}, current is {current}")
@@ -688,7 +693,8 @@ impl ReceiverSession {
                 Rejected::Wire(_)
                 | Rejected::Length { .. }
                 | Rejected::Unexpected(_)
-                | Rejected::StaleHandshake => c.malformed += 1,
+                | Rejected::StaleHandshake
+                | Rejected::Padding(_) => c.malformed += 1,
                 Rejected::BadAccept => c.bad_accepts += 1,
                 Rejected::NotEstablished => c.malformed += 1,
             }
@@ -949,6 +955,12 @@ impl ReceiverSession {
             return Err(Rejected::NoKey { epoch: e });
         };
         frame::open_frame(k, key, &mut msg).map_err(|_| Rejected::TagFailure)?;
+        let mut h = h;
+        if h.flags & wire::FRAME_FLAG_PADDED != 0 {
+            // Only now, on a payload that verified: the coded bytes are the first n.
+            let p = &msg[wire::FRAME_HEADER_LEN..wire::FRAME_HEADER_LEN + h.payload_len as usize];
+            h.payload_len = padding::unpad(p).map_err(Rejected::Padding)? as u32;
+        }
         if promote {
             // The drone switched to the epoch whose key we were given: the current one becomes
             // the previous (kept for the grace window, for frames still in flight).

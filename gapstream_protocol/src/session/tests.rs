@@ -120,10 +120,22 @@ impl Net {
         height: u16,
         payload: &[u8],
     ) -> Vec<u8> {
+        self.frame_flagged(format, width, height, payload, 0)
+    }
+    /// The same with the header's `flags` (the padded flag: `payload` is a padded payload).
+    fn frame_flagged(
+        &mut self,
+        format: PixelFormat,
+        width: u16,
+        height: u16,
+        payload: &[u8],
+        flags: u16,
+    ) -> Vec<u8> {
         let now = self.now.get();
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
         let meta = FrameMeta {
+            flags,
             pixel_format: format,
             width,
             height,
@@ -513,6 +525,7 @@ fn downgrade_attempts_are_detected() {
     );
     // An injected plaintext frame is refused the same way.
     let fake = FrameHeader {
+        flags: 0,
         suite: 0,
         pixel_format: PixelFormat::Grey8.code(),
         width: 1,
@@ -770,6 +783,7 @@ fn end_to_end_over_cpx_with_every_packet_size() {
             let mut p = px.clone();
             let now = n.now.get();
             let meta = FrameMeta {
+                flags: 0,
                 pixel_format: PixelFormat::Grey8,
                 width: 324,
                 height: 244,
@@ -820,6 +834,7 @@ fn close_wipes_and_reconnect_works() {
     assert_eq!(n.drone.members(), 0);
     let mut p = [0u8; 4];
     let meta = FrameMeta {
+        flags: 0,
         pixel_format: PixelFormat::Grey8,
         width: 2,
         height: 2,
@@ -1057,7 +1072,7 @@ proptest! {
                 drone.handle_timeout(&mut Sequential, d_rng, &clock);
                 while let Some(l) = drone.drain_keylog() { lines.push(format!("{l}")); }
                 let mut p = pixels(8, i as u8);
-                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0 };
+                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0, flags: 0 };
                 match drone.seal_frame(&mut Sequential, &clock, meta, &mut p) {
                     Ok(s) => {
                         prop_assert!(drone.members() > 0);
@@ -1197,6 +1212,7 @@ impl Group {
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &c);
         let meta = FrameMeta {
+            flags: 0,
             pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (px.len() / 8) as u16,
@@ -1589,6 +1605,7 @@ fn a_replayed_hello_never_gets_a_frame_sealed_or_evicts_the_receiver() {
     // Boot 2, same randomness, the attacker replays the HELLO: no frame is ever sealed.
     let (mut replayed, mut r_rng) = run(&hello);
     let meta = FrameMeta {
+        flags: 0,
         pixel_format: PixelFormat::Grey8,
         width: 1,
         height: 1,
@@ -1783,6 +1800,7 @@ fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_sea
         (DroneSession::new(d.clone(), cfg), TestRng::new(7))
     };
     let meta = FrameMeta {
+        flags: 0,
         pixel_format: PixelFormat::Grey8,
         width: 1,
         height: 1,
@@ -2015,4 +2033,67 @@ fn finding6_receiver_refuses_replayed_control_messages() {
     assert_eq!(replays, 5);
     assert_eq!(n.rx.counters().sessions_lost, 1);
     assert_eq!(n.rx.counters().control_rejected, 1 + replays);
+}
+
+/// Length-hiding padding: a padded frame opens to exactly the coded bytes; one whose padding is
+/// malformed (sealed so by a faulty drone under an AEAD suite, or a flipped bit under an
+/// unauthenticated suite) is refused as `Rejected::Padding`, counted as malformed, with no panic,
+/// and the stream goes on.
+#[test]
+fn padded_frames_open_to_the_coded_bytes_and_bad_padding_is_refused() {
+    use crate::padding::{self, Padding, PaddingError};
+    use crate::wire::FRAME_FLAG_PADDED;
+    for suite in Suite::ALL {
+        let mut n = Net::with_suite(suite, KexMode::X25519);
+        let coded = pixels(1000, 3);
+        let mut p = coded.clone();
+        assert!(padding::pad(&mut p, Padding::Padme, 324 * 244));
+        assert_eq!(p.len(), 1024);
+        let m = n.frame_flagged(PixelFormat::Jpeg, 324, 244, &p, FRAME_FLAG_PADDED);
+        assert_eq!(m.len(), 36 + 1024 + suite.tag_len());
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.pixels(), &coded[..]);
+        assert_eq!(f.header.flags, FRAME_FLAG_PADDED);
+        assert_eq!(f.header.payload_len, 1000);
+
+        // A faulty sealer: well-sealed payloads whose padding is wrong.
+        let mut nonzero = p.clone();
+        nonzero[1010] = 9;
+        let mut long = p.clone();
+        long[1020..].copy_from_slice(&1021u32.to_le_bytes());
+        let cases = [
+            (nonzero, PaddingError::NonZero { at: 1010 }),
+            (
+                long,
+                PaddingError::LengthOutOfRange {
+                    claimed: 1021,
+                    max: 1020,
+                },
+            ),
+            (vec![1, 2, 3], PaddingError::TooShort { len: 3 }),
+        ];
+        for (bad, e) in cases {
+            let before = n.rx.counters().malformed;
+            let m = n.frame_flagged(PixelFormat::Jpeg, 324, 244, &bad, FRAME_FLAG_PADDED);
+            assert_eq!(n.deliver(m).unwrap_err(), Rejected::Padding(e), "{suite}");
+            assert_eq!(n.rx.counters().malformed, before + 1);
+        }
+        // On the wire: a flipped bit in the padding is caught by the tag, or (unauthenticated
+        // suites) by the padding check.
+        let mut m = n.frame_flagged(PixelFormat::Jpeg, 324, 244, &p, FRAME_FLAG_PADDED);
+        m[36 + 1005] ^= 0x40;
+        let e = n.deliver(m).unwrap_err();
+        if suite.is_authenticated() {
+            assert_eq!(e, Rejected::TagFailure);
+        } else {
+            assert_eq!(e, Rejected::Padding(PaddingError::NonZero { at: 1005 }));
+        }
+        // An unpadded frame of the same bytes keeps them all; the stream goes on.
+        let m = n.frame_as(PixelFormat::Jpeg, 324, 244, &p);
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.pixels(), &p[..]);
+        let m = n.frame_flagged(PixelFormat::Jpeg, 324, 244, &p, FRAME_FLAG_PADDED);
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.pixels(), &coded[..]);
+    }
 }
