@@ -172,6 +172,14 @@ impl FrameCoder for RateCoder {
         }
         Ok(r)
     }
+
+    /// In target-bytes mode a receiver's quality is the new ceiling (the next frame starts there
+    /// at most).
+    fn set_quality(&mut self, quality: u8) {
+        self.rate.max_quality = quality.clamp(1, 100);
+        self.rate.min_quality = self.rate.min_quality.min(self.rate.max_quality);
+        self.coder.quality = self.coder.quality.min(self.rate.max_quality);
+    }
 }
 
 impl FrameCoder for HostCoder {
@@ -221,6 +229,10 @@ impl FrameCoder for HostCoder {
             // JPEG of a Bayer mosaic, other layouts: raw.
             _ => Ok(None),
         }
+    }
+
+    fn set_quality(&mut self, quality: u8) {
+        self.quality = quality.clamp(1, 100);
     }
 }
 

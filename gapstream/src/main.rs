@@ -332,6 +332,10 @@ struct ViewArgs {
     /// docs/protocol.md §12). Whoever reads the file reads the stream.
     #[arg(long, value_name = "FILE", env = "GAPSTREAM_KEYLOGFILE")]
     keylog: Option<PathBuf>,
+    /// Ask the drone to code its JPEG frames at this quality (1..=100), over the session's
+    /// authenticated control channel, from the next frame on (again after every re-handshake).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
+    quality: Option<u8>,
     #[command(flatten)]
     security: SecurityOpts,
     #[command(flatten)]
@@ -595,6 +599,11 @@ fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String
     if let (gapstream::receiver::SessionKind::Secure(s), Some(f)) = (&mut session, &a.keylog) {
         warn_keylog(f);
         s.keylog = Some(f.clone());
+    }
+    match (&mut session, a.quality) {
+        (gapstream::receiver::SessionKind::Secure(s), q) => s.quality = q,
+        (_, Some(_)) => return Err("--quality needs the secure stream (not --stock)".into()),
+        _ => {}
     }
     Ok(session)
 }

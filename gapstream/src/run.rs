@@ -353,6 +353,7 @@ pub fn receiver_session(
                 packet_payload,
                 rsa_key,
                 keylog: None,
+                quality: None,
             })))
         }
     }

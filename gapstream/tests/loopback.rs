@@ -372,6 +372,66 @@ fn coded_frames_are_verified_and_decoded_per_codec() {
     }
 }
 
+/// `gapstream view --quality Q`: the receiver asks the drone (SET_QUALITY, over its session's
+/// control channel) for quality 30 while the drone codes at 90; the drone's stream switches once,
+/// and every frame after the switch is the quality-30 coding of its source frame.
+#[test]
+fn the_receiver_sets_the_drones_jpeg_quality() {
+    use gapstream::codec::{Codec, HostCoder};
+    use gapstream_drone::{FrameCoder, FrameFormat};
+    let d = tempfile::tempdir().unwrap();
+    let (spec, frames) = scene_frames(d.path(), 8);
+    let (mode, mut session) = secure(Suite::ChaCha20Poly1305, 1020);
+    let SessionKind::Secure(s) = &mut session else {
+        unreachable!()
+    };
+    s.quality = Some(30);
+    let b = roomy_bridge();
+    let rx = receiver_on(b.tcp_addr, Transport::Tcp, session);
+    wait_clients(&b, 1);
+    let coder = HostCoder::boxed(Codec::Jpeg, 90).unwrap();
+    let n = node_coded(
+        &spec,
+        b.spi_addr,
+        60.0,
+        None,
+        1020,
+        mode,
+        coder,
+        Padding::Padme,
+    );
+    let got = rx.take(24, Duration::from_secs(30));
+    let s = rx.finish();
+    let rep = n.stop();
+    assert_eq!(got.len(), 24, "{s:?}");
+    assert_eq!(rep.drone.quality, Some(30));
+    assert_eq!(rep.drone.quality_requests, 1);
+    // The quality each frame was coded with: the one whose coding of a source frame gives it.
+    let quality_of = |coded: &[u8]| {
+        [90u8, 30].into_iter().find(|&q| {
+            let mut c = HostCoder {
+                codec: Codec::Jpeg,
+                quality: q,
+            };
+            frames.iter().any(|f| {
+                let mut out = Vec::new();
+                c.code(FrameFormat::HM01B0, f, &mut out).unwrap().is_some() && out == coded
+            })
+        })
+    };
+    let qs: Vec<Option<u8>> = got
+        .iter()
+        .map(|g| quality_of(g.coded.as_deref().expect("coded")))
+        .collect();
+    assert!(qs.iter().all(Option::is_some), "{qs:?}");
+    let switch = qs
+        .iter()
+        .position(|q| *q == Some(30))
+        .expect("never switched");
+    assert!(qs[switch..].iter().all(|q| *q == Some(30)), "{qs:?}");
+    assert_eq!(s.counters.malformed, 0);
+}
+
 /// `--stock --codec jpeg`: the drone sends Bitcraze's image type 1 with the JPEG file; the
 /// receiver's stock session decodes it (as Bitcraze's viewer does) into the source frames.
 #[test]

@@ -103,6 +103,9 @@ pub struct DroneStats {
     /// padding added (trailer included).
     pub frames_padded: u64,
     pub padding_bytes: u64,
+    /// SET_QUALITY requests from receivers, and the last quality asked for.
+    pub quality_requests: u64,
+    pub quality: Option<u8>,
     pub coder_errors: u64,
     /// Upstream trouble: stretches of bytes that were not CPX (secure mode: one per stretch; stock
     /// mode: one per CPX error), messages that lost packets, messages the session rejected.
@@ -377,6 +380,14 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                         st.last_refused_hello = Some(e);
                     }
                     Ok(Some(DroneEvent::KeyAcked { .. })) => st.rekeys_acked += 1,
+                    Ok(Some(DroneEvent::QualityRequested { quality, .. })) => {
+                        // From the next frame on (this runs before the frame is coded).
+                        if let Some(c) = self.coder.as_mut() {
+                            c.set_quality(quality);
+                        }
+                        st.quality_requests += 1;
+                        st.quality = Some(quality);
+                    }
                     Ok(Some(DroneEvent::Left { .. })) => st.receivers_left += 1,
                     Ok(_) => {}
                     Err(e) => {
@@ -1066,6 +1077,81 @@ pub(crate) mod tests {
         let st = d.stats();
         assert_eq!((st.frames_padded, st.padding_bytes), (2, 28 + 25));
         assert_eq!(st.coded_bytes, 203);
+    }
+
+    /// A coder whose "coding" is `quality` bytes of the frame: the frame's length says which
+    /// quality it was coded with.
+    struct QualityCoder {
+        quality: u8,
+    }
+    impl FrameCoder for QualityCoder {
+        fn code(
+            &mut self,
+            _: FrameFormat,
+            frame: &[u8],
+            out: &mut Vec<u8>,
+        ) -> Result<Option<PixelFormat>, crate::traits::CoderError> {
+            out.clear();
+            out.extend_from_slice(&frame[..self.quality as usize]);
+            Ok(Some(PixelFormat::Jpeg))
+        }
+        fn set_quality(&mut self, quality: u8) {
+            self.quality = quality;
+        }
+    }
+
+    /// SET_QUALITY: a receiver's request over its control channel reaches the coder, and the
+    /// next frame is coded at the new quality; a second request again from the next frame.
+    #[test]
+    fn a_receivers_quality_request_applies_from_the_next_frame() {
+        use gapstream_protocol::session::ReceiverEvent;
+        use gapstream_protocol::suite::Suite;
+        let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
+        let clock = || 0u64;
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        for m in messages(&core::mem::take(&mut d.link.sent)) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let ack = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &ack);
+        d.set_coder(Some(Box::new(QualityCoder { quality: 75 })));
+        fn run(
+            d: &mut TestDrone<Sequential>,
+            rx: &mut gapstream_protocol::session::ReceiverSession,
+            rng: &mut TestRng,
+            steps: usize,
+            lengths: &mut Vec<usize>,
+        ) {
+            let clock = || 0u64;
+            for _ in 0..steps {
+                d.step().unwrap();
+            }
+            for m in messages(&core::mem::take(&mut d.link.sent)) {
+                if let Ok(Some(ReceiverEvent::Frame(f))) =
+                    rx.handle_message(&mut Sequential, rng, &clock, m)
+                {
+                    lengths.push(f.pixels().len());
+                }
+            }
+        }
+        let mut lengths = Vec::new();
+        run(&mut d, &mut rx, &mut rng, 2, &mut lengths);
+        rx.request_quality(&mut Sequential, 40).unwrap();
+        let m = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &m);
+        run(&mut d, &mut rx, &mut rng, 2, &mut lengths);
+        rx.request_quality(&mut Sequential, 90).unwrap();
+        let m = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &m);
+        run(&mut d, &mut rx, &mut rng, 1, &mut lengths);
+        assert_eq!(lengths, [75, 75, 40, 40, 90]);
+        let st = d.stats();
+        assert_eq!((st.quality_requests, st.quality), (2, Some(90)));
     }
 
     /// Stock mode with a JPEG coder sends Bitcraze's image type 1 with the file's size; other

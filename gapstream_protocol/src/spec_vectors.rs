@@ -193,6 +193,17 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     )
     .unwrap();
     v.push(("control-group-key", out[..n].to_vec()));
+    let n = frame::seal_control(
+        &mut Sequential,
+        &ck,
+        MsgType::SetQuality,
+        seq_bytes(1, 8).try_into().unwrap(),
+        3,
+        &[50],
+        &mut out,
+    )
+    .unwrap();
+    v.push(("control-set-quality", out[..n].to_vec()));
     v.push((
         "alert",
         wire::encode_alert(

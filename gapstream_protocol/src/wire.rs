@@ -62,6 +62,8 @@ pub enum MsgType {
     RekeyRequest = 0x22,
     /// Receiver → drone every second, and the drone's answer: both ends know the other is there.
     Keepalive = 0x23,
+    /// Receiver → drone: "code the next frames at this JPEG quality" (one byte, 1..=100).
+    SetQuality = 0x24,
     /// Either side: the session ends.
     Close = 0x30,
 }
@@ -77,6 +79,7 @@ impl MsgType {
             0x21 => Some(MsgType::KeyAck),
             0x22 => Some(MsgType::RekeyRequest),
             0x23 => Some(MsgType::Keepalive),
+            0x24 => Some(MsgType::SetQuality),
             0x30 => Some(MsgType::Close),
             _ => None,
         }
@@ -88,6 +91,7 @@ impl MsgType {
                 | MsgType::KeyAck
                 | MsgType::RekeyRequest
                 | MsgType::Keepalive
+                | MsgType::SetQuality
                 | MsgType::Close
         )
     }

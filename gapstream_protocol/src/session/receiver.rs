@@ -644,6 +644,41 @@ impl ReceiverSession {
         Ok(())
     }
 
+    /// The receiver-to-drone control key (tests: to seal what a faulty receiver would send).
+    #[cfg(test)]
+    pub(crate) fn r2d_control_key(&self) -> Option<crate::keys::DirectionKey> {
+        match &self.state {
+            RxState::Established(l) => Some(l.keys.r2d_control.clone()),
+            _ => None,
+        }
+    }
+
+    /// Asks the drone to code the next frames at JPEG `quality` (1..=100): queues a SET_QUALITY on
+    /// this session's authenticated control channel. A quality outside 1..=100 is refused here.
+    pub fn request_quality<K: KeystreamApplier + ?Sized>(
+        &mut self,
+        k: &mut K,
+        quality: u8,
+    ) -> Result<(), Rejected> {
+        if !(1..=100).contains(&quality) {
+            return Err(Rejected::Control(OpenError::Wire(WireError::Reserved)));
+        }
+        let RxState::Established(l) = &mut self.state else {
+            return Err(Rejected::NotEstablished);
+        };
+        let m = control(
+            k,
+            &l.keys.r2d_control,
+            MsgType::SetQuality,
+            l.session,
+            &mut l.ctrl_out,
+            &[quality],
+        )
+        .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
+        self.outbox.push_back(m);
+        Ok(())
+    }
+
     /// Ends the session: queues a CLOSE (the drone then rekeys the group without this receiver)
     /// and wipes the keys.
     pub fn close<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) {

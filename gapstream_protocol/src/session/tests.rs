@@ -2097,3 +2097,85 @@ fn padded_frames_open_to_the_coded_bytes_and_bad_padding_is_refused() {
         assert_eq!(f.pixels(), &coded[..]);
     }
 }
+
+/// SET_QUALITY: the receiver's request reaches the drone as `QualityRequested` on the
+/// authenticated control channel; a quality outside 1..=100 is refused by both ends (the drone
+/// counts it and goes on), a replayed request is refused, a tampered one fails its tag.
+#[test]
+fn set_quality_reaches_the_drone_and_bad_or_replayed_requests_are_refused() {
+    let mut n = Net::with_suite(Suite::ChaCha20Poly1305, KexMode::X25519);
+    let now = n.now.get();
+    assert!(n.rx.request_quality(&mut Sequential, 0).is_err());
+    assert!(n.rx.request_quality(&mut Sequential, 101).is_err());
+    n.rx.request_quality(&mut Sequential, 40).unwrap();
+    let m = n.rx.poll_transmit().unwrap();
+    assert_eq!(&m[..4], &[0x47, 0x53, 0x03, 0x24]);
+    let ev = n
+        .drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &m)
+        .unwrap();
+    let session = match ev {
+        Some(DroneEvent::QualityRequested { session, quality }) => {
+            assert_eq!(quality, 40);
+            session
+        }
+        other => panic!("{other:?}"),
+    };
+    // The same message again: a replay.
+    assert!(
+        n.drone
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &m)
+            .is_err()
+    );
+    // A flipped body byte: the tag fails.
+    n.rx.request_quality(&mut Sequential, 90).unwrap();
+    let mut t = n.rx.poll_transmit().unwrap();
+    t[22] ^= 1;
+    assert!(
+        n.drone
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &t)
+            .is_err()
+    );
+    // Quality 0 and a two-byte body, well sealed under the session's key (a faulty receiver):
+    // refused as BadControl and counted; the next good request still works.
+    let keys = n.rx.r2d_control_key().unwrap();
+    use super::common::control;
+    let mut seq = 10;
+    for body in [&[0u8][..], &[50, 50][..]] {
+        let m = control(
+            &mut Sequential,
+            &keys,
+            MsgType::SetQuality,
+            session,
+            &mut seq,
+            body,
+        )
+        .unwrap();
+        let before = n.drone.counters().messages_rejected;
+        assert_eq!(
+            n.drone
+                .handle_message(&mut Sequential, &mut n.rng, &move || now, &m)
+                .unwrap_err(),
+            DroneError::BadControl
+        );
+        assert_eq!(n.drone.counters().messages_rejected, before + 1);
+    }
+    let m = control(
+        &mut Sequential,
+        &keys,
+        MsgType::SetQuality,
+        session,
+        &mut seq,
+        &[100],
+    )
+    .unwrap();
+    assert_eq!(
+        n.drone
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &m)
+            .unwrap(),
+        Some(DroneEvent::QualityRequested {
+            session,
+            quality: 100
+        })
+    );
+}
