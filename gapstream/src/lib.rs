@@ -12,6 +12,7 @@
 //! | [`ros`] | ROS 2 messages in CDR: `sensor_msgs/msg/Image` and gapstream's `FrameInfo`, with their ros2msg schemas |
 //! | [`mcap_out`] | `--mcap FILE`: every verified frame as a ROS 2 Image + FrameInfo in an MCAP file (Foxglove's `mcap` crate) |
 //! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
+//! | [`timesync`] | the drone's clock on the receiver's: capture times from the stream (one-way envelope for the drift, KEEPALIVE exchanges for the offset) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
 pub mod images;
 pub mod mcap_out;
@@ -22,6 +23,7 @@ pub mod ros;
 pub mod run;
 pub mod secret_file;
 pub mod sim;
+pub mod timesync;
 pub mod viewer;
 #[cfg(feature = "zenoh")]
 pub mod zenoh_out;
