@@ -2,6 +2,8 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`drone_state`] | a frame's state record in SI units (quaternion expanded, velocity in the body frame), its terminal line |
+//! | [`flight`] | the simulated flight controller: a known trajectory (a circle with yaw) sent as NanoCockpit's `!STA` UART messages at 100 Hz |
 //! | [`images`] | frame sources (synthetic pattern, PGM/PNG folder, raw file), PNG/PGM I/O, Bayer demosaicing |
 //! | [`metrics`] | counters, latency percentiles, CPU / RSS / SoC temperature sampling, the 0.5 s metrics CSV |
 //! | [`viewer`] | live web viewer on localhost (page, `/frame.png`, `/stats.json`) |
@@ -14,6 +16,8 @@
 //! | `zenoh_out` | `--zenoh`: every verified frame published on Zenoh under `gapstream/<drone>/` (feature `zenoh`) |
 //! | [`timesync`] | the drone's clock on the receiver's: capture times from the stream (one-way envelope for the drift, KEEPALIVE exchanges for the offset) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
+pub mod drone_state;
+pub mod flight;
 pub mod images;
 pub mod mcap_out;
 pub mod metrics;

@@ -3,6 +3,7 @@
 //! their message definitions in the `ros2msg` form rosbag2 embeds in MCAP schemas (the type's
 //! definition, then each dependency after a line of 80 `=` and `MSG: pkg/Type`).
 
+use crate::drone_state::DroneState;
 use crate::metrics::Counters;
 use crate::receiver::Frame;
 
@@ -57,6 +58,129 @@ pub const FRAME_INFO_DEFINITION: &str = concat!(
 
 /// `header.frame_id` of everything gapstream publishes.
 pub const FRAME_ID: &str = "gapstream_camera";
+
+/// The definitions of `geometry_msgs` types an Odometry or a TFMessage uses, as ros2msg
+/// dependency sections (a literal, for `concat!`).
+macro_rules! msg_section {
+    ($name:literal, $body:literal) => {
+        concat!(
+            "\n",
+            "================================================================================\n",
+            "MSG: ",
+            $name,
+            "\n",
+            $body
+        )
+    };
+}
+
+/// `nav_msgs/msg/Odometry` with its dependencies: the drone's state of a frame (pose in the world
+/// frame, twist in the body frame), stamped like the frame's Image.
+pub const ODOMETRY_TYPE: &str = "nav_msgs/msg/Odometry";
+pub const ODOMETRY_DEFINITION: &str = concat!(
+    "std_msgs/Header header\n",
+    "string child_frame_id\n",
+    "geometry_msgs/PoseWithCovariance pose\n",
+    "geometry_msgs/TwistWithCovariance twist\n",
+    header_dependencies!(),
+    msg_section!(
+        "geometry_msgs/PoseWithCovariance",
+        "geometry_msgs/Pose pose\nfloat64[36] covariance\n"
+    ),
+    msg_section!(
+        "geometry_msgs/Pose",
+        "geometry_msgs/Point position\ngeometry_msgs/Quaternion orientation\n"
+    ),
+    msg_section!("geometry_msgs/Point", "float64 x\nfloat64 y\nfloat64 z\n"),
+    msg_section!(
+        "geometry_msgs/Quaternion",
+        "float64 x 0\nfloat64 y 0\nfloat64 z 0\nfloat64 w 1\n"
+    ),
+    msg_section!(
+        "geometry_msgs/TwistWithCovariance",
+        "geometry_msgs/Twist twist\nfloat64[36] covariance\n"
+    ),
+    msg_section!(
+        "geometry_msgs/Twist",
+        "geometry_msgs/Vector3 linear\ngeometry_msgs/Vector3 angular\n"
+    ),
+    msg_section!("geometry_msgs/Vector3", "float64 x\nfloat64 y\nfloat64 z\n"),
+);
+
+/// `tf2_msgs/msg/TFMessage` with its dependencies: the world → body transform of each frame.
+pub const TF_TYPE: &str = "tf2_msgs/msg/TFMessage";
+pub const TF_DEFINITION: &str = concat!(
+    "geometry_msgs/TransformStamped[] transforms\n",
+    msg_section!(
+        "geometry_msgs/TransformStamped",
+        "std_msgs/Header header\nstring child_frame_id\ngeometry_msgs/Transform transform\n"
+    ),
+    header_dependencies!(),
+    msg_section!(
+        "geometry_msgs/Transform",
+        "geometry_msgs/Vector3 translation\ngeometry_msgs/Quaternion rotation\n"
+    ),
+    msg_section!("geometry_msgs/Vector3", "float64 x\nfloat64 y\nfloat64 z\n"),
+    msg_section!(
+        "geometry_msgs/Quaternion",
+        "float64 x 0\nfloat64 y 0\nfloat64 z 0\nfloat64 w 1\n"
+    ),
+);
+
+/// The frame ids of the state's messages (`--world-frame`, `--body-frame`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateFrames {
+    /// The fixed frame the pose is in (`header.frame_id`).
+    pub world: String,
+    /// The drone's body frame (`child_frame_id`).
+    pub body: String,
+}
+
+impl Default for StateFrames {
+    fn default() -> Self {
+        StateFrames {
+            world: "world".into(),
+            body: "crazyflie".into(),
+        }
+    }
+}
+
+/// The drone's state as `nav_msgs/msg/Odometry` stamped `stamp_ns`: position and orientation in
+/// the world frame; linear velocity turned into the body frame (ROS: the twist is in
+/// `child_frame_id`), body rates as they are; covariances zero (the flight controller sends none).
+pub fn odometry(stamp_ns: u64, frames: &StateFrames, s: &DroneState) -> Vec<u8> {
+    let mut c = Cdr::new();
+    c.time(stamp_ns);
+    c.string(&frames.world);
+    c.string(&frames.body);
+    for v in s.position_m.iter().chain(&s.orientation) {
+        c.f64(*v);
+    }
+    for _ in 0..36 {
+        c.f64(0.0);
+    }
+    let body = crate::drone_state::world_to_body(s.orientation, s.velocity_m_s);
+    for v in body.iter().chain(&s.rates_rad_s) {
+        c.f64(*v);
+    }
+    for _ in 0..36 {
+        c.f64(0.0);
+    }
+    c.into_bytes()
+}
+
+/// The world → body transform as `tf2_msgs/msg/TFMessage` (one `TransformStamped`).
+pub fn tf(stamp_ns: u64, frames: &StateFrames, s: &DroneState) -> Vec<u8> {
+    let mut c = Cdr::new();
+    c.u32(1);
+    c.time(stamp_ns);
+    c.string(&frames.world);
+    c.string(&frames.body);
+    for v in s.position_m.iter().chain(&s.orientation) {
+        c.f64(*v);
+    }
+    c.into_bytes()
+}
 
 /// Plain CDR, little-endian, after the 4-byte encapsulation header; alignment counts from the
 /// end of that header.
