@@ -1,9 +1,12 @@
 //! `--mcap FILE`: every verified frame as a ROS 2 `sensor_msgs/msg/Image` on `/gapstream/image`
-//! and its metadata as `gapstream_msgs/msg/FrameInfo` on `/gapstream/frame_info`, CDR-encoded with
-//! their `ros2msg` schemas embedded (MCAP profile `ros2`), written with Foxglove's `mcap` crate:
-//! a file Foxglove opens and `ros2 bag play` (MCAP storage plugin) replays. Log time = receive
-//! time, publish time and `header.stamp` = capture time. Chunks are uncompressed (frames are
-//! noise-like after all; and readers need no codec).
+//! and its metadata as `gapstream_msgs/msg/FrameInfo` on `/gapstream/frame_info`, and when the
+//! frame carries the drone's state, a `nav_msgs/msg/Odometry` on `/gapstream/odometry` and the
+//! world → body transform as `tf2_msgs/msg/TFMessage` on `/tf` (frame ids `--world-frame`,
+//! `--body-frame`), CDR-encoded with their `ros2msg` schemas embedded (MCAP profile `ros2`),
+//! written with Foxglove's `mcap` crate: a file Foxglove opens and `ros2 bag play` (MCAP storage
+//! plugin) replays. Log time = receive time; publish time and every `header.stamp` of a frame's
+//! messages = its acquisition time on this machine's clock ([`Frame::stamp_ns`]). Chunks are
+//! uncompressed (frames are noise-like after all; and readers need no codec).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -21,6 +24,8 @@ use crate::ros;
 /// Topic names (ROS 2 style).
 pub const IMAGE_TOPIC: &str = "/gapstream/image";
 pub const INFO_TOPIC: &str = "/gapstream/frame_info";
+pub const ODOMETRY_TOPIC: &str = "/gapstream/odometry";
+pub const TF_TOPIC: &str = "/tf";
 
 /// rosbag2's default QoS for a recorded topic (reliable, volatile, keep last), so that `ros2 bag
 /// play` offers what a live publisher would.
@@ -32,8 +37,12 @@ pub struct McapRecorder {
     writer: Option<mcap::Writer<BufWriter<File>>>,
     image: u16,
     info: u16,
+    odometry: u16,
+    tf: u16,
+    frames: ros::StateFrames,
     bayer: bool,
     written: u64,
+    states: u64,
 }
 
 fn err(path: &Path, e: impl std::fmt::Display) -> String {
@@ -41,8 +50,9 @@ fn err(path: &Path, e: impl std::fmt::Display) -> String {
 }
 
 impl McapRecorder {
-    /// Creates `path` (replacing it) with both channels. `bayer`: the frames are RGGB mosaics.
-    pub fn create(path: &Path, bayer: bool) -> Result<Self, String> {
+    /// Creates `path` (replacing it) with its channels. `bayer`: the frames are RGGB mosaics;
+    /// `frames`: the state's frame ids.
+    pub fn create(path: &Path, bayer: bool, frames: ros::StateFrames) -> Result<Self, String> {
         if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(d).map_err(|e| err(path, e))?;
         }
@@ -70,13 +80,33 @@ impl McapRecorder {
         let info = w
             .add_channel(sf, INFO_TOPIC, "cdr", &meta)
             .map_err(|e| err(path, e))?;
+        let so = w
+            .add_schema(
+                ros::ODOMETRY_TYPE,
+                "ros2msg",
+                ros::ODOMETRY_DEFINITION.as_bytes(),
+            )
+            .map_err(|e| err(path, e))?;
+        let odometry = w
+            .add_channel(so, ODOMETRY_TOPIC, "cdr", &meta)
+            .map_err(|e| err(path, e))?;
+        let st = w
+            .add_schema(ros::TF_TYPE, "ros2msg", ros::TF_DEFINITION.as_bytes())
+            .map_err(|e| err(path, e))?;
+        let tf = w
+            .add_channel(st, TF_TOPIC, "cdr", &meta)
+            .map_err(|e| err(path, e))?;
         Ok(McapRecorder {
             path: path.to_owned(),
             writer: Some(w),
             image,
             info,
+            odometry,
+            tf,
+            frames,
             bayer,
             written: 0,
+            states: 0,
         })
     }
 
@@ -99,11 +129,19 @@ impl Consumer for McapRecorder {
         let Some(w) = self.writer.as_mut() else {
             return Err(err(&self.path, "already closed"));
         };
-        let stamp = f.capture_ns().unwrap_or(f.receive_ns);
+        let stamp = f.stamp_ns();
         let seq = self.written as u32;
-        let img = ros::image(f, self.bayer);
-        let info = ros::frame_info(f, counters);
-        for (channel_id, data) in [(self.image, img), (self.info, info)] {
+        let mut msgs = vec![
+            (self.image, ros::image(f, self.bayer)),
+            (self.info, ros::frame_info(f, counters)),
+        ];
+        // A pose only when the drone had one (a record without a sample says "none yet").
+        if let Some(s) = f.state.as_ref().filter(|s| s.record.is_valid()) {
+            msgs.push((self.odometry, ros::odometry(stamp, &self.frames, s)));
+            msgs.push((self.tf, ros::tf(stamp, &self.frames, s)));
+            self.states += 1;
+        }
+        for (channel_id, data) in msgs {
             w.write_to_known_channel(
                 &mcap::records::MessageHeader {
                     channel_id,
@@ -125,8 +163,9 @@ impl Consumer for McapRecorder {
         };
         w.finish().map_err(|e| err(&self.path, e))?;
         Ok(Some(format!(
-            "wrote {} frames to {} (ROS 2 MCAP: {IMAGE_TOPIC}, {INFO_TOPIC})",
+            "wrote {} frames and {} states to {} (ROS 2 MCAP: {IMAGE_TOPIC}, {INFO_TOPIC}, {ODOMETRY_TOPIC}, {TF_TOPIC})",
             self.written,
+            self.states,
             self.path.display()
         )))
     }
@@ -149,7 +188,7 @@ mod tests {
     fn writes_a_readable_ros2_mcap() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("x.mcap");
-        let mut r = McapRecorder::create(&p, false).unwrap();
+        let mut r = McapRecorder::create(&p, false, ros::StateFrames::default()).unwrap();
         let c = Counters::default();
         for seq in 0..5u64 {
             let mut f = crate::receiver::frame::test_frame(seq, 4, 2, vec![seq as u8; 8]);

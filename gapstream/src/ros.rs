@@ -53,6 +53,15 @@ pub const FRAME_INFO_DEFINITION: &str = concat!(
     "uint64 lost\n",
     "uint64 tag_failures\n",
     "uint64 replays\n",
+    "# The drone's state record of the frame (authenticated with it): flags (1 valid, 2 stale),\n",
+    "# the STM32's time of the sample (us), its age at the end of the exposure (ms, NaN without\n",
+    "# a sample), the capture time's uncertainty on this clock (ms, NaN without a capture time)\n",
+    "# and whether a two-way exchange anchors it.\n",
+    "uint16 state_flags\n",
+    "uint32 stm32_us\n",
+    "float64 state_age_ms\n",
+    "float64 stamp_uncertainty_ms\n",
+    "bool stamp_two_way\n",
     header_dependencies!(),
 );
 
@@ -208,6 +217,10 @@ impl Cdr {
     pub fn u8(&mut self, v: u8) {
         self.buf.push(v);
     }
+    pub fn u16(&mut self, v: u16) {
+        self.align(2);
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
     pub fn u32(&mut self, v: u32) {
         self.align(4);
         self.buf.extend_from_slice(&v.to_le_bytes());
@@ -249,10 +262,10 @@ impl Cdr {
 
 /// The frame's `sensor_msgs/msg/Image`: `mono8`, or `bayer_rggb8` for the colour HM01B0's mosaic
 /// (undemosaiced: ROS's image pipeline debayers), stamped with the capture time (the receive
-/// time when the stream carries none).
+/// time when the stream carries none): [`Frame::stamp_ns`].
 pub fn image(f: &Frame, bayer: bool) -> Vec<u8> {
     let mut c = Cdr::new();
-    c.header(f.capture_ns().unwrap_or(f.receive_ns));
+    c.header(f.stamp_ns());
     c.u32(f.height() as u32);
     c.u32(f.width() as u32);
     c.string(if bayer || f.is_bayer() {
@@ -270,7 +283,7 @@ pub fn image(f: &Frame, bayer: bool) -> Vec<u8> {
 /// (latency NaN when unknown).
 pub fn frame_info(f: &Frame, counters: &Counters) -> Vec<u8> {
     let mut c = Cdr::new();
-    c.header(f.capture_ns().unwrap_or(f.receive_ns));
+    c.header(f.stamp_ns());
     c.time(f.receive_ns);
     c.u64(f.seq());
     c.u32(f.epoch().unwrap_or(0));
@@ -280,6 +293,15 @@ pub fn frame_info(f: &Frame, counters: &Counters) -> Vec<u8> {
     c.u64(counters.lost);
     c.u64(counters.tag_failures);
     c.u64(counters.replays);
+    let rec = f.state.map(|s| s.record).unwrap_or_default();
+    c.u16(rec.flags);
+    c.u32(rec.sample.stm32_us);
+    c.f64(f.state.and_then(|s| s.age_ms()).unwrap_or(f64::NAN));
+    c.f64(
+        f.capture
+            .map_or(f64::NAN, |e| e.uncertainty_ns as f64 / 1e6),
+    );
+    c.u8(f.capture.is_some_and(|e| e.two_way) as u8);
     c.into_bytes()
 }
 
@@ -342,6 +364,9 @@ mod tests {
         // suite: length at 52, 17 bytes -> 73, latency aligned to 80.
         assert_eq!(&b[4 + 80..4 + 88], &100f64.to_le_bytes());
         assert_eq!(&b[4 + 104..4 + 112], &3u64.to_le_bytes());
-        assert_eq!(b.len(), 4 + 120);
+        // state flags u16 at 120, stm32_us at 124, age at 128, uncertainty at 136, bool at 144.
+        assert_eq!(&b[4 + 120..4 + 122], &0u16.to_le_bytes());
+        assert!(f64::from_le_bytes(b[4 + 128..4 + 136].try_into().unwrap()).is_nan());
+        assert_eq!(b.len(), 4 + 145);
     }
 }

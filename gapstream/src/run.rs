@@ -50,6 +50,8 @@ pub struct StreamSettings {
     pub record: Option<PathBuf>,
     /// ROS 2 MCAP recording of every verified frame (see [`crate::mcap_out`]).
     pub mcap: Option<PathBuf>,
+    /// The frame ids of the drone's state (MCAP's Odometry and tf).
+    pub state_frames: crate::ros::StateFrames,
     /// Publish every verified frame on Zenoh (feature `zenoh`).
     pub zenoh: Option<ZenohSettings>,
     /// The drone's name: every frame's source (`--drone`; the Zenoh key chunk too).
@@ -499,15 +501,21 @@ fn receiver_bus(
     }
     if let Some(p) = &s.mcap {
         bus.attach(Box::new(
-            crate::mcap_out::McapRecorder::create(p, s.bayer).map_err(RunError::Setup)?,
+            crate::mcap_out::McapRecorder::create(p, s.bayer, s.state_frames.clone())
+                .map_err(RunError::Setup)?,
         ));
     }
     if let Some(z) = &s.zenoh {
         #[cfg(feature = "zenoh")]
         {
             bus.attach(Box::new(
-                crate::zenoh_out::ZenohPublisher::open(z.endpoint.as_deref(), &z.drone, s.bayer)
-                    .map_err(RunError::Setup)?,
+                crate::zenoh_out::ZenohPublisher::open(
+                    z.endpoint.as_deref(),
+                    &z.drone,
+                    s.bayer,
+                    s.state_frames.clone(),
+                )
+                .map_err(RunError::Setup)?,
             ));
             eprintln!(
                 "  zenoh    publishing gapstream/{}/image, frame_info, stats ({}; plaintext inside Zenoh)",

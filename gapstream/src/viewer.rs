@@ -66,7 +66,7 @@ pub fn status_json(s: &Status) -> String {
             "{{\"source\":{},\"connection\":{},\"suite\":{},\"transport\":{},\"key_epoch\":{},\"seq\":{},",
             "\"fps\":{},\"goodput_mbps\":{},\"latency_p50_ms\":{},\"latency_p95_ms\":{},",
             "\"image_latency_ms\":{},\"frames\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},",
-            "\"handshakes\":{},\"rekeys\":{},\"last_error\":{}}}"
+            "\"handshakes\":{},\"rekeys\":{},\"drone_state\":{},\"last_error\":{}}}"
         ),
         json_str(&s.source),
         json_str(&s.connection),
@@ -87,6 +87,10 @@ pub fn status_json(s: &Status) -> String {
         c.replays,
         c.handshakes,
         c.rekeys,
+        s.state
+            .as_deref()
+            .map(|t| json_str(t.strip_prefix("state ").unwrap_or(t)))
+            .unwrap_or_else(|| "null".into()),
         s.diagnosis
             .as_deref()
             .or(s.last_error.as_deref())

@@ -5,6 +5,8 @@
 //! |---|---|
 //! | `gapstream/<drone>/image` | `sensor_msgs/msg/Image`, CDR (the MCAP recorder's bytes) |
 //! | `gapstream/<drone>/frame_info` | `gapstream_msgs/msg/FrameInfo`, CDR |
+//! | `gapstream/<drone>/odometry` | `nav_msgs/msg/Odometry`, CDR: the drone's state of the frame (when it sends one), stamped like the Image |
+//! | `gapstream/<drone>/tf` | `tf2_msgs/msg/TFMessage`, CDR: the world → body transform, same stamp |
 //! | `gapstream/<drone>/stats` | JSON counters, every 0.5 s and at the end |
 //!
 //! Only verified frames are published, and they are published in clear inside Zenoh: beyond one
@@ -28,6 +30,9 @@ pub struct ZenohPublisher {
     image: zenoh::pubsub::Publisher<'static>,
     info: zenoh::pubsub::Publisher<'static>,
     stats: zenoh::pubsub::Publisher<'static>,
+    odometry: zenoh::pubsub::Publisher<'static>,
+    tf: zenoh::pubsub::Publisher<'static>,
+    frames: ros::StateFrames,
     bayer: bool,
     published: u64,
     prefix: String,
@@ -40,7 +45,12 @@ fn err(e: impl std::fmt::Display) -> String {
 impl ZenohPublisher {
     /// Opens a Zenoh session (`endpoint`: connect there; None: default peer) and declares the
     /// publishers under `gapstream/<drone>/`.
-    pub fn open(endpoint: Option<&str>, drone: &str, bayer: bool) -> Result<Self, String> {
+    pub fn open(
+        endpoint: Option<&str>,
+        drone: &str,
+        bayer: bool,
+        frames: ros::StateFrames,
+    ) -> Result<Self, String> {
         if drone.is_empty() || drone.contains(['/', '*', '$', '?', '#']) {
             return Err(format!(
                 "--drone {drone:?}: one key-expression chunk (no '/', '*', '$', '?', '#')"
@@ -65,6 +75,9 @@ impl ZenohPublisher {
             image: declare("image")?,
             info: declare("frame_info")?,
             stats: declare("stats")?,
+            odometry: declare("odometry")?,
+            tf: declare("tf")?,
+            frames,
             session,
             bayer,
             published: 0,
@@ -114,6 +127,17 @@ impl Consumer for ZenohPublisher {
             .put(ros::frame_info(f, counters))
             .wait()
             .map_err(err)?;
+        if let Some(s) = f.state.as_ref().filter(|s| s.record.is_valid()) {
+            let stamp = f.stamp_ns();
+            self.odometry
+                .put(ros::odometry(stamp, &self.frames, s))
+                .wait()
+                .map_err(err)?;
+            self.tf
+                .put(ros::tf(stamp, &self.frames, s))
+                .wait()
+                .map_err(err)?;
+        }
         self.published += 1;
         Ok(())
     }
@@ -129,7 +153,7 @@ impl Consumer for ZenohPublisher {
     fn finish(&mut self, _: &Counts) -> Result<Option<String>, String> {
         self.session.close().wait().map_err(err)?;
         Ok(Some(format!(
-            "published {} frames on Zenoh under {}/ (image, frame_info, stats)",
+            "published {} frames on Zenoh under {}/ (image, frame_info, odometry, tf, stats)",
             self.published, self.prefix
         )))
     }

@@ -106,8 +106,20 @@ impl Consumer for MetricsCsv {
     }
     fn frame(&mut self, f: &Arc<Frame>, _: &Counters) -> Result<(), String> {
         let t = f.receive_ns.saturating_sub(self.start_ns) as f64 / 1e9;
+        let state = crate::metrics::state_columns(
+            f.stamp_ns(),
+            f.capture.map(|c| c.uncertainty_ns as f64 / 1e6),
+            f.state.as_ref(),
+        );
         self.log
-            .frame(t, f.seq(), f.pixels.len(), f.latency_ms, f.receive_ns)
+            .frame(
+                t,
+                f.seq(),
+                f.pixels.len(),
+                f.latency_ms,
+                f.receive_ns,
+                &state,
+            )
             .map_err(|e| format!("metrics {}: {e}", self.path.display()))
     }
     fn status(&mut self, s: &Status) -> Result<(), String> {

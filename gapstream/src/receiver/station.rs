@@ -19,6 +19,7 @@ use super::transport::{self, Link};
 use super::{Delivered, Event, ReceiverConfig, ReceiverError, Session, SessionKind, Summary};
 use crate::metrics::{Counters, Meter, Percentiles};
 use crate::sim::unix_ns;
+use crate::timesync::ClockEstimator;
 
 /// How long the connection may stay silent before it is made again. A secure session is silent
 /// until the drone answers its HELLO (the drone sends nothing to a receiver without a session,
@@ -61,6 +62,9 @@ pub(super) struct Station<'a> {
     conn_frames: u64,
     no_key_at_frame: u64,
     last_error: Option<String>,
+    /// The drone's clock on this machine's (reset with every connection: the drone may have
+    /// restarted, a new clock).
+    clock: ClockEstimator,
 }
 
 impl<'a> Station<'a> {
@@ -91,6 +95,7 @@ impl<'a> Station<'a> {
             conn_frames: 0,
             no_key_at_frame: 0,
             last_error: None,
+            clock: ClockEstimator::new(),
         };
         st.publish_status(false);
         st
@@ -156,6 +161,7 @@ impl<'a> Station<'a> {
         }
         self.set_connection("streaming");
         self.conn_frames = 0;
+        self.clock.reset();
         let mut decoder = StreamDecoder::new();
         let (mut events, mut reply) = (Vec::new(), Vec::new());
         let mut buf = vec![0u8; 64 * 1024];
@@ -298,6 +304,15 @@ impl<'a> Station<'a> {
             capture_ns: d.capture_ns.unwrap_or(0),
             payload_len: d.pixels.len() as u32,
         };
+        let capture = d.capture_ns.and_then(|c| {
+            self.clock.frame(c, now);
+            self.clock.estimate(c)
+        });
+        let state = None::<gapstream_protocol::state::StateRecord>
+            .map(crate::drone_state::DroneState::from_record); // FIXME(merge): d.state
+        if let Some(s) = &state {
+            self.status.state = Some(s.line());
+        }
         let frame = Frame {
             source: self.source.clone(),
             header,
@@ -306,6 +321,8 @@ impl<'a> Station<'a> {
             pixels: Arc::from(d.pixels),
             receive_ns: now,
             latency_ms: latency,
+            state,
+            capture,
         };
         self.bus.publish(BusEvent::Frame(
             Arc::new(frame),
