@@ -17,6 +17,7 @@
 //! | `stock_stream` | the stock `0xBC` header parser: `compat::StockReceiver` and the receiver's stock session, test-pattern stamps |
 //! | `bridge_client` | [`esp32_bridge::forward::Bridge`], the bridge's client side (TCP bytes, UDP datagrams) |
 //! | `jpegls_decode` | [`gapstream_jpegls::decode`], the receiver's JPEG-LS decoder (any payload, truncated ones too) |
+//! | `stm32_uart` | [`gapstream_drone::state`], the drone's parser of the flight controller's UART messages and its latest-sample tracker |
 //!
 //! Session and bridge inputs are a sequence of records `ctl u8, len u16 (little-endian), len
 //! bytes` ([`Input::record`]), so that the seeds ([`seeds`]) can be written from real messages.
@@ -26,6 +27,7 @@ pub mod cpx;
 pub mod jpegls;
 pub mod seeds;
 pub mod session;
+pub mod stm32;
 pub mod stock;
 pub mod wire;
 
@@ -44,6 +46,7 @@ pub const TARGETS: &[Target] = &[
     ("stock_stream", stock::stock_stream),
     ("bridge_client", bridge::bridge_client),
     ("jpegls_decode", jpegls::jpegls_decode),
+    ("stm32_uart", stm32::stm32_uart),
 ];
 
 /// Reads fuzz input front to back; past the end every read gives zeros / empty slices, so any

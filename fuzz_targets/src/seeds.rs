@@ -303,6 +303,9 @@ pub fn all() -> Vec<Seed> {
     for (name, bytes) in crate::jpegls::seeds() {
         seeds.push(seed("jpegls_decode", name, bytes));
     }
+    for (name, bytes) in crate::stm32::seeds() {
+        seeds.push(seed("stm32_uart", name, bytes));
+    }
     let mut seen = s.seen.0;
     seen.insert(
         "alert".into(),

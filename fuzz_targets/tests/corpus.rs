@@ -67,6 +67,7 @@ fn name_path(name: &str) -> String {
         "stock_stream" => "stock",
         "bridge_client" => "bridge",
         "jpegls_decode" => "jpegls",
+        "stm32_uart" => "stm32",
         other => panic!("unknown target {other}"),
     };
     format!("{module}::{name}")

@@ -250,7 +250,10 @@ fn run(a: RunArgs) -> ExitCode {
     if let Some(m) = &a.stm32_model {
         match abs(m) {
             Ok(m) => {
-                opts.push(format!("--config-opt=**/devices/uart/module={}", m.display()));
+                opts.push(format!(
+                    "--config-opt=**/devices/uart/module={}",
+                    m.display()
+                ));
                 opts.push(format!(
                     "--config-opt=**/devices/uart/period_us={}",
                     a.state_period_us
