@@ -25,8 +25,42 @@ from ._gapstream import RawReceiver as _RawReceiver
 from ._gapstream import demosaic_rggb as _demosaic_rggb
 from ._gapstream import pair as _pair
 
-__all__ = ["Error", "Frame", "Receiver", "pair"]
+__all__ = ["Error", "Frame", "Receiver", "State", "pair"]
 __version__ = "0.1.0"
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    """The drone's state when a frame was exposed, as its flight controller estimated it: the record
+    in the frame's associated data, authenticated with the frame (docs/protocol.md, section 6)."""
+
+    valid: bool
+    """The drone held a sample from the flight controller (else every value below is 0)."""
+    stale: bool
+    """The sample was older than the drone's bound when the exposure ended (sent, flagged)."""
+    stm32_us: int
+    """The flight controller's time of the sample, us (wraps every 71.6 min)."""
+    arrival_us: int
+    """When the sample reached the GAP8, us of the drone's clock."""
+    exposure_end_us: int
+    """When the frame's exposure ended, us of the drone's clock."""
+    position: tuple
+    """x, y, z in m (world frame)."""
+    velocity: tuple
+    """m/s, world frame."""
+    acceleration: tuple
+    """m/s^2."""
+    orientation: tuple
+    """Unit quaternion (x, y, z, w)."""
+    rates: tuple
+    """Body rates roll, pitch, yaw in rad/s."""
+
+    @property
+    def age_ms(self) -> Optional[float]:
+        """The sample's age at the end of the exposure, ms (None without a sample)."""
+        if not self.valid or self.exposure_end_us < self.arrival_us:
+            return None
+        return (self.exposure_end_us - self.arrival_us) / 1000.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +83,14 @@ class Frame:
     height: int
     pixels: np.ndarray
     """The sensor's pixels, ``uint8`` of shape (height, width), read-only."""
+    stamp_ns: int = 0
+    """Acquisition time on this machine's clock, Unix ns, estimated from the stream (the drone's
+    clock offset and drift: KEEPALIVE round trips and the frames' delays); ``receive_ns`` when the
+    stream carries no capture time. What ROS stamps would be."""
+    stamp_uncertainty_ns: Optional[int] = None
+    """How far ``stamp_ns`` may be off (None without an estimate)."""
+    state: Optional[State] = None
+    """The drone's state with the frame (None when the drone sends none)."""
 
     def rgb(self) -> np.ndarray:
         """The frame demosaiced as an RGGB Bayer mosaic (colour HM01B0): ``uint8`` (height, width, 3)."""
@@ -99,11 +141,16 @@ class Receiver:
         t = self._rx.next_frame(timeout)
         if t is None:
             return None
-        seq, epoch, cap, recv, lat, suite, w, h, raw = t
+        seq, epoch, cap, recv, lat, suite, w, h, raw, stamp, unc, st = t
         px = np.frombuffer(raw, dtype=np.uint8).reshape(h, w)
         if self._demosaic:
             px = np.frombuffer(_demosaic_rggb(raw, w, h), dtype=np.uint8).reshape(h, w, 3)
-        return Frame(seq, epoch, cap, recv, lat, suite, w, h, px)
+        state = None
+        if st is not None:
+            flags, stm32, arrival, end, pos, vel, acc, q, rates = st
+            state = State(bool(flags & 1), bool(flags & 2), stm32, arrival, end, tuple(pos),
+                          tuple(vel), tuple(acc), tuple(q), tuple(rates))
+        return Frame(seq, epoch, cap, recv, lat, suite, w, h, px, stamp, unc, state)
 
     def __iter__(self) -> Iterator[Frame]:
         while True:
