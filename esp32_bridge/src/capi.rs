@@ -856,7 +856,9 @@ mod tests {
             let mut rx = vec![0u8; BUFFER_LEN];
             let mut off = 0;
             while off < down.len() {
-                let n = 2 + u16::from_le_bytes([down[off], down[off + 1]]) as usize;
+                let n = gapstream_protocol::cpx::packet_len(&down[off..])
+                    .unwrap()
+                    .unwrap();
                 rx.fill(0);
                 rx[..n].copy_from_slice(&down[off..off + n]);
                 esp32b_spi_complete(h, rx.as_ptr(), rx.len());
@@ -948,7 +950,9 @@ mod tests {
             let mut done = 0;
             let mut off = 0;
             while off < down.len() {
-                let n = 2 + u16::from_le_bytes([down[off], down[off + 1]]) as usize;
+                let n = gapstream_protocol::cpx::packet_len(&down[off..])
+                    .unwrap()
+                    .unwrap();
                 rx.fill(0);
                 rx[..n].copy_from_slice(&down[off..off + n]);
                 done += esp32b_spi_complete(h, rx.as_ptr(), rx.len());

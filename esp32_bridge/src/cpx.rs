@@ -32,14 +32,7 @@ impl core::fmt::Display for CpxError {
 
 /// Total wire length of the packet starting at `b`: `Ok(None)` if fewer than 2 bytes.
 pub fn packet_len(b: &[u8]) -> Result<Option<usize>, CpxError> {
-    if b.len() < 2 {
-        return Ok(None);
-    }
-    let len = u16::from_le_bytes([b[0], b[1]]);
-    if !(2..=MTU as u16).contains(&len) {
-        return Err(CpxError::Codec(CodecError::BadLength(len)));
-    }
-    Ok(Some(2 + len as usize))
+    gapstream_protocol::cpx::packet_len(b).map_err(CpxError::Codec)
 }
 
 /// Appends one wire packet to `out`.

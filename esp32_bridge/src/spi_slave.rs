@@ -104,7 +104,7 @@ impl SpiSlave {
             self.stats.malformed += 1;
             return Err(BridgeError::Cpx(cpx::CpxError::BadDatagram));
         }
-        let len = u16::from_le_bytes([rx[0], rx[1]]) as usize;
+        let len = gapstream_protocol::cpx::length_field(rx).map_or(0, usize::from);
         if len == 0 {
             return Ok(0);
         }

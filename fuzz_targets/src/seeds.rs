@@ -378,7 +378,7 @@ pub fn all() -> Vec<Seed> {
         let mut p = pixels(48, i as u8);
         let h = FrameHeader {
             suite: *suite as u8,
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8.code(),
             width: 8,
             height: 6,
             epoch: 7,

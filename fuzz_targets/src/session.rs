@@ -1,6 +1,7 @@
-//! Both protocol sessions fed untrusted bytes: [`DroneHarness`] plays the drone (what receivers
+//! Both protocol connections fed untrusted bytes: [`DroneHarness`] plays the drone (what receivers
 //! send comes from the fuzzer), [`ReceiverHarness`] a receiver (what the drone sends comes from the
-//! fuzzer). Everything is deterministic (fixed pairing, `TestRng`, a clock moved by the input), so
+//! fuzzer). Each is the role's `Connection` (deframer, reassembler, session), as the drone and the
+//! receivers run it; whole messages go to its session directly. Everything is deterministic (fixed pairing, `TestRng`, a clock moved by the input), so
 //! the seeds recorded from a real exchange ([`crate::seeds`]) replay to an established session and
 //! the fuzzer mutates from there.
 //!
@@ -13,14 +14,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use gap_rust_cipher_s::Sequential;
-use gapstream_protocol::assembler::Assembler;
-use gapstream_protocol::cpx::StreamDecoder;
+use gapstream_protocol::connection::{DroneConnection, ReceiverConnection};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{DroneIdentity, DronePolicy, Identity, KexSet, SuiteSet};
 use gapstream_protocol::rsa_oaep::Decryptor;
-use gapstream_protocol::session::{
-    DroneConfig, DroneSession, MAX_OUTBOX, ReceiverConfig, ReceiverEvent, ReceiverSession,
-};
+use gapstream_protocol::session::{DroneConfig, MAX_OUTBOX, ReceiverConfig, ReceiverEvent};
 use gapstream_protocol::suite::{KexMode, Suite};
 use gapstream_protocol::test_rng::TestRng;
 use gapstream_protocol::wire::{self, FrameHeader, PixelFormat};
@@ -35,14 +33,13 @@ pub const DRONE_RNG_SEED: u64 = 0xD0;
 pub const RECEIVER_RNG_SEED: u64 = 0xA0;
 /// Clock at the start of every run.
 pub const START_NS: u64 = 1_000_000_000;
-/// The drone's reassembly limit (as `gapstream_drone`).
-pub const DRONE_MAX_MESSAGE: usize = 4096;
 
 /// Operations of a record (`ctl & 7`).
 pub mod op {
     /// Drone and receiver: the body is one whole message.
     pub const MESSAGE: u8 = 0;
-    /// Drone and receiver: the body is CPX wire bytes (decoder + reassembler + session).
+    /// Drone and receiver: the body is CPX wire bytes (the connection: deframer, reassembler,
+    /// session).
     pub const CPX: u8 = 1;
     /// Drone: seal a frame of the body's bytes. Receiver: ask for a rekey.
     pub const SEAL_OR_REKEY: u8 = 2;
@@ -145,11 +142,9 @@ pub fn receiver_config(sel: u8) -> (ReceiverConfig, usize) {
 
 /// The drone side.
 pub struct DroneHarness {
-    pub drone: DroneSession,
+    pub conn: DroneConnection,
     rng: TestRng,
     now: Cell<u64>,
-    decoder: StreamDecoder,
-    asm: Assembler,
     /// Group frame key and IV per epoch, from the key log.
     epoch_keys: HashMap<u32, (Vec<u8>, [u8; 12])>,
     /// (frame key, nonce) of every frame sealed.
@@ -163,11 +158,10 @@ pub struct DroneHarness {
 impl DroneHarness {
     pub fn new(sel: u8) -> Self {
         DroneHarness {
-            drone: DroneSession::new(pairing().0.clone(), drone_config(sel)),
+            conn: DroneConnection::new(pairing().0.clone(), drone_config(sel))
+                .expect("the default packet size"),
             rng: TestRng::new(DRONE_RNG_SEED),
             now: Cell::new(START_NS),
-            decoder: StreamDecoder::new(),
-            asm: Assembler::new(DRONE_MAX_MESSAGE),
             epoch_keys: HashMap::new(),
             nonces: HashSet::new(),
             keep_output: false,
@@ -182,9 +176,12 @@ impl DroneHarness {
 
     fn handle(&mut self, msg: &[u8]) {
         let now = self.now.get();
-        let _ = self
-            .drone
-            .handle_message(&mut Sequential, &mut self.rng, &move || now, msg);
+        let _ = self.conn.session_mut().handle_message(
+            &mut Sequential,
+            &mut self.rng,
+            &move || now,
+            msg,
+        );
     }
 
     /// Runs one record.
@@ -193,43 +190,42 @@ impl DroneHarness {
         let now = self.now.get();
         match ctl & 7 {
             op::CPX => {
-                let mut input = body;
-                while let Some(r) = self.decoder.decode(&mut input) {
-                    if let Ok(p) = r {
-                        let _ = self.asm.push(p.route, p.payload);
-                    }
-                }
-                while let Some(m) = self.asm.next_message() {
-                    self.handle(&m);
+                self.conn.read_stream(body, |_| {});
+                while self.conn.has_message() {
+                    let _ = self
+                        .conn
+                        .process_message(&mut Sequential, &mut self.rng, &move || now);
                 }
             }
             op::SEAL_OR_REKEY => self.seal(body),
-            op::CLOSE => self.drone.close(&mut Sequential),
+            op::CLOSE => self.conn.close(&mut Sequential),
             op::TIMERS_OR_CONNECT => {}
             _ => self.handle(body),
         }
         if ctl & op::THEN_TIMERS != 0 || ctl & 7 == op::TIMERS_OR_CONNECT {
-            self.drone
+            self.conn
                 .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
         }
         self.drain();
     }
 
+    /// What the drone sends, as whole messages (the seed generator records them).
     fn drain(&mut self) {
-        while let Some(line) = self.drone.drain_keylog() {
+        let drone = self.conn.session_mut();
+        while let Some(line) = drone.drain_keylog() {
             let f = &line.group.frame;
             self.epoch_keys
                 .insert(line.group.epoch, (f.key.key().to_vec(), f.iv.0));
         }
         let mut n = 0;
-        while let Some(m) = self.drone.poll_transmit() {
+        while let Some(m) = drone.poll_transmit() {
             n += 1;
             if self.keep_output {
                 self.output.push(m);
             }
         }
         assert!(n <= MAX_OUTBOX, "{n} messages queued");
-        assert!(self.drone.members() <= self.drone.config().max_receivers);
+        assert!(drone.members() <= drone.config().max_receivers);
     }
 
     /// Seals `pixels` (at most 4 KiB) as one frame. Invariant: no (key, nonce) pair is ever used
@@ -238,14 +234,14 @@ impl DroneHarness {
         self.drain();
         let mut p = pixels[..pixels.len().min(4096)].to_vec();
         let meta = FrameMeta {
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (p.len() / 8) as u16,
             capture_ns: self.now.get(),
         };
         let now = self.now.get();
         let Ok(s) = self
-            .drone
+            .conn
             .seal_frame(&mut Sequential, &move || now, meta, &mut p)
         else {
             return;
@@ -283,12 +279,10 @@ pub fn drone_session(data: &[u8]) {
 
 /// The receiver side.
 pub struct ReceiverHarness {
-    pub rx: ReceiverSession,
+    pub conn: ReceiverConnection,
     suites: Vec<Suite>,
     rng: TestRng,
     now: Cell<u64>,
-    decoder: StreamDecoder,
-    asm: Assembler,
     /// (epoch, sequence) of every frame delivered.
     delivered: HashSet<(u32, u64)>,
     pub keep_output: bool,
@@ -307,14 +301,12 @@ impl ReceiverHarness {
     pub fn with_rng_seed(sel: u8, keep_output: bool, seed: u64) -> Self {
         let (cfg, index) = receiver_config(sel);
         let suites = cfg.suites.clone();
-        let max = cfg.max_message();
         let mut h = ReceiverHarness {
-            rx: ReceiverSession::new(pairing().1[index].clone(), cfg),
+            conn: ReceiverConnection::new(pairing().1[index].clone(), cfg)
+                .expect("the default packet size"),
             suites,
             rng: TestRng::new(seed),
             now: Cell::new(START_NS),
-            decoder: StreamDecoder::new(),
-            asm: Assembler::new(max),
             delivered: HashSet::new(),
             keep_output,
             output: Vec::new(),
@@ -331,7 +323,7 @@ impl ReceiverHarness {
 
     fn connect(&mut self) {
         let now = self.now.get();
-        let _ = self.rx.connect(&mut self.rng, &move || now);
+        let _ = self.conn.connect(&mut self.rng, &move || now);
         self.drain();
     }
 
@@ -341,11 +333,14 @@ impl ReceiverHarness {
         std::mem::take(&mut self.output)
     }
 
-    fn handle(&mut self, msg: Vec<u8>) {
+    /// A whole message (`None`: the next one the connection reassembled).
+    fn handle(&mut self, msg: Option<Vec<u8>>) {
         let now = self.now.get();
-        let r = self
-            .rx
-            .handle_message(&mut Sequential, &mut self.rng, &move || now, msg);
+        let (k, rng, clock) = (&mut Sequential, &mut self.rng, &move || now);
+        let r = match msg {
+            Some(m) => self.conn.session_mut().handle_message(k, rng, clock, m),
+            None => self.conn.process_message(k, rng, clock),
+        };
         let Ok(Some(ev)) = r else { return };
         if let ReceiverEvent::Frame(f) = &ev {
             let h = f.header;
@@ -372,27 +367,22 @@ impl ReceiverHarness {
         let now = self.now.get();
         match ctl & 7 {
             op::CPX => {
-                let mut input = body;
-                while let Some(r) = self.decoder.decode(&mut input) {
-                    if let Ok(p) = r {
-                        let _ = self.asm.push(p.route, p.payload);
-                    }
-                }
-                while let Some(m) = self.asm.next_message() {
-                    self.handle(m);
+                self.conn.read_stream(body, |_| {});
+                while self.conn.has_message() {
+                    self.handle(None);
                 }
             }
             op::SEAL_OR_REKEY => {
-                let _ = self.rx.request_rekey(&mut Sequential);
+                let _ = self.conn.request_rekey(&mut Sequential);
             }
-            op::CLOSE => self.rx.close(&mut Sequential),
+            op::CLOSE => self.conn.close(&mut Sequential),
             op::TIMERS_OR_CONNECT => self.connect(),
             op::TIMERS => {}
-            _ => self.handle(body.to_vec()),
+            _ => self.handle(Some(body.to_vec())),
         }
         if ctl & op::THEN_TIMERS != 0 || ctl & 7 == op::TIMERS {
             let ev = self
-                .rx
+                .conn
                 .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
             if let (Some(ev), true) = (ev, self.keep_output) {
                 self.events.push(ev);
@@ -401,13 +391,15 @@ impl ReceiverHarness {
         self.drain();
     }
 
+    /// What the receiver sends, as whole messages (the seed generator records them).
     fn drain(&mut self) {
-        while let Some(m) = self.rx.poll_transmit() {
+        let rx = self.conn.session_mut();
+        while let Some(m) = rx.poll_transmit() {
             if self.keep_output {
                 self.output.push(m);
             }
         }
-        while self.rx.drain_keylog().is_some() {}
+        while rx.drain_keylog().is_some() {}
     }
 }
 

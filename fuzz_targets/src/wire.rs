@@ -166,14 +166,14 @@ fn seal_open_round_trip(suite: Suite, key: &DirectionKey, control: bool, plain: 
         return;
     }
     let meta = FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: plain.len() as u16,
         height: 1,
         capture_ns: 5,
     };
     let header = FrameHeader {
         suite: suite as u8,
-        pixel_format: meta.pixel_format,
+        pixel_format: meta.pixel_format.code(),
         width: meta.width,
         height: meta.height,
         epoch: 7,

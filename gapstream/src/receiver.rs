@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use gap_rust_cipher_s::Sequential;
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::testpattern;
-use gapstream_protocol::assembler::Assembler;
-use gapstream_protocol::cpx::{Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, Target};
+use gapstream_protocol::connection::ReceiverConnection;
+use gapstream_protocol::cpx::{CpxError, Function, Route};
 use gapstream_protocol::handshake::Identity;
-use gapstream_protocol::session::{self, ReceiverEvent, ReceiverSession};
+use gapstream_protocol::session::{self, ReceiverEvent};
 use gapstream_protocol::suite::{KexMode, Suite};
 
 use crate::metrics::{self, Counters};
@@ -380,11 +380,13 @@ fn handshake_line(suite: Suite, mode: KexMode, stats: &session::HandshakeStats) 
     )
 }
 
-/// The secure protocol through `gapstream_protocol::session::ReceiverSession`.
+/// The secure protocol through `gapstream_protocol::connection::ReceiverConnection` (its
+/// reassembler, `ReceiverSession` and packetizer; the packets come from the station's CPX decoder,
+/// which the stock stream shares).
 struct SecureSession {
-    rs: ReceiverSession,
-    asm: Assembler,
-    packet_payload: usize,
+    /// The connection, or why the settings make none (a packet size outside 1..=1020), which
+    /// `opening` reports.
+    conn: Result<ReceiverConnection, CpxError>,
     /// Counters of earlier connections (each connection has a new session).
     base: session::ReceiverCounters,
     keylog: Option<std::path::PathBuf>,
@@ -414,11 +416,8 @@ impl SecureSession {
             keylog: s.keylog.is_some(),
             ..session::ReceiverConfig::default()
         };
-        let asm = Assembler::new(cfg.max_message());
         SecureSession {
-            rs: ReceiverSession::new(s.identity.clone(), cfg),
-            asm,
-            packet_payload: s.packet_payload,
+            conn: ReceiverConnection::new(s.identity.clone(), cfg),
             base,
             keylog: s.keylog.clone(),
         }
@@ -426,9 +425,11 @@ impl SecureSession {
 
     /// Appends the key-log lines the session produced (mode 0600, `secret_file`).
     fn write_keylog(&mut self, events: &mut Vec<Event>) {
-        let Some(path) = &self.keylog else { return };
+        let (Some(path), Ok(conn)) = (&self.keylog, &mut self.conn) else {
+            return;
+        };
         let mut text = String::new();
-        while let Some(line) = self.rs.drain_keylog() {
+        while let Some(line) = conn.session_mut().drain_keylog() {
             text.push_str(&format!("{line}\n"));
         }
         if text.is_empty() {
@@ -443,21 +444,16 @@ impl SecureSession {
         }
     }
 
+    /// Appends what the session queued, as CPX packets.
     fn flush(&mut self, reply: &mut Vec<u8>) {
-        let route = Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION);
-        let mut buf = vec![0u8; 4 + self.packet_payload];
-        while let Some(m) = self.rs.poll_transmit() {
-            if let Ok(mut p) =
-                Packetizer::new(route, [&m, &[], &[]], self.packet_payload, LastFlag::Final)
-            {
-                while let Some(Ok(n)) = p.next_packet(&mut buf) {
-                    reply.extend_from_slice(&buf[..n]);
-                }
+        if let Ok(conn) = &mut self.conn {
+            while let Some(p) = conn.poll_transmit() {
+                reply.extend_from_slice(p);
             }
         }
     }
 
-    fn event(&mut self, ev: ReceiverEvent, events: &mut Vec<Event>) {
+    fn event(ev: ReceiverEvent, events: &mut Vec<Event>) {
         match ev {
             ReceiverEvent::Established { suite, mode, stats } => {
                 events.push(Event::Info(handshake_line(suite, mode, &stats)))
@@ -500,8 +496,11 @@ impl SecureSession {
 
 impl Session for SecureSession {
     fn opening(&mut self) -> Result<Vec<u8>, String> {
-        self.rs
-            .connect(&mut rng()?, &proto_clock)
+        let conn = self
+            .conn
+            .as_mut()
+            .map_err(|e| format!("cannot start the handshake: {e}"))?;
+        conn.connect(&mut rng()?, &proto_clock)
             .map_err(|e| format!("cannot start the handshake: {e}"))?;
         let mut out = Vec::new();
         self.flush(&mut out);
@@ -510,8 +509,10 @@ impl Session for SecureSession {
 
     fn closing(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
-        if self.rs.is_established() {
-            self.rs.close(&mut Sequential);
+        if let Ok(conn) = &mut self.conn
+            && conn.session().is_established()
+        {
+            conn.close(&mut Sequential);
             self.flush(&mut out);
         }
         out
@@ -524,19 +525,17 @@ impl Session for SecureSession {
         events: &mut Vec<Event>,
         reply: &mut Vec<u8>,
     ) {
-        if let Err(e) = self.asm.push(route, payload) {
+        let Ok(conn) = &mut self.conn else { return };
+        if let Err(e) = conn.read_packet(route, payload) {
             events.push(Event::Rejected(format!("CPX message dropped: {e}")));
         }
-        while let Some(msg) = self.asm.next_message() {
+        while conn.has_message() {
             let mut r = match rng() {
                 Ok(r) => r,
                 Err(e) => return events.push(Event::Fatal(e)),
             };
-            match self
-                .rs
-                .handle_message(&mut Sequential, &mut r, &proto_clock, msg)
-            {
-                Ok(Some(ev)) => self.event(ev, events),
+            match conn.process_message(&mut Sequential, &mut r, &proto_clock) {
+                Ok(Some(ev)) => Self::event(ev, events),
                 Ok(None) => {}
                 // Frames of an epoch whose key has not arrived yet (just after joining a running
                 // group) are counted, not reported line by line.
@@ -549,19 +548,19 @@ impl Session for SecureSession {
     }
 
     fn tick(&mut self, events: &mut Vec<Event>, reply: &mut Vec<u8>) {
+        let Ok(conn) = &mut self.conn else { return };
         let Ok(mut r) = rng() else { return };
-        if let Some(ev) = self
-            .rs
-            .handle_timeout(&mut Sequential, &mut r, &proto_clock)
-        {
-            self.event(ev, events);
+        if let Some(ev) = conn.handle_timeout(&mut Sequential, &mut r, &proto_clock) {
+            Self::event(ev, events);
         }
         self.write_keylog(events);
         self.flush(reply);
     }
 
     fn counters(&self, c: &mut Counters) {
-        let s = self.rs.counters();
+        let Ok(conn) = &self.conn else { return };
+        let rs = conn.session();
+        let s = rs.counters();
         let b = &self.base;
         c.tag_failures = b.tag_failures + s.tag_failures;
         c.replays = b.replays + s.replays + b.too_old + s.too_old;
@@ -577,18 +576,18 @@ impl Session for SecureSession {
             + s.wrong_suite
             + b.control_rejected
             + s.control_rejected;
-        if let Some(h) = self.rs.handshake_stats() {
+        if let Some(h) = rs.handshake_stats() {
             c.handshake_ms = h.duration_ns as f64 / 1e6;
             c.handshake_tx_bytes = h.wire_bytes_sent;
             c.handshake_rx_bytes = h.wire_bytes_received;
         }
-        if let Some(e) = self.rs.epoch() {
+        if let Some(e) = rs.epoch() {
             c.key_epoch = e as u64;
         }
     }
 
     fn suite_label(&self) -> Option<String> {
-        let h = self.rs.handshake_stats()?;
+        let h = self.conn.as_ref().ok()?.session().handshake_stats()?;
         let warn = if h.suite.is_authenticated() {
             ""
         } else {
@@ -598,7 +597,7 @@ impl Session for SecureSession {
     }
 
     fn raw_counters(&self) -> Option<session::ReceiverCounters> {
-        Some(self.rs.counters())
+        Some(self.conn.as_ref().ok()?.session().counters())
     }
 }
 
@@ -684,6 +683,43 @@ mod tests {
                 "29.33 ms, 72 bytes sent, 70 received (76 / 74 on the wire with CPX headers)"
             ),
             "{l}"
+        );
+    }
+
+    /// A packet size the connection cannot send is a clear error when the session opens (it used
+    /// to leave the HELLO unsent and the handshake waiting for ever); a valid one opens with a
+    /// HELLO in packets of that size.
+    #[test]
+    fn secure_session_refuses_a_bad_packet_size_at_the_opening() {
+        let (_drone, rx) = crate::run::fresh_pairing().unwrap();
+        let settings = |packet_payload| SecureSettings {
+            identity: rx.clone(),
+            suites: vec![Suite::ChaCha20Poly1305],
+            modes: vec![KexMode::X25519],
+            packet_payload,
+            rsa_key: None,
+            keylog: None,
+        };
+        for bad in [0, 1021] {
+            let mut s = SecureSession::new(&settings(bad), Default::default());
+            let e = s.opening().unwrap_err();
+            assert!(
+                e.contains(&format!("CPX packet payload size {bad} outside 1..=1020")),
+                "{e}"
+            );
+        }
+        let mut s = SecureSession::new(&settings(16), Default::default());
+        let hello = s.opening().unwrap();
+        let mut rest = &hello[..];
+        let mut payloads = Vec::new();
+        while let Ok(Some(n)) = gapstream_protocol::cpx::packet_len(rest) {
+            payloads.push(n - 4);
+            rest = &rest[n..];
+        }
+        assert!(rest.is_empty());
+        assert!(
+            payloads.len() >= 4 && payloads.iter().all(|&n| n <= 16),
+            "{payloads:?}"
         );
     }
 }

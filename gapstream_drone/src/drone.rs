@@ -17,21 +17,16 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use gap_rust_cipher_s::KeystreamApplier;
-use gapstream_protocol::assembler::Assembler;
 use gapstream_protocol::compat;
-use gapstream_protocol::cpx::{
-    self, Function, GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target,
-};
+use gapstream_protocol::connection::{DroneConnection, Incoming};
+use gapstream_protocol::cpx::{self, Function, LastFlag, Packetizer, Route, StreamDecoder, Target};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::DroneIdentity;
 use gapstream_protocol::session::{self, DroneEvent, DroneSession};
-use gapstream_protocol::wire;
 
 use crate::boot::Boot;
 use crate::rng::DrbgRng;
-use crate::traits::{
-    Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link, PixelFormat,
-};
+use crate::traits::{Camera, Capture, Clock, Entropy, EntropyError, FrameFormat, Link};
 
 /// The secure mode's settings: the pairing identity (the drone's static key and the public keys of
 /// its receivers, from `gapstream pair`; an `Identity` for one receiver converts with `.into()`) and
@@ -57,7 +52,7 @@ pub enum Mode {
     /// gapstream's protocol: a Noise_KK handshake with each paired receiver (up to the session's
     /// `max_receivers` at once), every frame sealed once under the group's frame key with the
     /// negotiated suite, rekeying when receivers join or leave, all through
-    /// `gapstream_protocol::session::DroneSession`.
+    /// `gapstream_protocol::connection::DroneConnection` (its `DroneSession` behind CPX framing).
     Secure(Box<SecureConfig>),
 }
 
@@ -94,7 +89,8 @@ pub struct DroneStats {
     pub seal_ns: u64,
     /// Time in `Link::send`.
     pub send_ns: u64,
-    /// Upstream bytes that were not valid CPX, or messages the session rejected.
+    /// Upstream trouble: stretches of bytes that were not CPX (secure mode: one per stretch; stock
+    /// mode: one per CPX error), messages that lost packets, messages the session rejected.
     pub upstream_errors: u64,
     /// Handshakes completed / HELLOs refused / group keys acknowledged (secure mode).
     pub handshakes: u64,
@@ -134,15 +130,6 @@ impl<CE: core::fmt::Display, LE: core::fmt::Display> core::fmt::Display for Dron
     }
 }
 
-/// The drone's clock as the protocol session's clock.
-struct ClockRef<'a, K: Clock>(&'a K);
-
-impl<K: Clock> session::Clock for ClockRef<'_, K> {
-    fn now_ns(&self) -> u64 {
-        self.0.now_ns()
-    }
-}
-
 /// The stock image header: magic, width, height, depth, type (0 = raw), size. 11 bytes, LE.
 pub fn stock_header(fmt: FrameFormat) -> [u8; 11] {
     let mut h = [0u8; 11];
@@ -155,6 +142,17 @@ pub fn stock_header(fmt: FrameFormat) -> [u8; 11] {
     h
 }
 
+/// What speaks to the ESP32, per mode.
+// Both live inline in the drone (on the firmware's main task stack): boxing the connection would
+// move it onto the L2 heap, which has about 2 KB to spare.
+#[allow(clippy::large_enum_variant)]
+enum Upstream {
+    /// The stock stream: only the ESP32's WIFI_CTRL status comes up.
+    Stock(StreamDecoder),
+    /// The protocol: deframer, reassembler, session and packetizer.
+    Secure(DroneConnection),
+}
+
 /// The drone application, generic over its hardware.
 pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> {
     camera: C,
@@ -162,17 +160,17 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     clock: K,
     entropy: E,
     applier: A,
-    session: Option<DroneSession>,
+    upstream: Upstream,
     /// The boot counter's value (secure mode), mixed into the DRBG.
     boot: u32,
-    assembler: Assembler,
     cfg: DroneConfig,
     format: FrameFormat,
     /// The buffer not in the camera (None while it is being processed or before the first start).
     spare: Option<Vec<u8>>,
     started: bool,
+    /// One packet on the link, whatever is sent (the session's messages, frames, the stock
+    /// stream).
     packet: Vec<u8>,
-    rx: StreamDecoder,
     rx_buf: Vec<u8>,
     stats: DroneStats,
     /// The ESP32's last WIFI_CTRL client status (stock mode streams only while it is true).
@@ -180,6 +178,9 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
+    // Not inlined: the connection it builds moves its kilobyte deframer through temporaries that
+    // would otherwise stay in the caller's frame (the firmware's main task) for the whole run.
+    #[inline(never)]
     pub fn new(
         camera: C,
         link: L,
@@ -188,28 +189,25 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         applier: A,
         cfg: DroneConfig,
     ) -> Result<Self, DroneError<C::Error, L::Error>> {
-        if !(1..=cpx::MAX_PAYLOAD).contains(&cfg.packet_payload) {
-            return Err(DroneError::Config(cpx::CpxError::BadPacketSize(
-                cfg.packet_payload,
-            )));
-        }
         let format = camera.format();
-        let (session, boot) = match &cfg.mode {
-            Mode::StockPlaintext => (None, 0),
+        // One error path: a packet size outside 1..=1020.
+        let (upstream, boot) = match &cfg.mode {
+            Mode::StockPlaintext if !(1..=cpx::MAX_PAYLOAD).contains(&cfg.packet_payload) => {
+                (Err(cpx::CpxError::BadPacketSize(cfg.packet_payload)), 0)
+            }
+            Mode::StockPlaintext => (Ok(Upstream::Stock(StreamDecoder::new())), 0),
             Mode::Secure(sc) => {
                 let mut scfg = sc.session.clone();
                 scfg.packet_payload = cfg.packet_payload;
                 scfg.boot_counter = sc.boot.value();
-                (
-                    Some(DroneSession::new(sc.identity.clone(), scfg)),
-                    sc.boot.value(),
-                )
+                let conn = DroneConnection::new(sc.identity.clone(), scfg);
+                (conn.map(Upstream::Secure), sc.boot.value())
             }
         };
+        let upstream = upstream.map_err(DroneError::Config)?;
         Ok(Drone {
-            session,
+            upstream,
             boot,
-            assembler: Assembler::new(4096),
             camera,
             link,
             clock,
@@ -220,7 +218,6 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             started: false,
             packet: vec![0u8; cpx::WIRE_OVERHEAD + cfg.packet_payload],
             cfg,
-            rx: StreamDecoder::new(),
             rx_buf: vec![0u8; 2048],
             stats: DroneStats::default(),
             wifi_client: false,
@@ -246,7 +243,15 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
 
     /// The protocol session (secure mode).
     pub fn session(&self) -> Option<&DroneSession> {
-        self.session.as_ref()
+        self.connection().map(|c| c.session())
+    }
+
+    /// The protocol connection (secure mode): its session and CPX counters.
+    pub fn connection(&self) -> Option<&DroneConnection> {
+        match &self.upstream {
+            Upstream::Secure(c) => Some(c),
+            Upstream::Stock(_) => None,
+        }
     }
 
     /// One frame period: wait for the capture in flight, start the next one into the other buffer,
@@ -289,142 +294,146 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             if n == 0 {
                 return Ok(());
             }
-            let mut input = &self.rx_buf[..n];
-            while let Some(r) = self.rx.decode(&mut input) {
-                match r {
-                    // Stock mode has no upstream protocol; in secure mode gapstream packets are
-                    // grouped into messages (lost or garbled packets cost only their message).
-                    Ok(p) => {
-                        if let Some(c) = compat::parse_client_status(p.route, p.payload) {
-                            self.wifi_client = c;
-                        } else if self.session.is_some()
-                            && self.assembler.push(p.route, p.payload).is_err()
-                        {
-                            self.stats.upstream_errors += 1;
+            let (wifi, errors) = (&mut self.wifi_client, &mut self.stats.upstream_errors);
+            let conn = match &mut self.upstream {
+                // Stock mode has no upstream protocol: only the ESP32's client status matters.
+                Upstream::Stock(rx) => {
+                    rx.decode_all(&self.rx_buf[..n], &mut |r| match r {
+                        Ok(p) => {
+                            if let Some(c) = compat::parse_client_status(p.route, p.payload) {
+                                *wifi = c;
+                            }
                         }
-                    }
-                    Err(_) => self.stats.upstream_errors += 1,
+                        Err(_) => *errors += 1,
+                    });
+                    continue;
                 }
-            }
-            while let Some(msg) = self.assembler.next_message() {
-                self.handle_message(&msg)?;
+                Upstream::Secure(conn) => conn,
+            };
+            // gapstream packets are grouped into messages (lost or garbled packets cost only
+            // their message); the ESP32's client status comes through as another function.
+            conn.read_stream(&self.rx_buf[..n], |i| match i {
+                Incoming::Other(p) => {
+                    if let Some(c) = compat::parse_client_status(p.route, p.payload) {
+                        *wifi = c;
+                    }
+                }
+                Incoming::Garbled(_) | Incoming::Dropped(_) => *errors += 1,
+                Incoming::Message { .. } => {}
+            });
+            while conn.has_message() {
+                // A fresh generator per message, seeded from the entropy source (messages are
+                // rare: HELLO, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE).
+                let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
+                    .map_err(DroneError::Entropy)?;
+                let st = &mut self.stats;
+                match conn.process_message(&mut self.applier, &mut rng, &self.clock) {
+                    Ok(Some(DroneEvent::Established { .. })) => st.handshakes += 1,
+                    Ok(Some(DroneEvent::HelloRefused(e))) => {
+                        st.hellos_refused += 1;
+                        st.last_refused_hello = Some(e);
+                    }
+                    Ok(Some(DroneEvent::KeyAcked { .. })) => st.rekeys_acked += 1,
+                    Ok(Some(DroneEvent::Left { .. })) => st.receivers_left += 1,
+                    Ok(_) => {}
+                    Err(e) => {
+                        st.upstream_errors += 1;
+                        st.last_rejected = Some(e);
+                    }
+                }
+                st.receivers = conn.session().members() as u32;
+                send_queued(conn, &mut self.packet, &mut self.link, st)?;
             }
         }
-    }
-
-    fn handle_message(&mut self, msg: &[u8]) -> Result<(), DroneError<C::Error, L::Error>> {
-        let Some(s) = self.session.as_mut() else {
-            return Ok(());
-        };
-        // A fresh generator per message, seeded from the entropy source (messages are rare:
-        // HELLO, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE).
-        let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
-            .map_err(DroneError::Entropy)?;
-        let clock = ClockRef(&self.clock);
-        match s.handle_message(&mut self.applier, &mut rng, &clock, msg) {
-            Ok(Some(DroneEvent::Established { .. })) => self.stats.handshakes += 1,
-            Ok(Some(DroneEvent::HelloRefused(e))) => {
-                self.stats.hellos_refused += 1;
-                self.stats.last_refused_hello = Some(e);
-            }
-            Ok(Some(DroneEvent::KeyAcked { .. })) => self.stats.rekeys_acked += 1,
-            Ok(Some(DroneEvent::Left { .. })) => self.stats.receivers_left += 1,
-            Ok(_) => {}
-            Err(e) => {
-                self.stats.upstream_errors += 1;
-                self.stats.last_rejected = Some(e);
-            }
-        }
-        self.stats.receivers = s.members() as u32;
-        self.flush_session()
-    }
-
-    /// Sends what the session queued (ACCEPT, ALERT, GROUP_KEY, KEEPALIVE, CLOSE) as gapstream CPX
-    /// messages; the bridge gives each to every receiver, which skip the ones for the others.
-    fn flush_session(&mut self) -> Result<(), DroneError<C::Error, L::Error>> {
-        let route = Route::new(Target::Gap8, Target::WifiHost, GAPSTREAM_FUNCTION);
-        while let Some(m) = self.session.as_mut().and_then(|s| s.poll_transmit()) {
-            self.send_message(route, [&m, &[], &[]], LastFlag::Final)?;
-        }
-        Ok(())
     }
 
     fn send_frame(&mut self, cap: &mut Capture) -> Result<(), DroneError<C::Error, L::Error>> {
-        if self.session.is_none() {
-            if !self.wifi_client {
-                self.stats.frames_skipped += 1;
+        let conn = match &mut self.upstream {
+            Upstream::Stock(_) => {
+                if !self.wifi_client {
+                    self.stats.frames_skipped += 1;
+                    return Ok(());
+                }
+                let route = Route::new(Target::Gap8, Target::WifiHost, Function::App);
+                let header = stock_header(self.format);
+                let t0 = self.clock.now_ns();
+                let size = self.cfg.packet_payload;
+                for part in [&header[..], &cap.buf] {
+                    // `last_packet` on every packet, as the stock GAP8 firmware does.
+                    let p = Packetizer::new(route, [part, &[], &[]], size, LastFlag::Every)
+                        .map_err(DroneError::Config)?;
+                    send_message(p, &mut self.packet, &mut self.link, &mut self.stats)?;
+                }
+                self.stats.send_ns += self.clock.now_ns().saturating_sub(t0);
+                self.stats.frames_sent += 1;
                 return Ok(());
             }
-            let route = Route::new(Target::Gap8, Target::WifiHost, Function::App);
-            let header = stock_header(self.format);
-            let t0 = self.clock.now_ns();
-            self.send_message(route, [&header, &[], &[]], LastFlag::Every)?;
-            self.send_message(route, [&cap.buf, &[], &[]], LastFlag::Every)?;
-            self.stats.send_ns += self.clock.now_ns().saturating_sub(t0);
-            self.stats.frames_sent += 1;
-            return Ok(());
-        }
-        let clock = ClockRef(&self.clock);
-        let s = self.session.as_mut().expect("checked above");
-        if s.members() > 0 {
+            Upstream::Secure(conn) => conn,
+        };
+        if conn.session().members() > 0 {
             // Timers: a receiver silent too long has left, the rekey policy (frames, time, joins
             // and leaves), GROUP_KEY resends. A new epoch needs fresh randomness.
             let mut rng = DrbgRng::from_entropy_at_boot(&mut self.entropy, self.boot)
                 .map_err(DroneError::Entropy)?;
-            let left = s.handle_timeout(&mut self.applier, &mut rng, &clock);
+            let left = conn.handle_timeout(&mut self.applier, &mut rng, &self.clock);
             self.stats.receivers_left += left as u64;
-            self.stats.receivers = s.members() as u32;
+            self.stats.receivers = conn.session().members() as u32;
         }
-        if !s.is_established() {
+        if !conn.session().is_established() {
             self.stats.frames_skipped += 1;
-            return self.flush_session();
+            return send_queued(conn, &mut self.packet, &mut self.link, &mut self.stats);
         }
         let meta = FrameMeta {
-            pixel_format: match self.format.pixel {
-                PixelFormat::Grey8 => wire::PixelFormat::GRAY8,
-                PixelFormat::BayerRggb8 => wire::PixelFormat::BAYER_RGGB8,
-            },
+            pixel_format: self.format.pixel,
             width: self.format.width,
             height: self.format.height,
             capture_ns: cap.capture_ns,
         };
         let t0 = self.clock.now_ns();
-        let sealed = s
-            .seal_frame(&mut self.applier, &clock, meta, &mut cap.buf)
+        let sealed = conn
+            .seal_frame(&mut self.applier, &self.clock, meta, &mut cap.buf)
             .map_err(DroneError::Seal)?;
         let t1 = self.clock.now_ns();
         self.stats.seal_ns += t1.saturating_sub(t0);
         // GROUP_KEYs queued by the timers go out before this frame.
-        self.flush_session()?;
-        let route = Route::new(Target::Gap8, Target::WifiHost, GAPSTREAM_FUNCTION);
-        self.send_message(
-            route,
-            [&sealed.header, &cap.buf, sealed.tag()],
-            LastFlag::Final,
-        )?;
+        send_queued(conn, &mut self.packet, &mut self.link, &mut self.stats)?;
+        let p = conn.frame_packetizer(&sealed, &cap.buf);
+        send_message(p, &mut self.packet, &mut self.link, &mut self.stats)?;
         self.stats.send_ns += self.clock.now_ns().saturating_sub(t1);
         self.stats.frames_sent += 1;
         Ok(())
     }
+}
 
-    fn send_message(
-        &mut self,
-        route: Route,
-        parts: [&[u8]; 3],
-        last: LastFlag,
-    ) -> Result<(), DroneError<C::Error, L::Error>> {
-        let mut p = Packetizer::new(route, parts, self.cfg.packet_payload, last)
-            .map_err(DroneError::Config)?;
-        while let Some(r) = p.next_packet(&mut self.packet) {
-            let n = r.map_err(DroneError::Config)?;
-            self.link
-                .send(&self.packet[..n])
-                .map_err(DroneError::Link)?;
-            self.stats.packets_sent += 1;
-            self.stats.bytes_sent += n as u64;
-        }
-        Ok(())
+/// Sends what the session queued (ACCEPT, ALERT, GROUP_KEY, KEEPALIVE, CLOSE); the bridge gives
+/// each message to every receiver, which skip the ones for the others.
+fn send_queued<L: Link, CE>(
+    conn: &mut DroneConnection,
+    packet: &mut [u8],
+    link: &mut L,
+    stats: &mut DroneStats,
+) -> Result<(), DroneError<CE, L::Error>> {
+    while let Some(p) = conn.poll_message() {
+        send_message(p, packet, link, stats)?;
     }
+    Ok(())
+}
+
+/// Sends one message's packets (`p`: the session's, a frame's, the stock stream's) over the link,
+/// cut in `packet`. One loop for everything the drone sends (the firmware's code space is tight).
+fn send_message<L: Link, CE>(
+    mut p: Packetizer<'_>,
+    packet: &mut [u8],
+    link: &mut L,
+    stats: &mut DroneStats,
+) -> Result<(), DroneError<CE, L::Error>> {
+    while let Some(r) = p.next_packet(packet) {
+        let n = r.map_err(DroneError::Config)?;
+        link.send(&packet[..n]).map_err(DroneError::Link)?;
+        stats.packets_sent += 1;
+        stats.bytes_sent += n as u64;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -435,6 +444,8 @@ pub(crate) mod tests {
     use alloc::collections::VecDeque;
     use core::cell::Cell;
     use gap_rust_cipher_s::Sequential;
+    use gapstream_protocol::assembler::Assembler;
+    use gapstream_protocol::cpx::GAPSTREAM_FUNCTION;
 
     /// A camera that renders the test pattern; records the order of start / wait calls.
     pub struct PatternCamera {

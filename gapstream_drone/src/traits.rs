@@ -5,14 +5,10 @@
 
 use alloc::vec::Vec;
 
-/// Pixel layout of a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PixelFormat {
-    /// 8-bit greyscale (the mono HM01B0).
-    Grey8,
-    /// 8-bit RGGB Bayer mosaic (the colour HM01B0).
-    BayerRggb8,
-}
+/// The protocol's clock and pixel formats, the one definition of each (the frame header carries
+/// both): the drone's hardware implements [`Clock`], its cameras report a [`PixelFormat`].
+pub use gapstream_protocol::clock::Clock;
+pub use gapstream_protocol::wire::PixelFormat;
 
 /// What a camera delivers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,11 +60,6 @@ pub trait Link {
     fn send(&mut self, packets: &[u8]) -> Result<(), Self::Error>;
     /// Reads what the ESP32 has for the GAP8 without blocking; `Ok(0)` when nothing is pending.
     fn poll_recv(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error>;
-}
-
-/// Monotonic time on the drone.
-pub trait Clock {
-    fn now_ns(&self) -> u64;
 }
 
 /// Why entropy could not be had.

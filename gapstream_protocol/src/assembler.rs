@@ -94,6 +94,9 @@ pub struct Assembler {
     state: State,
     max_message: usize,
     function: u8,
+    /// Packets of the message in progress, and the wire bytes of the last message completed.
+    packets_in_message: usize,
+    last_wire_len: usize,
     done: VecDeque<Vec<u8>>,
     counters: AssemblyCounters,
 }
@@ -107,6 +110,8 @@ impl Assembler {
             state: State::Idle,
             max_message,
             function: GAPSTREAM_FUNCTION as u8,
+            packets_in_message: 0,
+            last_wire_len: 0,
             done: VecDeque::new(),
             counters: AssemblyCounters::default(),
         }
@@ -124,6 +129,12 @@ impl Assembler {
     pub fn reset(&mut self) {
         self.buf = Vec::new();
         self.state = State::Idle;
+        self.packets_in_message = 0;
+    }
+
+    /// A completed message is waiting ([`Assembler::next_message`] gives it).
+    pub fn has_message(&self) -> bool {
+        !self.done.is_empty()
     }
 
     /// Completed messages, oldest first.
@@ -131,10 +142,22 @@ impl Assembler {
         self.done.pop_front()
     }
 
+    /// The message [`Assembler::next_message`] gives next.
+    pub fn peek_message(&self) -> Option<&[u8]> {
+        self.done.front().map(|m| &m[..])
+    }
+
+    /// The bytes the packets of the message completed last took on the wire (CPX headers
+    /// included); 0 before the first.
+    pub fn last_wire_len(&self) -> usize {
+        self.last_wire_len
+    }
+
     fn drop_message(&mut self, e: AssemblyError) -> Result<(), AssemblyError> {
         self.counters.dropped_messages += 1;
         self.buf.clear();
         self.state = State::Idle;
+        self.packets_in_message = 0;
         Err(e)
     }
 
@@ -188,6 +211,7 @@ impl Assembler {
 
     fn append(&mut self, route: Route, payload: &[u8]) -> Result<(), AssemblyError> {
         self.buf.extend_from_slice(payload);
+        self.packets_in_message += 1;
         let mut expected = match self.state {
             State::Collecting(e) => e,
             _ => None,
@@ -199,6 +223,7 @@ impl Assembler {
                     let left = len.saturating_sub(self.buf.len());
                     self.counters.dropped_messages += 1;
                     self.buf.clear();
+                    self.packets_in_message = 0;
                     self.state = if route.last_packet || left == 0 {
                         State::Idle
                     } else {
@@ -222,6 +247,8 @@ impl Assembler {
         match expected {
             Some(exp) if self.buf.len() == exp => {
                 self.counters.messages += 1;
+                self.last_wire_len = exp + crate::cpx::WIRE_OVERHEAD * self.packets_in_message;
+                self.packets_in_message = 0;
                 self.done.push_back(core::mem::take(&mut self.buf));
                 self.state = State::Idle;
                 Ok(())
@@ -265,7 +292,7 @@ mod tests {
             0 => {
                 let h = FrameHeader {
                     suite: 0x11,
-                    pixel_format: PixelFormat::GRAY8,
+                    pixel_format: PixelFormat::Grey8.code(),
                     width: 1,
                     height: 1,
                     epoch: 0,
@@ -342,6 +369,39 @@ mod tests {
             let got = feed(&wire, cut, &mut asm);
             prop_assert_eq!(got, want);
             prop_assert_eq!(asm.buffered(), 0);
+        }
+
+        /// Each message's wire length is what its packets took (payloads and CPX headers), for any
+        /// packet size, also after a message that lost its tail.
+        #[test]
+        fn wire_length_of_each_message(
+            msgs in proptest::collection::vec((any::<u8>(), proptest::collection::vec(any::<u8>(), 0..2500), 1usize..=1020), 1..8),
+            truncate_first in any::<bool>(),
+        ) {
+            let mut asm = Assembler::new(4096);
+            for (i, (kind, body, size)) in msgs.iter().enumerate() {
+                let m = message(*kind, body, i as u64);
+                let ps = packets(&m, *size);
+                let whole = !(truncate_first && i == 0 && ps.len() > 1);
+                // A first message without its middle packets: dropped at its last one.
+                for (j, p) in ps.iter().enumerate() {
+                    if whole || j == 0 || j + 1 == ps.len() {
+                        let r = Route::from_bytes([p[2], p[3]]).unwrap();
+                        let _ = asm.push(r, &p[4..]);
+                    }
+                }
+                if whole {
+                    let wire: usize = ps.iter().map(|p| p.len()).sum();
+                    prop_assert_eq!(wire, crate::cpx::wire_len(m.len(), *size));
+                    prop_assert_eq!(asm.last_wire_len(), wire);
+                    prop_assert_eq!(asm.peek_message(), Some(&m[..]));
+                    prop_assert_eq!(asm.next_message(), Some(m));
+                } else {
+                    // Its remains may read as some message (the session rejects it): skip it.
+                    while asm.next_message().is_some() {}
+                }
+                prop_assert!(asm.peek_message().is_none());
+            }
         }
 
         /// With packets dropped: every message that lost nothing, and whose predecessor's last packet

@@ -10,6 +10,9 @@
 //! | 4.. | payload, at most [`MAX_PAYLOAD`] = 1020 bytes (MTU 1022 = routing header + payload) |
 //!
 //! * [`Route`]: the routing header.
+//! * [`length_field`], [`packet_len`]: the 2-byte length in front of every packet, read in this one
+//!   place by everything that splits CPX bytes (the decoder, the bridge, the firmware's SPI link,
+//!   the receiver's datagrams).
 //! * [`encode_packet`]: one packet into a caller buffer.
 //! * [`StreamDecoder`]: a byte stream (TCP, SPI) into packets, with a fixed 1 KiB buffer and no
 //!   allocation; typed errors for a bad length or an unknown version, and resynchronisation.
@@ -103,6 +106,9 @@ pub enum CpxError {
     BadPacketSize(usize),
     /// The output buffer cannot hold the encoded packet.
     BufferTooSmall { needed: usize, have: usize },
+    /// A datagram ended inside a packet (`have` bytes of it): a datagram carries whole packets,
+    /// so the rest is dropped, never completed from the next datagram.
+    Truncated { have: usize },
 }
 
 impl core::fmt::Display for CpxError {
@@ -124,6 +130,9 @@ impl core::fmt::Display for CpxError {
                     f,
                     "buffer of {have} bytes cannot hold a {needed}-byte CPX packet"
                 )
+            }
+            CpxError::Truncated { have } => {
+                write!(f, "datagram ends inside a CPX packet ({have} bytes of it)")
             }
         }
     }
@@ -186,6 +195,28 @@ impl Route {
     }
 }
 
+/// The length field at the start of `b`: the bytes that follow it (routing header and payload),
+/// u16 little-endian, not checked; `None` when `b` holds fewer than 2 bytes. On SPI a length of 0
+/// means "no packet in this transaction"; [`packet_len`] checks the range.
+pub const fn length_field(b: &[u8]) -> Option<u16> {
+    match b {
+        [lo, hi, ..] => Some(u16::from_le_bytes([*lo, *hi])),
+        _ => None,
+    }
+}
+
+/// Wire length of the packet starting at `b` (the 2-byte length field plus what it counts):
+/// `Ok(None)` when `b` holds fewer than 2 bytes, [`CpxError::BadLength`] when the field is outside
+/// `2..=1022` (no routing header, or more than the MTU). Whether `b` holds the whole packet is the
+/// caller's to check.
+pub const fn packet_len(b: &[u8]) -> Result<Option<usize>, CpxError> {
+    match length_field(b) {
+        None => Ok(None),
+        Some(len) if len < 2 || len as usize > MTU => Err(CpxError::BadLength(len)),
+        Some(len) => Ok(Some(2 + len as usize)),
+    }
+}
+
 /// Encodes one packet (`length`, routing header, payload) into `out`; returns the bytes written.
 pub fn encode_packet(route: Route, payload: &[u8], out: &mut [u8]) -> Result<usize, CpxError> {
     if payload.len() > MAX_PAYLOAD {
@@ -241,8 +272,9 @@ pub struct PacketRef<'a> {
 pub struct StreamDecoder {
     buf: [u8; MAX_WIRE_PACKET],
     have: usize,
-    /// The buffered packet header was checked (length, and the route while resynchronising).
-    header_ok: bool,
+    /// Wire length of the buffered packet once its header was checked (length, and the route
+    /// while resynchronising); 0 before.
+    total: usize,
     /// An error was seen and no plausible packet has been decoded since.
     resync: bool,
     /// Counters for diagnostics.
@@ -282,7 +314,7 @@ impl StreamDecoder {
         StreamDecoder {
             buf: [0; MAX_WIRE_PACKET],
             have: 0,
-            header_ok: false,
+            total: 0,
             resync: false,
             packets: 0,
             errors: 0,
@@ -310,7 +342,7 @@ impl StreamDecoder {
     /// packet, so no resynchronisation is needed).
     pub fn reset(&mut self) {
         self.have = 0;
-        self.header_ok = false;
+        self.total = 0;
         self.resync = false;
     }
 
@@ -324,40 +356,43 @@ impl StreamDecoder {
     /// Consumes bytes from the front of `input` until one packet is complete (returned), an error
     /// is found (returned; decoding can go on with the next call), or `input` is empty (`None`).
     pub fn decode<'s>(&'s mut self, input: &mut &[u8]) -> Option<Result<PacketRef<'s>, CpxError>> {
-        if !self.header_ok {
+        if self.total == 0 {
             let need = if self.resync { WIRE_OVERHEAD } else { 2 };
             self.fill(input, need);
             if self.have < need {
                 return None;
             }
-            let len = u16::from_le_bytes([self.buf[0], self.buf[1]]);
-            let err = if !(2..=MTU as u16).contains(&len) {
-                Some(CpxError::BadLength(len))
-            } else if self.resync && !plausible_route([self.buf[2], self.buf[3]]) {
-                Some(CpxError::ImplausibleHeader {
-                    length: len,
-                    route: [self.buf[2], self.buf[3]],
-                })
-            } else {
-                None
+            let checked = match packet_len(&self.buf[..self.have]) {
+                Ok(Some(n)) if self.resync && !plausible_route([self.buf[2], self.buf[3]]) => {
+                    Err(CpxError::ImplausibleHeader {
+                        length: (n - 2) as u16,
+                        route: [self.buf[2], self.buf[3]],
+                    })
+                }
+                Ok(Some(n)) => Ok(n),
+                // `need` >= 2 bytes are buffered.
+                Ok(None) => return None,
+                Err(e) => Err(e),
             };
-            if let Some(e) = err {
-                // Slide by one byte: the next byte may start the real packet.
-                self.buf.copy_within(1..self.have, 0);
-                self.have -= 1;
-                self.errors += 1;
-                self.resync = true;
-                return Some(Err(e));
+            match checked {
+                Ok(n) => self.total = n,
+                Err(e) => {
+                    // Slide by one byte: the next byte may start the real packet.
+                    self.buf.copy_within(1..self.have, 0);
+                    self.have -= 1;
+                    self.errors += 1;
+                    self.resync = true;
+                    return Some(Err(e));
+                }
             }
-            self.header_ok = true;
         }
-        let total = 2 + u16::from_le_bytes([self.buf[0], self.buf[1]]) as usize;
+        let total = self.total;
         self.fill(input, total);
         if self.have < total {
             return None;
         }
         self.have = 0;
-        self.header_ok = false;
+        self.total = 0;
         Some(match Route::from_bytes([self.buf[2], self.buf[3]]) {
             Ok(route) => {
                 self.resync = false;
@@ -372,6 +407,18 @@ impl StreamDecoder {
                 Err(e)
             }
         })
+    }
+
+    /// Decodes all of `bytes`, handing each packet or error to `on` (what [`Self::decode`] returns,
+    /// one call after the other). One loop for every caller: the firmware's code space is tight.
+    pub fn decode_all(
+        &mut self,
+        mut bytes: &[u8],
+        on: &mut dyn FnMut(Result<PacketRef<'_>, CpxError>),
+    ) {
+        while let Some(r) = self.decode(&mut bytes) {
+            on(r);
+        }
     }
 }
 
@@ -409,8 +456,19 @@ impl<'a> Packetizer<'a> {
         if !(1..=MAX_PAYLOAD).contains(&packet_payload) {
             return Err(CpxError::BadPacketSize(packet_payload));
         }
+        Ok(Packetizer::checked(route, parts, packet_payload, last))
+    }
+
+    /// [`Packetizer::new`] for a packet size already checked to be in `1..=1020` (a connection
+    /// checks its own once, when it is made).
+    pub(crate) fn checked(
+        route: Route,
+        parts: [&'a [u8]; 3],
+        packet_payload: usize,
+        last: LastFlag,
+    ) -> Self {
         let remaining = parts.iter().map(|p| p.len()).sum();
-        Ok(Packetizer {
+        Packetizer {
             parts,
             part: 0,
             offset: 0,
@@ -419,7 +477,7 @@ impl<'a> Packetizer<'a> {
             route,
             last,
             started: false,
-        })
+        }
     }
 
     /// Packets still to come.
@@ -491,6 +549,32 @@ mod tests {
         );
         // The reserved bit is ignored.
         assert_eq!(Route::from_bytes([0x9C, 0x0E]).unwrap(), r);
+    }
+
+    /// The length field as the AI-deck defines it (routing header + payload, u16 LE): every value
+    /// of the field, and the lengths of encoded packets.
+    #[test]
+    fn packet_len_reads_the_length_field() {
+        assert_eq!(length_field(&[]), None);
+        assert_eq!(length_field(&[7]), None);
+        assert_eq!(packet_len(&[7]), Ok(None));
+        for field in 0..=u16::MAX {
+            let b = field.to_le_bytes();
+            assert_eq!(length_field(&b), Some(field));
+            let want = if (2..=MTU as u16).contains(&field) {
+                Ok(Some(2 + field as usize))
+            } else {
+                Err(CpxError::BadLength(field))
+            };
+            assert_eq!(packet_len(&[b[0], b[1], 0xAA]), want);
+        }
+        let r = Route::new(Target::Gap8, Target::WifiHost, Function::App);
+        let mut out = [0u8; MAX_WIRE_PACKET];
+        for n in [0, 1, 500, MAX_PAYLOAD] {
+            let w = encode_packet(r, &[0x5A; MAX_PAYLOAD][..n], &mut out).unwrap();
+            assert_eq!(packet_len(&out[..w]), Ok(Some(w)));
+            assert_eq!(w, WIRE_OVERHEAD + n);
+        }
     }
 
     #[test]

@@ -220,7 +220,7 @@ mod tests {
     fn header(suite: Suite, len: u32) -> FrameHeader {
         FrameHeader {
             suite: suite as u8,
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8.code(),
             width: 16,
             height: 8,
             epoch: 0,

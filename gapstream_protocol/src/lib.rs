@@ -8,6 +8,7 @@
 //!
 //! | module | concern |
 //! |---|---|
+//! | [`clock`] | [`Clock`], monotonic nanoseconds: the one clock trait of the sessions, the drone and the receivers |
 //! | [`cpx`] | CPX packets as the AI-deck speaks them: routing header, stream decoder, packetizer |
 //! | [`assembler`] | CPX packets → protocol messages, recovering from lost packets, bounded memory |
 //! | [`wire`] | byte layouts of every message (frame / control / handshake headers, alerts), nonces |
@@ -19,17 +20,24 @@
 //! | [`rsa_oaep`] | RSA-OAEP-2048 encryption without allocation (drone), `rsa`-crate decryption (receiver) |
 //! | [`handshake`] | pairing (one key per receiver, [`handshake::DroneIdentity`]), HELLO / ACCEPT, negotiation of suite and mode inside the Noise handshake |
 //! | [`session`] | the I/O-free [`session::DroneSession`] (one session per receiver, group epochs, joins and leaves) and [`session::ReceiverSession`], counters |
+//! | [`connection`] | the sans-I/O [`Connection`] of each role ([`DroneConnection`], [`ReceiverConnection`]): CPX bytes in, events and CPX bytes out, around the deframer, reassembler, session and packetizer |
 //! | [`replay`] | sliding replay window over u64 sequence numbers, loss from gaps |
 //! | [`compat`] | the stock plaintext `0xBC` image stream, for stock viewers and A/B runs |
 //! | `test_rng` | (feature `test-rng`) a deterministic generator for tests and the rv32 benchmarks: never for real keys |
 //!
-//! The drone calls [`session::DroneSession::handle_message`] for what the receivers send,
-//! [`session::DroneSession::handle_timeout`] and [`session::DroneSession::seal_frame`] per frame, and
-//! sends `header ‖ payload ‖ tag` through [`frame::SealedFrame::packetizer`]; each receiver feeds
-//! bytes to [`cpx::StreamDecoder`], packets to [`assembler::Assembler`] and messages to
-//! [`session::ReceiverSession::handle_message`] (which ignores the ones for other receivers), and
-//! calls [`session::ReceiverSession::handle_timeout`] about every 100 ms. Both drain
-//! [`session::DroneSession::poll_transmit`] / [`session::ReceiverSession::poll_transmit`].
+//! An implementation drives one [`Connection`] per link, the same way on both sides (rustls'
+//! connections are the model): [`Connection::read_stream`] (TCP, SPI) or
+//! [`Connection::read_datagram`] (UDP) with the bytes that arrived — packets of other CPX
+//! functions, garbled stretches and dropped messages come back through its callback as
+//! [`connection::Incoming`] — then, while [`Connection::has_message`], `process_message` with the
+//! keystream engine, a random generator and the [`Clock`] (a [`session::ReceiverEvent`] /
+//! [`session::DroneEvent`], or the session's typed rejection); `handle_timeout` regularly (the
+//! receiver about every 100 ms, the drone once per frame); and it sends every packet
+//! [`Connection::poll_transmit`] lends (or cuts the [`Connection::poll_message`] packetizers into a
+//! buffer of its own). The drone seals each frame with [`DroneConnection::seal_frame`] and sends
+//! [`DroneConnection::frame_packetizer`]'s packets after what its session queued; a receiver
+//! starts with [`ReceiverConnection::connect`]. The sessions underneath ([`session`]) take whole messages
+//! and are there for callers that move messages by other means.
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_debug_implementations)]
@@ -40,7 +48,10 @@ extern crate alloc;
 pub mod aead;
 #[cfg(feature = "alloc")]
 pub mod assembler;
+pub mod clock;
 pub mod compat;
+#[cfg(feature = "alloc")]
+pub mod connection;
 pub mod cpx;
 pub mod frame;
 #[cfg(feature = "alloc")]
@@ -61,6 +72,9 @@ mod rv32_golden;
 #[cfg(all(test, feature = "alloc"))]
 mod spec_vectors;
 
+pub use clock::Clock;
+#[cfg(feature = "alloc")]
+pub use connection::{Connection, DroneConnection, ReceiverConnection};
 pub use gap_rust_cipher_s::{CipherId, KeystreamApplier, KeystreamError, Sequential};
 #[cfg(feature = "alloc")]
 pub use handshake::{DroneIdentity, Identity, Role, StaticSecret, pair, pair_group};
@@ -68,8 +82,8 @@ pub use handshake::{DroneIdentity, Identity, Role, StaticSecret, pair, pair_grou
 pub use rand_core;
 #[cfg(feature = "alloc")]
 pub use session::{
-    Clock, DroneConfig, DroneEvent, DroneSession, Frame, HandshakeStats, LeaveReason,
-    ReceiverConfig, ReceiverCounters, ReceiverEvent, ReceiverSession, Rejected, SealError,
+    DroneConfig, DroneEvent, DroneSession, Frame, HandshakeStats, LeaveReason, ReceiverConfig,
+    ReceiverCounters, ReceiverEvent, ReceiverSession, Rejected, SealError,
 };
 pub use suite::{KexMode, Suite};
 

@@ -35,7 +35,7 @@ fn dkey(suite: Suite, key: &[u8], iv_start: u8) -> DirectionKey {
 fn small_header(suite: Suite) -> FrameHeader {
     FrameHeader {
         suite: suite as u8,
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8.code(),
         width: 4,
         height: 4,
         epoch: 0,
@@ -80,7 +80,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     v.push(("client-status-packet", out[..n].to_vec()));
     let h = FrameHeader {
         suite: Suite::ChaCha20Poly1305 as u8,
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8.code(),
         width: 324,
         height: 244,
         epoch: 2,

@@ -214,21 +214,75 @@ pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
     }))
 }
 
-/// Pixel format byte of a frame header. Unknown values are carried through (they are
-/// authenticated; the application decides).
+/// Pixel layout of a frame's payload: the frame header's pixel-format byte (its wire code, the
+/// enum's discriminant). The one pixel-format type of the project: the drone's cameras report it,
+/// [`crate::frame::FrameMeta`] seals it into the header, receivers read it back with
+/// `PixelFormat::try_from(header.pixel_format)`. The header keeps the raw byte: a code this build
+/// does not know is authenticated and passed through (the application decides), and reading it
+/// gives a typed [`UnknownPixelFormat`]. A new format is a new variant with the next free code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PixelFormat(pub u8);
+#[repr(u8)]
+pub enum PixelFormat {
+    /// 8-bit greyscale, one byte per pixel (the mono HM01B0).
+    Grey8 = 0,
+    /// 8-bit Bayer mosaic, RGGB, one byte per pixel (the colour HM01B0).
+    BayerRggb8 = 1,
+    /// 8-bit Bayer mosaic, BGGR.
+    BayerBggr8 = 2,
+    /// A JPEG file (width and height informative).
+    Jpeg = 3,
+}
 
 impl PixelFormat {
-    /// 8-bit greyscale (the HM01B0 mono camera).
-    pub const GRAY8: PixelFormat = PixelFormat(0);
-    /// 8-bit Bayer mosaic, RGGB (the HM01B0 colour variant).
-    pub const BAYER_RGGB8: PixelFormat = PixelFormat(1);
-    /// 8-bit Bayer mosaic, BGGR.
-    pub const BAYER_BGGR8: PixelFormat = PixelFormat(2);
-    /// A JPEG file (width/height informative).
-    pub const JPEG: PixelFormat = PixelFormat(3);
+    /// Every format this build knows, by code.
+    pub const ALL: [PixelFormat; 4] = [
+        PixelFormat::Grey8,
+        PixelFormat::BayerRggb8,
+        PixelFormat::BayerBggr8,
+        PixelFormat::Jpeg,
+    ];
+
+    /// The wire code (the frame header's byte 5).
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The format of a wire code.
+    pub const fn from_code(code: u8) -> Result<Self, UnknownPixelFormat> {
+        match code {
+            0 => Ok(PixelFormat::Grey8),
+            1 => Ok(PixelFormat::BayerRggb8),
+            2 => Ok(PixelFormat::BayerBggr8),
+            3 => Ok(PixelFormat::Jpeg),
+            _ => Err(UnknownPixelFormat(code)),
+        }
+    }
 }
+
+impl TryFrom<u8> for PixelFormat {
+    type Error = UnknownPixelFormat;
+    fn try_from(code: u8) -> Result<Self, UnknownPixelFormat> {
+        PixelFormat::from_code(code)
+    }
+}
+
+impl From<PixelFormat> for u8 {
+    fn from(f: PixelFormat) -> u8 {
+        f.code()
+    }
+}
+
+/// A pixel-format code this build does not know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UnknownPixelFormat(pub u8);
+
+impl core::fmt::Display for UnknownPixelFormat {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "unknown pixel format {:#04x}", self.0)
+    }
+}
+
+impl core::error::Error for UnknownPixelFormat {}
 
 /// Frame header: the associated data of the frame's AEAD.
 ///
@@ -248,7 +302,8 @@ impl PixelFormat {
 pub struct FrameHeader {
     /// Raw suite byte (checked against the session's suite by the receiver).
     pub suite: u8,
-    pub pixel_format: PixelFormat,
+    /// Raw pixel-format byte ([`PixelFormat::try_from`] reads it; unknown codes pass through).
+    pub pixel_format: u8,
     pub width: u16,
     pub height: u16,
     pub epoch: u32,
@@ -262,7 +317,7 @@ impl FrameHeader {
         let mut b = [0u8; FRAME_HEADER_LEN];
         b[..4].copy_from_slice(&prefix(MsgType::Frame));
         b[4] = self.suite;
-        b[5] = self.pixel_format.0;
+        b[5] = self.pixel_format;
         b[6..8].copy_from_slice(&self.width.to_le_bytes());
         b[8..10].copy_from_slice(&self.height.to_le_bytes());
         // 10..12 flags = 0
@@ -292,7 +347,7 @@ impl FrameHeader {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         Ok(FrameHeader {
             suite: b[4],
-            pixel_format: PixelFormat(b[5]),
+            pixel_format: b[5],
             width: u16_at(6),
             height: u16_at(8),
             epoch: u32_at(12),
@@ -589,7 +644,7 @@ mod tests {
                 |(suite, pf, width, height, epoch, sequence, capture_ns, payload_len)| {
                     FrameHeader {
                         suite,
-                        pixel_format: PixelFormat(pf),
+                        pixel_format: pf,
                         width,
                         height,
                         epoch,
@@ -599,6 +654,33 @@ mod tests {
                     }
                 },
             )
+    }
+
+    /// The pixel formats keep their wire codes (docs/protocol.md: 0 GRAY8, 1 BAYER_RGGB8,
+    /// 2 BAYER_BGGR8, 3 JPEG); every other byte is a typed error carrying the code.
+    #[test]
+    fn pixel_format_codes() {
+        use PixelFormat::*;
+        for (code, f) in [(0u8, Grey8), (1, BayerRggb8), (2, BayerBggr8), (3, Jpeg)] {
+            assert_eq!(PixelFormat::try_from(code), Ok(f));
+            assert_eq!(u8::from(f), code);
+        }
+        for code in 0..=u8::MAX {
+            match PixelFormat::try_from(code) {
+                Ok(f) => {
+                    assert_eq!(f.code(), code);
+                    assert!(PixelFormat::ALL.contains(&f));
+                }
+                Err(e) => {
+                    assert_eq!(e, UnknownPixelFormat(code));
+                    assert!(code as usize >= PixelFormat::ALL.len());
+                }
+            }
+        }
+        assert_eq!(
+            alloc::format!("{}", UnknownPixelFormat(4)),
+            "unknown pixel format 0x04"
+        );
     }
 
     proptest! {
@@ -650,7 +732,7 @@ mod tests {
         // On this host the same header gives the true (large) length.
         let h = FrameHeader {
             suite: 0x11,
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8.code(),
             width: 1,
             height: 1,
             epoch: 0,
@@ -667,7 +749,7 @@ mod tests {
     fn message_len_from_headers() {
         let h = FrameHeader {
             suite: 0x11,
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8.code(),
             width: 324,
             height: 244,
             epoch: 0,

@@ -2,16 +2,19 @@
 //! allocator records the peak of live heap bytes while megabytes of hostile input (random bytes,
 //! packets that announce huge messages, packets that start valid messages and never end them)
 //! go through `StreamDecoder` → `Assembler` → `ReceiverSession`. And the drone's session state does
-//! not grow while receivers join, re-handshake and leave over and over.
+//! not grow while receivers join, re-handshake and leave over and over. And in the steady state the
+//! two `Connection`s allocate nothing per packet.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gapstream_protocol::assembler::Assembler;
+use gapstream_protocol::connection::Incoming;
 use gapstream_protocol::cpx::{self, Function, Route, StreamDecoder, Target};
 use gapstream_protocol::wire::{FrameHeader, PixelFormat};
 use gapstream_protocol::{
-    DroneConfig, DroneSession, ReceiverConfig, ReceiverSession, Sequential, pair, pair_group,
+    DroneConfig, DroneConnection, DroneSession, ReceiverConfig, ReceiverConnection, ReceiverEvent,
+    ReceiverSession, Sequential, pair, pair_group,
 };
 
 /// The two tests measure the one global heap: they take turns.
@@ -20,12 +23,15 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Allocation calls (a `realloc` counts as one: it allocates).
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
 
 // SAFETY: forwards to the system allocator unchanged; only counts bytes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let live = LIVE.fetch_add(l.size(), Ordering::SeqCst) + l.size();
         PEAK.fetch_max(live, Ordering::SeqCst);
+        ALLOCS.fetch_add(1, Ordering::SeqCst);
         // SAFETY: same layout contract as the caller's.
         unsafe { System.alloc(l) }
     }
@@ -101,7 +107,7 @@ fn hostile_input_keeps_the_heap_bounded() {
             0 if len >= 36 => {
                 let h = FrameHeader {
                     suite: 0x11,
-                    pixel_format: PixelFormat::GRAY8,
+                    pixel_format: PixelFormat::Grey8.code(),
                     width: 1,
                     height: 1,
                     epoch: 0,
@@ -170,7 +176,7 @@ fn drone_state_does_not_grow_with_joins_and_leaves() {
     let clock = || 0u64;
     let mut payload = vec![0u8; 1024];
     let meta = gapstream_protocol::frame::FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: 32,
         height: 32,
         capture_ns: 0,
@@ -230,4 +236,98 @@ fn drone_state_does_not_grow_with_joins_and_leaves() {
         after_round[10..].iter().all(|&l| l <= after_round[9]),
         "drone heap grows: {after_round:?}"
     );
+}
+
+/// The steady state through the two connections, a 324 x 244 frame in 128-byte packets (619 of
+/// them): the drone seals in place and cuts the frame into its one packet buffer (as the drone
+/// loop does), allocating nothing; the receiver allocates the frame's own buffer (the first
+/// packet's bytes, then the whole announced length: at most two calls), however many packets it
+/// comes in.
+#[test]
+fn connections_allocate_nothing_per_packet() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rng = Rng(3);
+    let (d, r) = pair(&mut rng);
+    let clock = || 0u64;
+    let dcfg = DroneConfig {
+        packet_payload: 128,
+        ..DroneConfig::default()
+    };
+    let mut drone = DroneConnection::new(d, dcfg).unwrap();
+    let mut rx = ReceiverConnection::new(r, ReceiverConfig::default()).unwrap();
+    rx.connect(&mut rng, &clock).unwrap();
+    let mut wire = Vec::with_capacity(1 << 20);
+    for _ in 0..4 {
+        wire.clear();
+        while let Some(p) = rx.poll_transmit() {
+            wire.extend_from_slice(p);
+        }
+        drone.read_stream(&wire, |i| {
+            assert!(matches!(i, Incoming::Message { .. }), "{i:?}")
+        });
+        while drone.has_message() {
+            drone
+                .process_message(&mut Sequential, &mut rng, &clock)
+                .unwrap();
+        }
+        wire.clear();
+        while let Some(p) = drone.poll_transmit() {
+            wire.extend_from_slice(p);
+        }
+        rx.read_stream(&wire, |i| {
+            assert!(matches!(i, Incoming::Message { .. }), "{i:?}")
+        });
+        while rx.has_message() {
+            rx.process_message(&mut Sequential, &mut rng, &clock)
+                .unwrap();
+        }
+    }
+    assert!(drone.session().is_established() && rx.session().is_established());
+    let meta = gapstream_protocol::frame::FrameMeta {
+        pixel_format: PixelFormat::Grey8,
+        width: 324,
+        height: 244,
+        capture_ns: 0,
+    };
+    let mut payload = vec![0u8; 324 * 244];
+    let mut delivered = 0;
+    let mut buf = vec![0u8; cpx::MAX_WIRE_PACKET];
+    for k in 0..3u8 {
+        payload.fill(k);
+        wire.clear();
+        let before = ALLOCS.load(Ordering::SeqCst);
+        let sealed = drone
+            .seal_frame(&mut Sequential, &clock, meta, &mut payload)
+            .unwrap();
+        let mut packets = 0;
+        while let Some(mut m) = drone.poll_message() {
+            while let Some(n) = m.next_packet(&mut buf) {
+                wire.extend_from_slice(&buf[..n.unwrap()]);
+            }
+        }
+        let mut f = drone.frame_packetizer(&sealed, &payload);
+        while let Some(n) = f.next_packet(&mut buf) {
+            wire.extend_from_slice(&buf[..n.unwrap()]);
+            packets += 1;
+        }
+        let drone_allocs = ALLOCS.load(Ordering::SeqCst) - before;
+        let before = ALLOCS.load(Ordering::SeqCst);
+        rx.read_stream(&wire, |i| {
+            assert!(matches!(i, Incoming::Message { .. }), "{i:?}")
+        });
+        let ev = rx.process_message(&mut Sequential, &mut rng, &clock);
+        let rx_allocs = ALLOCS.load(Ordering::SeqCst) - before;
+        let Ok(Some(ReceiverEvent::Frame(f))) = ev else {
+            panic!("{ev:?}")
+        };
+        assert!(f.pixels().iter().all(|&b| b == k));
+        delivered += 1;
+        println!(
+            "frame {k}: {packets} packets; allocations: drone {drone_allocs}, receiver {rx_allocs}"
+        );
+        assert_eq!(packets, (36 + 324 * 244 + 16usize).div_ceil(128));
+        assert_eq!(drone_allocs, 0);
+        assert!(rx_allocs <= 2, "{rx_allocs} allocations for one frame");
+    }
+    assert_eq!(delivered, 3);
 }

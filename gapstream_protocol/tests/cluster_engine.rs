@@ -25,7 +25,7 @@ fn round_trip<A: KeystreamApplier, B: KeystreamApplier>(a: &mut A, b: &mut B, su
     let pixels: Vec<u8> = (0..324 * 244u32).map(|i| (i * 7 + 3) as u8).collect();
     let h = FrameHeader {
         suite: suite as u8,
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8.code(),
         width: 324,
         height: 244,
         epoch: 3,

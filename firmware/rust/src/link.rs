@@ -37,7 +37,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use gapstream_drone::Link;
-use gapstream_protocol::cpx::MTU;
+use gapstream_protocol::cpx::{self, MTU};
 
 use crate::entropy::SharedPool;
 
@@ -215,8 +215,8 @@ impl<H: SpiHw> CpxSpiLink<H> {
         self.hw
             .transfer(&tx[..HEADER_PART], Some(&mut self.rx[..HEADER_PART]), true)
             .inspect_err(|_| self.hw.set_gap_rtt(false))?;
-        let tx_len = u16::from_le_bytes([tx[0], tx[1]]);
-        let mut rx_len = u16::from_le_bytes([self.rx[0], self.rx[1]]);
+        let tx_len = cpx::length_field(tx).unwrap_or(0);
+        let mut rx_len = cpx::length_field(&self.rx).unwrap_or(0);
         if rx_len != 0 && !(2..=MTU as u16).contains(&rx_len) {
             // Not a length the ESP32 sends: clock only what we send, drop what came in.
             self.stats.bad_rx_lengths += 1;
@@ -273,14 +273,10 @@ impl<H: SpiHw> CpxSpiLink<H> {
 
     /// Sends one whole CPX wire packet (checked) in one transaction.
     pub fn send_packet(&mut self, p: &[u8]) -> Result<(), LinkError> {
-        if p.len() < 2 {
-            return Err(LinkError::NotAPacket);
+        match cpx::packet_len(p) {
+            Ok(Some(n)) if n == p.len() => self.transaction(p),
+            _ => Err(LinkError::NotAPacket),
         }
-        let len = u16::from_le_bytes([p[0], p[1]]) as usize;
-        if !(2..=MTU).contains(&len) || p.len() != 2 + len {
-            return Err(LinkError::NotAPacket);
-        }
-        self.transaction(p)
     }
 
     /// Sends the CPX wire packet at the start of `buf` (checked) straight from `buf`, which is at
@@ -290,8 +286,7 @@ impl<H: SpiHw> CpxSpiLink<H> {
         if buf.len() < BUFFER_LEN {
             return Err(LinkError::NotAPacket);
         }
-        let len = u16::from_le_bytes([buf[0], buf[1]]) as usize;
-        if !(2..=MTU).contains(&len) {
+        if !matches!(cpx::packet_len(buf), Ok(Some(_))) {
             return Err(LinkError::NotAPacket);
         }
         let t_start = self.hw.stamp();
@@ -345,14 +340,11 @@ impl<H: SpiHw> Link for CpxSpiLink<H> {
     fn send(&mut self, packets: &[u8]) -> Result<(), LinkError> {
         let mut rest = packets;
         while !rest.is_empty() {
-            if rest.len() < 2 {
-                return Err(LinkError::NotAPacket);
-            }
-            let len = u16::from_le_bytes([rest[0], rest[1]]) as usize;
-            if !(2..=MTU).contains(&len) || rest.len() < 2 + len {
-                return Err(LinkError::NotAPacket);
-            }
-            let (p, r) = rest.split_at(2 + len);
+            let n = match cpx::packet_len(rest) {
+                Ok(Some(n)) if n <= rest.len() => n,
+                _ => return Err(LinkError::NotAPacket),
+            };
+            let (p, r) = rest.split_at(n);
             self.send_packet(p)?;
             rest = r;
         }
@@ -513,7 +505,7 @@ pub(crate) mod tests {
             }
             // The bytes of the ESP32's packet: they must be read at the upstream clock.
             let esp_len = if self.armed {
-                2 + u16::from_le_bytes([self.esp_tx[0], self.esp_tx[1]]) as usize
+                2 + cpx::length_field(&self.esp_tx).map_or(0, usize::from)
             } else {
                 0
             };

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use gapstream_protocol::wire::{FrameHeader, PixelFormat};
+use gapstream_protocol::wire::{FrameHeader, PixelFormat, UnknownPixelFormat};
 
 use crate::drone_state::DroneState;
 use crate::timesync::Estimate;
@@ -80,12 +80,13 @@ impl Frame {
     pub fn height(&self) -> usize {
         self.header.height as usize
     }
-    pub fn format(&self) -> PixelFormat {
-        self.header.pixel_format
+    /// The pixel format (the header carries a code this build may not know).
+    pub fn format(&self) -> Result<PixelFormat, UnknownPixelFormat> {
+        PixelFormat::try_from(self.header.pixel_format)
     }
     /// An RGGB Bayer mosaic (the colour HM01B0), which the viewer and the PNG recorder demosaic.
     pub fn is_bayer(&self) -> bool {
-        self.header.pixel_format == PixelFormat::BAYER_RGGB8
+        self.format() == Ok(PixelFormat::BayerRggb8)
     }
 }
 
@@ -102,7 +103,7 @@ pub fn test_frame(seq: u64, width: u16, height: u16, pixels: Vec<u8>) -> Frame {
         source: Arc::from(DEFAULT_SOURCE),
         header: FrameHeader {
             suite: 0,
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8.code(),
             width,
             height,
             epoch: 0,

@@ -293,9 +293,9 @@ impl<'a> Station<'a> {
         let header = FrameHeader {
             suite: 0,
             pixel_format: if self.cfg.bayer {
-                PixelFormat::BAYER_RGGB8
+                PixelFormat::BayerRggb8.code()
             } else {
-                PixelFormat::GRAY8
+                PixelFormat::Grey8.code()
             },
             width: d.width as u16,
             height: d.height as u16,

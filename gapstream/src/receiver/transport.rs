@@ -153,7 +153,8 @@ impl Link for UdpLink {
     fn send(&mut self, packets: &[u8]) -> io::Result<()> {
         let mut rest = packets;
         while rest.len() >= 2 {
-            let n = (2 + u16::from_le_bytes([rest[0], rest[1]]) as usize).min(rest.len());
+            let n = (2 + gapstream_protocol::cpx::length_field(rest).map_or(0, usize::from))
+                .min(rest.len());
             self.socket.send(&rest[..n])?;
             rest = &rest[n..];
         }

@@ -3,10 +3,17 @@
 //! several receivers (the group tests at the end).
 
 use super::*;
+use alloc::vec::Vec;
+
 use crate::cpx::{Function, Route, StreamDecoder, Target};
+use crate::frame::FrameMeta;
+use crate::handshake::{self, DronePolicy, HandshakeError, Identity};
 use crate::handshake::{KexSet, SuiteSet, pair, pair_group};
+use crate::replay::ReplayError;
+use crate::suite::{KexMode, Suite};
 use crate::test_util::{TestRng, hex};
 use crate::wire::PixelFormat;
+use crate::wire::{self, AlertCode, FrameHeader, MsgType, SessionId};
 use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
@@ -105,7 +112,7 @@ impl Net {
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
         let meta = FrameMeta {
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (pixels.len() / 8) as u16,
             capture_ns: 42,
@@ -376,7 +383,7 @@ fn downgrade_attempts_are_detected() {
     // An injected plaintext frame is refused the same way.
     let fake = FrameHeader {
         suite: 0,
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8.code(),
         width: 1,
         height: 1,
         epoch: 0,
@@ -626,7 +633,7 @@ fn end_to_end_over_cpx_with_every_packet_size() {
             let mut p = px.clone();
             let now = n.now.get();
             let meta = FrameMeta {
-                pixel_format: PixelFormat::GRAY8,
+                pixel_format: PixelFormat::Grey8,
                 width: 324,
                 height: 244,
                 capture_ns: 7,
@@ -676,7 +683,7 @@ fn close_wipes_and_reconnect_works() {
     assert_eq!(n.drone.members(), 0);
     let mut p = [0u8; 4];
     let meta = FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: 2,
         height: 2,
         capture_ns: 0,
@@ -901,7 +908,7 @@ proptest! {
                 drone.handle_timeout(&mut Sequential, d_rng, &clock);
                 while let Some(l) = drone.drain_keylog() { lines.push(format!("{l}")); }
                 let mut p = pixels(8, i as u8);
-                let meta = FrameMeta { pixel_format: PixelFormat::GRAY8, width: 8, height: 1, capture_ns: 0 };
+                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0 };
                 match drone.seal_frame(&mut Sequential, &clock, meta, &mut p) {
                     Ok(s) => {
                         prop_assert!(drone.members() > 0);
@@ -1035,7 +1042,7 @@ impl Group {
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &c);
         let meta = FrameMeta {
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (px.len() / 8) as u16,
             capture_ns: 42,
@@ -1423,7 +1430,7 @@ fn a_replayed_hello_never_gets_a_frame_sealed_or_evicts_the_receiver() {
     // Boot 2, same randomness, the attacker replays the HELLO: no frame is ever sealed.
     let (mut replayed, mut r_rng) = run(&hello);
     let meta = FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: 1,
         height: 1,
         capture_ns: 0,
@@ -1608,7 +1615,7 @@ fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_sea
         (DroneSession::new(d.clone(), cfg), TestRng::new(7))
     };
     let meta = FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: 1,
         height: 1,
         capture_ns: 0,

@@ -1,5 +1,5 @@
 //! The receiver of the end-to-end run: connects to the ESP32 stand-in's WiFi side (TCP, like a
-//! deck's port 5000), runs `gapstream_protocol`'s `ReceiverSession` — the protocol code the
+//! deck's port 5000), runs `gapstream_protocol`'s `ReceiverConnection` — the protocol code the
 //! `gapstream` receiver runs — and collects the verified frames.
 //!
 //! Why not `gapstream record`: the simulator runs some twenty times slower than real time, and
@@ -17,12 +17,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use gap_rust_cipher_s::Sequential;
 use gapstream_drone::rng::DrbgRng;
 use gapstream_drone::{Entropy, EntropyError};
-use gapstream_protocol::assembler::Assembler;
+use gapstream_protocol::connection::{Incoming, ReceiverConnection};
 use gapstream_protocol::cpx::{
-    GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, StreamDecoder, Target, WIRE_OVERHEAD,
+    GAPSTREAM_FUNCTION, LastFlag, Packetizer, Route, Target, WIRE_OVERHEAD,
 };
 use gapstream_protocol::handshake::Identity;
-use gapstream_protocol::session::{ReceiverConfig, ReceiverEvent, ReceiverSession};
+use gapstream_protocol::session::{ReceiverConfig, ReceiverEvent};
 use gapstream_protocol::suite::{KexMode, Suite};
 use gapstream_protocol::wire::{self, HandshakeHeader, MsgType};
 
@@ -167,11 +167,11 @@ pub struct RxConfig {
     pub replay: Option<Recorded>,
 }
 
-/// Reads messages from `sock` into `out` until `want` picks one (returned) or the run ends.
+/// Reads from `sock` until `want` picks one of the messages `conn` reassembles (returned; the
+/// others are taken past its session too) or the run ends.
 fn read_until(
     sock: &mut TcpStream,
-    dec: &mut StreamDecoder,
-    asm: &mut Assembler,
+    conn: &mut ReceiverConnection,
     cfg: &RxConfig,
     mut want: impl FnMut(&[u8]) -> bool,
 ) -> Result<Option<Vec<u8>>, RxError> {
@@ -193,16 +193,11 @@ fn read_until(
             }
             Err(e) => return Err(e.into()),
         };
-        let mut input = &buf[..n];
+        conn.read_stream(&buf[..n], |_| {});
         let mut found = None;
-        while let Some(p) = dec.decode(&mut input) {
-            if let Ok(p) = p {
-                let _ = asm.push(p.route, p.payload);
-            }
-            while let Some(m) = asm.next_message() {
-                if found.is_none() && want(&m) {
-                    found = Some(m);
-                }
+        while let Some(m) = conn.take_message() {
+            if found.is_none() && want(&m) {
+                found = Some(m);
             }
         }
         if found.is_some() {
@@ -222,18 +217,19 @@ fn answers(msg: &[u8], hello_id: [u8; 8]) -> bool {
     }
 }
 
-/// Replays `rec` (HELLO, the drone's answer awaited, KEY_ACK) on `sock`.
+/// Replays `rec` (HELLO, the drone's answer awaited, KEY_ACK) on `sock`, as an attacker would:
+/// recorded bytes sent as they are, the answer read from the connection's deframer past its
+/// session.
 fn replay(
     sock: &mut TcpStream,
-    dec: &mut StreamDecoder,
-    asm: &mut Assembler,
+    conn: &mut ReceiverConnection,
     cfg: &RxConfig,
     rec: &Recorded,
 ) -> Result<ReplayOutcome, RxError> {
     let (hello, _) = HandshakeHeader::decode(&rec.hello)
         .map_err(|e| RxError::Handshake(format!("the recorded HELLO: {e}")))?;
-    send_message(sock, &rec.hello)?;
-    let answer = read_until(sock, dec, asm, cfg, |m| answers(m, hello.hello_id))?;
+    send_recorded(sock, &rec.hello)?;
+    let answer = read_until(sock, conn, cfg, |m| answers(m, hello.hello_id))?;
     let outcome = match answer {
         None => ReplayOutcome::Nothing,
         Some(m) if wire::parse_prefix(&m) == Ok(MsgType::Alert) => {
@@ -243,11 +239,12 @@ fn replay(
             same: m == rec.accept,
         },
     };
-    send_message(sock, &rec.key_ack)?;
+    send_recorded(sock, &rec.key_ack)?;
     Ok(outcome)
 }
 
-fn send_message(sock: &mut TcpStream, msg: &[u8]) -> io::Result<()> {
+/// Sends a recorded message as it is (the attacker's replay: no session sends it).
+fn send_recorded(sock: &mut TcpStream, msg: &[u8]) -> io::Result<()> {
     let route = Route::new(Target::WifiHost, Target::Gap8, GAPSTREAM_FUNCTION);
     let mut p = Packetizer::new(route, [msg, &[], &[]], 1020, LastFlag::Final)
         .map_err(|e| io::Error::other(e.to_string()))?;
@@ -256,6 +253,43 @@ fn send_message(sock: &mut TcpStream, msg: &[u8]) -> io::Result<()> {
     while let Some(n) = p.next_packet(&mut buf) {
         let n = n.map_err(|e| io::Error::other(e.to_string()))?;
         out.extend_from_slice(&buf[..n]);
+    }
+    sock.write_all(&out)
+}
+
+/// What an attacker on the WiFi side records of this receiver's traffic: its packets, back into
+/// messages (a connection sends one message at a time, its packets in order).
+#[derive(Default)]
+struct Tap(Vec<u8>);
+
+impl Tap {
+    /// One packet sent; the message when it was the last of one.
+    fn packet(&mut self, p: &[u8]) -> Option<Vec<u8>> {
+        let route = Route::from_bytes([*p.get(2)?, *p.get(3)?]).ok()?;
+        self.0.extend_from_slice(p.get(WIRE_OVERHEAD..)?);
+        route.last_packet.then(|| std::mem::take(&mut self.0))
+    }
+}
+
+/// Sends what the connection queued (HELLO, KEY_ACK, KEEPALIVE) in one write, keeping the first
+/// HELLO and KEY_ACK in `rec`.
+fn flush(
+    sock: &mut TcpStream,
+    conn: &mut ReceiverConnection,
+    tap: &mut Tap,
+    rec: &mut Recorded,
+) -> io::Result<()> {
+    let mut out = Vec::new();
+    while let Some(p) = conn.poll_transmit() {
+        out.extend_from_slice(p);
+        match tap.packet(p).map(|m| (wire::parse_prefix(&m), m)) {
+            Some((Ok(MsgType::Hello), m)) if rec.hello.is_empty() => rec.hello = m,
+            Some((Ok(MsgType::KeyAck), m)) if rec.key_ack.is_empty() => rec.key_ack = m,
+            _ => {}
+        }
+    }
+    if out.is_empty() {
+        return Ok(());
     }
     sock.write_all(&out)
 }
@@ -294,28 +328,19 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
         handshake_timeout_ns: 3_600 * 1_000_000_000,
         ..ReceiverConfig::default()
     };
-    let mut asm = Assembler::new(rcfg.max_message());
+    let mut conn = ReceiverConnection::new(cfg.identity.clone(), rcfg)
+        .map_err(|e| RxError::Handshake(e.to_string()))?;
     let mut out = RxResult::default();
-    let mut dec = StreamDecoder::new();
     if let Some(rec) = &cfg.replay {
-        out.replay = Some(replay(&mut sock, &mut dec, &mut asm, &cfg, rec)?);
+        out.replay = Some(replay(&mut sock, &mut conn, &cfg, rec)?);
     }
-    let mut session = ReceiverSession::new(cfg.identity.clone(), rcfg);
     let clock = unix_ns;
     let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
-    session
-        .connect(&mut rng, &clock)
+    conn.connect(&mut rng, &clock)
         .map_err(|e| RxError::Handshake(format!("{e:?}")))?;
     let mut recorded = Recorded::default();
-    let record = |m: &[u8], rec: &mut Recorded| match wire::parse_prefix(m) {
-        Ok(MsgType::Hello) if rec.hello.is_empty() => rec.hello = m.to_vec(),
-        Ok(MsgType::KeyAck) if rec.key_ack.is_empty() => rec.key_ack = m.to_vec(),
-        _ => {}
-    };
-    while let Some(m) = session.poll_transmit() {
-        record(&m, &mut recorded);
-        send_message(&mut sock, &m)?;
-    }
+    let mut tap = Tap::default();
+    flush(&mut sock, &mut conn, &mut tap, &mut recorded)?;
     let mut buf = vec![0u8; 64 * 1024];
     let mut wire_bytes = 0u64;
     while out.frames.len() < cfg.frames {
@@ -335,32 +360,25 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut input = &buf[..n];
-        // Each message with the bytes read up to its last packet.
-        let mut messages = Vec::new();
-        while let Some(p) = dec.decode(&mut input) {
-            match p {
-                Ok(p) => {
-                    wire_bytes += (p.payload.len() + WIRE_OVERHEAD) as u64;
-                    if asm.push(p.route, p.payload).is_err() {
-                        out.rejected += 1;
-                    }
-                }
-                Err(_) => out.rejected += 1,
-            }
-            while let Some(msg) = asm.next_message() {
-                messages.push((msg, wire_bytes));
-            }
-        }
-        for (msg, wire_bytes) in messages {
+        // Garbled stretches and messages that lost packets are counted as rejected; each message
+        // is noted with the bytes its packets took, in the order they wait.
+        let mut wire_lens = std::collections::VecDeque::new();
+        conn.read_stream(&buf[..n], |i| match i {
+            Incoming::Message { wire_len } => wire_lens.push_back(wire_len as u64),
+            Incoming::Other(_) => {}
+            Incoming::Garbled(_) | Incoming::Dropped(_) => out.rejected += 1,
+        });
+        while let Some(msg) = conn.peek_message() {
+            // Each message with the bytes read up to its last packet.
+            wire_bytes += wire_lens.pop_front().unwrap_or(0);
             if recorded.accept.is_empty()
                 && HandshakeHeader::decode(&recorded.hello)
-                    .is_ok_and(|(h, _)| answers(&msg, h.hello_id))
+                    .is_ok_and(|(h, _)| answers(msg, h.hello_id))
             {
-                recorded.accept = msg.clone();
+                recorded.accept = msg.to_vec();
             }
             let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
-            match session.handle_message(&mut Sequential, &mut rng, &clock, msg) {
+            match conn.process_message(&mut Sequential, &mut rng, &clock) {
                 Ok(Some(ReceiverEvent::Established { suite, mode, stats })) => {
                     out.handshake = Some(format!(
                         "{} / {}: {} bytes to the drone, {} bytes back",
@@ -392,17 +410,14 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
                 Ok(_) => {}
                 Err(_) => out.rejected += 1,
             }
-            while let Some(m) = session.poll_transmit() {
-                record(&m, &mut recorded);
-                send_message(&mut sock, &m)?;
-            }
+            flush(&mut sock, &mut conn, &mut tap, &mut recorded)?;
         }
     }
     if let Some(path) = &cfg.record {
         std::fs::write(path, recorded.to_text())?;
     }
-    out.drone_boot = session.drone_boot();
-    let c = session.counters();
+    out.drone_boot = conn.session().drone_boot();
+    let c = conn.session().counters();
     out.tag_failures = c.tag_failures;
     out.replays = c.replays;
     out.lost = c.lost_frames;

@@ -129,7 +129,7 @@ fn frames() -> Result<(), &'static str> {
         }
         let h = gapstream_protocol::wire::FrameHeader {
             suite: suite as u8,
-            pixel_format: PixelFormat::GRAY8,
+            pixel_format: PixelFormat::Grey8.code(),
             width: 324,
             height: 244,
             epoch: 0,
@@ -215,7 +215,7 @@ fn main() -> Result<(), &'static str> {
     }
     let mut p = alloc::vec![0u8; 324 * 244];
     let meta = FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,
         capture_ns: 0,

@@ -1,7 +1,7 @@
 //! gapstream_protocol on rv32: full Noise_KK handshakes (drone and receiver in one program) in the
-//! X25519 and P-256 modes, the group key (GROUP_KEY / KEY_ACK), one frame of every suite through
-//! DroneSession -> CPX packets ->
-//! Assembler -> ReceiverSession, tamper and replay rejection, and the drone side of the RSA-OAEP
+//! X25519 and P-256 modes, the group key (GROUP_KEY / KEY_ACK), one frame of every suite, every
+//! message as CPX bytes from one `Connection` to the other (DroneConnection <-> ReceiverConnection),
+//! tamper and replay rejection, and the drone side of the RSA-OAEP
 //! mode checked byte-for-byte against the ACCEPT the host makes from the same inputs
 //! (`gapstream_protocol/testdata/rv32_rsa_accept.hex`; the host test completes that handshake).
 #![no_std]
@@ -10,15 +10,16 @@
 extern crate alloc;
 
 use alloc::vec::Vec;
-use gapstream_protocol::cpx::{Function, MAX_WIRE_PACKET, Route, StreamDecoder, Target};
+use gapstream_protocol::connection::Incoming;
+use gapstream_protocol::cpx::{MAX_WIRE_PACKET, WIRE_OVERHEAD};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::{
     DronePolicy, KexSet, Offer, ReceiverHandshake, SuiteSet, respond,
 };
 use gapstream_protocol::wire::PixelFormat;
 use gapstream_protocol::{
-    DroneConfig, DroneEvent, DroneSession, Identity, KexMode, ReceiverConfig, ReceiverEvent,
-    ReceiverSession, Rejected, Sequential, StaticSecret, Suite,
+    DroneConfig, DroneConnection, DroneEvent, Identity, KexMode, ReceiverConfig,
+    ReceiverConnection, ReceiverEvent, Rejected, Sequential, StaticSecret, Suite,
 };
 use rv32_qemu::println;
 
@@ -54,7 +55,17 @@ fn now() -> u64 {
     rv32_qemu::instret()
 }
 
-/// Handshake + one 324x244 frame through CPX packets of `packet` bytes.
+/// Everything a connection queued, as CPX bytes.
+fn wire_of(next: &mut dyn FnMut() -> Option<Vec<u8>>) -> Vec<u8> {
+    let mut w = Vec::new();
+    while let Some(p) = next() {
+        w.extend_from_slice(&p);
+    }
+    w
+}
+
+/// Handshake + one 324x244 frame, every message as CPX packets of `packet` bytes between a
+/// drone connection and a receiver connection.
 fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), &'static str> {
     let (d, r) = identities();
     let mut rng = TestRng::new(seed);
@@ -66,26 +77,35 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
         packet_payload: packet,
         ..DroneConfig::default()
     };
-    let mut drone = DroneSession::new(d, dcfg);
+    let mut drone = DroneConnection::new(d, dcfg).map_err(|_| "drone packet size")?;
     let rcfg = ReceiverConfig {
         suites: alloc::vec![suite],
         modes: alloc::vec![mode],
         packet_payload: packet,
         ..ReceiverConfig::default()
     };
-    let mut rx = ReceiverSession::new(r, rcfg);
+    let mut rx = ReceiverConnection::new(r, rcfg).map_err(|_| "receiver packet size")?;
     let k = &mut Sequential;
+    // Anything but the protocol's own packets on these clean pipes is a failure.
+    let mut stray = 0;
     rx.connect(&mut rng, &now).map_err(|_| "connect failed")?;
-    let hello = rx.poll_transmit().ok_or("no HELLO")?;
+    let hello = wire_of(&mut || rx.poll_transmit().map(<[u8]>::to_vec));
+    drone.read_stream(&hello, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     let ev = drone
-        .handle_message(k, &mut rng, &now, &hello)
+        .process_message(k, &mut rng, &now)
         .map_err(|_| "drone rejected HELLO")?;
     let Some(DroneEvent::Established { stats: ds, .. }) = ev else {
         return Err("drone not established");
     };
-    let accept = drone.poll_transmit().ok_or("no ACCEPT")?;
+    // ACCEPT, then the group key; the receiver acknowledges it and frames can flow.
+    let down = wire_of(&mut || drone.poll_transmit().map(<[u8]>::to_vec));
+    rx.read_stream(&down, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     let ev = rx
-        .handle_message(k, &mut rng, &now, accept)
+        .process_message(k, &mut rng, &now)
         .map_err(|_| "receiver rejected ACCEPT")?;
     let Some(ReceiverEvent::Established { stats: rs, .. }) = ev else {
         return Err("receiver not established");
@@ -93,19 +113,20 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
     if (rs.suite, rs.mode) != (suite, mode) {
         return Err("negotiated the wrong suite or mode");
     }
-    // The group key follows the ACCEPT; the receiver acknowledges it and frames can flow.
-    let group_key = drone.poll_transmit().ok_or("no GROUP_KEY")?;
     if !matches!(
-        rx.handle_message(k, &mut rng, &now, group_key),
+        rx.process_message(k, &mut rng, &now),
         Ok(Some(ReceiverEvent::Rekeyed { epoch: 0 }))
     ) {
         return Err("receiver rejected GROUP_KEY");
     }
-    let ack = rx.poll_transmit().ok_or("no KEY_ACK")?;
+    let ack = wire_of(&mut || rx.poll_transmit().map(<[u8]>::to_vec));
+    drone.read_stream(&ack, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     drone
-        .handle_message(k, &mut rng, &now, &ack)
+        .process_message(k, &mut rng, &now)
         .map_err(|_| "drone rejected KEY_ACK")?;
-    if !drone.is_established() {
+    if !drone.session().is_established() {
         return Err("drone did not start epoch 0");
     }
     // One frame through CPX.
@@ -114,7 +135,7 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
         .collect();
     let mut payload = pixels.clone();
     let meta = FrameMeta {
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,
         capture_ns: 5,
@@ -125,47 +146,50 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
     if suite != Suite::None && payload == pixels {
         return Err("payload not encrypted");
     }
-    let route = Route::new(Target::Gap8, Target::WifiHost, Function::Test);
-    let mut pk = sealed
-        .packetizer(&payload, route, packet)
-        .map_err(|_| "packetizer")?;
+    // What the session queued first (nothing here), then the frame, cut in our own buffer.
     let mut wire = Vec::new();
-    let mut out = [0u8; MAX_WIRE_PACKET];
-    while let Some(n) = pk.next_packet(&mut out) {
-        wire.extend_from_slice(&out[..n.map_err(|_| "packet")?]);
-    }
-    let mut dec = StreamDecoder::new();
-    let mut asm = gapstream_protocol::assembler::Assembler::new(rx.config().max_message());
-    let mut msgs = Vec::new();
-    let mut w: &[u8] = &wire;
-    while let Some(p) = dec.decode(&mut w) {
-        let p = p.map_err(|_| "CPX decode")?;
-        asm.push(p.route, p.payload).map_err(|_| "assembly")?;
-        while let Some(m) = asm.next_message() {
-            msgs.push(m);
+    let mut buf = [0u8; MAX_WIRE_PACKET];
+    while let Some(mut m) = drone.poll_message() {
+        while let Some(n) = m.next_packet(&mut buf) {
+            wire.extend_from_slice(&buf[..n.map_err(|_| "packet")?]);
         }
     }
-    let [msg] = <[Vec<u8>; 1]>::try_from(msgs).map_err(|_| "expected one message")?;
-    // Tamper: a flipped payload byte is a tag failure for the AEAD suites.
+    let mut f = drone.frame_packetizer(&sealed, &payload);
+    while let Some(n) = f.next_packet(&mut buf) {
+        wire.extend_from_slice(&buf[..n.map_err(|_| "packet")?]);
+    }
+    // Tamper: a flipped payload byte (message byte 1000, in its packet) is a tag failure for the
+    // AEAD suites.
     if suite.is_authenticated() {
-        let mut bad = msg.clone();
-        bad[1000] ^= 1;
-        if rx.handle_message(k, &mut rng, &now, bad) != Err(Rejected::TagFailure) {
+        let mut bad = wire.clone();
+        bad[1000 / packet * (WIRE_OVERHEAD + packet) + WIRE_OVERHEAD + 1000 % packet] ^= 1;
+        rx.read_stream(&bad, |i| {
+            stray += usize::from(!matches!(i, Incoming::Message { .. }))
+        });
+        if rx.process_message(k, &mut rng, &now) != Err(Rejected::TagFailure) {
             return Err("tampered frame not rejected");
         }
     }
-    let Ok(Some(ReceiverEvent::Frame(f))) = rx.handle_message(k, &mut rng, &now, msg.clone())
-    else {
+    rx.read_stream(&wire, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
+    let Ok(Some(ReceiverEvent::Frame(f))) = rx.process_message(k, &mut rng, &now) else {
         return Err("frame not delivered");
     };
     if f.pixels() != &pixels[..] {
         return Err("frame differs after the round trip");
     }
+    rx.read_stream(&wire, |i| {
+        stray += usize::from(!matches!(i, Incoming::Message { .. }))
+    });
     if !matches!(
-        rx.handle_message(k, &mut rng, &now, msg),
+        rx.process_message(k, &mut rng, &now),
         Err(Rejected::Replay(_))
     ) {
         return Err("replay not rejected");
+    }
+    if stray != 0 || rx.has_message() || drone.has_message() {
+        return Err("unexpected packets or messages on the pipes");
     }
     println!(
         "protocol {:>26} {:>6} packet={:>4}: ok  hello={} accept={} bytes (wire {} / {}), drone handshake {} instructions",
@@ -220,7 +244,7 @@ fn lengths_do_not_wrap() -> Result<(), &'static str> {
     use gapstream_protocol::wire::{FrameHeader, message_len};
     let h = FrameHeader {
         suite: Suite::ChaCha20Poly1305 as u8,
-        pixel_format: PixelFormat::GRAY8,
+        pixel_format: PixelFormat::Grey8.code(),
         width: 1,
         height: 1,
         epoch: 0,

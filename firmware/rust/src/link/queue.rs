@@ -23,7 +23,7 @@ use core::cell::{Cell, UnsafeCell};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering, compiler_fence};
 
 use gapstream_drone::Link;
-use gapstream_protocol::cpx::MTU;
+use gapstream_protocol::cpx;
 
 use super::{BUFFER_LEN, CpxSpiLink, LinkError, LinkStats, SpiHw, WaitUpstream};
 use crate::entropy::SharedPool;
@@ -369,14 +369,11 @@ impl<H: SpiHw, S: Signals> Link for QueuedLink<'_, H, S> {
         let mut rest = packets;
         while !rest.is_empty() {
             self.check_error()?;
-            if rest.len() < 2 {
-                return Err(LinkError::NotAPacket);
-            }
-            let len = u16::from_le_bytes([rest[0], rest[1]]) as usize;
-            if !(2..=MTU).contains(&len) || rest.len() < 2 + len {
-                return Err(LinkError::NotAPacket);
-            }
-            let (p, r) = rest.split_at(2 + len);
+            let n = match cpx::packet_len(rest) {
+                Ok(Some(n)) if n <= rest.len() => n,
+                _ => return Err(LinkError::NotAPacket),
+            };
+            let (p, r) = rest.split_at(n);
             while !self.sh.try_push(p) {
                 self.check_error()?;
                 self.sh.signals.wait_freed(10_000);
