@@ -385,6 +385,7 @@ pub fn all() -> Vec<Seed> {
             sequence: 100 + i as u64,
             capture_ns: 1,
             payload_len: 48,
+            state: None,
         };
         let s = frame::seal_frame(&mut Sequential, key, &h, &mut p).expect("seals");
         let mut b = vec![i as u8, 0x34, 0x12];

@@ -238,6 +238,7 @@ impl DroneHarness {
             width: 8,
             height: (p.len() / 8) as u16,
             capture_ns: self.now.get(),
+            state: None,
         };
         let now = self.now.get();
         let Ok(s) = self

@@ -61,6 +61,12 @@ impl Circle {
     }
 }
 
+/// The flight controller's state rate (NanoCockpit's STM32 application: 100 Hz).
+pub const STATE_RATE_HZ: u32 = 100;
+/// The STM32's clock at the simulated drone's first message, µs: the Crazyflie was up 2 s before
+/// the AI-deck's application started.
+pub const STM32_START_US: u32 = 2_000_000;
+
 /// UART at 115200 8N1: ten bits a byte.
 pub const UART_BYTE_NS: u64 = 1_000_000_000 * 10 / 115_200;
 

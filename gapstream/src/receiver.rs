@@ -55,6 +55,8 @@ struct Delivered {
     width: usize,
     height: usize,
     pixels: Vec<u8>,
+    /// The drone's state record from the frame's header (authenticated with it).
+    state: Option<gapstream_protocol::state::StateRecord>,
 }
 
 /// Why the receiver gave up (it retries connection problems by itself; these are final).
@@ -362,6 +364,7 @@ impl Session for StockSession {
             width: w,
             height: h,
             pixels,
+            state: None,
         }));
     }
 }
@@ -474,6 +477,16 @@ impl SecureSession {
             ))),
             ReceiverEvent::Frame(f) => {
                 let h = f.header;
+                let state = match f.state() {
+                    None => None,
+                    Some(Ok(r)) => Some(r),
+                    // Authentic, but a record this build cannot read (a newer drone): the frame
+                    // goes on without it.
+                    Some(Err(e)) => {
+                        events.push(Event::Info(format!("frame {}: {e}", h.sequence)));
+                        None
+                    }
+                };
                 events.push(Event::Frame(Delivered {
                     seq: h.sequence,
                     epoch: Some(h.epoch),
@@ -481,6 +494,7 @@ impl SecureSession {
                     width: h.width as usize,
                     height: h.height as usize,
                     pixels: f.into_pixels(),
+                    state,
                 }))
             }
             ReceiverEvent::Rekeyed { .. } => {}

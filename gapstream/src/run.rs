@@ -681,6 +681,7 @@ pub fn demo(
         },
         frames: None,
         engine: ENGINE,
+        flight: Some(crate::flight::Circle::default()),
     })
     .map_err(RunError::Node)?;
     // The receivers start once the node's SPI link is up: the bridge drops what was queued for the
@@ -805,6 +806,7 @@ pub fn node_only(
         },
         frames: None,
         engine: ENGINE,
+        flight: Some(crate::flight::Circle::default()),
     })
     .map_err(RunError::Node)?;
     let t0 = Instant::now();
@@ -908,6 +910,7 @@ pub fn bench_one(
         },
         frames: None,
         engine: ENGINE,
+        flight: None,
     })
     .map_err(RunError::Node)?;
     let mut lat = Vec::new();

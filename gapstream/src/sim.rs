@@ -387,6 +387,10 @@ pub struct NodeConfig {
     /// Stop after this many frames (None: until stopped).
     pub frames: Option<u64>,
     pub engine: EngineChoice,
+    /// The simulated flight controller's trajectory: its `!STA` messages reach the drone at
+    /// 100 Hz with UART byte timing (`crate::flight`) and every frame carries the state record.
+    /// None: no state path (36-byte headers).
+    pub flight: Option<crate::flight::Circle>,
 }
 
 /// L1 buffer per engine round on the host cluster (three of them must fit the 64 KiB L1).
@@ -406,7 +410,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
         ));
     }
     let (st, rep) = (stop.clone(), report.clone());
-    let (drone_cfg, frames, engine) = (cfg.drone, cfg.frames, cfg.engine);
+    let (drone_cfg, frames, engine, flight) = (cfg.drone, cfg.frames, cfg.engine, cfg.flight);
     let thread = thread::Builder::new()
         .name("drone".into())
         .spawn(move || match engine {
@@ -416,7 +420,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
                     &cluster,
                     gap_rust_cipher_s::engine::Config::new(cores.clamp(1, 8), ENGINE_BUFFER),
                 ) {
-                    Ok(eng) => drive(camera, link, eng, drone_cfg, frames, &st, &rep),
+                    Ok(eng) => drive(camera, link, eng, drone_cfg, frames, flight, &st, &rep),
                     Err(e) => {
                         rep.lock().unwrap_or_else(|e| e.into_inner()).error =
                             Some(format!("cluster engine: {e:?}"))
@@ -429,6 +433,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
                 gap_rust_cipher_s::Sequential,
                 drone_cfg,
                 frames,
+                flight,
                 &st,
                 &rep,
             ),
@@ -442,12 +447,14 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
 }
 
 /// The drone loop with one engine.
+#[allow(clippy::too_many_arguments)]
 fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
     camera: SimCamera,
     link: SpiLink,
     engine: A,
     cfg: gapstream_drone::DroneConfig,
     frames: Option<u64>,
+    flight: Option<crate::flight::Circle>,
     st: &AtomicBool,
     rep: &Mutex<NodeReport>,
 ) {
@@ -459,6 +466,17 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
                 return;
             }
         };
+    if let Some(path) = flight {
+        drone.set_state_source(
+            Box::new(crate::flight::SimFlightController::new(
+                unix_ns,
+                path,
+                crate::flight::STATE_RATE_HZ,
+                crate::flight::STM32_START_US,
+            )),
+            gapstream_drone::state::StateConfig::default(),
+        );
+    }
     let publish =
         |drone: &mut gapstream_drone::Drone<SimCamera, SpiLink, SystemClock, OsEntropy, A>| {
             let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());

@@ -109,6 +109,7 @@ fn node_with(
         },
         frames,
         engine: sim::EngineChoice::default(),
+        flight: None,
     })
     .unwrap()
 }

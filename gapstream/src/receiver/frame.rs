@@ -69,10 +69,13 @@ impl Frame {
         (self.header.capture_ns != 0).then_some(self.header.capture_ns)
     }
     /// The stamp of everything published for this frame (ROS `header.stamp`, MCAP publish time):
-    /// the acquisition time on this machine's clock when the stream gives one, else the time it
-    /// was received.
+    /// the acquisition time on this machine's clock when the stream gives one (`timesync`), else
+    /// the drone's capture time as sent, else (no capture time at all) the time it was received.
     pub fn stamp_ns(&self) -> u64 {
-        self.capture.map_or(self.receive_ns, |c| c.receiver_ns)
+        self.capture
+            .map(|c| c.receiver_ns)
+            .or(self.capture_ns())
+            .unwrap_or(self.receive_ns)
     }
     pub fn width(&self) -> usize {
         self.header.width as usize
@@ -110,6 +113,7 @@ pub fn test_frame(seq: u64, width: u16, height: u16, pixels: Vec<u8>) -> Frame {
             sequence: seq,
             capture_ns: 0,
             payload_len: pixels.len() as u32,
+            state: None,
         },
         protection: Protection::Authenticated,
         suite: Arc::from("chacha20poly1305 / x25519"),

@@ -303,13 +303,13 @@ impl<'a> Station<'a> {
             sequence: d.seq,
             capture_ns: d.capture_ns.unwrap_or(0),
             payload_len: d.pixels.len() as u32,
+            state: d.state.map(|r| r.encode()),
         };
         let capture = d.capture_ns.and_then(|c| {
             self.clock.frame(c, now);
             self.clock.estimate(c)
         });
-        let state = None::<gapstream_protocol::state::StateRecord>
-            .map(crate::drone_state::DroneState::from_record); // FIXME(merge): d.state
+        let state = d.state.map(crate::drone_state::DroneState::from_record);
         if let Some(s) = &state {
             self.status.state = Some(s.line());
         }

@@ -130,6 +130,7 @@ impl Pipe {
             width: 8,
             height: (p.len() / 8) as u16,
             capture_ns: 42,
+            state: None,
         };
         let clock = self.clock();
         let sealed = self

@@ -847,6 +847,7 @@ impl DroneSession {
             sequence: self.next_seq,
             capture_ns: meta.capture_ns,
             payload_len,
+            state: meta.state.map(|r| r.encode()),
         };
         let sealed = frame::seal_frame(k, &cur.keys.frame, &header, payload)?;
         self.next_seq += 1;

@@ -75,7 +75,7 @@ impl Default for ReceiverConfig {
 impl ReceiverConfig {
     /// The largest message the receiver accepts (for [`crate::assembler::Assembler::new`]).
     pub fn max_message(&self) -> usize {
-        (wire::FRAME_HEADER_LEN + self.max_payload as usize + crate::aead::TAG_LEN).max(4096)
+        (wire::FRAME_HEADER_MAX_LEN + self.max_payload as usize + crate::aead::TAG_LEN).max(4096)
     }
 }
 
@@ -144,13 +144,19 @@ impl core::fmt::Debug for Frame {
 impl Frame {
     /// The pixels (or whatever the payload is).
     pub fn pixels(&self) -> &[u8] {
-        &self.buf[wire::FRAME_HEADER_LEN..wire::FRAME_HEADER_LEN + self.header.payload_len as usize]
+        let at = self.header.header_len();
+        &self.buf[at..at + self.header.payload_len as usize]
+    }
+    /// The drone's state when the frame was exposed (None when the drone sent none), read from
+    /// the header's state record, which the tag covered. An error is a record this build cannot
+    /// read (a newer record version): the frame itself is authentic.
+    pub fn state(&self) -> Option<Result<crate::state::StateRecord, crate::state::StateError>> {
+        self.header.state_record()
     }
     /// The pixels as an owned buffer (reuses the message's allocation).
     pub fn into_pixels(mut self) -> Vec<u8> {
-        let n = self.header.payload_len as usize;
-        self.buf
-            .copy_within(wire::FRAME_HEADER_LEN..wire::FRAME_HEADER_LEN + n, 0);
+        let (at, n) = (self.header.header_len(), self.header.payload_len as usize);
+        self.buf.copy_within(at..at + n, 0);
         self.buf.truncate(n);
         self.buf
     }

@@ -108,6 +108,14 @@ impl Net {
     /// The drone loop's order: timers (rekey policy, resends), then seal a frame of `pixels`;
     /// returns the whole message (what the timers queued stays for `pump`).
     fn frame(&mut self, pixels: &[u8]) -> Vec<u8> {
+        self.frame_with_state(pixels, None)
+    }
+    /// [`Self::frame`] with the drone's state record in the header.
+    fn frame_with_state(
+        &mut self,
+        pixels: &[u8],
+        state: Option<crate::state::StateRecord>,
+    ) -> Vec<u8> {
         let now = self.now.get();
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
@@ -116,6 +124,7 @@ impl Net {
             width: 8,
             height: (pixels.len() / 8) as u16,
             capture_ns: 42,
+            state,
         };
         let mut p = pixels.to_vec();
         let now = self.now.get();
@@ -245,6 +254,82 @@ fn tamper_each_byte_of_header_payload_and_tag() {
         // The stream goes on: the untouched frame, then the next.
         assert!(n.deliver_frame(good).is_ok());
         let next = n.frame(&pixels(48, 2));
+        assert!(n.deliver_frame(next).is_ok());
+    }
+}
+
+fn a_state_record() -> crate::state::StateRecord {
+    use crate::state::{StateRecord, StateSample, quat};
+    let sample = StateSample {
+        stm32_us: 4_000_123,
+        position_mm: [1500, -250, 1000],
+        velocity_mm_s: [-120, 700, 3],
+        accel_mm_s2: [-90, -15, 0],
+        quat: quat::compress([0.0, 0.0, 0.38268343, 0.9238795]),
+        rates_mrad_s: [1, -2, 785],
+    };
+    StateRecord::new(Some((sample, 41_990)), 42_000, 50_000)
+}
+
+/// The state record rides in the header, inside the associated data: delivered exactly as the
+/// drone sealed it.
+#[test]
+fn state_record_is_delivered_with_its_frame() {
+    for suite in Suite::ALL {
+        let mut n = Net::with_suite(suite, KexMode::X25519);
+        let rec = a_state_record();
+        let px = pixels(48, 3);
+        let m = n.frame_with_state(&px, Some(rec));
+        assert_eq!(m.len(), 88 + 48 + suite.tag_len());
+        assert_eq!(&m[10..12], &[1, 0], "flags: the state record follows");
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.state(), Some(Ok(rec)), "{suite}");
+        assert_eq!(f.pixels(), &px[..]);
+        assert_eq!(f.clone().into_pixels(), px);
+        // A frame without one still goes through, the record says nothing.
+        let m = n.frame(&px);
+        assert_eq!(m.len(), 36 + 48 + suite.tag_len());
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.state(), None);
+        assert_eq!(f.pixels(), &px[..]);
+    }
+}
+
+/// Flipping any bit pattern of any byte of the state record in flight: the frame is refused by
+/// its tag (the record is associated data), counted as a tag failure, and the stream goes on.
+#[test]
+fn a_flipped_byte_in_the_state_record_is_refused_by_the_tag() {
+    for suite in Suite::AUTHENTICATED {
+        let mut n = Net::with_suite(suite, KexMode::X25519);
+        let rec = a_state_record();
+        let good = n.frame_with_state(&pixels(48, 1), Some(rec));
+        let mut refused = 0u64;
+        for i in 36..88 {
+            for flip in [0x01u8, 0x80, 0xFF] {
+                let mut m = good.clone();
+                m[i] ^= flip;
+                let before = n.rx.counters().tag_failures;
+                assert_eq!(
+                    n.deliver(m).unwrap_err(),
+                    Rejected::TagFailure,
+                    "{suite}: state byte {} ^ {flip:#04x}",
+                    i - 36
+                );
+                assert_eq!(n.rx.counters().tag_failures, before + 1);
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 52 * 3);
+        assert_eq!(n.rx.counters().frames, 0);
+        // Clearing the flag (cutting the record out) or setting it on a frame without one:
+        // refused too, never delivered with a different state.
+        let mut cut = good[..36].to_vec();
+        cut[10] = 0;
+        cut.extend_from_slice(&good[88..]);
+        assert!(n.deliver(cut).is_err());
+        // The untouched frame is delivered with its state; the next one too.
+        assert_eq!(n.deliver_frame(good).unwrap().state(), Some(Ok(rec)));
+        let next = n.frame_with_state(&pixels(48, 2), Some(rec));
         assert!(n.deliver_frame(next).is_ok());
     }
 }
@@ -390,6 +475,7 @@ fn downgrade_attempts_are_detected() {
         sequence: 77,
         capture_ns: 0,
         payload_len: 1,
+        state: None,
     };
     let mut m = fake.encode().to_vec();
     m.push(0xFF);
@@ -637,6 +723,7 @@ fn end_to_end_over_cpx_with_every_packet_size() {
                 width: 324,
                 height: 244,
                 capture_ns: 7,
+                state: None,
             };
             let s = n
                 .drone
@@ -687,6 +774,7 @@ fn close_wipes_and_reconnect_works() {
         width: 2,
         height: 2,
         capture_ns: 0,
+        state: None,
     };
     assert_eq!(
         n.drone
@@ -908,7 +996,7 @@ proptest! {
                 drone.handle_timeout(&mut Sequential, d_rng, &clock);
                 while let Some(l) = drone.drain_keylog() { lines.push(format!("{l}")); }
                 let mut p = pixels(8, i as u8);
-                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0 };
+                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0, state: None };
                 match drone.seal_frame(&mut Sequential, &clock, meta, &mut p) {
                     Ok(s) => {
                         prop_assert!(drone.members() > 0);
@@ -1046,6 +1134,7 @@ impl Group {
             width: 8,
             height: (px.len() / 8) as u16,
             capture_ns: 42,
+            state: None,
         };
         let mut p = px.to_vec();
         let s = self.drone.seal_frame(&mut Sequential, &c, meta, &mut p)?;
@@ -1434,6 +1523,7 @@ fn a_replayed_hello_never_gets_a_frame_sealed_or_evicts_the_receiver() {
         width: 1,
         height: 1,
         capture_ns: 0,
+        state: None,
     };
     for _ in 0..3 {
         replayed.handle_timeout(&mut Sequential, &mut r_rng, &|| 10_000_000_000u64);
@@ -1619,6 +1709,7 @@ fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_sea
         width: 1,
         height: 1,
         capture_ns: 0,
+        state: None,
     };
     // Boot 1: the receiver handshakes; the attacker records the HELLO, ACCEPT and KEY_ACK.
     let (mut drone, mut d_rng) = boot(1);
