@@ -178,8 +178,9 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     wifi_client: bool,
     /// The flight controller's state messages (the firmware's UART, the simulated flight
     /// controller): every frame's header carries its record (secure mode). None: no state path,
-    /// 36-byte headers.
-    state: Option<StateTracker<Box<dyn StateSource>>>,
+    /// 36-byte headers. Boxed: its latch and parser (~0.5 KB) go on the heap, not on the
+    /// firmware's main task stack with the drone.
+    state: Option<Box<StateTracker<Box<dyn StateSource>>>>,
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
@@ -234,12 +235,12 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
     /// carries the state record of the end of its exposure (`gapstream_protocol::state`; secure
     /// mode only, the stock stream has no room for it). The source is read once per frame.
     pub fn set_state_source(&mut self, source: Box<dyn StateSource>, cfg: StateConfig) {
-        self.state = Some(StateTracker::new(source, cfg));
+        self.state = Some(Box::new(StateTracker::new(source, cfg)));
     }
 
     /// The state path's parser and latch (counters, last error), when there is one.
     pub fn state_tracker(&self) -> Option<&StateTracker<Box<dyn StateSource>>> {
-        self.state.as_ref()
+        self.state.as_deref()
     }
 
     pub fn stats(&self) -> DroneStats {

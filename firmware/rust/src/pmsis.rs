@@ -672,8 +672,38 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         qlink.timing = Some((pool.clone(), read_timer));
         FwLink::Queued(qlink, sh)
     };
+    // The flight controller's state on the deck's UART (docs/hardware.md §10): every frame's
+    // header carries the record of its exposure end. The stock stream has no room for it.
+    let state = if cfg.state_baud == 0 || cfg.stock != 0 {
+        let _ = writeln!(out, "FW state off (STATE_BAUD=0 or the stock stream)");
+        None
+    } else if unsafe {
+        // SAFETY: plain driver call (C side: board.c); the console's UART is already open.
+        fw_uart_rx_open(cfg.state_baud)
+    } != 0
+    {
+        let _ = writeln!(
+            out,
+            "FW state off: the UART from the STM32 did not open at {} baud",
+            cfg.state_baud
+        );
+        None
+    } else {
+        let _ = writeln!(
+            out,
+            "FW state uart_baud={} max_age_ms={}",
+            cfg.state_baud, cfg.state_max_age_ms
+        );
+        Some((
+            crate::uart::UartStateSource::new(BoardUart, WideClock::new(FcTimer { hz })),
+            gapstream_drone::state::StateConfig {
+                max_age_ns: cfg.state_max_age_ms as u64 * 1_000_000,
+                ..Default::default()
+            },
+        ))
+    };
     let r = drive(
-        camera, link, &clock, entropy, engine, dcfg, hz64, app_cfg, &mut out,
+        camera, link, &clock, entropy, engine, dcfg, hz64, app_cfg, state, &mut out,
     );
     heap_line(&mut out, "at the end");
     if fast {
@@ -712,11 +742,31 @@ fn drive(
     dcfg: DroneConfig,
     hz: u64,
     app_cfg: AppConfig,
+    state: Option<(
+        crate::uart::UartStateSource<BoardUart, FcTimer>,
+        gapstream_drone::state::StateConfig,
+    )>,
     out: &mut Console,
 ) -> Result<(), alloc::string::String> {
     match Drone::new(camera, link, clock, entropy, engine, dcfg) {
         Ok(mut d) => {
+            if let Some((src, scfg)) = state {
+                d.set_state_source(Box::new(src), scfg);
+            }
             let r = app::run(&mut d, clock, hz, app_cfg, &mut FastStack, out).map(|_| ());
+            if let Some(t) = d.state_tracker() {
+                let c = t.counters();
+                let _ = writeln!(
+                    out,
+                    "FW state bytes={} states={} others={} bad_crc={} skipped={} overruns={}",
+                    c.bytes,
+                    c.states,
+                    c.others,
+                    c.bad_crc,
+                    c.skipped,
+                    uart_overruns()
+                );
+            }
             d.link_mut().finish(out);
             r.map_err(|e| alloc::format!("{e}"))
         }

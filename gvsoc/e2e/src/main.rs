@@ -406,6 +406,7 @@ fn run(a: RunArgs) -> ExitCode {
         b.parse_fw(&log);
         b
     });
+    let states: Vec<_> = frames.iter().map(|f| f.state).collect();
     let ri = report::Inputs {
         matches: &matches,
         fw: fw.as_ref(),
@@ -417,6 +418,7 @@ fn run(a: RunArgs) -> ExitCode {
             bytes_per_frame: receiver::bytes_per_frame(&frames),
         },
         boot: boot.as_ref(),
+        states: &states,
     };
     let (text, ok) = report::verdict(
         &ri,
@@ -429,6 +431,7 @@ fn run(a: RunArgs) -> ExitCode {
             max_period_over_send: a.max_period_over_send,
             max_up_hz: a.max_up_hz,
             min_down_hz: a.min_down_hz,
+            max_state_age_ms: a.max_state_age_ms,
         },
     );
     print!("{text}");
