@@ -188,6 +188,12 @@ enum Event {
     Restart(String),
     /// Cannot go on (wrong pairing keys, no common suite).
     Fatal(String),
+    /// The drone answered a KEEPALIVE: its clock read `drone_ns` within the `round_trip_ns` that
+    /// just ended here (the station puts it on this machine's clock, `timesync`).
+    ClockSample {
+        round_trip_ns: u64,
+        drone_ns: u64,
+    },
 }
 
 /// Per-connection protocol state.
@@ -498,6 +504,14 @@ impl SecureSession {
                 }))
             }
             ReceiverEvent::Rekeyed { .. } => {}
+            ReceiverEvent::ClockSample {
+                sent_ns,
+                drone_ns,
+                received_ns,
+            } => events.push(Event::ClockSample {
+                round_trip_ns: received_ns.saturating_sub(sent_ns),
+                drone_ns,
+            }),
             ReceiverEvent::Closed => {
                 events.push(Event::Restart("the drone closed the session".into()))
             }

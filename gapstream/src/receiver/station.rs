@@ -268,6 +268,15 @@ impl<'a> Station<'a> {
                 self.publish_status(false);
             }
             Event::Restart(m) => *restart = Some(m),
+            Event::ClockSample {
+                round_trip_ns,
+                drone_ns,
+            } => {
+                // The answer arrived just now: the exchange on this machine's clock.
+                let now = unix_ns();
+                self.clock
+                    .exchange(now.saturating_sub(round_trip_ns), drone_ns, now);
+            }
             Event::Fatal(m) => {
                 self.status.last_error = Some(m.clone());
                 self.set_connection("stopped");

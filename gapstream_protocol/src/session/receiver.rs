@@ -194,6 +194,15 @@ pub enum ReceiverEvent {
     Rekeyed {
         epoch: u32,
     },
+    /// The drone answered a KEEPALIVE: sent at `sent_ns`, the drone's clock read `drone_ns` in
+    /// between, the answer here at `received_ns` (this session's clock): a two-way sample of the
+    /// drone's clock, authenticated like every control message. Nothing to do for the protocol;
+    /// a receiver that stamps frames on its own clock feeds it to its clock estimate.
+    ClockSample {
+        sent_ns: u64,
+        drone_ns: u64,
+        received_ns: u64,
+    },
     /// The drone closed the session.
     Closed,
     /// Nothing authenticated came from the drone for [`ReceiverConfig::session_timeout_ns`]
@@ -542,13 +551,15 @@ impl ReceiverSession {
                 }
                 if now.saturating_sub(l.keepalive_sent_ns) >= self.cfg.keepalive_ns {
                     l.keepalive_sent_ns = now;
+                    // Its body is this clock's time: the drone's answer echoes it with the
+                    // drone's clock ([`ReceiverEvent::ClockSample`]).
                     if let Ok(m) = control(
                         k,
                         &l.keys.r2d_control,
                         MsgType::Keepalive,
                         l.session,
                         &mut l.ctrl_out,
-                        &[],
+                        &now.to_le_bytes(),
                     ) {
                         self.outbox.push_back(m);
                     }
@@ -971,7 +982,22 @@ impl ReceiverSession {
                 }
                 Ok(event)
             }
-            MsgType::Keepalive => Ok(None),
+            MsgType::Keepalive => {
+                // The drone's answer to one of ours: our send time echoed, its clock added (an
+                // older drone answers with an empty body: nothing to learn).
+                let (Ok(sent), Ok(drone)) = (
+                    <[u8; 8]>::try_from(body.get(..8).unwrap_or_default()),
+                    <[u8; 8]>::try_from(body.get(8..16).unwrap_or_default()),
+                ) else {
+                    return Ok(None);
+                };
+                let sent_ns = u64::from_le_bytes(sent);
+                Ok((sent_ns <= now).then(|| ReceiverEvent::ClockSample {
+                    sent_ns,
+                    drone_ns: u64::from_le_bytes(drone),
+                    received_ns: now,
+                }))
+            }
             MsgType::Close => {
                 self.end_link();
                 self.state = RxState::Closed;

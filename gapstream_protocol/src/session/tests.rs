@@ -1602,6 +1602,47 @@ fn keepalives_keep_both_ends_and_silence_ends_them() {
     assert!(!g.drone.is_established());
 }
 
+/// A KEEPALIVE carries the receiver's clock; the drone's answer echoes it and adds its own
+/// clock: a two-way sample (ClockSample) on which the receiver puts the frames' capture times.
+#[test]
+fn a_keepalive_answer_is_a_two_way_clock_sample() {
+    let mut n = Net::with_suite(Suite::ChaCha20Poly1305, KexMode::X25519);
+    const DRONE_OFFSET: u64 = 5_000_000_000;
+    n.advance(1_000_000_000);
+    let t1 = n.now.get();
+    let ev =
+        n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || t1);
+    assert_eq!(ev, None);
+    let ka = n.rx.poll_transmit().expect("a KEEPALIVE is due");
+    assert_eq!(ka[3], MsgType::Keepalive as u8);
+    assert_eq!(ka.len(), 22 + 8 + 16, "its body is the receiver's time");
+    // 3 ms on the way up, read on the drone's clock (5 s ahead), 4 ms back.
+    n.advance(3_000_000);
+    let at_drone = n.now.get() + DRONE_OFFSET;
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || at_drone, &ka)
+        .unwrap();
+    let answer = n.drone.poll_transmit().expect("the drone answers");
+    assert_eq!(answer.len(), 22 + 16 + 16);
+    n.advance(4_000_000);
+    let t4 = n.now.get();
+    let ev =
+        n.rx.handle_message(&mut Sequential, &mut n.rng, &move || t4, answer.clone());
+    assert_eq!(
+        ev,
+        Ok(Some(ReceiverEvent::ClockSample {
+            sent_ns: t1,
+            drone_ns: t1 + 3_000_000 + DRONE_OFFSET,
+            received_ns: t1 + 7_000_000,
+        }))
+    );
+    // Replayed, it is refused like every control message.
+    assert_eq!(
+        n.rx.handle_message(&mut Sequential, &mut n.rng, &move || t4, answer),
+        Err(Rejected::ControlReplay)
+    );
+}
+
 #[test]
 fn a_newcomer_must_use_the_group_suite() {
     let mut g = Group::new(2, DroneConfig::default(), 62);
@@ -1904,7 +1945,10 @@ fn finding6_receiver_refuses_replayed_control_messages() {
         .handle_message(&mut Sequential, &mut n.rng, &move || now, &ka)
         .unwrap();
     let answer = n.drone.poll_transmit().unwrap();
-    assert_eq!(n.deliver(answer.clone()).unwrap(), None);
+    assert!(matches!(
+        n.deliver(answer.clone()).unwrap(),
+        Some(ReceiverEvent::ClockSample { .. })
+    ));
     // The drone goes away; the attacker replays its KEEPALIVE every second.
     let mut replays = 0;
     while n.rx.is_established() {
