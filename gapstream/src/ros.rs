@@ -55,8 +55,9 @@ pub const FRAME_INFO_DEFINITION: &str = concat!(
     "uint64 replays\n",
     "# The drone's state record of the frame (authenticated with it): flags (1 valid, 2 stale),\n",
     "# the STM32's time of the sample (us), its age at the end of the exposure (ms, NaN without\n",
-    "# a sample), the capture time's uncertainty on this clock (ms, NaN without a capture time)\n",
-    "# and whether a two-way exchange anchors it.\n",
+    "# a sample), the capture time's uncertainty on this clock (ms; NaN without a capture time,\n",
+    "# and before a two-way exchange anchors it: then late by the link's minimum transit) and\n",
+    "# whether a two-way exchange anchors it.\n",
     "uint16 state_flags\n",
     "uint32 stm32_us\n",
     "float64 state_age_ms\n",
@@ -299,7 +300,8 @@ pub fn frame_info(f: &Frame, counters: &Counters) -> Vec<u8> {
     c.f64(f.state.and_then(|s| s.age_ms()).unwrap_or(f64::NAN));
     c.f64(
         f.capture
-            .map_or(f64::NAN, |e| e.uncertainty_ns as f64 / 1e6),
+            .and_then(|e| e.bound_ns())
+            .map_or(f64::NAN, |b| b as f64 / 1e6),
     );
     c.u8(f.capture.is_some_and(|e| e.two_way) as u8);
     c.into_bytes()

@@ -46,6 +46,14 @@ pub struct Estimate {
     pub drift_ppm: f64,
 }
 
+impl Estimate {
+    /// The stated bound, when there is one: a two-way anchor's. None for the one-way envelope,
+    /// which is late by the minimum transit, a figure the stream cannot give.
+    pub fn bound_ns(&self) -> Option<u64> {
+        self.two_way.then_some(self.uncertainty_ns)
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Window {
     /// Window index (drone time / WINDOW_NS).
@@ -155,12 +163,14 @@ impl ClockEstimator {
     /// The estimate of drone time `drone_ns` on this machine's clock (None before any sample).
     pub fn estimate(&self, drone_ns: u64) -> Option<Estimate> {
         let (drift, drift_err) = self.drift();
-        let project = |d0: u64, r0: f64| -> (f64, f64) {
-            let dd = drone_ns as f64 - d0 as f64;
-            (r0 + dd * (1.0 + drift), dd.abs() * drift_err)
+        // In integers around the anchor: an f64 holds Unix ns only to 256 ns.
+        let project = |d0: u64, r0: i128| -> (i128, f64) {
+            let dd = drone_ns as i128 - d0 as i128;
+            let adj = (dd as f64 * drift).round() as i128;
+            (r0 + dd + adj, (dd as f64).abs() * drift_err)
         };
         let (r, err, two_way) = if let Some(x) = self.exchanges.iter().min_by_key(|x| x.rtt) {
-            let (r, e) = project(x.d, x.mid as f64);
+            let (r, e) = project(x.d, x.mid as i128);
             (r, e + x.rtt as f64 / 2.0, true)
         } else {
             // The envelope: the lowest point of the windows, projected with the drift.
@@ -169,11 +179,11 @@ impl ClockEstimator {
                 let pb = b.delta as f64 - drift * b.d as f64;
                 pa.total_cmp(&pb)
             })?;
-            let (r, e) = project(w.d, w.d as f64 + w.delta as f64);
+            let (r, e) = project(w.d, w.d as i128 + w.delta);
             (r, e, false)
         };
         Some(Estimate {
-            receiver_ns: r.max(0.0).round() as u64,
+            receiver_ns: r.clamp(0, u64::MAX as i128) as u64,
             uncertainty_ns: err.ceil() as u64,
             two_way,
             drift_ppm: drift * 1e6,

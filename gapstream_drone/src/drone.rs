@@ -297,7 +297,8 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             .unwrap_or_else(|| vec![0u8; self.format.bytes()]);
         self.camera.start(next).map_err(DroneError::Camera)?;
         if let Some(t) = &mut self.state {
-            // Everything that came in on the UART since the last frame (the ring holds 128 ms).
+            // Everything that came in on the UART since the last frame (the firmware's ring keeps the
+            // newest 128 ms).
             t.poll();
         }
         self.service_upstream()?;

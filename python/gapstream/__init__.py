@@ -88,7 +88,9 @@ class Frame:
     clock offset and drift: KEEPALIVE round trips and the frames' delays); ``receive_ns`` when the
     stream carries no capture time. What ROS stamps would be."""
     stamp_uncertainty_ns: Optional[int] = None
-    """How far ``stamp_ns`` may be off (None without an estimate)."""
+    """How far ``stamp_ns`` may be off: half the best KEEPALIVE round trip plus the drift's error
+    (None without an estimate, and before the first round trip, when the stamp is late by the
+    link's minimum transit, which the stream cannot tell)."""
     state: Optional[State] = None
     """The drone's state with the frame (None when the drone sends none)."""
 

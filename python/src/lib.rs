@@ -85,7 +85,7 @@ fn frame_tuple(py: Python<'_>, f: Arc<Frame>) -> FrameTuple<'_> {
         f.height(),
         PyBytes::new(py, &f.pixels),
         f.stamp_ns(),
-        f.capture.map(|c| c.uncertainty_ns),
+        f.capture.and_then(|c| c.bound_ns()),
         f.state.map(|s| {
             (
                 s.record.flags,

@@ -51,6 +51,11 @@ impl Consumer for Console {
                 self.drew = true;
             } else {
                 eprintln!("{line}");
+                // The drone's state with the row's last frame, on a line of its own (only when
+                // not redrawing in place: a terminal keeps the one status line).
+                if let Some(st) = &s.state {
+                    eprintln!("          {st}");
+                }
             }
         }
         Ok(())
@@ -108,7 +113,7 @@ impl Consumer for MetricsCsv {
         let t = f.receive_ns.saturating_sub(self.start_ns) as f64 / 1e9;
         let state = crate::metrics::state_columns(
             f.stamp_ns(),
-            f.capture.map(|c| c.uncertainty_ns as f64 / 1e6),
+            f.capture.and_then(|c| c.bound_ns()).map(|b| b as f64 / 1e6),
             f.state.as_ref(),
         );
         self.log

@@ -316,7 +316,11 @@ impl<'a> Station<'a> {
         };
         let capture = d.capture_ns.and_then(|c| {
             self.clock.frame(c, now);
-            self.clock.estimate(c)
+            // Never after the frame arrived: an estimate past that is certainly late.
+            self.clock.estimate(c).map(|mut e| {
+                e.receiver_ns = e.receiver_ns.min(now);
+                e
+            })
         });
         let state = d.state.map(crate::drone_state::DroneState::from_record);
         if let Some(s) = &state {
