@@ -21,7 +21,7 @@ export NO_COLOR ?= 1
 CARGO       ?= cargo
 RV32_TARGET := riscv32imc-unknown-none-elf
 TEST_TARGETS :=
-RV32_CRATES  := gap_rust_cipher_s gap_rust_sdk gap_rust_wrapper gapstream_protocol gapstream_jpegls
+RV32_CRATES  := gap_rust_cipher_s gap_rust_sdk gap_rust_wrapper gapstream_protocol gapstream_jpeg gapstream_jpegls
 
 include $(sort $(wildcard mk/*.mk))
 

@@ -34,8 +34,10 @@ gvsoc-build:
 
 ## make gvsoc-bench   cycle-level sweep on the GAP8 model: kernels x cores x payloads x L1 buffers
 ##                    (+ no-DMA, fixed rounds, the frame), every run verified, each point the median
-##                    of 3, about 13 minutes; target/bench/gvsoc.csv + summary (QUICK=1: 64 points,
-##                    single runs, ~15 s; GVSOC_BENCH_ARGS: other xtask options)
+##                    of 3, about 13 minutes; target/bench/gvsoc.csv + summary; then JPEG over the
+##                    frame set (qualities 50/75/90, pulp/portable, 1/2/4/8 cores, worst of 8 code
+##                    layouts): target/bench/gvsoc-jpeg.csv (QUICK=1: a subset of both;
+##                    GVSOC_BENCH_ARGS: other xtask options)
 ## make bench-report  PNG plots and target/bench/report.md from target/bench/gvsoc.csv (CSV=path: from another CSV)
 .PHONY: gvsoc-bench bench-report
 gvsoc-bench:

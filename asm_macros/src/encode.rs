@@ -127,6 +127,12 @@ pub fn p_fl1(rd: u32, rs1: u32) -> u32 {
     r_type(0b000_1000, 0, rs1, 0b001, rd, OP_OP)
 }
 
+/// `p.cnt rD, rs1`: rD = the number of set bits of rs1.
+/// `0001000 | 00000 | rs1 | 011 | rD | 0110011`.
+pub fn p_cnt(rd: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, 0, rs1, 0b011, rd, OP_OP)
+}
+
 /// `p.clipu rD, rs1, Is2`: rD = rs1 clipped to 0..=2^(Is2−1)−1 (Is2 0..=31; 9 clips to a byte).
 /// `0001010 | Is2 | rs1 | 010 | rD | 0110011`.
 pub fn p_clipui(rd: u32, rs1: u32, is2: i64) -> Result<u32, OperandError> {
@@ -139,6 +145,13 @@ pub fn p_clipui(rd: u32, rs1: u32, is2: i64) -> Result<u32, OperandError> {
 pub fn p_lw_imm(rd: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
     check_range("Imm", imm, -2048, 2047)?;
     Ok(i_type(imm as u32, rs1, 0b010, rd, OP_LOAD_POST))
+}
+
+/// `p.lbu rD, Imm(rs1!)`: rD = zero-extended Mem8(rs1); rs1 += Imm (Imm signed 12 bits).
+/// `imm[11:0] | rs1 | 100 | rD | 0001011`.
+pub fn p_lbu_imm(rd: u32, imm: i64, rs1: u32) -> Result<u32, OperandError> {
+    check_range("Imm", imm, -2048, 2047)?;
+    Ok(i_type(imm as u32, rs1, 0b100, rd, OP_LOAD_POST))
 }
 
 /// `p.lw rD, rs2(rs1!)`: rD = Mem32(rs1); rs1 += rs2.
@@ -318,6 +331,65 @@ pub fn pv_sdotsp_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
 /// `110100 | 0 | rs2 | rs1 | 000 | rD | 1010111`.
 pub fn pv_pack_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
     pv_rr(F6_PV_PACK, rd, rs1, rs2, F3_H)
+}
+
+/// funct6 of `pv.sub.h` and of the halfword shuffle with an immediate selector (GAP8 GVSOC decoder
+/// `isa_riscv_gen.py`: `pv.sub.h '000010- ----- ----- 000 ----- 1010111'`, `pv.shuffle.h.sci 'RRU'
+/// '110000- ----- ----- 110 ----- 1010111'`), used by the JPEG DCT kernel.
+const F6_PV_SUB: u32 = 0b00_0010;
+const F6_PV_SHUFFLE: u32 = 0b11_0000;
+/// funct3 of the halfword scalar-immediate forms (`.sci.h`).
+const F3_SCI_H: u32 = 0b110;
+
+/// `pv.sub.h rD, rs1, rs2`: each halfword rD\[i\] = rs1\[i\] − rs2\[i\] (mod 2^16).
+/// `000010 | 0 | rs2 | rs1 | 000 | rD | 1010111`.
+pub fn pv_sub_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_SUB, rd, rs1, rs2, F3_H)
+}
+
+/// `pv.shuffle.sci.h rD, rs1, Imm6`: rD\[0\] = rs1\[Imm6\[0\]\], rD\[1\] = rs1\[Imm6\[1\]\]
+/// (halfwords; `1` swaps them). Only `Imm6[1:0]` select, so 0..=3.
+/// `110000 | Imm6[0] | Imm6[5:1] | rs1 | 110 | rD | 1010111`.
+pub fn pv_shuffle_sci_h(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
+    check_range("Imm6", imm, 0, 3)?;
+    let imm = imm as u32;
+    Ok((F6_PV_SHUFFLE << 26)
+        | ((imm & 1) << 25)
+        | ((imm >> 1) << 20)
+        | (rs1 << 15)
+        | (F3_SCI_H << 12)
+        | (rd << 7)
+        | OP_PULP_SIMD)
+}
+
+/// `pv.abs.h rD, rs1`: each halfword rD\[i\] = |rs1\[i\]| (mod 2^16).
+/// `011100 | 0 | 00000 | rs1 | 000 | rD | 1010111`.
+pub fn pv_abs_h(rd: u32, rs1: u32) -> u32 {
+    pv_rr(0b01_1100, rd, rs1, 0, F3_H)
+}
+
+/// `p.lh rD, rs2(rs1)`: rD = sign-extended Mem16(rs1 + rs2) (register offset, no post-increment).
+/// `0001000 | rs2 | rs1 | 111 | rD | 0000011`.
+pub fn p_lh_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, rs2, rs1, 0b111, rd, 0b000_0011)
+}
+
+/// `p.lw rD, rs2(rs1)`: rD = Mem32(rs1 + rs2) (register offset, no post-increment).
+/// `0010000 | rs2 | rs1 | 111 | rD | 0000011`.
+pub fn p_lw_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
+    r_type(0b001_0000, rs2, rs1, 0b111, rd, 0b000_0011)
+}
+
+/// `p.sh rs2, rs3(rs1)`: Mem16(rs1 + rs3) = rs2\[15:0\] (register offset, no post-increment; the
+/// offset register sits in the rD field). `0000000 | rs2 | rs1 | 101 | rs3 | 0100011`.
+pub fn p_sh_rr(rs2: u32, rs3: u32, rs1: u32) -> u32 {
+    r_type(0, rs2, rs1, 0b101, rs3, 0b010_0011)
+}
+
+/// `p.ff1 rD, rs1`: the index of the least significant set bit of rs1 (32 when rs1 is 0).
+/// `0001000 | 00000 | rs1 | 000 | rD | 0110011`.
+pub fn p_ff1(rd: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, 0, rs1, 0b000, rd, OP_OP)
 }
 
 /// Bit-manipulation immediate form (ALU > Bit Manipulation > Encoding):
@@ -613,6 +685,69 @@ mod tests {
         assert!(p_extracti(1, 1, 32, 0).is_err());
         assert!(p_inserti(1, 1, 0, 32).is_err());
         assert!(p_addrni(1, 1, 1, 32).is_err());
+    }
+
+    /// Vectorial ALU > Encoding: `00001 0 0 src2 src1 000 dest 1010111 pv.sub.h`; Vectorial
+    /// shuffle: `11000 0 Imm6[0] Imm6[5:1] src1 110 dest 1010111 pv.shuffle.sci.h` (GVSOC decoder:
+    /// `pv.sub.h '000010- ...'`, `pv.shuffle.h.sci 'RRU' '110000- ----- ----- 110 ...'`); Bit
+    /// Manipulation > Encoding: `0001000 00000 src1 001 dest 0110011 p.fl1` (GVSOC: `p.fl1 'R1'
+    /// '0001000 00000 ----- 001 ----- 0110011'`).
+    #[test]
+    fn jpeg_kernel_words_golden() {
+        assert_eq!(pv_sub_h(0, 0, 0), 0x0800_0057);
+        assert_eq!(pv_sub_h(r("a0"), r("a1"), r("a2")), 0x08C5_8557);
+        assert_eq!(pv_sub_h(r("x31"), r("x31"), r("x31")), 0x09FF_8FD7);
+        assert_eq!(pv_shuffle_sci_h(0, 0, 0).unwrap(), 0xC000_6057);
+        assert_eq!(pv_shuffle_sci_h(r("a0"), r("a1"), 1).unwrap(), 0xC205_E557);
+        assert_eq!(pv_shuffle_sci_h(r("t6"), r("t6"), 3).unwrap(), 0xC21F_EFD7);
+        assert!(pv_shuffle_sci_h(1, 1, 4).is_err());
+        assert!(pv_shuffle_sci_h(1, 1, -1).is_err());
+        assert_eq!(p_fl1(0, 0), 0x1000_1033);
+        assert_eq!(p_fl1(r("a0"), r("a1")), 0x1005_9533);
+        assert_eq!(p_fl1(r("x31"), r("x31")), 0x100F_9FB3);
+        // `pv.abs.h '0111000 ----- ----- 000 ----- 1010111'` (rs2 unused: 0), `p.ff1 'R1'
+        // '0001000 00000 ----- 000 ----- 0110011'`; manual: `01110 0 0 00000 src1 000 dest
+        // 1010111 pv.abs.h`, `0001000 00000 src1 000 dest 0110011 p.ff1`.
+        assert_eq!(pv_abs_h(0, 0), 0x7000_0057);
+        assert_eq!(pv_abs_h(r("a0"), r("a1")), 0x7005_8557);
+        assert_eq!(pv_abs_h(r("x31"), r("x31")), 0x700F_8FD7);
+        assert_eq!(p_ff1(0, 0), 0x1000_0033);
+        assert_eq!(p_ff1(r("a0"), r("a1")), 0x1005_8533);
+        assert_eq!(p_ff1(r("x31"), r("x31")), 0x100F_8FB3);
+        // Bit Manipulation > Encoding: `0001000 00000 src1 011 dest 0110011 p.cnt` (GVSOC:
+        // `p.cnt 'R1' '0001000 00000 ----- 011 ----- 0110011'`).
+        assert_eq!(p_cnt(0, 0), 0x1000_3033);
+        assert_eq!(p_cnt(r("a0"), r("a1")), 0x1005_B533);
+        assert_eq!(p_cnt(r("t1"), r("s8")), 0x100C_3333);
+        assert_eq!(p_cnt(r("x31"), r("x31")), 0x100F_BFB3);
+        // Load/Store > register-register: `0000000 src base 101 offset 0100011 p.sh rs2,
+        // rs3(rs1)` (GVSOC pulp_v2: `SH_RR 'SR' '0000000 ----- ----- 101 ----- 0100011'`, the
+        // offset register in bits 11:7).
+        // Post-Incrementing Load & Store > Encoding: `offset base 100 dest 0001011 p.lbu rD,
+        // Imm(rs1!)` (GVSOC: `LBU_POSTINC 'LPOST' '------- ----- ----- 100 ----- 0001011'`).
+        assert_eq!(p_lbu_imm(0, 0, 0).unwrap(), 0x0000_400B);
+        assert_eq!(p_lbu_imm(r("a0"), 1, r("a2")).unwrap(), 0x0016_450B);
+        assert_eq!(p_lbu_imm(r("x31"), 2047, r("x31")).unwrap(), 0x7FFF_CF8B);
+        assert_eq!(p_lbu_imm(r("ra"), -2048, r("zero")).unwrap(), 0x8000_408B);
+        assert!(p_lbu_imm(1, 2048, 2).is_err());
+        // Load > register-register: `0001000 offset base 111 dest 0000011 p.lh rD, rs2(rs1)`,
+        // `0010000 ... p.lw` (GVSOC pulp_v2: `LH_RR 'LR' '0001000 ----- ----- 111 ----- 0000011'`,
+        // `LW_RR '0010000 ...'`).
+        assert_eq!(p_lh_rr(0, 0, 0), 0x1000_7003);
+        assert_eq!(p_lh_rr(r("a0"), r("a1"), r("a2")), 0x10B6_7503);
+        assert_eq!(p_lh_rr(r("x31"), r("x31"), r("x31")), 0x11FF_FF83);
+        assert_eq!(p_lw_rr(0, 0, 0), 0x2000_7003);
+        assert_eq!(p_lw_rr(r("a0"), r("a1"), r("a2")), 0x20B6_7503);
+        assert_eq!(p_lw_rr(r("x31"), r("x31"), r("x31")), 0x21FF_FF83);
+        assert_eq!(p_sh_rr(0, 0, 0), 0x0000_5023);
+        assert_eq!(p_sh_rr(r("t5"), r("a0"), r("a1")), 0x01E5_D523);
+        assert_eq!(p_sh_rr(r("x31"), r("x31"), r("x31")), 0x01FF_DFA3);
+        assert_eq!(p_sh_rr(r("a0"), r("a1"), r("a2")), 0x00A6_55A3);
+        // General ALU > Encoding: `0000010 00000 src1 000 dest 0110011 p.abs` (GVSOC pulp_v2:
+        // `p.abs 'R1' '0000010 00000 ----- 000 ----- 0110011'`).
+        assert_eq!(p_abs(0, 0), 0x0400_0033);
+        assert_eq!(p_abs(r("a0"), r("a1")), 0x0405_8533);
+        assert_eq!(p_abs(r("x31"), r("x31")), 0x040F_8FB3);
     }
 
     #[test]

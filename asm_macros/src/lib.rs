@@ -41,9 +41,18 @@
 //! | [`p_extractui!`]`(rd, rs1, Is3, Is2)` | `p.extractu` | rd = zero-extended rs1\[Is2+Is3:Is2\] |
 //! | [`p_inserti!`]`(rd, rs1, Is3, Is2)` | `p.insert` | rd\[Is2+Is3:Is2\] = rs1\[Is3:0\] |
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
+//! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
+//! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
+//! | [`p_lbu!`]`(rd, imm(rs1!))` | `p.lbu rD, Imm(rs1!)` | rd = Mem8(rs1) zero-extended; rs1 += imm |
+//! | [`p_lh_rr!`]`(rd, rs2(rs1))` | `p.lh rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) sign-extended (register offset) |
+//! | [`p_lw_rr!`]`(rd, rs2(rs1))` | `p.lw rD, rs2(rs1)` | rd = Mem32(rs1 + rs2) (register offset) |
+//! | [`p_sh!`]`(rs2, rs3(rs1))` | `p.sh rs2, rs3(rs1)` | Mem16(rs1 + rs3) = rs2 (register offset) |
+//! | [`p_ff1!`]`(rd, rs1)` | `p.ff1` | rd = index of the lowest set bit of rs1 (32 for 0) |
+//! | [`pv_abs_h!`]`(rd, rs1)` | `pv.abs.h` | each halfword: rd\[i\] = \|rs1\[i\]\| |
 //! | [`p_min!`], [`p_max!`], [`p_minu!`], [`p_maxu!`]`(rd, rs1, rs2)` | `p.min` … | rd = min / max of rs1, rs2 (signed / unsigned) |
 //! | [`p_abs!`]`(rd, rs1)` | `p.abs` | rd = \|rs1\| |
 //! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the most significant 1 of rs1 (32 for 0) |
+//! | [`p_cnt!`]`(rd, rs1)` | `p.cnt` | rd = the number of set bits of rs1 |
 //! | [`p_clipui!`]`(rd, rs1, Is2)` | `p.clipu` (immediate) | rd = rs1 clipped to 0..=2^(Is2−1)−1 |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
@@ -604,6 +613,194 @@ pub fn p_addrni(input: TokenStream) -> TokenStream {
 }
 
 // ------------------------------------------------------------------------------------------------
+// The JPEG forward DCT and entropy coder (gapstream_jpeg): halfword subtract and shuffle, find last 1
+
+/// `pv.sub.h rD, rs1, rs2`: halfword-wise difference. `pv_sub_h!(a0, a1, a2)` → `".insn 4, 0x08c58557"`.
+#[proc_macro]
+pub fn pv_sub_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_pv_rr(i, "pv.sub.h", encode::pv_sub_h))
+}
+
+/// `pv.shuffle.sci.h rD, rs1, imm`: halfword `i` of rD is halfword `imm` bit `i` of rs1 (0..=3;
+/// 1 swaps the halves). `pv_shuffle_sci_h!(a0, a1, 1)` → `".insn 4, 0xc205e557"`.
+///
+/// ```compile_fail
+/// asm_macros::pv_shuffle_sci_h!(a0, a1, 4);
+/// ```
+#[proc_macro]
+pub fn pv_shuffle_sci_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "pv.shuffle.sci.h", "rD")?;
+        comma(i, "pv.shuffle.sci.h")?;
+        let rs1 = parse_reg(i, "pv.shuffle.sci.h", "rs1")?;
+        comma(i, "pv.shuffle.sci.h")?;
+        let (imm, span) = parse_int(i, "pv.shuffle.sci.h", "Imm6")?;
+        end(i, "pv.shuffle.sci.h")?;
+        encode::pv_shuffle_sci_h(rd.num, rs1.num, imm)
+            .map_err(|e| operand_error("pv.shuffle.sci.h", span, e))
+    })
+}
+
+/// `p.ff1 rD, rs1`: index of the least significant set bit of rs1 (32 for 0).
+/// `p_ff1!(a0, a1)` → `".insn 4, 0x10058533"`.
+#[proc_macro]
+pub fn p_ff1(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "p.ff1", "rD")?;
+        comma(i, "p.ff1")?;
+        let rs1 = parse_reg(i, "p.ff1", "rs1")?;
+        end(i, "p.ff1")?;
+        Ok(encode::p_ff1(rd.num, rs1.num))
+    })
+}
+
+/// `pv.abs.h rD, rs1`: halfword-wise absolute value. `pv_abs_h!(a0, a1)` → `".insn 4, 0x70058557"`.
+#[proc_macro]
+pub fn pv_abs_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "pv.abs.h", "rD")?;
+        comma(i, "pv.abs.h")?;
+        let rs1 = parse_reg(i, "pv.abs.h", "rs1")?;
+        end(i, "pv.abs.h")?;
+        Ok(encode::pv_abs_h(rd.num, rs1.num))
+    })
+}
+
+/// `p.sh rs2, rs3(rs1)`: halfword store at `rs1 + rs3` (register offset, no post-increment).
+/// `p_sh!(t5, a0(a1))` → `".insn 4, 0x01e5d523"`.
+///
+/// ```compile_fail
+/// asm_macros::p_sh!(t5, a0(a1!));
+/// ```
+#[proc_macro]
+pub fn p_sh(input: TokenStream) -> TokenStream {
+    expand(input, |input| {
+        const I: &str = "p.sh";
+        let rs2 = parse_reg(input, I, "rs2")?;
+        comma(input, I)?;
+        let rs3 = parse_reg(input, I, "rs3")?;
+        let group = match input.parse::<TokenTree>() {
+            Ok(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => g,
+            Ok(other) => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "p.sh: expected `(rs1)` after the offset register",
+                ));
+            }
+            Err(e) => {
+                return Err(syn::Error::new(
+                    e.span(),
+                    "p.sh: expected `(rs1)` after the offset register",
+                ));
+            }
+        };
+        let base = syn::parse::Parser::parse2(
+            |inner: ParseStream| -> syn::Result<Reg> {
+                let base = parse_reg(inner, I, "rs1")?;
+                if !inner.is_empty() {
+                    return Err(syn::Error::new(
+                        inner.span(),
+                        "p.sh: only the register-offset form `rs3(rs1)` exists here",
+                    ));
+                }
+                Ok(base)
+            },
+            group.stream(),
+        )?;
+        end(input, I)?;
+        Ok(encode::p_sh_rr(rs2.num, rs3.num, base.num))
+    })
+}
+
+/// Post-increment load byte unsigned: `p_lbu!(rd, imm(rs1!))` (imm −2048..=2047).
+/// `p_lbu!(a0, 1(a2!))` → `".insn 4, 0x0016450b"`.
+///
+/// ```compile_fail
+/// asm_macros::p_lbu!(a0, 1(a2));
+/// ```
+#[proc_macro]
+pub fn p_lbu(input: TokenStream) -> TokenStream {
+    expand(input, |input| {
+        const I: &str = "p.lbu";
+        let rd = parse_reg(input, I, "rD")?;
+        comma(input, I)?;
+        let (off, base) = parse_postinc(input, I, "rs2")?;
+        end(input, I)?;
+        match off {
+            Offset::Imm(v, span) => {
+                encode::p_lbu_imm(rd.num, v, base.num).map_err(|e| operand_error(I, span, e))
+            }
+            Offset::Reg(r) => Err(syn::Error::new(
+                Span::call_site(),
+                format!(
+                    "p.lbu: only the immediate post-increment form is supported (register x{})",
+                    r.num
+                ),
+            )),
+        }
+    })
+}
+
+/// Parses `rD, rs2(rs1)` (register offset, no post-increment) and encodes it with `f`.
+fn parse_load_rr(
+    input: ParseStream,
+    insn: &'static str,
+    f: fn(u32, u32, u32) -> u32,
+) -> syn::Result<u32> {
+    let rd = parse_reg(input, insn, "rD")?;
+    comma(input, insn)?;
+    let rs2 = parse_reg(input, insn, "rs2")?;
+    let group = match input.parse::<TokenTree>() {
+        Ok(TokenTree::Group(g)) if g.delimiter() == Delimiter::Parenthesis => g,
+        Ok(other) => {
+            return Err(syn::Error::new(
+                other.span(),
+                format!("{insn}: expected `(rs1)` after the offset register"),
+            ));
+        }
+        Err(e) => {
+            return Err(syn::Error::new(
+                e.span(),
+                format!("{insn}: expected `(rs1)` after the offset register"),
+            ));
+        }
+    };
+    let base = syn::parse::Parser::parse2(
+        |inner: ParseStream| -> syn::Result<Reg> {
+            let base = parse_reg(inner, insn, "rs1")?;
+            if !inner.is_empty() {
+                return Err(syn::Error::new(
+                    inner.span(),
+                    format!("{insn}: only the register-offset form `rs2(rs1)` exists here"),
+                ));
+            }
+            Ok(base)
+        },
+        group.stream(),
+    )?;
+    end(input, insn)?;
+    Ok(f(rd.num, rs2.num, base.num))
+}
+
+/// `p.lh rD, rs2(rs1)`: halfword load at `rs1 + rs2`, sign-extended (register offset).
+/// `p_lh_rr!(a0, a1(a2))` → `".insn 4, 0x10b67503"`.
+///
+/// ```compile_fail
+/// asm_macros::p_lh_rr!(a0, a1(a2!));
+/// ```
+#[proc_macro]
+pub fn p_lh_rr(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_load_rr(i, "p.lh", encode::p_lh_rr))
+}
+
+/// `p.lw rD, rs2(rs1)`: word load at `rs1 + rs2` (register offset).
+/// `p_lw_rr!(a0, a1(a2))` → `".insn 4, 0x20b67503"`.
+#[proc_macro]
+pub fn p_lw_rr(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_load_rr(i, "p.lw", encode::p_lw_rr))
+}
+
+// ------------------------------------------------------------------------------------------------
 // ALU: p.min / p.max / p.minu / p.maxu, p.abs, p.fl1, p.clipu (immediate)
 
 fn parse_rrr(input: ParseStream, insn: &str, f: fn(u32, u32, u32) -> u32) -> syn::Result<u32> {
@@ -658,6 +855,12 @@ pub fn p_abs(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn p_fl1(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_rr(i, "p.fl1", encode::p_fl1))
+}
+
+/// `p.cnt rD, rs1`: the number of set bits of rs1. `p_cnt!(a0, a1)` → `".insn 4, 0x1005b533"`.
+#[proc_macro]
+pub fn p_cnt(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rr(i, "p.cnt", encode::p_cnt))
 }
 
 /// `p.clipu rD, rs1, Is2` (immediate form, `p.clipui` in GVSOC's decoder): rs1 clipped to

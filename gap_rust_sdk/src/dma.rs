@@ -43,6 +43,8 @@ pub enum DmaError {
     NotLocal,
     /// The scope already has as many transfers in flight as it has command slots.
     Busy,
+    /// The backend cannot move a 2-D tile in one command ([`DmaRaw::has_2d`]).
+    Unsupported,
 }
 
 impl core::fmt::Display for DmaError {
@@ -52,6 +54,7 @@ impl core::fmt::Display for DmaError {
             DmaError::TooLong => "DMA transfer longer than one command allows",
             DmaError::NotLocal => "DMA local buffer is not in L1",
             DmaError::Busy => "too many DMA transfers in flight",
+            DmaError::Unsupported => "2-D DMA transfers are not supported by this backend",
         })
     }
 }
@@ -96,6 +99,35 @@ pub unsafe trait DmaRaw {
     /// # Safety
     /// `cmd` was passed to `start` on this engine and not waited on since.
     unsafe fn wait(&mut self, cmd: &mut Self::Cmd);
+
+    /// Whether [`DmaRaw::start_2d`] moves a 2-D tile in one command (mchan: yes). Backends
+    /// without it keep the default `false`, and [`Scope::copy_in_2d`] then refuses.
+    fn has_2d(&self) -> bool {
+        false
+    }
+
+    /// Starts copying `rows * row_len` bytes: `rows` lines of `row_len` bytes that lie `stride`
+    /// bytes apart at `ext`, packed one after the other at `loc` (`0 < rows * row_len <=
+    /// max_len`, `row_len <= stride < 65536`). Called only when [`DmaRaw::has_2d`] is true (the
+    /// default does nothing and is never called).
+    ///
+    /// # Safety
+    /// As for [`DmaRaw::start`], with the external range `[ext, ext + (rows - 1) * stride +
+    /// row_len)` (only the lines are read or written) and the local range `[loc, loc + rows *
+    /// row_len)`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn start_2d(
+        &mut self,
+        dir: Dir,
+        ext: *mut u8,
+        loc: *mut u8,
+        row_len: usize,
+        rows: usize,
+        stride: usize,
+        cmd: &mut Self::Cmd,
+    ) {
+        let _ = (dir, ext, loc, row_len, rows, stride, cmd);
+    }
 }
 
 /// DMA commands one [`Scope`] can have in flight by default (mchan has 16 transfer ids).
@@ -441,6 +473,81 @@ impl<'s, 'env: 's, R: DmaRaw, const N: usize> Scope<'s, 'env, R, N> {
         Ok(Transfer {
             state: self.state,
             slots,
+        })
+    }
+
+    /// Starts copying a 2-D tile from `ext` (L2) into `loc` (L1) with one command: the lines of
+    /// `row_len` bytes that start every `stride` bytes of `ext`, packed into `loc` (`loc.len()`
+    /// a multiple of `row_len`; `ext` must reach the end of the last line). Both stay borrowed
+    /// until the scope ends. [`DmaError::Unsupported`] when the backend has no 2-D transfers
+    /// ([`DmaRaw::has_2d`]), [`DmaError::Length`] for a tile that does not fit the slices or
+    /// one command.
+    pub fn copy_in_2d(
+        &'s self,
+        ext: &'s [u8],
+        stride: usize,
+        row_len: usize,
+        loc: &'s mut [u8],
+    ) -> Result<Transfer<'s, 'env, R, N>, DmaError> {
+        let st = self.state;
+        // SAFETY: as in `start`: no other reference to the engine is live.
+        let raw: &mut R = unsafe { &mut **st.raw.get() };
+        if !raw.has_2d() {
+            return Err(DmaError::Unsupported);
+        }
+        let len = loc.len();
+        if len == 0 {
+            return Ok(Transfer {
+                state: st,
+                slots: 0,
+            });
+        }
+        let rows = len.checked_div(row_len).unwrap_or(0);
+        if row_len == 0
+            || rows * row_len != len
+            || stride < row_len
+            || stride >= 1 << 16
+            || len > raw.max_len()
+            || (rows - 1)
+                .checked_mul(stride)
+                .and_then(|v| v.checked_add(row_len))
+                .is_none_or(|end| end > ext.len())
+        {
+            return Err(DmaError::Length);
+        }
+        if !raw.is_local(loc.as_ptr() as usize, len) {
+            return Err(DmaError::NotLocal);
+        }
+        let busy = st.busy.get();
+        let mut slot = 0;
+        while slot < N && busy & (1 << slot) != 0 {
+            slot += 1;
+        }
+        let Some(cell) = st.cmds.get(slot) else {
+            return Err(DmaError::Busy);
+        };
+        // SAFETY: slot `slot` is free (its bit is clear); the write initialises it.
+        let cmd: &mut R::Cmd = unsafe { (*cell.get()).write(R::new_cmd()) };
+        // SAFETY: `ext` covers every line of the tile (checked above) and `loc` exactly its
+        // packed bytes; both are borrowed for `'s` (shared / exclusive, so they cannot overlap)
+        // and the scope waits for this command before it ends. `loc` passed `is_local`, `0 <
+        // len <= max_len`, `row_len <= stride < 65536`; the record stays in place while its busy
+        // bit is set (see `start`).
+        unsafe {
+            raw.start_2d(
+                Dir::ExtToLoc,
+                ext.as_ptr() as *mut u8,
+                loc.as_mut_ptr(),
+                row_len,
+                rows,
+                stride,
+                cmd,
+            )
+        };
+        st.busy.set(busy | 1 << slot);
+        Ok(Transfer {
+            state: st,
+            slots: 1 << slot,
         })
     }
 

@@ -80,6 +80,11 @@ pub struct Options {
     /// Where the CSV goes (default `target/bench/gvsoc.csv`; `gvsoc-quick.csv` with `--quick`,
     /// `gvsoc-adhoc.csv` when a filter is given).
     pub csv: Option<PathBuf>,
+    /// JPEG rows (`gvsoc_jpeg.rs`): only these qualities, code layouts measured per point (the
+    /// worst is kept), only these pictures of the frame set.
+    pub quality: Vec<u32>,
+    pub layouts: usize,
+    pub pictures: Vec<String>,
 }
 
 impl Options {
@@ -556,7 +561,7 @@ pub(crate) fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target"))
 }
 
-fn on_path(cmd: &str) -> bool {
+pub(crate) fn on_path(cmd: &str) -> bool {
     env::var_os("PATH").is_some_and(|p| env::split_paths(&p).any(|d| d.join(cmd).is_file()))
 }
 
@@ -681,7 +686,7 @@ pub(crate) fn launch(
                 if let Some(f) = trace_file.as_mut() {
                     let _ = writeln!(f, "{line}");
                 }
-                if line.starts_with("bench ") {
+                if line.starts_with("bench ") || line.starts_with("jpeg ") {
                     on_line(&line);
                 } else if trace_file.is_none() || !line.contains(':') {
                     other.push(line);
@@ -716,17 +721,24 @@ pub fn bench(o: &Options) -> Result<(), String> {
         );
         return Ok(());
     }
+    let jpeg = crate::gvsoc_jpeg::selected(o);
     let plan: Vec<Point> = apply_filters(if o.quick { quick_plan() } else { full_plan() }, o)
         .into_iter()
         .flat_map(|p| std::iter::repeat_n(p, o.repeat.max(1)))
         .collect();
-    // The codecs' rows: a sweep of their own over the frame set (gvsoc_jpegls.rs).
+    // The codecs' rows: sweeps of their own over the frame set (gvsoc_jpeg.rs, gvsoc_jpegls.rs).
     let jpegls = crate::gvsoc_jpegls::selected(o);
-    if plan.is_empty() && !jpegls {
+    if plan.is_empty() && !jpeg && !jpegls {
         return Err("no benchmark point matches the filters".into());
     }
     if plan.is_empty() {
-        return crate::gvsoc_jpegls::bench(o);
+        if jpeg {
+            crate::gvsoc_jpeg::bench(o)?;
+        }
+        if jpegls {
+            crate::gvsoc_jpegls::bench(o)?;
+        }
+        return Ok(());
     }
     let csv_path = o.csv.clone().unwrap_or_else(|| {
         // Only the full sweep writes gvsoc.csv (what `make bench-report` reads): a quick or a
@@ -763,6 +775,9 @@ pub fn bench(o: &Options) -> Result<(), String> {
         rows.len(),
         csv_path.display()
     );
+    if jpeg {
+        crate::gvsoc_jpeg::bench(o)?;
+    }
     if jpegls {
         crate::gvsoc_jpegls::bench(o)?;
     }

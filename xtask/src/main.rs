@@ -10,9 +10,11 @@
 //! * `pulp-disasm` — builds the PULP variant of `gap_rust_cipher_s` for riscv32imc and checks its
 //!   disassembly for the PULP words (see `pulp.rs`).
 //! * `gvsoc-bench [--quick] [filters]` — the cycle-level sweep on the GAP8 GVSOC model (`gvsoc.rs`):
-//!   writes `target/bench/gvsoc.csv` and prints a summary.
+//!   writes `target/bench/gvsoc.csv` and prints a summary; then the JPEG rows over the frame set
+//!   (`gvsoc_jpeg.rs`, `target/bench/gvsoc-jpeg.csv`).
 //! * `bench-report [--csv PATH]` — PNG plots and `target/bench/report.md` from the CSVs (`report.rs`).
 mod gvsoc;
+mod gvsoc_jpeg;
 mod gvsoc_jpegls;
 mod pulp;
 mod qemu;
@@ -87,6 +89,15 @@ struct GvsocBenchArgs {
     /// CSV to write (default target/bench/gvsoc.csv; gvsoc-quick.csv with --quick, gvsoc-adhoc.csv when filtered).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
+    /// JPEG rows: only these qualities (comma-separated; default 50,75,90).
+    #[arg(long, value_delimiter = ',')]
+    quality: Vec<u32>,
+    /// JPEG rows: measure every point in this many code layouts (GVSOC_HOT_PAD 0, 128, ...) and keep the worst (0: all 8, or 1 with --quick / --trace).
+    #[arg(long, default_value_t = 0)]
+    layouts: usize,
+    /// JPEG rows: only these pictures of the frame set (comma-separated names, e.g. camera,grass).
+    #[arg(long, value_delimiter = ',')]
+    pictures: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -106,6 +117,9 @@ fn main() -> ExitCode {
             repeat: a.repeat,
             trace: (a.trace.len() == 2).then(|| (a.trace[0].clone(), a.trace[1].clone().into())),
             csv: a.csv,
+            quality: a.quality,
+            layouts: a.layouts,
+            pictures: a.pictures,
         }),
         Cmd::BenchReport { csv, out } => report::run(csv, out),
     };

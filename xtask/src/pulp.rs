@@ -15,6 +15,9 @@
 //! * `gap_pulp_encoding_table`, one word per encoder form (edge registers and immediates), holds
 //!   exactly the golden words of `asm_macros/tests/macros.rs`.
 //!
+//! It also builds `gapstream_jpeg` with feature `pulp` and checks its DCT kernel and block coder
+//! for their PULP words and hardware loops (`check_jpeg`).
+//!
 //! QEMU cannot execute these instructions; GVSOC runs them (cluster-engine issue).
 use std::process::Command;
 
@@ -49,8 +52,8 @@ mod golden {
 }
 use golden::encoding_table;
 
-/// Builds the PULP variant and returns the path of the rlib cargo produced for it.
-fn build() -> Result<String, String> {
+/// Builds the PULP variant of `package` and returns the path of the rlib cargo produced for it.
+fn build(package: &str) -> Result<String, String> {
     let out = Command::new(env!("CARGO"))
         .current_dir(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -62,7 +65,7 @@ fn build() -> Result<String, String> {
             "--quiet",
             "--release",
             "-p",
-            "gap_rust_cipher_s",
+            package,
             "--features",
             "pulp",
         ])
@@ -71,15 +74,17 @@ fn build() -> Result<String, String> {
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "building gap_rust_cipher_s --features pulp for {TARGET} failed:\n{}",
+            "building {package} --features pulp for {TARGET} failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         ));
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     // `{"reason":"compiler-artifact",...,"target":{..."name":"gap_rust_cipher_s"...},...,"filenames":["…/libgap_rust_cipher_s-<hash>.rlib", …]`
-    for line in stdout.lines().filter(|l| {
-        l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"gap_rust_cipher_s\"")
-    }) {
+    let name = format!("\"name\":\"{package}\"");
+    for line in stdout
+        .lines()
+        .filter(|l| l.contains("\"compiler-artifact\"") && l.contains(&name))
+    {
         if let Some(i) = line.find("\"filenames\":[\"") {
             let rest = &line[i + 14..];
             if let Some(j) = rest.find('"') {
@@ -90,7 +95,7 @@ fn build() -> Result<String, String> {
             }
         }
     }
-    Err("cargo did not report the gap_rust_cipher_s rlib".into())
+    Err(format!("cargo did not report the {package} rlib"))
 }
 
 /// `objdump -d -C` of the rlib, split into functions: (symbol, instructions).
@@ -333,8 +338,138 @@ fn check_kernel(insns: &[Insn]) -> Result<Vec<String>, String> {
     Ok(report)
 }
 
+/// Counts words of each kind in a function: `(name, mask, value, count)`; every one must be in
+/// the instruction stream.
+fn check_words(
+    what: &str,
+    insns: &[Insn],
+    kinds: &[(&str, u32, u32, usize)],
+) -> Result<String, String> {
+    let mut seen = Vec::new();
+    for &(name, mask, want, n) in kinds {
+        let hits: Vec<&Insn> = insns
+            .iter()
+            .filter(|i| i.wide && i.word & mask == want)
+            .collect();
+        if hits.len() != n {
+            return Err(format!(
+                "{what}: {} `{name}` words, the source has {n}",
+                hits.len()
+            ));
+        }
+        if let Some(i) = hits.iter().find(|i| !i.text.starts_with(".4byte")) {
+            return Err(format!(
+                "{what}: `{name}` at {:#x} is not an instruction-stream word: `{}`",
+                i.addr, i.text
+            ));
+        }
+        seen.push(format!("{n} {name}"));
+    }
+    Ok(seen.join(", "))
+}
+
+/// The JPEG kernels of `gapstream_jpeg::pulp`: the DCT (`kernel`: 16 `pv.dotsp.h` and 16
+/// `pv.sdotsp.h`, 8 `p.addRN` of each pass, the butterflies, the zig-zag stores, two hardware
+/// loops of 48 instructions without compressed ones) and the block coder (`block`).
+fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
+    let find = |n: &str| {
+        funcs
+            .iter()
+            .find(|(f, _)| f == n)
+            .map(|(_, i)| i)
+            .ok_or(format!("no {n} in the PULP build of gapstream_jpeg"))
+    };
+    let kernel = find("gapstream_jpeg::pulp::kernel")?;
+    let mut report = vec![format!(
+        "jpeg dct: {}",
+        check_words(
+            "jpeg dct",
+            kernel,
+            &[
+                ("pv.dotsp.h", 0xFC00_707F, 0x9800_0057, 16),
+                ("pv.sdotsp.h", 0xFC00_707F, 0xB800_0057, 16),
+                ("p.addRN Is3 = 10", 0xFE00_707F, 0x1400_605B, 8),
+                ("p.addRN Is3 = 17", 0xFE00_707F, 0x2200_605B, 8),
+                ("pv.sub.h", 0xFE00_707F, 0x0800_0057, 4),
+                ("pv.add.h", 0xFE00_707F, 0x0000_0057, 2),
+                ("pv.shuffle.sci.h", 0xFC00_707F, 0xC000_6057, 1),
+                ("p.lbu a0, 1(a2!)", 0xFFFF_FFFF, 0x0016_450B, 8),
+                ("p.sh t5, a0(a1)", 0xFFFF_FFFF, 0x01E5_D523, 8),
+                ("p.lw rD, 4(rs1!)", 0xFFF0_707F, 0x0040_200B, 5),
+                ("lp.setup x0", 0x0000_7FFF, 0x0000_407B, 2),
+            ],
+        )?
+    )];
+    for setup in kernel
+        .iter()
+        .filter(|i| i.wide && i.word & 0x7FFF == 0x407B)
+    {
+        let end = setup.addr + 2 * (setup.word >> 20) as u64;
+        if (end - setup.addr) / 4 != 48 {
+            return Err(format!(
+                "jpeg dct: a hardware loop of {} instructions, want 48",
+                (end - setup.addr) / 4
+            ));
+        }
+        if let Some(c) = kernel
+            .iter()
+            .find(|i| i.addr > setup.addr && i.addr <= end && !i.wide)
+        {
+            return Err(format!(
+                "jpeg dct: compressed `{}` inside a hardware loop",
+                c.text
+            ));
+        }
+    }
+    report.push("jpeg dct: two hardware loops of 48 instructions (8 rows each)".into());
+    let block = find("gapstream_jpeg::pulp::block")?;
+    report.push(format!(
+        "jpeg block coder: {}",
+        check_words(
+            "jpeg block coder",
+            block,
+            &[
+                ("p.abs", 0xFFF0_707F, 0x0400_0033, 3),
+                ("p.ff1", 0xFFF0_707F, 0x1000_0033, 2),
+                ("p.fl1", 0xFFF0_707F, 0x1000_1033, 2),
+                ("p.cnt t1, s8", 0xFFFF_FFFF, 0x100C_3333, 1),
+                ("p.extractu t3, t3, 26, 0", 0xFFFF_FFFF, 0xF40E_1E33, 4),
+                ("p.lh rD, rs2(rs1)", 0xFE00_707F, 0x1000_7003, 1),
+                ("p.lw rD, rs2(rs1)", 0xFE00_707F, 0x2000_7003, 1),
+                ("lp.setup x0, t1, 136", 0xFFFF_FFFF, 0x0443_407B, 1),
+            ],
+        )?
+    ));
+    // The AC loop: no compressed instruction inside, its last instruction the `p.ff1` that
+    // finds the next coefficient.
+    let setup = block
+        .iter()
+        .find(|i| i.wide && i.word == 0x0443_407B)
+        .ok_or("jpeg block coder: no lp.setup")?;
+    let end = setup.addr + 136;
+    if let Some(c) = block
+        .iter()
+        .find(|i| i.addr > setup.addr && i.addr <= end && !i.wide)
+    {
+        return Err(format!(
+            "jpeg block coder: compressed `{}` inside the hardware loop",
+            c.text
+        ));
+    }
+    match block.iter().find(|i| i.addr == end) {
+        Some(i) if i.wide && i.word & 0xFFF0_707F == 0x1000_0033 => {}
+        _ => return Err("jpeg block coder: the AC loop does not end at a p.ff1".into()),
+    }
+    report.push("jpeg block coder: the AC loop is hardware loop 0 (34 instructions)".into());
+    Ok(report)
+}
+
 pub fn run() -> Result<(), String> {
-    let rlib = build()?;
+    let jrlib = build("gapstream_jpeg")?;
+    for line in check_jpeg(&disassemble(&jrlib)?)? {
+        println!("pulp-disasm {line}");
+    }
+    let rlib = build("gap_rust_cipher_s")?;
     let funcs = disassemble(&rlib)?;
     let kernel = funcs
         .iter()

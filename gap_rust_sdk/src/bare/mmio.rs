@@ -87,6 +87,8 @@ pub const MCHAN_STATUS: usize = MCHAN_DEMUX + 0x4;
 pub const DMA_EXT2LOC: u32 = 1 << 16;
 /// Incrementing addresses.
 pub const DMA_INCR: u32 = 1 << 17;
+/// mchan command: 2-D transfer (one more word follows the addresses: `stride << 16 | length`).
+pub const DMA_2D: u32 = 1 << 18;
 /// Event at the end of the transfer (`ELE`; not used: a broadcast DMA event would wake cores
 /// sleeping in a barrier).
 pub const DMA_ELE: u32 = 1 << 19;

@@ -520,6 +520,42 @@ unsafe impl DmaRaw for BareDma {
         cmd.tid = Some(tid);
     }
 
+    fn has_2d(&self) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    unsafe fn start_2d(
+        &mut self,
+        dir: Dir,
+        ext: *mut u8,
+        loc: *mut u8,
+        row_len: usize,
+        rows: usize,
+        stride: usize,
+        cmd: &mut BareCmd,
+    ) {
+        let ty = match dir {
+            Dir::ExtToLoc => mmio::DMA_EXT2LOC,
+            Dir::LocToExt => 0,
+        };
+        compiler_fence(Ordering::SeqCst);
+        // SAFETY: as in `start`, with the 2-D word (gap_sdk `mchan_v6.h`:
+        // `plp_dma_cmd_push_2d`: stride in bits 31:16, line length in 15:0) after the addresses.
+        let tid = unsafe {
+            let tid = mmio::read(mmio::MCHAN_CMD);
+            mmio::write(
+                mmio::MCHAN_CMD,
+                (rows * row_len) as u32 | ty | mmio::DMA_INCR | mmio::DMA_2D,
+            );
+            mmio::write(mmio::MCHAN_CMD, loc as u32);
+            mmio::write(mmio::MCHAN_CMD, ext as u32);
+            mmio::write(mmio::MCHAN_CMD, (stride as u32) << 16 | row_len as u32);
+            tid
+        };
+        cmd.tid = Some(tid);
+    }
+
     #[inline(always)]
     unsafe fn wait(&mut self, cmd: &mut BareCmd) {
         if let Some(tid) = cmd.tid.take() {

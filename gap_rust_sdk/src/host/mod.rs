@@ -384,6 +384,8 @@ pub struct HostDma {
 #[derive(Debug, Default)]
 pub struct HostCmd {
     pending: Option<(Dir, *mut u8, *mut u8, usize)>,
+    /// A 2-D transfer: `(line length, line stride on the external side)`.
+    tile: Option<(usize, usize)>,
 }
 
 // SAFETY: `start` only records the transfer and fills the destination (which the contract makes
@@ -420,11 +422,46 @@ unsafe impl DmaRaw for HostDma {
         // SAFETY: the contract makes `dst` valid and exclusively the transfer's for `len` bytes.
         unsafe { core::ptr::write_bytes(dst, POISON, len) };
         cmd.pending = Some((dir, ext, loc, len));
+        cmd.tile = None;
         self.counters.started.fetch_add(1, Ordering::SeqCst);
         self.counters.bytes.fetch_add(len, Ordering::SeqCst);
     }
 
+    fn has_2d(&self) -> bool {
+        true
+    }
+
+    unsafe fn start_2d(
+        &mut self,
+        dir: Dir,
+        ext: *mut u8,
+        loc: *mut u8,
+        row_len: usize,
+        rows: usize,
+        stride: usize,
+        cmd: &mut HostCmd,
+    ) {
+        // Poison the destination's lines (the local side is packed, the external side strided).
+        for r in 0..rows {
+            let dst = match dir {
+                // SAFETY: line `r` of the tile lies inside the ranges the contract makes the
+                // transfer's.
+                Dir::ExtToLoc => unsafe { loc.add(r * row_len) },
+                Dir::LocToExt => unsafe { ext.add(r * stride) },
+            };
+            // SAFETY: as above, `row_len` bytes of the destination, exclusively the transfer's.
+            unsafe { core::ptr::write_bytes(dst, POISON, row_len) };
+        }
+        cmd.pending = Some((dir, ext, loc, rows * row_len));
+        cmd.tile = Some((row_len, stride));
+        self.counters.started.fetch_add(1, Ordering::SeqCst);
+        self.counters
+            .bytes
+            .fetch_add(rows * row_len, Ordering::SeqCst);
+    }
+
     unsafe fn wait(&mut self, cmd: &mut HostCmd) {
+        let tile = cmd.tile.take();
         let Some((dir, ext, loc, len)) = cmd.pending.take() else {
             self.counters.waited_idle.fetch_add(1, Ordering::SeqCst);
             return;
@@ -437,6 +474,20 @@ unsafe impl DmaRaw for HostDma {
             if every != 0 && n % every == 0 {
                 return;
             }
+        }
+        if let Some((row_len, stride)) = tile {
+            for r in 0..len / row_len.max(1) {
+                // SAFETY: per `start_2d`'s contract line `r` of both sides is valid, the two do
+                // not overlap, the source is not written and the destination is the transfer's.
+                unsafe {
+                    let (e, l) = (ext.add(r * stride), loc.add(r * row_len));
+                    match dir {
+                        Dir::ExtToLoc => core::ptr::copy_nonoverlapping(e as *const u8, l, row_len),
+                        Dir::LocToExt => core::ptr::copy_nonoverlapping(l as *const u8, e, row_len),
+                    }
+                }
+            }
+            return;
         }
         // SAFETY: per `start`'s contract both ranges are still valid, disjoint, the source is not
         // written and the destination is not accessed by anyone else until this returns.
@@ -456,6 +507,7 @@ unsafe impl Send for HostDma {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dma::DmaError;
     use crate::mem::Buf;
 
     #[test]
@@ -472,6 +524,40 @@ mod tests {
         drop(a);
         drop(b);
         assert_eq!(cl.l1().allocated(), 0);
+    }
+
+    /// A 2-D tile lands packed, poisoned until waited for; bad shapes start nothing.
+    #[test]
+    fn tiles_copy_lines_of_a_strided_source() {
+        let cl = HostCluster::new();
+        let src: Vec<u8> = (0..200).map(|i| i as u8).collect();
+        let mut l1 = Buf::zeroed(cl.l1(), 64, 8).unwrap();
+        cl.run(|ctrl| {
+            let mut dma = ctrl.dma();
+            dma.scope(|s| {
+                // 4 lines of 8 bytes, 30 apart, from byte 5.
+                let t = s
+                    .copy_in_2d(&src[5..5 + 3 * 30 + 8], 30, 8, &mut l1[..32])
+                    .unwrap();
+                t.wait();
+            });
+            // Shapes that do not fit are refused before anything starts.
+            dma.scope(|s| {
+                let (a, b) = l1.split_at_mut(32);
+                let (b, c) = b.split_at_mut(16);
+                assert_eq!(
+                    s.copy_in_2d(&src[..50], 30, 8, a).err(),
+                    Some(DmaError::Length)
+                );
+                assert_eq!(s.copy_in_2d(&src, 4, 8, b).err(), Some(DmaError::Length));
+                assert_eq!(s.copy_in_2d(&src, 30, 7, c).err(), Some(DmaError::Length));
+                assert_eq!(s.in_flight(), 0);
+            });
+        })
+        .unwrap();
+        for r in 0..4 {
+            assert_eq!(l1[8 * r..8 * r + 8], src[5 + 30 * r..5 + 30 * r + 8]);
+        }
     }
 
     #[test]

@@ -1,0 +1,463 @@
+//! The forward DCT: one fixed-point arithmetic, two implementations that give the same bits.
+//!
+//! Each 1-D pass is an 8-point DCT computed as dot products of 16-bit values with 16-bit
+//! coefficients (the shape of RI5CY's `pv.dotsp.h` / `pv.sdotsp.h`, two products per
+//! instruction), after an even/odd butterfly that halves the products: for `u` even
+//! `X(u) = sum_{n<4} C[u][n] (x_n + x_{7-n})`, for `u` odd `X(u) = sum_{n<4} C[u][n] (x_n - x_{7-n})`,
+//! `C[u][n] = round(2^15 * c(u)/2 * cos((2n+1) u pi / 16))`, `c(0) = 1/sqrt 2`, else 1.
+//!
+//! * Rows (pass 1): pixels (0..=255, the level shift of 128 applied to the DC term alone: the
+//!   other even rows of `C` sum to exactly 0), `T[u][y] = (acc + 2^9) >> 10`: 5 fraction bits,
+//!   `|T| <= 11,586`, stored transposed so that pass 2 reads pairs of rows as halfword pairs.
+//! * Columns (pass 2): `|t_n +- t_{7-n}| <= 23,172` (fits a halfword, so the packed adds of the
+//!   PULP kernel never wrap), `|acc| <= 23,172 * 41,990 < 2^30`, and
+//!   `F8[v][u] = (acc + 2^16) >> 17`: the 2-D DCT scaled by 8, libjpeg's `jpeg_fdct_islow`
+//!   output scale, which the quantiser divides by `8 Q`; written in zig-zag order (the order
+//!   the entropy coder reads).
+//!
+//! Every intermediate is an exact integer of the bounds above, so the portable model
+//! ([`Portable`]) and the PULP kernel (`Pulp`, feature `pulp` on riscv32) agree bit for bit; the
+//! test `fdct_error_bound` measures the distance to the exact DCT: at most 1.0 in `F8` units
+//! (1/8 of a DCT unit, the final rounding's 0.5 included) over the worst-case blocks and 50,000
+//! random ones; the worst is the DC of a constant block (8127 for 8128: `C[0][0]` is not an
+//! integer). A quantiser step is `8 Q >= 8` such units.
+
+/// `C[u][n]` for `n < 4`, as described in the module docs (the other half follows by symmetry).
+pub const COEF: [[i16; 4]; 8] = coef_table();
+
+const fn coef_table() -> [[i16; 4]; 8] {
+    // cos(k pi / 16) for k = 0..=8 scaled by 2^30, to compute the table without floats in a const.
+    const COS: [i64; 9] = [
+        1_073_741_824,
+        1_053_110_176,
+        992_008_094,
+        892_783_698,
+        759_250_125,
+        596_538_995,
+        410_903_207,
+        209_476_638,
+        0,
+    ];
+    const INV_SQRT2: i64 = 759_250_125; // 2^30 / sqrt(2) = cos(4 pi / 16)
+    let mut t = [[0i16; 4]; 8];
+    let mut u = 0;
+    while u < 8 {
+        let mut n = 0;
+        while n < 4 {
+            // cos((2n+1) u pi / 16): reduce (2n+1)u mod 32 to 0..=8 with a sign.
+            let mut k = ((2 * n + 1) * u) % 32;
+            let mut sign = 1i64;
+            if k > 16 {
+                k = 32 - k;
+            }
+            if k > 8 {
+                k = 16 - k;
+                sign = -1;
+            }
+            let mut v = sign * COS[k]; // 2^30 * cos
+            if u == 0 {
+                v = v * INV_SQRT2 / (1 << 30);
+            }
+            // 2^15 * v / 2^30 / 2 = v / 2^16, rounded half away from zero.
+            let r = if v >= 0 {
+                (v + (1 << 15)) >> 16
+            } else {
+                -((-v + (1 << 15)) >> 16)
+            };
+            t[u][n] = r as i16;
+            n += 1;
+        }
+        u += 1;
+    }
+    t
+}
+
+/// The DC row of pass 1 sums `C[0][0] * (p_n + p_{7-n})` over raw pixels; this is the level
+/// shift `-128 * 8 * C[0][0]` it needs, added before the rounding shift.
+pub const LEVEL_SHIFT: i32 = -1024 * COEF[0][0] as i32;
+
+/// The order in which the kernels read a block's pixel rows in pass 1: pass 1 writes row `y`'s
+/// outputs to position `k` of each transposed row (`ROW_ORDER[k] = y`), so that pass 2 loads
+/// `(t0, t2)`, `(t1, t3)`, `(t7, t5)`, `(t6, t4)` as halfword pairs and forms `(t0 + t7, t2 + t5)`
+/// and `(t1 + t6, t3 + t4)` with one packed add each: both passes then use the same coefficient
+/// pairs ([`PAIRS`]).
+pub const ROW_ORDER: [usize; 8] = [0, 2, 1, 3, 7, 5, 6, 4];
+
+/// The coefficient pairs of both passes as packed halfwords: `(C[0][0], C[0][0])` (used for both
+/// halves of the DC), then for `u = 1..8` `(C[u][0] | C[u][2] << 16, C[u][1] | C[u][3] << 16)`.
+pub const PAIRS: [u32; 15] = pairs();
+
+const fn pack(lo: i16, hi: i16) -> u32 {
+    (lo as u16 as u32) | ((hi as u16 as u32) << 16)
+}
+
+const fn pairs() -> [u32; 15] {
+    let mut p = [0u32; 15];
+    p[0] = pack(COEF[0][0], COEF[0][0]);
+    let mut u = 1;
+    while u < 8 {
+        p[2 * u - 1] = pack(COEF[u][0], COEF[u][2]);
+        p[2 * u] = pack(COEF[u][1], COEF[u][3]);
+        u += 1;
+    }
+    p
+}
+
+/// Byte offset in the zig-zag-ordered output of each pass-2 output, in the order pass 2 makes
+/// them (column `u`, then `v`): `2 * ZZ_OF_NAT[8 v + u]` at index `8 u + v`.
+pub const ZZ_STORE: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut u = 0;
+    while u < 8 {
+        let mut v = 0;
+        while v < 8 {
+            t[8 * u + v] = 2 * ZZ_OF_NAT[8 * v + u];
+            v += 1;
+        }
+        u += 1;
+    }
+    t
+};
+
+/// What the kernels need for the blocks of one strip: the byte offsets of the rows in
+/// [`ROW_ORDER`], the coefficient pairs and the zig-zag store offsets (both in the tables, next
+/// to the core: L1 on GAP8), the stride. `repr(C)`: the PULP kernel reads `zz` right after
+/// `offs`.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct DctCtx<'a> {
+    /// `ROW_ORDER[k] * stride`.
+    pub offs: [u32; 8],
+    /// [`ZZ_STORE`].
+    pub zz: &'a [u8; 64],
+    /// [`PAIRS`].
+    pub pairs: &'a [u32; 15],
+    /// Bytes between rows.
+    pub stride: usize,
+}
+
+impl<'a> DctCtx<'a> {
+    /// The context of a strip whose rows are `stride` bytes apart.
+    pub fn new(stride: usize, pairs: &'a [u32; 15], zz: &'a [u8; 64]) -> DctCtx<'a> {
+        let mut offs = [0u32; 8];
+        for (o, &y) in offs.iter_mut().zip(ROW_ORDER.iter()) {
+            *o = (y * stride) as u32;
+        }
+        DctCtx {
+            offs,
+            zz,
+            pairs,
+            stride,
+        }
+    }
+}
+
+/// A block's DCT output and the kernels' scratch (the transposed pass-1 values), word-aligned.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(4))]
+pub struct Work {
+    /// `F8` in zig-zag order.
+    pub f8: [i16; 64],
+    /// Pass 1's output (kernel scratch).
+    pub t: [i16; 64],
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Work {
+            f8: [0; 64],
+            t: [0; 64],
+        }
+    }
+}
+
+/// Zig-zag position of natural index `n` (the inverse of [`crate::tables::ZIGZAG`]).
+pub const ZZ_OF_NAT: [u8; 64] = {
+    let mut inv = [0u8; 64];
+    let mut k = 0;
+    while k < 64 {
+        inv[crate::tables::ZIGZAG[k] as usize] = k as u8;
+        k += 1;
+    }
+    inv
+};
+
+/// The per-block kernels of a variant: the DCT, the zero test of the quantiser, and the bit
+/// scans of the entropy coder. [`Portable`] is plain Rust; `Pulp` (feature `pulp`, riscv32) the
+/// RI5CY instructions; both compute the same values.
+pub trait Kernel {
+    /// Short name for benchmarks (`portable`, `pulp`).
+    const NAME: &'static str;
+
+    /// The block whose rows start at `src[0]`, `src[ctx.stride]`, ... (`src.len() >= 7 stride +
+    /// 8`) into `w.f8`, in zig-zag order.
+    fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work);
+
+    /// Which coefficients of `f8` (zig-zag order) quantise to 0: `thr` holds the thresholds in
+    /// zig-zag order as halfword pairs (`thr[i] = t[2i] | t[2i+1] << 16`, see
+    /// [`crate::tables::Tables::thr`]); in the result, for word `w` and `i < 16`, bit `i` says
+    /// coefficient `32 w + 2 i` is 0 and bit `16 + i` says coefficient `32 w + 2 i + 1` is
+    /// (`|f8[k]| < t[k]`).
+    #[inline(always)]
+    fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
+        portable_zero_mask(f8, thr)
+    }
+
+    /// Index of the lowest set bit of `x != 0`.
+    #[inline(always)]
+    fn ff1(x: u32) -> u32 {
+        x.trailing_zeros()
+    }
+
+    /// Bits of `x > 0` (`32 - leading_zeros`): the magnitude category of the entropy coder.
+    #[inline(always)]
+    fn bit_len(x: u32) -> u32 {
+        32 - x.leading_zeros()
+    }
+
+    /// Quantises and codes one block ([`crate::entropy::code_block`]).
+    #[inline(always)]
+    fn code_block(
+        f8: &[i16; 64],
+        t: &crate::tables::Tables,
+        dc_pred: &mut i32,
+        bits: &mut crate::entropy::Bits,
+        out: &mut crate::entropy::Out<'_>,
+    ) where
+        Self: Sized,
+    {
+        crate::entropy::code_block::<Self>(f8, t, dc_pred, bits, out)
+    }
+}
+
+/// [`Kernel::zero_mask`] in plain Rust.
+pub fn portable_zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
+    let mut m = [0u32; 2];
+    for (k, &v) in f8.iter().enumerate() {
+        let t = (thr[k / 2] >> (16 * (k % 2))) & 0xffff;
+        if (v as i32).unsigned_abs() < t {
+            let i = (k % 32) / 2 + 16 * (k % 2);
+            m[k / 32] |= 1 << i;
+        }
+    }
+    m
+}
+
+/// The portable model: the arithmetic of the module docs in plain Rust (host, rv32imc).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Portable;
+
+/// Pass 1 for one row of pixels: `T[u]` for `u = 0..8`.
+#[inline(always)]
+fn row(p: &[u8]) -> [i32; 8] {
+    let s = |n: usize| p[n] as i32 + p[7 - n] as i32;
+    let d = |n: usize| p[n] as i32 - p[7 - n] as i32;
+    let (s0, s1, s2, s3) = (s(0), s(1), s(2), s(3));
+    let (d0, d1, d2, d3) = (d(0), d(1), d(2), d(3));
+    let mut t = [0i32; 8];
+    for (u, c) in COEF.iter().enumerate() {
+        let c = [c[0] as i32, c[1] as i32, c[2] as i32, c[3] as i32];
+        let acc = if u % 2 == 0 {
+            c[0] * s0 + c[1] * s1 + c[2] * s2 + c[3] * s3
+        } else {
+            c[0] * d0 + c[1] * d1 + c[2] * d2 + c[3] * d3
+        };
+        let acc = if u == 0 { acc + LEVEL_SHIFT } else { acc };
+        t[u] = (acc + (1 << 9)) >> 10;
+    }
+    t
+}
+
+/// Pass 2 for one column of pass-1 values: `F8[v]` for `v = 0..8`.
+#[inline(always)]
+fn col(t: &[i32; 8]) -> [i32; 8] {
+    let (s0, s1, s2, s3) = (t[0] + t[7], t[1] + t[6], t[2] + t[5], t[3] + t[4]);
+    let (d0, d1, d2, d3) = (t[0] - t[7], t[1] - t[6], t[2] - t[5], t[3] - t[4]);
+    let mut f = [0i32; 8];
+    for (v, c) in COEF.iter().enumerate() {
+        let c = [c[0] as i32, c[1] as i32, c[2] as i32, c[3] as i32];
+        let acc = if v % 2 == 0 {
+            c[0] * s0 + c[1] * s1 + c[2] * s2 + c[3] * s3
+        } else {
+            c[0] * d0 + c[1] * d1 + c[2] * d2 + c[3] * d3
+        };
+        f[v] = (acc + (1 << 16)) >> 17;
+    }
+    f
+}
+
+impl Kernel for Portable {
+    const NAME: &'static str = "portable";
+
+    fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work) {
+        portable_fdct(src, ctx.stride, &mut w.f8);
+    }
+}
+
+/// The portable arithmetic on a block with rows `stride` bytes apart (output in zig-zag order).
+pub fn portable_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
+    // tt[u][y]: pass 1 transposed.
+    let mut tt = [[0i32; 8]; 8];
+    for y in 0..8 {
+        let r = row(&src[y * stride..y * stride + 8]);
+        for u in 0..8 {
+            tt[u][y] = r[u];
+        }
+    }
+    for (u, t) in tt.iter().enumerate() {
+        let f = col(t);
+        for v in 0..8 {
+            out[ZZ_OF_NAT[v * 8 + u] as usize] = f[v] as i16;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The exact 2-D DCT scaled by 8 (libjpeg's output scale) in f64, as two 1-D passes.
+    fn exact(p: &[u8; 64]) -> [f64; 64] {
+        let mut cos = [[0f64; 8]; 8];
+        for (u, row) in cos.iter_mut().enumerate() {
+            let c = if u == 0 { 1.0 / 2f64.sqrt() } else { 1.0 };
+            for (x, v) in row.iter_mut().enumerate() {
+                *v = 0.5 * c * ((2 * x + 1) as f64 * u as f64 * std::f64::consts::PI / 16.0).cos();
+            }
+        }
+        let mut rows = [[0f64; 8]; 8]; // rows[y][u]
+        for y in 0..8 {
+            for u in 0..8 {
+                rows[y][u] = (0..8)
+                    .map(|x| (p[y * 8 + x] as f64 - 128.0) * cos[u][x])
+                    .sum();
+            }
+        }
+        let mut out = [0f64; 64];
+        for v in 0..8 {
+            for u in 0..8 {
+                out[v * 8 + u] = 8.0 * (0..8).map(|y| rows[y][u] * cos[v][y]).sum::<f64>();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn coefficients_are_the_rounded_cosines() {
+        for (u, row) in COEF.iter().enumerate() {
+            for (n, &c) in row.iter().enumerate() {
+                let cu = if u == 0 { 1.0 / 2f64.sqrt() } else { 1.0 };
+                let want = 32768.0 * cu / 2.0
+                    * ((2 * n + 1) as f64 * u as f64 * std::f64::consts::PI / 16.0).cos();
+                assert!(
+                    (c as f64 - want).abs() <= 0.5,
+                    "C[{u}][{n}] = {c}, want {want}"
+                );
+            }
+        }
+        // The even rows other than the DC sum to 0 over all 8 taps (symmetric halves): the level
+        // shift only touches the DC term.
+        for u in [2, 4, 6] {
+            assert_eq!(COEF[u].iter().map(|&c| c as i32).sum::<i32>(), 0, "row {u}");
+        }
+        assert_eq!(COEF[0], [11585; 4]);
+        // The pairs: (C[u][0], C[u][2]) and (C[u][1], C[u][3]) as halfwords.
+        assert_eq!(PAIRS[0], 11585 | 11585 << 16);
+        assert_eq!(PAIRS[1], 16069 | 9102 << 16);
+        assert_eq!(PAIRS[2], 13623 | 3196 << 16);
+        assert_eq!(PAIRS[14] >> 16, (-16069i16) as u16 as u32);
+    }
+
+    /// The pass-2 pairing the row order sets up: position k of a transposed row holds row
+    /// ROW_ORDER[k], and words (0,1), (2,3), (4,5), (6,7) pair as (t0,t2), (t1,t3), (t7,t5), (t6,t4).
+    #[test]
+    fn zz_store_is_the_zigzag_position_of_each_pass_2_output() {
+        for u in 0..8 {
+            for v in 0..8 {
+                let k = ZZ_STORE[8 * u + v] as usize / 2;
+                assert_eq!(crate::tables::ZIGZAG[k] as usize, 8 * v + u);
+            }
+        }
+    }
+
+    #[test]
+    fn row_order_pairs_the_butterflies() {
+        let w = |k: usize| (ROW_ORDER[2 * k], ROW_ORDER[2 * k + 1]);
+        assert_eq!([w(0), w(1), w(2), w(3)], [(0, 2), (1, 3), (7, 5), (6, 4)]);
+        // w0 + w2 = (t0 + t7, t2 + t5), w1 + w3 = (t1 + t6, t3 + t4): the butterflies n, 7 - n.
+        for (a, b) in [(w(0), w(2)), (w(1), w(3))] {
+            assert_eq!(a.0 + b.0, 7);
+            assert_eq!(a.1 + b.1, 7);
+        }
+    }
+
+    fn max_error(p: &[u8; 64]) -> f64 {
+        let mut f = [0i16; 64];
+        portable_fdct(p, 8, &mut f);
+        let e = exact(p);
+        (0..64)
+            .map(|n| (f[ZZ_OF_NAT[n] as usize] as f64 - e[n]).abs())
+            .fold(0.0, f64::max)
+    }
+
+    /// The distance to the exact DCT in `F8` units over the extreme blocks (constant 0 / 255,
+    /// the sign patterns of every basis function) and random ones, and the intermediate bounds
+    /// of the module docs hold.
+    #[test]
+    fn fdct_error_bound() {
+        let mut worst: f64 = 0.0;
+        let mut blocks: Vec<[u8; 64]> = vec![[0; 64], [255; 64], [128; 64]];
+        for u in 0..8 {
+            for v in 0..8 {
+                let mut b = [0u8; 64];
+                for y in 0..8 {
+                    for x in 0..8 {
+                        let a = ((2 * x + 1) as f64 * u as f64 * std::f64::consts::PI / 16.0).cos()
+                            * ((2 * y + 1) as f64 * v as f64 * std::f64::consts::PI / 16.0).cos();
+                        b[y * 8 + x] = if a >= 0.0 { 255 } else { 0 };
+                    }
+                }
+                blocks.push(b);
+            }
+        }
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..50_000 {
+            let mut b = [0u8; 64];
+            for v in b.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *v = (x >> 24) as u8;
+            }
+            blocks.push(b);
+        }
+        for b in &blocks {
+            worst = worst.max(max_error(b));
+            for y in 0..8 {
+                let r = row(&b[y * 8..y * 8 + 8]);
+                assert!(r.iter().all(|t| t.abs() <= 11_586));
+            }
+        }
+        assert!(worst <= 1.0, "worst error {worst}");
+    }
+
+    proptest! {
+        /// A strided source gives the same result as a packed one.
+        #[test]
+        fn stride_only_moves_rows(p in proptest::array::uniform32(any::<u8>()), q in proptest::array::uniform32(any::<u8>()), pad in 0usize..20) {
+            let mut packed = [0u8; 64];
+            packed[..32].copy_from_slice(&p);
+            packed[32..].copy_from_slice(&q);
+            let stride = 8 + pad;
+            let mut wide = vec![0xAAu8; 7 * stride + 8];
+            for y in 0..8 {
+                wide[y * stride..y * stride + 8].copy_from_slice(&packed[y * 8..y * 8 + 8]);
+            }
+            let (mut a, mut b) = ([0i16; 64], [0i16; 64]);
+            portable_fdct(&packed, 8, &mut a);
+            portable_fdct(&wide, stride, &mut b);
+            prop_assert_eq!(a, b);
+        }
+    }
+}

@@ -1,0 +1,527 @@
+//! The RI5CY (GAP8 "Xpulpv2") kernels: the forward DCT on packed-SIMD dot products, the
+//! quantiser's zero test on packed halfwords, and the block's quantisation and Huffman coding.
+//! The arithmetic is [`crate::fdct`]'s and [`crate::entropy`]'s, bit for bit (every DCT
+//! intermediate is an exact integer in range, see there; the coder is the same algorithm on the
+//! same tables); GVSOC runs it, QEMU cannot. Every `make gvsoc-bench` run checks the file's
+//! digest against the host's portable encoder.
+//!
+//! **DCT.** Pass 1, one pixel row per iteration of hardware loop 0 (rows in [`ROW_ORDER`], 48
+//! instructions): two word loads, the pixels split into halfword pairs with a mask, a shift and
+//! `pv.shuffle.sci.h` (`(p0, p2)`, `(p1, p3)`, `(p7, p5)`, `(p6, p4)`), the butterflies as one
+//! `add` (sums of bytes never carry into the upper half) and one `pv.sub.h` per pair, then for
+//! each of the 8 outputs `pv.dotsp.h` + `pv.sdotsp.h` (4 products), `p.addRN` (round and shift,
+//! the DC with the level shift) and a halfword store into the transposed scratch. Pass 2, one
+//! transposed row per iteration (48 instructions): four post-increment loads, the butterflies as
+//! `pv.add.h` / `pv.sub.h` on the pairs, 8 × (2 dot products, `p.addRN`, the zig-zag offset from
+//! [`crate::fdct::ZZ_STORE`] by a post-increment `p.lbu` and a register-offset `p.sh`). Both passes use the same 15
+//! coefficient pairs, kept in registers for the block. The loops keep the kernel at 0.5 KiB: the
+//! 8 cores share a 4 KiB instruction cache.
+//!
+//! **Zero test** ([`Kernel::zero_mask`]): per pair of zig-zag positions one load of the
+//! coefficients and one of the thresholds, `pv.abs.h`, `pv.sub.h` (negative: quantises to 0),
+//! the two sign bits masked and shifted into the mask: 7 instructions per pair in hardware
+//! loop 0.
+//!
+//! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
+//! the DC quantised (`p.abs`, reciprocal multiply) and coded as the difference to the previous
+//! block; the zero mask inverted and bit-interleaved (a perfect shuffle in four steps) so that
+//! bit `j` of word `w` is coefficient `32 w + j`; per word, hardware loop 0 runs once per
+//! non-zero coefficient (`p.cnt`), each found with `p.ff1`, quantised, its category from `p.fl1`,
+//! its code from the AC table (already shifted by the category, the total length on top: see
+//! [`crate::tables::coder_entry`]), ZRL for runs of 16; EOB unless coefficient 63 was coded. Bits go into a 32-bit accumulator; a full word is stored
+//! big-endian, byte by byte with a stuffed `0x00` after each `0xFF` when it holds one.
+use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
+use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
+use crate::tables::Tables;
+use asm_macros::{
+    lp_setup, lp_setupi, p_abs, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr, p_lw, p_lw_rr,
+    p_sh, pv_abs_h, pv_add_h, pv_shuffle_sci_h, pv_sub_h,
+};
+use core::arch::asm;
+
+/// The PULP kernels (feature `pulp`, riscv32).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pulp;
+
+/// One output of pass 1: `(dot(a, pa) + dot(b, pb) + rs2 + 2^9) >> 10` stored at `off(a1)`.
+#[rustfmt::skip]
+macro_rules! out1 {
+    ($a:ident, $pa:ident, $b:ident, $pb:ident, $rs2:ident, $off:literal) => {
+        concat!(
+            asm_macros::pv_dotsp_h!(t6, $a, $pa), "\n",
+            asm_macros::pv_sdotsp_h!(t6, $b, $pb), "\n",
+            asm_macros::p_addrni!(t6, t6, $rs2, 10), "\n",
+            "sh t6, ", $off, "(a1)\n",
+        )
+    };
+}
+
+/// One output of pass 2: `(dot(a, pa) + dot(b, pb) + 2^16) >> 17` stored at the next zig-zag
+/// offset (a2, post-increment) of the output a1.
+#[rustfmt::skip]
+macro_rules! out2 {
+    ($a:ident, $pa:ident, $b:ident, $pb:ident) => {
+        concat!(
+            asm_macros::p_lbu!(a0, 1(a2!)), "\n",
+            asm_macros::pv_dotsp_h!(t5, $a, $pa), "\n",
+            asm_macros::pv_sdotsp_h!(t5, $b, $pb), "\n",
+            asm_macros::p_addrni!(t5, t5, zero, 17), "\n",
+            asm_macros::p_sh!(t5, a0(a1)), "\n",
+        )
+    };
+}
+
+impl Kernel for Pulp {
+    const NAME: &'static str = "pulp";
+
+    #[inline(always)]
+    fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work) {
+        let stride = ctx.stride;
+        // The kernel loads words: rows must be word-aligned. Otherwise (never for the encoder's
+        // strips) the portable model computes the same bits.
+        if src.len() < 7 * stride + 8 || stride % 4 != 0 || src.as_ptr() as usize % 4 != 0 {
+            portable_fdct(src, stride, &mut w.f8);
+            return;
+        }
+        kernel(src.as_ptr(), ctx, w);
+    }
+
+    #[inline(always)]
+    fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
+        zero_mask(f8, thr)
+    }
+
+    #[inline(always)]
+    fn ff1(x: u32) -> u32 {
+        let r: u32;
+        // SAFETY: `p.ff1` reads a0 and writes a0, nothing else.
+        unsafe {
+            asm!(p_ff1!(a0, a0), inlateout("a0") x => r, options(pure, nomem, nostack));
+        }
+        r
+    }
+
+    #[inline(always)]
+    fn bit_len(x: u32) -> u32 {
+        let r: u32;
+        // SAFETY: `p.fl1` reads a0 and writes a0, nothing else.
+        unsafe {
+            asm!(p_fl1!(a0, a0), inlateout("a0") x => r, options(pure, nomem, nostack));
+        }
+        r + 1
+    }
+
+    #[inline(always)]
+    fn code_block(
+        f8: &[i16; 64],
+        t: &Tables,
+        dc_pred: &mut i32,
+        bits: &mut Bits,
+        out: &mut Out<'_>,
+    ) {
+        // The assembly writes without bounds checks: only with room for a block at its worst.
+        let room = out.buf.len().saturating_sub(out.pos);
+        if out.full || room < MAX_BLOCK_BYTES {
+            crate::entropy::code_block::<Pulp>(f8, t, dc_pred, bits, out);
+            return;
+        }
+        let zero = zero_mask(f8, &t.thr);
+        let at = out.buf[out.pos..].as_mut_ptr();
+        let end = block(f8, zero, t, dc_pred, bits, at);
+        out.pos += end as usize - at as usize;
+    }
+}
+
+const _: () = assert!(ROW_ORDER[0] == 0 && ROW_ORDER[7] == 4);
+
+/// The block at `src` (rows at `src + ctx.offs[k]`, word-aligned, all inside the caller's slice)
+/// into `w.f8`, zig-zag order.
+#[rustfmt::skip]
+#[inline(never)]
+#[unsafe(link_section = ".text.hot.4.jpeg.0.fdct")]
+fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
+    // SAFETY: the asm reads 8 bytes at `src + ctx.offs[k]` for k in 0..8 (the caller checked
+    // that these lie in its slice and are word-aligned), the 8 words of `ctx.offs`, the `zz`
+    // pointer right after them (`repr(C)`) and the 64 bytes it points to, the 15 words of
+    // `ctx.pairs`, and reads and writes the 256 bytes of `*w` (word-aligned, `repr(C)`: `f8` at
+    // +0, `t` at +128; the zig-zag offsets are even and below 128); it writes only the
+    // registers declared below. Hardware loop 0 is overwritten (this is never called from
+    // inside a hardware loop).
+    unsafe {
+        asm!(
+            ".option push",
+            ".option norvc",
+            "lw ra, 0(a2)",
+            "lw a6, 4(a2)", "lw a7, 8(a2)",
+            "lw s2, 12(a2)", "lw s3, 16(a2)",
+            "lw s4, 20(a2)", "lw s5, 24(a2)",
+            "lw s6, 28(a2)", "lw s7, 32(a2)",
+            "lw s8, 36(a2)", "lw s9, 40(a2)",
+            "lw s10, 44(a2)", "lw s11, 48(a2)",
+            "lw t3, 52(a2)", "lw t4, 56(a2)",
+            // Pass 1: 8 rows.
+            "li t0, 8",
+            ".balign 4",
+            "20:", lp_setup!(x0, t0, 192),
+            p_lw!(t0, 4(a3!)),
+            "add t0, a0, t0",
+            "lw t1, 0(t0)",
+            "lw t2, 4(t0)",
+            "and t5, t1, a4",
+            "srli t1, t1, 8",
+            "and t1, t1, a4",
+            pv_shuffle_sci_h!(t2, t2, 1),
+            "and t6, t2, a4",
+            "srli t2, t2, 8",
+            "and t2, t2, a4",
+            "add t0, t5, t2",
+            pv_sub_h!(t5, t5, t2),
+            "add t2, t1, t6",
+            pv_sub_h!(t1, t1, t6),
+            out1!(t0, ra, t2, ra, a5, "128"),
+            out1!(t5, a6, t1, a7, zero, "144"),
+            out1!(t0, s2, t2, s3, zero, "160"),
+            out1!(t5, s4, t1, s5, zero, "176"),
+            out1!(t0, s6, t2, s7, zero, "192"),
+            out1!(t5, s8, t1, s9, zero, "208"),
+            out1!(t0, s10, t2, s11, zero, "224"),
+            out1!(t5, t3, t1, t4, zero, "240"),
+            "21:", "addi a1, a1, 2",
+            ".if (21b - 20b) != 192", ".error \"pass 1: lp.setup offset does not reach the loop end\"", ".endif",
+            // Pass 2: 8 transposed rows; a3 now points at `ctx.zz`.
+            "lw a2, 0(a3)",
+            "addi a1, a1, -16",
+            "addi a3, a1, 128",
+            "li t0, 8",
+            "22:", lp_setup!(x0, t0, 192),
+            p_lw!(t0, 4(a3!)),
+            p_lw!(t1, 4(a3!)),
+            p_lw!(t2, 4(a3!)),
+            p_lw!(t5, 4(a3!)),
+            pv_add_h!(t6, t0, t2),
+            pv_sub_h!(t0, t0, t2),
+            pv_add_h!(t2, t1, t5),
+            pv_sub_h!(t1, t1, t5),
+            out2!(t6, ra, t2, ra),
+            out2!(t0, a6, t1, a7),
+            out2!(t6, s2, t2, s3),
+            out2!(t0, s4, t1, s5),
+            out2!(t6, s6, t2, s7),
+            out2!(t0, s8, t1, s9),
+            out2!(t6, s10, t2, s11),
+            p_lbu!(a0, 1(a2!)),
+            asm_macros::pv_dotsp_h!(t5, t0, t3),
+            asm_macros::pv_sdotsp_h!(t5, t1, t4),
+            asm_macros::p_addrni!(t5, t5, zero, 17),
+            "23:", p_sh!(t5, a0(a1)),
+            ".if (23b - 22b) != 192", ".error \"pass 2: lp.setup offset does not reach the loop end\"", ".endif",
+            ".option pop",
+            inout("x10") src => _,
+            inout("x11") w as *mut Work => _,
+            inout("x12") ctx.pairs.as_ptr() => _,
+            inout("x13") ctx.offs.as_ptr() => _,
+            in("x14") 0x00ff_00ffu32,
+            in("x15") LEVEL_SHIFT,
+            out("x1") _, out("x5") _, out("x6") _, out("x7") _,
+            out("x16") _, out("x17") _,
+            out("x18") _, out("x19") _, out("x20") _, out("x21") _, out("x22") _,
+            out("x23") _, out("x24") _, out("x25") _, out("x26") _, out("x27") _,
+            out("x28") _, out("x29") _, out("x30") _, out("x31") _,
+            options(nostack),
+        );
+    }
+}
+
+/// [`Kernel::zero_mask`] on packed halfwords (see the module docs).
+#[rustfmt::skip]
+#[inline(always)]
+fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
+    let (m0, m1): (u32, u32);
+    // SAFETY: the asm reads the 128 bytes of `f8` and of `thr` (both word-aligned: `Work` is
+    // `align(4)`, `thr` a `[u32; 32]`) with post-increment loads and writes only the registers
+    // declared below; hardware loop 0 runs its 7-instruction body 16 times, twice.
+    unsafe {
+        asm!(
+            ".option push",
+            ".option norvc",
+            "li t3, 0",
+            "30:", lp_setupi!(x0, 16, 28),
+            p_lw!(t0, 4(a0!)),
+            p_lw!(t1, 4(a1!)),
+            pv_abs_h!(t0, t0),
+            pv_sub_h!(t0, t0, t1),
+            "and t0, t0, a2",
+            "srli t3, t3, 1",
+            "31:", "or t3, t3, t0",
+            ".if (31b - 30b) != 28", ".error \"zero mask: lp.setupi offset\"", ".endif",
+            "li t4, 0",
+            "32:", lp_setupi!(x0, 16, 28),
+            p_lw!(t0, 4(a0!)),
+            p_lw!(t1, 4(a1!)),
+            pv_abs_h!(t0, t0),
+            pv_sub_h!(t0, t0, t1),
+            "and t0, t0, a2",
+            "srli t4, t4, 1",
+            "33:", "or t4, t4, t0",
+            ".if (33b - 32b) != 28", ".error \"zero mask: lp.setupi offset\"", ".endif",
+            ".option pop",
+            inout("x10") f8.as_ptr() => _,
+            inout("x11") thr.as_ptr() => _,
+            in("x12") 0x8000_8000u32,
+            out("x5") _, out("x6") _,
+            out("x28") m0, out("x29") m1,
+            options(nostack, readonly),
+        );
+    }
+    [m0, m1]
+}
+
+/// The perfect shuffle of the register named by `$r` (temporaries t0 t1, masks s4-s7): bits
+/// `i` and `16 + i` move to `2 i` and `2 i + 1` (Hacker's Delight, 7-2).
+#[rustfmt::skip]
+macro_rules! shuffle {
+    ($r:literal) => {
+        concat!(
+            "srli t0, ", $r, ", 8\n", "xor t0, t0, ", $r, "\n", "and t0, t0, s4\n",
+            "slli t1, t0, 8\n", "xor ", $r, ", ", $r, ", t0\n", "xor ", $r, ", ", $r, ", t1\n",
+            "srli t0, ", $r, ", 4\n", "xor t0, t0, ", $r, "\n", "and t0, t0, s5\n",
+            "slli t1, t0, 4\n", "xor ", $r, ", ", $r, ", t0\n", "xor ", $r, ", ", $r, ", t1\n",
+            "srli t0, ", $r, ", 2\n", "xor t0, t0, ", $r, "\n", "and t0, t0, s6\n",
+            "slli t1, t0, 2\n", "xor ", $r, ", ", $r, ", t0\n", "xor ", $r, ", ", $r, ", t1\n",
+            "srli t0, ", $r, ", 1\n", "xor t0, t0, ", $r, "\n", "and t0, t0, s7\n",
+            "slli t1, t0, 1\n", "xor ", $r, ", ", $r, ", t0\n", "xor ", $r, ", ", $r, ", t1\n",
+        )
+    };
+}
+
+/// Codes one block (DC, AC, EOB) into the bytes at `out` (room for [`MAX_BLOCK_BYTES`]
+/// guaranteed by the caller); returns the new end.
+///
+/// Register plan: F8 a0, zero masks a1 a2 (then the non-zero flags of the current word s8),
+/// quantiser entries a3, AC entries a4 (`t.ac` + 1 entry: the entry of `(run, size)` at
+/// `a4 + 4 (run << 4 | size - 1)`), DC entries a5, output a6, DC predictor a7, bit accumulator
+/// s2 and free bits s3, shuffle masks s4-s7 (then `0x01010101`, `0x80808080`, 31 in s4-s6),
+/// `last + 1` s9, word base s10, 16 s11; zig-zag position t0, run t6. The AC scan of a word is
+/// hardware loop 0, one iteration per non-zero coefficient. The put routine (label 90, link ra)
+/// takes the code in t3 and its length in t4 and clobbers t1 t2 t5.
+#[rustfmt::skip]
+#[inline(never)]
+#[unsafe(link_section = ".text.hot.4.jpeg.2.block")]
+fn block(
+    f8: &[i16; 64],
+    zero: [u32; 2],
+    t: &Tables,
+    dc_pred: &mut i32,
+    bits: &mut Bits,
+    out: *mut u8,
+) -> *mut u8 {
+    let (mut acc, mut free, mut pred, mut end) = (bits.acc, bits.free, *dc_pred, out);
+    // SAFETY: the asm reads the 128 bytes of `f8`, entries 0..64 of `t.quant` (8 bytes each),
+    // `t.ac[0..256]` (through `t.ac + 1`, offsets -4..=1019) and `t.dc[0..12]` (indices: a
+    // category is at most 11 for the DC and 10 for AC coefficients of 8-bit samples, a run at
+    // most 15), and writes at most
+    // `MAX_BLOCK_BYTES` bytes from `out` (the caller guarantees the room: one block is at most
+    // 20 + 63 * 26 bits plus 31 pending, 52 words of at most 8 stuffed bytes); it writes only the
+    // registers declared below. Hardware loop 0 is overwritten (this is never called from inside
+    // a hardware loop).
+    unsafe {
+        asm!(
+            ".option push",
+            ".option norvc",
+            "li s4, 0x0000ff00",
+            "li s5, 0x00f000f0",
+            "li s6, 0x0c0c0c0c",
+            "li s7, 0x22222222",
+            "li s11, 16",
+            // The non-zero flags of both words, bit-interleaved (word 1 kept in a2).
+            "not s8, a1",
+            shuffle!("s8"),
+            "andi s8, s8, -2",
+            "not a2, a2",
+            shuffle!("a2"),
+            // From here s4 s5 hold the 0xFF test's constants, s6 31.
+            "li s4, 0x01010101",
+            "li s5, 0x80808080",
+            "li s6, 31",
+            // ---- DC
+            "lh t0, 0(a0)",
+            "lhu t1, 6(a3)",
+            "lhu t2, 4(a3)",
+            "lbu t6, 3(a3)",
+            p_abs!(t4, t0),
+            "add t4, t4, t1",
+            "mul t4, t4, t2",
+            "srl t4, t4, t6",
+            "srai t5, t0, 31",
+            "xor t4, t4, t5",
+            "sub t4, t4, t5",
+            "sub t0, t4, a7",
+            "mv a7, t4",
+            p_abs!(t1, t0),
+            "li t2, 0",
+            "beqz t1, 40f",
+            p_fl1!(t2, t1),
+            "addi t2, t2, 1",
+            "40:",
+            // field = a, or its complement in t2 bits for a negative difference.
+            "srai t5, t0, 31",
+            "sub t3, s6, t2",
+            "addi t3, t3, 1",
+            "srl t5, t5, t3",
+            "xor t5, t1, t5",
+            // The entry: the code shifted by the size, the total length in bits 27..32.
+            "slli t3, t2, 2",
+            "add t3, a5, t3",
+            "lw t3, 0(t3)",
+            "srli t4, t3, 27",
+            p_extractui!(t3, t3, 26, 0),
+            "or t3, t3, t5",
+            "jal ra, 90f",
+            // ---- AC, word 0 (the DC's bit cleared), then word 1: hardware loop 0 runs once per
+            // non-zero coefficient of the word (`p.cnt`); its last instruction finds the next one,
+            // so the put routine's return and the fast path both end there.
+            "li s9, 1",
+            "li s10, 0",
+            "50:",
+            "beqz s8, 58f",
+            p_cnt!(t1, s8),
+            p_ff1!(t0, s8),
+            lp_setup!(x0, t1, 136),
+            "addi t1, s8, -1",
+            "and s8, s8, t1",
+            "add t0, s10, t0",
+            "sub t6, t0, s9",
+            "addi s9, t0, 1",
+            "bgeu t6, s11, 70f",
+            "52:",
+            "slli t1, t0, 1",
+            p_lh_rr!(t2, t1(a0)),
+            "slli t1, t0, 3",
+            "add t1, a3, t1",
+            "lhu t3, 6(t1)",
+            "lhu t4, 4(t1)",
+            "lbu t5, 3(t1)",
+            p_abs!(t0, t2),
+            "add t0, t0, t3",
+            "mul t0, t0, t4",
+            "srai t2, t2, 31",
+            "srl t0, t0, t5",
+            // size - 1 = fl1(q); the entry of (run, size) at a4 + 4 (run << 4 | size - 1); the
+            // field: q, or its complement in size bits for a negative coefficient (the sign
+            // word shifted right by 32 - size = 31 - fl1).
+            p_fl1!(t1, t0),
+            "sub t4, s6, t1",
+            "slli t3, t6, 4",
+            "or t3, t3, t1",
+            "slli t3, t3, 2",
+            p_lw_rr!(t3, t3(a4)),
+            "srl t2, t2, t4",
+            "xor t2, t0, t2",
+            "srli t4, t3, 27",
+            p_extractui!(t3, t3, 26, 0),
+            "or t3, t3, t2",
+            "bgeu t4, s3, 56f",
+            "sll s2, s2, t4",
+            "or s2, s2, t3",
+            "sub s3, s3, t4",
+            // The loop's last instruction, 34 after the lp.setup (the branches out of the loop
+            // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
+            // does, on the built kernel).
+            "55:", p_ff1!(t0, s8),
+            "58:",
+            "bnez s10, 60f",
+            "li s10, 32",
+            "mv s8, a2",
+            "j 50b",
+            // Put through the routine (a full word to emit), back to the loop's last instruction.
+            "56:",
+            "jal ra, 90f",
+            "j 55b",
+            // ---- EOB unless coefficient 63 was the last coded.
+            "60:",
+            "li t0, 64",
+            "bgeu s9, t0, 99f",
+            "lw t3, -4(a4)",
+            "srli t4, t3, 27",
+            p_extractui!(t3, t3, 26, 0),
+            "jal ra, 90f",
+            "j 99f",
+            // ---- ZRL for every 16 zeros of a run (t0: k and t6: run kept), back into the loop.
+            "70:",
+            "lw t3, 956(a4)",
+            "srli t4, t3, 27",
+            p_extractui!(t3, t3, 26, 0),
+            "jal ra, 90f",
+            "addi t6, t6, -16",
+            "bgeu t6, s11, 70b",
+            "j 52b",
+            // ---- put(t3 = code, t4 = length), return through t6.
+            "90:",
+            "bltu t4, s3, 91f",
+            "sub t1, t4, s3",
+            "sll t2, s2, s3",
+            "srl t5, t3, t1",
+            "or t2, t2, t5",
+            "mv s2, t3",
+            "li t5, 32",
+            "sub s3, t5, t1",
+            // Does the word hold a 0xFF byte? (~w has a zero byte.)
+            "not t5, t2",
+            "sub t1, t5, s4",
+            "and t1, t1, t2",
+            "and t1, t1, s5",
+            "bnez t1, 93f",
+            "srli t5, t2, 24",
+            "sb t5, 0(a6)",
+            "srli t5, t2, 16",
+            "sb t5, 1(a6)",
+            "srli t5, t2, 8",
+            "sb t5, 2(a6)",
+            "sb t2, 3(a6)",
+            "addi a6, a6, 4",
+            "jr ra",
+            "91:",
+            "sll s2, s2, t4",
+            "or s2, s2, t3",
+            "sub s3, s3, t4",
+            "jr ra",
+            // Byte by byte, a 0x00 after each 0xFF.
+            "93:",
+            "li t4, 24",
+            "94:",
+            "srl t5, t2, t4",
+            "andi t5, t5, 255",
+            "sb t5, 0(a6)",
+            "addi a6, a6, 1",
+            "li t1, 255",
+            "bne t5, t1, 95f",
+            "sb zero, 0(a6)",
+            "addi a6, a6, 1",
+            "95:",
+            "addi t4, t4, -8",
+            "bgez t4, 94b",
+            "jr ra",
+            "99:",
+            ".option pop",
+            in("x10") f8.as_ptr(),
+            in("x11") zero[0],
+            inout("x12") zero[1] => _,
+            in("x13") t.quant.as_ptr(),
+            in("x14") t.ac.as_ptr().wrapping_add(1),
+            in("x15") t.dc.as_ptr(),
+            inout("x16") end,
+            inout("x17") pred,
+            inout("x18") acc,
+            inout("x19") free,
+            out("x1") _, out("x5") _, out("x6") _, out("x7") _,
+            out("x20") _, out("x21") _, out("x22") _, out("x23") _, out("x24") _,
+            out("x25") _, out("x26") _, out("x27") _,
+            out("x28") _, out("x29") _, out("x30") _, out("x31") _,
+            options(nostack),
+        );
+    }
+    *dc_pred = pred;
+    bits.acc = acc;
+    bits.free = free;
+    end
+}
