@@ -14,8 +14,9 @@
  *    the baud rate (start bit, 8 data bits LSB first, stop bit), as the Crazyflie's UART1 sends it.
  *    The state is gapstream's simulated trajectory (gapstream::flight::Circle::default(): a circle
  *    of 1 m at 1 m, a lap in 10 s, the nose along the path) at the STM32 time of the message, which
- *    is the simulated time in µs when its first bit goes out; the e2e runner recomputes it from
- *    the time in each frame's state record and compares every field.
+ *    is the simulated time in µs when its first bit goes out. The e2e runner checks that every
+ *    frame carries a sample and its age at the end of the exposure (`--max-state-age-ms`); the
+ *    trajectory's values are checked exactly on the host (`make mcap-test`).
  *
  * At the end: one line on stdout, `stm32-standin summary messages=.. bytes=.. baud=.. period_us=..
  * tx_bytes=..`.
