@@ -338,10 +338,10 @@ mod tests {
             prop_assert_eq!(largest, l);
             let sign = if q[l] < 0.0 { -1.0 } else { 1.0 };
             let mut k = 0;
-            for i in 0..4 {
+            for (i, qi) in q.iter().enumerate() {
                 if i == l { continue; }
-                prop_assert!((small[k] - sign * q[i]).abs() <= 0.5 * core::f32::consts::FRAC_1_SQRT_2 / 511.0 + 1e-6,
-                    "component {} {} vs {}", i, small[k], sign * q[i]);
+                prop_assert!((small[k] - sign * qi).abs() <= 0.5 * core::f32::consts::FRAC_1_SQRT_2 / 511.0 + 1e-6,
+                    "component {} {} vs {}", i, small[k], sign * qi);
                 k += 1;
             }
         }
