@@ -30,6 +30,10 @@ use std::collections::VecDeque;
 pub const WINDOWS: usize = 60;
 /// Two-way exchanges kept (one a second with the default keepalive).
 pub const EXCHANGES: usize = 64;
+/// Complete one-way windows a drift fit needs (three seconds); before, [`PRIOR_DRIFT`].
+pub const MIN_FIT_WINDOWS: usize = 3;
+/// The drift assumed before the fit: two clocks of ±100 ppm each (a common crystal tolerance).
+pub const PRIOR_DRIFT: f64 = 200e-6;
 /// Window length, ns of drone time.
 const WINDOW_NS: u64 = 1_000_000_000;
 
@@ -132,11 +136,13 @@ impl ClockEstimator {
     }
 
     /// Drift (receiver ns per drone ns − 1) and its error bound per ns, from the complete windows
-    /// (the newest may still be filling): a least-squares line through the window minima.
+    /// (the newest may still be filling): a least-squares line through the window minima. Below
+    /// [`MIN_FIT_WINDOWS`] a line would pass through its points with no residual to bound it: the
+    /// drift is then taken as 0 within [`PRIOR_DRIFT`].
     fn drift(&self) -> (f64, f64) {
         let n = self.windows.len().saturating_sub(1);
-        if n < 2 {
-            return (0.0, 0.0);
+        if n < MIN_FIT_WINDOWS {
+            return (0.0, PRIOR_DRIFT);
         }
         let pts: Vec<(f64, f64)> = self
             .windows
