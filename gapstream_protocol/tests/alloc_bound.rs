@@ -119,6 +119,7 @@ fn hostile_input_keeps_the_heap_bounded() {
                     } else {
                         x.next() as u32
                     },
+                    state: None,
                 };
                 payload[..36].copy_from_slice(&h.encode());
             }
@@ -182,6 +183,7 @@ fn drone_state_does_not_grow_with_joins_and_leaves() {
         width: 32,
         height: 32,
         capture_ns: 0,
+        state: None,
     };
     fn pump(drone: &mut DroneSession, rxs: &mut [ReceiverSession], rng: &mut Rng) {
         let clock = || 0u64;
@@ -290,6 +292,7 @@ fn connections_allocate_nothing_per_packet() {
         width: 324,
         height: 244,
         capture_ns: 0,
+        state: None,
     };
     let mut payload = vec![0u8; 324 * 244];
     let mut delivered = 0;
