@@ -72,10 +72,17 @@ E2E_WIFI_QUEUE_BYTES ?= 82000
 # the link (with the WiFi behind it) the only limit (period <= 1.10 x send); MISO read at
 # <= 7.2 MHz, frames sent at >= 20 MHz. E2E_CRITERIA="--min-frames 16" checks only the frames.
 E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --min-fps 35 --wifi-share 0.95 --min-gap8-fps 35 \
-                  --max-period-over-send 1.10 --max-up-hz 7200000 --min-down-hz 20000000
+                  --max-period-over-send 1.10 --max-up-hz 7200000 --min-down-hz 20000000 \
+                  --max-state-age-ms $(E2E_MAX_STATE_AGE_MS)
 E2E_RUN_ARGS   ?=
 E2E_ELF        := firmware/BUILD/GAP8_V2/GCC_RISCV_FREERTOS_gvsoc/gapstream
 E2E_MODEL      := $(E2E_DIR)/esp32_standin.so
+# The STM32 stand-in on the GAP8's UART: the console, and the flight controller's state messages
+# every E2E_STATE_PERIOD_US of simulated time (10000: NanoCockpit's 100 Hz); the criterion: the
+# state's age at the end of every frame's exposure <= E2E_MAX_STATE_AGE_MS (docs/hardware.md §13).
+E2E_STM32_MODEL := $(E2E_DIR)/stm32_standin.so
+E2E_STATE_PERIOD_US ?= 10000
+E2E_MAX_STATE_AGE_MS ?= 12
 
 gvsoc-e2e:
 	@if ! command -v gapy >/dev/null 2>&1 || [ -z "$$GAP_SDK_HOME" ]; then \
@@ -101,6 +108,7 @@ gvsoc-e2e-prepare: gvsoc-e2e-model
 
 # One run of the firmware on the model (the work directory keeps the HyperFlash image).
 E2E_RUN = $(FW_TGT)/debug/gvsoc-e2e run --elf $(E2E_ELF) --model $(E2E_MODEL) \
+	  --stm32-model $(E2E_STM32_MODEL) --state-period-us $(E2E_STATE_PERIOD_US) \
 	  --keys $(E2E_DIR)/keys/receiver.key --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work \
 	  --frames $(E2E_FRAMES) --port $(E2E_PORT) --suite $(E2E_SUITE) --kex $(E2E_KEX) \
 	  --wifi-mbps $(E2E_WIFI_MBPS) --wifi-queue-bytes $(E2E_WIFI_QUEUE_BYTES)
@@ -148,3 +156,5 @@ gvsoc-e2e-model:
 	$(CXX) -O2 -g -fPIC -std=c++11 -Wall -Wno-unused-parameter -shared \
 	  -I$(INSTALL_DIR)/include -I esp32_bridge/include gvsoc/e2e/esp32_standin.cpp \
 	  $(FW_TGT)/release/libesp32_bridge.a -o $(E2E_MODEL) -lpthread -ldl
+	$(CXX) -O2 -g -fPIC -std=c++11 -Wall -Wno-unused-parameter -shared \
+	  -I$(INSTALL_DIR)/include gvsoc/e2e/stm32_standin.cpp -o $(E2E_STM32_MODEL)

@@ -23,12 +23,15 @@ struct gapstream_fw_config {
     uint32_t fast_stack;
     uint32_t spi_up_hz;
     uint32_t link_slots;
+    uint32_t state_baud;
+    uint32_t state_max_age_ms;
 };
-_Static_assert(sizeof(struct gapstream_fw_config) == 56, "FwConfig size");
+_Static_assert(sizeof(struct gapstream_fw_config) == 64, "FwConfig size");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, pipeline) == 12, "FwConfig.pipeline");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, stock) == 32, "FwConfig.stock");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, cl_hz) == 40, "FwConfig.cl_hz");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, spi_up_hz) == 48, "FwConfig.spi_up_hz");
+_Static_assert(__builtin_offsetof(struct gapstream_fw_config, state_baud) == 56, "FwConfig.state_baud");
 
 extern int32_t gapstream_main(const struct gapstream_fw_config *cfg);
 
@@ -49,6 +52,8 @@ static void app(void)
         .fast_stack = FW_FC_STACK,
         .spi_up_hz = FW_SPI_UP_HZ,
         .link_slots = FW_LINK_SLOTS,
+        .state_baud = FW_STATE_BAUD,
+        .state_max_age_ms = FW_STATE_MAX_AGE_MS,
     };
     /* Paint the unused part of this task's stack (below our frame, 1 KiB short of the stack's end)
      * to report how much the firmware used: the handshake's arithmetic is the peak. */

@@ -283,6 +283,9 @@ pub fn all() -> Vec<Seed> {
     for (name, bytes) in crate::jpeg::seeds() {
         seeds.push(seed("jpeg_decode", name, bytes));
     }
+    for (name, bytes) in crate::stm32::seeds() {
+        seeds.push(seed("stm32_uart", name, bytes));
+    }
     let mut seen = s.seen.0;
     seen.insert(
         "alert".into(),
@@ -354,7 +357,7 @@ pub fn all() -> Vec<Seed> {
     for (i, (suite, key)) in fuzz_keys().iter().enumerate() {
         let mut p = pixels(48, i as u8);
         let h = FrameHeader {
-            flags: 0,
+            padded: false,
             suite: *suite as u8,
             pixel_format: PixelFormat::Grey8.code(),
             width: 8,
@@ -363,6 +366,7 @@ pub fn all() -> Vec<Seed> {
             sequence: 100 + i as u64,
             capture_ns: 1,
             payload_len: 48,
+            state: None,
         };
         let s = frame::seal_frame(&mut Sequential, key, &h, &mut p).expect("seals");
         let mut b = vec![i as u8, 0x34, 0x12];

@@ -532,11 +532,12 @@ impl World {
         self.collect();
         let mut p: Vec<u8> = (0..n).map(|x| (x as u8).wrapping_mul(31)).collect();
         let meta = FrameMeta {
-            flags: 0,
+            padded: false,
             pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (n / 8) as u16,
             capture_ns: self.now,
+            state: None,
         };
         let Ok(s) = self.drone.seal_frame(k, &c, meta, &mut p) else {
             return;
@@ -706,7 +707,7 @@ impl World {
                     let g = self.epoch_keys.values().nth(e).expect("in range").clone();
                     let n_px = usize::from(*len);
                     let h = FrameHeader {
-                        flags: 0,
+                        padded: false,
                         suite: *suite,
                         pixel_format: PixelFormat::Grey8.code(),
                         width: 1,
@@ -715,6 +716,7 @@ impl World {
                         sequence: *seq,
                         capture_ns: self.now,
                         payload_len: n_px as u32,
+                        state: None,
                     };
                     let mut p = vec![0x5a; n_px];
                     if let Ok(s) = frame::seal_frame(k, &g.frame, &h, &mut p) {

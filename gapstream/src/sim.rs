@@ -391,6 +391,10 @@ pub struct NodeConfig {
     pub coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
     /// Length-hiding padding of coded frames (`Padding::Off`: none).
     pub padding: gapstream_protocol::padding::Padding,
+    /// The simulated flight controller's trajectory: its `!STA` messages reach the drone at
+    /// 100 Hz with UART byte timing (`crate::flight`) and every frame carries the state record.
+    /// None: no state path (36-byte headers).
+    pub flight: Option<crate::flight::Circle>,
 }
 
 /// L1 buffer per engine round on the host cluster (three of them must fit the 64 KiB L1).
@@ -410,7 +414,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
         ));
     }
     let (st, rep) = (stop.clone(), report.clone());
-    let (drone_cfg, frames, engine) = (cfg.drone, cfg.frames, cfg.engine);
+    let (drone_cfg, frames, engine, flight) = (cfg.drone, cfg.frames, cfg.engine, cfg.flight);
     let coder = (cfg.coder, cfg.padding);
     let thread = thread::Builder::new()
         .name("drone".into())
@@ -421,7 +425,9 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
                     &cluster,
                     gap_rust_cipher_s::engine::Config::new(cores.clamp(1, 8), ENGINE_BUFFER),
                 ) {
-                    Ok(eng) => drive(camera, link, eng, drone_cfg, coder, frames, &st, &rep),
+                    Ok(eng) => drive(
+                        camera, link, eng, drone_cfg, coder, frames, flight, &st, &rep,
+                    ),
                     Err(e) => {
                         rep.lock().unwrap_or_else(|e| e.into_inner()).error =
                             Some(format!("cluster engine: {e:?}"))
@@ -435,6 +441,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
                 drone_cfg,
                 coder,
                 frames,
+                flight,
                 &st,
                 &rep,
             ),
@@ -459,6 +466,7 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
         gapstream_protocol::padding::Padding,
     ),
     frames: Option<u64>,
+    flight: Option<crate::flight::Circle>,
     st: &AtomicBool,
     rep: &Mutex<NodeReport>,
 ) {
@@ -472,6 +480,17 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
         };
     drone.set_coder(coder);
     drone.set_padding(padding);
+    if let Some(path) = flight {
+        drone.set_state_source(
+            Box::new(crate::flight::SimFlightController::new(
+                unix_ns,
+                path,
+                crate::flight::STATE_RATE_HZ,
+                crate::flight::STM32_START_US,
+            )),
+            gapstream_drone::state::StateConfig::default(),
+        );
+    }
     let publish =
         |drone: &mut gapstream_drone::Drone<SimCamera, SpiLink, SystemClock, OsEntropy, A>| {
             let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());

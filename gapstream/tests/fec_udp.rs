@@ -109,6 +109,7 @@ fn node(spec: &SourceSpec, spi: SocketAddr, fps: f64, frames: u64, mode: Mode) -
         engine: sim::EngineChoice::default(),
         coder: None,
         padding: gapstream_protocol::padding::Padding::Off,
+        flight: None,
     })
     .unwrap()
 }

@@ -123,6 +123,7 @@ fn stock_drone(fps: f64) -> Setup {
         engine: sim::EngineChoice::default(),
         coder: None,
         padding: gapstream_protocol::padding::Padding::Off,
+        flight: None,
     })
     .unwrap();
     assert!(bridge.wait_gap8_link(Duration::from_secs(10)));

@@ -298,7 +298,7 @@ mod tests {
         match kind % 3 {
             0 => {
                 let h = FrameHeader {
-                    flags: 0,
+                    padded: false,
                     suite: 0x11,
                     pixel_format: PixelFormat::Grey8.code(),
                     width: 1,
@@ -307,6 +307,7 @@ mod tests {
                     sequence: seq,
                     capture_ns: 0,
                     payload_len: body.len() as u32,
+                    state: None,
                 };
                 m.extend_from_slice(&h.encode());
                 m.extend_from_slice(body);

@@ -106,7 +106,7 @@ fn hostile_input_keeps_the_heap_bounded() {
             // A frame header announcing up to 4 GiB.
             0 if len >= 36 => {
                 let h = FrameHeader {
-                    flags: 0,
+                    padded: false,
                     suite: 0x11,
                     pixel_format: PixelFormat::Grey8.code(),
                     width: 1,
@@ -120,6 +120,7 @@ fn hostile_input_keeps_the_heap_bounded() {
                     } else {
                         x.next() as u32
                     },
+                    state: None,
                 };
                 payload[..36].copy_from_slice(&h.encode());
             }
@@ -179,11 +180,12 @@ fn drone_state_does_not_grow_with_joins_and_leaves() {
     let clock = || 0u64;
     let mut payload = vec![0u8; 1024];
     let meta = gapstream_protocol::frame::FrameMeta {
-        flags: 0,
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 32,
         height: 32,
         capture_ns: 0,
+        state: None,
     };
     fn pump(drone: &mut DroneSession, rxs: &mut [ReceiverSession], rng: &mut Rng) {
         let clock = || 0u64;
@@ -288,11 +290,12 @@ fn connections_allocate_nothing_per_packet() {
     }
     assert!(drone.session().is_established() && rx.session().is_established());
     let meta = gapstream_protocol::frame::FrameMeta {
-        flags: 0,
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,
         capture_ns: 0,
+        state: None,
     };
     let mut payload = vec![0u8; 324 * 244];
     let mut delivered = 0;

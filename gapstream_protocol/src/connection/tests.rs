@@ -126,11 +126,12 @@ impl Pipe {
     fn frame(&mut self, pixels: &[u8]) -> Vec<Vec<u8>> {
         let mut p = pixels.to_vec();
         let meta = FrameMeta {
-            flags: 0,
+            padded: false,
             pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (p.len() / 8) as u16,
             capture_ns: 42,
+            state: None,
         };
         let clock = self.clock();
         let sealed = self
@@ -693,11 +694,12 @@ fn a_version_2_peer_gets_unsupported_version() {
     }
     let mut pixels = [1u8, 2, 3, 4, 5, 6, 7, 8];
     let meta = FrameMeta {
-        flags: 0,
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 8,
         height: 1,
         capture_ns: 42,
+        state: None,
     };
     let sealed = p
         .drone

@@ -150,7 +150,7 @@ fn frames() -> Result<(), &'static str> {
             metric("group_epoch_draw_and_derive_instructions", n);
         }
         let h = gapstream_protocol::wire::FrameHeader {
-            flags: 0,
+            padded: false,
             suite: suite as u8,
             pixel_format: PixelFormat::Grey8.code(),
             width: 324,
@@ -159,6 +159,7 @@ fn frames() -> Result<(), &'static str> {
             sequence: 9,
             capture_ns: 0,
             payload_len: pixels.len() as u32,
+            state: None,
         };
         let mut buf = pixels.clone();
         let (sealed, n) = count_instructions(|| {
@@ -238,11 +239,12 @@ fn main() -> Result<(), &'static str> {
     }
     let mut p = alloc::vec![0u8; 324 * 244];
     let meta = FrameMeta {
-        flags: 0,
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,
         capture_ns: 0,
+        state: None,
     };
     let (s, n) = count_instructions(|| drone.seal_frame(&mut Sequential, &zero, meta, &mut p));
     s.map_err(|_| "session seal")?;

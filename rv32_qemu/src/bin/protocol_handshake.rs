@@ -135,11 +135,12 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
         .collect();
     let mut payload = pixels.clone();
     let meta = FrameMeta {
-        flags: 0,
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,
         capture_ns: 5,
+        state: None,
     };
     let sealed = drone
         .seal_frame(k, &now, meta, &mut payload)
@@ -252,7 +253,7 @@ fn lengths_do_not_wrap() -> Result<(), &'static str> {
     use gapstream_protocol::frame::frame_layout;
     use gapstream_protocol::wire::{FrameHeader, message_len};
     let h = FrameHeader {
-        flags: 0,
+        padded: false,
         suite: Suite::ChaCha20Poly1305 as u8,
         pixel_format: PixelFormat::Grey8.code(),
         width: 1,
@@ -261,6 +262,7 @@ fn lengths_do_not_wrap() -> Result<(), &'static str> {
         sequence: 0,
         capture_ns: 0,
         payload_len: u32::MAX - 15,
+        state: None,
     };
     let b = h.encode();
     if message_len(&b).is_ok() {
