@@ -120,7 +120,7 @@ class Frame:
 
 def _frame(t: tuple, demosaic: bool) -> Frame:
     """A frame from the native module's tuple (python/src/lib.rs, ``FrameTuple``)."""
-    seq, epoch, cap, recv, lat, suite, w, h, raw, fmt, coded, stamp, unc, st = t
+    seq, epoch, cap, recv, lat, suite, w, h, raw, (fmt, coded), (stamp, unc), st = t
     px = np.frombuffer(raw, dtype=np.uint8).reshape(h, w)
     if demosaic:
         px = np.frombuffer(_demosaic_rggb(raw, w, h), dtype=np.uint8).reshape(h, w, 3)

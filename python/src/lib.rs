@@ -57,9 +57,9 @@ type StateTuple = (
 );
 
 /// A frame as `Receiver.next_frame` hands it to Python: (sequence, key epoch, capture ns, receive
-/// ns, latency ms, suite, width, height, pixels (decoded samples), pixel-format code of the
-/// payload, the coded payload of a JPEG / JPEG-LS frame as it verified, stamp ns, stamp
-/// uncertainty ns, state).
+/// ns, latency ms, suite, width, height, pixels (decoded samples), (pixel-format code of the
+/// payload, the coded payload of a JPEG / JPEG-LS frame as it verified), (stamp ns, stamp
+/// uncertainty ns), state): at most 12 elements, what pyo3 converts.
 type FrameTuple<'py> = (
     u64,
     Option<u32>,
@@ -70,10 +70,8 @@ type FrameTuple<'py> = (
     usize,
     usize,
     Bound<'py, PyBytes>,
-    u8,
-    Option<Bound<'py, PyBytes>>,
-    u64,
-    Option<u64>,
+    (u8, Option<Bound<'py, PyBytes>>),
+    (u64, Option<u64>),
     Option<StateTuple>,
 );
 
@@ -88,10 +86,11 @@ fn frame_tuple(py: Python<'_>, f: Arc<Frame>) -> FrameTuple<'_> {
         f.width(),
         f.height(),
         PyBytes::new(py, &f.pixels),
-        f.header.pixel_format,
-        f.coded.as_deref().map(|c| PyBytes::new(py, c)),
-        f.stamp_ns(),
-        f.capture.and_then(|c| c.bound_ns()),
+        (
+            f.header.pixel_format,
+            f.coded.as_deref().map(|c| PyBytes::new(py, c)),
+        ),
+        (f.stamp_ns(), f.capture.and_then(|c| c.bound_ns())),
         f.state.map(|s| {
             (
                 s.record.flags,

@@ -222,7 +222,8 @@ def test_rosbags_opens_it_as_a_ros2_bag(recording):
 
 def test_a_ground_stations_recording_has_topics_per_drone(gapstream_bin, tmp_path):
     """`gapstream demo --drones 2 --mcap`: one file, /drone-01/... and /drone-02/..., as many
-    Images as FrameInfos per drone, each drone's pictures with its own name burned in."""
+    Images as FrameInfos, Odometries and TFs per drone (body frame <drone>/crazyflie), each
+    drone's pictures with its own name burned in."""
     mcap = tmp_path / "fleet.mcap"
     r = subprocess.run(
         [gapstream_bin, "demo", "--drones", "2", "--duration", "5", "--viewer", "none",
@@ -230,16 +231,21 @@ def test_a_ground_stations_recording_has_topics_per_drone(gapstream_bin, tmp_pat
         capture_output=True, text=True, timeout=120,
     )
     assert r.returncode == 0, r.stderr
-    counts, last = {}, {}
+    counts, last, bodies = {}, {}, {}
     with open(mcap, "rb") as f:
         reader = make_reader(f, decoder_factories=[DecoderFactory()])
         for schema, channel, message, msg in reader.iter_decoded_messages():
             counts[channel.topic] = counts.get(channel.topic, 0) + 1
             if schema.name == "sensor_msgs/msg/Image":
                 last[channel.topic] = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.width)
-    assert sorted(counts) == ["/drone-01/frame_info", "/drone-01/image", "/drone-02/frame_info", "/drone-02/image"]
+            if schema.name == "nav_msgs/msg/Odometry":
+                bodies.setdefault(channel.topic, set()).add(msg.child_frame_id)
+    assert sorted(counts) == [f"/{d}/{t}" for d in ("drone-01", "drone-02")
+                              for t in ("frame_info", "image", "odometry", "tf")]
     for d in ("drone-01", "drone-02"):
-        assert counts[f"/{d}/image"] == counts[f"/{d}/frame_info"] >= 10, counts
+        n = counts[f"/{d}/image"]
+        assert n == counts[f"/{d}/frame_info"] == counts[f"/{d}/odometry"] == counts[f"/{d}/tf"] >= 10, counts
+        assert bodies[f"/{d}/odometry"] == {f"{d}/crazyflie"}
     # The label bands (the drones' names) differ, the rest of the pattern is the same scene.
     a, b = last["/drone-01/image"], last["/drone-02/image"]
     assert not np.array_equal(a[-18:, :120], b[-18:, :120])
