@@ -357,6 +357,7 @@ pub fn all() -> Vec<Seed> {
     for (i, (suite, key)) in fuzz_keys().iter().enumerate() {
         let mut p = pixels(48, i as u8);
         let h = FrameHeader {
+            padded: false,
             suite: *suite as u8,
             pixel_format: PixelFormat::Grey8.code(),
             width: 8,

@@ -532,6 +532,7 @@ impl World {
         self.collect();
         let mut p: Vec<u8> = (0..n).map(|x| (x as u8).wrapping_mul(31)).collect();
         let meta = FrameMeta {
+            padded: false,
             pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (n / 8) as u16,
@@ -706,6 +707,7 @@ impl World {
                     let g = self.epoch_keys.values().nth(e).expect("in range").clone();
                     let n_px = usize::from(*len);
                     let h = FrameHeader {
+                        padded: false,
                         suite: *suite,
                         pixel_format: PixelFormat::Grey8.code(),
                         width: 1,

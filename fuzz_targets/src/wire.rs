@@ -168,6 +168,7 @@ fn seal_open_round_trip(suite: Suite, key: &DirectionKey, control: bool, plain: 
         return;
     }
     let meta = FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: plain.len() as u16,
         height: 1,
@@ -187,6 +188,7 @@ fn seal_open_round_trip(suite: Suite, key: &DirectionKey, control: bool, plain: 
         }),
     };
     let header = FrameHeader {
+        padded: false,
         suite: suite as u8,
         pixel_format: meta.pixel_format.code(),
         width: meta.width,

@@ -34,6 +34,34 @@ impl Codec {
     }
 }
 
+/// Length-hiding padding of coded frames (`--pad`; `gapstream_protocol::padding`): each coded
+/// frame padded inside the AEAD to the next of a set of sizes. Raw frames are never padded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Pad {
+    /// No padding: an observer of the link sees each coded frame's length.
+    Off,
+    /// Padmé sizes (PoPETs 2019): under 6.25 % more bytes on coded frames, O(log log L) bits of
+    /// the length left. The default (docs/protocol.md §6 has the measurements).
+    #[default]
+    Padme,
+    /// Powers of two: up to 100 % more bytes, fewer sizes.
+    Pow2,
+    /// Every coded frame as long as the raw frame: hides the length, saves no bytes.
+    Max,
+}
+
+impl Pad {
+    pub fn padding(self) -> gapstream_protocol::padding::Padding {
+        use gapstream_protocol::padding::Padding;
+        match self {
+            Pad::Off => Padding::Off,
+            Pad::Padme => Padding::Padme,
+            Pad::Pow2 => Padding::Pow2,
+            Pad::Max => Padding::Max,
+        }
+    }
+}
+
 /// The simulated drone's coder: the codecs' portable encoders on the calling thread.
 #[derive(Clone, Debug)]
 pub struct HostCoder {
@@ -144,6 +172,14 @@ impl FrameCoder for RateCoder {
         }
         Ok(r)
     }
+
+    /// In target-bytes mode a receiver's quality is the new ceiling (the next frame starts there
+    /// at most).
+    fn set_quality(&mut self, quality: u8) {
+        self.rate.max_quality = quality.clamp(1, 100);
+        self.rate.min_quality = self.rate.min_quality.min(self.rate.max_quality);
+        self.coder.quality = self.coder.quality.min(self.rate.max_quality);
+    }
 }
 
 impl FrameCoder for HostCoder {
@@ -193,6 +229,10 @@ impl FrameCoder for HostCoder {
             // JPEG of a Bayer mosaic, other layouts: raw.
             _ => Ok(None),
         }
+    }
+
+    fn set_quality(&mut self, quality: u8) {
+        self.quality = quality.clamp(1, 100);
     }
 }
 

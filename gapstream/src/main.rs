@@ -339,6 +339,10 @@ struct ViewArgs {
     /// docs/protocol.md §12). Whoever reads the file reads the stream.
     #[arg(long, value_name = "FILE", env = "GAPSTREAM_KEYLOGFILE")]
     keylog: Option<PathBuf>,
+    /// Ask the drone to code its JPEG frames at this quality (1..=100), over the session's
+    /// authenticated control channel, from the next frame on (again after every re-handshake).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
+    quality: Option<u8>,
     #[command(flatten)]
     security: SecurityOpts,
     #[command(flatten)]
@@ -378,6 +382,10 @@ struct SourceOpts {
     /// --quality) so that frames stay near this many bytes, and a busy scene keeps the frame rate.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(256..=1_000_000))]
     target_bytes: Option<u64>,
+    /// Length-hiding padding of coded frames (inside the AEAD; raw frames are never padded):
+    /// `padme` (default: under 6.25 % more bytes), `pow2`, `max` (the raw frame's length), `off`.
+    #[arg(long, value_enum, default_value_t = gapstream::codec::Pad::default())]
+    pad: gapstream::codec::Pad,
 }
 
 impl SourceOpts {
@@ -518,6 +526,7 @@ fn node_settings(
         codec: src.codec,
         quality: src.quality,
         target_bytes: src.target_bytes.map(|t| t as usize),
+        padding: src.pad.padding(),
     })
 }
 
@@ -601,6 +610,11 @@ fn view_session(a: &ViewArgs) -> Result<gapstream::receiver::SessionKind, String
     if let (gapstream::receiver::SessionKind::Secure(s), Some(f)) = (&mut session, &a.keylog) {
         warn_keylog(f);
         s.keylog = Some(f.clone());
+    }
+    match (&mut session, a.quality) {
+        (gapstream::receiver::SessionKind::Secure(s), q) => s.quality = q,
+        (_, Some(_)) => return Err("--quality needs the secure stream (not --stock)".into()),
+        _ => {}
     }
     Ok(session)
 }
@@ -713,6 +727,7 @@ fn main() -> ExitCode {
                 codec: a.source.codec,
                 quality: a.source.quality,
                 target_bytes: a.source.target_bytes.map(|t| t as usize),
+                padding: a.source.pad.padding(),
             };
             let listeners = run::Listeners {
                 count: a.listeners,
@@ -772,6 +787,7 @@ fn main() -> ExitCode {
                 codec: a.source.codec,
                 quality: a.source.quality,
                 target_bytes: a.source.target_bytes.map(|t| t as usize),
+                padding: a.source.pad.padding(),
             };
             let id = match node.security {
                 Security::StockPlaintext => None,

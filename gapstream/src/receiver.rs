@@ -136,6 +136,9 @@ pub struct SecureSettings {
     pub rsa_key: Option<gapstream_protocol::rsa_oaep::Decryptor>,
     /// Key log: one line per key epoch appended to this file (debugging aid, off by default).
     pub keylog: Option<std::path::PathBuf>,
+    /// Ask the drone for this JPEG quality (SET_QUALITY) once the session holds its group key,
+    /// after every (re)handshake.
+    pub quality: Option<u8>,
 }
 
 impl SessionKind {
@@ -407,6 +410,9 @@ struct SecureSession {
     /// Counters of earlier connections (each connection has a new session).
     base: session::ReceiverCounters,
     keylog: Option<std::path::PathBuf>,
+    /// The quality to ask for, and whether this session still has to ask.
+    quality: Option<u8>,
+    quality_due: bool,
 }
 
 /// A generator seeded from the OS for one call into the session.
@@ -451,6 +457,8 @@ impl SecureSession {
             conn: ReceiverConnection::new(s.identity.clone(), cfg),
             base,
             keylog: s.keylog.clone(),
+            quality: s.quality,
+            quality_due: false,
         }
     }
 
@@ -586,7 +594,26 @@ impl Session for SecureSession {
                 Err(e) => return events.push(Event::Fatal(e)),
             };
             match conn.process_message(&mut Sequential, &mut r, &proto_clock) {
-                Ok(Some(ev)) => Self::event(ev, events),
+                Ok(Some(ev)) => {
+                    // SET_QUALITY once the group key is held (its KEY_ACK is queued first, so
+                    // the drone has confirmed the session when the request arrives).
+                    match (&ev, self.quality) {
+                        (ReceiverEvent::Established { .. }, Some(_)) => self.quality_due = true,
+                        (ReceiverEvent::Rekeyed { .. }, Some(q)) if self.quality_due => {
+                            self.quality_due = false;
+                            match conn.request_quality(&mut Sequential, q) {
+                                Ok(()) => events.push(Event::Info(format!(
+                                    "asked the drone for JPEG quality {q}"
+                                ))),
+                                Err(e) => events.push(Event::Info(format!(
+                                    "cannot ask the drone for quality {q}: {e}"
+                                ))),
+                            }
+                        }
+                        _ => {}
+                    }
+                    Self::event(ev, events)
+                }
                 Ok(None) => {}
                 // Frames of an epoch whose key has not arrived yet (just after joining a running
                 // group) are counted, not reported line by line.
@@ -759,6 +786,7 @@ mod tests {
             packet_payload,
             rsa_key: None,
             keylog: None,
+            quality: None,
         };
         for bad in [0, 1021] {
             let mut s = SecureSession::new(&settings(bad), Default::default());

@@ -355,6 +355,7 @@ pub fn receiver_session(
                 packet_payload,
                 rsa_key,
                 keylog: None,
+                quality: None,
             })))
         }
     }
@@ -436,6 +437,8 @@ pub struct NodeSettings {
     pub quality: u8,
     /// Target-bytes mode (JPEG): the quality follows the frames' size.
     pub target_bytes: Option<usize>,
+    /// Length-hiding padding of coded frames.
+    pub padding: gapstream_protocol::padding::Padding,
 }
 
 /// `raw`, `jpeg quality 75`, `jpegls (lossless)`: the codec as the start-up lines show it.
@@ -453,13 +456,29 @@ pub fn coder_line(d: &gapstream_drone::DroneStats) -> Option<String> {
         return None;
     }
     let n = d.frames_coded.max(1) as f64;
-    Some(format!(
-        "{} frames coded, {:.0} bytes/frame coded, coding {:.2} ms/frame on the host, {} sent raw after a coder error",
-        d.frames_coded,
-        d.coded_bytes as f64 / n,
-        d.code_ns as f64 / n / 1e6,
-        d.coder_errors
-    ))
+    Some(
+        format!(
+            "{} frames coded, {:.0} bytes/frame coded, coding {:.2} ms/frame on the host, {} sent raw after a coder error",
+            d.frames_coded,
+            d.coded_bytes as f64 / n,
+            d.code_ns as f64 / n / 1e6,
+            d.coder_errors
+        ) + &padding_note(d),
+    )
+}
+
+/// `, padded to N bytes/frame (+x.x %)` when the drone padded its coded frames.
+fn padding_note(d: &gapstream_drone::DroneStats) -> String {
+    if d.frames_padded == 0 {
+        return String::new();
+    }
+    let n = d.frames_padded as f64;
+    // The padded frames are the coded ones (every coded frame is padded when padding is on).
+    format!(
+        ", padded to {:.0} bytes/frame (+{:.1} %)",
+        (d.coded_bytes + d.padding_bytes) as f64 / n,
+        d.padding_bytes as f64 / d.coded_bytes.max(1) as f64 * 100.0
+    )
 }
 
 /// The viewer's address unless `--viewer` says otherwise.
@@ -780,6 +799,11 @@ pub fn demo(
                 codec_label(node.codec, node.quality)
             ),
             _ => codec_label(node.codec, node.quality),
+        } + &match (node.codec, node.padding) {
+            (crate::codec::Codec::Raw, _) | (_, gapstream_protocol::padding::Padding::Off) => {
+                String::new()
+            }
+            (_, p) => format!(", length-hiding padding {}", p.name()),
         },
         node.packet_payload,
         match node.spi_hz {
@@ -844,6 +868,7 @@ pub fn demo(
             node.target_bytes,
         )
         .map_err(RunError::Setup)?,
+        padding: node.padding,
         flight: Some(crate::flight::Circle::default()),
     })
     .map_err(RunError::Node)?;
@@ -986,6 +1011,7 @@ pub fn node_only(
             node.target_bytes,
         )
         .map_err(RunError::Setup)?,
+        padding: node.padding,
         flight: Some(crate::flight::Circle::default()),
     })
     .map_err(RunError::Node)?;
@@ -1215,6 +1241,7 @@ pub fn bench_one(
         frames: exact.then_some(frames),
         engine: ENGINE,
         coder: None,
+        padding: gapstream_protocol::padding::Padding::Off,
         flight: None,
     })
     .map_err(RunError::Node)?;

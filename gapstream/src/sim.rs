@@ -389,6 +389,8 @@ pub struct NodeConfig {
     pub engine: EngineChoice,
     /// Compress, then seal: the frame coder (`crate::codec::HostCoder`; None: raw frames).
     pub coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+    /// Length-hiding padding of coded frames (`Padding::Off`: none).
+    pub padding: gapstream_protocol::padding::Padding,
     /// The simulated flight controller's trajectory: its `!STA` messages reach the drone at
     /// 100 Hz with UART byte timing (`crate::flight`) and every frame carries the state record.
     /// None: no state path (36-byte headers).
@@ -412,8 +414,8 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
         ));
     }
     let (st, rep) = (stop.clone(), report.clone());
-    let (drone_cfg, frames, engine, coder, flight) =
-        (cfg.drone, cfg.frames, cfg.engine, cfg.coder, cfg.flight);
+    let (drone_cfg, frames, engine, flight) = (cfg.drone, cfg.frames, cfg.engine, cfg.flight);
+    let coder = (cfg.coder, cfg.padding);
     let thread = thread::Builder::new()
         .name("drone".into())
         .spawn(move || match engine {
@@ -459,7 +461,10 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
     link: SpiLink,
     engine: A,
     cfg: gapstream_drone::DroneConfig,
-    coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+    (coder, padding): (
+        Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+        gapstream_protocol::padding::Padding,
+    ),
     frames: Option<u64>,
     flight: Option<crate::flight::Circle>,
     st: &AtomicBool,
@@ -474,6 +479,7 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
             }
         };
     drone.set_coder(coder);
+    drone.set_padding(padding);
     if let Some(path) = flight {
         drone.set_state_source(
             Box::new(crate::flight::SimFlightController::new(

@@ -156,6 +156,7 @@ fn start_drone(
             node.target_bytes,
         )
         .map_err(RunError::Setup)?,
+        padding: node.padding,
     })
     .map_err(RunError::Node)
 }

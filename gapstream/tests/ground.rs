@@ -44,6 +44,7 @@ fn node(fps: f64) -> NodeSettings {
         codec: gapstream::codec::Codec::Raw,
         quality: 75,
         target_bytes: None,
+        padding: gapstream_protocol::padding::Padding::Off,
     }
 }
 

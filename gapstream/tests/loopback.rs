@@ -17,6 +17,7 @@ use gapstream::run::{self, Security};
 use gapstream::sim::{self, Node, NodeConfig};
 use gapstream_drone::{DroneConfig, Mode};
 use gapstream_protocol::cpx::{LastFlag, Packetizer, StreamDecoder};
+use gapstream_protocol::padding::Padding;
 use gapstream_protocol::suite::{KexMode, Suite};
 
 fn any() -> SocketAddr {
@@ -98,9 +99,10 @@ fn node_with(
     packet: usize,
     mode: Mode,
 ) -> Node {
-    node_coded(spec, spi, fps, frames, packet, mode, None)
+    node_coded(spec, spi, fps, frames, packet, mode, None, Padding::Off)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn node_coded(
     spec: &SourceSpec,
     spi: SocketAddr,
@@ -109,6 +111,7 @@ fn node_coded(
     packet: usize,
     mode: Mode,
     coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+    padding: Padding,
 ) -> Node {
     sim::start_node(NodeConfig {
         source: FrameSource::open(spec).unwrap(),
@@ -122,6 +125,7 @@ fn node_coded(
         frames,
         engine: sim::EngineChoice::default(),
         coder,
+        padding,
         flight: None,
     })
     .unwrap()
@@ -154,6 +158,7 @@ fn frames_carry_the_drones_state_and_a_two_way_stamp() {
         engine: sim::EngineChoice::default(),
         flight: Some(gapstream::flight::Circle::default()),
         coder: None,
+        padding: Padding::Off,
     })
     .unwrap();
     let got = rx.take(100, Duration::from_secs(60));
@@ -354,26 +359,37 @@ fn scene_frames(dir: &std::path::Path, n: usize) -> (SourceSpec, Vec<Vec<u8>>) {
 
 /// Compress, then seal, end to end per codec: every frame verified and decoded by the receiver,
 /// its coded bytes those the drone's encoder writes for that source frame; JPEG-LS bit-exact
-/// against the drone's frame, JPEG within the quality's error.
+/// against the drone's frame, JPEG within the quality's error; with length-hiding padding too
+/// (the receiver takes the padding off: the coded bytes are the encoder's).
 #[test]
 fn coded_frames_are_verified_and_decoded_per_codec() {
     use gapstream::codec::{Codec, HostCoder};
     use gapstream_drone::{FrameCoder, FrameFormat, PixelFormat};
     let d = tempfile::tempdir().unwrap();
     let (spec, frames) = scene_frames(d.path(), 8);
-    for (codec, format) in [
-        (Codec::Jpeg, PixelFormat::Jpeg),
-        (Codec::Jpegls, PixelFormat::JpegLs),
+    for (codec, format, padding) in [
+        (Codec::Jpeg, PixelFormat::Jpeg, Padding::Padme),
+        (Codec::Jpegls, PixelFormat::JpegLs, Padding::Pow2),
+        (Codec::Jpeg, PixelFormat::Jpeg, Padding::Off),
     ] {
         let (mode, session) = secure(Suite::ChaCha20Poly1305, 1020);
         let b = roomy_bridge();
         let rx = receiver_on(b.tcp_addr, Transport::Tcp, session);
         wait_clients(&b, 1);
         let coder = HostCoder::boxed(codec, 75).unwrap();
-        let n = node_coded(&spec, b.spi_addr, 60.0, None, 1020, mode, coder);
+        let n = node_coded(&spec, b.spi_addr, 60.0, None, 1020, mode, coder, padding);
         let got = rx.take(frames.len(), Duration::from_secs(30));
         let s = rx.finish();
-        n.stop();
+        let rep = n.stop();
+        let d = rep.drone;
+        if padding == Padding::Off {
+            assert_eq!((d.frames_padded, d.padding_bytes), (0, 0));
+        } else {
+            // Every coded frame went out padded, at least by its 4-byte trailer.
+            assert_eq!(d.frames_padded, d.frames_coded, "{codec:?}");
+            assert!(d.padding_bytes >= 4 * d.frames_padded);
+            assert!(d.bytes_sent > d.coded_bytes + d.padding_bytes);
+        }
         assert_eq!(got.len(), frames.len(), "{codec:?}: {s:?}");
         let mut reference = HostCoder { codec, quality: 75 };
         for (k, g) in got.iter().enumerate() {
@@ -421,6 +437,66 @@ fn coded_frames_are_verified_and_decoded_per_codec() {
     }
 }
 
+/// `gapstream view --quality Q`: the receiver asks the drone (SET_QUALITY, over its session's
+/// control channel) for quality 30 while the drone codes at 90; the drone's stream switches once,
+/// and every frame after the switch is the quality-30 coding of its source frame.
+#[test]
+fn the_receiver_sets_the_drones_jpeg_quality() {
+    use gapstream::codec::{Codec, HostCoder};
+    use gapstream_drone::{FrameCoder, FrameFormat};
+    let d = tempfile::tempdir().unwrap();
+    let (spec, frames) = scene_frames(d.path(), 8);
+    let (mode, mut session) = secure(Suite::ChaCha20Poly1305, 1020);
+    let SessionKind::Secure(s) = &mut session else {
+        unreachable!()
+    };
+    s.quality = Some(30);
+    let b = roomy_bridge();
+    let rx = receiver_on(b.tcp_addr, Transport::Tcp, session);
+    wait_clients(&b, 1);
+    let coder = HostCoder::boxed(Codec::Jpeg, 90).unwrap();
+    let n = node_coded(
+        &spec,
+        b.spi_addr,
+        60.0,
+        None,
+        1020,
+        mode,
+        coder,
+        Padding::Padme,
+    );
+    let got = rx.take(24, Duration::from_secs(30));
+    let s = rx.finish();
+    let rep = n.stop();
+    assert_eq!(got.len(), 24, "{s:?}");
+    assert_eq!(rep.drone.quality, Some(30));
+    assert_eq!(rep.drone.quality_requests, 1);
+    // The quality each frame was coded with: the one whose coding of a source frame gives it.
+    let quality_of = |coded: &[u8]| {
+        [90u8, 30].into_iter().find(|&q| {
+            let mut c = HostCoder {
+                codec: Codec::Jpeg,
+                quality: q,
+            };
+            frames.iter().any(|f| {
+                let mut out = Vec::new();
+                c.code(FrameFormat::HM01B0, f, &mut out).unwrap().is_some() && out == coded
+            })
+        })
+    };
+    let qs: Vec<Option<u8>> = got
+        .iter()
+        .map(|g| quality_of(g.coded.as_deref().expect("coded")))
+        .collect();
+    assert!(qs.iter().all(Option::is_some), "{qs:?}");
+    let switch = qs
+        .iter()
+        .position(|q| *q == Some(30))
+        .expect("never switched");
+    assert!(qs[switch..].iter().all(|q| *q == Some(30)), "{qs:?}");
+    assert_eq!(s.counters.malformed, 0);
+}
+
 /// `--stock --codec jpeg`: the drone sends Bitcraze's image type 1 with the JPEG file; the
 /// receiver's stock session decodes it (as Bitcraze's viewer does) into the source frames.
 #[test]
@@ -440,12 +516,15 @@ fn stock_stream_with_jpeg_is_image_type_1_and_decodes() {
         1020,
         Mode::StockPlaintext,
         coder,
+        Padding::Padme,
     );
     let got = rx.take(4, Duration::from_secs(30));
     let s = rx.finish();
     let rep = n.stop();
     assert_eq!(got.len(), 4, "{s:?}");
     assert!(rep.drone.frames_coded >= 4);
+    // The stock stream has no AEAD to hide a length in: never padded.
+    assert_eq!(rep.drone.frames_padded, 0);
     // Each frame close to one source frame (JPEG quality 90), and the stream was JPEG-sized.
     for g in &got {
         assert_eq!((g.width(), g.height()), (324, 244));

@@ -122,6 +122,7 @@ fn stock_drone(fps: f64) -> Setup {
         frames: None,
         engine: sim::EngineChoice::default(),
         coder: None,
+        padding: gapstream_protocol::padding::Padding::Off,
         flight: None,
     })
     .unwrap();

@@ -22,6 +22,7 @@ use gapstream_protocol::connection::{DroneConnection, Incoming};
 use gapstream_protocol::cpx::{self, Function, LastFlag, Packetizer, Route, StreamDecoder, Target};
 use gapstream_protocol::frame::FrameMeta;
 use gapstream_protocol::handshake::DroneIdentity;
+use gapstream_protocol::padding::{self, Padding};
 use gapstream_protocol::session::{self, DroneEvent, DroneSession};
 
 use crate::boot::Boot;
@@ -98,6 +99,13 @@ pub struct DroneStats {
     pub frames_coded: u64,
     pub coded_bytes: u64,
     pub code_ns: u64,
+    /// Coded frames sent padded (length-hiding padding, [`Drone::set_padding`]) and the bytes the
+    /// padding added (trailer included).
+    pub frames_padded: u64,
+    pub padding_bytes: u64,
+    /// SET_QUALITY requests from receivers, and the last quality asked for.
+    pub quality_requests: u64,
+    pub quality: Option<u8>,
     pub coder_errors: u64,
     /// Upstream trouble: stretches of bytes that were not CPX (secure mode: one per stretch; stock
     /// mode: one per CPX error), messages that lost packets, messages the session rejected.
@@ -194,6 +202,8 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     /// Compress, then seal: the frame coder (None: raw frames) and its output buffer.
     coder: Option<Box<dyn FrameCoder + Send>>,
     coded: Vec<u8>,
+    /// Length-hiding padding of coded frames (secure mode).
+    padding: Padding,
     /// The flight controller's state messages (the firmware's UART, the simulated flight
     /// controller): every frame's header carries its record (secure mode). None: no state path,
     /// 36-byte headers. Boxed: its latch and parser (~0.5 KB) go on the heap, not on the
@@ -247,6 +257,7 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             wifi_client: false,
             coder: None,
             coded: Vec::new(),
+            padding: Padding::Off,
             state: None,
         })
     }
@@ -268,6 +279,13 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
     /// out raw there.
     pub fn set_coder(&mut self, coder: Option<Box<dyn FrameCoder + Send>>) {
         self.coder = coder;
+    }
+
+    /// Pads every coded frame, inside the AEAD, to the next of `padding`'s sizes (capped at the raw
+    /// frame's length) and flags it padded (secure mode; raw frames, whose length is fixed, and the
+    /// stock stream are never padded). [`Padding::Off`] (the default): no padding.
+    pub fn set_padding(&mut self, padding: Padding) {
+        self.padding = padding;
     }
 
     pub fn stats(&self) -> DroneStats {
@@ -385,6 +403,14 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
                         st.last_refused_hello = Some(e);
                     }
                     Ok(Some(DroneEvent::KeyAcked { .. })) => st.rekeys_acked += 1,
+                    Ok(Some(DroneEvent::QualityRequested { quality, .. })) => {
+                        // From the next frame on (this runs before the frame is coded).
+                        if let Some(c) = self.coder.as_mut() {
+                            c.set_quality(quality);
+                        }
+                        st.quality_requests += 1;
+                        st.quality = Some(quality);
+                    }
                     Ok(Some(DroneEvent::Left { .. })) => st.receivers_left += 1,
                     Ok(_) => {}
                     Err(e) => {
@@ -454,11 +480,21 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             &self.clock,
             &mut self.stats,
         );
+        let mut padded = false;
+        if coded.is_some() {
+            let n = self.coded.len();
+            if padding::pad(&mut self.coded, self.padding, self.format.bytes()) {
+                padded = true;
+                self.stats.frames_padded += 1;
+                self.stats.padding_bytes += (self.coded.len() - n) as u64;
+            }
+        }
         let (pixel_format, payload) = match coded {
             Some(f) => (f, &mut self.coded),
             None => (self.format.pixel, &mut cap.buf),
         };
         let meta = FrameMeta {
+            padded,
             pixel_format,
             width: self.format.width,
             height: self.format.height,
@@ -1099,6 +1135,141 @@ pub(crate) mod tests {
             (st.frames_coded, st.coded_bytes, st.coder_errors),
             (2, 203, 2)
         );
+    }
+
+    /// Length-hiding padding: coded frames go out padded (flag set, payload at the padded size),
+    /// raw frames as they are; the receiver gets exactly the coded bytes back.
+    #[test]
+    fn coded_frames_are_padded_inside_the_aead_and_raw_ones_are_not() {
+        use gapstream_protocol::session::ReceiverEvent;
+        use gapstream_protocol::suite::Suite;
+        use gapstream_protocol::wire::{FRAME_FLAG_PADDED, FrameHeader};
+        let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
+        let clock = || 0u64;
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        for m in messages(&core::mem::take(&mut d.link.sent)) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let ack = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &ack);
+        d.set_coder(Some(Box::new(ToyCoder {
+            k: 0,
+            format: PixelFormat::Jpeg,
+        })));
+        d.set_padding(Padding::Pow2);
+        for _ in 0..6 {
+            d.step().unwrap();
+        }
+        let (mut wire, mut got) = (Vec::new(), Vec::new());
+        for m in messages(&d.link.sent) {
+            let h = FrameHeader::decode(&m).ok();
+            if let Some(ReceiverEvent::Frame(f)) = rx
+                .handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap()
+            {
+                let h = h.unwrap();
+                wire.push((h.flags(), h.payload_len));
+                got.push(f.pixels().to_vec());
+            }
+        }
+        let raw = (0, 324 * 244);
+        // Frames 0 and 3 coded as 100 and 103 bytes: + 4-byte trailer, next power of two.
+        assert_eq!(
+            wire,
+            [
+                (FRAME_FLAG_PADDED, 128),
+                raw,
+                raw,
+                (FRAME_FLAG_PADDED, 128),
+                raw,
+                raw
+            ]
+        );
+        assert_eq!((got[0].len(), got[3].len()), (100, 103));
+        assert_eq!(got[1].len(), 324 * 244);
+        let st = d.stats();
+        assert_eq!((st.frames_padded, st.padding_bytes), (2, 28 + 25));
+        assert_eq!(st.coded_bytes, 203);
+    }
+
+    /// A coder whose "coding" is `quality` bytes of the frame: the frame's length says which
+    /// quality it was coded with.
+    struct QualityCoder {
+        quality: u8,
+    }
+    impl FrameCoder for QualityCoder {
+        fn code(
+            &mut self,
+            _: FrameFormat,
+            frame: &[u8],
+            out: &mut Vec<u8>,
+        ) -> Result<Option<PixelFormat>, crate::traits::CoderError> {
+            out.clear();
+            out.extend_from_slice(&frame[..self.quality as usize]);
+            Ok(Some(PixelFormat::Jpeg))
+        }
+        fn set_quality(&mut self, quality: u8) {
+            self.quality = quality;
+        }
+    }
+
+    /// SET_QUALITY: a receiver's request over its control channel reaches the coder, and the
+    /// next frame is coded at the new quality; a second request again from the next frame.
+    #[test]
+    fn a_receivers_quality_request_applies_from_the_next_frame() {
+        use gapstream_protocol::session::ReceiverEvent;
+        use gapstream_protocol::suite::Suite;
+        let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
+        let clock = || 0u64;
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        for m in messages(&core::mem::take(&mut d.link.sent)) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let ack = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &ack);
+        d.set_coder(Some(Box::new(QualityCoder { quality: 75 })));
+        fn run(
+            d: &mut TestDrone<Sequential>,
+            rx: &mut gapstream_protocol::session::ReceiverSession,
+            rng: &mut TestRng,
+            steps: usize,
+            lengths: &mut Vec<usize>,
+        ) {
+            let clock = || 0u64;
+            for _ in 0..steps {
+                d.step().unwrap();
+            }
+            for m in messages(&core::mem::take(&mut d.link.sent)) {
+                if let Ok(Some(ReceiverEvent::Frame(f))) =
+                    rx.handle_message(&mut Sequential, rng, &clock, m)
+                {
+                    lengths.push(f.pixels().len());
+                }
+            }
+        }
+        let mut lengths = Vec::new();
+        run(&mut d, &mut rx, &mut rng, 2, &mut lengths);
+        rx.request_quality(&mut Sequential, 40).unwrap();
+        let m = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &m);
+        run(&mut d, &mut rx, &mut rng, 2, &mut lengths);
+        rx.request_quality(&mut Sequential, 90).unwrap();
+        let m = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &m);
+        run(&mut d, &mut rx, &mut rng, 1, &mut lengths);
+        assert_eq!(lengths, [75, 75, 40, 40, 90]);
+        let st = d.stats();
+        assert_eq!((st.quality_requests, st.quality), (2, Some(90)));
     }
 
     /// Stock mode with a JPEG coder sends Bitcraze's image type 1 with the file's size; other

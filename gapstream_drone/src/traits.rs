@@ -77,6 +77,12 @@ pub trait FrameCoder {
         frame: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<Option<PixelFormat>, CoderError>;
+
+    /// A receiver asked for JPEG `quality` (1..=100, over its authenticated control channel): the
+    /// next frame is coded with it. Coders without a quality (lossless) ignore it.
+    fn set_quality(&mut self, quality: u8) {
+        let _ = quality;
+    }
 }
 
 /// Why a frame could not be coded (the frame then goes out raw).

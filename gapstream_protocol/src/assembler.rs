@@ -298,6 +298,7 @@ mod tests {
         match kind % 3 {
             0 => {
                 let h = FrameHeader {
+                    padded: false,
                     suite: 0x11,
                     pixel_format: PixelFormat::Grey8.code(),
                     width: 1,

@@ -22,6 +22,8 @@ pub struct FrameMeta {
     pub height: u16,
     /// Capture time in nanoseconds (the drone's clock).
     pub capture_ns: u64,
+    /// The payload carries [`crate::padding`] ([`wire::FRAME_FLAG_PADDED`]).
+    pub padded: bool,
     /// The drone's state when the exposure ended (`docs/protocol.md` §6), sealed into the
     /// header; None sends the 36-byte header without one.
     pub state: Option<crate::state::StateRecord>,
@@ -222,6 +224,7 @@ mod tests {
 
     fn header(suite: Suite, len: u32) -> FrameHeader {
         FrameHeader {
+            padded: false,
             suite: suite as u8,
             pixel_format: PixelFormat::Grey8.code(),
             width: 16,

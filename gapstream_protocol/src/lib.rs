@@ -21,6 +21,7 @@
 //! | [`handshake`] | pairing (one key per receiver, [`handshake::DroneIdentity`]), HELLO / ACCEPT, negotiation of suite and mode inside the Noise handshake |
 //! | [`session`] | the I/O-free [`session::DroneSession`] (one session per receiver, group epochs, joins and leaves) and [`session::ReceiverSession`], counters |
 //! | [`connection`] | the sans-I/O [`Connection`] of each role ([`DroneConnection`], [`ReceiverConnection`]): CPX bytes in, events and CPX bytes out, around the deframer, reassembler, session and packetizer |
+//! | [`padding`] | length-hiding padding of coded frames (Padmé, powers of two, the raw length) and its removal |
 //! | [`replay`] | sliding replay window over u64 sequence numbers, loss from gaps |
 //! | [`compat`] | the stock plaintext `0xBC` image stream, for stock viewers and A/B runs |
 //! | `test_rng` | (feature `test-rng`) a deterministic generator for tests and the rv32 benchmarks: never for real keys |
@@ -59,6 +60,7 @@ pub mod handshake;
 pub mod keys;
 #[cfg(feature = "alloc")]
 pub mod noise;
+pub mod padding;
 pub mod replay;
 pub mod rsa_oaep;
 #[cfg(feature = "alloc")]

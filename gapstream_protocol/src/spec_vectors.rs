@@ -36,6 +36,7 @@ fn dkey(suite: Suite, key: &[u8], iv_start: u8) -> DirectionKey {
 
 fn small_header(suite: Suite) -> FrameHeader {
     FrameHeader {
+        padded: false,
         suite: suite as u8,
         pixel_format: PixelFormat::Grey8.code(),
         width: 4,
@@ -52,6 +53,29 @@ fn sealed(suite: Suite, key: &[u8]) -> Vec<u8> {
     let k = dkey(suite, key, 0xA0);
     let mut payload = b"gapstream frame!".to_vec();
     let s = frame::seal_frame(&mut Sequential, &k, &small_header(suite), &mut payload).unwrap();
+    let mut m = s.header.to_vec();
+    m.extend_from_slice(&payload);
+    m.extend_from_slice(s.tag());
+    m
+}
+
+/// The padded vectors: `gapstream frame!` as a 4×4 JPEG frame's coded payload, padded to the
+/// next power of two (16 + 4 → 32 bytes), flag `PADDED`.
+fn sealed_padded(suite: Suite, key: &[u8]) -> Vec<u8> {
+    let k = dkey(suite, key, 0xA0);
+    let mut payload = b"gapstream frame!".to_vec();
+    assert!(crate::padding::pad(
+        &mut payload,
+        crate::padding::Padding::Pow2,
+        79_056
+    ));
+    let h = FrameHeader {
+        padded: true,
+        pixel_format: PixelFormat::Jpeg.code(),
+        payload_len: payload.len() as u32,
+        ..small_header(suite)
+    };
+    let s = frame::seal_frame(&mut Sequential, &k, &h, &mut payload).unwrap();
     let mut m = s.header.to_vec();
     m.extend_from_slice(&payload);
     m.extend_from_slice(s.tag());
@@ -129,6 +153,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     .unwrap();
     v.push(("client-status-packet", out[..n].to_vec()));
     let h = FrameHeader {
+        padded: false,
         suite: Suite::ChaCha20Poly1305 as u8,
         pixel_format: PixelFormat::Grey8.code(),
         width: 324,
@@ -165,6 +190,11 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         sealed(Suite::Aes128CtrUnauthenticated, &seq_bytes(0, 16)),
     ));
     v.push(("frame-none", sealed(Suite::None, &[])));
+    v.push(("frame-padded-none", sealed_padded(Suite::None, &[])));
+    v.push((
+        "frame-padded-chacha20poly1305",
+        sealed_padded(Suite::ChaCha20Poly1305, &seq_bytes(0, 32)),
+    ));
     let rec = doc_state_record();
     v.push(("state-record", rec.encode().to_vec()));
     let k = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0, 32), 0xA0);
@@ -197,6 +227,17 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     )
     .unwrap();
     v.push(("control-group-key", out[..n].to_vec()));
+    let n = frame::seal_control(
+        &mut Sequential,
+        &ck,
+        MsgType::SetQuality,
+        seq_bytes(1, 8).try_into().unwrap(),
+        3,
+        &[50],
+        &mut out,
+    )
+    .unwrap();
+    v.push(("control-set-quality", out[..n].to_vec()));
     v.push((
         "alert",
         wire::encode_alert(
@@ -325,6 +366,17 @@ fn doc_frames_open_and_constants_agree() {
         frame::open_frame(&mut Sequential, &k, &mut m).unwrap();
         assert_eq!(&m[36..52], b"gapstream frame!");
     }
+    // The padded frame opens, and its padding comes off to the same 16 bytes.
+    let (_, mut m) = doc_blocks()
+        .into_iter()
+        .find(|(n, _)| n == "frame-padded-chacha20poly1305")
+        .unwrap();
+    let k = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0, 32), 0xA0);
+    let h = frame::open_frame(&mut Sequential, &k, &mut m).unwrap();
+    assert!(h.padded);
+    assert_eq!(&m[10..12], &wire::FRAME_FLAG_PADDED.to_le_bytes());
+    let n = crate::padding::unpad(&m[36..36 + h.payload_len as usize]).unwrap();
+    assert_eq!(&m[36..36 + n], b"gapstream frame!");
     let (_, mut m) = doc_blocks()
         .into_iter()
         .find(|(n, _)| n == "frame-chacha20poly1305-state")

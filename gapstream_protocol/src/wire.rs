@@ -34,6 +34,11 @@ pub const FRAME_HEADER_LEN: usize = 36;
 /// Frame-header flag: the drone's state record ([`FRAME_STATE_LEN`] bytes,
 /// [`crate::state::StateRecord`]) follows the fixed header, inside the associated data.
 pub const FRAME_FLAG_STATE: u16 = 1 << 0;
+/// Frame-header flag: the payload is padded (`coded ‖ zeros ‖ u32 LE coded length`, see
+/// [`crate::padding`]); the receiver removes the padding after the tag verified.
+pub const FRAME_FLAG_PADDED: u16 = 1 << 1;
+/// The frame flags this version defines.
+pub const FRAME_FLAGS_KNOWN: u16 = FRAME_FLAG_STATE | FRAME_FLAG_PADDED;
 /// Bytes of the state record in a frame header.
 pub const FRAME_STATE_LEN: usize = crate::state::STATE_RECORD_LEN;
 /// Bytes of the longest frame header: the fixed part and the state record.
@@ -70,6 +75,8 @@ pub enum MsgType {
     RekeyRequest = 0x22,
     /// Receiver → drone every second, and the drone's answer: both ends know the other is there.
     Keepalive = 0x23,
+    /// Receiver → drone: "code the next frames at this JPEG quality" (one byte, 1..=100).
+    SetQuality = 0x24,
     /// Either side: the session ends.
     Close = 0x30,
 }
@@ -85,6 +92,7 @@ impl MsgType {
             0x21 => Some(MsgType::KeyAck),
             0x22 => Some(MsgType::RekeyRequest),
             0x23 => Some(MsgType::Keepalive),
+            0x24 => Some(MsgType::SetQuality),
             0x30 => Some(MsgType::Close),
             _ => None,
         }
@@ -96,6 +104,7 @@ impl MsgType {
                 | MsgType::KeyAck
                 | MsgType::RekeyRequest
                 | MsgType::Keepalive
+                | MsgType::SetQuality
                 | MsgType::Close
         )
     }
@@ -217,7 +226,7 @@ pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
         MsgType::Frame => {
             // From the fixed part alone: the state record's length follows from the flags.
             let flags = u16::from_le_bytes([head[10], head[11]]);
-            if flags & !FRAME_FLAG_STATE != 0 {
+            if flags & !FRAME_FLAGS_KNOWN != 0 {
                 return Err(WireError::Reserved);
             }
             let state = if flags & FRAME_FLAG_STATE != 0 {
@@ -348,7 +357,7 @@ impl core::error::Error for UnknownPixelFormat {}
 /// | 5 | 1 | pixel format |
 /// | 6 | 2 | width |
 /// | 8 | 2 | height |
-/// | 10 | 2 | flags: bit 0 [`FRAME_FLAG_STATE`]; the others 0 |
+/// | 10 | 2 | flags: bit 0 [`FRAME_FLAG_STATE`], bit 1 [`FRAME_FLAG_PADDED`]; the others 0 |
 /// | 12 | 4 | key epoch |
 /// | 16 | 8 | sequence number |
 /// | 24 | 8 | capture timestamp, ns |
@@ -359,6 +368,8 @@ impl core::error::Error for UnknownPixelFormat {}
 /// rest of the header, and read with [`FrameHeader::state_record`] once the tag verified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FrameHeader {
+    /// The payload is padded ([`FRAME_FLAG_PADDED`], [`crate::padding`]).
+    pub padded: bool,
     /// Raw suite byte (checked against the session's suite by the receiver).
     pub suite: u8,
     /// Raw pixel-format byte ([`PixelFormat::try_from`] reads it; unknown codes pass through).
@@ -400,11 +411,13 @@ impl FrameHeader {
 
     /// The flags field this header encodes.
     pub fn flags(&self) -> u16 {
-        if self.state.is_some() {
+        let state = if self.state.is_some() {
             FRAME_FLAG_STATE
         } else {
             0
-        }
+        };
+        let padded = if self.padded { FRAME_FLAG_PADDED } else { 0 };
+        state | padded
     }
 
     pub fn encode(&self) -> EncodedFrameHeader {
@@ -451,7 +464,7 @@ impl FrameHeader {
             });
         }
         let flags = u16::from_le_bytes([b[10], b[11]]);
-        if flags & !FRAME_FLAG_STATE != 0 {
+        if flags & !FRAME_FLAGS_KNOWN != 0 {
             return Err(WireError::Reserved);
         }
         let state = if flags & FRAME_FLAG_STATE != 0 {
@@ -473,6 +486,7 @@ impl FrameHeader {
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         Ok(FrameHeader {
+            padded: flags & FRAME_FLAG_PADDED != 0,
             suite: b[4],
             pixel_format: b[5],
             width: u16_at(6),
@@ -854,6 +868,7 @@ mod tests {
             .prop_map(
                 |(suite, pf, width, height, epoch, sequence, capture_ns, payload_len)| {
                     FrameHeader {
+                        padded: false,
                         suite,
                         pixel_format: pf,
                         width,
@@ -974,6 +989,7 @@ mod tests {
         assert!(checked_len::<u64>(&[u64::MAX, 1]).is_err());
         // On this host the same header gives the true (large) length.
         let h = FrameHeader {
+            padded: false,
             suite: 0x11,
             pixel_format: PixelFormat::Grey8.code(),
             width: 1,
@@ -992,6 +1008,7 @@ mod tests {
     #[test]
     fn message_len_from_headers() {
         let h = FrameHeader {
+            padded: false,
             suite: 0x11,
             pixel_format: PixelFormat::Grey8.code(),
             width: 324,
@@ -1045,9 +1062,13 @@ mod tests {
             Ok(Some(13))
         );
         let mut b = h.encode().to_vec();
-        b[10] = 2;
+        b[10] = 4;
         assert_eq!(FrameHeader::decode(&b), Err(WireError::Reserved));
         assert_eq!(message_len(&b), Err(WireError::Reserved));
+        // Bit 1 (padded) is defined: the header decodes with it, the length is unchanged.
+        b[10] = 2;
+        assert!(FrameHeader::decode(&b).unwrap().padded);
+        assert_eq!(message_len(&b), message_len(&h.encode()));
         b[10] = 0;
         b[11] = 0x80;
         assert_eq!(FrameHeader::decode(&b), Err(WireError::Reserved));
@@ -1080,6 +1101,7 @@ mod tests {
             50_000,
         );
         let h = FrameHeader {
+            padded: false,
             suite: 0x11,
             pixel_format: 0,
             width: 4,

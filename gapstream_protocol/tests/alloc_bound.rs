@@ -116,6 +116,7 @@ fn hostile_input_keeps_the_heap_bounded() {
             // A frame header announcing up to 4 GiB.
             0 if len >= 36 => {
                 let h = FrameHeader {
+                    padded: false,
                     suite: 0x11,
                     pixel_format: PixelFormat::Grey8.code(),
                     width: 1,
@@ -189,6 +190,7 @@ fn drone_state_does_not_grow_with_joins_and_leaves() {
     let clock = || 0u64;
     let mut payload = vec![0u8; 1024];
     let meta = gapstream_protocol::frame::FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 32,
         height: 32,
@@ -298,6 +300,7 @@ fn connections_allocate_nothing_per_packet() {
     }
     assert!(drone.session().is_established() && rx.session().is_established());
     let meta = gapstream_protocol::frame::FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,

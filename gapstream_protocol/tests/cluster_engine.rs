@@ -24,6 +24,7 @@ fn key<K: KeystreamApplier>(k: &mut K, suite: Suite) -> DirectionKey {
 fn round_trip<A: KeystreamApplier, B: KeystreamApplier>(a: &mut A, b: &mut B, suite: Suite) {
     let pixels: Vec<u8> = (0..324 * 244u32).map(|i| (i * 7 + 3) as u8).collect();
     let h = FrameHeader {
+        padded: false,
         suite: suite as u8,
         pixel_format: PixelFormat::Grey8.code(),
         width: 324,

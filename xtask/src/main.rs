@@ -16,6 +16,7 @@
 mod gvsoc;
 mod gvsoc_jpeg;
 mod gvsoc_jpegls;
+mod padding_bench;
 mod pulp;
 mod qemu;
 mod report;
@@ -46,6 +47,8 @@ enum Cmd {
     PulpDisasm,
     /// Cycle-level benchmark sweep on the GAP8 GVSOC model; writes target/bench/gvsoc.csv.
     GvsocBench(GvsocBenchArgs),
+    /// Length-hiding padding on the frame set: overhead and size entropy per setting (printed).
+    BenchPadding,
     /// PNG plots and target/bench/report.md from the benchmark CSVs.
     BenchReport {
         /// The GVSOC CSV (default target/bench/gvsoc.csv).
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
             pictures: a.pictures,
         }),
         Cmd::BenchReport { csv, out } => report::run(csv, out),
+        Cmd::BenchPadding => padding_bench::run(),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

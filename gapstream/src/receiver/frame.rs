@@ -114,6 +114,7 @@ pub fn test_frame(seq: u64, width: u16, height: u16, pixels: Vec<u8>) -> Frame {
     Frame {
         source: Arc::from(DEFAULT_SOURCE),
         header: FrameHeader {
+            padded: false,
             suite: 0,
             pixel_format: PixelFormat::Grey8.code(),
             width,

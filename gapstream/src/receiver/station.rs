@@ -329,6 +329,7 @@ impl<'a> Station<'a> {
         self.meter.frame(wire_len, latency);
         self.status.seq = Some(d.seq);
         let header = FrameHeader {
+            padded: false,
             suite: 0,
             pixel_format: match &coded {
                 Some((f, _)) => f.code(),

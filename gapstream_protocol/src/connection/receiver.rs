@@ -90,6 +90,15 @@ impl Connection<ReceiverSession> {
         self.session.request_rekey(k)
     }
 
+    /// Asks the drone to code the next frames at JPEG `quality` (1..=100; SET_QUALITY).
+    pub fn request_quality<K: KeystreamApplier + ?Sized>(
+        &mut self,
+        k: &mut K,
+        quality: u8,
+    ) -> Result<(), Rejected> {
+        self.session.request_quality(k, quality)
+    }
+
     /// Ends the session: a CLOSE is queued (the drone then rekeys the group without this
     /// receiver), the keys are wiped.
     pub fn close<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) {

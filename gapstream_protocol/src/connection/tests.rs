@@ -126,6 +126,7 @@ impl Pipe {
     fn frame(&mut self, pixels: &[u8]) -> Vec<Vec<u8>> {
         let mut p = pixels.to_vec();
         let meta = FrameMeta {
+            padded: false,
             pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (p.len() / 8) as u16,
@@ -693,6 +694,7 @@ fn a_version_2_peer_gets_unsupported_version() {
     }
     let mut pixels = [1u8, 2, 3, 4, 5, 6, 7, 8];
     let meta = FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 8,
         height: 1,

@@ -123,6 +123,9 @@ pub enum DroneEvent {
     KeyAcked { session: SessionId, epoch: u32 },
     /// A receiver asked for a rekey; it has started.
     RekeyRequested { session: SessionId },
+    /// A receiver asked for another JPEG quality (1..=100) from the next frame on (SET_QUALITY);
+    /// the application applies it to its coder.
+    QualityRequested { session: SessionId, quality: u8 },
     /// A receiver closed its session. If it was that receiver's last, a rekey has started so that
     /// it cannot read the frames of the next epoch.
     Left {
@@ -485,9 +488,13 @@ impl DroneSession {
     {
         let r = match wire::parse_prefix(msg).map_err(DroneError::Wire) {
             Ok(MsgType::Hello) => Ok(Some(self.on_hello(k, rng, clock, msg))),
-            Ok(MsgType::KeyAck | MsgType::RekeyRequest | MsgType::Keepalive | MsgType::Close) => {
-                self.on_control(k, rng, clock, msg)
-            }
+            Ok(
+                MsgType::KeyAck
+                | MsgType::RekeyRequest
+                | MsgType::Keepalive
+                | MsgType::SetQuality
+                | MsgType::Close,
+            ) => self.on_control(k, rng, clock, msg),
             Ok(other) => Err(DroneError::Unexpected(other)),
             Err(e) => Err(e),
         };
@@ -907,6 +914,13 @@ impl DroneSession {
                 }
                 Ok(Some(DroneEvent::RekeyRequested { session }))
             }
+            MsgType::SetQuality => match body {
+                [q @ 1..=100] => Ok(Some(DroneEvent::QualityRequested {
+                    session,
+                    quality: *q,
+                })),
+                _ => Err(DroneError::BadControl),
+            },
             MsgType::Keepalive => {
                 // The answer echoes the receiver's time (its first 8 body bytes, when it sent
                 // them) and adds this clock's: a two-way exchange that puts the frames' capture
@@ -1017,6 +1031,7 @@ impl DroneSession {
         }
         let payload_len = u32::try_from(payload.len()).map_err(|_| SealError::PayloadTooLong)?;
         let header = FrameHeader {
+            padded: meta.padded,
             suite: suite as u8,
             pixel_format: meta.pixel_format.code(),
             width: meta.width,

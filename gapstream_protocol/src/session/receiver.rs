@@ -13,6 +13,7 @@ use crate::handshake::{
     Established, HandshakeError, HelloKeys, Identity, Offer, ReceiverHandshake,
 };
 use crate::keys::{GroupKeys, KeyLogLine, SessionKeys};
+use crate::padding::{self, PaddingError};
 use crate::replay::{ReplayError, ReplayWindow};
 use crate::suite::{KexMode, Suite};
 use crate::wire::{self, FrameHeader, GroupKeyBody, MsgType, SessionId, WireError};
@@ -259,6 +260,9 @@ pub enum Rejected {
     /// paired drone, or altered): dropped, the handshake goes on waiting for the drone's.
     BadAccept,
     Unexpected(MsgType),
+    /// A frame flagged padded whose padding is not well formed (it verified: a faulty sealer, or
+    /// tampering under an unauthenticated suite). Counted as malformed.
+    Padding(PaddingError),
 }
 
 impl core::fmt::Display for Rejected {
@@ -269,6 +273,7 @@ impl core::fmt::Display for Rejected {
                 write!(f, "frame of {have} bytes, expected {expected}")
             }
             Rejected::TagFailure => f.write_str("frame failed authentication (tag mismatch)"),
+            Rejected::Padding(e) => write!(f, "frame refused: {e}"),
             Rejected::Replay(e) => e.fmt(f),
             Rejected::BadEpoch { epoch, current } => {
                 write!(f, "frame of key epoch {epoch}, current is {current}")
@@ -656,6 +661,41 @@ impl ReceiverSession {
         Ok(())
     }
 
+    /// The receiver-to-drone control key (tests: to seal what a faulty receiver would send).
+    #[cfg(test)]
+    pub(crate) fn r2d_control_key(&self) -> Option<crate::keys::DirectionKey> {
+        match &self.state {
+            RxState::Established(l) => Some(l.keys.r2d_control.clone()),
+            _ => None,
+        }
+    }
+
+    /// Asks the drone to code the next frames at JPEG `quality` (1..=100): queues a SET_QUALITY on
+    /// this session's authenticated control channel. A quality outside 1..=100 is refused here.
+    pub fn request_quality<K: KeystreamApplier + ?Sized>(
+        &mut self,
+        k: &mut K,
+        quality: u8,
+    ) -> Result<(), Rejected> {
+        if !(1..=100).contains(&quality) {
+            return Err(Rejected::Control(OpenError::Wire(WireError::Reserved)));
+        }
+        let RxState::Established(l) = &mut self.state else {
+            return Err(Rejected::NotEstablished);
+        };
+        let m = control(
+            k,
+            &l.keys.r2d_control,
+            MsgType::SetQuality,
+            l.session,
+            &mut l.ctrl_out,
+            &[quality],
+        )
+        .map_err(|e| Rejected::Control(OpenError::Crypto(e)))?;
+        self.outbox.push_back(m);
+        Ok(())
+    }
+
     /// Ends the session: queues a CLOSE (the drone then rekeys the group without this receiver)
     /// and wipes the keys.
     pub fn close<K: KeystreamApplier + ?Sized>(&mut self, k: &mut K) {
@@ -705,7 +745,8 @@ impl ReceiverSession {
                 Rejected::Wire(_)
                 | Rejected::Length { .. }
                 | Rejected::Unexpected(_)
-                | Rejected::StaleHandshake => c.malformed += 1,
+                | Rejected::StaleHandshake
+                | Rejected::Padding(_) => c.malformed += 1,
                 Rejected::BadAccept => c.bad_accepts += 1,
                 Rejected::NotEstablished => c.malformed += 1,
             }
@@ -966,6 +1007,13 @@ impl ReceiverSession {
             return Err(Rejected::NoKey { epoch: e });
         };
         frame::open_frame(k, key, &mut msg).map_err(|_| Rejected::TagFailure)?;
+        let mut h = h;
+        if h.padded {
+            // Only now, on a payload that verified: the coded bytes are the first n.
+            let at = h.header_len();
+            let p = &msg[at..at + h.payload_len as usize];
+            h.payload_len = padding::unpad(p).map_err(Rejected::Padding)? as u32;
+        }
         if promote {
             // The drone switched to the epoch whose key we were given: the current one becomes
             // the previous (kept for the grace window, for frames still in flight).

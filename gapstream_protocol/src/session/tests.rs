@@ -124,6 +124,7 @@ impl Net {
             (pixels.len() / 8) as u16,
             pixels,
             state,
+            false,
         )
     }
     /// A frame of any format: `payload` is what is sealed (a coded picture for JPEG / JPEG-LS).
@@ -134,8 +135,10 @@ impl Net {
         height: u16,
         payload: &[u8],
     ) -> Vec<u8> {
-        self.seal(format, width, height, payload, None)
+        self.seal(format, width, height, payload, None, false)
     }
+    /// A frame of `payload` with the drone's state record `state`, and `padded` (the padded
+    /// flag: `payload` is then a padded payload).
     fn seal(
         &mut self,
         format: PixelFormat,
@@ -143,11 +146,13 @@ impl Net {
         height: u16,
         payload: &[u8],
         state: Option<crate::state::StateRecord>,
+        padded: bool,
     ) -> Vec<u8> {
         let now = self.now.get();
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
         let meta = FrameMeta {
+            padded,
             pixel_format: format,
             width,
             height,
@@ -614,6 +619,7 @@ fn downgrade_attempts_are_detected() {
     );
     // An injected plaintext frame is refused the same way.
     let fake = FrameHeader {
+        padded: false,
         suite: 0,
         pixel_format: PixelFormat::Grey8.code(),
         width: 1,
@@ -872,6 +878,7 @@ fn end_to_end_over_cpx_with_every_packet_size() {
             let mut p = px.clone();
             let now = n.now.get();
             let meta = FrameMeta {
+                padded: false,
                 pixel_format: PixelFormat::Grey8,
                 width: 324,
                 height: 244,
@@ -923,6 +930,7 @@ fn close_wipes_and_reconnect_works() {
     assert_eq!(n.drone.members(), 0);
     let mut p = [0u8; 4];
     let meta = FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 2,
         height: 2,
@@ -1161,7 +1169,7 @@ proptest! {
                 drone.handle_timeout(&mut Sequential, d_rng, &clock);
                 while let Some(l) = drone.drain_keylog() { lines.push(format!("{l}")); }
                 let mut p = pixels(8, i as u8);
-                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0, state: None };
+                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0, state: None, padded: false };
                 match drone.seal_frame(&mut Sequential, &clock, meta, &mut p) {
                     Ok(s) => {
                         prop_assert!(drone.members() > 0);
@@ -1301,6 +1309,7 @@ impl Group {
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &c);
         let meta = FrameMeta {
+            padded: false,
             pixel_format: PixelFormat::Grey8,
             width: 8,
             height: (px.len() / 8) as u16,
@@ -1694,6 +1703,7 @@ fn a_replayed_hello_never_gets_a_frame_sealed_or_evicts_the_receiver() {
     // Boot 2, same randomness, the attacker replays the HELLO: no frame is ever sealed.
     let (mut replayed, mut r_rng) = run(&hello);
     let meta = FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 1,
         height: 1,
@@ -1930,6 +1940,7 @@ fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_sea
         (DroneSession::new(d.clone(), cfg), TestRng::new(7))
     };
     let meta = FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 1,
         height: 1,
@@ -2166,4 +2177,165 @@ fn finding6_receiver_refuses_replayed_control_messages() {
     assert_eq!(replays, 5);
     assert_eq!(n.rx.counters().sessions_lost, 1);
     assert_eq!(n.rx.counters().control_rejected, 1 + replays);
+}
+
+/// Length-hiding padding: a padded frame opens to exactly the coded bytes; one whose padding is
+/// malformed (sealed so by a faulty drone under an AEAD suite, or a flipped bit under an
+/// unauthenticated suite) is refused as `Rejected::Padding`, counted as malformed, with no panic,
+/// and the stream goes on.
+#[test]
+fn padded_frames_open_to_the_coded_bytes_and_bad_padding_is_refused() {
+    use crate::padding::{self, Padding, PaddingError};
+    for suite in Suite::ALL {
+        let mut n = Net::with_suite(suite, KexMode::X25519);
+        let coded = pixels(1000, 3);
+        let mut p = coded.clone();
+        assert!(padding::pad(&mut p, Padding::Padme, 324 * 244));
+        assert_eq!(p.len(), 1024);
+        let m = n.seal(PixelFormat::Jpeg, 324, 244, &p, None, true);
+        assert_eq!(m.len(), 36 + 1024 + suite.tag_len());
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.pixels(), &coded[..]);
+        assert!(f.header.padded);
+        assert_eq!(f.header.payload_len, 1000);
+
+        // A faulty sealer: well-sealed payloads whose padding is wrong.
+        let mut nonzero = p.clone();
+        nonzero[1010] = 9;
+        let mut long = p.clone();
+        long[1020..].copy_from_slice(&1021u32.to_le_bytes());
+        let cases = [
+            (nonzero, PaddingError::NonZero { at: 1010 }),
+            (
+                long,
+                PaddingError::LengthOutOfRange {
+                    claimed: 1021,
+                    max: 1020,
+                },
+            ),
+            (vec![1, 2, 3], PaddingError::TooShort { len: 3 }),
+        ];
+        for (bad, e) in cases {
+            let before = n.rx.counters().malformed;
+            let m = n.seal(PixelFormat::Jpeg, 324, 244, &bad, None, true);
+            assert_eq!(n.deliver(m).unwrap_err(), Rejected::Padding(e), "{suite}");
+            assert_eq!(n.rx.counters().malformed, before + 1);
+        }
+        // On the wire: a flipped bit in the padding is caught by the tag, or (unauthenticated
+        // suites) by the padding check.
+        let mut m = n.seal(PixelFormat::Jpeg, 324, 244, &p, None, true);
+        m[36 + 1005] ^= 0x40;
+        let e = n.deliver(m).unwrap_err();
+        if suite.is_authenticated() {
+            assert_eq!(e, Rejected::TagFailure);
+        } else {
+            assert_eq!(e, Rejected::Padding(PaddingError::NonZero { at: 1005 }));
+        }
+        // An unpadded frame of the same bytes keeps them all; the stream goes on.
+        let m = n.frame_as(PixelFormat::Jpeg, 324, 244, &p);
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.pixels(), &p[..]);
+        let m = n.seal(PixelFormat::Jpeg, 324, 244, &p, None, true);
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.pixels(), &coded[..]);
+        // With the drone's state record too (an 88-byte header): the padding still comes off.
+        let rec = crate::state::StateRecord::new(
+            Some((
+                crate::state::StateSample {
+                    stm32_us: 1,
+                    ..Default::default()
+                },
+                10,
+            )),
+            20,
+            50_000,
+        );
+        let m = n.seal(PixelFormat::Jpeg, 324, 244, &p, Some(rec), true);
+        assert_eq!(&m[10..12], &[3, 0]);
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.pixels(), &coded[..]);
+        assert_eq!(f.header.state_record(), Some(Ok(rec)));
+    }
+}
+
+/// SET_QUALITY: the receiver's request reaches the drone as `QualityRequested` on the
+/// authenticated control channel; a quality outside 1..=100 is refused by both ends (the drone
+/// counts it and goes on), a replayed request is refused, a tampered one fails its tag.
+#[test]
+fn set_quality_reaches_the_drone_and_bad_or_replayed_requests_are_refused() {
+    let mut n = Net::with_suite(Suite::ChaCha20Poly1305, KexMode::X25519);
+    let now = n.now.get();
+    assert!(n.rx.request_quality(&mut Sequential, 0).is_err());
+    assert!(n.rx.request_quality(&mut Sequential, 101).is_err());
+    n.rx.request_quality(&mut Sequential, 40).unwrap();
+    let m = n.rx.poll_transmit().unwrap();
+    assert_eq!(&m[..4], &[0x47, 0x53, 0x03, 0x24]);
+    let ev = n
+        .drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || now, &m)
+        .unwrap();
+    let session = match ev {
+        Some(DroneEvent::QualityRequested { session, quality }) => {
+            assert_eq!(quality, 40);
+            session
+        }
+        other => panic!("{other:?}"),
+    };
+    // The same message again: a replay.
+    assert!(
+        n.drone
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &m)
+            .is_err()
+    );
+    // A flipped body byte: the tag fails.
+    n.rx.request_quality(&mut Sequential, 90).unwrap();
+    let mut t = n.rx.poll_transmit().unwrap();
+    t[22] ^= 1;
+    assert!(
+        n.drone
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &t)
+            .is_err()
+    );
+    // Quality 0 and a two-byte body, well sealed under the session's key (a faulty receiver):
+    // refused as BadControl and counted; the next good request still works.
+    let keys = n.rx.r2d_control_key().unwrap();
+    use super::common::control;
+    let mut seq = 10;
+    for body in [&[0u8][..], &[50, 50][..]] {
+        let m = control(
+            &mut Sequential,
+            &keys,
+            MsgType::SetQuality,
+            session,
+            &mut seq,
+            body,
+        )
+        .unwrap();
+        let before = n.drone.counters().messages_rejected;
+        assert_eq!(
+            n.drone
+                .handle_message(&mut Sequential, &mut n.rng, &move || now, &m)
+                .unwrap_err(),
+            DroneError::BadControl
+        );
+        assert_eq!(n.drone.counters().messages_rejected, before + 1);
+    }
+    let m = control(
+        &mut Sequential,
+        &keys,
+        MsgType::SetQuality,
+        session,
+        &mut seq,
+        &[100],
+    )
+    .unwrap();
+    assert_eq!(
+        n.drone
+            .handle_message(&mut Sequential, &mut n.rng, &move || now, &m)
+            .unwrap(),
+        Some(DroneEvent::QualityRequested {
+            session,
+            quality: 100
+        })
+    );
 }

@@ -150,6 +150,7 @@ fn frames() -> Result<(), &'static str> {
             metric("group_epoch_draw_and_derive_instructions", n);
         }
         let h = gapstream_protocol::wire::FrameHeader {
+            padded: false,
             suite: suite as u8,
             pixel_format: PixelFormat::Grey8.code(),
             width: 324,
@@ -238,6 +239,7 @@ fn main() -> Result<(), &'static str> {
     }
     let mut p = alloc::vec![0u8; 324 * 244];
     let meta = FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,

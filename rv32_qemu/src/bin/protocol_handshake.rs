@@ -135,6 +135,7 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
         .collect();
     let mut payload = pixels.clone();
     let meta = FrameMeta {
+        padded: false,
         pixel_format: PixelFormat::Grey8,
         width: 324,
         height: 244,
@@ -252,6 +253,7 @@ fn lengths_do_not_wrap() -> Result<(), &'static str> {
     use gapstream_protocol::frame::frame_layout;
     use gapstream_protocol::wire::{FrameHeader, message_len};
     let h = FrameHeader {
+        padded: false,
         suite: Suite::ChaCha20Poly1305 as u8,
         pixel_format: PixelFormat::Grey8.code(),
         width: 1,
