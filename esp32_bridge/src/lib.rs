@@ -28,5 +28,6 @@ pub mod forward;
 pub mod host;
 #[cfg(feature = "host")]
 pub mod mdns;
+#[cfg(feature = "host")]
 pub mod netsim;
 pub mod spi_slave;

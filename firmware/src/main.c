@@ -23,8 +23,11 @@ struct gapstream_fw_config {
     uint32_t fast_stack;
     uint32_t spi_up_hz;
     uint32_t link_slots;
+    uint32_t codec;
+    uint32_t quality;
+    uint32_t coded_bytes;
 };
-_Static_assert(sizeof(struct gapstream_fw_config) == 56, "FwConfig size");
+_Static_assert(sizeof(struct gapstream_fw_config) == 68, "FwConfig size");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, pipeline) == 12, "FwConfig.pipeline");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, stock) == 32, "FwConfig.stock");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, cl_hz) == 40, "FwConfig.cl_hz");
@@ -49,6 +52,9 @@ static void app(void)
         .fast_stack = FW_FC_STACK,
         .spi_up_hz = FW_SPI_UP_HZ,
         .link_slots = FW_LINK_SLOTS,
+        .codec = FW_CODEC,
+        .quality = FW_QUALITY,
+        .coded_bytes = FW_CODED_BYTES,
     };
     /* Paint the unused part of this task's stack (below our frame, 1 KiB short of the stack's end)
      * to report how much the firmware used: the handshake's arithmetic is the peak. */
