@@ -488,6 +488,8 @@ mod tests {
         Pipelined,
         /// Pipelined, the link in a task of its own (run in place here).
         Queued,
+        /// As `Queued`, each frame coded by the cluster JPEG encoder before it is sealed.
+        QueuedJpeg,
     }
 
     fn stream(how: How, suite: Suite) {
@@ -560,7 +562,7 @@ mod tests {
             handshake_timeout_ns: 1_000_000_000,
             ..AppConfig::default()
         };
-        let summary = if how == How::Queued {
+        let summary = if how == How::Queued || how == How::QueuedJpeg {
             let sh = crate::link::queue::tests::queued(esp_model.take().unwrap(), 16);
             let mut d = Drone::new(
                 cam,
@@ -571,6 +573,11 @@ mod tests {
                 cfg,
             )
             .unwrap();
+            if how == How::QueuedJpeg {
+                let cl: &'static HostCluster = Box::leak(Box::new(HostCluster::new()));
+                let coder = crate::coder::JpegCoder::new(cl, 8, 75, 32768).unwrap();
+                d.set_coder(Some(Box::new(coder)));
+            }
             let s = run(&mut d, &clock, 50_000_000, app_cfg, &mut Inline, &mut out).unwrap();
             d.link_mut().flush(1_000_000).unwrap();
             let m = crate::link::queue::tests::esp(sh);
@@ -622,6 +629,22 @@ mod tests {
         for (k, (f, authenticated)) in rx.frames.iter().enumerate() {
             let n = (k + 2) as u8;
             assert!(*authenticated || suite == Suite::None);
+            if how == How::QueuedJpeg {
+                // Compress, then seal: the payload is the portable encoder's file of the frame.
+                let px: Vec<u8> = (0..324 * 244).map(|i| fake_pixel(n, i)).collect();
+                let spec = gapstream_jpeg::FrameSpec {
+                    width: 324,
+                    height: 244,
+                    quality: 75,
+                    bands: 8,
+                };
+                let mut want = vec![0u8; 200_000];
+                let len = gapstream_jpeg::encode::<gapstream_jpeg::Portable>(&spec, &px, &mut want)
+                    .unwrap();
+                assert!(f.len() < 324 * 244, "frame {k} was sent raw");
+                assert_eq!(f[..], want[..len], "frame {k} differs");
+                continue;
+            }
             assert_eq!(f.len(), 324 * 244);
             assert!(
                 f.iter().enumerate().all(|(i, &p)| p == fake_pixel(n, i)),
@@ -708,9 +731,21 @@ mod tests {
             capture_cycles: 3_262_777,
             seal_cycles: 549_340,
             send_cycles: 6_355_552,
+            ..Summary::default()
         };
         assert_eq!(s.fps_centi(), 3716);
         assert_eq!(s.ratio_milli(), 635);
+        // The coding is a stage of its own in the sum (the JPEG run's figures).
+        let coded = Summary {
+            period_cycles: 4_113_458,
+            capture_cycles: 3_696_620,
+            code_cycles: 795_180,
+            seal_cycles: 172_098,
+            send_cycles: 1_219_168,
+            ..s
+        };
+        assert_eq!(coded.sum_cycles(), 5_883_066);
+        assert_eq!(coded.ratio_milli(), 699);
         assert_eq!(format!("{}", Fixed(s.fps_centi(), 2)), "37.16");
         assert_eq!(format!("{}", Fixed(s.ratio_milli(), 3)), "0.635");
         assert_eq!(format!("{}", Fixed(5, 2)), "0.05");
@@ -729,6 +764,11 @@ mod tests {
     #[test]
     fn with_the_link_task_the_stream_arrives_byte_exact_too() {
         stream(How::Queued, Suite::ChaCha20Poly1305);
+    }
+
+    #[test]
+    fn coded_with_the_cluster_jpeg_encoder_the_stream_carries_its_files() {
+        stream(How::QueuedJpeg, Suite::ChaCha20Poly1305);
     }
 
     #[test]
