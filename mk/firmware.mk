@@ -53,8 +53,8 @@ E2E_PIPELINE   ?= 1
 E2E_SPI_UP_HZ  ?= 7200000
 E2E_SPI_DOWN_HZ ?= 30000000
 # The link task (LINK_SLOTS in firmware/Makefile) sends frame N while the loop seals frame N+1.
-# Coded frames: 8 (the L2 they free holds the coded frame, E2E_CODED_BYTES).
-E2E_LINK_SLOTS ?= $(if $(filter raw,$(E2E_CODEC)),16,8)
+# Coded frames: 4 (the L2 they free holds the coded frame, E2E_CODED_BYTES).
+E2E_LINK_SLOTS ?= $(if $(filter raw,$(E2E_CODEC)),16,4)
 E2E_HANDSHAKE_TIMEOUT_MS ?= 600000
 E2E_PORT       ?= 5731
 E2E_SUITE      ?= chacha20poly1305
@@ -86,21 +86,28 @@ E2E_PHOTOS     ?= $(if $(filter raw,$(E2E_CODEC)),0,1)
 E2E_L1_BUFFER  ?= $(if $(filter raw,$(E2E_CODEC)),8192,4096)
 # L2 for the coded frame: what is left next to the two capture buffers (firmware/Makefile
 # CODED_BYTES; a frame that codes to more goes out raw).
-E2E_CODED_BYTES ?= 32768
+E2E_CODED_BYTES ?= 28672
 # The criteria: all frames byte-exact; >= 35 fps, or 95 % of what the WiFi carries when that is
 # less; the GAP8 alone (the WiFi's hold-back taken out of the period) >= 35 fps at any WiFi rate;
 # the link (with the WiFi behind it) the only limit (period <= 1.10 x send); MISO read at
 # <= 7.2 MHz, frames sent at >= 20 MHz. E2E_CRITERIA="--min-frames 16" checks only the frames.
 ifeq ($(E2E_CODEC),raw)
 E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --min-fps 35 --wifi-share 0.95 --min-gap8-fps 35 \
-                  --max-period-over-send 1.10 --max-up-hz 7200000 --min-down-hz 20000000
+                  --max-period-over-send 1.10 --max-up-hz 7200000 --min-down-hz 20000000 \
+                  --max-state-age-ms $(E2E_MAX_STATE_AGE_MS)
 else
 # Coded frames: all frames verified, byte-identical to the host encoder's files and decoded.
-E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES)
+E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --max-state-age-ms $(E2E_MAX_STATE_AGE_MS)
 endif
 E2E_RUN_ARGS   ?=
 E2E_ELF        := firmware/BUILD/GAP8_V2/GCC_RISCV_FREERTOS_gvsoc/gapstream
 E2E_MODEL      := $(E2E_DIR)/esp32_standin.so
+# The STM32 stand-in on the GAP8's UART: the console, and the flight controller's state messages
+# every E2E_STATE_PERIOD_US of simulated time (10000: NanoCockpit's 100 Hz); the criterion: the
+# state's age at the end of every frame's exposure <= E2E_MAX_STATE_AGE_MS (docs/hardware.md §13).
+E2E_STM32_MODEL := $(E2E_DIR)/stm32_standin.so
+E2E_STATE_PERIOD_US ?= 10000
+E2E_MAX_STATE_AGE_MS ?= 12
 
 gvsoc-e2e:
 	@if ! command -v gapy >/dev/null 2>&1 || [ -z "$$GAP_SDK_HOME" ]; then \
@@ -128,6 +135,7 @@ gvsoc-e2e-prepare: gvsoc-e2e-model
 
 # One run of the firmware on the model (the work directory keeps the HyperFlash image).
 E2E_RUN = $(FW_TGT)/debug/gvsoc-e2e run --elf $(E2E_ELF) --model $(E2E_MODEL) \
+	  --stm32-model $(E2E_STM32_MODEL) --state-period-us $(E2E_STATE_PERIOD_US) \
 	  --keys $(E2E_DIR)/keys/receiver.key --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work \
 	  --frames $(E2E_FRAMES) --port $(E2E_PORT) --suite $(E2E_SUITE) --kex $(E2E_KEX) \
 	  --wifi-mbps $(E2E_WIFI_MBPS) --wifi-queue-bytes $(E2E_WIFI_QUEUE_BYTES) \
@@ -176,3 +184,5 @@ gvsoc-e2e-model:
 	$(CXX) -O2 -g -fPIC -std=c++11 -Wall -Wno-unused-parameter -shared \
 	  -I$(INSTALL_DIR)/include -I esp32_bridge/include gvsoc/e2e/esp32_standin.cpp \
 	  $(FW_TGT)/release/libesp32_bridge.a -o $(E2E_MODEL) -lpthread -ldl
+	$(CXX) -O2 -g -fPIC -std=c++11 -Wall -Wno-unused-parameter -shared \
+	  -I$(INSTALL_DIR)/include gvsoc/e2e/stm32_standin.cpp -o $(E2E_STM32_MODEL)

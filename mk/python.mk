@@ -1,7 +1,7 @@
 # Frames where users work: ROS 2 MCAP recordings (gapstream/src/mcap_out.rs) and the Python package
 # `gapstream` (python/: PyO3 + maturin). Tests run with the project venv (.venv, made by
 # scripts/setup.sh from setup.d/*.pip), against the CLI's binaries built by cargo.
-## make mcap-test     a 5 s demo recorded with --mcap and --record, read back by mcap-ros2-support and rosbags
+## make mcap-test     a 10 s demo recorded with --mcap and --record, read back by mcap-ros2-support and rosbags (Images, Odometry, tf: the trajectory exactly)
 ## make python-test   build + install the Python package into .venv, pytest against esp32-bridge + gapstream node,
 ##                    a ground station (gapstream.Ground) against gapstream swarm; README's Python example
 ##                    run twice against the demo, examples/view_and_save.py

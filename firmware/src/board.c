@@ -136,6 +136,91 @@ uint32_t fw_cam_done_at(void)
 }
 
 /* ------------------------------------------------------------------------------------------------ */
+/* UART from the STM32                                                                              */
+
+/* The console's pi_uart (io=uart) opened uart0 for sending; a second open of the same UART shares
+ * its driver state, and ENABLE_RX turns its receiver on. Two one-byte reads are always queued:
+ * when one completes, the driver's interrupt starts the other at once (a byte takes 87 us at
+ * 115200 baud), and the completed one's callback stamps its byte and queues it again. */
+#define UART_RING 512 /* 128 ms of the STM32's 100 Hz messages: more than a frame period */
+static struct pi_device uart_dev;
+/* One word each: the uDMA writes the byte it received at a word-aligned address (on the GVSOC
+ * model two byte buffers side by side got the second read's byte in the first's word, and a 0 in
+ * their own: every other byte lost). */
+static PI_L2 uint32_t uart_rx_word[2];
+static pi_task_t uart_rx_task[2];
+static uint8_t uart_ring[UART_RING];
+static uint32_t uart_stamp[UART_RING];
+static volatile uint32_t uart_head, uart_tail, uart_overruns;
+
+/* The callback (the driver's event task) always writes: when the drone loop was away longer than
+ * the ring holds (a handshake keeps the FC busy for ~0.7 s), the oldest bytes are overwritten, so
+ * the loop finds the newest 512 (latest wins, as for the samples). The reader notices the lap. */
+static void uart_rx_cb(void *arg)
+{
+    int i = (int) (uintptr_t) arg;
+    uint32_t now = fw_timer_read();
+    uint32_t h = uart_head;
+    uart_ring[h % UART_RING] = (uint8_t) uart_rx_word[i];
+    uart_stamp[h % UART_RING] = now;
+    __asm__ volatile("" ::: "memory");
+    uart_head = h + 1;
+    pi_task_callback(&uart_rx_task[i], uart_rx_cb, (void *) (uintptr_t) i);
+    pi_uart_read_async(&uart_dev, (uint8_t *) &uart_rx_word[i], 1, &uart_rx_task[i]);
+}
+
+int fw_uart_rx_open(uint32_t baud)
+{
+    struct pi_uart_conf conf;
+    pi_uart_conf_init(&conf);
+    conf.uart_id = 0;
+    conf.baudrate_bps = baud;
+    conf.enable_rx = 1;
+    conf.enable_tx = 1;
+    pi_open_from_conf(&uart_dev, &conf);
+    if (pi_uart_open(&uart_dev))
+        return -1;
+    pi_uart_ioctl(&uart_dev, PI_UART_IOCTL_ENABLE_RX, NULL);
+    for (int i = 0; i < 2; i++) {
+        pi_task_callback(&uart_rx_task[i], uart_rx_cb, (void *) (uintptr_t) i);
+        pi_uart_read_async(&uart_dev, (uint8_t *) &uart_rx_word[i], 1, &uart_rx_task[i]);
+    }
+    return 0;
+}
+
+int fw_uart_rx_next(uint8_t *byte, uint32_t *stamp)
+{
+    for (;;) {
+        uint32_t h = uart_head, t = uart_tail;
+        if (h - t >= UART_RING) {
+            /* Lapped: the bytes before the oldest one kept are gone (the slot the next byte goes
+             * to counts as gone already). */
+            uart_overruns += h - t - (UART_RING - 1);
+            t = h - (UART_RING - 1);
+        }
+        if (t == h)
+            return 0;
+        __asm__ volatile("" ::: "memory");
+        uint8_t b = uart_ring[t % UART_RING];
+        uint32_t s = uart_stamp[t % UART_RING];
+        __asm__ volatile("" ::: "memory");
+        if (uart_head - t >= UART_RING) {
+            uart_tail = t; /* overwritten while read: take the oldest kept instead */
+            continue;
+        }
+        *byte = b;
+        *stamp = s;
+        uart_tail = t + 1;
+        return 1;
+    }
+}
+
+uint32_t fw_uart_rx_overruns(void)
+{
+    return uart_overruns;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
 /* SPI link                                                                                         */
 
 static struct pi_device spi_dev, gpio_dev;

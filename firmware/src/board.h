@@ -43,6 +43,16 @@ int fw_esp_rtt_take(void);
 /* Waits up to `timeout_us` for a rising edge of the ESP32 ready line and takes it: 1 if seen. */
 int fw_esp_rtt_wait(uint32_t timeout_us);
 
+/* --- UART from the Crazyflie's STM32 (its state messages) -------------------------------------- */
+/* Opens the GAP8's UART (uart0, the deck's UART1 pins to the STM32) for receiving at `baud`, 8N1,
+ * next to the console, which sends on the same UART; every received byte is put in a ring with the
+ * FC timer value (fw_timer_read) of its arrival. 0 on success. */
+int fw_uart_rx_open(uint32_t baud);
+/* Takes the oldest received byte: 1 and *byte / *stamp set, or 0 when none is pending. */
+int fw_uart_rx_next(uint8_t *byte, uint32_t *stamp);
+/* Bytes lost because the ring was full (the drone loop did not read them in time). */
+uint32_t fw_uart_rx_overruns(void);
+
 /* --- the link task ---------------------------------------------------------------------------- */
 /* Starts `entry(arg)` as a FreeRTOS task one priority above the caller (lowering the caller by one
  * if it runs at the highest priority), with a stack of `stack_bytes`. */

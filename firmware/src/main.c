@@ -23,15 +23,18 @@ struct gapstream_fw_config {
     uint32_t fast_stack;
     uint32_t spi_up_hz;
     uint32_t link_slots;
+    uint32_t state_baud;
+    uint32_t state_max_age_ms;
     uint32_t codec;
     uint32_t quality;
     uint32_t coded_bytes;
 };
-_Static_assert(sizeof(struct gapstream_fw_config) == 68, "FwConfig size");
+_Static_assert(sizeof(struct gapstream_fw_config) == 76, "FwConfig size");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, pipeline) == 12, "FwConfig.pipeline");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, stock) == 32, "FwConfig.stock");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, cl_hz) == 40, "FwConfig.cl_hz");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, spi_up_hz) == 48, "FwConfig.spi_up_hz");
+_Static_assert(__builtin_offsetof(struct gapstream_fw_config, state_baud) == 56, "FwConfig.state_baud");
 
 extern int32_t gapstream_main(const struct gapstream_fw_config *cfg);
 
@@ -52,6 +55,8 @@ static void app(void)
         .fast_stack = FW_FC_STACK,
         .spi_up_hz = FW_SPI_UP_HZ,
         .link_slots = FW_LINK_SLOTS,
+        .state_baud = FW_STATE_BAUD,
+        .state_max_age_ms = FW_STATE_MAX_AGE_MS,
         .codec = FW_CODEC,
         .quality = FW_QUALITY,
         .coded_bytes = FW_CODED_BYTES,

@@ -19,6 +19,7 @@
 //! | `fec_reassembly` | [`gapstream_fec::reassembler::Reassembler`] (FEC datagrams, forged and corrupted shards), the FEC header and control parsers, `esp32_bridge::fec` fed requests and reports |
 //! | `jpegls_decode` | [`gapstream_jpegls::decode`], the receiver's JPEG-LS decoder (any payload, truncated ones too) |
 //! | `jpeg_decode` | [`gapstream::codec::decode`] of a JPEG frame, the receiver's JPEG decode path (any payload and claimed size) |
+//! | `stm32_uart` | [`gapstream_drone::state`], the drone's parser of the flight controller's UART messages and its latest-sample tracker |
 //!
 //! Session and bridge inputs are a sequence of records `ctl u8, len u16 (little-endian), len
 //! bytes` ([`Input::record`]), so that the seeds ([`seeds`]) can be written from real messages.
@@ -30,6 +31,7 @@ pub mod jpeg;
 pub mod jpegls;
 pub mod seeds;
 pub mod session;
+pub mod stm32;
 pub mod stock;
 pub mod wire;
 
@@ -50,6 +52,7 @@ pub const TARGETS: &[Target] = &[
     ("fec_reassembly", fec::fec_reassembly),
     ("jpegls_decode", jpegls::jpegls_decode),
     ("jpeg_decode", jpeg::jpeg_decode),
+    ("stm32_uart", stm32::stm32_uart),
 ];
 
 /// Reads fuzz input front to back; past the end every read gives zeros / empty slices, so any

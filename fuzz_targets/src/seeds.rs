@@ -283,6 +283,9 @@ pub fn all() -> Vec<Seed> {
     for (name, bytes) in crate::jpeg::seeds() {
         seeds.push(seed("jpeg_decode", name, bytes));
     }
+    for (name, bytes) in crate::stm32::seeds() {
+        seeds.push(seed("stm32_uart", name, bytes));
+    }
     let mut seen = s.seen.0;
     seen.insert(
         "alert".into(),
@@ -362,6 +365,7 @@ pub fn all() -> Vec<Seed> {
             sequence: 100 + i as u64,
             capture_ns: 1,
             payload_len: 48,
+            state: None,
         };
         let s = frame::seal_frame(&mut Sequential, key, &h, &mut p).expect("seals");
         let mut b = vec![i as u8, 0x34, 0x12];

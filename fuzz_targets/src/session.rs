@@ -536,6 +536,7 @@ impl World {
             width: 8,
             height: (n / 8) as u16,
             capture_ns: self.now,
+            state: None,
         };
         let Ok(s) = self.drone.seal_frame(k, &c, meta, &mut p) else {
             return;
@@ -713,6 +714,7 @@ impl World {
                         sequence: *seq,
                         capture_ns: self.now,
                         payload_len: n_px as u32,
+                        state: None,
                     };
                     let mut p = vec![0x5a; n_px];
                     if let Ok(s) = frame::seal_frame(k, &g.frame, &h, &mut p) {

@@ -50,12 +50,14 @@ pub fn wire_decode(data: &[u8]) {
     }
 
     if let Ok(h) = FrameHeader::decode(b) {
-        assert_eq!(h.encode()[..], b[..FRAME_HEADER_LEN]);
+        // 36 bytes, or 88 with the state record (its bytes kept as they came).
+        assert_eq!(h.encode()[..], b[..h.header_len()]);
+        let _ = h.state_record();
     }
     if let Ok(h) = frame_layout(b, suite) {
         assert_eq!(
             b.len(),
-            FRAME_HEADER_LEN + h.payload_len as usize + suite.tag_len()
+            h.header_len() + h.payload_len as usize + suite.tag_len()
         );
     }
     if let Ok(h) = ControlHeader::decode(b) {
@@ -170,6 +172,19 @@ fn seal_open_round_trip(suite: Suite, key: &DirectionKey, control: bool, plain: 
         width: plain.len() as u16,
         height: 1,
         capture_ns: 5,
+        // Every other input's frame carries a state record made of its bytes.
+        state: (plain.len() % 2 == 1).then(|| {
+            let mut sample = [0u8; 28];
+            for (d, s) in sample.iter_mut().zip(plain.iter().cycle()) {
+                *d = *s;
+            }
+            gapstream_protocol::state::StateRecord {
+                flags: gapstream_protocol::state::VALID,
+                arrival_us: plain.len() as u64,
+                exposure_end_us: 5,
+                sample: gapstream_protocol::state::StateSample::decode_fields(7, &sample),
+            }
+        }),
     };
     let header = FrameHeader {
         suite: suite as u8,
@@ -180,6 +195,7 @@ fn seal_open_round_trip(suite: Suite, key: &DirectionKey, control: bool, plain: 
         sequence: plain.len() as u64,
         capture_ns: meta.capture_ns,
         payload_len: plain.len() as u32,
+        state: meta.state.map(|r| r.encode()),
     };
     let mut payload = plain.to_vec();
     let sealed = frame::seal_frame(&mut Sequential, key, &header, &mut payload).expect("seals");
@@ -188,5 +204,7 @@ fn seal_open_round_trip(suite: Suite, key: &DirectionKey, control: bool, plain: 
     m.extend_from_slice(sealed.tag());
     let h = open_frame(&mut Sequential, key, &mut m).expect("a sealed frame opens");
     assert_eq!(h, header);
-    assert_eq!(&m[FRAME_HEADER_LEN..FRAME_HEADER_LEN + plain.len()], plain);
+    assert_eq!(h.state_record(), meta.state.map(Ok));
+    let at = h.header_len();
+    assert_eq!(&m[at..at + plain.len()], plain);
 }

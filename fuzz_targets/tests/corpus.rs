@@ -69,6 +69,7 @@ fn name_path(name: &str) -> String {
         "fec_reassembly" => "fec",
         "jpegls_decode" => "jpegls",
         "jpeg_decode" => "jpeg",
+        "stm32_uart" => "stm32",
         other => panic!("unknown target {other}"),
     };
     format!("{module}::{name}")

@@ -2,6 +2,8 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`drone_state`] | a frame's state record in SI units (quaternion expanded, velocity in the body frame), its terminal line |
+//! | [`flight`] | the simulated flight controller: a known trajectory (a circle with yaw) sent as NanoCockpit's `!STA` UART messages at 100 Hz |
 //! | [`fec_rx`] | forward error correction over UDP, the receiver's side: the FEC request, `gapstream_fec`'s reassembler decoding with `reed-solomon-erasure`, loss reports |
 //! | [`images`] | frame sources (synthetic pattern, PGM/PNG folder, raw file), PNG/PGM I/O, Bayer demosaicing |
 //! | [`metrics`] | counters, latency percentiles, CPU / RSS / SoC temperature sampling, the 0.5 s metrics CSV |
@@ -17,6 +19,7 @@
 //! | [`ground`] | `ground`: a swarm in one receiver: a fleet file, a receiver per drone on its own thread, one bus whose outputs keep their queues per drone |
 //! | [`discovery`] | `ground --discover`: decks found by mDNS (`_cpx._tcp`, host `aideck-XXXXXX`, TXT `id` = MAC) |
 //! | [`swarm`] | N simulated drones, each with its own bridge, keys and name burned into its pictures (`demo --drones N`, `swarm`, `bench-swarm`) |
+//! | [`timesync`] | the drone's clock on the receiver's: capture times from the stream (one-way envelope for the drift, KEEPALIVE exchanges for the offset) |
 //! | [`secret_file`] | key files and the key log, written owner-only (mode 0600, also over an existing file) |
 
 /// One line of the run's output on stdout: banners, status lines, summaries, files written.
@@ -31,7 +34,9 @@ macro_rules! out {
 
 pub mod codec;
 pub mod discovery;
+pub mod drone_state;
 pub mod fec_rx;
+pub mod flight;
 pub mod ground;
 pub mod images;
 pub mod mcap_out;
@@ -43,6 +48,7 @@ pub mod run;
 pub mod secret_file;
 pub mod sim;
 pub mod swarm;
+pub mod timesync;
 pub mod viewer;
 #[cfg(feature = "zenoh")]
 pub mod zenoh_out;

@@ -231,10 +231,17 @@ struct StreamOpts {
     #[arg(long)]
     bayer: bool,
     /// Record every verified frame into FILE as ROS 2 MCAP (sensor_msgs/msg/Image on
-    /// /gapstream/image, gapstream_msgs/msg/FrameInfo on /gapstream/frame_info): Foxglove opens it,
-    /// `ros2 bag play` replays it.
+    /// /gapstream/image, gapstream_msgs/msg/FrameInfo on /gapstream/frame_info, and the drone's
+    /// state as nav_msgs/msg/Odometry on /gapstream/odometry and tf2_msgs/msg/TFMessage on /tf):
+    /// Foxglove opens it, `ros2 bag play` replays it.
     #[arg(long, value_name = "FILE")]
     mcap: Option<PathBuf>,
+    /// The fixed frame of the drone's pose (Odometry header.frame_id, the tf parent).
+    #[arg(long, default_value = "world")]
+    world_frame: String,
+    /// The drone's body frame (Odometry child_frame_id, the tf child).
+    #[arg(long, default_value = "crazyflie")]
+    body_frame: String,
     /// Publish every verified frame on Zenoh (gapstream/<drone>/image as a CDR sensor_msgs/msg/Image,
     /// .../frame_info, .../stats): as a peer, or connecting to ENDPOINT (tcp/HOST:PORT). The stream
     /// is plaintext inside Zenoh: beyond one machine use Zenoh's TLS and access control. Needs a
@@ -560,6 +567,10 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
         bayer: stream.bayer,
         record: None,
         mcap: stream.mcap.clone(),
+        state_frames: gapstream::ros::StateFrames {
+            world: stream.world_frame.clone(),
+            body: stream.body_frame.clone(),
+        },
         zenoh: stream.zenoh.as_ref().map(|e| run::ZenohSettings {
             endpoint: (!e.is_empty()).then(|| e.clone()),
             drone: stream.drone.clone(),
@@ -812,6 +823,7 @@ fn main() -> ExitCode {
                     keys: None,
                     keylog: None,
                     fec: false,
+                    state_frames: Default::default(),
                 },
                 bench_row: a.bench_row.clone(),
                 warmup: Duration::from_secs_f64(a.warmup.max(0.0)),

@@ -1,9 +1,12 @@
 //! `--mcap FILE`: every verified frame as a ROS 2 `sensor_msgs/msg/Image` on `/gapstream/image`
-//! and its metadata as `gapstream_msgs/msg/FrameInfo` on `/gapstream/frame_info`, CDR-encoded with
-//! their `ros2msg` schemas embedded (MCAP profile `ros2`), written with Foxglove's `mcap` crate:
-//! a file Foxglove opens and `ros2 bag play` (MCAP storage plugin) replays. Log time = receive
-//! time, publish time and `header.stamp` = capture time. Chunks are uncompressed (frames are
-//! noise-like after all; and readers need no codec).
+//! and its metadata as `gapstream_msgs/msg/FrameInfo` on `/gapstream/frame_info`, and when the
+//! frame carries the drone's state, a `nav_msgs/msg/Odometry` on `/gapstream/odometry` and the
+//! world → body transform as `tf2_msgs/msg/TFMessage` on `/tf` (frame ids `--world-frame`,
+//! `--body-frame`), CDR-encoded with their `ros2msg` schemas embedded (MCAP profile `ros2`),
+//! written with Foxglove's `mcap` crate: a file Foxglove opens and `ros2 bag play` (MCAP storage
+//! plugin) replays. Log time = receive time; publish time and every `header.stamp` of a frame's
+//! messages = its acquisition time on this machine's clock ([`Frame::stamp_ns`]). Chunks are
+//! uncompressed (frames are noise-like after all; and readers need no codec).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -24,23 +27,35 @@ pub const INFO_TOPIC: &str = "/gapstream/frame_info";
 /// JPEG frames (`--codec jpeg`): `sensor_msgs/msg/CompressedImage`, format
 /// `"mono8; jpeg compressed mono8"`, on image_transport's topic name for compressed images.
 pub const COMPRESSED_TOPIC: &str = "/gapstream/image/compressed";
+pub const ODOMETRY_TOPIC: &str = "/gapstream/odometry";
+pub const TF_TOPIC: &str = "/tf";
 
 /// rosbag2's default QoS for a recorded topic (reliable, volatile, keep last), so that `ros2 bag
 /// play` offers what a live publisher would.
 const QOS: &str = "- history: 3\n  depth: 0\n  reliability: 1\n  durability: 2\n  deadline:\n    sec: 9223372036\n    nsec: 854775807\n  lifespan:\n    sec: 9223372036\n    nsec: 854775807\n  liveliness: 1\n  liveliness_lease_duration:\n    sec: 9223372036\n    nsec: 854775807\n  avoid_ros_namespace_conventions: false\n";
 
 /// The topics of one drone of a ground station's recording: `/<drone>/image`,
-/// `/<drone>/frame_info` and, for JPEG frames, `/<drone>/image/compressed`.
-pub fn fleet_topics(drone: &str) -> [String; 3] {
+/// `/<drone>/frame_info`, `/<drone>/image/compressed` (JPEG frames), `/<drone>/odometry` and
+/// `/<drone>/tf` (the drone's state, body frame `<drone>/<body>`).
+pub fn fleet_topics(drone: &str) -> [String; 5] {
     [
         format!("/{drone}/image"),
         format!("/{drone}/frame_info"),
         format!("/{drone}/image/compressed"),
+        format!("/{drone}/odometry"),
+        format!("/{drone}/tf"),
     ]
 }
 
-/// The channels a frame is written on: image, frame_info, compressed image.
-type Channels = (u16, u16, u16);
+/// The channels a frame is written on (or, in [`McapRecorder::fleet`], the schemas they use).
+#[derive(Clone, Copy, Debug, Default)]
+struct Channels {
+    image: u16,
+    info: u16,
+    compressed: u16,
+    odometry: u16,
+    tf: u16,
+}
 
 /// An open MCAP recording.
 pub struct McapRecorder {
@@ -48,10 +63,13 @@ pub struct McapRecorder {
     writer: Option<mcap::Writer<BufWriter<File>>>,
     /// One stream's channels (unused on a ground station's recording).
     channels: Channels,
+    /// The state's frame ids (a ground station's drones: body frame `<drone>/<body>`).
+    frames: ros::StateFrames,
     bayer: bool,
     written: u64,
-    /// A ground station's recording ([`McapRecorder::create_fleet`]): the schemas (image,
-    /// frame_info, compressed image), and each drone's channels, added with its first frame.
+    states: u64,
+    /// A ground station's recording ([`McapRecorder::create_fleet`]): the schemas, and each
+    /// drone's channels, added with its first frame.
     fleet: Option<(Channels, FleetChannels)>,
 }
 
@@ -62,13 +80,7 @@ fn err(path: &Path, e: impl std::fmt::Display) -> String {
     format!("MCAP recording {}: {e}", path.display())
 }
 
-/// rosbag2's metadata of a recorded channel.
-fn channel_meta() -> BTreeMap<String, String> {
-    BTreeMap::from([("offered_qos_profiles".to_string(), QOS.to_string())])
-}
-
-/// Creates `path` (replacing it) as a ROS 2 MCAP file with the three schemas: image, frame_info,
-/// compressed image.
+/// Creates `path` (replacing it) as a ROS 2 MCAP file with the schemas of every channel.
 fn open_writer(path: &Path) -> Result<(mcap::Writer<BufWriter<File>>, Channels), String> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d).map_err(|e| err(path, e))?;
@@ -84,48 +96,62 @@ fn open_writer(path: &Path) -> Result<(mcap::Writer<BufWriter<File>>, Channels),
         w.add_schema(name, "ros2msg", def.as_bytes())
             .map_err(|e| err(path, e))
     };
-    let si = schema(ros::IMAGE_TYPE, ros::IMAGE_DEFINITION)?;
-    let sf = schema(ros::FRAME_INFO_TYPE, ros::FRAME_INFO_DEFINITION)?;
-    let sc = schema(ros::COMPRESSED_IMAGE_TYPE, ros::COMPRESSED_IMAGE_DEFINITION)?;
-    Ok((w, (si, sf, sc)))
+    let schemas = Channels {
+        image: schema(ros::IMAGE_TYPE, ros::IMAGE_DEFINITION)?,
+        info: schema(ros::FRAME_INFO_TYPE, ros::FRAME_INFO_DEFINITION)?,
+        compressed: schema(ros::COMPRESSED_IMAGE_TYPE, ros::COMPRESSED_IMAGE_DEFINITION)?,
+        odometry: schema(ros::ODOMETRY_TYPE, ros::ODOMETRY_DEFINITION)?,
+        tf: schema(ros::TF_TYPE, ros::TF_DEFINITION)?,
+    };
+    Ok((w, schemas))
 }
 
-/// Adds the three channels `topics` on the `schemas` (image, frame_info, compressed image).
+/// Adds the channels `topics` (image, frame_info, compressed, odometry, tf) on `schemas`.
 fn add_channels(
     w: &mut mcap::Writer<BufWriter<File>>,
     path: &Path,
     schemas: Channels,
-    topics: [&str; 3],
+    topics: [&str; 5],
 ) -> Result<Channels, String> {
-    let meta = channel_meta();
+    let meta = BTreeMap::from([("offered_qos_profiles".to_string(), QOS.to_string())]);
     let mut add = |schema: u16, topic: &str| {
         w.add_channel(schema, topic, "cdr", &meta)
             .map_err(|e| err(path, e))
     };
-    Ok((
-        add(schemas.0, topics[0])?,
-        add(schemas.1, topics[1])?,
-        add(schemas.2, topics[2])?,
-    ))
+    Ok(Channels {
+        image: add(schemas.image, topics[0])?,
+        info: add(schemas.info, topics[1])?,
+        compressed: add(schemas.compressed, topics[2])?,
+        odometry: add(schemas.odometry, topics[3])?,
+        tf: add(schemas.tf, topics[4])?,
+    })
 }
 
 impl McapRecorder {
     /// Creates `path` (replacing it) with the stream's channels. `bayer`: the frames are RGGB
-    /// mosaics.
-    pub fn create(path: &Path, bayer: bool) -> Result<Self, String> {
+    /// mosaics; `frames`: the state's frame ids.
+    pub fn create(path: &Path, bayer: bool, frames: ros::StateFrames) -> Result<Self, String> {
         let (mut w, schemas) = open_writer(path)?;
         let channels = add_channels(
             &mut w,
             path,
             schemas,
-            [IMAGE_TOPIC, INFO_TOPIC, COMPRESSED_TOPIC],
+            [
+                IMAGE_TOPIC,
+                INFO_TOPIC,
+                COMPRESSED_TOPIC,
+                ODOMETRY_TOPIC,
+                TF_TOPIC,
+            ],
         )?;
         Ok(McapRecorder {
             path: path.to_owned(),
             writer: Some(w),
             channels,
+            frames,
             bayer,
             written: 0,
+            states: 0,
             fleet: None,
         })
     }
@@ -137,9 +163,11 @@ impl McapRecorder {
         Ok(McapRecorder {
             path: path.to_owned(),
             writer: Some(w),
-            channels: (0, 0, 0),
+            channels: Channels::default(),
+            frames: ros::StateFrames::default(),
             bayer,
             written: 0,
+            states: 0,
             fleet: Some((schemas, BTreeMap::new())),
         })
     }
@@ -152,8 +180,8 @@ impl McapRecorder {
         if let Some(c) = map.get(drone) {
             return Ok(*c);
         }
-        let [ti, tf, tc] = fleet_topics(drone);
-        let c = add_channels(w, &self.path, *schemas, [&ti, &tf, &tc])?;
+        let t = fleet_topics(drone);
+        let c = add_channels(w, &self.path, *schemas, [&t[0], &t[1], &t[2], &t[3], &t[4]])?;
         map.insert(drone.to_string(), c);
         Ok(c)
     }
@@ -174,19 +202,34 @@ impl Consumer for McapRecorder {
         Policy::Every(RECORDER_QUEUE)
     }
     fn frame(&mut self, f: &Arc<Frame>, counters: &Counters) -> Result<(), String> {
-        let (image, info_ch, compressed) = self.channels(&f.source)?;
+        let ch = self.channels(&f.source)?;
         let Some(w) = self.writer.as_mut() else {
             return Err(err(&self.path, "already closed"));
         };
-        let stamp = f.capture_ns().unwrap_or(f.receive_ns);
+        let stamp = f.stamp_ns();
         let seq = self.written as u32;
         // A JPEG frame as the file that verified (CompressedImage), any other as its samples.
-        let (channel, img) = match ros::compressed_image(f) {
-            Some(c) => (compressed, c),
-            None => (image, ros::image(f, self.bayer)),
-        };
-        let info = ros::frame_info(f, counters);
-        for (channel_id, data) in [(channel, img), (info_ch, info)] {
+        let mut msgs = vec![
+            match ros::compressed_image(f) {
+                Some(c) => (ch.compressed, c),
+                None => (ch.image, ros::image(f, self.bayer)),
+            },
+            (ch.info, ros::frame_info(f, counters)),
+        ];
+        // A pose only when the drone had one (a record without a sample says "none yet").
+        if let Some(s) = f.state.as_ref().filter(|s| s.record.is_valid()) {
+            let frames = match &self.fleet {
+                Some(_) => ros::StateFrames {
+                    world: self.frames.world.clone(),
+                    body: format!("{}/{}", f.source, self.frames.body),
+                },
+                None => self.frames.clone(),
+            };
+            msgs.push((ch.odometry, ros::odometry(stamp, &frames, s)));
+            msgs.push((ch.tf, ros::tf(stamp, &frames, s)));
+            self.states += 1;
+        }
+        for (channel_id, data) in msgs {
             w.write_to_known_channel(
                 &mcap::records::MessageHeader {
                     channel_id,
@@ -209,15 +252,18 @@ impl Consumer for McapRecorder {
         w.finish().map_err(|e| err(&self.path, e))?;
         let topics = match &self.fleet {
             Some((_, m)) => format!(
-                "/<drone>/image (JPEG frames: /<drone>/image/compressed), /<drone>/frame_info for {} drone{}",
+                "/<drone>/image (JPEG frames: /<drone>/image/compressed), /<drone>/frame_info, /<drone>/odometry, /<drone>/tf for {} drone{}",
                 m.len(),
                 if m.len() == 1 { "" } else { "s" }
             ),
-            None => format!("{IMAGE_TOPIC} (JPEG frames: {COMPRESSED_TOPIC}), {INFO_TOPIC}"),
+            None => format!(
+                "{IMAGE_TOPIC} (JPEG frames: {COMPRESSED_TOPIC}), {INFO_TOPIC}, {ODOMETRY_TOPIC}, {TF_TOPIC}"
+            ),
         };
         Ok(Some(format!(
-            "wrote {} frames to {} (ROS 2 MCAP: {topics})",
+            "wrote {} frames and {} states to {} (ROS 2 MCAP: {topics})",
             self.written,
+            self.states,
             self.path.display()
         )))
     }
@@ -240,7 +286,7 @@ mod tests {
     fn writes_a_readable_ros2_mcap() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("x.mcap");
-        let mut r = McapRecorder::create(&p, false).unwrap();
+        let mut r = McapRecorder::create(&p, false, ros::StateFrames::default()).unwrap();
         let c = Counters::default();
         for seq in 0..5u64 {
             let mut f = crate::receiver::frame::test_frame(seq, 4, 2, vec![seq as u8; 8]);
@@ -315,7 +361,7 @@ mod tests {
         use gapstream_protocol::wire::PixelFormat;
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("j.mcap");
-        let mut r = McapRecorder::create(&p, false).unwrap();
+        let mut r = McapRecorder::create(&p, false, ros::StateFrames::default()).unwrap();
         let jpeg: Vec<u8> = vec![0xff, 0xd8, 1, 2, 3, 0xff, 0xd9];
         let mut f = crate::receiver::frame::test_frame(0, 4, 2, vec![9; 8]);
         f.header.pixel_format = PixelFormat::Jpeg.code();

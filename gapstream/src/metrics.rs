@@ -9,8 +9,37 @@ use std::time::{Duration, Instant};
 /// The metrics CSV header (one row per sampling interval).
 pub const CSV_HEADER: &str = "t_s,fps,goodput_mbps,latency_p50_ms,latency_p95_ms,latency_p99_ms,frames,lost,tag_failures,replays,malformed,handshakes,handshake_ms,handshake_tx_bytes,handshake_rx_bytes,rekeys,key_epoch,cpu_pct,rss_kib,temp_c,fec_recovered,fec_unrecoverable_blocks,fec_redundancy_pct";
 
-/// Per-frame log header (for the latency CDF of `gapstream report`).
-pub const FRAMES_HEADER: &str = "t_s,seq,bytes,latency_ms,receive_unix_ns";
+/// Per-frame log header (for the latency CDF of `gapstream report`), then the frame's stamp on
+/// this machine's clock and the drone's state (empty without one; [`crate::drone_state`]).
+pub const FRAMES_HEADER: &str = "t_s,seq,bytes,latency_ms,receive_unix_ns,stamp_unix_ns,stamp_uncertainty_ms,state_flags,stm32_us,state_age_ms,x_m,y_m,z_m,vx_m_s,vy_m_s,vz_m_s,qx,qy,qz,qw,roll_rate_rad_s,pitch_rate_rad_s,yaw_rate_rad_s";
+
+/// The per-frame log's columns after `receive_unix_ns` for a frame stamped `stamp_ns` (with its
+/// uncertainty, when estimated) and its state.
+pub fn state_columns(
+    stamp_ns: u64,
+    uncertainty_ms: Option<f64>,
+    state: Option<&crate::drone_state::DroneState>,
+) -> String {
+    let u = uncertainty_ms
+        .map(|u| format!("{u:.3}"))
+        .unwrap_or_default();
+    let Some(s) = state else {
+        return format!("{stamp_ns},{u},,,,,,,,,,,,,,,,");
+    };
+    let r = &s.record;
+    let age = s.age_ms().map(|a| format!("{a:.3}")).unwrap_or_default();
+    let mut out = format!("{stamp_ns},{u},{},{},{age}", r.flags, r.sample.stm32_us);
+    for v in s
+        .position_m
+        .iter()
+        .chain(&s.velocity_m_s)
+        .chain(&s.orientation)
+        .chain(&s.rates_rad_s)
+    {
+        out.push_str(&format!(",{v}"));
+    }
+    out
+}
 
 /// Percentile by nearest rank (`p` in 0..=100) of an ascending-sorted slice; `None` when empty.
 pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
@@ -300,7 +329,8 @@ impl CsvLog {
         Ok(CsvLog { csv, frames_csv })
     }
 
-    /// One per-frame line (`t_s` since the run started, `receive_unix_ns` when it was delivered).
+    /// One per-frame line (`t_s` since the run started, `receive_unix_ns` when it was delivered,
+    /// then `state`: [`state_columns`]).
     pub fn frame(
         &mut self,
         t_s: f64,
@@ -308,10 +338,14 @@ impl CsvLog {
         payload_bytes: usize,
         latency_ms: Option<f64>,
         receive_unix_ns: u64,
+        state: &str,
     ) -> io::Result<()> {
         let f = &mut self.frames_csv;
         let l = latency_ms.map(|l| format!("{l:.4}")).unwrap_or_default();
-        writeln!(f, "{t_s:.4},{seq},{payload_bytes},{l},{receive_unix_ns}")
+        writeln!(
+            f,
+            "{t_s:.4},{seq},{payload_bytes},{l},{receive_unix_ns},{state}"
+        )
     }
 
     /// One row; both files are flushed.
@@ -348,7 +382,17 @@ impl MetricsLog {
         self.meter.frame(payload_bytes, latency_ms);
         let t = self.meter.elapsed().as_secs_f64();
         match &mut self.csv {
-            Some(c) => c.frame(t, seq, payload_bytes, latency_ms, crate::sim::unix_ns()),
+            Some(c) => {
+                let now = crate::sim::unix_ns();
+                c.frame(
+                    t,
+                    seq,
+                    payload_bytes,
+                    latency_ms,
+                    now,
+                    &state_columns(now, None, None),
+                )
+            }
             None => Ok(()),
         }
     }
@@ -521,5 +565,43 @@ mod tests {
         );
         let frames = fs::read_to_string(frames_path(&p)).unwrap();
         assert_eq!(frames.lines().count(), 3);
+        for l in frames.lines() {
+            assert_eq!(
+                l.split(',').count(),
+                FRAMES_HEADER.split(',').count(),
+                "{l}"
+            );
+        }
+    }
+
+    #[test]
+    fn state_columns_have_header_arity() {
+        use gapstream_protocol::state::{StateRecord, StateSample, VALID};
+        let s = crate::drone_state::DroneState::from_record(StateRecord {
+            flags: VALID,
+            arrival_us: 10,
+            exposure_end_us: 3_010,
+            sample: StateSample {
+                stm32_us: 77,
+                position_mm: [1000, 0, 1000],
+                quat: 3 << 30,
+                ..StateSample::default()
+            },
+        });
+        let fixed = 5; // t_s .. receive_unix_ns
+        for cols in [
+            state_columns(5, Some(1.25), Some(&s)),
+            state_columns(5, None, None),
+        ] {
+            assert_eq!(
+                cols.split(',').count() + fixed,
+                FRAMES_HEADER.split(',').count()
+            );
+        }
+        let c = state_columns(5, Some(1.25), Some(&s));
+        assert!(
+            c.starts_with("5,1.250,1,77,3.000,1,0,1,0,0,0,0,0,0,1,"),
+            "{c}"
+        );
     }
 }

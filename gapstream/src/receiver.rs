@@ -59,6 +59,8 @@ struct Delivered {
     pixel_format: Option<u8>,
     /// The payload: samples, or a coded picture (JPEG, JPEG-LS) the station decodes.
     pixels: Vec<u8>,
+    /// The drone's state record from the frame's header (authenticated with it).
+    state: Option<gapstream_protocol::state::StateRecord>,
 }
 
 /// Why the receiver gave up (it retries connection problems by itself; these are final).
@@ -193,6 +195,12 @@ enum Event {
     Restart(String),
     /// Cannot go on (wrong pairing keys, no common suite).
     Fatal(String),
+    /// The drone answered a KEEPALIVE: its clock read `drone_ns` within the `round_trip_ns` that
+    /// just ended here (the station puts it on this machine's clock, `timesync`).
+    ClockSample {
+        round_trip_ns: u64,
+        drone_ns: u64,
+    },
 }
 
 /// Per-connection protocol state.
@@ -370,6 +378,7 @@ impl Session for StockSession {
             height: h,
             pixel_format: None,
             pixels,
+            state: None,
         }));
     }
 }
@@ -496,6 +505,16 @@ impl SecureSession {
             ))),
             ReceiverEvent::Frame(f) => {
                 let h = f.header;
+                let state = match f.state() {
+                    None => None,
+                    Some(Ok(r)) => Some(r),
+                    // Authentic, but a record this build cannot read (a newer drone): the frame
+                    // goes on without it.
+                    Some(Err(e)) => {
+                        events.push(Event::Info(format!("frame {}: {e}", h.sequence)));
+                        None
+                    }
+                };
                 events.push(Event::Frame(Delivered {
                     seq: h.sequence,
                     epoch: Some(h.epoch),
@@ -504,9 +523,18 @@ impl SecureSession {
                     height: h.height as usize,
                     pixel_format: Some(h.pixel_format),
                     pixels: f.into_pixels(),
+                    state,
                 }))
             }
             ReceiverEvent::Rekeyed { .. } => {}
+            ReceiverEvent::ClockSample {
+                sent_ns,
+                drone_ns,
+                received_ns,
+            } => events.push(Event::ClockSample {
+                round_trip_ns: received_ns.saturating_sub(sent_ns),
+                drone_ns,
+            }),
             ReceiverEvent::Closed => {
                 events.push(Event::Restart("the drone closed the session".into()))
             }

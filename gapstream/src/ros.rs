@@ -3,6 +3,7 @@
 //! their message definitions in the `ros2msg` form rosbag2 embeds in MCAP schemas (the type's
 //! definition, then each dependency after a line of 80 `=` and `MSG: pkg/Type`).
 
+use crate::drone_state::DroneState;
 use crate::metrics::Counters;
 use crate::receiver::Frame;
 
@@ -80,11 +81,144 @@ pub const FRAME_INFO_DEFINITION: &str = concat!(
     "uint64 lost\n",
     "uint64 tag_failures\n",
     "uint64 replays\n",
+    "# The drone's state record of the frame (authenticated with it): flags (1 valid, 2 stale),\n",
+    "# the STM32's time of the sample (us), its age at the end of the exposure (ms, NaN without\n",
+    "# a sample), the capture time's uncertainty on this clock (ms; NaN without a capture time,\n",
+    "# and before a two-way exchange anchors it: then late by the link's minimum transit) and\n",
+    "# whether a two-way exchange anchors it.\n",
+    "uint16 state_flags\n",
+    "uint32 stm32_us\n",
+    "float64 state_age_ms\n",
+    "float64 stamp_uncertainty_ms\n",
+    "bool stamp_two_way\n",
     header_dependencies!(),
 );
 
 /// `header.frame_id` of everything gapstream publishes.
 pub const FRAME_ID: &str = "gapstream_camera";
+
+/// The definitions of `geometry_msgs` types an Odometry or a TFMessage uses, as ros2msg
+/// dependency sections (a literal, for `concat!`).
+macro_rules! msg_section {
+    ($name:literal, $body:literal) => {
+        concat!(
+            "\n",
+            "================================================================================\n",
+            "MSG: ",
+            $name,
+            "\n",
+            $body
+        )
+    };
+}
+
+/// `nav_msgs/msg/Odometry` with its dependencies: the drone's state of a frame (pose in the world
+/// frame, twist in the body frame), stamped like the frame's Image.
+pub const ODOMETRY_TYPE: &str = "nav_msgs/msg/Odometry";
+pub const ODOMETRY_DEFINITION: &str = concat!(
+    "std_msgs/Header header\n",
+    "string child_frame_id\n",
+    "geometry_msgs/PoseWithCovariance pose\n",
+    "geometry_msgs/TwistWithCovariance twist\n",
+    header_dependencies!(),
+    msg_section!(
+        "geometry_msgs/PoseWithCovariance",
+        "geometry_msgs/Pose pose\nfloat64[36] covariance\n"
+    ),
+    msg_section!(
+        "geometry_msgs/Pose",
+        "geometry_msgs/Point position\ngeometry_msgs/Quaternion orientation\n"
+    ),
+    msg_section!("geometry_msgs/Point", "float64 x\nfloat64 y\nfloat64 z\n"),
+    msg_section!(
+        "geometry_msgs/Quaternion",
+        "float64 x 0\nfloat64 y 0\nfloat64 z 0\nfloat64 w 1\n"
+    ),
+    msg_section!(
+        "geometry_msgs/TwistWithCovariance",
+        "geometry_msgs/Twist twist\nfloat64[36] covariance\n"
+    ),
+    msg_section!(
+        "geometry_msgs/Twist",
+        "geometry_msgs/Vector3 linear\ngeometry_msgs/Vector3 angular\n"
+    ),
+    msg_section!("geometry_msgs/Vector3", "float64 x\nfloat64 y\nfloat64 z\n"),
+);
+
+/// `tf2_msgs/msg/TFMessage` with its dependencies: the world → body transform of each frame.
+pub const TF_TYPE: &str = "tf2_msgs/msg/TFMessage";
+pub const TF_DEFINITION: &str = concat!(
+    "geometry_msgs/TransformStamped[] transforms\n",
+    msg_section!(
+        "geometry_msgs/TransformStamped",
+        "std_msgs/Header header\nstring child_frame_id\ngeometry_msgs/Transform transform\n"
+    ),
+    header_dependencies!(),
+    msg_section!(
+        "geometry_msgs/Transform",
+        "geometry_msgs/Vector3 translation\ngeometry_msgs/Quaternion rotation\n"
+    ),
+    msg_section!("geometry_msgs/Vector3", "float64 x\nfloat64 y\nfloat64 z\n"),
+    msg_section!(
+        "geometry_msgs/Quaternion",
+        "float64 x 0\nfloat64 y 0\nfloat64 z 0\nfloat64 w 1\n"
+    ),
+);
+
+/// The frame ids of the state's messages (`--world-frame`, `--body-frame`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateFrames {
+    /// The fixed frame the pose is in (`header.frame_id`).
+    pub world: String,
+    /// The drone's body frame (`child_frame_id`).
+    pub body: String,
+}
+
+impl Default for StateFrames {
+    fn default() -> Self {
+        StateFrames {
+            world: "world".into(),
+            body: "crazyflie".into(),
+        }
+    }
+}
+
+/// The drone's state as `nav_msgs/msg/Odometry` stamped `stamp_ns`: position and orientation in
+/// the world frame; linear velocity turned into the body frame (ROS: the twist is in
+/// `child_frame_id`), body rates as they are; covariances zero (the flight controller sends none).
+pub fn odometry(stamp_ns: u64, frames: &StateFrames, s: &DroneState) -> Vec<u8> {
+    let mut c = Cdr::new();
+    c.time(stamp_ns);
+    c.string(&frames.world);
+    c.string(&frames.body);
+    for v in s.position_m.iter().chain(&s.orientation) {
+        c.f64(*v);
+    }
+    for _ in 0..36 {
+        c.f64(0.0);
+    }
+    let body = crate::drone_state::world_to_body(s.orientation, s.velocity_m_s);
+    for v in body.iter().chain(&s.rates_rad_s) {
+        c.f64(*v);
+    }
+    for _ in 0..36 {
+        c.f64(0.0);
+    }
+    c.into_bytes()
+}
+
+/// The world → body transform as `tf2_msgs/msg/TFMessage` (one `TransformStamped`).
+pub fn tf(stamp_ns: u64, frames: &StateFrames, s: &DroneState) -> Vec<u8> {
+    let mut c = Cdr::new();
+    c.u32(1);
+    c.time(stamp_ns);
+    c.string(&frames.world);
+    c.string(&frames.body);
+    for v in s.position_m.iter().chain(&s.orientation) {
+        c.f64(*v);
+    }
+    c.into_bytes()
+}
 
 /// Plain CDR, little-endian, after the 4-byte encapsulation header; alignment counts from the
 /// end of that header.
@@ -111,6 +245,10 @@ impl Cdr {
     }
     pub fn u8(&mut self, v: u8) {
         self.buf.push(v);
+    }
+    pub fn u16(&mut self, v: u16) {
+        self.align(2);
+        self.buf.extend_from_slice(&v.to_le_bytes());
     }
     pub fn u32(&mut self, v: u32) {
         self.align(4);
@@ -153,10 +291,10 @@ impl Cdr {
 
 /// The frame's `sensor_msgs/msg/Image`: `mono8`, or `bayer_rggb8` for the colour HM01B0's mosaic
 /// (undemosaiced: ROS's image pipeline debayers), stamped with the capture time (the receive
-/// time when the stream carries none).
+/// time when the stream carries none): [`Frame::stamp_ns`].
 pub fn image(f: &Frame, bayer: bool) -> Vec<u8> {
     let mut c = Cdr::new();
-    c.header(f.capture_ns().unwrap_or(f.receive_ns));
+    c.header(f.stamp_ns());
     c.u32(f.height() as u32);
     c.u32(f.width() as u32);
     c.string(if bayer || f.is_bayer() {
@@ -174,7 +312,7 @@ pub fn image(f: &Frame, bayer: bool) -> Vec<u8> {
 /// (latency NaN when unknown).
 pub fn frame_info(f: &Frame, counters: &Counters) -> Vec<u8> {
     let mut c = Cdr::new();
-    c.header(f.capture_ns().unwrap_or(f.receive_ns));
+    c.header(f.stamp_ns());
     c.time(f.receive_ns);
     c.u64(f.seq());
     c.u32(f.epoch().unwrap_or(0));
@@ -184,6 +322,16 @@ pub fn frame_info(f: &Frame, counters: &Counters) -> Vec<u8> {
     c.u64(counters.lost);
     c.u64(counters.tag_failures);
     c.u64(counters.replays);
+    let rec = f.state.map(|s| s.record).unwrap_or_default();
+    c.u16(rec.flags);
+    c.u32(rec.sample.stm32_us);
+    c.f64(f.state.and_then(|s| s.age_ms()).unwrap_or(f64::NAN));
+    c.f64(
+        f.capture
+            .and_then(|e| e.bound_ns())
+            .map_or(f64::NAN, |b| b as f64 / 1e6),
+    );
+    c.u8(f.capture.is_some_and(|e| e.two_way) as u8);
     c.into_bytes()
 }
 
@@ -246,6 +394,9 @@ mod tests {
         // suite: length at 52, 17 bytes -> 73, latency aligned to 80.
         assert_eq!(&b[4 + 80..4 + 88], &100f64.to_le_bytes());
         assert_eq!(&b[4 + 104..4 + 112], &3u64.to_le_bytes());
-        assert_eq!(b.len(), 4 + 120);
+        // state flags u16 at 120, stm32_us at 124, age at 128, uncertainty at 136, bool at 144.
+        assert_eq!(&b[4 + 120..4 + 122], &0u16.to_le_bytes());
+        assert!(f64::from_le_bytes(b[4 + 128..4 + 136].try_into().unwrap()).is_nan());
+        assert_eq!(b.len(), 4 + 145);
     }
 }

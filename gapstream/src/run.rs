@@ -52,6 +52,8 @@ pub struct StreamSettings {
     pub record: Option<PathBuf>,
     /// ROS 2 MCAP recording of every verified frame (see [`crate::mcap_out`]).
     pub mcap: Option<PathBuf>,
+    /// The frame ids of the drone's state (MCAP's Odometry and tf).
+    pub state_frames: crate::ros::StateFrames,
     /// Publish every verified frame on Zenoh (feature `zenoh`).
     pub zenoh: Option<ZenohSettings>,
     /// `demo` only: every receiver of the run appends its key-log lines to this file
@@ -630,15 +632,21 @@ fn receiver_bus(
     }
     if let Some(p) = &s.mcap {
         bus.attach(Box::new(
-            crate::mcap_out::McapRecorder::create(p, s.bayer).map_err(RunError::Setup)?,
+            crate::mcap_out::McapRecorder::create(p, s.bayer, s.state_frames.clone())
+                .map_err(RunError::Setup)?,
         ));
     }
     if let Some(z) = &s.zenoh {
         #[cfg(feature = "zenoh")]
         {
             bus.attach(Box::new(
-                crate::zenoh_out::ZenohPublisher::open(z.endpoint.as_deref(), &z.drone, s.bayer)
-                    .map_err(RunError::Setup)?,
+                crate::zenoh_out::ZenohPublisher::open(
+                    z.endpoint.as_deref(),
+                    &z.drone,
+                    s.bayer,
+                    s.state_frames.clone(),
+                )
+                .map_err(RunError::Setup)?,
             ));
             out!(
                 "  zenoh    publishing gapstream/{}/image, frame_info, stats ({}; plaintext inside Zenoh)",
@@ -836,6 +844,7 @@ pub fn demo(
             node.target_bytes,
         )
         .map_err(RunError::Setup)?,
+        flight: Some(crate::flight::Circle::default()),
     })
     .map_err(RunError::Node)?;
     // The receivers start once the node's SPI link is up: the bridge drops what was queued for the
@@ -977,6 +986,7 @@ pub fn node_only(
             node.target_bytes,
         )
         .map_err(RunError::Setup)?,
+        flight: Some(crate::flight::Circle::default()),
     })
     .map_err(RunError::Node)?;
     let t0 = Instant::now();
@@ -1205,6 +1215,7 @@ pub fn bench_one(
         frames: exact.then_some(frames),
         engine: ENGINE,
         coder: None,
+        flight: None,
     })
     .map_err(RunError::Node)?;
     let mut lat = Vec::new();

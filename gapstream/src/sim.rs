@@ -389,6 +389,10 @@ pub struct NodeConfig {
     pub engine: EngineChoice,
     /// Compress, then seal: the frame coder (`crate::codec::HostCoder`; None: raw frames).
     pub coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+    /// The simulated flight controller's trajectory: its `!STA` messages reach the drone at
+    /// 100 Hz with UART byte timing (`crate::flight`) and every frame carries the state record.
+    /// None: no state path (36-byte headers).
+    pub flight: Option<crate::flight::Circle>,
 }
 
 /// L1 buffer per engine round on the host cluster (three of them must fit the 64 KiB L1).
@@ -408,7 +412,8 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
         ));
     }
     let (st, rep) = (stop.clone(), report.clone());
-    let (drone_cfg, frames, engine, coder) = (cfg.drone, cfg.frames, cfg.engine, cfg.coder);
+    let (drone_cfg, frames, engine, coder, flight) =
+        (cfg.drone, cfg.frames, cfg.engine, cfg.coder, cfg.flight);
     let thread = thread::Builder::new()
         .name("drone".into())
         .spawn(move || match engine {
@@ -418,7 +423,9 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
                     &cluster,
                     gap_rust_cipher_s::engine::Config::new(cores.clamp(1, 8), ENGINE_BUFFER),
                 ) {
-                    Ok(eng) => drive(camera, link, eng, drone_cfg, coder, frames, &st, &rep),
+                    Ok(eng) => drive(
+                        camera, link, eng, drone_cfg, coder, frames, flight, &st, &rep,
+                    ),
                     Err(e) => {
                         rep.lock().unwrap_or_else(|e| e.into_inner()).error =
                             Some(format!("cluster engine: {e:?}"))
@@ -432,6 +439,7 @@ pub fn start_node(cfg: NodeConfig) -> Result<Node, String> {
                 drone_cfg,
                 coder,
                 frames,
+                flight,
                 &st,
                 &rep,
             ),
@@ -453,6 +461,7 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
     cfg: gapstream_drone::DroneConfig,
     coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
     frames: Option<u64>,
+    flight: Option<crate::flight::Circle>,
     st: &AtomicBool,
     rep: &Mutex<NodeReport>,
 ) {
@@ -465,6 +474,17 @@ fn drive<A: gap_rust_cipher_s::KeystreamApplier>(
             }
         };
     drone.set_coder(coder);
+    if let Some(path) = flight {
+        drone.set_state_source(
+            Box::new(crate::flight::SimFlightController::new(
+                unix_ns,
+                path,
+                crate::flight::STATE_RATE_HZ,
+                crate::flight::STM32_START_US,
+            )),
+            gapstream_drone::state::StateConfig::default(),
+        );
+    }
     let publish =
         |drone: &mut gapstream_drone::Drone<SimCamera, SpiLink, SystemClock, OsEntropy, A>| {
             let mut r = rep.lock().unwrap_or_else(|e| e.into_inner());

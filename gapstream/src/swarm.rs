@@ -149,6 +149,7 @@ fn start_drone(
         },
         frames: None,
         engine: EngineChoice::Sequential,
+        flight: Some(crate::flight::Circle::default()),
         coder: crate::codec::HostCoder::boxed_with_target(
             node.codec,
             node.quality,

@@ -76,7 +76,7 @@ pub fn status_json(s: &Status) -> String {
             "\"fps\":{},\"goodput_mbps\":{},\"latency_p50_ms\":{},\"latency_p95_ms\":{},",
             "\"image_latency_ms\":{},\"frames\":{},\"lost\":{},\"tag_failures\":{},\"replays\":{},",
             "\"handshakes\":{},\"rekeys\":{},\"fec_on\":{},\"fec_recovered\":{},",
-            "\"fec_unrecoverable_blocks\":{},\"fec_redundancy_pct\":{},\"last_error\":{}}}"
+            "\"fec_unrecoverable_blocks\":{},\"fec_redundancy_pct\":{},\"drone_state\":{},\"last_error\":{}}}"
         ),
         json_str(&s.source),
         json_str(&s.connection),
@@ -101,6 +101,10 @@ pub fn status_json(s: &Status) -> String {
         c.fec.recovered,
         c.fec.unrecoverable_blocks,
         json_num(Some(c.fec.redundancy_pct)),
+        s.state
+            .as_deref()
+            .map(|t| json_str(t.strip_prefix("state ").unwrap_or(t)))
+            .unwrap_or_else(|| "null".into()),
         s.diagnosis
             .as_deref()
             .or(s.last_error.as_deref())

@@ -6,6 +6,8 @@
 //! | `gapstream/<drone>/image` | `sensor_msgs/msg/Image`, CDR (the MCAP recorder's bytes) |
 //! | `gapstream/<drone>/frame_info` | `gapstream_msgs/msg/FrameInfo`, CDR |
 //! | `gapstream/<drone>/coded` | a coded frame's payload as it verified (`--codec jpeg`: the JPEG file, `jpegls`: the JPEG-LS stream), raw bytes; the decoded samples go to `image` |
+//! | `gapstream/<drone>/odometry` | `nav_msgs/msg/Odometry`, CDR: the drone's state of the frame (when it sends one), stamped like the Image |
+//! | `gapstream/<drone>/tf` | `tf2_msgs/msg/TFMessage`, CDR: the world → body transform, same stamp |
 //! | `gapstream/<drone>/stats` | JSON counters, every 0.5 s and at the end |
 //!
 //! Only verified frames are published, and they are published in clear inside Zenoh: beyond one
@@ -29,6 +31,8 @@ struct Pubs {
     info: zenoh::pubsub::Publisher<'static>,
     coded: zenoh::pubsub::Publisher<'static>,
     stats: zenoh::pubsub::Publisher<'static>,
+    odometry: zenoh::pubsub::Publisher<'static>,
+    tf: zenoh::pubsub::Publisher<'static>,
     /// Frames published for this drone (its stats' `published`).
     published: u64,
 }
@@ -40,6 +44,8 @@ pub struct ZenohPublisher {
     /// The drone of `--drone` (one stream), or None on a ground station (every frame's source).
     drone: Option<String>,
     pubs: std::collections::BTreeMap<String, Pubs>,
+    /// The state's frame ids (a ground station's drones: body frame `<drone>/<body>`).
+    frames: ros::StateFrames,
     bayer: bool,
     published: u64,
     prefix: String,
@@ -58,6 +64,8 @@ fn declare(session: &zenoh::Session, drone: &str) -> Result<Pubs, String> {
         info: d("frame_info")?,
         coded: d("coded")?,
         stats: d("stats")?,
+        odometry: d("odometry")?,
+        tf: d("tf")?,
         published: 0,
     })
 }
@@ -80,7 +88,12 @@ fn err(e: impl std::fmt::Display) -> String {
 impl ZenohPublisher {
     /// Opens a Zenoh session (`endpoint`: connect there; None: default peer) and declares the
     /// publishers under `gapstream/<drone>/`.
-    pub fn open(endpoint: Option<&str>, drone: &str, bayer: bool) -> Result<Self, String> {
+    pub fn open(
+        endpoint: Option<&str>,
+        drone: &str,
+        bayer: bool,
+        frames: ros::StateFrames,
+    ) -> Result<Self, String> {
         if drone.is_empty() || drone.contains(['/', '*', '$', '?', '#']) {
             return Err(format!(
                 "--drone {drone:?}: one key-expression chunk (no '/', '*', '$', '?', '#')"
@@ -90,6 +103,7 @@ impl ZenohPublisher {
         let pubs =
             std::collections::BTreeMap::from([(drone.to_string(), declare(&session, drone)?)]);
         Ok(ZenohPublisher {
+            frames,
             session,
             drone: Some(drone.to_string()),
             pubs,
@@ -106,6 +120,7 @@ impl ZenohPublisher {
             session: session(endpoint)?,
             drone: None,
             pubs: std::collections::BTreeMap::new(),
+            frames: ros::StateFrames::default(),
             bayer,
             published: 0,
             prefix: "gapstream/<drone>".into(),
@@ -159,11 +174,29 @@ impl Consumer for ZenohPublisher {
     }
     fn frame(&mut self, f: &Arc<Frame>, counters: &Counters) -> Result<(), String> {
         let (img, info) = (ros::image(f, self.bayer), ros::frame_info(f, counters));
+        let fleet = self.drone.is_none();
+        let frames = self.frames.clone();
         let p = self.pubs(&f.source)?;
         p.image.put(img).wait().map_err(err)?;
         p.info.put(info).wait().map_err(err)?;
         if let Some(c) = &f.coded {
             p.coded.put(c.to_vec()).wait().map_err(err)?;
+        }
+        if let Some(s) = f.state.as_ref().filter(|s| s.record.is_valid()) {
+            let stamp = f.stamp_ns();
+            let frames = if fleet {
+                ros::StateFrames {
+                    body: format!("{}/{}", f.source, frames.body),
+                    world: frames.world,
+                }
+            } else {
+                frames
+            };
+            p.odometry
+                .put(ros::odometry(stamp, &frames, s))
+                .wait()
+                .map_err(err)?;
+            p.tf.put(ros::tf(stamp, &frames, s)).wait().map_err(err)?;
         }
         p.published += 1;
         self.published += 1;
@@ -183,7 +216,7 @@ impl Consumer for ZenohPublisher {
     fn finish(&mut self, _: &Counts) -> Result<Option<String>, String> {
         self.session.close().wait().map_err(err)?;
         Ok(Some(format!(
-            "published {} frames on Zenoh under {}/ (image, frame_info, coded, stats)",
+            "published {} frames on Zenoh under {}/ (image, frame_info, coded, odometry, tf, stats)",
             self.published, self.prefix
         )))
     }

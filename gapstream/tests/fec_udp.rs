@@ -108,6 +108,7 @@ fn node(spec: &SourceSpec, spi: SocketAddr, fps: f64, frames: u64, mode: Mode) -
         frames: Some(frames),
         engine: sim::EngineChoice::default(),
         coder: None,
+        flight: None,
     })
     .unwrap()
 }

@@ -122,8 +122,72 @@ fn node_coded(
         frames,
         engine: sim::EngineChoice::default(),
         coder,
+        flight: None,
     })
     .unwrap()
+}
+
+/// The drone's state and the frames' stamps through the whole chain: the simulated flight
+/// controller's `!STA` messages at 100 Hz into the drone, the state record in every frame's
+/// header, and on the receiver every frame with a valid, fresh state on the 1 m circle, and, once
+/// a KEEPALIVE round trip anchored the drone's clock (one a second), a two-way stamp with a
+/// stated bound that holds (one machine: the drone's clock is this one, the truth is the header's
+/// capture time).
+#[test]
+fn frames_carry_the_drones_state_and_a_two_way_stamp() {
+    let d = tempfile::tempdir().unwrap();
+    let (spec, _) = raw_frames(d.path(), 8);
+    let (mode, session) = secure(Suite::ChaCha20Poly1305, 1020);
+    let b = roomy_bridge();
+    let rx = receiver_on(b.tcp_addr, Transport::Tcp, session);
+    wait_clients(&b, 1);
+    let n = sim::start_node(NodeConfig {
+        source: FrameSource::open(&spec).unwrap(),
+        fps: 30.0,
+        bridge_spi: b.spi_addr,
+        spi_hz: None,
+        drone: DroneConfig {
+            mode,
+            packet_payload: 1020,
+        },
+        frames: None,
+        engine: sim::EngineChoice::default(),
+        flight: Some(gapstream::flight::Circle::default()),
+        coder: None,
+    })
+    .unwrap();
+    let got = rx.take(100, Duration::from_secs(60));
+    rx.finish();
+    n.stop();
+    assert_eq!(got.len(), 100);
+    let mut two_way = 0;
+    for f in &got {
+        let s = f.state.expect("every frame carries the state");
+        assert!(
+            s.record.is_valid() && !s.record.is_stale(),
+            "{:?}",
+            s.record
+        );
+        assert!(s.age_ms().unwrap() <= 50.0);
+        let r = s.position_m[0].hypot(s.position_m[1]);
+        assert!(
+            (r - 1.0).abs() < 0.002 && s.position_m[2] == 1.0,
+            "{:?}",
+            s.position_m
+        );
+        let c = f.capture.expect("a capture time on this clock");
+        assert!(c.receiver_ns <= f.receive_ns, "a stamp after the arrival");
+        if let Some(bound) = c.bound_ns() {
+            two_way += 1;
+            let err = (c.receiver_ns as i128 - f.header.capture_ns as i128).unsigned_abs();
+            assert!(
+                err <= bound as u128 + 1,
+                "error {err} ns beyond the bound {bound} ns"
+            );
+        }
+    }
+    // 100 frames at 30 fps: 3.3 s, so at least the last second's are anchored two-way.
+    assert!(two_way >= 30, "{two_way} frames with a two-way stamp");
 }
 
 /// A drone mode and a receiver session paired with each other.

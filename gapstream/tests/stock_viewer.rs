@@ -122,6 +122,7 @@ fn stock_drone(fps: f64) -> Setup {
         frames: None,
         engine: sim::EngineChoice::default(),
         coder: None,
+        flight: None,
     })
     .unwrap();
     assert!(bridge.wait_gap8_link(Duration::from_secs(10)));

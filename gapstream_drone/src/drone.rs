@@ -26,6 +26,7 @@ use gapstream_protocol::session::{self, DroneEvent, DroneSession};
 
 use crate::boot::Boot;
 use crate::rng::DrbgRng;
+use crate::state::{StateConfig, StateSource, StateTracker};
 use crate::traits::{
     Camera, Capture, Clock, Entropy, EntropyError, FrameCoder, FrameFormat, Link, PixelFormat,
 };
@@ -193,6 +194,11 @@ pub struct Drone<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> 
     /// Compress, then seal: the frame coder (None: raw frames) and its output buffer.
     coder: Option<Box<dyn FrameCoder + Send>>,
     coded: Vec<u8>,
+    /// The flight controller's state messages (the firmware's UART, the simulated flight
+    /// controller): every frame's header carries its record (secure mode). None: no state path,
+    /// 36-byte headers. Boxed: its latch and parser (~0.5 KB) go on the heap, not on the
+    /// firmware's main task stack with the drone.
+    state: Option<Box<StateTracker<Box<dyn StateSource>>>>,
 }
 
 impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, K, E, A> {
@@ -241,7 +247,20 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             wifi_client: false,
             coder: None,
             coded: Vec::new(),
+            state: None,
         })
+    }
+
+    /// Gives the drone its flight controller's state messages: from now on every frame's header
+    /// carries the state record of the end of its exposure (`gapstream_protocol::state`; secure
+    /// mode only, the stock stream has no room for it). The source is read once per frame.
+    pub fn set_state_source(&mut self, source: Box<dyn StateSource>, cfg: StateConfig) {
+        self.state = Some(Box::new(StateTracker::new(source, cfg)));
+    }
+
+    /// The state path's parser and latch (counters, last error), when there is one.
+    pub fn state_tracker(&self) -> Option<&StateTracker<Box<dyn StateSource>>> {
+        self.state.as_deref()
     }
 
     /// Codes every frame with `coder` before sealing it (compress, then seal); `None`: raw
@@ -304,6 +323,11 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             .take()
             .unwrap_or_else(|| vec![0u8; self.format.bytes()]);
         self.camera.start(next).map_err(DroneError::Camera)?;
+        if let Some(t) = &mut self.state {
+            // Everything that came in on the UART since the last frame (the firmware's ring keeps the
+            // newest 128 ms).
+            t.poll();
+        }
         self.service_upstream()?;
         let mut cap = cap;
         let r = self.send_frame(&mut cap);
@@ -439,6 +463,8 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
             width: self.format.width,
             height: self.format.height,
             capture_ns: cap.capture_ns,
+            // The newest sample that had arrived when the exposure ended (the capture time).
+            state: self.state.as_ref().map(|t| t.record(cap.capture_ns)),
         };
         let t0 = self.clock.now_ns();
         let sealed = conn
@@ -908,6 +934,99 @@ pub(crate) mod tests {
                 assert_eq!(f.header.capture_ns, stamp.capture_ns);
             }
         }
+    }
+
+    /// A flight controller that delivers one `!STA` message per drone step: message `i` (sample
+    /// `i`) arrives at `1000 i + 500` ns, half-way between the pattern camera's captures.
+    struct OneMessagePerStep {
+        i: u32,
+        at: u64,
+        pending: alloc::collections::VecDeque<u8>,
+        gave: bool,
+    }
+    fn fc_sample(i: u32) -> gapstream_protocol::state::StateSample {
+        gapstream_protocol::state::StateSample {
+            stm32_us: 7_000_000 + 10_000 * i,
+            position_mm: [i as i16, -(i as i16), 1000],
+            velocity_mm_s: [3, 4, 5],
+            accel_mm_s2: [0, 0, -1],
+            quat: 0x4000_0000 | i,
+            rates_mrad_s: [1, 2, 3],
+        }
+    }
+    impl StateSource for OneMessagePerStep {
+        fn next_byte(&mut self) -> Option<(u8, u64)> {
+            if self.pending.is_empty() {
+                if self.gave {
+                    self.gave = false;
+                    return None;
+                }
+                self.pending
+                    .extend(crate::state::encode_state(&fc_sample(self.i)));
+                self.at = 1000 * self.i as u64 + 500;
+                self.i += 1;
+                self.gave = true;
+            }
+            self.pending.pop_front().map(|b| (b, self.at))
+        }
+    }
+
+    /// With a state source, every sealed frame carries the record of its exposure end: the
+    /// newest sample that had arrived when the capture completed (not the one read after it),
+    /// delivered authenticated with the frame.
+    #[test]
+    fn secure_frames_carry_the_state_of_their_exposure_end() {
+        use gapstream_protocol::session::ReceiverEvent;
+        use gapstream_protocol::state::{STALE, VALID};
+        use gapstream_protocol::suite::Suite;
+        let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
+        d.set_state_source(
+            Box::new(OneMessagePerStep {
+                i: 0,
+                at: 0,
+                pending: Default::default(),
+                gave: false,
+            }),
+            StateConfig::default(),
+        );
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
+        let clock = || 0u64;
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &hello);
+        d.step().unwrap();
+        let sent = core::mem::take(&mut d.link.sent);
+        for m in messages(&sent) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let ack = rx.poll_transmit().unwrap();
+        to_drone(&mut d, &ack);
+        for _ in 0..3 {
+            d.step().unwrap();
+        }
+        let mut frames = Vec::new();
+        for m in messages(&d.link.sent) {
+            match rx
+                .handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap()
+            {
+                Some(ReceiverEvent::Frame(f)) => frames.push(f),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(frames.len(), 3);
+        for f in &frames {
+            let k = testpattern::decode(f.pixels(), 324, 244).unwrap().frame;
+            let rec = f.state().unwrap().unwrap();
+            // Frame k was exposed until 1000 k ns; message k - 1 had arrived 500 ns before.
+            assert_eq!(rec.sample, fc_sample(k - 1), "frame {k}");
+            assert_eq!(rec.flags & (VALID | STALE), VALID);
+            assert_eq!(rec.exposure_end_us, f.header.capture_ns / 1000);
+            assert_eq!(rec.arrival_us, (1000 * (k as u64 - 1) + 500) / 1000);
+        }
+        let c = d.state_tracker().unwrap().counters();
+        assert_eq!(c.states, 4, "{c:?}");
     }
 
     /// A coder for the tests: frame k is "coded" as its first 100 + k bytes under `format`,

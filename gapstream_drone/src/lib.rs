@@ -18,6 +18,7 @@ extern crate std;
 pub mod boot;
 pub mod drone;
 pub mod rng;
+pub mod state;
 pub mod testpattern;
 pub mod traits;
 

@@ -306,6 +306,7 @@ mod tests {
                     sequence: seq,
                     capture_ns: 0,
                     payload_len: body.len() as u32,
+                    state: None,
                 };
                 m.extend_from_slice(&h.encode());
                 m.extend_from_slice(body);

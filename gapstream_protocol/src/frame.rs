@@ -1,7 +1,7 @@
 //! Sealing and opening FRAME and control messages on caller buffers (no allocation).
 //!
-//! A FRAME on the wire is `header (36) ‖ payload (payload_len) ‖ tag (16, AEAD suites only)`; the
-//! header is the associated data, the nonce is `frame iv XOR be64(sequence)` of the header's epoch.
+//! A FRAME on the wire is `header (36, or 88 with the drone's state record) ‖ payload (payload_len)
+//! ‖ tag (16, AEAD suites only)`; the whole header, state record included, is the associated data, the nonce is `frame iv XOR be64(sequence)` of the header's epoch.
 //! A control message is `header (22) ‖ body ‖ tag (16)`, always ChaCha20-Poly1305 under the
 //! session's control key of its direction, nonce `control iv XOR be64(control sequence)`.
 
@@ -11,7 +11,7 @@ use crate::aead::{CryptoError, TAG_LEN};
 use crate::keys::DirectionKey;
 use crate::suite::Suite;
 use crate::wire::{
-    self, CONTROL_HEADER_LEN, ControlHeader, FRAME_HEADER_LEN, FrameHeader, MsgType, WireError,
+    self, CONTROL_HEADER_LEN, ControlHeader, EncodedFrameHeader, FrameHeader, MsgType, WireError,
 };
 
 /// What the camera side knows about a frame.
@@ -22,13 +22,16 @@ pub struct FrameMeta {
     pub height: u16,
     /// Capture time in nanoseconds (the drone's clock).
     pub capture_ns: u64,
+    /// The drone's state when the exposure ended (`docs/protocol.md` §6), sealed into the
+    /// header; None sends the 36-byte header without one.
+    pub state: Option<crate::state::StateRecord>,
 }
 
 /// A sealed frame's header and tag; the payload was encrypted in place. Send
 /// `header ‖ payload ‖ tag()` (see [`SealedFrame::packetizer`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SealedFrame {
-    pub header: [u8; FRAME_HEADER_LEN],
+    pub header: EncodedFrameHeader,
     tag: [u8; TAG_LEN],
     tag_len: usize,
 }
@@ -39,7 +42,7 @@ impl SealedFrame {
     }
     /// Total message length for a payload of `payload_len` bytes.
     pub fn message_len(&self, payload_len: usize) -> usize {
-        FRAME_HEADER_LEN + payload_len + self.tag_len
+        self.header.len() + payload_len + self.tag_len
     }
     /// CPX packets of `header ‖ payload ‖ tag`, `last_packet` on the final one.
     pub fn packetizer<'a>(
@@ -50,7 +53,7 @@ impl SealedFrame {
     ) -> Result<crate::cpx::Packetizer<'a>, crate::cpx::CpxError> {
         crate::cpx::Packetizer::new(
             route,
-            [&self.header, payload, self.tag()],
+            [&self.header[..], payload, self.tag()],
             packet_payload,
             crate::cpx::LastFlag::Final,
         )
@@ -117,7 +120,7 @@ pub fn frame_layout(msg: &[u8], suite: Suite) -> Result<FrameHeader, OpenError> 
     // Checked: on a 32-bit target 36 + a u32 payload length + 16 can wrap to a small number that
     // a short message matches.
     let expected = crate::wire::checked_len::<usize>(&[
-        FRAME_HEADER_LEN as u64,
+        h.header_len() as u64,
         u64::from(h.payload_len),
         suite.tag_len() as u64,
     ])?;
@@ -131,7 +134,7 @@ pub fn frame_layout(msg: &[u8], suite: Suite) -> Result<FrameHeader, OpenError> 
 }
 
 /// Opens a whole FRAME message in place; on success the plaintext is at
-/// `msg[36..36 + payload_len]`. The caller has checked the header's suite and epoch and picked
+/// `msg[header_len..header_len + payload_len]` (`header_len` 36, or 88 with a state record). The caller has checked the header's suite and epoch and picked
 /// `key` accordingly.
 pub fn open_frame<K: KeystreamApplier + ?Sized>(
     k: &mut K,
@@ -139,7 +142,7 @@ pub fn open_frame<K: KeystreamApplier + ?Sized>(
     msg: &mut [u8],
 ) -> Result<FrameHeader, OpenError> {
     let h = frame_layout(msg, key.key.suite())?;
-    let (hb, rest) = msg.split_at_mut(FRAME_HEADER_LEN);
+    let (hb, rest) = msg.split_at_mut(h.header_len());
     let (payload, tag) = rest.split_at_mut(h.payload_len as usize);
     key.key.open(k, &key.nonce(h.sequence), hb, payload, tag)?;
     Ok(h)
@@ -227,6 +230,7 @@ mod tests {
             sequence: 5,
             capture_ns: 1234,
             payload_len: len,
+            state: None,
         }
     }
 

@@ -63,6 +63,7 @@ pub mod replay;
 pub mod rsa_oaep;
 #[cfg(feature = "alloc")]
 pub mod session;
+pub mod state;
 pub mod suite;
 pub mod wire;
 

@@ -44,6 +44,7 @@ fn small_header(suite: Suite) -> FrameHeader {
         sequence: 1,
         capture_ns: 1000,
         payload_len: 16,
+        state: None,
     }
 }
 
@@ -85,6 +86,25 @@ fn mac_input() -> Vec<u8> {
     m
 }
 
+/// The state record of docs/protocol.md §6: a sample with STM32 time 12 345 678 µs that arrived at
+/// 2 000 000 µs of the drone's clock, a frame whose exposure ended at 2 004 500 µs (4.5 ms later:
+/// fresh); position (1500, −250, 1000) mm, velocity (−120, 700, 0) mm/s, acceleration
+/// (−90, −15, 0) mm/s², yaw 45° (quaternion (0, 0, sin 22.5°, cos 22.5°)), body rates (0, 0, 785)
+/// mrad/s.
+fn doc_state_record() -> crate::state::StateRecord {
+    use crate::state::{StateRecord, StateSample, quat};
+    let sample = StateSample {
+        stm32_us: 12_345_678,
+        position_mm: [1500, -250, 1000],
+        velocity_mm_s: [-120, 700, 0],
+        accel_mm_s2: [-90, -15, 0],
+        // sin 22.5°, cos 22.5° as f32.
+        quat: quat::compress([0.0, 0.0, 0.382_683_43, 0.923_879_5]),
+        rates_mrad_s: [0, 0, 785],
+    };
+    StateRecord::new(Some((sample, 2_000_000)), 2_004_500, 50_000)
+}
+
 /// Every vector of the document: (name, bytes).
 fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     let mut v = Vec::new();
@@ -117,6 +137,7 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         sequence: 0x0102_0304_0506_0708,
         capture_ns: 1_700_000_000_123_456_789,
         payload_len: 79_056,
+        state: None,
     };
     v.push(("frame-header", h.encode().to_vec()));
     v.push((
@@ -144,6 +165,19 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
         sealed(Suite::Aes128CtrUnauthenticated, &seq_bytes(0, 16)),
     ));
     v.push(("frame-none", sealed(Suite::None, &[])));
+    let rec = doc_state_record();
+    v.push(("state-record", rec.encode().to_vec()));
+    let k = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0, 32), 0xA0);
+    let mut payload = b"gapstream frame!".to_vec();
+    let h = FrameHeader {
+        state: Some(rec.encode()),
+        ..small_header(Suite::ChaCha20Poly1305)
+    };
+    let s = frame::seal_frame(&mut Sequential, &k, &h, &mut payload).unwrap();
+    let mut m = s.header.to_vec();
+    m.extend_from_slice(&payload);
+    m.extend_from_slice(s.tag());
+    v.push(("frame-chacha20poly1305-state", m));
     let ck = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0x40, 32), 0xC0);
     let mut out = [0u8; 96];
     let body = GroupKeyBody {
@@ -291,6 +325,17 @@ fn doc_frames_open_and_constants_agree() {
         frame::open_frame(&mut Sequential, &k, &mut m).unwrap();
         assert_eq!(&m[36..52], b"gapstream frame!");
     }
+    let (_, mut m) = doc_blocks()
+        .into_iter()
+        .find(|(n, _)| n == "frame-chacha20poly1305-state")
+        .unwrap();
+    let k = dkey(Suite::ChaCha20Poly1305, &seq_bytes(0, 32), 0xA0);
+    let h = frame::open_frame(&mut Sequential, &k, &mut m).unwrap();
+    assert_eq!(&m[88..104], b"gapstream frame!");
+    assert_eq!(h.state_record(), Some(Ok(doc_state_record())));
+    assert_eq!(doc_state_record().age_us(), Some(4_500));
+    assert_eq!(wire::FRAME_HEADER_MAX_LEN, 88);
+    assert_eq!(crate::state::STATE_RECORD_LEN, 52);
     assert_eq!(wire::FRAME_HEADER_LEN, 36);
     assert_eq!(wire::CONTROL_HEADER_LEN, 22);
     assert_eq!(wire::HANDSHAKE_HEADER_LEN, 18);

@@ -8,7 +8,7 @@
 //! | `0x01` | HELLO | receiver → drone | hello id (8), receiver key id (4), noise length u16, hello time u64, Noise_KK message 1, MAC (16) |
 //! | `0x02` | ACCEPT | drone → receiver | hello id (8), receiver key id (4), noise length u16, Noise_KK message 2 |
 //! | `0x03` | ALERT | drone → receiver | hello id (8), code u8 (plaintext, unauthenticated) |
-//! | `0x10` | FRAME | drone → all receivers | [`FrameHeader`] (36 bytes in all), payload, tag |
+//! | `0x10` | FRAME | drone → all receivers | [`FrameHeader`] (36 bytes, 88 with the drone's state record), payload, tag |
 //! | `0x20`..`0x30` | GROUP_KEY, KEY_ACK, REKEY_REQUEST, KEEPALIVE, CLOSE | see [`MsgType`] | [`ControlHeader`] (22 bytes in all: session id, sequence), body, tag |
 //!
 //! The hello id that opened a session is that session's id: ACCEPT and ALERT carry it, and so
@@ -28,8 +28,16 @@ pub const MAGIC: [u8; 2] = [0x47, 0x53];
 pub const VERSION: u8 = 3;
 /// Bytes of the common prefix.
 pub const PREFIX_LEN: usize = 4;
-/// Bytes of a frame header (the AEAD's associated data).
+/// Bytes of a frame header's fixed part (the whole header, the AEAD's associated data, without a
+/// state record).
 pub const FRAME_HEADER_LEN: usize = 36;
+/// Frame-header flag: the drone's state record ([`FRAME_STATE_LEN`] bytes,
+/// [`crate::state::StateRecord`]) follows the fixed header, inside the associated data.
+pub const FRAME_FLAG_STATE: u16 = 1 << 0;
+/// Bytes of the state record in a frame header.
+pub const FRAME_STATE_LEN: usize = crate::state::STATE_RECORD_LEN;
+/// Bytes of the longest frame header: the fixed part and the state record.
+pub const FRAME_HEADER_MAX_LEN: usize = FRAME_HEADER_LEN + FRAME_STATE_LEN;
 /// Bytes of a control header (the AEAD's associated data).
 pub const CONTROL_HEADER_LEN: usize = 22;
 /// Bytes of the header HELLO and ACCEPT share (prefix, hello id, key id, Noise length); an ACCEPT's
@@ -207,11 +215,23 @@ pub fn message_len(head: &[u8]) -> Result<Option<usize>, WireError> {
         }
         MsgType::Accept => HANDSHAKE_HEADER_LEN + u16::from_le_bytes([head[16], head[17]]) as usize,
         MsgType::Frame => {
-            let h = FrameHeader::decode(head)?;
+            // From the fixed part alone: the state record's length follows from the flags.
+            let flags = u16::from_le_bytes([head[10], head[11]]);
+            if flags & !FRAME_FLAG_STATE != 0 {
+                return Err(WireError::Reserved);
+            }
+            let state = if flags & FRAME_FLAG_STATE != 0 {
+                FRAME_STATE_LEN
+            } else {
+                0
+            };
+            let tag = crate::suite::Suite::from_u8(head[4])
+                .map(|s| s.tag_len())
+                .ok_or(WireError::UnknownSuite(head[4]))?;
             checked_len(&[
-                FRAME_HEADER_LEN as u64,
-                u64::from(h.payload_len),
-                h.suite_tag_len()? as u64,
+                (FRAME_HEADER_LEN + state) as u64,
+                u64::from(u32::from_le_bytes(head[32..36].try_into().unwrap())),
+                tag as u64,
             ])?
         }
         _ => {
@@ -328,11 +348,15 @@ impl core::error::Error for UnknownPixelFormat {}
 /// | 5 | 1 | pixel format |
 /// | 6 | 2 | width |
 /// | 8 | 2 | height |
-/// | 10 | 2 | flags (0) |
+/// | 10 | 2 | flags: bit 0 [`FRAME_FLAG_STATE`]; the others 0 |
 /// | 12 | 4 | key epoch |
 /// | 16 | 8 | sequence number |
 /// | 24 | 8 | capture timestamp, ns |
 /// | 32 | 4 | payload length |
+/// | 36 | 52 | with [`FRAME_FLAG_STATE`]: the drone's state record ([`crate::state`]) |
+///
+/// The state record is kept as its bytes ([`FrameHeader::state`]): it is authenticated with the
+/// rest of the header, and read with [`FrameHeader::state_record`] once the tag verified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FrameHeader {
     /// Raw suite byte (checked against the session's suite by the receiver).
@@ -345,25 +369,77 @@ pub struct FrameHeader {
     pub sequence: u64,
     pub capture_ns: u64,
     pub payload_len: u32,
+    /// The drone's state record as sent ([`FRAME_FLAG_STATE`]; None without one).
+    pub state: Option<[u8; FRAME_STATE_LEN]>,
+}
+
+/// An encoded frame header: 36 or 88 bytes (dereferences to them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EncodedFrameHeader {
+    bytes: [u8; FRAME_HEADER_MAX_LEN],
+    len: usize,
+}
+
+impl core::ops::Deref for EncodedFrameHeader {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 impl FrameHeader {
-    pub fn encode(&self) -> [u8; FRAME_HEADER_LEN] {
-        let mut b = [0u8; FRAME_HEADER_LEN];
+    /// Bytes of this header on the wire: 36, or 88 with a state record.
+    pub fn header_len(&self) -> usize {
+        FRAME_HEADER_LEN
+            + if self.state.is_some() {
+                FRAME_STATE_LEN
+            } else {
+                0
+            }
+    }
+
+    /// The flags field this header encodes.
+    pub fn flags(&self) -> u16 {
+        if self.state.is_some() {
+            FRAME_FLAG_STATE
+        } else {
+            0
+        }
+    }
+
+    pub fn encode(&self) -> EncodedFrameHeader {
+        let mut b = [0u8; FRAME_HEADER_MAX_LEN];
         b[..4].copy_from_slice(&prefix(MsgType::Frame));
         b[4] = self.suite;
         b[5] = self.pixel_format;
         b[6..8].copy_from_slice(&self.width.to_le_bytes());
         b[8..10].copy_from_slice(&self.height.to_le_bytes());
-        // 10..12 flags = 0
+        b[10..12].copy_from_slice(&self.flags().to_le_bytes());
         b[12..16].copy_from_slice(&self.epoch.to_le_bytes());
         b[16..24].copy_from_slice(&self.sequence.to_le_bytes());
         b[24..32].copy_from_slice(&self.capture_ns.to_le_bytes());
         b[32..36].copy_from_slice(&self.payload_len.to_le_bytes());
-        b
+        if let Some(s) = &self.state {
+            b[FRAME_HEADER_LEN..].copy_from_slice(s);
+        }
+        EncodedFrameHeader {
+            bytes: b,
+            len: self.header_len(),
+        }
     }
 
-    /// Parses the first 36 bytes of `b` (more may follow).
+    /// The state record, parsed (None when the frame has none). Read it after the frame's tag
+    /// verified: before, the bytes are whatever arrived.
+    pub fn state_record(
+        &self,
+    ) -> Option<Result<crate::state::StateRecord, crate::state::StateError>> {
+        self.state
+            .as_ref()
+            .map(|s| crate::state::StateRecord::decode(s))
+    }
+
+    /// Parses the header at the start of `b` (36 bytes, 88 with a state record; more may follow).
+    /// The state record's bytes are taken as they are ([`Self::state_record`] reads them).
     pub fn decode(b: &[u8]) -> Result<Self, WireError> {
         if parse_prefix(b)? != MsgType::Frame {
             return Err(WireError::UnknownType(b[3]));
@@ -374,9 +450,25 @@ impl FrameHeader {
                 have: b.len(),
             });
         }
-        if b[10] != 0 || b[11] != 0 {
+        let flags = u16::from_le_bytes([b[10], b[11]]);
+        if flags & !FRAME_FLAG_STATE != 0 {
             return Err(WireError::Reserved);
         }
+        let state = if flags & FRAME_FLAG_STATE != 0 {
+            if b.len() < FRAME_HEADER_MAX_LEN {
+                return Err(WireError::Truncated {
+                    needed: FRAME_HEADER_MAX_LEN,
+                    have: b.len(),
+                });
+            }
+            Some(
+                b[FRAME_HEADER_LEN..FRAME_HEADER_MAX_LEN]
+                    .try_into()
+                    .unwrap(),
+            )
+        } else {
+            None
+        };
         let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
@@ -389,6 +481,7 @@ impl FrameHeader {
             sequence: u64_at(16),
             capture_ns: u64_at(24),
             payload_len: u32_at(32),
+            state,
         })
     }
 
@@ -769,9 +862,17 @@ mod tests {
                         sequence,
                         capture_ns,
                         payload_len,
+                        state: None,
                     }
                 },
             )
+            .prop_flat_map(|h| {
+                proptest::option::of(proptest::collection::vec(any::<u8>(), FRAME_STATE_LEN))
+                    .prop_map(move |s| FrameHeader {
+                        state: s.map(|s| s.try_into().unwrap()),
+                        ..h
+                    })
+            })
     }
 
     /// The pixel formats keep their wire codes (docs/protocol.md: 0 GRAY8, 1 BAYER_RGGB8,
@@ -823,7 +924,12 @@ mod tests {
         #[test]
         fn frame_header_round_trip(h in arb_header()) {
             let b = h.encode();
+            prop_assert_eq!(b.len(), h.header_len());
             prop_assert_eq!(FrameHeader::decode(&b).unwrap(), h);
+            if let Some(tag) = crate::suite::Suite::from_u8(h.suite).map(|s| s.tag_len()) {
+                let want = h.header_len() as u64 + u64::from(h.payload_len) + tag as u64;
+                prop_assert_eq!(message_len(&b[..FRAME_HEADER_LEN]).ok().flatten().map(|n| n as u64), usize::try_from(want).ok().map(|n| n as u64));
+            }
             prop_assert_eq!(&b[..4], &[0x47, 0x53, 0x03, 0x10]);
         }
 
@@ -876,6 +982,7 @@ mod tests {
             sequence: 0,
             capture_ns: 0,
             payload_len: u32::MAX - 15,
+            state: None,
         };
         let b = h.encode();
         assert_eq!(message_len(&b), checked_len::<usize>(&wraps).map(Some));
@@ -893,6 +1000,7 @@ mod tests {
             sequence: 1,
             capture_ns: 2,
             payload_len: 79056,
+            state: None,
         };
         let b = h.encode();
         assert_eq!(message_len(&b[..35]), Ok(None));
@@ -936,9 +1044,76 @@ mod tests {
             message_len(&encode_alert([1; 8], AlertCode::NoCommonSuite)),
             Ok(Some(13))
         );
-        let mut b = h.encode();
-        b[10] = 1;
+        let mut b = h.encode().to_vec();
+        b[10] = 2;
         assert_eq!(FrameHeader::decode(&b), Err(WireError::Reserved));
+        assert_eq!(message_len(&b), Err(WireError::Reserved));
+        b[10] = 0;
+        b[11] = 0x80;
+        assert_eq!(FrameHeader::decode(&b), Err(WireError::Reserved));
+        // The state flag without the record's bytes.
+        b[10] = 1;
+        b[11] = 0;
+        assert_eq!(
+            FrameHeader::decode(&b),
+            Err(WireError::Truncated {
+                needed: FRAME_HEADER_MAX_LEN,
+                have: FRAME_HEADER_LEN
+            })
+        );
+    }
+
+    /// A header with the drone's state record: 88 bytes, the flag set, the record's bytes kept as
+    /// sent (read after authentication), the message length from the fixed part alone.
+    #[test]
+    fn frame_header_with_state_record() {
+        let rec = crate::state::StateRecord::new(
+            Some((
+                crate::state::StateSample {
+                    stm32_us: 123_456,
+                    position_mm: [1000, -2000, 500],
+                    ..Default::default()
+                },
+                9_990,
+            )),
+            10_000,
+            50_000,
+        );
+        let h = FrameHeader {
+            suite: 0x11,
+            pixel_format: 0,
+            width: 4,
+            height: 4,
+            epoch: 1,
+            sequence: 7,
+            capture_ns: 10_000_000,
+            payload_len: 16,
+            state: Some(rec.encode()),
+        };
+        let b = h.encode();
+        assert_eq!(b.len(), FRAME_HEADER_MAX_LEN);
+        assert_eq!(h.header_len(), 88);
+        assert_eq!(&b[10..12], &[1, 0]);
+        assert_eq!(&b[36..], &rec.encode());
+        assert_eq!(FrameHeader::decode(&b), Ok(h));
+        assert_eq!(h.state_record(), Some(Ok(rec)));
+        assert_eq!(message_len(&b[..36]), Ok(Some(88 + 16 + 16)));
+        let plain = FrameHeader { state: None, ..h };
+        assert_eq!(plain.encode().len(), FRAME_HEADER_LEN);
+        assert_eq!(message_len(&plain.encode()), Ok(Some(36 + 16 + 16)));
+        assert_eq!(plain.state_record(), None);
+        // A record of an unknown version is still carried (and authenticated); reading it says so.
+        let mut newer = rec.encode();
+        newer[0] = 9;
+        let h9 = FrameHeader {
+            state: Some(newer),
+            ..h
+        };
+        assert_eq!(FrameHeader::decode(&h9.encode()), Ok(h9));
+        assert_eq!(
+            h9.state_record(),
+            Some(Err(crate::state::StateError::UnknownVersion(9)))
+        );
     }
 
     #[test]

@@ -32,6 +32,7 @@ fn round_trip<A: KeystreamApplier, B: KeystreamApplier>(a: &mut A, b: &mut B, su
         sequence: 77,
         capture_ns: 123,
         payload_len: pixels.len() as u32,
+        state: None,
     };
     let mut payload = pixels.clone();
     let ka = key(a, suite);

@@ -27,8 +27,42 @@ from ._gapstream import demosaic_rggb as _demosaic_rggb
 from ._gapstream import encode_png as _encode_png
 from ._gapstream import pair as _pair
 
-__all__ = ["Error", "Frame", "Ground", "Receiver", "pair"]
+__all__ = ["Error", "Frame", "Ground", "Receiver", "State", "pair"]
 __version__ = "0.1.0"
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    """The drone's state when a frame was exposed, as its flight controller estimated it: the record
+    in the frame's associated data, authenticated with the frame (docs/protocol.md, section 6)."""
+
+    valid: bool
+    """The drone held a sample from the flight controller (else every value below is 0)."""
+    stale: bool
+    """The sample was older than the drone's bound when the exposure ended (sent, flagged)."""
+    stm32_us: int
+    """The flight controller's time of the sample, us (wraps every 71.6 min)."""
+    arrival_us: int
+    """When the sample reached the GAP8, us of the drone's clock."""
+    exposure_end_us: int
+    """When the frame's exposure ended, us of the drone's clock."""
+    position: tuple
+    """x, y, z in m (world frame)."""
+    velocity: tuple
+    """m/s, world frame."""
+    acceleration: tuple
+    """m/s^2."""
+    orientation: tuple
+    """Unit quaternion (x, y, z, w)."""
+    rates: tuple
+    """Body rates roll, pitch, yaw in rad/s."""
+
+    @property
+    def age_ms(self) -> Optional[float]:
+        """The sample's age at the end of the exposure, ms (None without a sample)."""
+        if not self.valid or self.exposure_end_us < self.arrival_us:
+            return None
+        return (self.exposure_end_us - self.arrival_us) / 1000.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +91,16 @@ class Frame:
     5 JPEG-LS of an RGGB mosaic (docs/protocol.md)."""
     coded: Optional[bytes] = None
     """A coded frame's payload as it verified (the JPEG file, the JPEG-LS stream); None for raw."""
+    stamp_ns: int = 0
+    """Acquisition time on this machine's clock, Unix ns, estimated from the stream (the drone's
+    clock offset and drift: KEEPALIVE round trips and the frames' delays); ``receive_ns`` when the
+    stream carries no capture time. What ROS stamps would be."""
+    stamp_uncertainty_ns: Optional[int] = None
+    """How far ``stamp_ns`` may be off: half the best KEEPALIVE round trip plus the drift's error
+    (None without an estimate, and before the first round trip, when the stamp is late by the
+    link's minimum transit, which the stream cannot tell)."""
+    state: Optional[State] = None
+    """The drone's state with the frame (None when the drone sends none)."""
 
     def rgb(self) -> np.ndarray:
         """The frame demosaiced as an RGGB Bayer mosaic (colour HM01B0): ``uint8`` (height, width, 3)."""
@@ -72,6 +116,20 @@ class Frame:
         """Writes ``pixels`` as a PNG file (needs nothing beyond this package)."""
         with open(path, "wb") as f:
             f.write(self.png())
+
+
+def _frame(t: tuple, demosaic: bool) -> Frame:
+    """A frame from the native module's tuple (python/src/lib.rs, ``FrameTuple``)."""
+    seq, epoch, cap, recv, lat, suite, w, h, raw, (fmt, coded), (stamp, unc), st = t
+    px = np.frombuffer(raw, dtype=np.uint8).reshape(h, w)
+    if demosaic:
+        px = np.frombuffer(_demosaic_rggb(raw, w, h), dtype=np.uint8).reshape(h, w, 3)
+    state = None
+    if st is not None:
+        flags, stm32, arrival, end, pos, vel, acc, q, rates = st
+        state = State(bool(flags & 1), bool(flags & 2), stm32, arrival, end, tuple(pos),
+                      tuple(vel), tuple(acc), tuple(q), tuple(rates))
+    return Frame(seq, epoch, cap, recv, lat, suite, w, h, px, fmt, coded, stamp, unc, state)
 
 
 class Receiver:
@@ -121,11 +179,7 @@ class Receiver:
         t = self._rx.next_frame(timeout)
         if t is None:
             return None
-        seq, epoch, cap, recv, lat, suite, w, h, raw, fmt, coded = t
-        px = np.frombuffer(raw, dtype=np.uint8).reshape(h, w)
-        if self._demosaic:
-            px = np.frombuffer(_demosaic_rggb(raw, w, h), dtype=np.uint8).reshape(h, w, 3)
-        return Frame(seq, epoch, cap, recv, lat, suite, w, h, px, fmt, coded)
+        return _frame(t, self._demosaic)
 
     def __iter__(self) -> Iterator[Frame]:
         while True:
@@ -200,11 +254,8 @@ class Ground:
         t = self._g.next_frame(timeout)
         if t is None:
             return None
-        name, (seq, epoch, cap, recv, lat, suite, w, h, raw) = t
-        px = np.frombuffer(raw, dtype=np.uint8).reshape(h, w)
-        if self._demosaic:
-            px = np.frombuffer(_demosaic_rggb(raw, w, h), dtype=np.uint8).reshape(h, w, 3)
-        return name, Frame(seq, epoch, cap, recv, lat, suite, w, h, px)
+        name, f = t
+        return name, _frame(f, self._demosaic)
 
     def frames(self) -> "Iterator[tuple[str, Frame]]":
         """``for name, frame in ground.frames()``: every drone's frames as they come."""

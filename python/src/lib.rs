@@ -42,9 +42,24 @@ fn error(e: impl std::fmt::Display) -> PyErr {
 /// the oldest waiting frame is dropped and counted (`stats()["dropped"]`).
 const QUEUE: usize = 64;
 
+/// The drone's state of a frame as Python gets it: (flags, STM32 µs, arrival µs, exposure end µs,
+/// position m, velocity m/s, acceleration m/s², orientation [x, y, z, w], body rates rad/s).
+type StateTuple = (
+    u16,
+    u32,
+    u64,
+    u64,
+    [f64; 3],
+    [f64; 3],
+    [f64; 3],
+    [f64; 4],
+    [f64; 3],
+);
+
 /// A frame as `Receiver.next_frame` hands it to Python: (sequence, key epoch, capture ns, receive
-/// ns, latency ms, suite, width, height, pixels (decoded samples), pixel-format code of the
-/// payload, the coded payload of a JPEG / JPEG-LS frame as it verified).
+/// ns, latency ms, suite, width, height, pixels (decoded samples), (pixel-format code of the
+/// payload, the coded payload of a JPEG / JPEG-LS frame as it verified), (stamp ns, stamp
+/// uncertainty ns), state): at most 12 elements, what pyo3 converts.
 type FrameTuple<'py> = (
     u64,
     Option<u32>,
@@ -55,8 +70,9 @@ type FrameTuple<'py> = (
     usize,
     usize,
     Bound<'py, PyBytes>,
-    u8,
-    Option<Bound<'py, PyBytes>>,
+    (u8, Option<Bound<'py, PyBytes>>),
+    (u64, Option<u64>),
+    Option<StateTuple>,
 );
 
 fn frame_tuple(py: Python<'_>, f: Arc<Frame>) -> FrameTuple<'_> {
@@ -70,8 +86,24 @@ fn frame_tuple(py: Python<'_>, f: Arc<Frame>) -> FrameTuple<'_> {
         f.width(),
         f.height(),
         PyBytes::new(py, &f.pixels),
-        f.header.pixel_format,
-        f.coded.as_deref().map(|c| PyBytes::new(py, c)),
+        (
+            f.header.pixel_format,
+            f.coded.as_deref().map(|c| PyBytes::new(py, c)),
+        ),
+        (f.stamp_ns(), f.capture.and_then(|c| c.bound_ns())),
+        f.state.map(|s| {
+            (
+                s.record.flags,
+                s.record.sample.stm32_us,
+                s.record.arrival_us,
+                s.record.exposure_end_us,
+                s.position_m,
+                s.velocity_m_s,
+                s.accel_m_s2,
+                s.orientation,
+                s.rates_rad_s,
+            )
+        }),
     )
 }
 

@@ -58,6 +58,19 @@ def test_n_frames_in_identical_n_frames_out(chain):
     assert f.capture_ns <= f.receive_ns and 0 <= f.latency_ms < 60_000
     assert stats["frames"] == 2 * N and stats["tag_failures"] == 0 and not stats["running"]
     assert f.rgb().shape == (H, W, 3)
+    # The drone's state comes with every frame (the simulated flight controller: a 1 m circle at
+    # 1 m), and the frame's acquisition time on this machine's clock with its uncertainty.
+    for g in got:
+        s = g.state
+        assert s is not None and s.valid and not s.stale, s
+        assert abs((s.position[0] ** 2 + s.position[1] ** 2) ** 0.5 - 1.0) < 0.002 and s.position[2] == 1.0
+        assert abs(sum(v * v for v in s.orientation) - 1.0) < 1e-3
+        assert 0 <= s.age_ms <= 50.0 and s.exposure_end_us >= s.arrival_us
+        # One machine, one clock: the stamp is the capture time give or take the estimate's error.
+        # Its uncertainty is stated once a KEEPALIVE round trip (one a second) anchors the drone's
+        # clock; before, the stamp is the one-way envelope and says nothing (None).
+        assert abs(g.stamp_ns - g.capture_ns) < 50_000_000
+        assert g.stamp_uncertainty_ns is None or 0 <= g.stamp_uncertainty_ns < 50_000_000
 
 
 def test_udp_frames_are_identical(chain):

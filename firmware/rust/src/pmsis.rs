@@ -70,6 +70,9 @@ unsafe extern "C" {
     fn fw_l2_free(largest: *mut u32) -> u32;
     fn fw_l2_heap_size() -> u32;
     fn fw_console_write(s: *const u8, len: usize);
+    fn fw_uart_rx_open(baud: u32) -> i32;
+    fn fw_uart_rx_next(byte: *mut u8, stamp: *mut u32) -> i32;
+    fn fw_uart_rx_overruns() -> u32;
     fn fw_exit(status: i32);
     /// The pairing file and the device seed, from `firmware/generated/keys.S` (made at build time
     /// from `gapstream pair`'s drone.key; never in the source tree).
@@ -112,6 +115,10 @@ pub struct FwConfig {
     pub spi_up_hz: u32,
     /// Packets the link task's ring holds (0: no link task, the drone loop sends itself).
     pub link_slots: u32,
+    /// Baud rate of the UART from the Crazyflie's STM32 (0: no state; frames carry no record).
+    pub state_baud: u32,
+    /// A state sample older than this at the end of a frame's exposure is flagged stale, ms.
+    pub state_max_age_ms: u32,
     /// Compress, then seal: 0 raw frames, 1 JPEG on the cluster (`gapstream_jpeg::cluster`).
     pub codec: u32,
     /// JPEG quality 1..=100 (IJG scale).
@@ -121,7 +128,9 @@ pub struct FwConfig {
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<FwConfig>() == 68);
+    assert!(core::mem::size_of::<FwConfig>() == 76);
+    assert!(core::mem::offset_of!(FwConfig, state_baud) == 56);
+    assert!(core::mem::offset_of!(FwConfig, codec) == 64);
     assert!(core::mem::offset_of!(FwConfig, spi_up_hz) == 48);
     assert!(core::mem::offset_of!(FwConfig, pipeline) == 12);
     assert!(core::mem::offset_of!(FwConfig, stock) == 32);
@@ -290,6 +299,24 @@ impl Counter32 for FcTimer {
     fn hz(&self) -> u32 {
         self.hz
     }
+}
+
+/// The UART from the STM32 through `fw_uart_rx_*`.
+pub struct BoardUart;
+
+impl crate::uart::UartRx for BoardUart {
+    fn next(&mut self) -> Option<(u8, u32)> {
+        let (mut b, mut t) = (0u8, 0u32);
+        // SAFETY: two valid out-pointers; the C ring is single-producer (its callback) /
+        // single-consumer (this task).
+        (unsafe { fw_uart_rx_next(&mut b, &mut t) } == 1).then_some((b, t))
+    }
+}
+
+/// Bytes the UART ring lost (it was full).
+pub fn uart_overruns() -> u32 {
+    // SAFETY: reads a counter.
+    unsafe { fw_uart_rx_overruns() }
 }
 
 /// The Himax on CPI 0 through `fw_cam_*`.
@@ -664,8 +691,38 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         qlink.timing = Some((pool.clone(), read_timer));
         FwLink::Queued(qlink, sh)
     };
+    // The flight controller's state on the deck's UART (docs/hardware.md §10): every frame's
+    // header carries the record of its exposure end. The stock stream has no room for it.
+    let state = if cfg.state_baud == 0 || cfg.stock != 0 {
+        let _ = writeln!(out, "FW state off (STATE_BAUD=0 or the stock stream)");
+        None
+    } else if unsafe {
+        // SAFETY: plain driver call (C side: board.c); the console's UART is already open.
+        fw_uart_rx_open(cfg.state_baud)
+    } != 0
+    {
+        let _ = writeln!(
+            out,
+            "FW state off: the UART from the STM32 did not open at {} baud",
+            cfg.state_baud
+        );
+        None
+    } else {
+        let _ = writeln!(
+            out,
+            "FW state uart_baud={} max_age_ms={}",
+            cfg.state_baud, cfg.state_max_age_ms
+        );
+        Some((
+            crate::uart::UartStateSource::new(BoardUart, WideClock::new(FcTimer { hz })),
+            gapstream_drone::state::StateConfig {
+                max_age_ns: cfg.state_max_age_ms as u64 * 1_000_000,
+                ..Default::default()
+            },
+        ))
+    };
     let r = drive(
-        camera, link, &clock, entropy, engine, coder, dcfg, hz64, app_cfg, &mut out,
+        camera, link, &clock, entropy, engine, coder, dcfg, hz64, app_cfg, state, &mut out,
     );
     heap_line(&mut out, "at the end");
     if fast {
@@ -705,12 +762,32 @@ fn drive(
     dcfg: DroneConfig,
     hz: u64,
     app_cfg: AppConfig,
+    state: Option<(
+        crate::uart::UartStateSource<BoardUart, FcTimer>,
+        gapstream_drone::state::StateConfig,
+    )>,
     out: &mut Console,
 ) -> Result<(), alloc::string::String> {
     match Drone::new(camera, link, clock, entropy, engine, dcfg) {
         Ok(mut d) => {
             d.set_coder(coder);
+            if let Some((src, scfg)) = state {
+                d.set_state_source(Box::new(src), scfg);
+            }
             let r = app::run(&mut d, clock, hz, app_cfg, &mut FastStack, out).map(|_| ());
+            if let Some(t) = d.state_tracker() {
+                let c = t.counters();
+                let _ = writeln!(
+                    out,
+                    "FW state bytes={} states={} others={} bad_crc={} skipped={} overruns={}",
+                    c.bytes,
+                    c.states,
+                    c.others,
+                    c.bad_crc,
+                    c.skipped,
+                    uart_overruns()
+                );
+            }
             d.link_mut().finish(out);
             r.map_err(|e| alloc::format!("{e}"))
         }

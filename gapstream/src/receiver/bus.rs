@@ -76,6 +76,8 @@ pub struct Status {
     pub last_message: Option<String>,
     /// Why no frame came, when the receiver can tell (refused handshakes, ...).
     pub diagnosis: Option<String>,
+    /// The drone's state with the last frame (`DroneState::line`), when the drone sends it.
+    pub state: Option<String>,
 }
 
 /// A diagnostic line (one per distinct error or event; the console prints them).

@@ -7,6 +7,9 @@ use std::sync::Arc;
 
 use gapstream_protocol::wire::{FrameHeader, PixelFormat, UnknownPixelFormat};
 
+use crate::drone_state::DroneState;
+use crate::timesync::Estimate;
+
 /// The name of the drone a frame came from (`--drone NAME`; `aideck` by default): a ground station
 /// receiving several drones tells their frames apart by it.
 pub type Source = Arc<str>;
@@ -48,6 +51,12 @@ pub struct Frame {
     pub receive_ns: u64,
     /// Capture to delivery in ms, when the capture time is plausible on this clock.
     pub latency_ms: Option<f64>,
+    /// The drone's state when the frame was exposed: the record in the frame's associated data,
+    /// authenticated with it (None when the drone sends none, or for the stock stream).
+    pub state: Option<DroneState>,
+    /// The capture time on this machine's clock, estimated from the stream (`timesync`); None
+    /// without a capture time.
+    pub capture: Option<Estimate>,
 }
 
 impl Frame {
@@ -62,6 +71,15 @@ impl Frame {
     /// The capture time on the drone (Unix ns), when the stream carries one.
     pub fn capture_ns(&self) -> Option<u64> {
         (self.header.capture_ns != 0).then_some(self.header.capture_ns)
+    }
+    /// The stamp of everything published for this frame (ROS `header.stamp`, MCAP publish time):
+    /// the acquisition time on this machine's clock when the stream gives one (`timesync`), else
+    /// the drone's capture time as sent, else (no capture time at all) the time it was received.
+    pub fn stamp_ns(&self) -> u64 {
+        self.capture
+            .map(|c| c.receiver_ns)
+            .or(self.capture_ns())
+            .unwrap_or(self.receive_ns)
     }
     pub fn width(&self) -> usize {
         self.header.width as usize
@@ -104,6 +122,7 @@ pub fn test_frame(seq: u64, width: u16, height: u16, pixels: Vec<u8>) -> Frame {
             sequence: seq,
             capture_ns: 0,
             payload_len: pixels.len() as u32,
+            state: None,
         },
         protection: Protection::Authenticated,
         suite: Arc::from("chacha20poly1305 / x25519"),
@@ -111,5 +130,7 @@ pub fn test_frame(seq: u64, width: u16, height: u16, pixels: Vec<u8>) -> Frame {
         coded: None,
         receive_ns: 0,
         latency_ms: None,
+        state: None,
+        capture: None,
     }
 }

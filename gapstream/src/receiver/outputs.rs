@@ -64,6 +64,11 @@ impl Consumer for Console {
                 self.drew = true;
             } else {
                 let _ = writeln!(out, "{line}");
+                // The drone's state with the row's last frame, on a line of its own (only when
+                // not redrawing in place: a terminal keeps the one status line).
+                if let Some(st) = &s.state {
+                    let _ = writeln!(out, "          {st}");
+                }
             }
         }
         Ok(())
@@ -161,9 +166,21 @@ impl Consumer for MetricsCsv {
     }
     fn frame(&mut self, f: &Arc<Frame>, _: &Counters) -> Result<(), String> {
         let t = f.receive_ns.saturating_sub(self.start_ns) as f64 / 1e9;
+        let state = crate::metrics::state_columns(
+            f.stamp_ns(),
+            f.capture.and_then(|c| c.bound_ns()).map(|b| b as f64 / 1e6),
+            f.state.as_ref(),
+        );
         let path = self.path.display().to_string();
         self.log_for(&f.source)?
-            .frame(t, f.seq(), f.pixels.len(), f.latency_ms, f.receive_ns)
+            .frame(
+                t,
+                f.seq(),
+                f.pixels.len(),
+                f.latency_ms,
+                f.receive_ns,
+                &state,
+            )
             .map_err(|e| format!("metrics {path}: {e}"))
     }
     fn status(&mut self, s: &Status) -> Result<(), String> {

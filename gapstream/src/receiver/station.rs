@@ -19,6 +19,7 @@ use super::transport::{self, Link};
 use super::{Delivered, Event, ReceiverConfig, ReceiverError, Session, SessionKind, Summary};
 use crate::metrics::{Counters, Meter, Percentiles};
 use crate::sim::unix_ns;
+use crate::timesync::ClockEstimator;
 
 /// How long the connection may stay silent before it is made again. A secure session is silent
 /// until the drone answers its HELLO (the drone sends nothing to a receiver without a session,
@@ -63,6 +64,9 @@ pub(super) struct Station<'a> {
     conn_frames: u64,
     no_key_at_frame: u64,
     last_error: Option<String>,
+    /// The drone's clock on this machine's (reset with every connection: the drone may have
+    /// restarted, a new clock).
+    clock: ClockEstimator,
 }
 
 impl<'a> Station<'a> {
@@ -93,6 +97,7 @@ impl<'a> Station<'a> {
             conn_frames: 0,
             no_key_at_frame: 0,
             last_error: None,
+            clock: ClockEstimator::new(),
         };
         st.publish_status(false);
         st
@@ -160,6 +165,7 @@ impl<'a> Station<'a> {
         }
         self.set_connection("streaming");
         self.conn_frames = 0;
+        self.clock.reset();
         let mut decoder = StreamDecoder::new();
         let (mut events, mut reply) = (Vec::new(), Vec::new());
         let mut buf = vec![0u8; 64 * 1024];
@@ -269,6 +275,15 @@ impl<'a> Station<'a> {
                 self.publish_status(false);
             }
             Event::Restart(m) => *restart = Some(m),
+            Event::ClockSample {
+                round_trip_ns,
+                drone_ns,
+            } => {
+                // The answer arrived just now: the exchange on this machine's clock.
+                let now = unix_ns();
+                self.clock
+                    .exchange(now.saturating_sub(round_trip_ns), drone_ns, now);
+            }
             Event::Fatal(m) => {
                 self.status.last_error = Some(m.clone());
                 self.set_connection("stopped");
@@ -326,7 +341,20 @@ impl<'a> Station<'a> {
             sequence: d.seq,
             capture_ns: d.capture_ns.unwrap_or(0),
             payload_len: wire_len as u32,
+            state: d.state.map(|r| r.encode()),
         };
+        let capture = d.capture_ns.and_then(|c| {
+            self.clock.frame(c, now);
+            // Never after the frame arrived: an estimate past that is certainly late.
+            self.clock.estimate(c).map(|mut e| {
+                e.receiver_ns = e.receiver_ns.min(now);
+                e
+            })
+        });
+        let state = d.state.map(crate::drone_state::DroneState::from_record);
+        if let Some(s) = &state {
+            self.status.state = Some(s.line());
+        }
         let frame = Frame {
             source: self.source.clone(),
             header,
@@ -336,6 +364,8 @@ impl<'a> Station<'a> {
             coded: coded.map(|(_, c)| c),
             receive_ns: now,
             latency_ms: latency,
+            state,
+            capture,
         };
         self.bus.publish(BusEvent::Frame(
             Arc::new(frame),

@@ -130,6 +130,7 @@ impl Pipe {
             width: 8,
             height: (p.len() / 8) as u16,
             capture_ns: 42,
+            state: None,
         };
         let clock = self.clock();
         let sealed = self
@@ -696,6 +697,7 @@ fn a_version_2_peer_gets_unsupported_version() {
         width: 8,
         height: 1,
         capture_ns: 42,
+        state: None,
     };
     let sealed = p
         .drone

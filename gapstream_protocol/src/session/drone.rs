@@ -908,6 +908,18 @@ impl DroneSession {
                 Ok(Some(DroneEvent::RekeyRequested { session }))
             }
             MsgType::Keepalive => {
+                // The answer echoes the receiver's time (its first 8 body bytes, when it sent
+                // them) and adds this clock's: a two-way exchange that puts the frames' capture
+                // times on the receiver's clock (docs/protocol.md §7).
+                let mut answer = [0u8; 16];
+                let n = match <[u8; 8]>::try_from(&body[..body.len().min(8)]) {
+                    Ok(t) => {
+                        answer[..8].copy_from_slice(&t);
+                        answer[8..].copy_from_slice(&now.to_le_bytes());
+                        16
+                    }
+                    Err(_) => 0,
+                };
                 let s = &mut self.sessions[i];
                 if let Ok(m) = control(
                     k,
@@ -915,7 +927,7 @@ impl DroneSession {
                     MsgType::Keepalive,
                     s.id,
                     &mut s.ctrl_out,
-                    &[],
+                    &answer[..n],
                 ) {
                     self.push_out(m);
                 }
@@ -1013,6 +1025,7 @@ impl DroneSession {
             sequence: self.next_seq,
             capture_ns: meta.capture_ns,
             payload_len,
+            state: meta.state.map(|r| r.encode()),
         };
         let sealed = frame::seal_frame(k, &cur.keys.frame, &header, payload)?;
         self.next_seq += 1;

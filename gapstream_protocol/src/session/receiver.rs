@@ -85,7 +85,7 @@ impl Default for ReceiverConfig {
 impl ReceiverConfig {
     /// The largest message the receiver accepts (for [`crate::assembler::Assembler::new`]).
     pub fn max_message(&self) -> usize {
-        (wire::FRAME_HEADER_LEN + self.max_payload as usize + crate::aead::TAG_LEN).max(4096)
+        (wire::FRAME_HEADER_MAX_LEN + self.max_payload as usize + crate::aead::TAG_LEN).max(4096)
     }
 }
 
@@ -157,13 +157,19 @@ impl core::fmt::Debug for Frame {
 impl Frame {
     /// The pixels (or whatever the payload is).
     pub fn pixels(&self) -> &[u8] {
-        &self.buf[wire::FRAME_HEADER_LEN..wire::FRAME_HEADER_LEN + self.header.payload_len as usize]
+        let at = self.header.header_len();
+        &self.buf[at..at + self.header.payload_len as usize]
+    }
+    /// The drone's state when the frame was exposed (None when the drone sent none), read from
+    /// the header's state record, which the tag covered. An error is a record this build cannot
+    /// read (a newer record version): the frame itself is authentic.
+    pub fn state(&self) -> Option<Result<crate::state::StateRecord, crate::state::StateError>> {
+        self.header.state_record()
     }
     /// The pixels as an owned buffer (reuses the message's allocation).
     pub fn into_pixels(mut self) -> Vec<u8> {
-        let n = self.header.payload_len as usize;
-        self.buf
-            .copy_within(wire::FRAME_HEADER_LEN..wire::FRAME_HEADER_LEN + n, 0);
+        let (at, n) = (self.header.header_len(), self.header.payload_len as usize);
+        self.buf.copy_within(at..at + n, 0);
         self.buf.truncate(n);
         self.buf
     }
@@ -200,6 +206,15 @@ pub enum ReceiverEvent {
     /// The drone sent the group key of a new epoch (a KEY_ACK is queued).
     Rekeyed {
         epoch: u32,
+    },
+    /// The drone answered a KEEPALIVE: sent at `sent_ns`, the drone's clock read `drone_ns` in
+    /// between, the answer here at `received_ns` (this session's clock): a two-way sample of the
+    /// drone's clock, authenticated like every control message. Nothing to do for the protocol;
+    /// a receiver that stamps frames on its own clock feeds it to its clock estimate.
+    ClockSample {
+        sent_ns: u64,
+        drone_ns: u64,
+        received_ns: u64,
     },
     /// The drone closed the session.
     Closed,
@@ -601,13 +616,15 @@ impl ReceiverSession {
                 }
                 if now.saturating_sub(l.keepalive_sent_ns) >= self.cfg.keepalive_ns {
                     l.keepalive_sent_ns = now;
+                    // Its body is this clock's time: the drone's answer echoes it with the
+                    // drone's clock ([`ReceiverEvent::ClockSample`]).
                     if let Ok(m) = control(
                         k,
                         &l.keys.r2d_control,
                         MsgType::Keepalive,
                         l.session,
                         &mut l.ctrl_out,
-                        &[],
+                        &now.to_le_bytes(),
                     ) {
                         self.outbox.push_back(m);
                     }
@@ -1038,7 +1055,22 @@ impl ReceiverSession {
                 }
                 Ok(event)
             }
-            MsgType::Keepalive => Ok(None),
+            MsgType::Keepalive => {
+                // The drone's answer to one of ours: our send time echoed, its clock added (an
+                // older drone answers with an empty body: nothing to learn).
+                let (Ok(sent), Ok(drone)) = (
+                    <[u8; 8]>::try_from(body.get(..8).unwrap_or_default()),
+                    <[u8; 8]>::try_from(body.get(8..16).unwrap_or_default()),
+                ) else {
+                    return Ok(None);
+                };
+                let sent_ns = u64::from_le_bytes(sent);
+                Ok((sent_ns <= now).then(|| ReceiverEvent::ClockSample {
+                    sent_ns,
+                    drone_ns: u64::from_le_bytes(drone),
+                    received_ns: now,
+                }))
+            }
             MsgType::Close => {
                 self.end_link();
                 self.state = RxState::Closed;

@@ -110,7 +110,21 @@ impl Net {
     /// The drone loop's order: timers (rekey policy, resends), then seal a frame of `pixels`;
     /// returns the whole message (what the timers queued stays for `pump`).
     fn frame(&mut self, pixels: &[u8]) -> Vec<u8> {
-        self.frame_as(PixelFormat::Grey8, 8, (pixels.len() / 8) as u16, pixels)
+        self.frame_with_state(pixels, None)
+    }
+    /// [`Self::frame`] with the drone's state record in the header.
+    fn frame_with_state(
+        &mut self,
+        pixels: &[u8],
+        state: Option<crate::state::StateRecord>,
+    ) -> Vec<u8> {
+        self.seal(
+            PixelFormat::Grey8,
+            8,
+            (pixels.len() / 8) as u16,
+            pixels,
+            state,
+        )
     }
     /// A frame of any format: `payload` is what is sealed (a coded picture for JPEG / JPEG-LS).
     fn frame_as(
@@ -120,6 +134,16 @@ impl Net {
         height: u16,
         payload: &[u8],
     ) -> Vec<u8> {
+        self.seal(format, width, height, payload, None)
+    }
+    fn seal(
+        &mut self,
+        format: PixelFormat,
+        width: u16,
+        height: u16,
+        payload: &[u8],
+        state: Option<crate::state::StateRecord>,
+    ) -> Vec<u8> {
         let now = self.now.get();
         self.drone
             .handle_timeout(&mut Sequential, &mut self.rng, &move || now);
@@ -128,6 +152,7 @@ impl Net {
             width,
             height,
             capture_ns: 42,
+            state,
         };
         let mut p = payload.to_vec();
         let now = self.now.get();
@@ -380,6 +405,82 @@ fn coded_frame_replay_is_rejected_and_counted() {
     assert_eq!(n.rx.counters().frames, 2);
 }
 
+fn a_state_record() -> crate::state::StateRecord {
+    use crate::state::{StateRecord, StateSample, quat};
+    let sample = StateSample {
+        stm32_us: 4_000_123,
+        position_mm: [1500, -250, 1000],
+        velocity_mm_s: [-120, 700, 3],
+        accel_mm_s2: [-90, -15, 0],
+        quat: quat::compress([0.0, 0.0, 0.38268343, 0.9238795]),
+        rates_mrad_s: [1, -2, 785],
+    };
+    StateRecord::new(Some((sample, 41_990)), 42_000, 50_000)
+}
+
+/// The state record rides in the header, inside the associated data: delivered exactly as the
+/// drone sealed it.
+#[test]
+fn state_record_is_delivered_with_its_frame() {
+    for suite in Suite::ALL {
+        let mut n = Net::with_suite(suite, KexMode::X25519);
+        let rec = a_state_record();
+        let px = pixels(48, 3);
+        let m = n.frame_with_state(&px, Some(rec));
+        assert_eq!(m.len(), 88 + 48 + suite.tag_len());
+        assert_eq!(&m[10..12], &[1, 0], "flags: the state record follows");
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.state(), Some(Ok(rec)), "{suite}");
+        assert_eq!(f.pixels(), &px[..]);
+        assert_eq!(f.clone().into_pixels(), px);
+        // A frame without one still goes through, the record says nothing.
+        let m = n.frame(&px);
+        assert_eq!(m.len(), 36 + 48 + suite.tag_len());
+        let f = n.deliver_frame(m).unwrap();
+        assert_eq!(f.state(), None);
+        assert_eq!(f.pixels(), &px[..]);
+    }
+}
+
+/// Flipping any bit pattern of any byte of the state record in flight: the frame is refused by
+/// its tag (the record is associated data), counted as a tag failure, and the stream goes on.
+#[test]
+fn a_flipped_byte_in_the_state_record_is_refused_by_the_tag() {
+    for suite in Suite::AUTHENTICATED {
+        let mut n = Net::with_suite(suite, KexMode::X25519);
+        let rec = a_state_record();
+        let good = n.frame_with_state(&pixels(48, 1), Some(rec));
+        let mut refused = 0u64;
+        for i in 36..88 {
+            for flip in [0x01u8, 0x80, 0xFF] {
+                let mut m = good.clone();
+                m[i] ^= flip;
+                let before = n.rx.counters().tag_failures;
+                assert_eq!(
+                    n.deliver(m).unwrap_err(),
+                    Rejected::TagFailure,
+                    "{suite}: state byte {} ^ {flip:#04x}",
+                    i - 36
+                );
+                assert_eq!(n.rx.counters().tag_failures, before + 1);
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 52 * 3);
+        assert_eq!(n.rx.counters().frames, 0);
+        // Clearing the flag (cutting the record out) or setting it on a frame without one:
+        // refused too, never delivered with a different state.
+        let mut cut = good[..36].to_vec();
+        cut[10] = 0;
+        cut.extend_from_slice(&good[88..]);
+        assert!(n.deliver(cut).is_err());
+        // The untouched frame is delivered with its state; the next one too.
+        assert_eq!(n.deliver_frame(good).unwrap().state(), Some(Ok(rec)));
+        let next = n.frame_with_state(&pixels(48, 2), Some(rec));
+        assert!(n.deliver_frame(next).is_ok());
+    }
+}
+
 #[test]
 fn replay_is_rejected_and_counted() {
     let mut n = Net::with_suite(Suite::ChaCha20Poly1305, KexMode::X25519);
@@ -521,6 +622,7 @@ fn downgrade_attempts_are_detected() {
         sequence: 77,
         capture_ns: 0,
         payload_len: 1,
+        state: None,
     };
     let mut m = fake.encode().to_vec();
     m.push(0xFF);
@@ -774,6 +876,7 @@ fn end_to_end_over_cpx_with_every_packet_size() {
                 width: 324,
                 height: 244,
                 capture_ns: 7,
+                state: None,
             };
             let s = n
                 .drone
@@ -824,6 +927,7 @@ fn close_wipes_and_reconnect_works() {
         width: 2,
         height: 2,
         capture_ns: 0,
+        state: None,
     };
     assert_eq!(
         n.drone
@@ -1057,7 +1161,7 @@ proptest! {
                 drone.handle_timeout(&mut Sequential, d_rng, &clock);
                 while let Some(l) = drone.drain_keylog() { lines.push(format!("{l}")); }
                 let mut p = pixels(8, i as u8);
-                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0 };
+                let meta = FrameMeta { pixel_format: PixelFormat::Grey8, width: 8, height: 1, capture_ns: 0, state: None };
                 match drone.seal_frame(&mut Sequential, &clock, meta, &mut p) {
                     Ok(s) => {
                         prop_assert!(drone.members() > 0);
@@ -1201,6 +1305,7 @@ impl Group {
             width: 8,
             height: (px.len() / 8) as u16,
             capture_ns: 42,
+            state: None,
         };
         let mut p = px.to_vec();
         let s = self.drone.seal_frame(&mut Sequential, &c, meta, &mut p)?;
@@ -1593,6 +1698,7 @@ fn a_replayed_hello_never_gets_a_frame_sealed_or_evicts_the_receiver() {
         width: 1,
         height: 1,
         capture_ns: 0,
+        state: None,
     };
     for _ in 0..3 {
         replayed.handle_timeout(&mut Sequential, &mut r_rng, &|| 10_000_000_000u64);
@@ -1677,6 +1783,47 @@ fn keepalives_keep_both_ends_and_silence_ends_them() {
     g.tick(0);
     assert_eq!(g.drone.members(), 0);
     assert!(!g.drone.is_established());
+}
+
+/// A KEEPALIVE carries the receiver's clock; the drone's answer echoes it and adds its own
+/// clock: a two-way sample (ClockSample) on which the receiver puts the frames' capture times.
+#[test]
+fn a_keepalive_answer_is_a_two_way_clock_sample() {
+    let mut n = Net::with_suite(Suite::ChaCha20Poly1305, KexMode::X25519);
+    const DRONE_OFFSET: u64 = 5_000_000_000;
+    n.advance(1_000_000_000);
+    let t1 = n.now.get();
+    let ev =
+        n.rx.handle_timeout(&mut Sequential, &mut n.rng, &move || t1);
+    assert_eq!(ev, None);
+    let ka = n.rx.poll_transmit().expect("a KEEPALIVE is due");
+    assert_eq!(ka[3], MsgType::Keepalive as u8);
+    assert_eq!(ka.len(), 22 + 8 + 16, "its body is the receiver's time");
+    // 3 ms on the way up, read on the drone's clock (5 s ahead), 4 ms back.
+    n.advance(3_000_000);
+    let at_drone = n.now.get() + DRONE_OFFSET;
+    n.drone
+        .handle_message(&mut Sequential, &mut n.rng, &move || at_drone, &ka)
+        .unwrap();
+    let answer = n.drone.poll_transmit().expect("the drone answers");
+    assert_eq!(answer.len(), 22 + 16 + 16);
+    n.advance(4_000_000);
+    let t4 = n.now.get();
+    let ev =
+        n.rx.handle_message(&mut Sequential, &mut n.rng, &move || t4, answer.clone());
+    assert_eq!(
+        ev,
+        Ok(Some(ReceiverEvent::ClockSample {
+            sent_ns: t1,
+            drone_ns: t1 + 3_000_000 + DRONE_OFFSET,
+            received_ns: t1 + 7_000_000,
+        }))
+    );
+    // Replayed, it is refused like every control message.
+    assert_eq!(
+        n.rx.handle_message(&mut Sequential, &mut n.rng, &move || t4, answer),
+        Err(Rejected::ControlReplay)
+    );
 }
 
 #[test]
@@ -1787,6 +1934,7 @@ fn finding2_restart_with_identical_randomness_and_replayed_hello_and_key_ack_sea
         width: 1,
         height: 1,
         capture_ns: 0,
+        state: None,
     };
     // Boot 1: the receiver handshakes; the attacker records the HELLO, ACCEPT and KEY_ACK.
     let (mut drone, mut d_rng) = boot(1);
@@ -1995,7 +2143,10 @@ fn finding6_receiver_refuses_replayed_control_messages() {
         .handle_message(&mut Sequential, &mut n.rng, &move || now, &ka)
         .unwrap();
     let answer = n.drone.poll_transmit().unwrap();
-    assert_eq!(n.deliver(answer.clone()).unwrap(), None);
+    assert!(matches!(
+        n.deliver(answer.clone()).unwrap(),
+        Some(ReceiverEvent::ClockSample { .. })
+    ));
     // The drone goes away; the attacker replays its KEEPALIVE every second.
     let mut replays = 0;
     while n.rx.is_established() {

@@ -54,6 +54,18 @@ struct RunArgs {
     /// The ESP32 stand-in DPI model (gvsoc/e2e/esp32_standin.so).
     #[arg(long)]
     model: PathBuf,
+    /// The STM32 stand-in DPI model on the GAP8's UART (gvsoc/e2e/stm32_standin.so): prints the
+    /// firmware's console and sends the flight controller's state messages. Without it the
+    /// board's own UART device prints the console and no state comes.
+    #[arg(long)]
+    stm32_model: Option<PathBuf>,
+    /// The STM32 stand-in's state messages: one every this many simulated µs (10000: 100 Hz).
+    #[arg(long, default_value_t = 10_000)]
+    state_period_us: u64,
+    /// Criterion: the state's age at the end of every frame's exposure at most, ms (the
+    /// firmware's records; not checked when absent).
+    #[arg(long)]
+    max_state_age_ms: Option<f64>,
     /// The receiver's pairing file (the firmware was built with the matching drone.key).
     #[arg(long)]
     keys: PathBuf,
@@ -274,6 +286,22 @@ fn run(a: RunArgs) -> ExitCode {
         ),
         "--config-opt=**/runner/boot/mode=flash".into(),
     ];
+    let mut opts = opts.to_vec();
+    if let Some(m) = &a.stm32_model {
+        match abs(m) {
+            Ok(m) => {
+                opts.push(format!(
+                    "--config-opt=**/devices/uart/module={}",
+                    m.display()
+                ));
+                opts.push(format!(
+                    "--config-opt=**/devices/uart/period_us={}",
+                    a.state_period_us
+                ));
+            }
+            Err(e) => return fail(e),
+        }
+    }
     let replay = match &a.replay_session {
         None => None,
         Some(p) => match std::fs::read_to_string(p)
@@ -455,6 +483,7 @@ fn run(a: RunArgs) -> ExitCode {
         b.parse_fw(&log);
         b
     });
+    let states: Vec<_> = frames.iter().map(|f| f.state).collect();
     let ri = report::Inputs {
         matches: &matches,
         fw: fw.as_ref(),
@@ -466,6 +495,7 @@ fn run(a: RunArgs) -> ExitCode {
             bytes_per_frame: receiver::bytes_per_frame(&frames),
         },
         boot: boot.as_ref(),
+        states: &states,
         codec: report::Codec {
             name: &a.codec,
             quality: if jpeg { a.quality } else { 0 },
@@ -483,6 +513,7 @@ fn run(a: RunArgs) -> ExitCode {
             max_period_over_send: a.max_period_over_send,
             max_up_hz: a.max_up_hz,
             min_down_hz: a.min_down_hz,
+            max_state_age_ms: a.max_state_age_ms,
         },
     );
     print!("{text}");

@@ -51,6 +51,9 @@ pub struct Received {
     pub pixels: Vec<u8>,
     /// Bytes read from the stand-in's WiFi side up to this frame (all messages, CPX framing).
     pub wire_bytes: u64,
+    /// The drone's state record from the frame's header (authenticated with it); None without
+    /// one (or one this build cannot read).
+    pub state: Option<gapstream_protocol::state::StateRecord>,
 }
 
 /// Mean bytes received per frame over the steady state (from the first frame's end to the last's):
@@ -398,6 +401,7 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
                         f.header.height,
                         f.authenticated,
                     );
+                    let state = f.state().and_then(|r| r.ok());
                     out.frames.push(Received {
                         seq,
                         width,
@@ -405,6 +409,7 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
                         authenticated,
                         pixels: f.into_pixels(),
                         wire_bytes,
+                        state,
                     });
                 }
                 Ok(_) => {}
@@ -436,6 +441,7 @@ mod tests {
             authenticated: true,
             pixels: vec![0],
             wire_bytes,
+            state: None,
         }
     }
 

@@ -153,6 +153,9 @@ pub struct Criteria {
     /// The upstream (MISO) SPI clock at most, the downstream one at least.
     pub max_up_hz: Option<u64>,
     pub min_down_hz: Option<u64>,
+    /// Every frame carries a valid state record whose sample was at most this old at the end of
+    /// the frame's exposure, ms.
+    pub max_state_age_ms: Option<f64>,
 }
 
 /// The boot-counter checks of a run on a flash kept from an earlier run (`make gvsoc-boot-twice`).
@@ -200,6 +203,8 @@ pub struct Inputs<'a> {
     pub suite: &'a str,
     pub wifi: Wifi,
     pub boot: Option<&'a BootCheck>,
+    /// Per received frame, its state record (None: the frame had none).
+    pub states: &'a [Option<gapstream_protocol::state::StateRecord>],
     pub codec: Codec<'a>,
 }
 
@@ -212,6 +217,15 @@ pub struct Codec<'a> {
     pub quality: u8,
     /// Mean sealed payload bytes per verified frame (the coded length; the frame size for raw).
     pub bytes_per_frame: Option<f64>,
+}
+
+/// The state ages of the frames that carry a valid record, µs (the sample's age at the end of the
+/// exposure).
+fn state_ages_us(states: &[Option<gapstream_protocol::state::StateRecord>]) -> Vec<u64> {
+    states
+        .iter()
+        .filter_map(|r| r.as_ref().and_then(|r| r.age_us()))
+        .collect()
 }
 
 /// The GAP8's own frame period in FC cycles: the period with the time the stand-in's full WiFi
@@ -250,6 +264,13 @@ pub fn summary_fields(i: &Inputs) -> Vec<(&'static str, String)> {
         ("spi_up_hz", spi.up_hz.to_string()),
         ("suite", i.suite.to_string()),
         ("wifi_mbps", i.wifi.mbps.to_string()),
+        (
+            "state_age_max_ms",
+            state_ages_us(i.states)
+                .iter()
+                .max()
+                .map_or("none".to_string(), |m| format!("{:.2}", *m as f64 / 1e3)),
+        ),
         (
             "codec",
             if i.codec.name.is_empty() {
@@ -353,6 +374,7 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
     if let Some(b) = i.boot {
         boot_verdict(b, &mut s, &mut fail);
     }
+    state_verdict(i.states, criteria.max_state_age_ms, &mut s, &mut fail);
     match i.spi {
         Some(c) => {
             let _ = writeln!(
@@ -479,6 +501,68 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
     (s, ok)
 }
 
+/// The drone's state in the frames: how many carried a record, the sample's age at the end of each
+/// frame's exposure, and the criterion (every frame a valid, fresh record at most that old).
+fn state_verdict(
+    states: &[Option<gapstream_protocol::state::StateRecord>],
+    max_ms: Option<f64>,
+    s: &mut String,
+    fail: &mut impl FnMut(&mut String, String),
+) {
+    let with = states.iter().filter(|r| r.is_some()).count();
+    let valid = states.iter().flatten().filter(|r| r.is_valid()).count();
+    let stale = states.iter().flatten().filter(|r| r.is_stale()).count();
+    let ages = state_ages_us(states);
+    if with == 0 && max_ms.is_none() {
+        return;
+    }
+    let list: Vec<String> = states
+        .iter()
+        .map(|r| match r.as_ref().map(|r| (r.is_valid(), r.age_us())) {
+            None => "-".to_string(),
+            Some((false, _)) => "none".to_string(),
+            Some((true, Some(a))) => format!("{:.2}", a as f64 / 1e3),
+            Some((true, None)) => "late".to_string(),
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "gvsoc-e2e: drone state: {with} of {} frames with a state record, {valid} with a sample, {stale} stale; age at the end of exposure, ms: {}",
+        states.len(),
+        list.join(", ")
+    );
+    if let (Some(min), Some(max)) = (ages.iter().min(), ages.iter().max()) {
+        let mean = ages.iter().sum::<u64>() as f64 / ages.len() as f64;
+        let _ = writeln!(
+            s,
+            "gvsoc-e2e: state age min {:.2} ms, mean {:.2} ms, max {:.2} ms",
+            *min as f64 / 1e3,
+            mean / 1e3,
+            *max as f64 / 1e3
+        );
+    }
+    let Some(max_ms) = max_ms else { return };
+    let bad = states
+        .iter()
+        .filter(|r| {
+            !r.as_ref().is_some_and(|r| {
+                r.is_valid()
+                    && !r.is_stale()
+                    && r.age_us().is_some_and(|a| a as f64 <= max_ms * 1e3)
+            })
+        })
+        .count();
+    if states.is_empty() || bad > 0 {
+        fail(
+            s,
+            format!(
+                "{bad} of {} frames without a state sample at most {max_ms} ms old at the end of the exposure",
+                states.len()
+            ),
+        );
+    }
+}
+
 fn boot_verdict(b: &BootCheck, s: &mut String, fail: &mut impl FnMut(&mut String, String)) {
     use crate::receiver::ReplayOutcome;
     let show = |v: Option<u32>| v.map_or("none".to_string(), |v| v.to_string());
@@ -558,6 +642,7 @@ mod tests {
             wifi: Wifi::default(),
             boot: None,
             codec: Codec::default(),
+            states: &[],
         }
     }
 
@@ -608,6 +693,58 @@ mod tests {
         }
     }
 
+    /// The state criterion: every frame a valid, fresh record at most that old; the line lists
+    /// each frame's age; the summary gives the largest.
+    #[test]
+    fn state_ages_are_printed_and_checked() {
+        use gapstream_protocol::state::{StateRecord, StateSample};
+        let rec = |age_us: u64| {
+            StateRecord::new(
+                Some((StateSample::default(), 1_000_000 - age_us)),
+                1_000_000,
+                50_000,
+            )
+        };
+        let f = FwSummary::parse(LOG).unwrap();
+        let good: Vec<Option<usize>> = (0..3).map(Some).collect();
+        let c = Criteria {
+            max_state_age_ms: Some(12.0),
+            ..Criteria::default()
+        };
+        let states = [Some(rec(3_500)), Some(rec(11_990)), Some(rec(87))];
+        let mut i = inputs(&good, Some(&f));
+        i.states = &states;
+        let (text, ok) = verdict(&i, c);
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("3 of 3 frames with a state record, 3 with a sample, 0 stale; age at the end of exposure, ms: 3.50, 11.99, 0.09"),
+            "{text}"
+        );
+        assert!(text.contains("max 11.99 ms"), "{text}");
+        assert!(summary_line(&i).contains(" state_age_max_ms=11.99 "));
+        // Too old, stale, no sample, no record: each fails.
+        let cases: [Option<StateRecord>; 4] = [
+            Some(rec(12_001)),
+            Some(rec(60_000)),
+            Some(StateRecord::new(None, 1_000_000, 50_000)),
+            None,
+        ];
+        for bad in cases {
+            let states = [Some(rec(1_000)), bad, Some(rec(1_000))];
+            let mut i = inputs(&good, Some(&f));
+            i.states = &states;
+            let (text, ok) = verdict(&i, c);
+            assert!(
+                !ok && text.contains("1 of 3 frames without a state sample"),
+                "{bad:?}: {text}"
+            );
+        }
+        // No criterion and no records: nothing said, the summary says none.
+        let i = inputs(&good, Some(&f));
+        assert!(!verdict(&i, Criteria::default()).0.contains("drone state"));
+        assert!(summary_line(&i).contains(" state_age_max_ms=none "));
+    }
+
     #[test]
     fn verdict_checks_every_criterion() {
         let f = FwSummary::parse(LOG).unwrap();
@@ -620,6 +757,7 @@ mod tests {
             max_period_over_send: Some(1.2),
             max_up_hz: Some(7_200_000),
             min_down_hz: Some(20_000_000),
+            max_state_age_ms: None,
         };
         let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
         assert!(verdict(&inputs(&good, Some(&f)), c).1);
@@ -671,7 +809,7 @@ mod tests {
         let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
         assert_eq!(
             summary_line(&inputs(&good, Some(&f))),
-            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305 wifi_mbps=0 codec=raw quality=0 bytes_per_frame=0 codec_ms=0.00"
+            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305 wifi_mbps=0 state_age_max_ms=none codec=raw quality=0 bytes_per_frame=0 codec_ms=0.00"
         );
         let mut i = inputs(&good, Some(&f));
         i.wifi.mbps = 12.5;

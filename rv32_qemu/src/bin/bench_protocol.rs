@@ -158,6 +158,7 @@ fn frames() -> Result<(), &'static str> {
             sequence: 9,
             capture_ns: 0,
             payload_len: pixels.len() as u32,
+            state: None,
         };
         let mut buf = pixels.clone();
         let (sealed, n) = count_instructions(|| {
@@ -241,6 +242,7 @@ fn main() -> Result<(), &'static str> {
         width: 324,
         height: 244,
         capture_ns: 0,
+        state: None,
     };
     let (s, n) = count_instructions(|| drone.seal_frame(&mut Sequential, &zero, meta, &mut p));
     s.map_err(|_| "session seal")?;

@@ -139,6 +139,7 @@ fn session(suite: Suite, mode: KexMode, packet: usize, seed: u64) -> Result<(), 
         width: 324,
         height: 244,
         capture_ns: 5,
+        state: None,
     };
     let sealed = drone
         .seal_frame(k, &now, meta, &mut payload)
@@ -259,6 +260,7 @@ fn lengths_do_not_wrap() -> Result<(), &'static str> {
         sequence: 0,
         capture_ns: 0,
         payload_len: u32::MAX - 15,
+        state: None,
     };
     let b = h.encode();
     if message_len(&b).is_ok() {
