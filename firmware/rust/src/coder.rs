@@ -6,8 +6,8 @@
 //! The coded frame is written into a buffer of `capacity` bytes of L2 (the drone's coded-frame
 //! `Vec`, allocated on the first frame and kept): L2 has no room for a frame-sized third buffer
 //! next to the two capture buffers, so a frame whose code does not fit (the encoder gives each band
-//! a share of the buffer proportional to its rows) goes out raw and is counted
-//! (`DroneStats::coder_errors`), as the drone does for any coder error.
+//! a share of the buffer proportional to its rows) is a coder error: the drone counts it
+//! (`DroneStats::coder_errors`, the firmware's `coder_errors=`) and sends the frame raw.
 use alloc::vec::Vec;
 
 use gap_rust_sdk::Cluster;
@@ -77,7 +77,7 @@ impl<C: Cluster> FrameCoder for JpegCoder<'_, C> {
             }
             Err(Error::OutputFull) => {
                 out.clear();
-                Ok(None)
+                Err(CoderError("coded frame larger than its L2 buffer"))
             }
             Err(_) => {
                 out.clear();
@@ -118,7 +118,7 @@ mod tests {
         let n = gapstream_jpeg::encode::<Portable>(&spec, &px, &mut want).unwrap();
         assert_eq!(out, want[..n]);
         let mut small = JpegCoder::new(&cl, 8, 75, 1000).unwrap();
-        assert_eq!(small.code(f, &px, &mut out), Ok(None));
+        assert!(small.code(f, &px, &mut out).is_err(), "counted, sent raw");
         assert!(out.is_empty());
         let bayer = FrameFormat {
             pixel: PixelFormat::JpegLs,
