@@ -68,9 +68,13 @@ def test_n_frames_in_identical_n_frames_out(chain):
         assert 0 <= s.age_ms <= 50.0 and s.exposure_end_us >= s.arrival_us
         # One machine, one clock: the stamp is the capture time give or take the estimate's error.
         # Its uncertainty is stated once a KEEPALIVE round trip (one a second) anchors the drone's
-        # clock; before, the stamp is the one-way envelope and says nothing (None).
-        assert abs(g.stamp_ns - g.capture_ns) < 50_000_000
-        assert g.stamp_uncertainty_ns is None or 0 <= g.stamp_uncertainty_ns < 50_000_000
+        # clock, and then bounds the error (1 ms for rounding); before, the stamp is the one-way
+        # envelope (late by the link's transit: ~63 ms of air per raw frame through the bridge's
+        # 10 Mbit/s WiFi model), somewhere between the capture and the arrival.
+        if g.stamp_uncertainty_ns is None:
+            assert g.capture_ns <= g.stamp_ns <= g.receive_ns
+        else:
+            assert abs(g.stamp_ns - g.capture_ns) <= g.stamp_uncertainty_ns + 1_000_000
 
 
 def test_udp_frames_are_identical(chain):
