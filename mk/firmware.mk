@@ -38,7 +38,8 @@ firmware-rv32:
 
 # --- end-to-end on the GVSOC AI-deck model -----------------------------------------------------------
 E2E_DIR        ?= target/gvsoc-e2e
-E2E_FRAMES     ?= 16
+# 32 for coded frames (E2E_CODEC).
+E2E_FRAMES     ?= $(if $(filter raw,$(E2E_CODEC)),16,32)
 # Input PGMs: a prime count, so that captures a multiple of 4 sensor frames apart never see the
 # same image twice in a row (the check treats a repeat as a stale buffer).
 E2E_INPUTS     ?= 13
@@ -53,7 +54,8 @@ E2E_PIPELINE   ?= 1
 E2E_SPI_UP_HZ  ?= 7200000
 E2E_SPI_DOWN_HZ ?= 30000000
 # The link task (LINK_SLOTS in firmware/Makefile) sends frame N while the loop seals frame N+1.
-E2E_LINK_SLOTS ?= 16
+# Coded frames: 4 (the L2 they free holds the coded frame, E2E_CODED_BYTES).
+E2E_LINK_SLOTS ?= $(if $(filter raw,$(E2E_CODEC)),16,4)
 E2E_HANDSHAKE_TIMEOUT_MS ?= 600000
 E2E_PORT       ?= 5731
 E2E_SUITE      ?= chacha20poly1305
@@ -67,13 +69,39 @@ E2E_FW_KEX     ?= $(E2E_KEX)
 # SPI transaction until it drains: the GAP8 waits on the ready line (docs/hardware.md §13).
 E2E_WIFI_MBPS  ?= 10
 E2E_WIFI_QUEUE_BYTES ?= 82000
+# Compress, then seal: raw (the frames as captured), or jpeg (the cluster JPEG encoder at
+# E2E_QUALITY, one band per core joined by restart markers, then the AEAD over the coded bytes;
+# the receiver checks every frame against the host encoder's file and decodes it with
+# jpeg-decoder). Coded runs feed the camera model the frame set (`frameset`: scikit-image's
+# photographs cut to 324x244 and the synthetic pattern, 11 pictures: a prime count, see
+# E2E_INPUTS), which needs the project venv (scripts/setup.sh).
+E2E_CODEC      ?= raw
+E2E_QUALITY    ?= 75
+ifeq ($(filter raw jpeg,$(E2E_CODEC)),)
+$(error E2E_CODEC=$(E2E_CODEC): use raw or jpeg)
+endif
+E2E_PHOTOS     ?= $(if $(filter raw,$(E2E_CODEC)),0,1)
+# The cipher engine's L1 buffer per round (3 per core... firmware/Makefile L1_BUFFER): halved for
+# coded frames, whose payload is a fraction of a raw frame, so that the JPEG encoder's 18 KiB of
+# strips and chunks fit the 64 KiB L1 next to the cluster stacks.
+E2E_L1_BUFFER  ?= $(if $(filter raw,$(E2E_CODEC)),8192,4096)
+# L2 for the coded frame: what is left next to the two capture buffers (firmware/Makefile
+# CODED_BYTES; a frame that codes to more goes out raw).
+E2E_CODED_BYTES ?= 28672
 # The criteria: all frames byte-exact; >= 35 fps, or 95 % of what the WiFi carries when that is
 # less; the GAP8 alone (the WiFi's hold-back taken out of the period) >= 35 fps at any WiFi rate;
 # the link (with the WiFi behind it) the only limit (period <= 1.10 x send); MISO read at
 # <= 7.2 MHz, frames sent at >= 20 MHz. E2E_CRITERIA="--min-frames 16" checks only the frames.
+ifeq ($(E2E_CODEC),raw)
 E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --min-fps 35 --wifi-share 0.95 --min-gap8-fps 35 \
                   --max-period-over-send 1.10 --max-up-hz 7200000 --min-down-hz 20000000 \
                   --max-state-age-ms $(E2E_MAX_STATE_AGE_MS)
+else
+# Coded frames: all frames verified, byte-identical to the host encoder's files and decoded;
+# >= 55 fps (the sensor's ~58.4 the limit), or 95 % of what the WiFi carries when that is less.
+E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --min-fps 55 --wifi-share 0.95 \
+                  --max-state-age-ms $(E2E_MAX_STATE_AGE_MS)
+endif
 E2E_RUN_ARGS   ?=
 E2E_ELF        := firmware/BUILD/GAP8_V2/GCC_RISCV_FREERTOS_gvsoc/gapstream
 E2E_MODEL      := $(E2E_DIR)/esp32_standin.so
@@ -102,16 +130,19 @@ gvsoc-e2e-prepare: gvsoc-e2e-model
 	  FRAMES=$(E2E_FRAMES) FRAME_DROP=$(E2E_FRAME_DROP) FC_HZ=$(E2E_FC_HZ) CL_HZ=$(E2E_CL_HZ) \
 	  PIPELINE=$(E2E_PIPELINE) SPI_UP_HZ=$(E2E_SPI_UP_HZ) SPI_DOWN_HZ=$(E2E_SPI_DOWN_HZ) \
 	  LINK_SLOTS=$(E2E_LINK_SLOTS) HANDSHAKE_TIMEOUT_MS=$(E2E_HANDSHAKE_TIMEOUT_MS) KEX=$(E2E_FW_KEX) \
+	  CODEC=$(E2E_CODEC) QUALITY=$(E2E_QUALITY) L1_BUFFER=$(E2E_L1_BUFFER) CODED_BYTES=$(E2E_CODED_BYTES) \
 	  > $(E2E_DIR)/firmware-build.log 2>&1 \
 	  || { tail -30 $(E2E_DIR)/firmware-build.log; echo "gvsoc-e2e: the firmware build failed (log: $(E2E_DIR)/firmware-build.log)"; exit 1; }
-	$(FW_TGT)/debug/gvsoc-e2e frames --out $(E2E_DIR)/inputs --count $(E2E_INPUTS)
+	rm -f $(E2E_DIR)/inputs/in*.pgm
+	$(FW_TGT)/debug/gvsoc-e2e frames --out $(E2E_DIR)/inputs --count $(E2E_INPUTS) $(if $(filter 1,$(E2E_PHOTOS)),--photos)
 
 # One run of the firmware on the model (the work directory keeps the HyperFlash image).
 E2E_RUN = $(FW_TGT)/debug/gvsoc-e2e run --elf $(E2E_ELF) --model $(E2E_MODEL) \
 	  --stm32-model $(E2E_STM32_MODEL) --state-period-us $(E2E_STATE_PERIOD_US) \
 	  --keys $(E2E_DIR)/keys/receiver.key --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work \
 	  --frames $(E2E_FRAMES) --port $(E2E_PORT) --suite $(E2E_SUITE) --kex $(E2E_KEX) \
-	  --wifi-mbps $(E2E_WIFI_MBPS) --wifi-queue-bytes $(E2E_WIFI_QUEUE_BYTES)
+	  --wifi-mbps $(E2E_WIFI_MBPS) --wifi-queue-bytes $(E2E_WIFI_QUEUE_BYTES) \
+	  --codec $(E2E_CODEC) --quality $(E2E_QUALITY)
 
 # The boot counter for real: one firmware, two boots on the AI-deck model, the HyperFlash image kept
 # between them (GVSOC's flash model writes back into it). Boot 1 streams and its receiver records

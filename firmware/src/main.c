@@ -25,8 +25,11 @@ struct gapstream_fw_config {
     uint32_t link_slots;
     uint32_t state_baud;
     uint32_t state_max_age_ms;
+    uint32_t codec;
+    uint32_t quality;
+    uint32_t coded_bytes;
 };
-_Static_assert(sizeof(struct gapstream_fw_config) == 64, "FwConfig size");
+_Static_assert(sizeof(struct gapstream_fw_config) == 76, "FwConfig size");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, pipeline) == 12, "FwConfig.pipeline");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, stock) == 32, "FwConfig.stock");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, cl_hz) == 40, "FwConfig.cl_hz");
@@ -54,6 +57,9 @@ static void app(void)
         .link_slots = FW_LINK_SLOTS,
         .state_baud = FW_STATE_BAUD,
         .state_max_age_ms = FW_STATE_MAX_AGE_MS,
+        .codec = FW_CODEC,
+        .quality = FW_QUALITY,
+        .coded_bytes = FW_CODED_BYTES,
     };
     /* Paint the unused part of this task's stack (below our frame, 1 KiB short of the stack's end)
      * to report how much the firmware used: the handshake's arithmetic is the peak. */

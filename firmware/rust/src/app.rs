@@ -7,9 +7,12 @@
 //! Output lines (parsed by `gvsoc/e2e/run.sh`):
 //! ```text
 //! FW handshake suite=chacha20poly1305 mode=x25519 cycles=1234567 bytes_in=.. bytes_out=..
-//! FW frame n=3 seq=2 capture_cycles=.. seal_cycles=.. send_cycles=.. done_cycle=.. step_cycles=.. wait_cycles=..
-//! FW summary frames=10 period_cycles=.. fps=14.52 capture_cycles=.. seal_cycles=.. send_cycles=.. sum_cycles=.. ratio=0.520 fc_hz=50000000
+//! FW frame n=3 seq=2 capture_cycles=.. seal_cycles=.. send_cycles=.. done_cycle=.. step_cycles=.. wait_cycles=.. code_cycles=.. coded_bytes=..
+//! FW summary frames=10 period_cycles=.. fps=14.52 capture_cycles=.. seal_cycles=.. send_cycles=.. sum_cycles=.. ratio=0.520 fc_hz=50000000 code_cycles=.. coded_bytes=.. frames_coded=.. coder_errors=..
 //! ```
+//!
+//! With a frame coder (compress, then seal) `code_cycles` is the coding's share of the step and
+//! `coded_bytes` the coded frame's length; `sum_cycles` counts the coding as a stage.
 //!
 //! `step_cycles` is the whole per-frame step of the drone loop (with a link task: queueing the
 //! packets, not sending them), `wait_cycles` the part of it spent waiting for the capture.
@@ -120,11 +123,17 @@ pub struct Summary {
     pub capture_cycles: u64,
     pub seal_cycles: u64,
     pub send_cycles: u64,
+    /// Compress, then seal: mean per frame of the coding (0 for raw frames), mean coded bytes per
+    /// coded frame, frames coded, frames the coder failed on (sent raw).
+    pub code_cycles: u64,
+    pub coded_bytes: u64,
+    pub frames_coded: u64,
+    pub coder_errors: u64,
 }
 
 impl Summary {
     pub fn sum_cycles(&self) -> u64 {
-        self.capture_cycles + self.seal_cycles + self.send_cycles
+        self.capture_cycles + self.code_cycles + self.seal_cycles + self.send_cycles
     }
     /// Frames per second from the period, in hundredths (integers: the firmware links no float
     /// formatting, ~20 KB of L2 that the frame buffers need).
@@ -341,7 +350,7 @@ where
             if cfg.per_frame_lines {
                 let _ = writeln!(
                     out,
-                    "FW frame n={} seq={} capture_cycles={} seal_cycles={} send_cycles={} done_cycle={} step_cycles={} wait_cycles={}",
+                    "FW frame n={} seq={} capture_cycles={} seal_cycles={} send_cycles={} done_cycle={} step_cycles={} wait_cycles={} code_cycles={} coded_bytes={}",
                     sent,
                     drone
                         .session()
@@ -352,7 +361,9 @@ where
                     send_cycles,
                     ns_to_cycles(now, hz),
                     ns_to_cycles(step_ns, hz),
-                    ns_to_cycles(st.capture_wait_ns - prev_stats.capture_wait_ns, hz)
+                    ns_to_cycles(st.capture_wait_ns - prev_stats.capture_wait_ns, hz),
+                    ns_to_cycles(st.code_ns - prev_stats.code_ns, hz),
+                    st.coded_bytes - prev_stats.coded_bytes
                 );
             }
         }
@@ -375,6 +386,10 @@ where
         if let Some(period) = ns_to_cycles(last_done - t_first, hz).checked_div(n) {
             s.period_cycles = period;
             s.seal_cycles = ns_to_cycles(st.seal_ns - st1.seal_ns, hz) / n;
+            s.code_cycles = ns_to_cycles(st.code_ns - st1.code_ns, hz) / n;
+            s.coded_bytes = (st.coded_bytes - st1.coded_bytes)
+                .checked_div(st.frames_coded - st1.frames_coded)
+                .unwrap_or(0);
             s.send_cycles = match (prev_link, link1) {
                 (Some(a), Some(b)) => (a - b) / n,
                 _ => ns_to_cycles(st.send_ns - st1.send_ns, hz) / n,
@@ -384,6 +399,9 @@ where
                 .unwrap_or(0);
         }
     }
+    let st = drone.stats();
+    s.frames_coded = st.frames_coded - base_stats.frames_coded;
+    s.coder_errors = st.coder_errors - base_stats.coder_errors;
     if let Some(c) = drone.session().map(|s| s.counters()) {
         let st = drone.stats();
         let _ = writeln!(
@@ -394,7 +412,7 @@ where
     }
     let _ = writeln!(
         out,
-        "FW summary frames={} period_cycles={} fps={:.2} capture_cycles={} seal_cycles={} send_cycles={} sum_cycles={} ratio={:.3} fc_hz={}",
+        "FW summary frames={} period_cycles={} fps={:.2} capture_cycles={} seal_cycles={} send_cycles={} sum_cycles={} ratio={:.3} fc_hz={} code_cycles={} coded_bytes={} frames_coded={} coder_errors={}",
         s.frames,
         s.period_cycles,
         Fixed(s.fps_centi(), 2),
@@ -403,7 +421,11 @@ where
         s.send_cycles,
         s.sum_cycles(),
         Fixed(s.ratio_milli(), 3),
-        hz
+        hz,
+        s.code_cycles,
+        s.coded_bytes,
+        s.frames_coded,
+        s.coder_errors
     );
     Ok(s)
 }
@@ -466,6 +488,8 @@ mod tests {
         Pipelined,
         /// Pipelined, the link in a task of its own (run in place here).
         Queued,
+        /// As `Queued`, each frame coded by the cluster JPEG encoder before it is sealed.
+        QueuedJpeg,
     }
 
     fn stream(how: How, suite: Suite) {
@@ -538,7 +562,7 @@ mod tests {
             handshake_timeout_ns: 1_000_000_000,
             ..AppConfig::default()
         };
-        let summary = if how == How::Queued {
+        let summary = if how == How::Queued || how == How::QueuedJpeg {
             let sh = crate::link::queue::tests::queued(esp_model.take().unwrap(), 16);
             let mut d = Drone::new(
                 cam,
@@ -549,6 +573,11 @@ mod tests {
                 cfg,
             )
             .unwrap();
+            if how == How::QueuedJpeg {
+                let cl: &'static HostCluster = Box::leak(Box::new(HostCluster::new()));
+                let coder = crate::coder::JpegCoder::new(cl, 8, 75, 32768).unwrap();
+                d.set_coder(Some(Box::new(coder)));
+            }
             let s = run(&mut d, &clock, 50_000_000, app_cfg, &mut Inline, &mut out).unwrap();
             d.link_mut().flush(1_000_000).unwrap();
             let m = crate::link::queue::tests::esp(sh);
@@ -600,6 +629,22 @@ mod tests {
         for (k, (f, authenticated)) in rx.frames.iter().enumerate() {
             let n = (k + 2) as u8;
             assert!(*authenticated || suite == Suite::None);
+            if how == How::QueuedJpeg {
+                // Compress, then seal: the payload is the portable encoder's file of the frame.
+                let px: Vec<u8> = (0..324 * 244).map(|i| fake_pixel(n, i)).collect();
+                let spec = gapstream_jpeg::FrameSpec {
+                    width: 324,
+                    height: 244,
+                    quality: 75,
+                    bands: 8,
+                };
+                let mut want = vec![0u8; 200_000];
+                let len = gapstream_jpeg::encode::<gapstream_jpeg::Portable>(&spec, &px, &mut want)
+                    .unwrap();
+                assert!(f.len() < 324 * 244, "frame {k} was sent raw");
+                assert_eq!(f[..], want[..len], "frame {k} differs");
+                continue;
+            }
             assert_eq!(f.len(), 324 * 244);
             assert!(
                 f.iter().enumerate().all(|(i, &p)| p == fake_pixel(n, i)),
@@ -686,9 +731,21 @@ mod tests {
             capture_cycles: 3_262_777,
             seal_cycles: 549_340,
             send_cycles: 6_355_552,
+            ..Summary::default()
         };
         assert_eq!(s.fps_centi(), 3716);
         assert_eq!(s.ratio_milli(), 635);
+        // The coding is a stage of its own in the sum (the JPEG run's figures).
+        let coded = Summary {
+            period_cycles: 4_113_458,
+            capture_cycles: 3_696_620,
+            code_cycles: 795_180,
+            seal_cycles: 172_098,
+            send_cycles: 1_219_168,
+            ..s
+        };
+        assert_eq!(coded.sum_cycles(), 5_883_066);
+        assert_eq!(coded.ratio_milli(), 699);
         assert_eq!(format!("{}", Fixed(s.fps_centi(), 2)), "37.16");
         assert_eq!(format!("{}", Fixed(s.ratio_milli(), 3)), "0.635");
         assert_eq!(format!("{}", Fixed(5, 2)), "0.05");
@@ -707,6 +764,11 @@ mod tests {
     #[test]
     fn with_the_link_task_the_stream_arrives_byte_exact_too() {
         stream(How::Queued, Suite::ChaCha20Poly1305);
+    }
+
+    #[test]
+    fn coded_with_the_cluster_jpeg_encoder_the_stream_carries_its_files() {
+        stream(How::QueuedJpeg, Suite::ChaCha20Poly1305);
     }
 
     #[test]

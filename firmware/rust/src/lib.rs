@@ -10,6 +10,7 @@
 //! | [`entropy`] | SHA-256 entropy pool (device seed, SRAM power-up state, pixel noise, timing jitter) behind `Entropy` |
 //! | [`uart`] | the STM32's state messages from the GAP8's UART receive ring, each byte on the drone's clock (`StateSource`) |
 //! | [`keys`] | the pairing file embedded at build time (never in source) → `Identity` |
+//! | [`coder`] | compress, then seal: `FrameCoder` over the cluster JPEG encoder (one band per core, restart markers) |
 //! | [`app`] | the main loop: wait for the receiver's handshake, stream N frames, report fps and cycles per stage |
 //! | `pmsis` (feature `pmsis`, riscv32) | FFI to `firmware/src/board.c`, the C entry point, allocator, panic handler |
 //! | [`bootflash`] | the boot counter's two HyperFlash sectors (`firmware/src/bootflash.c`, pmsis' flash driver; the board part with feature `pmsis` on riscv32), the C side's error codes as `FlashError`s |
@@ -25,6 +26,7 @@ pub mod app;
 pub mod bootflash;
 pub mod camera;
 pub mod clock;
+pub mod coder;
 pub mod entropy;
 pub mod keys;
 pub mod link;

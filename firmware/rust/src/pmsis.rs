@@ -14,13 +14,14 @@ use gap_rust_sdk::mem::RawAlloc;
 use gap_rust_sdk::pmsis::{PmsisCluster, PmsisConfig, PmsisL2};
 use gapstream_drone::boot::FlashBootCounter;
 use gapstream_drone::{
-    Boot, BootCounterError, Drone, DroneConfig, FrameFormat, Mode, SecureConfig,
+    Boot, BootCounterError, Drone, DroneConfig, FrameCoder, FrameFormat, Mode, SecureConfig,
 };
 use gapstream_protocol::session;
 
 use crate::app::{self, AppConfig};
 use crate::camera::{CameraError, CameraHw, HimaxCamera, Staged};
 use crate::clock::{Counter32, WideClock};
+use crate::coder::JpegCoder;
 use crate::entropy::{EntropyPool, PoolEntropy, Source};
 use crate::keys;
 use crate::link::queue::{self, QueuedLink, Shared, Signals};
@@ -118,11 +119,18 @@ pub struct FwConfig {
     pub state_baud: u32,
     /// A state sample older than this at the end of a frame's exposure is flagged stale, ms.
     pub state_max_age_ms: u32,
+    /// Compress, then seal: 0 raw frames, 1 JPEG on the cluster (`gapstream_jpeg::cluster`).
+    pub codec: u32,
+    /// JPEG quality 1..=100 (IJG scale).
+    pub quality: u32,
+    /// Bytes of L2 for the coded frame (a frame whose code does not fit goes out raw, counted).
+    pub coded_bytes: u32,
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<FwConfig>() == 64);
+    assert!(core::mem::size_of::<FwConfig>() == 76);
     assert!(core::mem::offset_of!(FwConfig, state_baud) == 56);
+    assert!(core::mem::offset_of!(FwConfig, codec) == 64);
     assert!(core::mem::offset_of!(FwConfig, spi_up_hz) == 48);
     assert!(core::mem::offset_of!(FwConfig, pipeline) == 12);
     assert!(core::mem::offset_of!(FwConfig, stock) == 32);
@@ -603,6 +611,9 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         Ok(c) => c,
         Err(_) => return fail("cluster open failed", 5),
     };
+    // Open for the whole run: the cipher engine and the frame coder (which the drone holds as a
+    // `'static` box) both borrow it.
+    let cluster: &'static PmsisCluster = Box::leak(Box::new(cluster));
     // SAFETY: FLL driver call, the cluster is on.
     if unsafe { fw_set_cl_hz(cfg.cl_hz) } != 0 {
         return fail("could not set the cluster clock", 10);
@@ -611,7 +622,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         cfg.cores.clamp(1, 8) as usize,
         cfg.l1_buffer.max(64) as usize,
     );
-    let engine = match ClusterEngine::new(&cluster, engine_cfg) {
+    let engine = match ClusterEngine::new(cluster, engine_cfg) {
         Ok(e) => e,
         Err(_) => return fail("cluster engine: no L1 for its buffers", 6),
     };
@@ -629,6 +640,14 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         return fail(e, 8);
     }
     heap_line(&mut out, "after self-test");
+    let coder = if cfg.codec == 1 {
+        match jpeg_coder(cluster, &cfg, &mut out) {
+            Some(c) => Some(c),
+            None => return fail("JPEG encoder: bad quality or no L1 for its buffers", 12),
+        }
+    } else {
+        None
+    };
     let camera = HimaxCamera::new(BoardCamera, &clock, FrameFormat::HM01B0, Some(pool.clone()));
     let dcfg = DroneConfig {
         mode,
@@ -703,7 +722,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         ))
     };
     let r = drive(
-        camera, link, &clock, entropy, engine, dcfg, hz64, app_cfg, state, &mut out,
+        camera, link, &clock, entropy, engine, coder, dcfg, hz64, app_cfg, state, &mut out,
     );
     heap_line(&mut out, "at the end");
     if fast {
@@ -739,6 +758,7 @@ fn drive(
     clock: &WideClock<FcTimer>,
     entropy: PoolEntropy,
     engine: ClusterEngine<'_, PmsisCluster>,
+    coder: Option<Box<dyn FrameCoder + Send>>,
     dcfg: DroneConfig,
     hz: u64,
     app_cfg: AppConfig,
@@ -750,6 +770,7 @@ fn drive(
 ) -> Result<(), alloc::string::String> {
     match Drone::new(camera, link, clock, entropy, engine, dcfg) {
         Ok(mut d) => {
+            d.set_coder(coder);
             if let Some((src, scfg)) = state {
                 d.set_state_source(Box::new(src), scfg);
             }
@@ -771,6 +792,47 @@ fn drive(
             r.map_err(|e| alloc::format!("{e}"))
         }
         Err(e) => Err(alloc::format!("{e}")),
+    }
+}
+
+/// The cluster JPEG coder in its box. Not inlined: the encoder (its tables and header, ~2.7 KB)
+/// passes through this function's frame, which is gone before the handshake's deep stack, not
+/// through `gapstream_main`'s, which lasts the whole run on the main task's stack.
+#[inline(never)]
+fn jpeg_coder(
+    cluster: &'static PmsisCluster,
+    cfg: &FwConfig,
+    out: &mut Console,
+) -> Option<Box<dyn FrameCoder + Send>> {
+    let cores = cfg.cores.clamp(1, 8) as usize;
+    let c = JpegCoder::new(cluster, cores, cfg.quality as u8, cfg.coded_bytes as usize).ok()?;
+    let _ = writeln!(
+        out,
+        "FW codec jpeg quality={} bands={cores} l1_bytes={} coded_buffer={}",
+        cfg.quality,
+        c.l1_bytes(),
+        cfg.coded_bytes
+    );
+    Some(Box::new(OnThisTask(c)))
+}
+
+/// The frame coder on the cluster, which the drone keeps as a `Send` box. `PmsisCluster` is not
+/// `Send`: the SDK's cluster device is driven from one FC task.
+struct OnThisTask(JpegCoder<'static, PmsisCluster>);
+
+// SAFETY: the coder is made, used and dropped on the firmware's main FreeRTOS task only (the drone
+// that holds it never leaves `gapstream_main`'s task; the link task only gets packets), so the
+// cluster it drives is only ever driven from that task.
+unsafe impl Send for OnThisTask {}
+
+impl FrameCoder for OnThisTask {
+    fn code(
+        &mut self,
+        format: FrameFormat,
+        frame: &[u8],
+        out: &mut alloc::vec::Vec<u8>,
+    ) -> Result<Option<gapstream_drone::PixelFormat>, gapstream_drone::CoderError> {
+        self.0.code(format, frame, out)
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use gapstream_protocol::handshake::{Identity, Role};
 use gapstream_protocol::suite::{KexMode, Suite};
-use gvsoc_e2e::{pgm, receiver, report};
+use gvsoc_e2e::{coded, pgm, receiver, report};
 
 #[derive(Parser)]
 #[command(about = "End-to-end run of the gapstream GAP8 firmware on the GVSOC AI-deck model")]
@@ -37,6 +37,10 @@ enum Cmd {
         count: u32,
         #[arg(long, default_value_t = 0x6a70_7374)]
         seed: u64,
+        /// Write the frame set instead (the `frameset` crate: scikit-image's photographs cut to
+        /// 324x244 grey, and the synthetic pattern; needs the project venv); `--count` is ignored.
+        #[arg(long)]
+        photos: bool,
     },
     /// Run the firmware on the model and check the stream.
     Run(Box<RunArgs>),
@@ -142,6 +146,16 @@ struct RunArgs {
     /// The boot counter the firmware and the drone's ACCEPT must show.
     #[arg(long)]
     expect_boot: Option<u32>,
+    /// What the firmware codes frames with before sealing (its CODEC): raw, or jpeg (then every
+    /// frame must be the host encoder's file for an input and decode with jpeg-decoder).
+    #[arg(long, default_value = "raw", value_parser = ["raw", "jpeg"])]
+    codec: String,
+    /// The firmware's JPEG quality (its QUALITY).
+    #[arg(long, default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
+    quality: u8,
+    /// Restart intervals of the firmware's JPEG files (one per cluster core, its CORES).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=8))]
+    bands: u8,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -151,9 +165,35 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 
 fn main() -> ExitCode {
     match Cli::parse().cmd {
-        Cmd::Frames { out, count, seed } => {
+        Cmd::Frames {
+            out,
+            count,
+            seed,
+            photos,
+        } => {
             if let Err(e) = std::fs::create_dir_all(&out) {
                 return fail(format!("{}: {e}", out.display()));
+            }
+            if photos {
+                let set = match frameset::standard_set() {
+                    Ok(s) => s,
+                    Err(e) => return fail(format!("the frame set: {e}")),
+                };
+                for (i, p) in set.iter().enumerate() {
+                    let path = out.join(format!("in{i}.pgm"));
+                    let bytes = pgm::encode(p.width, p.height, &p.pixels);
+                    if let Err(e) = std::fs::write(&path, bytes) {
+                        return fail(format!("{}: {e}", path.display()));
+                    }
+                }
+                let names: Vec<&str> = set.iter().map(|p| p.name.as_str()).collect();
+                println!(
+                    "gvsoc-e2e: {} input frames in {} (the frame set: {})",
+                    set.len(),
+                    out.display(),
+                    names.join(", ")
+                );
+                return ExitCode::SUCCESS;
             }
             for i in 0..count {
                 let p = out.join(format!("in{i}.pgm"));
@@ -387,7 +427,44 @@ fn run(a: RunArgs) -> ExitCode {
             );
         }
     }
-    let matches = report::match_frames(&inputs, &received);
+    let jpeg = a.codec == "jpeg";
+    let mut decode_failures = 0usize;
+    let matches = if jpeg {
+        let (w, h) = (pgm::WIDTH as u16, pgm::HEIGHT as u16);
+        let expected = match coded::expected_jpeg(&inputs, w, h, a.quality, a.bands) {
+            Ok(e) => e,
+            Err(e) => return fail(format!("the host JPEG encoder: {e}")),
+        };
+        let matches = report::match_frames(&expected, &received);
+        let mut psnrs = Vec::new();
+        for (k, (f, m)) in received.iter().zip(&matches).enumerate() {
+            match coded::decode_jpeg(f, w, h) {
+                Ok(px) => {
+                    if let Some(i) = m {
+                        psnrs.push(coded::psnr(&inputs[*i], &px));
+                    }
+                }
+                Err(e) => {
+                    decode_failures += 1;
+                    eprintln!("gvsoc-e2e: error: verified frame {k} does not decode: {e}");
+                }
+            }
+        }
+        let mean = psnrs.iter().sum::<f64>() / psnrs.len().max(1) as f64;
+        println!(
+            "gvsoc-e2e: jpeg: {} of {} verified frames decoded by jpeg-decoder, {} byte-identical to the host encoder's file of their input (quality {}, {} bands); mean PSNR {mean:.2} dB",
+            received.len() - decode_failures,
+            received.len(),
+            matches.iter().filter(|m| m.is_some()).count(),
+            a.quality,
+            a.bands
+        );
+        matches
+    } else {
+        report::match_frames(&inputs, &received)
+    };
+    let payload_bytes = (!received.is_empty())
+        .then(|| received.iter().map(|f| f.len() as f64).sum::<f64>() / received.len() as f64);
     let fw = report::FwSummary::parse(&log);
     let standin = report::StandinSummary::parse(&log);
     let frames: Vec<receiver::Received> = rx
@@ -419,6 +496,11 @@ fn run(a: RunArgs) -> ExitCode {
         },
         boot: boot.as_ref(),
         states: &states,
+        codec: report::Codec {
+            name: &a.codec,
+            quality: if jpeg { a.quality } else { 0 },
+            bytes_per_frame: payload_bytes,
+        },
     };
     let (text, ok) = report::verdict(
         &ri,
@@ -444,7 +526,7 @@ fn run(a: RunArgs) -> ExitCode {
     if !fw_ok {
         eprintln!("gvsoc-e2e: error: the firmware did not exit with status 0");
     }
-    let passed = ok && fw_ok && status.is_some_and(|s| s.success());
+    let passed = ok && fw_ok && decode_failures == 0 && status.is_some_and(|s| s.success());
     println!("{}", report::summary_line(&ri));
     if a.expect_miso_corruption {
         let corrupted = standin.map_or(0, |s| s.miso_corrupted_bits);

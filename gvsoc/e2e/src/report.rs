@@ -28,6 +28,8 @@ pub struct FwSummary {
     pub sum_cycles: u64,
     pub ratio: f64,
     pub fc_hz: u64,
+    /// Compress, then seal: the coding's mean FC cycles per frame (0, or absent, for raw frames).
+    pub code_cycles: u64,
 }
 
 impl FwSummary {
@@ -45,6 +47,7 @@ impl FwSummary {
             sum_cycles: u("sum_cycles")?,
             ratio: x("ratio")?,
             fc_hz: u("fc_hz")?,
+            code_cycles: u("code_cycles").unwrap_or(0),
         })
     }
 }
@@ -202,6 +205,18 @@ pub struct Inputs<'a> {
     pub boot: Option<&'a BootCheck>,
     /// Per received frame, its state record (None: the frame had none).
     pub states: &'a [Option<gapstream_protocol::state::StateRecord>],
+    pub codec: Codec<'a>,
+}
+
+/// What the frames were coded with before sealing, and what that gave.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Codec<'a> {
+    /// `raw`, `jpeg`.
+    pub name: &'a str,
+    /// The coder's quality (0 for raw frames).
+    pub quality: u8,
+    /// Mean sealed payload bytes per verified frame (the coded length; the frame size for raw).
+    pub bytes_per_frame: Option<f64>,
 }
 
 /// The state ages of the frames that carry a valid record, µs (the sample's age at the end of the
@@ -225,7 +240,7 @@ pub fn gap8_period_cycles(f: &FwSummary, standin: Option<StandinSummary>) -> u64
 /// The fields of the machine-readable line that ends a run, in order. New fields go at the end.
 pub fn summary_fields(i: &Inputs) -> Vec<(&'static str, String)> {
     let exact = i.matches.iter().filter(|m| m.is_some()).count();
-    let (fps, cap, seal, send, period) = i.fw.map_or((0.0, 0.0, 0.0, 0.0, 0.0), |f| {
+    let (fps, cap, seal, send, period, code) = i.fw.map_or((0.0, 0.0, 0.0, 0.0, 0.0, 0.0), |f| {
         let ms = |c: u64| c as f64 * 1e3 / f.fc_hz.max(1) as f64;
         (
             f.fps,
@@ -233,6 +248,7 @@ pub fn summary_fields(i: &Inputs) -> Vec<(&'static str, String)> {
             ms(f.seal_cycles),
             ms(f.send_cycles),
             ms(f.period_cycles),
+            ms(f.code_cycles),
         )
     });
     let spi = i.spi.unwrap_or_default();
@@ -255,6 +271,21 @@ pub fn summary_fields(i: &Inputs) -> Vec<(&'static str, String)> {
                 .max()
                 .map_or("none".to_string(), |m| format!("{:.2}", *m as f64 / 1e3)),
         ),
+        (
+            "codec",
+            if i.codec.name.is_empty() {
+                "raw"
+            } else {
+                i.codec.name
+            }
+            .to_string(),
+        ),
+        ("quality", i.codec.quality.to_string()),
+        (
+            "bytes_per_frame",
+            format!("{:.0}", i.codec.bytes_per_frame.unwrap_or(0.0)),
+        ),
+        ("codec_ms", format!("{code:.2}")),
     ]
 }
 
@@ -610,6 +641,7 @@ mod tests {
             suite: "chacha20poly1305",
             wifi: Wifi::default(),
             boot: None,
+            codec: Codec::default(),
             states: &[],
         }
     }
@@ -689,7 +721,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("max 11.99 ms"), "{text}");
-        assert!(summary_line(&i).ends_with(" state_age_max_ms=11.99"));
+        assert!(summary_line(&i).contains(" state_age_max_ms=11.99 "));
         // Too old, stale, no sample, no record: each fails.
         let cases: [Option<StateRecord>; 4] = [
             Some(rec(12_001)),
@@ -710,7 +742,7 @@ mod tests {
         // No criterion and no records: nothing said, the summary says none.
         let i = inputs(&good, Some(&f));
         assert!(!verdict(&i, Criteria::default()).0.contains("drone state"));
-        assert!(summary_line(&i).ends_with(" state_age_max_ms=none"));
+        assert!(summary_line(&i).contains(" state_age_max_ms=none "));
     }
 
     #[test]
@@ -777,11 +809,28 @@ mod tests {
         let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
         assert_eq!(
             summary_line(&inputs(&good, Some(&f))),
-            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305 wifi_mbps=0 state_age_max_ms=none"
+            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305 wifi_mbps=0 state_age_max_ms=none codec=raw quality=0 bytes_per_frame=0 codec_ms=0.00"
         );
         let mut i = inputs(&good, Some(&f));
         i.wifi.mbps = 12.5;
         assert!(summary_line(&i).contains(" wifi_mbps=12.5 "));
+        let coded = FwSummary {
+            code_cycles: 540_000,
+            fc_hz: 240_000_000,
+            ..f
+        };
+        let mut i = inputs(&good, Some(&coded));
+        i.codec = Codec {
+            name: "jpeg",
+            quality: 75,
+            bytes_per_frame: Some(14_321.4),
+        };
+        assert!(
+            summary_line(&i)
+                .ends_with(" codec=jpeg quality=75 bytes_per_frame=14321 codec_ms=2.25"),
+            "{}",
+            summary_line(&i)
+        );
         let log = "FW spi spi_up_hz=6944444 spi_down_hz=25000000 asked_up_hz=7200000 asked_down_hz=30000000 (x)\nesp32-standin summary sclk_max_hz=25000000 miso_data_max_hz=6944444 miso_corrupted_bits=0 transactions=99\n";
         assert_eq!(
             SpiClocks::parse(log),

@@ -1,0 +1,86 @@
+//! Compress, then seal, checked on the receiver's side of `make gvsoc-e2e E2E_CODEC=jpeg`: every
+//! verified frame must be the file the host's portable encoder (`gapstream_jpeg::encode`) writes
+//! for one of the input frames (the cluster encoder on the GAP8 and the portable one are
+//! bit-exact), and must decode with an independent decoder (the `jpeg-decoder` crate) to a
+//! 324×244 grey picture; the decoded picture's PSNR against its input is reported.
+use gapstream_jpeg::{FrameSpec, Portable};
+
+/// The JPEG files the firmware must send for `inputs` (`width × height` grey frames) at
+/// `quality` with `bands` restart intervals (one per cluster core).
+pub fn expected_jpeg(
+    inputs: &[Vec<u8>],
+    width: u16,
+    height: u16,
+    quality: u8,
+    bands: u8,
+) -> Result<Vec<Vec<u8>>, String> {
+    let spec = FrameSpec {
+        width,
+        height,
+        quality,
+        bands,
+    };
+    let layout = spec.layout().map_err(|e| e.to_string())?;
+    inputs
+        .iter()
+        .map(|px| {
+            let mut out = vec![0u8; layout.max_len()];
+            let n = gapstream_jpeg::encode::<Portable>(&spec, px, &mut out)
+                .map_err(|e| e.to_string())?;
+            out.truncate(n);
+            Ok(out)
+        })
+        .collect()
+}
+
+/// Decodes a JPEG file with `jpeg-decoder`: its grey pixels, if it is an 8-bit greyscale
+/// `width × height` picture.
+pub fn decode_jpeg(bytes: &[u8], width: u16, height: u16) -> Result<Vec<u8>, String> {
+    let mut d = jpeg_decoder::Decoder::new(bytes);
+    let px = d.decode().map_err(|e| format!("jpeg-decoder: {e}"))?;
+    let info = d.info().ok_or("jpeg-decoder: no frame header")?;
+    if info.pixel_format != jpeg_decoder::PixelFormat::L8
+        || (info.width, info.height) != (width, height)
+        || px.len() != width as usize * height as usize
+    {
+        return Err(format!(
+            "jpeg-decoder: a {}x{} {:?} picture, not {width}x{height} grey",
+            info.width, info.height, info.pixel_format
+        ));
+    }
+    Ok(px)
+}
+
+/// Peak signal-to-noise ratio of `b` against `a` in dB (infinite when equal).
+pub fn psnr(a: &[u8], b: &[u8]) -> f64 {
+    let se: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (x as f64 - y as f64).powi(2))
+        .sum();
+    if se == 0.0 {
+        return f64::INFINITY;
+    }
+    10.0 * (255.0f64 * 255.0 * a.len() as f64 / se).log10()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The expected files decode (jpeg-decoder) close to their input; garbage and a wrong size
+    /// are refused, not panicked on.
+    #[test]
+    fn expected_files_decode_and_bad_ones_are_refused() {
+        let (w, h) = (324u16, 244u16);
+        let px: Vec<u8> = (0..w as usize * h as usize)
+            .map(|i| ((i % 324) / 3 + (i / 324) / 2) as u8)
+            .collect();
+        let files = expected_jpeg(std::slice::from_ref(&px), w, h, 75, 8).unwrap();
+        let dec = decode_jpeg(&files[0], w, h).unwrap();
+        assert!(psnr(&px, &dec) > 35.0, "{}", psnr(&px, &dec));
+        assert!(decode_jpeg(&files[0], w, h + 1).is_err());
+        assert!(decode_jpeg(b"not a jpeg", w, h).is_err());
+        assert_eq!(psnr(&px, &px), f64::INFINITY);
+    }
+}
