@@ -881,6 +881,27 @@ pub(crate) mod tests {
     }
 
     /// Queues a receiver's message on the drone's link as CPX packets (what the bridge forwards).
+    /// The receiver's handshake with `d` (clock 0) up to its acknowledgement of the group key:
+    /// frames flow from the next step. Returns the receiver's RNG for the rest of the test.
+    fn establish<A: KeystreamApplier>(
+        d: &mut Drone<PatternCamera, VecLink, TickClock, CountingEntropy, A>,
+        rx: &mut gapstream_protocol::session::ReceiverSession,
+    ) -> TestRng {
+        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
+        let clock = || 0u64;
+        rx.connect(&mut rng, &clock).unwrap();
+        let hello = rx.poll_transmit().unwrap();
+        to_drone(d, &hello);
+        d.step().unwrap();
+        for m in messages(&core::mem::take(&mut d.link.sent)) {
+            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
+                .unwrap();
+        }
+        let ack = rx.poll_transmit().unwrap();
+        to_drone(d, &ack);
+        rng
+    }
+
     fn to_drone<A: KeystreamApplier>(
         d: &mut Drone<PatternCamera, VecLink, TickClock, CountingEntropy, A>,
         msg: &[u8],
@@ -1025,19 +1046,8 @@ pub(crate) mod tests {
             }),
             StateConfig::default(),
         );
-        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
         let clock = || 0u64;
-        rx.connect(&mut rng, &clock).unwrap();
-        let hello = rx.poll_transmit().unwrap();
-        to_drone(&mut d, &hello);
-        d.step().unwrap();
-        let sent = core::mem::take(&mut d.link.sent);
-        for m in messages(&sent) {
-            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
-                .unwrap();
-        }
-        let ack = rx.poll_transmit().unwrap();
-        to_drone(&mut d, &ack);
+        let mut rng = establish(&mut d, &mut rx);
         for _ in 0..3 {
             d.step().unwrap();
         }
@@ -1099,18 +1109,8 @@ pub(crate) mod tests {
         use gapstream_protocol::session::ReceiverEvent;
         use gapstream_protocol::suite::Suite;
         let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
-        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
         let clock = || 0u64;
-        rx.connect(&mut rng, &clock).unwrap();
-        let hello = rx.poll_transmit().unwrap();
-        to_drone(&mut d, &hello);
-        d.step().unwrap();
-        for m in messages(&core::mem::take(&mut d.link.sent)) {
-            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
-                .unwrap();
-        }
-        let ack = rx.poll_transmit().unwrap();
-        to_drone(&mut d, &ack);
+        let mut rng = establish(&mut d, &mut rx);
         d.set_coder(Some(Box::new(ToyCoder {
             k: 0,
             format: PixelFormat::JpegLs,
@@ -1145,18 +1145,8 @@ pub(crate) mod tests {
         use gapstream_protocol::suite::Suite;
         use gapstream_protocol::wire::{FRAME_FLAG_PADDED, FrameHeader};
         let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
-        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
         let clock = || 0u64;
-        rx.connect(&mut rng, &clock).unwrap();
-        let hello = rx.poll_transmit().unwrap();
-        to_drone(&mut d, &hello);
-        d.step().unwrap();
-        for m in messages(&core::mem::take(&mut d.link.sent)) {
-            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
-                .unwrap();
-        }
-        let ack = rx.poll_transmit().unwrap();
-        to_drone(&mut d, &ack);
+        let mut rng = establish(&mut d, &mut rx);
         d.set_coder(Some(Box::new(ToyCoder {
             k: 0,
             format: PixelFormat::Jpeg,
@@ -1225,18 +1215,7 @@ pub(crate) mod tests {
         use gapstream_protocol::session::ReceiverEvent;
         use gapstream_protocol::suite::Suite;
         let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
-        let mut rng = TestRng(DrbgRng::from_entropy(&mut CountingEntropy(3)).unwrap());
-        let clock = || 0u64;
-        rx.connect(&mut rng, &clock).unwrap();
-        let hello = rx.poll_transmit().unwrap();
-        to_drone(&mut d, &hello);
-        d.step().unwrap();
-        for m in messages(&core::mem::take(&mut d.link.sent)) {
-            rx.handle_message(&mut Sequential, &mut rng, &clock, m)
-                .unwrap();
-        }
-        let ack = rx.poll_transmit().unwrap();
-        to_drone(&mut d, &ack);
+        let mut rng = establish(&mut d, &mut rx);
         d.set_coder(Some(Box::new(QualityCoder { quality: 75 })));
         fn run(
             d: &mut TestDrone<Sequential>,
