@@ -388,7 +388,10 @@ fn coded_frames_are_verified_and_decoded_per_codec() {
             // Every coded frame went out padded, at least by its 4-byte trailer.
             assert_eq!(d.frames_padded, d.frames_coded, "{codec:?}");
             assert!(d.padding_bytes >= 4 * d.frames_padded);
-            assert!(d.bytes_sent > d.coded_bytes + d.padding_bytes);
+            // Coded and padded bytes went on the wire, all but the frame the stop may have cut
+            // short (counted when coded, sent after; a padded frame is at most the raw frame's
+            // length): on a busy machine the stop often lands in the middle of a send.
+            assert!(d.bytes_sent + 79_056 + 1_024 > d.coded_bytes + d.padding_bytes);
         }
         assert_eq!(got.len(), frames.len(), "{codec:?}: {s:?}");
         let mut reference = HostCoder { codec, quality: 75 };
