@@ -37,8 +37,9 @@ use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
 use asm_macros::{
-    lp_setup, lp_setupi, p_abs, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr, p_lw, p_lw_rr,
-    p_sh, pv_abs_h, pv_add_h, pv_shuffle_b, pv_shuffle_sci_h, pv_sub_h,
+    lp_setup, lp_setupi, p_abs, p_bclr, p_clb, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr,
+    p_lw, p_lw_rr, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_shuffle_b, pv_shuffle_sci_h,
+    pv_sub_h,
 };
 use core::arch::asm;
 
@@ -283,12 +284,14 @@ fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
 /// guaranteed by the caller); returns the new end.
 ///
 /// Register plan: F8 a0 (coefficient `k` at the byte its quantiser entry names), zero masks a1
-/// a2 (then the non-zero flags of the current word s8), quantiser entries a3, AC entries a4 (`t.ac` + 1 entry: the entry of `(run, size)` at
-/// `a4 + 4 (run << 4 | size - 1)`), DC entries a5, output a6, DC predictor a7, bit accumulator
-/// s2 and free bits s3, `0x01010101`, `0x80808080`, 31 and the byte reversal's selector
-/// `0x00010203` in s4-s7, 32 in a1,
-/// `last + 1` s9, word base s10, 16 s11; zig-zag position t0, run t6. The AC scan of a word is
-/// hardware loop 0, one iteration per non-zero coefficient. The put routine (label 90, link ra)
+/// a2 (then the non-zero flags of the current word s8), quantiser entries a3 (of the current
+/// word: + 32 entries for word 1), AC entries a4 (`t.ac` + 31 entries: the entry of
+/// `(run, size)` at `a4 + 64 run - 4 (31 - size)`, `31 - size` being `p.clb` of the quantised
+/// magnitude), DC entries a5, output a6, DC predictor a7, bit accumulator s2 and free bits s3,
+/// 31 and the byte reversal's selector `0x00010203` in s6 s7, 32 in a1, `last + 1` s9 and the
+/// zig-zag position t0 (both relative to the current word), word-1 flag s10, 16 s11; run t6.
+/// The AC scan of a word is hardware loop 0, one iteration per non-zero coefficient. The put
+/// routine (label 90, link ra)
 /// takes the code in t3 and its length in t4 and clobbers t1 t2 t5.
 #[rustfmt::skip]
 #[inline(never)]
@@ -303,7 +306,7 @@ fn block(
 ) -> *mut u8 {
     let (mut acc, mut free, mut pred, mut end) = (bits.acc, bits.free, *dc_pred, out);
     // SAFETY: the asm reads the 128 bytes of `f8`, entries 0..64 of `t.quant` (8 bytes each),
-    // `t.ac[0..256]` (through `t.ac + 1`, offsets -4..=1019) and `t.dc[0..12]` (indices: a
+    // `t.ac[0..256]` (through `t.ac + 31`, offsets -124..=899) and `t.dc[0..12]` (indices: a
     // category is at most 11 for the DC and 10 for AC coefficients of 8-bit samples, a run at
     // most 15), and writes at most
     // `MAX_BLOCK_BYTES` bytes from `out` (the caller guarantees the room: one block is at most
@@ -320,10 +323,7 @@ fn block(
             "not s8, a1",
             "andi s8, s8, -2",
             "not a2, a2",
-            // s4 s5 hold the 0xFF test's constants, s6 31, s7 the byte reversal's selector,
-            // a1 32.
-            "li s4, 0x01010101",
-            "li s5, 0x80808080",
+            // s6 31, s7 the byte reversal's selector, a1 32.
             "li s6, 31",
             "li s7, 0x00010203",
             "li a1, 32",
@@ -363,17 +363,16 @@ fn block(
             "jal ra, 90f",
             // ---- AC, word 0 (the DC's bit cleared), then word 1: hardware loop 0 runs once per
             // non-zero coefficient of the word (`p.cnt`); its last instruction finds the next one,
-            // so the put routine's return and the fast path both end there.
+            // so the put routine's return and the fast path both end there. Positions are
+            // relative to the word: for word 1, a3 moves on by 32 entries and s9 back by 32.
             "li s9, 1",
             "li s10, 0",
             "50:",
             "beqz s8, 58f",
             p_cnt!(t1, s8),
             p_ff1!(t0, s8),
-            lp_setup!(x0, t1, 136),
-            "addi t1, s8, -1",
-            "and s8, s8, t1",
-            "add t0, s10, t0",
+            lp_setup!(x0, t1, 124),
+            p_bclr!(s8, s8, t0),
             "sub t6, t0, s9",
             "addi s9, t0, 1",
             "bgeu t6, s11, 70f",
@@ -389,18 +388,18 @@ fn block(
             p_abs!(t0, t2),
             "add t0, t0, t3",
             "mul t0, t0, t4",
-            "srai t2, t2, 31",
+            "srli t2, t2, 1",
             "srl t0, t0, t5",
-            // size - 1 = fl1(q); the entry of (run, size) at a4 + 4 (run << 4 | size - 1); the
-            // field: q, or its complement in size bits for a negative coefficient (the sign
-            // word shifted right by 32 - size = 31 - fl1).
-            p_fl1!(t1, t0),
-            "sub t4, s6, t1",
-            "slli t3, t6, 4",
-            "or t3, t3, t1",
-            "slli t3, t3, 2",
+            // clb(q) = 31 - size; the entry of (run, size) at a4 + 64 run - 4 (31 - size); the
+            // field: q, or its complement in size bits for a negative coefficient (the
+            // coefficient shifted right by 1, bits 14..31 = 0x1FFFF << 14 when negative and
+            // below 2^14 otherwise, shifted right by 31 - size >= 21).
+            p_clb!(t1, t0),
+            "slli t3, t6, 6",
+            "slli t4, t1, 2",
+            "sub t3, t3, t4",
             p_lw_rr!(t3, t3(a4)),
-            "srl t2, t2, t4",
+            "srl t2, t2, t1",
             "xor t2, t0, t2",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
@@ -409,13 +408,15 @@ fn block(
             "sll s2, s2, t4",
             "or s2, s2, t3",
             "sub s3, s3, t4",
-            // The loop's last instruction, 34 after the lp.setup (the branches out of the loop
+            // The loop's last instruction, 31 after the lp.setup (the branches out of the loop
             // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
             // does, on the built kernel).
             "55:", p_ff1!(t0, s8),
             "58:",
             "bnez s10, 60f",
-            "li s10, 32",
+            "li s10, 1",
+            "addi a3, a3, 256",
+            "addi s9, s9, -32",
             "mv s8, a2",
             "j 50b",
             // A full word to emit (the put routine's work, inline), back to the loop's last
@@ -427,30 +428,26 @@ fn block(
             "or t2, t2, t5",
             "mv s2, t3",
             "sub s3, a1, t1",
-            "not t5, t2",
-            "sub t1, t5, s4",
-            "and t1, t1, t2",
-            "and t1, t1, s5",
+            pv_cmpeq_sci_b!(t1, t2, -1),
             "bnez t1, 57f",
             pv_shuffle_b!(t2, t2, s7),
-            "sw t2, 0(a6)",
-            "addi a6, a6, 4",
+            p_sw!(t2, 4(a6!)),
             "j 55b",
             "57:",
             "jal ra, 93f",
             "j 55b",
-            // ---- EOB unless coefficient 63 was the last coded.
+            // ---- EOB unless coefficient 63 was the last coded (s9, relative to word 1, is 32).
             "60:",
-            "li t0, 64",
-            "bgeu s9, t0, 99f",
-            "lw t3, -4(a4)",
+            "li t0, 32",
+            "beq s9, t0, 99f",
+            "lw t3, -124(a4)",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
             "jal ra, 90f",
             "j 99f",
             // ---- ZRL for every 16 zeros of a run (t0: k and t6: run kept), back into the loop.
             "70:",
-            "lw t3, 956(a4)",
+            "lw t3, 836(a4)",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
             "jal ra, 90f",
@@ -466,17 +463,13 @@ fn block(
             "or t2, t2, t5",
             "mv s2, t3",
             "sub s3, a1, t1",
-            // Does the word hold a 0xFF byte? (~w has a zero byte.) If not, its bytes reversed
-            // in one store (big-endian; the output need not be word-aligned: RI5CY splits a
-            // misaligned store).
-            "not t5, t2",
-            "sub t1, t5, s4",
-            "and t1, t1, t2",
-            "and t1, t1, s5",
+            // Does the word hold a 0xFF byte? If not, its bytes reversed in one store
+            // (big-endian; the output need not be word-aligned: RI5CY splits a misaligned
+            // store).
+            pv_cmpeq_sci_b!(t1, t2, -1),
             "bnez t1, 93f",
             pv_shuffle_b!(t2, t2, s7),
-            "sw t2, 0(a6)",
-            "addi a6, a6, 4",
+            p_sw!(t2, 4(a6!)),
             "jr ra",
             "91:",
             "sll s2, s2, t4",
@@ -504,8 +497,8 @@ fn block(
             in("x10") f8.as_ptr(),
             inout("x11") zero[0] => _,
             inout("x12") zero[1] => _,
-            in("x13") t.quant.as_ptr(),
-            in("x14") t.ac.as_ptr().wrapping_add(1),
+            inout("x13") t.quant.as_ptr() => _,
+            in("x14") t.ac.as_ptr().wrapping_add(31),
             in("x15") t.dc.as_ptr(),
             inout("x16") end,
             inout("x17") pred,

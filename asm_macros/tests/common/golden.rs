@@ -108,6 +108,19 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (pv_shuffle_b!(a0, a1, a2), 0xC0C5_9557),
         (pv_shuffle_b!(t2, t2, s7), 0xC173_93D7),
         (pv_shuffle_b!(x31, x31, x31), 0xC1FF_9FD7),
+        // The AC loop's bit clear and category (`p.bclr`, `p.clb`), the 0xFF-byte test of a
+        // full word (`pv.cmpeq.sci.b`) and its post-increment store.
+        (p_bclr!(a0, a1, a2), 0x80C5_B533),
+        (p_bclr!(s8, s8, t0), 0x805C_3C33),
+        (p_bclr!(x31, x31, x31), 0x81FF_BFB3),
+        (p_clb!(a0, a1), 0x1005_A533),
+        (p_clb!(t1, t0), 0x1002_A333),
+        (p_clb!(x31, x31), 0x100F_AFB3),
+        (pv_cmpeq_sci_b!(t1, t2, -1), 0x07F3_F357),
+        (pv_cmpeq_sci_b!(a0, a1, 1), 0x0605_F557),
+        (pv_cmpeq_sci_b!(x31, x31, -32), 0x050F_FFD7),
+        (p_sw!(t2, 4(a6!)), 0x0078_222B),
+        (lp_setup!(x0, t1, 124), 0x03E3_407B),
     ]
 }
 
