@@ -38,8 +38,8 @@ use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
 use asm_macros::{
     lp_setup, lp_setupi, p_abs, p_bclr, p_clb, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr,
-    p_lw, p_lw_rr, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_shuffle_b, pv_shuffle_sci_h,
-    pv_sub_h,
+    p_lw, p_lw_rr, p_mac, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_shuffle_b,
+    pv_shuffle_sci_h, pv_sub_h,
 };
 use core::arch::asm;
 
@@ -126,7 +126,7 @@ impl Kernel for Pulp {
         // The assembly writes without bounds checks: only with room for a block at its worst.
         let room = out.buf.len().saturating_sub(out.pos);
         if out.full || room < MAX_BLOCK_BYTES {
-            crate::entropy::code_block::<Pulp>(f8, t, dc_pred, bits, out);
+            code_block_checked(f8, t, dc_pred, bits, out);
             return;
         }
         let zero = zero_mask(f8, &t.thr);
@@ -134,6 +134,20 @@ impl Kernel for Pulp {
         let end = block(f8, zero, t, dc_pred, bits, at);
         out.pos += end as usize - at as usize;
     }
+}
+
+/// The bounds-checked coder for a block that might not fit: out of line and cold, so that the
+/// block loop's hot code stays compact (the 8 cores share a 4 KiB instruction cache).
+#[cold]
+#[inline(never)]
+fn code_block_checked(
+    f8: &[i16; 64],
+    t: &Tables,
+    dc_pred: &mut i32,
+    bits: &mut Bits,
+    out: &mut Out<'_>,
+) {
+    crate::entropy::code_block::<Pulp>(f8, t, dc_pred, bits, out);
 }
 
 const _: () = assert!(ROW_ORDER[0] == 0 && ROW_ORDER[7] == 4);
@@ -329,13 +343,12 @@ fn block(
             "li a1, 32",
             // ---- DC
             "lh t0, 0(a0)",
-            "lhu t1, 6(a3)",
-            "lhu t2, 4(a3)",
-            "lbu t6, 3(a3)",
+            "lw t1, 4(a3)",
+            "lhu t2, 2(a3)",
+            "lbu t6, 1(a3)",
             p_abs!(t4, t0),
-            "add t4, t4, t1",
-            "mul t4, t4, t2",
-            "srl t4, t4, t6",
+            p_mac!(t1, t4, t2),
+            "srl t4, t1, t6",
             "srai t5, t0, 31",
             "xor t4, t4, t5",
             "sub t4, t4, t5",
@@ -371,25 +384,25 @@ fn block(
             "beqz s8, 58f",
             p_cnt!(t1, s8),
             p_ff1!(t0, s8),
-            lp_setup!(x0, t1, 124),
+            lp_setup!(x0, t1, 120),
             p_bclr!(s8, s8, t0),
             "sub t6, t0, s9",
             "addi s9, t0, 1",
             "bgeu t6, s11, 70f",
-            // The coefficient at its slot (the entry's byte 2), the entry's divisor.
+            // The coefficient at its slot (the entry's byte 0), quantised: (|x| recip + bias)
+            // >> shift.
             "52:",
             "slli t1, t0, 3",
             "add t1, a3, t1",
-            "lbu t2, 2(t1)",
-            "lhu t3, 6(t1)",
+            "lbu t2, 0(t1)",
+            "lw t3, 4(t1)",
             p_lh_rr!(t2, t2(a0)),
-            "lhu t4, 4(t1)",
-            "lbu t5, 3(t1)",
+            "lhu t4, 2(t1)",
+            "lbu t5, 1(t1)",
             p_abs!(t0, t2),
-            "add t0, t0, t3",
-            "mul t0, t0, t4",
+            p_mac!(t3, t0, t4),
             "srli t2, t2, 1",
-            "srl t0, t0, t5",
+            "srl t0, t3, t5",
             // clb(q) = 31 - size; the entry of (run, size) at a4 + 64 run - 4 (31 - size); the
             // field: q, or its complement in size bits for a negative coefficient (the
             // coefficient shifted right by 1, bits 14..31 = 0x1FFFF << 14 when negative and
@@ -408,7 +421,7 @@ fn block(
             "sll s2, s2, t4",
             "or s2, s2, t3",
             "sub s3, s3, t4",
-            // The loop's last instruction, 31 after the lp.setup (the branches out of the loop
+            // The loop's last instruction, 30 after the lp.setup (the branches out of the loop
             // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
             // does, on the built kernel).
             "55:", p_ff1!(t0, s8),

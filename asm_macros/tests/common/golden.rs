@@ -120,7 +120,9 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (pv_cmpeq_sci_b!(a0, a1, 1), 0x0605_F557),
         (pv_cmpeq_sci_b!(x31, x31, -32), 0x050F_FFD7),
         (p_sw!(t2, 4(a6!)), 0x0078_222B),
-        (lp_setup!(x0, t1, 124), 0x03E3_407B),
+        (lp_setup!(x0, t1, 120), 0x03C3_407B),
+        (p_mac!(t3, t0, t4), 0x43D2_8E33),
+        (p_mac!(t1, t4, t2), 0x427E_8333),
     ]
 }
 
