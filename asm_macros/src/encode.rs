@@ -428,6 +428,13 @@ pub fn pv_shuffle_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
     pv_rr(F6_PV_SHUFFLE, rd, rs1, rs2, F3_B)
 }
 
+/// `pv.shuffle2.b rD, rs1, rs2`: byte `i` of rD is byte `rs2[8 i + 1 : 8 i]` of rs1 when
+/// `rs2[8 i + 2]` is set, else of the old rD (rD is read too).
+/// `110010 | 0 | rs2 | rs1 | 001 | rD | 1010111`.
+pub fn pv_shuffle2_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(0b11_0010, rd, rs1, rs2, F3_B)
+}
+
 /// `pv.shuffle.sci.h rD, rs1, Imm6`: rD\[0\] = rs1\[Imm6\[0\]\], rD\[1\] = rs1\[Imm6\[1\]\]
 /// (halfwords; `1` swaps them). Only `Imm6[1:0]` select, so 0..=3.
 /// `110000 | Imm6[0] | Imm6[5:1] | rs1 | 110 | rD | 1010111`.
@@ -849,6 +856,11 @@ mod tests {
         assert_eq!(pv_shuffle_b(r("a0"), r("a1"), r("a2")), 0xC0C5_9557);
         assert_eq!(pv_shuffle_b(r("t2"), r("t2"), r("s7")), 0xC173_93D7);
         assert_eq!(pv_shuffle_b(r("x31"), r("x31"), r("x31")), 0xC1FF_9FD7);
+        // `110010- ----- ----- 001 ----- 1010111 pv.shuffle2.b` (GVSOC pulp_v2, format `RRRR`:
+        // rD is read as well).
+        assert_eq!(pv_shuffle2_b(r("a0"), r("a1"), r("a2")), 0xC8C5_9557);
+        assert_eq!(pv_shuffle2_b(r("t0"), r("t5"), r("a3")), 0xC8DF_12D7);
+        assert_eq!(pv_shuffle2_b(r("x31"), r("x31"), r("x31")), 0xC9FF_9FD7);
         assert_eq!(p_cnt(0, 0), 0x1000_3033);
         assert_eq!(p_cnt(r("a0"), r("a1")), 0x1005_B533);
         assert_eq!(p_cnt(r("t1"), r("s8")), 0x100C_3333);

@@ -43,6 +43,7 @@
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
 //! | [`pv_shuffle_b!`]`(rd, rs1, rs2)` | `pv.shuffle.b` | rd byte i = rs1 byte (rs2 byte i & 3) |
+//! | [`pv_shuffle2_b!`]`(rd, rs1, rs2)` | `pv.shuffle2.b` | rd byte i = (rs2 byte i bit 2 ? rs1 : old rd) byte (rs2 byte i & 3) |
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
 //! | [`p_lh_rr!`]`(rd, rs2(rs1))` | `p.lh rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) sign-extended (register offset) |
 //! | [`p_lw_rr!`]`(rd, rs2(rs1))` | `p.lw rD, rs2(rs1)` | rd = Mem32(rs1 + rs2) (register offset) |
@@ -629,6 +630,16 @@ pub fn p_addrni(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn pv_sub_h(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_pv_rr(i, "pv.sub.h", encode::pv_sub_h))
+}
+
+/// `pv.shuffle2.b rD, rs1, rs2`: byte `i` of rD is byte `rs2[8 i + 1 : 8 i]` of rs1 if
+/// `rs2[8 i + 2]` is set, else of the old rD. `pv_shuffle2_b!(a0, a1, a2)` →
+/// `".insn 4, 0xc8c59557"`.
+#[proc_macro]
+pub fn pv_shuffle2_b(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_pv_rr(i, "pv.shuffle2.b", encode::pv_shuffle2_b)
+    })
 }
 
 /// `pv.shuffle.b rD, rs1, rs2`: byte `i` of rD is byte `rs2[8 i + 1 : 8 i]` of rs1.

@@ -18,10 +18,11 @@
 //! the block. The loops keep the kernel at 0.5 KiB: the
 //! 8 cores share a 4 KiB instruction cache.
 //!
-//! **Zero test** ([`Kernel::zero_mask`]): per word of two slots (coefficients `k` and `k + 16`)
-//! one load of the coefficients and one of the thresholds, `pv.abs.h`, `pv.sub.h` (negative:
-//! quantises to 0), the two sign bits masked and shifted into the mask: 7 instructions per word
-//! in hardware loop 0; the slots make the mask come out in zig-zag order.
+//! **Zero test** ([`Kernel::zero_mask`]): per group of two words (four slots: coefficients `j`,
+//! `8 + j`, `16 + j`, `24 + j` of a half) two loads of coefficients and two of thresholds,
+//! `pv.abs.h` and `pv.sub.h` on each word (negative: quantises to 0), the four sign bytes gathered
+//! into one word by `pv.shuffle2.b`, their top bits masked and shifted into the mask: 12
+//! instructions per group in hardware loop 0; the slots make the mask come out in zig-zag order.
 //!
 //! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
 //! the DC quantised (`p.abs`, reciprocal multiply) and coded as the difference to the previous
@@ -39,7 +40,7 @@ use crate::tables::Tables;
 use asm_macros::{
     lp_setup, lp_setupi, p_abs, p_bclr, p_clb, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr,
     p_lw, p_lw_rr, p_mac, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_shuffle_b,
-    pv_shuffle_sci_h, pv_sub_h,
+    pv_shuffle_sci_h, pv_shuffle2_b, pv_sub_h,
 };
 use core::arch::asm;
 
@@ -257,36 +258,49 @@ fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
     let (m0, m1): (u32, u32);
     // SAFETY: the asm reads the 128 bytes of `f8` and of `thr` (both word-aligned: `Work` is
     // `align(4)`, `thr` a `[u32; 32]`) with post-increment loads and writes only the registers
-    // declared below; hardware loop 0 runs its 7-instruction body 16 times, twice.
+    // declared below; hardware loop 0 runs its 12-instruction body 8 times, twice.
     unsafe {
         asm!(
             ".option push",
             ".option norvc",
             "li t3, 0",
-            "30:", lp_setupi!(x0, 16, 28),
+            "30:", lp_setupi!(x0, 8, 48),
             p_lw!(t0, 4(a0!)),
             p_lw!(t1, 4(a1!)),
+            p_lw!(t5, 4(a0!)),
+            p_lw!(t6, 4(a1!)),
             pv_abs_h!(t0, t0),
             pv_sub_h!(t0, t0, t1),
+            pv_abs_h!(t5, t5),
+            pv_sub_h!(t5, t5, t6),
+            pv_shuffle2_b!(t0, t5, a3),
             "and t0, t0, a2",
             "srli t3, t3, 1",
             "31:", "or t3, t3, t0",
-            ".if (31b - 30b) != 28", ".error \"zero mask: lp.setupi offset\"", ".endif",
+            ".if (31b - 30b) != 48", ".error \"zero mask: lp.setupi offset\"", ".endif",
             "li t4, 0",
-            "32:", lp_setupi!(x0, 16, 28),
+            "32:", lp_setupi!(x0, 8, 48),
             p_lw!(t0, 4(a0!)),
             p_lw!(t1, 4(a1!)),
+            p_lw!(t5, 4(a0!)),
+            p_lw!(t6, 4(a1!)),
             pv_abs_h!(t0, t0),
             pv_sub_h!(t0, t0, t1),
+            pv_abs_h!(t5, t5),
+            pv_sub_h!(t5, t5, t6),
+            pv_shuffle2_b!(t0, t5, a3),
             "and t0, t0, a2",
             "srli t4, t4, 1",
             "33:", "or t4, t4, t0",
-            ".if (33b - 32b) != 28", ".error \"zero mask: lp.setupi offset\"", ".endif",
+            ".if (33b - 32b) != 48", ".error \"zero mask: lp.setupi offset\"", ".endif",
             ".option pop",
             inout("x10") f8.as_ptr() => _,
             inout("x11") thr.as_ptr() => _,
-            in("x12") 0x8000_8000u32,
-            out("x5") _, out("x6") _,
+            in("x12") 0x8080_8080u32,
+            // pv.shuffle2.b's selector: bytes 1 and 3 of t0 (the first word's two sign bytes),
+            // then bytes 1 and 3 of t5.
+            in("x13") 0x0705_0301u32,
+            out("x5") _, out("x6") _, out("x30") _, out("x31") _,
             out("x28") m0, out("x29") m1,
             options(nostack, readonly),
         );

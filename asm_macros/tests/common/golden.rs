@@ -123,6 +123,10 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (lp_setup!(x0, t1, 120), 0x03C3_407B),
         (p_mac!(t3, t0, t4), 0x43D2_8E33),
         (p_mac!(t1, t4, t2), 0x427E_8333),
+        // The zero mask: the sign bytes of two words of compare results in one.
+        (pv_shuffle2_b!(a0, a1, a2), 0xC8C5_9557),
+        (pv_shuffle2_b!(t0, t5, a3), 0xC8DF_12D7),
+        (pv_shuffle2_b!(x31, x31, x31), 0xC9FF_9FD7),
     ]
 }
 
