@@ -178,15 +178,18 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
             "lw s8, 36(a2)", "lw s9, 40(a2)",
             "lw s10, 44(a2)", "lw s11, 48(a2)",
             "lw t3, 52(a2)", "lw t4, 56(a2)",
-            // Pass 1: 8 rows.
+            // Pass 1: 8 rows; a2 holds the address of the row, the next row's offset is
+            // loaded one instruction before it is added (no load-use stall).
+            p_lw!(a2, 4(a3!)),
             "li t0, 8",
+            "add a2, a0, a2",
             ".balign 4",
             "20:", lp_setup!(x0, t0, 192),
-            p_lw!(t0, 4(a3!)),
-            "add t0, a0, t0",
-            "lw t1, 0(t0)",
-            "lw t2, 4(t0)",
+            "lw t1, 0(a2)",
+            "lw t2, 4(a2)",
+            p_lw!(a2, 4(a3!)),
             "and t5, t1, a4",
+            "add a2, a0, a2",
             "srli t1, t1, 8",
             "and t1, t1, a4",
             pv_shuffle_sci_h!(t2, t2, 1),
@@ -207,8 +210,9 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
             out1!(t5, t3, t1, t4, zero, "240"),
             "21:", "addi a1, a1, 2",
             ".if (21b - 20b) != 192", ".error \"pass 1: lp.setup offset does not reach the loop end\"", ".endif",
-            // Pass 2: 8 transposed rows; a3 now points at `ctx.zz`.
-            "lw a2, 0(a3)",
+            // Pass 2: 8 transposed rows; a3 now points past `ctx.zz` (the last row's `p.lw`
+            // read it as a ninth offset).
+            "lw a2, -4(a3)",
             "addi a1, a1, -16",
             "addi a3, a1, 128",
             "li t0, 8",

@@ -395,7 +395,7 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
                 ("pv.shuffle.sci.h", 0xFC00_707F, 0xC000_6057, 1),
                 ("p.lbu a0, 1(a2!)", 0xFFFF_FFFF, 0x0016_450B, 8),
                 ("p.sh t5, a0(a1)", 0xFFFF_FFFF, 0x01E5_D523, 8),
-                ("p.lw rD, 4(rs1!)", 0xFFF0_707F, 0x0040_200B, 5),
+                ("p.lw rD, 4(rs1!)", 0xFFF0_707F, 0x0040_200B, 6),
                 ("lp.setup x0", 0x0000_7FFF, 0x0000_407B, 2),
             ],
         )?
