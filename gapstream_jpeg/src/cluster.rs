@@ -31,7 +31,9 @@
 use gap_rust_sdk::dma::{Scope, Transfer};
 use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaError, DmaRaw, MAX_CORES, RawAlloc, Team};
 
-use crate::band::{CoderState, code_blocks_reserved, end_interval, replicate_edges};
+use crate::band::{
+    CoderState, code_blocks_reserved, end_interval, interval_end, replicate_edges, strips,
+};
 use crate::entropy::{MAX_BLOCK_BYTES, MAX_FLUSH_BYTES, Out};
 use crate::fdct::{Kernel, Work};
 use crate::layout::{DRI_LEN, HEADER_LEN, Layout};
@@ -476,8 +478,9 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     if band >= layout.bands || area.len() < cfg.area() || cfg.chunk < MIN_CHUNK {
         return Err(Error::Config);
     }
-    let mut plan = layout.strips(band, cfg.strip_blocks);
-    let sbytes = 64 * cfg.strip_blocks;
+    let b = layout.band(band);
+    let (count, per) = strips(layout.mcus_x, cfg.strip_blocks);
+    let sbytes = 64 * per;
     let (sbuf, cbuf) = area.split_at_mut(2 * sbytes);
     let (s_a, s_b) = sbuf.split_at_mut(sbytes);
     let (c_a, c_b) = cbuf.split_at_mut(cfg.chunk);
@@ -486,61 +489,50 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     let mut strip: [&mut [u8]; 2] = [s_a, s_b];
     let mut chunk: [&mut [u8]; 2] = [c_a, c_b];
     let (w, h) = (layout.width as usize, layout.height as usize);
-    // The strip being coded and the one after it (its rows are packed: stride 8 nb).
-    let Some(mut cur) = plan.next() else {
-        return Err(Error::Config);
+    let mcus_x = layout.mcus_x as usize;
+    let total = b.rows as usize * count;
+    // Strip g: its MCU row, first block and blocks; its rows are packed (stride 8 nb).
+    let geom = |g: usize| {
+        let x0 = (g % count) * per;
+        (b.first_row + (g / count) as u32, x0, per.min(mcus_x - x0))
     };
-    let mut nxt = plan.next();
     let two_d = dma.raw().has_2d();
     let mut written = 0usize;
     let mut pending = 0usize;
     let mut fill = 0usize;
+    let mut g = 0usize;
     let mut pos = 0usize;
     let mut st = CoderState::default();
     let mut work = Work::default();
     {
         let first = &mut *strip[0];
-        let gm = (cur.row, cur.x0, cur.nb);
-        dma.scope(|s| Fetch::new(s, layout, pixels, gm, first, 8 * cur.nb, two_d).finish())?;
+        let gm = geom(0);
+        dma.scope(|s| Fetch::new(s, layout, pixels, gm, first, 8 * gm.2, two_d).finish())?;
     }
     loop {
-        let (row, x0, nb) = (cur.row, cur.x0, cur.nb);
+        let (row, x0, nb) = geom(g);
         let stride = 8 * nb;
-        let fetch_next = if pos == 0 { nxt } else { None };
+        let fetch_next = pos == 0 && g + 1 < total;
         let commit = pending;
         if written + commit > slot.len() {
             return Err(Error::OutputFull);
         }
-        let [cur_s, next_s] = &mut strip;
+        let [cur, next] = &mut strip;
         let [out_c, back] = &mut chunk;
-        let (cur_s, next_s, out_c, back) = (&mut **cur_s, &mut **next_s, &mut **out_c, &**back);
+        let (cur, next, out_c, back) = (&mut **cur, &mut **next, &mut **out_c, &**back);
         let dst = &mut slot[written..written + commit];
         let (st_r, pos_r, fill_r, work_r) = (&mut st, &mut pos, &mut fill, &mut work);
-        let end = cur.end;
         let step = dma.scope(|s| -> Result<Step, Error> {
             if commit > 0 {
                 s.copy_out(&back[..commit], dst)?;
             }
-            let mut fetch = fetch_next.map(|n| {
-                Fetch::new(
-                    s,
-                    layout,
-                    pixels,
-                    (n.row, n.x0, n.nb),
-                    next_s,
-                    8 * n.nb,
-                    two_d,
-                )
+            let mut fetch = fetch_next.then(|| {
+                let gn = geom(g + 1);
+                Fetch::new(s, layout, pixels, gn, next, 8 * gn.2, two_d)
             });
             if *pos_r == 0 {
                 let top = 8 * row as usize;
-                replicate_edges(
-                    cur_s,
-                    stride,
-                    nb,
-                    (h - top).min(8),
-                    (w - 8 * x0).min(8 * nb),
-                );
+                replicate_edges(cur, stride, nb, (h - top).min(8), (w - 8 * x0).min(8 * nb));
             }
             let mut o = Out {
                 buf: out_c,
@@ -549,28 +541,20 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             };
             // Move the fetch on between blocks until it is all issued (a tile: one command).
             let mut busy = fetch.is_some();
-            *pos_r = code_blocks_reserved::<K>(
-                cur_s,
-                stride,
-                *pos_r,
-                nb,
-                t,
-                st_r,
-                &mut o,
-                work_r,
-                || {
+            *pos_r =
+                code_blocks_reserved::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o, work_r, || {
                     if busy {
                         busy = fetch.as_mut().is_some_and(|f| f.step());
                     }
-                },
-            );
+                });
             if let Some(f) = fetch.as_mut() {
                 f.finish()?;
             }
             let done = *pos_r == nb;
-            if done && let Some((interval, scan_end)) = end {
+            if done && x0 + nb == mcus_x {
+                let (ends, scan_end) = interval_end(layout, row);
                 // Fits: the reserve kept room for it after the strip's last block.
-                if !end_interval(interval, scan_end, st_r, &mut o) {
+                if ends && !end_interval(row / layout.interval_rows, scan_end, st_r, &mut o) {
                     return Err(Error::Config);
                 }
             }
@@ -591,13 +575,10 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             }
             Step::StripDone => {
                 strip.swap(0, 1);
+                g += 1;
                 pos = 0;
-                match nxt {
-                    Some(n) => {
-                        cur = n;
-                        nxt = plan.next();
-                    }
-                    None => break,
+                if g == total {
+                    break;
                 }
             }
         }

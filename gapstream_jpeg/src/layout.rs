@@ -1,24 +1,23 @@
 //! How a frame is cut: the MCU grid, the bands (one per core), the restart intervals, the
 //! headers, and bounds on the coded size.
 //!
-//! A greyscale baseline JPEG has one 8×8 block per MCU, coded in raster order. That order is
-//! cut into bands of `band_blocks` consecutive MCUs, one band per core, and each band is coded
-//! on its own: its DC predictor starts at 0 and its coded bytes end on a byte boundary. T.81's
-//! restart markers make exactly that legal: with a restart interval (DRI) of `interval` MCUs
-//! every interval is coded independently and followed by `RSTn` (n = interval index mod 8), so
-//! the bands' byte strings, each ending with its `RSTn`, are joined by concatenation. An
-//! interval need not be a whole number of MCU rows: a band may start and end inside a row.
+//! A greyscale baseline JPEG has one 8×8 block per MCU. The frame's MCU rows are cut into bands
+//! of `band_rows` whole MCU rows, one band per core, and each band is coded on its own: its DC
+//! predictor starts at 0 and its coded bytes end on a byte boundary. T.81's restart markers make
+//! exactly that legal: with a restart interval (DRI) of `interval_rows × mcus_per_row` MCUs every
+//! interval is coded independently and followed by `RSTn` (n = interval index mod 8), so the
+//! bands' byte strings, each ending with its `RSTn`, are joined by concatenation.
 //!
 //! DRI is one interval for the whole scan, so every band but the last must be a whole number of
-//! intervals. The choice here: `band_blocks = ceil(mcus / cores)` and one interval per band
-//! (`interval = band_blocks`); only the last band may be shorter, which T.81 allows (the scan
-//! ends inside an interval). The slowest core codes `ceil(mcus / cores)` blocks, the least any
-//! cut gives, and the frame carries `bands - 1` markers (324×244 on 8 cores: 1,271 MCUs as 7
-//! bands of 159 and one of 158, 7 markers). Cutting at MCU rows instead (31 rows: 7 bands of 4
-//! rows, 164 MCUs, and one of 3) leaves the last core idle a quarter of the time. When
-//! `band_blocks` exceeds DRI's 16 bits (frames over ~4 megapixels per band) the interval is
-//! 65,535 MCUs and each band holds several intervals. One band means no restart markers (no
-//! DRI), as libjpeg writes by default.
+//! intervals. The choice here: `band_rows = ceil(mcu_rows / cores)` and one interval per band
+//! (`interval_rows = band_rows`); only the last band may be shorter, which T.81 allows (the scan
+//! ends inside an interval). The slowest core codes `ceil(mcu_rows / cores)` rows, the least any
+//! cut into whole MCU rows can give, and the frame carries `bands - 1` markers (324×244 on 8
+//! cores: 31 MCU rows as 7 bands of 4 and one of 3, 7 markers). A restart interval every MCU row
+//! would give the same balance with 30 markers and 30 DC predictor resets (about 2.5 bytes
+//! each). When `band_rows × mcus_per_row` exceeds DRI's 16 bits (frames over ~4 megapixels per
+//! band) the interval shrinks to the largest whole number of rows that fits and each band holds
+//! several intervals. One band means no restart markers (no DRI), as libjpeg writes by default.
 use crate::entropy::MAX_FLUSH_BYTES;
 use crate::tables::{
     STD_AC_LUMA_BITS, STD_AC_LUMA_VALUES, STD_DC_LUMA_BITS, STD_DC_LUMA_VALUES, Tables,
@@ -39,89 +38,29 @@ pub struct Layout {
     pub mcus_x: u32,
     /// MCU rows: `ceil(height / 8)`.
     pub mcu_rows: u32,
-    /// MCUs of the frame: `mcus_x × mcu_rows`.
-    pub mcus: u32,
-    /// MCUs per restart interval (all of them without restart markers).
-    pub interval: u32,
-    /// MCUs per band (a multiple of `interval`; the last band may be shorter).
-    pub band_blocks: u32,
-    /// Bands (`ceil(mcus / band_blocks)`, at most the count asked for).
+    /// MCU rows per restart interval (all of them without restart markers).
+    pub interval_rows: u32,
+    /// MCU rows per band (a multiple of `interval_rows`; the last band may be shorter).
+    pub band_rows: u32,
+    /// Bands (`ceil(mcu_rows / band_rows)`, at most the count asked for).
     pub bands: u32,
     /// Whether the frame has restart markers (a DRI segment): more than one band.
     pub restart: bool,
 }
 
-/// One band: MCUs `[first, first + blocks)` in raster order.
+/// One band: MCU rows `[first_row, first_row + rows)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Band {
     /// Its index.
     pub index: u32,
-    /// First MCU.
-    pub first: u32,
-    /// MCUs.
-    pub blocks: u32,
+    /// First MCU row.
+    pub first_row: u32,
+    /// MCU rows.
+    pub rows: u32,
     /// Index of its first restart interval in the scan.
     pub first_interval: u32,
     /// The last band of the frame (its bytes end without a restart marker).
     pub last: bool,
-}
-
-/// One strip of a band ([`Layout::strips`]): blocks `x0..x0 + nb` of MCU row `row`, and, when a
-/// restart interval (or the scan) ends after its last block, `end = Some((interval, scan_end))`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Strip {
-    /// MCU row.
-    pub row: u32,
-    /// First block in the row.
-    pub x0: usize,
-    /// Blocks.
-    pub nb: usize,
-    /// The interval that ends after this strip (its index, and whether the scan ends too).
-    pub end: Option<(u32, bool)>,
-}
-
-/// The strips of a band in coding order ([`Layout::strips`]).
-#[derive(Clone, Debug)]
-pub struct Strips {
-    mcus_x: u32,
-    mcus: u32,
-    interval: u32,
-    max: u32,
-    at: u32,
-    end: u32,
-    seg_end: u32,
-    per: u32,
-}
-
-impl Iterator for Strips {
-    type Item = Strip;
-
-    fn next(&mut self) -> Option<Strip> {
-        if self.at >= self.end {
-            return None;
-        }
-        if self.at >= self.seg_end {
-            // A segment: to the end of the row, of the interval or of the band, in strips of
-            // at most `max` blocks, as even as they come.
-            let row_end = (self.at / self.mcus_x + 1) * self.mcus_x;
-            let int_end = (self.at / self.interval + 1).saturating_mul(self.interval);
-            self.seg_end = row_end.min(int_end).min(self.end);
-            let len = self.seg_end - self.at;
-            self.per = len.div_ceil(len.div_ceil(self.max));
-        }
-        let b = self.at;
-        let nb = self.per.min(self.seg_end - b);
-        self.at += nb;
-        let end = (self.at == self.seg_end
-            && (self.at % self.interval == 0 || self.at == self.mcus))
-            .then(|| ((self.at - 1) / self.interval, self.at == self.mcus));
-        Some(Strip {
-            row: b / self.mcus_x,
-            x0: (b % self.mcus_x) as usize,
-            nb: nb as usize,
-            end,
-        })
-    }
 }
 
 /// Header bytes before the entropy-coded data without a DRI segment: SOI 2, APP0 (JFIF) 18, DQT
@@ -141,34 +80,31 @@ impl Layout {
         }
         let mcus_x = (width as u32).div_ceil(8);
         let mcu_rows = (height as u32).div_ceil(8);
-        let mcus = mcus_x * mcu_rows;
-        let per_band = mcus.div_ceil(bands.min(mcus as usize) as u32);
-        let count = mcus.div_ceil(per_band);
+        let per_band = mcu_rows.div_ceil(bands.min(mcu_rows as usize) as u32);
+        let count = mcu_rows.div_ceil(per_band);
         if count == 1 {
             return Ok(Layout {
                 width,
                 height,
                 mcus_x,
                 mcu_rows,
-                mcus,
-                interval: mcus,
-                band_blocks: mcus,
+                interval_rows: mcu_rows,
+                band_rows: mcu_rows,
                 bands: 1,
                 restart: false,
             });
         }
         // DRI counts MCUs in 16 bits.
-        let interval = per_band.min(65_535);
-        let band_blocks = per_band.div_ceil(interval) * interval;
-        let count = mcus.div_ceil(band_blocks);
+        let interval_rows = per_band.min(65_535 / mcus_x).max(1);
+        let band_rows = per_band.div_ceil(interval_rows) * interval_rows;
+        let count = mcu_rows.div_ceil(band_rows);
         Ok(Layout {
             width,
             height,
             mcus_x,
             mcu_rows,
-            mcus,
-            interval,
-            band_blocks,
+            interval_rows,
+            band_rows,
             bands: count,
             restart: count > 1,
         })
@@ -176,38 +112,21 @@ impl Layout {
 
     /// Band `i` (`i < self.bands`).
     pub fn band(&self, i: u32) -> Band {
-        let first = (i * self.band_blocks).min(self.mcus);
-        let blocks = self.band_blocks.min(self.mcus - first);
+        let first_row = (i * self.band_rows).min(self.mcu_rows);
+        let rows = self.band_rows.min(self.mcu_rows - first_row);
         Band {
             index: i,
-            first,
-            blocks,
-            first_interval: first / self.interval,
+            first_row,
+            rows,
+            first_interval: first_row / self.interval_rows,
             last: i + 1 >= self.bands,
-        }
-    }
-
-    /// The strips of band `i` in coding order: its MCUs cut at the ends of MCU rows and of
-    /// restart intervals, each such run in strips of at most `max` (≥ 1) blocks of nearly equal
-    /// size (a 41-block row with `max` 21: 21 + 20).
-    pub fn strips(&self, i: u32, max: usize) -> Strips {
-        let b = self.band(i);
-        Strips {
-            mcus_x: self.mcus_x,
-            mcus: self.mcus,
-            interval: self.interval,
-            max: max.clamp(1, u32::MAX as usize) as u32,
-            at: b.first,
-            end: b.first + b.blocks,
-            seg_end: b.first,
-            per: 1,
         }
     }
 
     /// The restart interval in MCUs (the DRI value), 0 without restart markers.
     pub fn restart_interval(&self) -> u16 {
         if self.restart {
-            self.interval as u16
+            (self.interval_rows * self.mcus_x) as u16
         } else {
             0
         }
@@ -222,13 +141,13 @@ impl Layout {
     /// block at [`MAX_BLOCK_BITS`], each interval padded, every byte stuffed.
     pub fn max_band_len(&self, i: u32) -> usize {
         let b = self.band(i);
-        let blocks = b.blocks as usize;
-        let intervals = b.blocks.div_ceil(self.interval) as usize;
+        let blocks = b.rows as usize * self.mcus_x as usize;
+        let intervals = b.rows.div_ceil(self.interval_rows) as usize;
         (2 * blocks * MAX_BLOCK_BITS).div_ceil(8) + intervals * MAX_FLUSH_BYTES
     }
 
     /// An upper bound on the whole file (headers, every band, EOI): an output buffer of this size
-    /// never fails with [`Error::OutputFull`]. 324×244 in 8 bands: 527,249 bytes (real frames
+    /// never fails with [`Error::OutputFull`]. 324×244 in 8 bands: 527,246 bytes (real frames
     /// code to 5–15 % of their 79,056 pixels at quality 75).
     pub fn max_len(&self) -> usize {
         self.header_len() + (0..self.bands).map(|i| self.max_band_len(i)).sum::<usize>() + 2
@@ -238,7 +157,7 @@ impl Layout {
     /// output buffer whose first [`Layout::header_len`] bytes hold the header and whose last 2
     /// bytes are kept for EOI: `(start, capacity)`. With room for every band's worst case
     /// ([`Layout::max_band_len`]) each band gets exactly that; otherwise each gets a share
-    /// proportional to its MCUs. Slots are disjoint and in band order.
+    /// proportional to its MCU rows. Slots are disjoint and in band order.
     pub fn slot(&self, i: u32, out_len: usize) -> (usize, usize) {
         let hl = self.header_len();
         let avail = out_len.saturating_sub(hl + 2);
@@ -248,9 +167,9 @@ impl Layout {
             return (start, self.max_band_len(i));
         }
         let b = self.band(i);
-        let at = |mcu: u32| hl + (avail as u64 * mcu as u64 / self.mcus as u64) as usize;
-        let start = at(b.first);
-        (start, at(b.first + b.blocks) - start)
+        let at = |row: u32| hl + (avail as u64 * row as u64 / self.mcu_rows as u64) as usize;
+        let start = at(b.first_row);
+        (start, at(b.first_row + b.rows) - start)
     }
 
     /// Writes SOI, APP0 (JFIF 1.01, no density unit, 1:1), DQT, SOF0, DHT (luminance DC and AC),
@@ -291,32 +210,18 @@ mod tests {
     #[test]
     fn the_camera_frame_on_eight_cores() {
         let l = Layout::new(324, 244, 8).unwrap();
-        assert_eq!((l.mcus_x, l.mcu_rows, l.mcus), (41, 31, 1271));
-        assert_eq!((l.band_blocks, l.interval, l.bands), (159, 159, 8));
-        assert_eq!(l.restart_interval(), 159);
-        assert_eq!(l.band(7).blocks, 1271 - 7 * 159);
+        assert_eq!((l.mcus_x, l.mcu_rows), (41, 31));
+        assert_eq!((l.band_rows, l.interval_rows, l.bands), (4, 4, 8));
+        assert_eq!(l.restart_interval(), 164);
+        assert_eq!(l.band(7).rows, 3);
         assert!(l.band(7).last && !l.band(6).last);
-        assert_eq!(l.max_len(), 527_249);
-        // Band 1 starts in row 3 at block 36: 5 blocks to the row's end, then rows in strips
-        // of 21 + 20, and it ends inside row 7 after 31 blocks (its interval's end).
-        let s: Vec<Strip> = l.strips(1, 21).collect();
-        let at = |row, x0, nb| Strip {
-            row,
-            x0,
-            nb,
-            end: None,
-        };
-        assert_eq!(&s[..3], &[at(3, 36, 5), at(4, 0, 21), at(4, 21, 20)]);
-        assert_eq!(s.last().unwrap().end, Some((1, false)));
-        assert_eq!(s.iter().map(|s| s.nb).sum::<usize>(), 159);
-        assert_eq!(l.strips(7, 21).last().unwrap().end, Some((7, true)));
+        assert_eq!(l.max_len(), 527_246);
         let one = Layout::new(324, 244, 1).unwrap();
         assert!(!one.restart);
         assert_eq!(one.restart_interval(), 0);
-        assert_eq!(one.strips(0, 21).filter(|s| s.end.is_some()).count(), 1);
-        // Fewer MCUs than cores: one band per MCU at most.
+        // Fewer rows than cores: one band per row at most.
         let small = Layout::new(20, 9, 8).unwrap();
-        assert_eq!((small.mcus, small.bands), (6, 6));
+        assert_eq!((small.mcu_rows, small.bands), (2, 2));
     }
 
     #[test]
@@ -332,54 +237,29 @@ mod tests {
     }
 
     proptest! {
-        /// Bands cover the MCUs in order without gaps, every band but the last is a whole
-        /// number of intervals, the interval fits DRI, the slowest band has the fewest MCUs any
-        /// cut into `bands` parts can give (unless DRI's limit forces more), and each band's
-        /// strips cover its MCUs in order, within rows, at most `max` blocks each, an interval
-        /// end exactly after the last MCU of each interval.
+        /// Bands cover the MCU rows in order without gaps, every band but the last is a whole
+        /// number of intervals, the interval fits DRI, and the slowest band has the fewest rows
+        /// any cut into `bands` whole-row parts can give (unless DRI's limit forces more).
         #[test]
-        fn bands_tile_the_mcus(
-            w in 1u16..=u16::MAX,
-            h in 1u16..=u16::MAX,
-            bands in 1usize..=8,
-            max in 1usize..=40,
-        ) {
+        fn bands_tile_the_rows(w in 1u16..=u16::MAX, h in 1u16..=u16::MAX, bands in 1usize..=8) {
             let l = Layout::new(w, h, bands).unwrap();
             prop_assert!(l.bands >= 1 && l.bands as usize <= bands);
-            prop_assert_eq!(l.mcus, l.mcus_x * l.mcu_rows);
             let mut next = 0;
             for i in 0..l.bands {
                 let b = l.band(i);
-                prop_assert_eq!(b.first, next);
-                prop_assert!(b.blocks >= 1);
+                prop_assert_eq!(b.first_row, next);
+                prop_assert!(b.rows >= 1);
                 if !b.last {
-                    prop_assert_eq!(b.blocks % l.interval, 0);
+                    prop_assert_eq!(b.rows % l.interval_rows, 0);
                 }
-                prop_assert_eq!(b.first_interval * l.interval, b.first);
-                // The strips of a band (only for bands small enough to walk).
-                if b.blocks <= 20_000 {
-                    let mut at = b.first;
-                    for s in l.strips(i, max) {
-                        prop_assert!(s.nb >= 1 && s.nb <= max);
-                        prop_assert_eq!(s.row * l.mcus_x + s.x0 as u32, at);
-                        prop_assert!(s.x0 + s.nb <= l.mcus_x as usize);
-                        at += s.nb as u32;
-                        let ends = at % l.interval == 0 || at == l.mcus;
-                        prop_assert_eq!(s.end.is_some(), ends);
-                        if let Some((k, scan_end)) = s.end {
-                            prop_assert_eq!(k, (at - 1) / l.interval);
-                            prop_assert_eq!(scan_end, at == l.mcus);
-                        }
-                    }
-                    prop_assert_eq!(at, b.first + b.blocks);
-                }
-                next += b.blocks;
+                prop_assert_eq!(b.first_interval * l.interval_rows, b.first_row);
+                next += b.rows;
             }
-            prop_assert_eq!(next, l.mcus);
-            prop_assert!(l.interval <= 65_535 || !l.restart);
-            let ideal = l.mcus.div_ceil(bands as u32);
-            if l.restart && ideal <= 65_535 {
-                prop_assert_eq!(l.band_blocks, ideal);
+            prop_assert_eq!(next, l.mcu_rows);
+            prop_assert!(l.interval_rows as u64 * l.mcus_x as u64 <= 65_535 || !l.restart);
+            let ideal = l.mcu_rows.div_ceil(bands as u32);
+            if l.restart && ideal * l.mcus_x <= 65_535 {
+                prop_assert_eq!(l.band_rows, ideal);
             }
             prop_assert_eq!(l.restart, l.bands > 1);
         }

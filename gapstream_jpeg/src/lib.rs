@@ -28,7 +28,7 @@
 //! | [`testimage`] | deterministic test frames and the digest used by the rv32 checks |
 //!
 //! Output size: [`layout::Layout::max_len`] bytes always suffice (every block at its
-//! worst case, every byte stuffed: 527,249 bytes for 324×244 on 8 cores, more than GAP8's L2);
+//! worst case, every byte stuffed: 527,246 bytes for 324×244 on 8 cores, more than GAP8's L2);
 //! a smaller buffer works whenever the frame fits and otherwise gives
 //! [`Error::OutputFull`] (the cluster encoder gives each band a share of the buffer proportional
 //! to its rows, see [`cluster`]).
