@@ -477,6 +477,12 @@ pub fn p_lh_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
     r_type(0b000_1000, rs2, rs1, 0b111, rd, 0b000_0011)
 }
 
+/// `p.lhu rD, rs2(rs1)`: rD = zero-extended Mem16(rs1 + rs2) (register offset, no
+/// post-increment). `0101000 | rs2 | rs1 | 111 | rD | 0000011`.
+pub fn p_lhu_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
+    r_type(0b010_1000, rs2, rs1, 0b111, rd, 0b000_0011)
+}
+
 /// `p.lw rD, rs2(rs1)`: rD = Mem32(rs1 + rs2) (register offset, no post-increment).
 /// `0010000 | rs2 | rs1 | 111 | rD | 0000011`.
 pub fn p_lw_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
@@ -880,6 +886,11 @@ mod tests {
         // `LW_RR '0010000 ...'`).
         assert_eq!(p_lh_rr(0, 0, 0), 0x1000_7003);
         assert_eq!(p_lh_rr(r("a0"), r("a1"), r("a2")), 0x10B6_7503);
+        // `LHU_RR '0101000 ----- ----- 111 ----- 0000011'` (GVSOC pulp_v2).
+        assert_eq!(p_lhu_rr(0, 0, 0), 0x5000_7003);
+        assert_eq!(p_lhu_rr(r("a0"), r("a1"), r("a2")), 0x50B6_7503);
+        assert_eq!(p_lhu_rr(r("t4"), r("t1"), r("s5")), 0x506A_FE83);
+        assert_eq!(p_lhu_rr(r("x31"), r("x31"), r("x31")), 0x51FF_FF83);
         assert_eq!(p_lh_rr(r("x31"), r("x31"), r("x31")), 0x11FF_FF83);
         assert_eq!(p_lw_rr(0, 0, 0), 0x2000_7003);
         assert_eq!(p_lw_rr(r("a0"), r("a1"), r("a2")), 0x20B6_7503);

@@ -46,6 +46,7 @@
 //! | [`pv_shuffle2_b!`]`(rd, rs1, rs2)` | `pv.shuffle2.b` | rd byte i = (rs2 byte i bit 2 ? rs1 : old rd) byte (rs2 byte i & 3) |
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
 //! | [`p_lh_rr!`]`(rd, rs2(rs1))` | `p.lh rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) sign-extended (register offset) |
+//! | [`p_lhu_rr!`]`(rd, rs2(rs1))` | `p.lhu rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) zero-extended (register offset) |
 //! | [`p_lw_rr!`]`(rd, rs2(rs1))` | `p.lw rD, rs2(rs1)` | rd = Mem32(rs1 + rs2) (register offset) |
 //! | [`p_sh!`]`(rs2, rs3(rs1))` | `p.sh rs2, rs3(rs1)` | Mem16(rs1 + rs3) = rs2 (register offset) |
 //! | [`p_ff1!`]`(rd, rs1)` | `p.ff1` | rd = index of the lowest set bit of rs1 (32 for 0) |
@@ -792,6 +793,13 @@ fn parse_load_rr(
 #[proc_macro]
 pub fn p_lh_rr(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_load_rr(i, "p.lh", encode::p_lh_rr))
+}
+
+/// `p.lhu rD, rs2(rs1)`: halfword load at `rs1 + rs2`, zero-extended (register offset).
+/// `p_lhu_rr!(a0, a1(a2))` → `".insn 4, 0x50b67503"`.
+#[proc_macro]
+pub fn p_lhu_rr(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_load_rr(i, "p.lhu", encode::p_lhu_rr))
 }
 
 /// `p.lw rD, rs2(rs1)`: word load at `rs1 + rs2` (register offset).

@@ -39,7 +39,7 @@ use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
 use asm_macros::{
     lp_setup, lp_setupi, p_abs, p_bclr, p_clb, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr,
-    p_lw, p_lw_rr, p_mac, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_shuffle_b,
+    p_lhu_rr, p_lw, p_lw_rr, p_mac, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_shuffle_b,
     pv_shuffle_sci_h, pv_shuffle2_b, pv_sub_h,
 };
 use core::arch::asm;
@@ -320,8 +320,10 @@ fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
 /// word: + 32 entries for word 1), AC entries a4 (`t.ac` + 31 entries: the entry of
 /// `(run, size)` at `a4 + 64 run - 4 (31 - size)`, `31 - size` being `p.clb` of the quantised
 /// magnitude), DC entries a5, output a6, DC predictor a7, bit accumulator s2 and free bits s3,
-/// 31 and the byte reversal's selector `0x00010203` in s6 s7, 32 in a1, `last + 1` s9 and the
-/// zig-zag position t0 (both relative to the current word), word-1 flag s10, 16 s11; run t6.
+/// the quantiser entries + 4, + 2, + 1 in s4 s5 s6 for the AC loop's register-offset loads (s6 is
+/// 31 for the DC before), the byte reversal's selector `0x00010203` in s7, 32 in a1, `last + 1`
+/// s9 and the zig-zag position t0 (both relative to the current word), word-1 flag s10, 16 s11;
+/// run t6.
 /// The AC scan of a word is hardware loop 0, one iteration per non-zero coefficient. The put
 /// routine (label 90, link ra)
 /// takes the code in t3 and its length in t4 and clobbers t1 t2 t5.
@@ -380,18 +382,21 @@ fn block(
             "40:",
             // field = a, or its complement in t2 bits for a negative difference.
             "srai t5, t0, 31",
-            "sub t3, s6, t2",
-            "addi t3, t3, 1",
+            "sub t3, a1, t2",
             "srl t5, t5, t3",
             "xor t5, t1, t5",
             // The entry: the code shifted by the size, the total length in bits 27..32.
             "slli t3, t2, 2",
-            "add t3, a5, t3",
-            "lw t3, 0(t3)",
+            p_lw_rr!(t3, t3(a5)),
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
             "or t3, t3, t5",
             "jal ra, 90f",
+            // The quantiser entries' fields by register offset (k * 8) from four bases: `at`
+            // from a3, `bias` from s4, `recip` from s5, `shift` from s6.
+            "addi s4, a3, 4",
+            "addi s5, a3, 2",
+            "addi s6, a3, 1",
             // ---- AC, word 0 (the DC's bit cleared), then word 1: hardware loop 0 runs once per
             // non-zero coefficient of the word (`p.cnt`); its last instruction finds the next one,
             // so the put routine's return and the fast path both end there. Positions are
@@ -402,7 +407,7 @@ fn block(
             "beqz s8, 58f",
             p_cnt!(t1, s8),
             p_ff1!(t0, s8),
-            lp_setup!(x0, t1, 120),
+            lp_setup!(x0, t1, 116),
             p_bclr!(s8, s8, t0),
             "sub t6, t0, s9",
             "addi s9, t0, 1",
@@ -411,12 +416,11 @@ fn block(
             // >> shift.
             "52:",
             "slli t1, t0, 3",
-            "add t1, a3, t1",
-            "lbu t2, 0(t1)",
-            "lw t3, 4(t1)",
+            p_lbu!(t2, t1(a3)),
+            p_lw_rr!(t3, t1(s4)),
             p_lh_rr!(t2, t2(a0)),
-            "lhu t4, 2(t1)",
-            "lbu t5, 1(t1)",
+            p_lhu_rr!(t4, t1(s5)),
+            p_lbu!(t5, t1(s6)),
             p_abs!(t0, t2),
             p_mac!(t3, t0, t4),
             "srli t2, t2, 1",
@@ -439,7 +443,7 @@ fn block(
             "sll s2, s2, t4",
             "or s2, s2, t3",
             "sub s3, s3, t4",
-            // The loop's last instruction, 30 after the lp.setup (the branches out of the loop
+            // The loop's last instruction, 29 after the lp.setup (the branches out of the loop
             // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
             // does, on the built kernel).
             "55:", p_ff1!(t0, s8),
@@ -447,6 +451,9 @@ fn block(
             "bnez s10, 60f",
             "li s10, 1",
             "addi a3, a3, 256",
+            "addi s4, s4, 256",
+            "addi s5, s5, 256",
+            "addi s6, s6, 256",
             "addi s9, s9, -32",
             "mv s8, a2",
             "j 50b",

@@ -127,6 +127,14 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (pv_shuffle2_b!(a0, a1, a2), 0xC8C5_9557),
         (pv_shuffle2_b!(t0, t5, a3), 0xC8DF_12D7),
         (pv_shuffle2_b!(x31, x31, x31), 0xC9FF_9FD7),
+        // The AC loop's quantiser fields by register offset from four bases.
+        (p_lhu_rr!(a0, a1(a2)), 0x50B6_7503),
+        (p_lhu_rr!(t4, t1(s5)), 0x506A_FE83),
+        (p_lhu_rr!(x31, x31(x31)), 0x51FF_FF83),
+        (p_lbu!(t2, t1(a3)), 0x4066_F383),
+        (p_lbu!(t5, t1(s6)), 0x406B_7F03),
+        (p_lw_rr!(t3, t1(s4)), 0x206A_7E03),
+        (lp_setup!(x0, t1, 116), 0x03A3_407B),
     ]
 }
 
