@@ -25,15 +25,17 @@
 //! instructions per group in hardware loop 0; the slots make the mask come out in zig-zag order.
 //!
 //! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
-//! the DC quantised (`p.abs`, reciprocal multiply) and coded as the difference to the previous
-//! block; the zero mask inverted (bit `j` of word `w`: coefficient `32 w + j` is not zero);
-//! per word, hardware loop 0 runs once per
-//! non-zero coefficient (`p.cnt`), each found with `p.ff1`, quantised, its category from `p.fl1`,
-//! its code from the AC table (already shifted by the category, the total length on top: see
-//! [`crate::tables::coder_entry`]), ZRL for runs of 16; EOB unless coefficient 63 was coded.
-//! Bits go into a 32-bit accumulator; a full word is stored big-endian in one store of its bytes
-//! reversed (`pv.shuffle.b`), or byte by byte with a stuffed `0x00` after each `0xFF` when it
-//! holds one; the AC loop does this inline.
+//! the DC quantised (`p.abs`, `p.mac` with the entry's `recip` and `bias`) and coded as the
+//! difference to the previous block; the zero mask inverted (bit `j` of word `w`: coefficient
+//! `32 w + j` is not zero); per word, hardware loop 0 runs once per non-zero coefficient
+//! (`p.cnt`, 29 instructions), each found with `p.ff1` and cleared with `p.bclr`, quantised (the
+//! entry's fields by register offset, `p.mac`), `31 - size` from `p.clb` (the AC table's index
+//! and the shift that makes the sign field), its code from the AC table (already shifted by the
+//! category, the total length on top: see [`crate::tables::coder_entry`]), ZRL for runs of 16;
+//! EOB unless coefficient 63 was coded. Bits go into a 32-bit accumulator; a full word is stored
+//! big-endian in one post-increment store of its bytes reversed (`pv.shuffle.b`) unless
+//! `pv.cmpeq.sci.b` finds a `0xFF` byte in it, then byte by byte with a stuffed `0x00` after each
+//! `0xFF`; the AC loop does this inline.
 use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
