@@ -235,13 +235,14 @@ impl QuantEntry {
     }
 
     /// The smallest magnitude that does not quantise to 0.
+    #[inline]
     pub const fn threshold(&self) -> u32 {
-        // Smallest a with a * recip + bias >= 2^shift.
-        let need = 1u64 << self.shift;
-        if need <= self.bias as u64 {
+        // Smallest a with a * recip + bias >= 2^shift (shift <= 26: no overflow in 32 bits).
+        let need = 1u32 << self.shift;
+        if need <= self.bias {
             0
         } else {
-            (need - self.bias as u64).div_ceil(self.recip as u64) as u32
+            (need - self.bias).div_ceil(self.recip as u32)
         }
     }
 }
