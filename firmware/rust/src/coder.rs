@@ -204,21 +204,28 @@ impl<'c, C: Cluster> JplsCoder<'c, C> {
 
     /// The L1 bytes one frame's job takes for `format` (the tables and every core's share).
     pub fn l1_bytes(&self, format: FrameFormat) -> usize {
-        Plan::new(
-            format.width.into(),
-            format.height.into(),
-            Layout::Grey,
-            self.cores,
-        )
-        .map_or(0, |p| {
-            512 + gapstream_jpegls::cluster::l1_per_core(&p) * self.cores.min(p.segments())
-        })
+        jpegls_l1_bytes(self.cores, format)
     }
 
     /// The most bytes a frame's code may take ([`CodedBuffer::code_limit`]).
     pub fn code_limit(&self) -> usize {
         self.limit
     }
+}
+
+/// The L1 bytes one JPEG-LS frame job on `cores` cores takes for `format` (the quantisation table
+/// and every core's share: `gapstream_jpegls::cluster::l1_per_core`); allocated by the job and
+/// freed at its end, next to what the cluster's stacks take then.
+pub fn jpegls_l1_bytes(cores: usize, format: FrameFormat) -> usize {
+    Plan::new(
+        format.width.into(),
+        format.height.into(),
+        Layout::Grey,
+        cores,
+    )
+    .map_or(0, |p| {
+        512 + gapstream_jpegls::cluster::l1_per_core(&p) * cores.min(p.segments())
+    })
 }
 
 impl<C: Cluster> FrameCoder for JplsCoder<'_, C> {

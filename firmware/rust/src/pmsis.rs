@@ -609,14 +609,9 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
     let hz = unsafe { fw_fc_hz() };
     let clock = WideClock::new(FcTimer { hz });
 
-    // Cluster stacks: the engine's per-core frame is ~1.4 KiB before the kernel's own; the SDK
-    // default of 2 KiB per worker overflowed into the neighbour's stack (seen on GVSOC: a worker
-    // returned to a corrupted `ra`). 4 KiB + 7 x 3 KiB + the engine's 3 x 8 KiB fit the 64 KiB L1.
-    let pcfg = PmsisConfig {
-        master_stack: 4096,
-        slave_stack: 3072,
-        ..PmsisConfig::default()
-    };
+    // Cluster stacks (`pcfg_used`): 4 KiB + 7 x 3 KiB, allocated by the SDK at each offload next
+    // to the engine's 3 x L1_BUFFER (checked below, once the coder holds its own L1).
+    let pcfg = pcfg_used();
     let cluster = match PmsisCluster::open(pcfg) {
         Ok(c) => c,
         Err(_) => return fail("cluster open failed", 5),
@@ -695,6 +690,41 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
             buffer.code_limit(),
             buffer.bytes
         );
+    }
+    // The SDK allocates the cluster's stacks (core 0's and 7 workers') from L1 at every offload
+    // and frees them when it ends (`__pi_send_task_to_cl` in the SDK's FreeRTOS cluster driver,
+    // fc_to_cl_delegate.c): what the engine and the coder keep must leave that much free, and a
+    // JPEG-LS frame job's own L1 next to it. Without this check an offload that cannot get its
+    // stacks fails (`pi_cluster_send_task_to_cl` returns -1): the handshake's AEAD never ran and
+    // the firmware waited for a receiver that could not complete (seen with the JPEG encoder and
+    // an 8 KiB engine buffer).
+    let stacks = pcfg_stacks(&pcfg_used()) as usize;
+    #[cfg(feature = "codec-jpegls")]
+    let job_l1 = if cfg.codec == 2 {
+        crate::coder::jpegls_l1_bytes(cfg.cores.clamp(1, 8) as usize, FrameFormat::HM01B0)
+    } else {
+        0
+    };
+    #[cfg(not(feature = "codec-jpegls"))]
+    let job_l1 = 0usize;
+    match gap_rust_sdk::Cluster::l1(cluster).alloc_zeroed(stacks + job_l1, 4) {
+        Ok(probe) => {
+            drop(probe);
+            let _ = writeln!(
+                out,
+                "FW L1 ok: {} bytes free for an offload's stacks ({stacks}) and a frame job ({job_l1})",
+                stacks + job_l1
+            );
+        }
+        Err(_) => {
+            let _ = writeln!(
+                out,
+                "FW L1: no {} bytes left for an offload's stacks ({stacks}) and a frame job ({job_l1}) next to the engine (L1_BUFFER={}) and the coder",
+                stacks + job_l1,
+                cfg.l1_buffer
+            );
+            return fail("L1 too small for the cluster stacks: lower L1_BUFFER", 14);
+        }
     }
     let camera = HimaxCamera::new(BoardCamera, &clock, FrameFormat::HM01B0, Some(pool.clone()));
     let dcfg = DroneConfig {
@@ -791,6 +821,22 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         Ok(()) => 0,
         Err(e) => fail(&e, 7),
     }
+}
+
+/// The cluster's stacks: the engine's per-core frame is ~1.4 KiB before the kernel's own; the SDK
+/// default of 2 KiB per worker overflowed into the neighbour's stack (seen on GVSOC: a worker
+/// returned to a corrupted `ra`).
+fn pcfg_used() -> PmsisConfig {
+    PmsisConfig {
+        master_stack: 4096,
+        slave_stack: 3072,
+        ..PmsisConfig::default()
+    }
+}
+
+/// L1 bytes the SDK allocates for an offload's stacks (core 0 and 7 workers).
+fn pcfg_stacks(p: &PmsisConfig) -> u32 {
+    p.master_stack + 7 * p.slave_stack
 }
 
 fn read_timer() -> u32 {
