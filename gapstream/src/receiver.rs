@@ -198,11 +198,13 @@ enum Event {
     Restart(String),
     /// Cannot go on (wrong pairing keys, no common suite).
     Fatal(String),
-    /// The drone answered a KEEPALIVE: its clock read `drone_ns` within the `round_trip_ns` that
-    /// just ended here (the station puts it on this machine's clock, `timesync`).
+    /// The drone answered a KEEPALIVE: its clock read `drone_ns` after `sent_ns` and before
+    /// `received_ns` (this machine's clock, Unix ns: the session's monotonic clock carried to the
+    /// wall clock, so a receiver that handles the event late does not move the exchange).
     ClockSample {
-        round_trip_ns: u64,
+        sent_ns: u64,
         drone_ns: u64,
+        received_ns: u64,
     },
 }
 
@@ -427,6 +429,15 @@ fn proto_clock() -> u64 {
     u64::try_from(clock_start().0.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// The protocol clock's readings on the system clock as it is now (`sim::unix_ns`, the base of
+/// frame arrival times), so that the two kinds of times compare even if the system clock was set
+/// since the protocol clock started.
+fn proto_to_unix() -> impl Fn(u64) -> u64 {
+    let proto = proto_clock();
+    let unix = crate::sim::unix_ns();
+    move |t| (t as i128 + unix as i128 - proto as i128).clamp(0, u64::MAX as i128) as u64
+}
+
 /// When the protocol clock read 0: the `Instant`, and the wall-clock time then (ns since the Unix
 /// epoch; 0 if the system clock is before it). A HELLO's time is the second plus the protocol
 /// clock (`ReceiverConfig::wall_clock_origin_ns`): it follows the system clock across restarts of
@@ -539,10 +550,14 @@ impl SecureSession {
                 sent_ns,
                 drone_ns,
                 received_ns,
-            } => events.push(Event::ClockSample {
-                round_trip_ns: received_ns.saturating_sub(sent_ns),
-                drone_ns,
-            }),
+            } => {
+                let wall = proto_to_unix();
+                events.push(Event::ClockSample {
+                    sent_ns: wall(sent_ns),
+                    drone_ns,
+                    received_ns: wall(received_ns),
+                })
+            }
             ReceiverEvent::Closed => {
                 events.push(Event::Restart("the drone closed the session".into()))
             }

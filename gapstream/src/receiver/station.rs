@@ -276,14 +276,10 @@ impl<'a> Station<'a> {
             }
             Event::Restart(m) => *restart = Some(m),
             Event::ClockSample {
-                round_trip_ns,
+                sent_ns,
                 drone_ns,
-            } => {
-                // The answer arrived just now: the exchange on this machine's clock.
-                let now = unix_ns();
-                self.clock
-                    .exchange(now.saturating_sub(round_trip_ns), drone_ns, now);
-            }
+                received_ns,
+            } => self.clock.exchange(sent_ns, drone_ns, received_ns),
             Event::Fatal(m) => {
                 self.status.last_error = Some(m.clone());
                 self.set_connection("stopped");
