@@ -25,6 +25,9 @@ fn any() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
+/// An image as opencv-viewer.py has it: width, height, depth, format (type), the image's bytes.
+type ViewerImage = (u16, u16, u8, u8, Vec<u8>);
+
 /// `rx_bytes(size)` of opencv-viewer.py.
 fn rx_bytes(s: &mut TcpStream, size: usize) -> Vec<u8> {
     let mut data = vec![0u8; size];
@@ -35,7 +38,7 @@ fn rx_bytes(s: &mut TcpStream, size: usize) -> Vec<u8> {
 /// The first image as opencv-viewer.py reads it on a new connection: its header fields and bytes.
 /// Errors where the script would stop (`struct.error`) or skip the packet (magic not 0xBC: the
 /// script loops, but the first packet of a connection must be a header).
-fn opencv_viewer_first_image(s: &mut TcpStream) -> Result<(u16, u16, u8, u8, Vec<u8>), String> {
+fn opencv_viewer_first_image(s: &mut TcpStream) -> Result<ViewerImage, String> {
     let info = rx_bytes(s, 4);
     let length = u16::from_le_bytes([info[0], info[1]]) as usize;
     let img_header = rx_bytes(s, length - 2);
@@ -139,7 +142,7 @@ fn stock_drone_coding(
     Setup { bridge, node }
 }
 
-fn check_image(what: &str, got: Result<(u16, u16, u8, u8, Vec<u8>), String>) -> u32 {
+fn check_image(what: &str, got: Result<ViewerImage, String>) -> u32 {
     let (w, h, depth, format, img) = got.unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!((w, h, depth, format), (324, 244, 1, 0), "{what}");
     testpattern::decode(&img, 324, 244)
@@ -233,10 +236,7 @@ fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
 /// `struct.error`); a packet whose magic is not 0xBC is passed over; after a header, packets are
 /// appended until the image holds at least `size` bytes. The script then decodes a type-0 image as
 /// 324 × 244 raw samples and any other type with `cv2.imdecode`.
-fn opencv_viewer_images(
-    s: &mut TcpStream,
-    n: usize,
-) -> Result<Vec<(u16, u16, u8, u8, Vec<u8>)>, String> {
+fn opencv_viewer_images(s: &mut TcpStream, n: usize) -> Result<Vec<ViewerImage>, String> {
     let mut images = Vec::new();
     while images.len() < n {
         let info = rx_bytes(s, 4);
