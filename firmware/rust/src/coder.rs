@@ -143,20 +143,9 @@ impl<C: Cluster> FrameCoder for JpegCoder<'_, C> {
             bands: self.enc.config().cores as u8,
         };
         self.buffer.prepare(out, self.limit);
-        match self.enc.encode::<DefaultKernel>(&spec, frame, out) {
-            Ok(n) => {
-                out.truncate(n);
-                Ok(Some(PixelFormat::Jpeg))
-            }
-            Err(Error::OutputFull) => {
-                out.clear();
-                Err(CoderError("coded frame larger than its L2 buffer"))
-            }
-            Err(_) => {
-                out.clear();
-                Err(CoderError("cluster JPEG encoder failed"))
-            }
-        }
+        let r = self.enc.encode::<DefaultKernel>(&spec, frame, out);
+        let r = r.map_err(|e| matches!(e, Error::OutputFull));
+        finish(out, r, PixelFormat::Jpeg, "cluster JPEG encoder failed")
     }
 
     /// SET_QUALITY from the receiver: the next frame is coded at `quality` (1..=100; the
@@ -246,25 +235,43 @@ impl<C: Cluster> FrameCoder for JplsCoder<'_, C> {
         )
         .map_err(|_| CoderError("JPEG-LS: frame size out of range"))?;
         self.buffer.prepare(out, self.limit);
-        match gapstream_jpegls::cluster::encode::<JplsKernel, C>(
+        let r = gapstream_jpegls::cluster::encode::<JplsKernel, C>(
             self.cluster,
             self.cores,
             &plan,
             frame,
             out,
-        ) {
-            Ok(n) => {
-                out.truncate(n);
-                Ok(Some(PixelFormat::JpegLs))
-            }
-            Err(EncodeError::OutputFull) => {
-                out.clear();
-                Err(CoderError("coded frame larger than its L2 buffer"))
-            }
-            Err(_) => {
-                out.clear();
-                Err(CoderError("cluster JPEG-LS encoder failed"))
-            }
+        );
+        let r = r.map_err(|e| matches!(e, EncodeError::OutputFull));
+        finish(
+            out,
+            r,
+            PixelFormat::JpegLs,
+            "cluster JPEG-LS encoder failed",
+        )
+    }
+}
+
+/// An encoder's result as the coder's: the coded length kept in `out`, or `out` emptied and why
+/// (`Err(true)`: the code did not fit the buffer; `Err(false)`: the encoder failed, `failed`).
+fn finish(
+    out: &mut Vec<u8>,
+    r: Result<usize, bool>,
+    pixel: PixelFormat,
+    failed: &'static str,
+) -> Result<Option<PixelFormat>, CoderError> {
+    match r {
+        Ok(n) => {
+            out.truncate(n);
+            Ok(Some(pixel))
+        }
+        Err(full) => {
+            out.clear();
+            Err(CoderError(if full {
+                "coded frame larger than its L2 buffer"
+            } else {
+                failed
+            }))
         }
     }
 }
