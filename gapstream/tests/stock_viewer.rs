@@ -17,12 +17,47 @@ use std::time::{Duration, Instant};
 
 use esp32_bridge::host::{HostBridge, HostConfig};
 use gapstream::images::{FrameSource, SourceSpec};
-use gapstream::receiver::{self, Bus, Policy, ReceiverConfig, SessionKind, Transport};
+use gapstream::receiver::{
+    self, Bus, Policy, ReceiverConfig, SessionKind, Subscription, Summary, Transport,
+};
 use gapstream::sim::{self, NodeConfig};
 use gapstream_drone::{DroneConfig, Mode, testpattern};
 
 fn any() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
+}
+
+/// The demo's own receiver on the stock stream (`gapstream demo --stock` runs one next to the
+/// bridge), on its own thread.
+struct DemoReceiver {
+    stop: Arc<AtomicBool>,
+    frames: Subscription,
+    thread: thread::JoinHandle<Result<Summary, receiver::ReceiverError>>,
+}
+
+impl DemoReceiver {
+    fn start(bridge: SocketAddr) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cfg = ReceiverConfig {
+            stop: stop.clone(),
+            idle_timeout: Duration::from_secs(5),
+            ..ReceiverConfig::new(bridge, Transport::Tcp, SessionKind::StockPlaintext)
+        };
+        let mut bus = Bus::new();
+        let frames = bus.subscribe("test", Policy::Latest);
+        let thread = thread::spawn(move || receiver::run(cfg, bus));
+        DemoReceiver {
+            stop,
+            frames,
+            thread,
+        }
+    }
+
+    /// Stops it: its closing summary.
+    fn finish(self) -> Summary {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap().unwrap()
+    }
 }
 
 /// An image as opencv-viewer.py has it: width, height, depth, format (type), the image's bytes.
@@ -197,20 +232,8 @@ fn opencv_viewer_as_the_only_client_starts_at_a_header() {
 fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
     let mut m = Moments(seed());
     let st = stock_drone(30.0);
-    let stop = Arc::new(AtomicBool::new(false));
-    let cfg = ReceiverConfig {
-        stop: stop.clone(),
-        idle_timeout: Duration::from_secs(5),
-        ..ReceiverConfig::new(
-            st.bridge.tcp_addr,
-            Transport::Tcp,
-            SessionKind::StockPlaintext,
-        )
-    };
-    let mut bus = Bus::new();
-    let frames = bus.subscribe("test", Policy::Latest);
-    let demo_receiver = thread::spawn(move || receiver::run(cfg, bus));
-    frames
+    let demo = DemoReceiver::start(st.bridge.tcp_addr);
+    demo.frames
         .frame(Duration::from_secs(20))
         .expect("the demo's receiver gets frames");
     let t0 = Instant::now();
@@ -224,8 +247,7 @@ fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
         );
     }
     assert!(t0.elapsed() < Duration::from_secs(60));
-    stop.store(true, Ordering::Relaxed);
-    let summary = demo_receiver.join().unwrap().unwrap();
+    let summary = demo.finish();
     assert_eq!(summary.counters.malformed, 0, "{summary:?}");
     st.node.stop();
     st.bridge.stop();
@@ -277,20 +299,9 @@ fn opencv_viewer_reads_and_decodes_the_stock_jpeg_stream() {
     let coder = HostCoder::boxed(Codec::Jpeg, 75).unwrap();
     assert!(coder.is_some());
     let st = stock_drone_coding(30.0, coder);
-    let stop = Arc::new(AtomicBool::new(false));
-    let cfg = ReceiverConfig {
-        stop: stop.clone(),
-        idle_timeout: Duration::from_secs(5),
-        ..ReceiverConfig::new(
-            st.bridge.tcp_addr,
-            Transport::Tcp,
-            SessionKind::StockPlaintext,
-        )
-    };
-    let mut bus = Bus::new();
-    let frames = bus.subscribe("test", Policy::Latest);
-    let demo_receiver = thread::spawn(move || receiver::run(cfg, bus));
-    let first = frames
+    let demo = DemoReceiver::start(st.bridge.tcp_addr);
+    let first = demo
+        .frames
         .frame(Duration::from_secs(20))
         .expect("the demo's receiver gets frames");
     assert_eq!((first.width(), first.height()), (324, 244));
@@ -322,8 +333,7 @@ fn opencv_viewer_reads_and_decodes_the_stock_jpeg_stream() {
         last = Some(stamp);
     }
     drop(s);
-    stop.store(true, Ordering::Relaxed);
-    let summary = demo_receiver.join().unwrap().unwrap();
+    let summary = demo.finish();
     assert_eq!(summary.counters.malformed, 0, "{summary:?}");
     assert!(summary.counters.frames > 0);
     st.node.stop();
