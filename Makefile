@@ -21,6 +21,10 @@ export CARGO_TERM_QUIET ?= true
 export NO_COLOR ?= 1
 
 CARGO       ?= cargo
+# The host binaries (gapstream, esp32-bridge) for the steps that run them: `cargo test` builds every
+# bin of the default members into target/debug, so after test-host this is a no-op, where `cargo
+# build -p gapstream` would compile the dependencies again with another feature set.
+HOST_BINS = $(CARGO) test --locked --quiet --no-run
 RV32_TARGET := riscv32imc-unknown-none-elf
 TEST_TARGETS :=
 RV32_CRATES  := gap_rust_cipher_s gap_rust_sdk gap_rust_wrapper gapstream_protocol gapstream_jpeg gapstream_jpegls

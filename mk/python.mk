@@ -11,10 +11,6 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 PYTEST := $(PYTHON) -m pytest -q -p no:cacheprovider
 
-# The binaries come from the host tests' build (`cargo test` builds every bin of the default
-# members into target/debug): after test-host this is a no-op, where `cargo build -p gapstream`
-# would compile the dependencies again with another feature set.
-HOST_BINS := $(CARGO) test --locked --quiet --no-run
 
 mcap-test:
 	$(HOST_BINS)
