@@ -401,7 +401,9 @@ fn out_of_kernel(
         overflow: st.overflow,
     };
     if exit == EXIT_RUN {
-        st.i = run_mode(m, &mut w, prev, cur, st.i, width).unwrap_or(width + 1);
+        // The run context's k by p.fl1 (Pulp::k: the same least k with N << k >= A).
+        let golomb = |a: i32, n: i32| Pulp::k(n as u32, a as u32) as i32;
+        st.i = run_mode(m, &mut w, prev, cur, st.i, width, golomb).unwrap_or(width + 1);
     } else {
         w.golomb(k as i32, merr, LIMIT as i32);
     }
