@@ -109,7 +109,7 @@ fn fl1(x: u32) -> i32 {
 /// The least `k` with `n << k >= a` (`n >= 1`, `a < 2^16`): `t + (n << t < a)` with
 /// `t = fl1(a | n) − fl1(n)`.
 #[inline(always)]
-pub(crate) fn golomb_k(a: i32, n: i32) -> i32 {
+fn golomb_k(a: i32, n: i32) -> i32 {
     let t = fl1((a | n) as u32) - fl1(n as u32);
     t + (((n << t) as u32) < a as u32) as i32
 }
@@ -287,7 +287,7 @@ impl Kernel for ModelKernel {
                 }
             }
             // Run mode at sample i.
-            let next = run_mode(m, &mut w, prev, cur, i, width, golomb_k);
+            let next = run_mode(m, &mut w, prev, cur, i, width);
             w.flush2();
             match next {
                 Some(n) => i = n,
@@ -312,9 +312,7 @@ impl Kernel for ModelKernel {
 /// Run mode at sample `i` of `cur` (A.7; `Ra = cur[i − 1]`): the run of samples equal to `Ra`,
 /// its length, and the interruption sample with its run context. Returns the next sample, or
 /// `None` when the run reached the line's end. The last code may be pending in `w` (16 bits or
-/// more: [`Bw::flush2`] before the next regular-mode code). `golomb(a, n)` is the least `k`
-/// with `n << k >= a` ([`golomb_k`], or the PULP kernel's `p.fl1` form of it: without a
-/// find-first-one instruction `leading_zeros` is a subroutine on RV32IMC).
+/// more: [`Bw::flush2`] before the next regular-mode code).
 #[inline]
 pub(crate) fn run_mode(
     m: &mut Model,
@@ -323,7 +321,6 @@ pub(crate) fn run_mode(
     cur: &[u8],
     i: usize,
     width: usize,
-    golomb: impl Fn(i32, i32) -> i32,
 ) -> Option<usize> {
     let ra = cur[i - 1] as i32;
     let mut j = i;
@@ -361,7 +358,7 @@ pub(crate) fn run_mode(
     }
     let err = err as i8 as i32;
     let rc = &mut m.run[ritype as usize];
-    let k = golomb(rc.a + (rc.n >> 1) * ritype, rc.n);
+    let k = golomb_k(rc.a + (rc.n >> 1) * ritype, rc.n);
     let half = (2 * rc.nn >= rc.n) as i32;
     let map = if err > 0 {
         (k == 0 && half == 0) as i32
