@@ -46,9 +46,8 @@
 
 use crate::bits::{Sink, Writer};
 use crate::line::Ops;
-use crate::model::LIMIT;
 use crate::model::Model;
-use crate::pulp_model::{Bw, Exit, Kernel, MARGIN, QUANT6, State, encode_line_with};
+use crate::pulp_model::{Exit, Kernel, MARGIN, QUANT6, State, encode_line_with};
 use asm_macros::{
     lp_count, lp_endi, lp_starti, p_abs, p_clipi, p_clipui, p_clipur, p_extbs, p_extractui, p_fl1,
     p_lb, p_lbu, p_mac, p_max, p_min, p_msu, p_sb,
@@ -168,12 +167,8 @@ struct Regs {
     ctx: *mut u8,
     /// 32: the centre of the 6·Q table (`quant[255]`).
     quant: *const i8,
-    /// 36: why it stopped: 0 line end, 2 long code, 3 buffer full.
+    /// 36: why it stopped: 0 line end, 3 buffer full.
     exit: u32,
-    /// 40: the long code's mapped error.
-    merr: u32,
-    /// 44: the long code's Golomb parameter.
-    k: u32,
 }
 
 /// The context update (A.6.1, A.6.2) of the sample in the registers, with `$halve` / `$back` the
@@ -278,20 +273,67 @@ macro_rules! sample {
     };
 }
 
-/// The long-code exit of a sample (`$k` its k register): merr and k stored, the update with
-/// its own halving labels, N stored, exit 2.
+/// A code longer than 16 bits (`$k` the sample's k register, MErrval in t3): MErrval kept in
+/// `$m` (a register free after the sample and not used by [`update!`]), the update with its own
+/// halving labels, N stored, then the limited-length code (`high` zeros in steps of 16 at most,
+/// a one and k bits, or the escape: 23 zeros, a one, MErrval − 1 in 8 bits) through the flush
+/// subroutine at 85, and back into the loop (`$resume`), or to 45 once the buffer's limit is
+/// reached. Uses s0, s1, s10, ra (t5, t6, s11 in the flush); the next sample's registers and t4
+/// are left alone. `$l` are six labels.
 #[rustfmt::skip]
-macro_rules! long_exit {
-    ($label:literal, $k:ident, $halve:literal, $back:literal) => {
+macro_rules! long_code {
+    ($label:literal, $k:ident, $m:ident, $halve:literal, $back:literal,
+     $z1:literal, $z1d:literal, $esc:literal, $z2:literal, $z2d:literal, $done:literal,
+     $resume:literal) => {
         concat!(
             $label, ":\n",
-            "lw ra, 8(sp)\n",
-            "sw t3, 40(ra)\n",
-            "sw ", stringify!($k), ", 44(ra)\n",
+            "mv ", stringify!($m), ", t3\n",
             update!($halve, $back),
             "sb ra, 5(t4)\n",
-            "li t2, 2\n",
-            "j 50f\n",
+            "srl s0, ", stringify!($m), ", ", stringify!($k), "\n",
+            "li ra, 23\n",
+            "bge s0, ra, ", $esc, "f\n",
+            $z1, ":\n",
+            "blez s0, ", $z1d, "f\n",
+            "jal s11, 85f\n",
+            p_min!(ra, s0, s6), "\n",
+            "sub a5, a5, ra\n",
+            "sub s0, s0, ra\n",
+            "j ", $z1, "b\n",
+            $z1d, ":\n",
+            "jal s11, 85f\n",
+            "li ra, 1\n",
+            "sll ra, ra, ", stringify!($k), "\n",
+            "addi s1, ra, -1\n",
+            "and s1, s1, ", stringify!($m), "\n",
+            "or s1, s1, ra\n",
+            "addi s10, ", stringify!($k), ", 1\n",
+            "sub a5, a5, s10\n",
+            "sll s1, s1, a5\n",
+            "or a4, a4, s1\n",
+            "j ", $done, "f\n",
+            $esc, ":\n",
+            "li s0, 23\n",
+            $z2, ":\n",
+            "blez s0, ", $z2d, "f\n",
+            "jal s11, 85f\n",
+            p_min!(ra, s0, s6), "\n",
+            "sub a5, a5, ra\n",
+            "sub s0, s0, ra\n",
+            "j ", $z2, "b\n",
+            $z2d, ":\n",
+            "jal s11, 85f\n",
+            "addi s1, ", stringify!($m), ", -1\n",
+            "andi s1, s1, 255\n",
+            "ori s1, s1, 256\n",
+            "addi a5, a5, -9\n",
+            "sll s1, s1, a5\n",
+            "or a4, a4, s1\n",
+            $done, ":\n",
+            "jal s11, 85f\n",
+            "lw ra, 12(sp)\n",
+            "bgeu a6, ra, 45f\n",
+            $resume,
         )
     };
 }
@@ -584,6 +626,36 @@ macro_rules! flush_call {
     };
 }
 
+/// [`long_code!`]'s flush (`jal s11, 85f`): as [`flush_call!`] with t5 and t6, which the
+/// regular samples' registers leave free after a sample.
+#[rustfmt::skip]
+macro_rules! flush_long {
+    () => {
+        concat!(
+            "85:\n",
+            "bge a5, s7, 86f\n",
+            "srli t5, a4, 24\n",
+            p_extractui!(t6, a4, 7, 16), "\n",
+            p_sb!(t5, 1(a6!)), "\n",
+            "beq t5, s8, 87f\n",
+            p_sb!(t6, 1(a6!)), "\n",
+            "slli a4, a4, 16\n",
+            "addi a5, a5, 16\n",
+            "bne t6, s8, 85b\n",
+            "srli a4, a4, 1\n",
+            "addi a5, a5, -1\n",
+            "j 85b\n",
+            "87:\n",
+            "slli a4, a4, 8\n",
+            "srli a4, a4, 1\n",
+            "addi a5, a5, 7\n",
+            "j 85b\n",
+            "86:\n",
+            "jr s11\n",
+        )
+    };
+}
+
 /// The assembly kernel ([`Kernel`]).
 pub struct AsmKernel;
 
@@ -601,48 +673,26 @@ impl Kernel for AsmKernel {
             return Exit::LineEnd;
         }
         let limit = st.limit.min(buf.len().saturating_sub(MARGIN));
-        loop {
-            if st.i > width {
-                return Exit::LineEnd;
-            }
-            if st.pos >= limit || st.used >= 16 {
-                return Exit::Spill;
-            }
-            // SAFETY: `1 <= st.i <= width`, both lines `width + 2` long, `st.pos < limit <=
-            // buf.len() - MARGIN`, fewer than 16 bits pending: checked above.
-            let (exit, merr, k) = unsafe { regular(m, quant, prev, cur, width, st, buf, limit) };
-            match exit {
-                EXIT_LONG => long_code(st, buf, merr, k),
-                EXIT_LINE_END => return Exit::LineEnd,
-                _ => return Exit::Spill,
-            }
+        if st.i > width {
+            return Exit::LineEnd;
+        }
+        if st.pos >= limit || st.used >= 16 {
+            return Exit::Spill;
+        }
+        // SAFETY: `1 <= st.i <= width`, both lines `width + 2` long, `st.pos < limit <=
+        // buf.len() - MARGIN`, fewer than 16 bits pending: checked above.
+        let exit = unsafe { regular(m, quant, prev, cur, width, st, buf, limit) };
+        if exit == EXIT_LINE_END {
+            Exit::LineEnd
+        } else {
+            Exit::Spill
         }
     }
 }
 
-/// A long code ([`EXIT_LONG`]: `merr`, `k`): the model's Rust on the kernel's bit writer, out
-/// of line (the cluster's instruction cache is 4 KiB).
-#[inline(always)]
-fn long_code(st: &mut State, buf: &mut [u8], merr: u32, k: u32) {
-    let mut w = Bw {
-        acc: st.acc,
-        nu: -(st.used as i32),
-        pos: st.pos,
-        buf,
-        overflow: st.overflow,
-    };
-    w.golomb(k as i32, merr, LIMIT as i32);
-    w.flush2();
-    st.acc = w.acc;
-    st.used = w.nu.unsigned_abs();
-    st.pos = w.pos;
-    st.overflow = w.overflow;
-}
-
-/// The kernel's exits: the line's end, a code longer than 16 bits (the sample's context
-/// updated, its code not written), a full buffer (3).
+/// The kernel's exits: the line's end (0), or a full buffer (3: the sample or run that reached
+/// the limit is complete).
 const EXIT_LINE_END: u32 = 0;
-const EXIT_LONG: u32 = 2;
 
 // The run mode's offsets in the model (`addi s11, a3, 2000`; then 192, 204, 216).
 const _: () = assert!(
@@ -651,8 +701,8 @@ const _: () = assert!(
         && core::mem::size_of::<crate::model::RunCtx>() == 12
 );
 
-/// The assembly regular and run modes from sample `st.i` until a long code, a full buffer or
-/// the line's end; returns the exit and, for a long code, its mapped error and parameter.
+/// The assembly regular and run modes from sample `st.i` until a full buffer or the line's end;
+/// returns the exit.
 ///
 /// # Safety
 ///
@@ -669,7 +719,7 @@ unsafe fn regular(
     st: &mut State,
     buf: &mut [u8],
     limit: usize,
-) -> (u32, u32, u32) {
+) -> u32 {
     let i = st.i;
     let mut r = Regs {
         pc: cur[i..].as_ptr(),
@@ -682,8 +732,6 @@ unsafe fn regular(
         ctx: (m as *mut Model).cast(),
         quant: quant[255..].as_ptr(),
         exit: 0,
-        merr: 0,
-        k: 0,
     };
     // SAFETY: the kernel reads `cur[i - 1..=width]`, `prev[i - 1..=width + 1]` (both at
     // least `width + 2` long, `1 <= i <= width`: the caller's contract) and `quant[255 + d]` for
@@ -773,8 +821,10 @@ unsafe fn regular(
             "addi a0, a0, -1",
             "addi a1, a1, -1",
             run_mode!(),
-            long_exit!("31", s3, "34", "35"),
-            long_exit!("36", t2, "39", "48"),
+            // After A: on to B (44). After B: N again in ra for the loop's last instruction.
+            long_code!("31", s3, a7, "34", "35", "51", "52", "53", "54", "55", "56", "j 44b\n"),
+            long_code!("36", t2, t1, "39", "48", "57", "58", "59", "60", "76", "77",
+                "lbu ra, 5(t4)\nj 74b\n"),
             halve!("34", "35"),
             halve!("32", "33"),
             halve!("39", "48"),
@@ -782,6 +832,7 @@ unsafe fn regular(
             flush!("40", "41", "42", "43", "44", "45"),
             flush!("70", "71", "72", "73", "74", "75"),
             flush_call!(),
+            flush_long!(),
             // B's flush filled the buffer: N still to store.
             "75:",
             "sb ra, 5(t4)",
@@ -814,5 +865,5 @@ unsafe fn regular(
     st.pos = r.out as usize - buf.as_ptr() as usize;
     st.acc = r.acc;
     st.used = r.nu.unsigned_abs();
-    (r.exit, r.merr, r.k)
+    r.exit
 }
