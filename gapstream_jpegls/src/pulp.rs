@@ -5,9 +5,9 @@
 //! formula (the module docs there say how it differs from [`crate::line`] and why the stream is
 //! the same). The run mode is assembly too ([`crate::pulp_model::run_mode`]'s arithmetic: the
 //! run, its length, the interruption sample with its run context), after which the loop starts
-//! again at the next sample; codes longer than 16 bits leave the assembly for the model's Rust
-//! (the kernel's bit writer) inside [`AsmKernel`]'s line loop; full buffers go back to the
-//! driver ([`encode_line_with`]). The words come from `asm_macros` (golden-word tests); the stream is
+//! again at the next sample, and so are codes longer than 16 bits (out of line, back into the
+//! loop); the kernel returns only at the line's end and when the buffer is full (then the driver,
+//! [`encode_line_with`], spills it and enters the kernel again). The words come from `asm_macros` (golden-word tests); the stream is
 //! checked on the GAP8 model: `make gvsoc-bench` compares every PULP run's output with the host
 //! encoder's.
 //!
@@ -22,8 +22,8 @@
 //! Line pointers cur / prev a0 / a1, the Q table and the contexts a2 / a3, the bit writer
 //! (acc, −used, out) a4 / a5 / a6, the constants 9, 16, −15, 255, 64 in s5–s9. Per sample:
 //! t4 = the context's address, t5 = A, t6 = N, s10 = D, s11 = C, t3, s0, s1 and ra
-//! temporaries. The stack frame holds s0, s1 (not `asm!` operands), the state pointer and the
-//! buffer limit.
+//! temporaries. The stack frame holds s0, s1 (not `asm!` operands), the state pointer, the
+//! buffer limit and the line's end (for the run mode).
 //!
 //! ```text
 //!      entry: state into registers, constants; passes = (count + 1) / 2, Ra Rb Rc Q2 from the
@@ -34,7 +34,7 @@
 //!  25: sb N                           last instruction of the loop
 //!      out of line: 30 run context: the run mode (61-69, 91-94), then back to the entry
 //!      (20) at the next sample, or exit (line end, buffer full); 31/36 long code (update,
-//!      exit), the context halvings of RESET, 40-45 / 70-75 two bytes out after A / B (0xFF:
+//!      the code through the subroutine at 85, back to 44 / 74), the context halvings of RESET, 40-45 / 70-75 two bytes out after A / B (0xFF:
 //!      the stuffed bit; buffer full: exit), 80 the run mode's two bytes out (a subroutine)
 //!  50: state back to memory
 //! ```
