@@ -738,9 +738,9 @@ unsafe fn regular(
     // sample differences d in −255..=255 (a 511-byte table); it reads and writes the 365
     // six-byte contexts of `m` at offsets 6·|Q| (|Q| <= 364, from the table's values), its
     // two run contexts and RUNindex (the offsets asserted above; `r.ctx` is `m` itself) and
-    // the fields of `r`; it writes at most 4 bytes per regular sample and 12 per run (a run
-    // of at most 65,535 samples, `MAX_DIM`) from `out` and stops at the end of the sample or
-    // run that reaches `limit <= buf.len() - MARGIN` (MARGIN = 16), so within `buf`. It
+    // the fields of `r`; it writes at most 7 bytes per sample (32 bits, 15 pending) and 12 per
+    // run (of at most 65,535 samples, `MAX_DIM`) from `out` and stops at the end of the sample
+    // or run that reaches `limit <= buf.len() - MARGIN` (MARGIN = 16), so within `buf`. It
     // runs the samples left on the line (`count >= 1`) at most. It saves s0/s1 in 32 bytes
     // of stack it allocates (with the state pointer, the limit and the line's end) and
     // restores them; every other register it uses is declared clobbered. Hardware loop 0 is
