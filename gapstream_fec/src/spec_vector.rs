@@ -36,67 +36,9 @@ fn vectors() -> Vec<(String, Vec<u8>)> {
     v
 }
 
-fn hex(b: &[u8]) -> String {
-    let mut s = String::new();
-    for (i, x) in b.iter().enumerate() {
-        if i > 0 {
-            s.push(if i % 16 == 0 { '\n' } else { ' ' });
-        }
-        s.push_str(&alloc::format!("{x:02x}"));
-    }
-    s
-}
-
-/// The ```` ```hex fec-* ```` blocks of the document: (name, bytes).
-fn doc_vectors() -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut lines = DOC.lines();
-    while let Some(l) = lines.next() {
-        let Some(name) = l.trim().strip_prefix("```hex ") else {
-            continue;
-        };
-        if !name.starts_with("fec-") {
-            continue;
-        }
-        let mut bytes = Vec::new();
-        for l in lines.by_ref() {
-            if l.trim() == "```" {
-                break;
-            }
-            for t in l.split_whitespace() {
-                bytes.push(u8::from_str_radix(t, 16).expect("hex byte in docs/stream.md"));
-            }
-        }
-        out.push((String::from(name.trim()), bytes));
-    }
-    out
-}
-
 #[test]
 fn docs_stream_md_vectors_are_what_the_code_produces() {
-    let doc = doc_vectors();
-    let code = vectors();
-    for (name, bytes) in &code {
-        let Some((_, d)) = doc.iter().find(|(n, _)| n == name) else {
-            panic!(
-                "docs/stream.md lacks the vector {name}:\n```hex {name}\n{}\n```",
-                hex(bytes)
-            );
-        };
-        assert_eq!(
-            d,
-            bytes,
-            "{name}: docs/stream.md says\n{}\nthe code makes\n{}",
-            hex(d),
-            hex(bytes)
-        );
-    }
-    for (name, _) in &doc {
-        assert!(
-            code.iter().any(|(n, _)| n == name),
-            "docs/stream.md has an unknown vector {name}"
-        );
-    }
+    doc_vectors::check("docs/stream.md", DOC, "hex", "fec-", &vectors());
 }
 
 /// The example's parity recovers any two lost datagrams, and reed-solomon-erasure computes the
@@ -124,6 +66,6 @@ fn the_example_block_is_a_reed_solomon_erasure_codeword() {
 fn print_fec_vectors() {
     extern crate std;
     for (name, bytes) in vectors() {
-        std::println!("```hex {name}\n{}\n```", hex(&bytes));
+        std::println!("```hex {name}\n{}\n```", doc_vectors::hex_lines(&bytes));
     }
 }

@@ -16,7 +16,6 @@ use crate::handshake::{
 };
 use crate::keys::{DirectionKey, GroupKeys, GroupPool, IvBytes, SessionKeys, SessionSecret};
 use crate::suite::{KexMode, Suite};
-use crate::test_util::hex;
 use crate::wire::{self, AlertCode, FrameHeader, GroupKeyBody, MsgType, PixelFormat};
 use gap_rust_cipher_s::Sequential;
 use sha2::Digest;
@@ -308,45 +307,16 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
 
 /// The ```` ```hex name ```` blocks of the document.
 fn doc_blocks() -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut lines = DOC.lines();
-    while let Some(l) = lines.next() {
-        let Some(name) = l.trim().strip_prefix("```hex ") else {
-            continue;
-        };
-        let mut text = String::new();
-        for l in lines.by_ref() {
-            if l.trim() == "```" {
-                break;
-            }
-            // `#` starts a comment on a hex line.
-            text.push_str(l.split('#').next().unwrap());
-            text.push(' ');
-        }
-        out.push((String::from(name.trim()), hex(&text)));
-    }
-    out
+    doc_vectors::blocks(DOC, "hex")
 }
 
 #[test]
 fn doc_hex_blocks_match_the_encoders() {
-    let doc = doc_blocks();
-    let code = vectors();
-    for (name, bytes) in &code {
-        let Some((_, d)) = doc.iter().find(|(n, _)| n == name) else {
-            panic!("docs/protocol.md lacks ```hex {name}")
-        };
-        assert_eq!(
-            d, bytes,
-            "docs/protocol.md block `{name}` differs from the encoder"
-        );
-    }
-    for (name, _) in &doc {
-        assert!(
-            code.iter().any(|(n, _)| n == name),
-            "docs/protocol.md block `{name}` is not checked"
-        );
-    }
+    let code: Vec<(String, Vec<u8>)> = vectors()
+        .into_iter()
+        .map(|(n, b)| (String::from(n), b))
+        .collect();
+    doc_vectors::check("docs/protocol.md", DOC, "hex", "", &code);
 }
 
 /// The documented sealed frames open again, and the documented layout tables agree with the
@@ -454,11 +424,6 @@ fn handshake_label() -> &'static [u8] {
 fn print_spec_vectors() {
     extern crate std;
     for (name, bytes) in vectors() {
-        std::println!("```hex {name}");
-        for chunk in bytes.chunks(16) {
-            let line: Vec<String> = chunk.iter().map(|b| alloc::format!("{b:02x}")).collect();
-            std::println!("{}", line.join(" "));
-        }
-        std::println!("```");
+        std::println!("```hex {name}\n{}\n```", doc_vectors::hex_lines(&bytes));
     }
 }

@@ -83,57 +83,13 @@ fn vectors() -> Vec<(&'static str, Vec<u8>)> {
     v
 }
 
-fn hex(s: &str) -> Vec<u8> {
-    let digits: Vec<u8> = s
-        .bytes()
-        .filter(|b| b.is_ascii_hexdigit())
-        .map(|b| (b as char).to_digit(16).unwrap() as u8)
-        .collect();
-    assert!(digits.len() % 2 == 0, "odd number of hex digits");
-    digits.chunks(2).map(|p| p[0] << 4 | p[1]).collect()
-}
-
-/// The ```` ```udp-hex name ```` blocks of the document (`#` starts a comment on a line).
-fn doc_blocks() -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut lines = DOC.lines();
-    while let Some(l) = lines.next() {
-        let Some(name) = l.trim().strip_prefix("```udp-hex ") else {
-            continue;
-        };
-        let mut text = String::new();
-        for l in lines.by_ref() {
-            if l.trim() == "```" {
-                break;
-            }
-            text.push_str(l.split('#').next().unwrap());
-            text.push(' ');
-        }
-        out.push((String::from(name.trim()), hex(&text)));
-    }
-    out
-}
-
 #[test]
 fn doc_udp_hex_blocks_match_the_bridge() {
-    let doc = doc_blocks();
-    let code = vectors();
-    for (name, bytes) in &code {
-        let Some((_, d)) = doc.iter().find(|(n, _)| n == name) else {
-            panic!("docs/protocol.md lacks ```udp-hex {name}")
-        };
-        assert_eq!(
-            d, bytes,
-            "docs/protocol.md block `{name}` differs from the bridge"
-        );
-    }
-    for (name, _) in &doc {
-        assert!(
-            code.iter().any(|(n, _)| n == name),
-            "docs/protocol.md block `{name}` is not checked"
-        );
-    }
-    assert_eq!(doc.len(), code.len(), "a block twice");
+    let code: Vec<(String, Vec<u8>)> = vectors()
+        .into_iter()
+        .map(|(n, b)| (String::from(n), b))
+        .collect();
+    doc_vectors::check("docs/protocol.md", DOC, "udp-hex", "", &code);
 }
 
 /// HMAC-SHA-256 written out from its definition (RFC 2104) over the `sha2` crate alone.
@@ -188,11 +144,6 @@ fn doc_tokens_are_hmac_sha256_of_label_time_and_address() {
 fn print_udp_vectors() {
     extern crate std;
     for (name, bytes) in vectors() {
-        std::println!("```udp-hex {name}");
-        for chunk in bytes.chunks(16) {
-            let line: Vec<String> = chunk.iter().map(|b| alloc::format!("{b:02x}")).collect();
-            std::println!("{}", line.join(" "));
-        }
-        std::println!("```");
+        std::println!("```udp-hex {name}\n{}\n```", doc_vectors::hex_lines(&bytes));
     }
 }
