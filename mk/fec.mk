@@ -6,5 +6,5 @@ RV32_CRATES += gapstream_fec
 .PHONY: fec-netem
 TEST_TARGETS += fec-netem
 fec-netem:
-	$(CARGO) build --locked --quiet -p gapstream -p esp32_bridge
+	$(HOST_BINS)
 	@scripts/fec_netem.sh $(or $(CARGO_TARGET_DIR),target)/debug

@@ -33,7 +33,7 @@ esp32-capi-test:
 # Without GAP_SDK_HOME the pmsis C shims are not built (gap_rust_sdk_w says so); the Rust compiles.
 firmware-rv32:
 	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gapstream_firmware --features pmsis,pulp
-	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gapstream_firmware --features pmsis,pulp,kex-p256,kex-rsa2048
+	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gapstream_firmware --features pmsis,pulp,kex-p256,kex-rsa2048,codec-jpeg,codec-jpegls
 	$(CARGO) build --locked --quiet --target $(RV32_TARGET) -p gapstream_firmware
 
 # --- end-to-end on the GVSOC AI-deck model -----------------------------------------------------------
@@ -50,12 +50,18 @@ E2E_FRAME_DROP ?= 3
 # and by 34 for 7.06 MHz upstream. docs/hardware.md, "The SPI link", has the link budget.
 E2E_FC_HZ      ?= 240000000
 E2E_CL_HZ      ?= 150000000
-E2E_PIPELINE   ?= 1
+# 1: capture N+1 while N is coded, sealed and sent (two capture buffers in L2); 0: one capture
+# buffer, each capture started when the drone loop waits for it, which leaves a frame's worth of
+# L2 to the coded frame: the default for JPEG-LS, whose frames (up to 68 KB on the frame set)
+# need more L2 than the double-buffered pipeline leaves (docs/hardware.md, "L2").
+E2E_PIPELINE   ?= $(if $(filter jpegls,$(E2E_CODEC)),0,1)
 E2E_SPI_UP_HZ  ?= 7200000
 E2E_SPI_DOWN_HZ ?= 30000000
 # The link task (LINK_SLOTS in firmware/Makefile) sends frame N while the loop seals frame N+1.
-# Coded frames: 4 (the L2 they free holds the coded frame, E2E_CODED_BYTES).
-E2E_LINK_SLOTS ?= $(if $(filter raw,$(E2E_CODEC)),16,4)
+# Pipelined JPEG: 2 (the L2 they free holds the coded frame, E2E_CODED_BYTES); with one capture
+# buffer (E2E_PIPELINE=0): 24, so that the loop queues most of a coded frame and goes on to the
+# next capture instead of waiting for the SPI.
+E2E_LINK_SLOTS ?= $(if $(filter raw,$(E2E_CODEC)),16,$(if $(filter 0,$(E2E_PIPELINE)),24,2))
 E2E_HANDSHAKE_TIMEOUT_MS ?= 600000
 E2E_PORT       ?= 5731
 E2E_SUITE      ?= chacha20poly1305
@@ -69,25 +75,40 @@ E2E_FW_KEX     ?= $(E2E_KEX)
 # SPI transaction until it drains: the GAP8 waits on the ready line (docs/hardware.md §13).
 E2E_WIFI_MBPS  ?= 10
 E2E_WIFI_QUEUE_BYTES ?= 82000
-# Compress, then seal: raw (the frames as captured), or jpeg (the cluster JPEG encoder at
+# Compress, then seal: raw (the frames as captured), jpeg (the cluster JPEG encoder at
 # E2E_QUALITY, one band per core joined by restart markers, then the AEAD over the coded bytes;
 # the receiver checks every frame against the host encoder's file and decodes it with
-# jpeg-decoder). Coded runs feed the camera model the frame set (`frameset`: scikit-image's
+# jpeg-decoder) or jpegls (lossless JPEG-LS on the cluster, 8 bands with restart markers; every
+# frame must be the host encoder's stream and decode bit-exact to its input with gapstream_jpegls
+# and, with the project venv, CharLS). Coded runs feed the camera model the frame set (`frameset`: scikit-image's
 # photographs cut to 324x244 and the synthetic pattern, 11 pictures: a prime count, see
 # E2E_INPUTS), which needs the project venv (scripts/setup.sh).
 E2E_CODEC      ?= raw
 E2E_QUALITY    ?= 75
-ifeq ($(filter raw jpeg,$(E2E_CODEC)),)
-$(error E2E_CODEC=$(E2E_CODEC): use raw or jpeg)
+ifeq ($(filter raw jpeg jpegls,$(E2E_CODEC)),)
+$(error E2E_CODEC=$(E2E_CODEC): use raw, jpeg or jpegls)
 endif
+# Length-hiding padding of coded frames inside the AEAD (firmware PAD; padme as the simulated
+# drone's default: the receiver prints how many frames came padded).
+E2E_PAD        ?= padme
+# E2E_SET_QUALITY=Q (jpeg): the receiver sends SET_QUALITY Q over the authenticated control
+# channel after E2E_SET_QUALITY_AFTER frames; the frames after it must be the files at Q.
+E2E_SET_QUALITY ?=
+E2E_SET_QUALITY_AFTER ?= 8
+# CharLS (imagecodecs in the project venv) decodes the JPEG-LS frames too, when the venv is there.
+E2E_VENV_PY    ?= $(wildcard $(CURDIR)/.venv/bin/python)
 E2E_PHOTOS     ?= $(if $(filter raw,$(E2E_CODEC)),0,1)
 # The cipher engine's L1 buffer per round (3 per core... firmware/Makefile L1_BUFFER): halved for
 # coded frames, whose payload is a fraction of a raw frame, so that the JPEG encoder's 18 KiB of
 # strips and chunks fit the 64 KiB L1 next to the cluster stacks.
-E2E_L1_BUFFER  ?= $(if $(filter raw,$(E2E_CODEC)),8192,4096)
-# L2 for the coded frame: what is left next to the two capture buffers (firmware/Makefile
-# CODED_BYTES; a frame that codes to more goes out raw).
-E2E_CODED_BYTES ?= 28672
+# JPEG-LS: 2048 (its job takes 30,240 bytes of L1 per frame: the context models, lines and code
+# chunks of 8 cores).
+E2E_L1_BUFFER  ?= $(if $(filter raw,$(E2E_CODEC)),8192,$(if $(filter jpegls,$(E2E_CODEC)),2048,4096))
+# L2 for the coded frame and its padding: what is left next to the two capture buffers
+# (firmware/Makefile CODED_BYTES; a frame that codes to more goes out raw, counted: coder_errors=).
+# 28 KiB next to two capture buffers (JPEG quality 75 needs up to 27,648 B on the frame set with
+# Padmé); 72 KiB with one (JPEG-LS needs up to 69,632 B padded, JPEG quality 90 45,058).
+E2E_CODED_BYTES ?= $(if $(filter 0,$(E2E_PIPELINE)),73728,28672)
 # The criteria: all frames byte-exact; >= 35 fps, or 95 % of what the WiFi carries when that is
 # less; the GAP8 alone (the WiFi's hold-back taken out of the period) >= 35 fps at any WiFi rate;
 # the link (with the WiFi behind it) the only limit (period <= 1.10 x send); MISO read at
@@ -96,10 +117,16 @@ ifeq ($(E2E_CODEC),raw)
 E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --min-fps 35 --wifi-share 0.95 --min-gap8-fps 35 \
                   --max-period-over-send 1.10 --max-up-hz 7200000 --min-down-hz 20000000 \
                   --max-state-age-ms $(E2E_MAX_STATE_AGE_MS)
-else
+else ifeq ($(E2E_CODEC)-$(E2E_PIPELINE),jpeg-1)
 # Coded frames: all frames verified, byte-identical to the host encoder's files and decoded;
 # >= 55 fps (the sensor's ~58.4 the limit), or 95 % of what the WiFi carries when that is less.
-E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --min-fps 55 --wifi-share 0.95 \
+E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --min-coded $(E2E_FRAMES) --min-fps 55 --wifi-share 0.95 \
+                  --max-state-age-ms $(E2E_MAX_STATE_AGE_MS)
+else
+# JPEG-LS, and JPEG with one capture buffer (E2E_PIPELINE=0, e.g. quality 90): every frame
+# verified, coded and bit-exact after decoding (JPEG-LS) / the host encoder's file (JPEG); fps
+# and ratio printed, no fps target.
+E2E_CRITERIA   ?= --min-frames $(E2E_FRAMES) --min-coded $(E2E_FRAMES) \
                   --max-state-age-ms $(E2E_MAX_STATE_AGE_MS)
 endif
 E2E_RUN_ARGS   ?=
@@ -131,6 +158,7 @@ gvsoc-e2e-prepare: gvsoc-e2e-model
 	  PIPELINE=$(E2E_PIPELINE) SPI_UP_HZ=$(E2E_SPI_UP_HZ) SPI_DOWN_HZ=$(E2E_SPI_DOWN_HZ) \
 	  LINK_SLOTS=$(E2E_LINK_SLOTS) HANDSHAKE_TIMEOUT_MS=$(E2E_HANDSHAKE_TIMEOUT_MS) KEX=$(E2E_FW_KEX) \
 	  CODEC=$(E2E_CODEC) QUALITY=$(E2E_QUALITY) L1_BUFFER=$(E2E_L1_BUFFER) CODED_BYTES=$(E2E_CODED_BYTES) \
+	  PAD=$(E2E_PAD) \
 	  > $(E2E_DIR)/firmware-build.log 2>&1 \
 	  || { tail -30 $(E2E_DIR)/firmware-build.log; echo "gvsoc-e2e: the firmware build failed (log: $(E2E_DIR)/firmware-build.log)"; exit 1; }
 	rm -f $(E2E_DIR)/inputs/in*.pgm
@@ -142,7 +170,9 @@ E2E_RUN = $(FW_TGT)/debug/gvsoc-e2e run --elf $(E2E_ELF) --model $(E2E_MODEL) \
 	  --keys $(E2E_DIR)/keys/receiver.key --inputs $(E2E_DIR)/inputs --work $(E2E_DIR)/work \
 	  --frames $(E2E_FRAMES) --port $(E2E_PORT) --suite $(E2E_SUITE) --kex $(E2E_KEX) \
 	  --wifi-mbps $(E2E_WIFI_MBPS) --wifi-queue-bytes $(E2E_WIFI_QUEUE_BYTES) \
-	  --codec $(E2E_CODEC) --quality $(E2E_QUALITY)
+	  --codec $(E2E_CODEC) --quality $(E2E_QUALITY) \
+	  $(if $(E2E_SET_QUALITY),--set-quality $(E2E_SET_QUALITY) --set-quality-after $(E2E_SET_QUALITY_AFTER)) \
+	  $(if $(and $(filter jpegls,$(E2E_CODEC)),$(E2E_VENV_PY)),--charls-python $(E2E_VENV_PY))
 
 # The boot counter for real: one firmware, two boots on the AI-deck model, the HyperFlash image kept
 # between them (GVSOC's flash model writes back into it). Boot 1 streams and its receiver records

@@ -25,7 +25,7 @@ bench-swarm: setup
 	$(CARGO) run --locked --release --quiet -p gapstream -- bench-swarm $(BENCH_SWARM_ARGS)
 
 # Timing tests on a busy machine: the loopback and stock-viewer test binaries (debug, as `make test`
-# builds them), each run 10 times while scripts/under_load.sh keeps every core busy with a CPU hog.
+# builds them, four test threads as make test runs them), each run 10 times while scripts/under_load.sh keeps every core busy with a CPU hog.
 ## make loopback-under-load  the loopback tests 10 times and the stock-viewer tests 10 times with every core
 ##                    kept busy by a CPU hog: `loopback under load: 10/10 passed` (UNDER_LOAD_RUNS=N)
 .PHONY: loopback-under-load
@@ -34,6 +34,7 @@ loopback-under-load:
 	@$(CARGO) test --locked --quiet -p gapstream --test loopback --test stock_viewer --no-run
 	@exe() { $(CARGO) test --locked --quiet -p gapstream --test $$1 --no-run --message-format=json \
 	    | grep "\"kind\":\[\"test\"\]" | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p'; }; \
+	export RUST_TEST_THREADS=$${RUST_TEST_THREADS:-4}; \
 	loopback=$$(exe loopback) && stock=$$(exe stock_viewer) && \
 	scripts/under_load.sh loopback $(UNDER_LOAD_RUNS) -- "$$loopback" && \
 	scripts/under_load.sh stock-viewer $(UNDER_LOAD_RUNS) -- "$$stock"

@@ -58,7 +58,7 @@ sandbox=$(mktemp -d)
 trap 'rm -rf "$sandbox"' EXIT
 mkdir -p "$sandbox/scripts" "$sandbox/mk"
 cp Makefile "$sandbox/"
-cp scripts/test_steps.sh scripts/setup.sh "$sandbox/scripts/"
+cp scripts/test_steps.sh scripts/setup.sh scripts/run_tests.py "$sandbox/scripts/"
 cat > "$sandbox/mk/dummy.mk" <<'MK'
 TEST_TARGETS += dummy-first dummy-fails dummy-after
 dummy-first:

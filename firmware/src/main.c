@@ -28,8 +28,10 @@ struct gapstream_fw_config {
     uint32_t codec;
     uint32_t quality;
     uint32_t coded_bytes;
+    uint32_t padding;
 };
-_Static_assert(sizeof(struct gapstream_fw_config) == 76, "FwConfig size");
+_Static_assert(sizeof(struct gapstream_fw_config) == 80, "FwConfig size");
+_Static_assert(__builtin_offsetof(struct gapstream_fw_config, padding) == 76, "FwConfig.padding");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, pipeline) == 12, "FwConfig.pipeline");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, stock) == 32, "FwConfig.stock");
 _Static_assert(__builtin_offsetof(struct gapstream_fw_config, cl_hz) == 40, "FwConfig.cl_hz");
@@ -60,6 +62,7 @@ static void app(void)
         .codec = FW_CODEC,
         .quality = FW_QUALITY,
         .coded_bytes = FW_CODED_BYTES,
+        .padding = FW_PADDING,
     };
     /* Paint the unused part of this task's stack (below our frame, 1 KiB short of the stack's end)
      * to report how much the firmware used: the handshake's arithmetic is the peak. */

@@ -1,9 +1,15 @@
-//! `jpegls_decode`: any bytes → the receiver's JPEG-LS decoder ([`gapstream_jpegls::decode`]).
+//! `jpegls_decode`: any bytes → the receiver's JPEG-LS decoder ([`gapstream_jpegls::decode`]) and
+//! its wrapper on the receiver's path ([`gapstream::codec::decode`], pixel formats JPEG-LS and
+//! JPEG-LS of an RGGB mosaic).
 //!
 //! Invariants besides "no panic": a decoded picture has exactly `width × height × components`
 //! samples; what decodes, re-encoded by our encoder (grey, or the Bayer mosaic of a
-//! four-component picture), decodes to the same samples; every prefix of the input is decoded
-//! without a panic too (a truncated payload).
+//! four-component picture), decodes to the same samples; the receiver's wrapper, told the
+//! picture's own size, delivers exactly those samples (grey) or that mosaic (four components) and
+//! refuses the other format; every prefix of the input is decoded without a panic too (a
+//! truncated payload).
+use gapstream::codec;
+use gapstream_drone::PixelFormat;
 use gapstream_jpegls::{Layout, Plan, decode_with_limit, encode_to_vec};
 
 /// Samples the fuzzed decoder may allocate (a 1 MiB picture).
@@ -17,6 +23,29 @@ pub fn jpegls_decode(data: &[u8]) {
             img.width * img.height * img.components,
             "sample count"
         );
+        // The receiver's path, with the size the authenticated header would carry.
+        let (w, h) = (img.width, img.height);
+        let grey = codec::decode(PixelFormat::JpegLs, w, h, data).expect("a coded format");
+        let bayer = codec::decode(PixelFormat::JpegLsBayerRggb, 2 * w, 2 * h, data)
+            .expect("a coded format");
+        match img.components {
+            1 => {
+                assert!(grey.as_ref() == Ok(&img.samples), "grey frame differs");
+                assert!(bayer.is_err(), "one component delivered as a mosaic");
+            }
+            4 => {
+                assert!(grey.is_err(), "four components delivered as grey");
+                assert!(
+                    bayer.as_ref().ok() == img.to_bayer().ok().as_ref(),
+                    "mosaic differs"
+                );
+            }
+            _ => assert!(
+                grey.is_err() && bayer.is_err(),
+                "{} components",
+                img.components
+            ),
+        }
         let again = match img.components {
             1 => Plan::new(img.width, img.height, Layout::Grey, 3)
                 .ok()

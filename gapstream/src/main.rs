@@ -227,6 +227,10 @@ struct StreamOpts {
     /// other address that cannot be served is an error.
     #[arg(long, default_value = run::DEFAULT_VIEWER, value_parser = viewer_address)]
     viewer: String,
+    /// The viewer sends JPEG frames as the receiver's decoded samples (as JPEG-LS and raw frames)
+    /// instead of the verified JPEG file that the page decodes itself.
+    #[arg(long)]
+    viewer_pixels: bool,
     /// The camera is the colour HM01B0: demosaic its RGGB frames in the viewer and recordings.
     #[arg(long)]
     bayer: bool,
@@ -573,6 +577,7 @@ fn settings(stream: &StreamOpts) -> Result<StreamSettings, String> {
         duration: stream.duration.map(Duration::from_secs_f64),
         metrics: stream.metrics.clone(),
         viewer: (stream.viewer != "none").then(|| stream.viewer.clone()),
+        viewer_pixels: stream.viewer_pixels,
         bayer: stream.bayer,
         record: None,
         mcap: stream.mcap.clone(),
@@ -828,6 +833,7 @@ fn main() -> ExitCode {
                     duration: a.duration.map(Duration::from_secs_f64),
                     metrics: a.metrics.clone(),
                     viewer: (a.viewer != "none").then(|| a.viewer.clone()),
+                    viewer_pixels: false,
                     bayer: a.bayer,
                     record: None,
                     mcap: a.mcap.clone(),

@@ -261,11 +261,29 @@ struct StockImage {
 const STOCK_MAX_IMAGE: usize = 4 << 20;
 
 /// Decodes a stock JPEG image to 8-bit grey: width, height, pixels (colour images as luma,
-/// ITU-R BT.601 weights).
+/// ITU-R BT.601 weights). Anyone on the deck's network can send a stock stream: a file whose frame
+/// header claims more than [`crate::codec::MAX_SAMPLES`] pixels is refused from its header, before
+/// any decoding (`jpeg-decoder` checks its own limit only once the picture is decoded), and a
+/// panic of the decoder, if any input still finds one, is caught and reported.
 pub fn decode_stock_jpeg(data: &[u8]) -> Result<(usize, usize, Vec<u8>), String> {
+    std::panic::catch_unwind(|| decode_stock_jpeg_inner(data))
+        .unwrap_or_else(|_| Err("stock JPEG image: the decoder panicked".into()))
+}
+
+fn decode_stock_jpeg_inner(data: &[u8]) -> Result<(usize, usize, Vec<u8>), String> {
+    let max = crate::codec::MAX_SAMPLES;
     let mut d = jpeg_decoder::Decoder::new(data);
-    let px = d.decode().map_err(|e| format!("stock JPEG image: {e}"))?;
+    d.set_max_decoding_buffer_size(4 * max);
+    d.read_info()
+        .map_err(|e| format!("stock JPEG image: {e}"))?;
     let info = d.info().ok_or("stock JPEG image: no frame header")?;
+    if info.width as usize * info.height as usize > max {
+        return Err(format!(
+            "stock JPEG image: {}x{} picture, more than {max} pixels",
+            info.width, info.height
+        ));
+    }
+    let px = d.decode().map_err(|e| format!("stock JPEG image: {e}"))?;
     let (w, h) = (info.width as usize, info.height as usize);
     let grey: Vec<u8> = match info.pixel_format {
         jpeg_decoder::PixelFormat::L8 => px,

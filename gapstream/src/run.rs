@@ -48,6 +48,8 @@ pub struct StreamSettings {
     pub duration: Option<Duration>,
     pub metrics: Option<PathBuf>,
     pub viewer: Option<String>,
+    /// The viewer sends JPEG frames as the receiver's decoded samples, not as their file.
+    pub viewer_pixels: bool,
     pub bayer: bool,
     pub record: Option<PathBuf>,
     /// ROS 2 MCAP recording of every verified frame (see [`crate::mcap_out`]).
@@ -486,8 +488,10 @@ pub const DEFAULT_VIEWER: &str = "127.0.0.1:8080";
 
 /// Serves the viewer on `addr` (port 0: any free port). Only the default address falls back to a
 /// free port when it is taken (a second demo on this machine); an address the user gave must work.
-fn start_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
-    serve_viewer(addr, ViewerState::new(bayer))
+fn start_viewer(s: &StreamSettings, addr: &str) -> Result<(Arc<ViewerState>, Viewer), RunError> {
+    let state = ViewerState::new(s.bayer);
+    state.set_jpeg_passthrough(!s.viewer_pixels);
+    serve_viewer(addr, state)
 }
 
 /// The ground station's viewer (a tile per drone) on `addr`, by the same port rule as the single
@@ -768,7 +772,7 @@ pub fn demo(
     }
     let bridge = start_bridge(listeners.count > 0, &bridge_settings)?;
     let viewer = match &s.viewer {
-        Some(a) => Some(start_viewer(a, s.bayer)?),
+        Some(a) => Some(start_viewer(&s, a)?),
         None => None,
     };
     let bus = receiver_bus(&viewer, &s)?;
@@ -942,7 +946,7 @@ pub fn view(
     stop: Arc<AtomicBool>,
 ) -> Result<(), RunError> {
     let viewer = match &s.viewer {
-        Some(a) => Some(start_viewer(a, s.bayer)?),
+        Some(a) => Some(start_viewer(&s, a)?),
         None => None,
     };
     let bus = receiver_bus(&viewer, &s)?;

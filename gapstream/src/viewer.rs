@@ -11,6 +11,16 @@
 //! Frame message (binary, little-endian): `b"GSF1"`, sequence u64, width u16, height u16, channels
 //! u8 (1 grey, 3 RGB after RGGB demosaicing), 3 zero bytes, then `width*height*channels` pixels.
 //!
+//! A JPEG frame goes to the page as the drone coded it, the file that verified (JPEG
+//! pass-through): `b"GSJ1"`, sequence u64, width u16, height u16, 4 zero bytes, then the JPEG file;
+//! the page decodes it with the browser's own decoder (`createImageBitmap`). The receiver still
+//! decodes every JPEG frame (a payload that does not decode is a malformed frame, and the other
+//! outputs take the samples), but the viewer neither copies the samples nor sends them: the
+//! WebSocket carries the coded bytes (the demo's synthetic pattern at quality 75: 21,017 bytes a
+//! frame instead of 79,056; `scripts/viewer_cpu.sh` measures the CPU). JPEG-LS and raw frames go as
+//! `GSF1` (browsers have no JPEG-LS decoder). [`ViewerState::set_jpeg_passthrough`] turns it off
+//! (`--viewer-pixels`: the page then shows the receiver's decoded samples).
+//!
 //! A ground station's viewer ([`ViewerState::grid`]) serves a grid page instead: a live tile per
 //! drone with its state, fps, loss and latency, and one drone at full size on a click. Its tile
 //! messages: `b"GST1"`, sequence u64, width u16, height u16, channels u8, name length u8, 2 zero
@@ -130,6 +140,8 @@ pub struct ViewerState {
     bayer: bool,
     /// A ground station's grid of drones (else one stream).
     grid: bool,
+    /// JPEG frames go to the page as their file (`GSJ1`), not as decoded samples.
+    jpeg_passthrough: AtomicBool,
     /// The grid's tiles by drone name, and a counter bumped with every new tile frame.
     tiles: Mutex<std::collections::BTreeMap<String, Tile>>,
     tiles_changed: watch::Sender<u64>,
@@ -164,6 +176,7 @@ impl ViewerState {
         Arc::new(ViewerState {
             bayer,
             grid,
+            jpeg_passthrough: AtomicBool::new(true),
             tiles: Mutex::new(Default::default()),
             tiles_changed: watch::Sender::new(0),
             frame: watch::Sender::new(None),
@@ -384,9 +397,37 @@ impl ViewerState {
         Some((f.seq(), png))
     }
 
+    /// Whether JPEG frames go to the page as their file (the default) or as the receiver's decoded
+    /// samples, like every other frame.
+    pub fn set_jpeg_passthrough(&self, on: bool) {
+        self.jpeg_passthrough.store(on, Ordering::Relaxed);
+    }
+
+    /// The verified JPEG file of `f` when the page is to get it as is: a JPEG frame shown as
+    /// decoded (not demosaiced), with pass-through on.
+    fn passthrough_jpeg<'a>(&self, f: &'a Frame) -> Option<&'a [u8]> {
+        if !self.jpeg_passthrough.load(Ordering::Relaxed)
+            || self.bayer
+            || f.format() != Ok(gapstream_drone::PixelFormat::Jpeg)
+        {
+            return None;
+        }
+        f.coded.as_deref()
+    }
+
     /// The WebSocket message of frame `f` (see the module docs).
     pub fn frame_message(&self, f: &Frame) -> Option<Bytes> {
         self.cached(&self.message, f, || {
+            if let Some(jpeg) = self.passthrough_jpeg(f) {
+                let mut m = Vec::with_capacity(20 + jpeg.len());
+                m.extend_from_slice(b"GSJ1");
+                m.extend_from_slice(&f.seq().to_le_bytes());
+                m.extend_from_slice(&f.header.width.to_le_bytes());
+                m.extend_from_slice(&f.header.height.to_le_bytes());
+                m.extend_from_slice(&[0; 4]);
+                m.extend_from_slice(jpeg);
+                return Some(m);
+            }
             let (ch, px) = self.shown(f);
             let mut m = Vec::with_capacity(20 + px.len());
             m.extend_from_slice(b"GSF1");
@@ -944,5 +985,65 @@ mod tests {
         assert_eq!(r.info().color_type, png::ColorType::Rgb);
         let m = state.frame_message(&f).unwrap();
         assert_eq!((m[16], m.len()), (3, 20 + 16 * 3));
+    }
+
+    /// A frame of `format` coded by the drone's host coder, as the receiver delivers it: the
+    /// decoded samples and the coded file.
+    fn coded_frame(seq: u64, codec: crate::codec::Codec) -> Frame {
+        use gapstream_drone::{FrameCoder, FrameFormat};
+        let px: Vec<u8> = (0..40 * 24).map(|i| (i * 7 % 251) as u8).collect();
+        let fmt = FrameFormat {
+            width: 40,
+            height: 24,
+            pixel: gapstream_drone::PixelFormat::Grey8,
+        };
+        let mut coded = Vec::new();
+        let format = crate::codec::HostCoder { codec, quality: 75 }
+            .code(fmt, &px, &mut coded)
+            .unwrap()
+            .unwrap();
+        let decoded = crate::codec::decode(format, 40, 24, &coded)
+            .unwrap()
+            .unwrap();
+        let mut f = test_frame(seq, 40, 24, decoded);
+        f.header.pixel_format = format.code();
+        f.coded = Some(Arc::from(coded));
+        f
+    }
+
+    #[test]
+    fn jpeg_frames_go_to_the_page_as_their_file() {
+        use crate::codec::Codec;
+        let state = ViewerState::new(false);
+        let f = coded_frame(7, Codec::Jpeg);
+        let m = state.frame_message(&f).unwrap();
+        assert_eq!(&m[..4], b"GSJ1");
+        assert_eq!(u64::from_le_bytes(m[4..12].try_into().unwrap()), 7);
+        assert_eq!(
+            (&m[12..14], &m[14..16], &m[16..20]),
+            (
+                &40u16.to_le_bytes()[..],
+                &24u16.to_le_bytes()[..],
+                &[0u8; 4][..]
+            )
+        );
+        assert_eq!(
+            &m[20..],
+            f.coded.as_deref().unwrap(),
+            "the verified file, as is"
+        );
+        // Turned off: the decoded samples, like every other frame.
+        state.set_jpeg_passthrough(false);
+        let f = coded_frame(8, Codec::Jpeg);
+        let m = state.frame_message(&f).unwrap();
+        assert_eq!((&m[..4], m[16], &m[20..]), (&b"GSF1"[..], 1, &f.pixels[..]));
+        // JPEG-LS (no browser decodes it) and a demosaicing viewer: samples.
+        let state = ViewerState::new(false);
+        let f = coded_frame(9, Codec::Jpegls);
+        let m = state.frame_message(&f).unwrap();
+        assert_eq!((&m[..4], &m[20..]), (&b"GSF1"[..], &f.pixels[..]));
+        let state = ViewerState::new(true);
+        let m = state.frame_message(&coded_frame(10, Codec::Jpeg)).unwrap();
+        assert_eq!((&m[..4], m[16]), (&b"GSF1"[..], 3));
     }
 }

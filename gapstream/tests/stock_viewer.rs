@@ -5,7 +5,8 @@
 //! packets until `size` bytes. [`opencv_viewer_first_image`] does exactly that, and these tests
 //! connect it to the simulated drone's bridge at random moments, as the first client and while
 //! another receiver is already streaming: every connection must start with a header and read a
-//! whole, correct image.
+//! whole, correct image. [`opencv_viewer_images`] follows the script's main loop over several
+//! images, for the JPEG stream (`--stock --codec jpeg`, image type 1).
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -16,13 +17,51 @@ use std::time::{Duration, Instant};
 
 use esp32_bridge::host::{HostBridge, HostConfig};
 use gapstream::images::{FrameSource, SourceSpec};
-use gapstream::receiver::{self, Bus, Policy, ReceiverConfig, SessionKind, Transport};
+use gapstream::receiver::{
+    self, Bus, Policy, ReceiverConfig, SessionKind, Subscription, Summary, Transport,
+};
 use gapstream::sim::{self, NodeConfig};
 use gapstream_drone::{DroneConfig, Mode, testpattern};
 
 fn any() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
+
+/// The demo's own receiver on the stock stream (`gapstream demo --stock` runs one next to the
+/// bridge), on its own thread.
+struct DemoReceiver {
+    stop: Arc<AtomicBool>,
+    frames: Subscription,
+    thread: thread::JoinHandle<Result<Summary, receiver::ReceiverError>>,
+}
+
+impl DemoReceiver {
+    fn start(bridge: SocketAddr) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let cfg = ReceiverConfig {
+            stop: stop.clone(),
+            idle_timeout: Duration::from_secs(5),
+            ..ReceiverConfig::new(bridge, Transport::Tcp, SessionKind::StockPlaintext)
+        };
+        let mut bus = Bus::new();
+        let frames = bus.subscribe("test", Policy::Latest);
+        let thread = thread::spawn(move || receiver::run(cfg, bus));
+        DemoReceiver {
+            stop,
+            frames,
+            thread,
+        }
+    }
+
+    /// Stops it: its closing summary.
+    fn finish(self) -> Summary {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap().unwrap()
+    }
+}
+
+/// An image as opencv-viewer.py has it: width, height, depth, format (type), the image's bytes.
+type ViewerImage = (u16, u16, u8, u8, Vec<u8>);
 
 /// `rx_bytes(size)` of opencv-viewer.py.
 fn rx_bytes(s: &mut TcpStream, size: usize) -> Vec<u8> {
@@ -34,7 +73,7 @@ fn rx_bytes(s: &mut TcpStream, size: usize) -> Vec<u8> {
 /// The first image as opencv-viewer.py reads it on a new connection: its header fields and bytes.
 /// Errors where the script would stop (`struct.error`) or skip the packet (magic not 0xBC: the
 /// script loops, but the first packet of a connection must be a header).
-fn opencv_viewer_first_image(s: &mut TcpStream) -> Result<(u16, u16, u8, u8, Vec<u8>), String> {
+fn opencv_viewer_first_image(s: &mut TcpStream) -> Result<ViewerImage, String> {
     let info = rx_bytes(s, 4);
     let length = u16::from_le_bytes([info[0], info[1]]) as usize;
     let img_header = rx_bytes(s, length - 2);
@@ -98,6 +137,14 @@ struct Setup {
 }
 
 fn stock_drone(fps: f64) -> Setup {
+    stock_drone_coding(fps, None)
+}
+
+/// The stock drone with a coder (`--stock --codec jpeg`: Bitcraze's image type 1).
+fn stock_drone_coding(
+    fps: f64,
+    coder: Option<Box<dyn gapstream_drone::FrameCoder + Send>>,
+) -> Setup {
     let bridge = HostBridge::start(HostConfig {
         spi_listen: any(),
         tcp_listen: any(),
@@ -121,7 +168,7 @@ fn stock_drone(fps: f64) -> Setup {
         },
         frames: None,
         engine: sim::EngineChoice::default(),
-        coder: None,
+        coder,
         padding: gapstream_protocol::padding::Padding::Off,
         flight: None,
     })
@@ -130,7 +177,7 @@ fn stock_drone(fps: f64) -> Setup {
     Setup { bridge, node }
 }
 
-fn check_image(what: &str, got: Result<(u16, u16, u8, u8, Vec<u8>), String>) -> u32 {
+fn check_image(what: &str, got: Result<ViewerImage, String>) -> u32 {
     let (w, h, depth, format, img) = got.unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!((w, h, depth, format), (324, 244, 1, 0), "{what}");
     testpattern::decode(&img, 324, 244)
@@ -185,20 +232,8 @@ fn opencv_viewer_as_the_only_client_starts_at_a_header() {
 fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
     let mut m = Moments(seed());
     let st = stock_drone(30.0);
-    let stop = Arc::new(AtomicBool::new(false));
-    let cfg = ReceiverConfig {
-        stop: stop.clone(),
-        idle_timeout: Duration::from_secs(5),
-        ..ReceiverConfig::new(
-            st.bridge.tcp_addr,
-            Transport::Tcp,
-            SessionKind::StockPlaintext,
-        )
-    };
-    let mut bus = Bus::new();
-    let frames = bus.subscribe("test", Policy::Latest);
-    let demo_receiver = thread::spawn(move || receiver::run(cfg, bus));
-    frames
+    let demo = DemoReceiver::start(st.bridge.tcp_addr);
+    demo.frames
         .frame(Duration::from_secs(20))
         .expect("the demo's receiver gets frames");
     let t0 = Instant::now();
@@ -212,9 +247,95 @@ fn opencv_viewer_joining_a_running_stock_stream_starts_at_a_header() {
         );
     }
     assert!(t0.elapsed() < Duration::from_secs(60));
-    stop.store(true, Ordering::Relaxed);
-    let summary = demo_receiver.join().unwrap().unwrap();
+    let summary = demo.finish();
     assert_eq!(summary.counters.malformed, 0, "{summary:?}");
+    st.node.stop();
+    st.bridge.stop();
+}
+
+/// The images as the main loop of opencv-viewer.py reads them, `n` of them: every round reads a
+/// packet's 4-byte `<HBB` and `length - 2` bytes and unpacks them as `<BHHBBI` (11 bytes or
+/// `struct.error`); a packet whose magic is not 0xBC is passed over; after a header, packets are
+/// appended until the image holds at least `size` bytes. The script then decodes a type-0 image as
+/// 324 × 244 raw samples and any other type with `cv2.imdecode`.
+fn opencv_viewer_images(s: &mut TcpStream, n: usize) -> Result<Vec<ViewerImage>, String> {
+    let mut images = Vec::new();
+    while images.len() < n {
+        let info = rx_bytes(s, 4);
+        let length = u16::from_le_bytes([info[0], info[1]]) as usize;
+        let img_header = rx_bytes(s, length - 2);
+        if img_header.len() != 11 {
+            return Err(format!(
+                "struct.error: unpack requires a buffer of 11 bytes (got {})",
+                img_header.len()
+            ));
+        }
+        let u16_at = |i: usize| u16::from_le_bytes([img_header[i], img_header[i + 1]]);
+        let (magic, width, height) = (img_header[0], u16_at(1), u16_at(3));
+        let (depth, format) = (img_header[5], img_header[6]);
+        let size = u32::from_le_bytes(img_header[7..11].try_into().unwrap()) as usize;
+        if magic != 0xBC {
+            continue;
+        }
+        let mut img_stream = Vec::new();
+        while img_stream.len() < size {
+            let info = rx_bytes(s, 4);
+            let length = u16::from_le_bytes([info[0], info[1]]) as usize;
+            img_stream.extend_from_slice(&rx_bytes(s, length - 2));
+        }
+        images.push((width, height, depth, format, img_stream));
+    }
+    Ok(images)
+}
+
+/// `gapstream demo --stock --codec jpeg`: what Bitcraze's opencv-viewer.py reads is image type 1,
+/// depth 1, 324 × 244, and exactly `size` bytes of a whole JPEG file (SOI to EOI) that a JPEG
+/// decoder (`jpeg-decoder`, not ours) turns into the 324 × 244 grey frame, its burned-in frame
+/// number readable, the frames in order; the demo's own receiver decodes the same stream with no
+/// malformed image. (Checked against the script itself too: docs/stream.md, "Bitcraze's viewer".)
+#[test]
+fn opencv_viewer_reads_and_decodes_the_stock_jpeg_stream() {
+    use gapstream::codec::{Codec, HostCoder};
+    let coder = HostCoder::boxed(Codec::Jpeg, 75).unwrap();
+    assert!(coder.is_some());
+    let st = stock_drone_coding(30.0, coder);
+    let demo = DemoReceiver::start(st.bridge.tcp_addr);
+    let first = demo
+        .frames
+        .frame(Duration::from_secs(20))
+        .expect("the demo's receiver gets frames");
+    assert_eq!((first.width(), first.height()), (324, 244));
+    let mut s = connect(st.bridge.tcp_addr);
+    let images = opencv_viewer_images(&mut s, 8).unwrap_or_else(|e| panic!("{e}"));
+    let mut last = None;
+    for (k, (w, h, depth, format, img)) in images.into_iter().enumerate() {
+        assert_eq!((w, h, depth, format), (324, 244, 1, 1), "image {k}");
+        assert!(
+            img.starts_with(&[0xFF, 0xD8]) && img.ends_with(&[0xFF, 0xD9]),
+            "image {k}: {} bytes, not one whole JPEG file",
+            img.len()
+        );
+        assert!(img.len() < 324 * 244, "image {k}: {} bytes", img.len());
+        let mut d = jpeg_decoder::Decoder::new(&img[..]);
+        let px = d
+            .decode()
+            .unwrap_or_else(|e| panic!("image {k} does not decode: {e}"));
+        let info = d.info().unwrap();
+        assert_eq!(
+            (info.width, info.height, info.pixel_format),
+            (324, 244, jpeg_decoder::PixelFormat::L8),
+            "image {k}"
+        );
+        let stamp = testpattern::decode(&px, 324, 244)
+            .unwrap_or_else(|| panic!("image {k}: no frame number in the decoded picture"))
+            .frame;
+        assert!(last.is_none_or(|l| stamp > l), "frames in order");
+        last = Some(stamp);
+    }
+    drop(s);
+    let summary = demo.finish();
+    assert_eq!(summary.counters.malformed, 0, "{summary:?}");
+    assert!(summary.counters.frames > 0);
     st.node.stop();
     st.bridge.stop();
 }

@@ -321,13 +321,18 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
     /// One frame period: wait for the capture in flight, start the next one into the other buffer,
     /// service the receiver's messages, seal and send the captured frame.
     pub fn step(&mut self) -> Result<(), DroneError<C::Error, L::Error>> {
-        if !self.started {
+        // A camera that captures only when waited for (`captures_ahead` false) gets the one
+        // buffer back before every capture: the drone holds a single frame buffer.
+        let ahead = self.camera.captures_ahead();
+        if !self.started || !ahead {
             let b = self
                 .spare
                 .take()
                 .unwrap_or_else(|| vec![0u8; self.format.bytes()]);
             self.camera.start(b).map_err(DroneError::Camera)?;
-            self.spare = Some(vec![0u8; self.format.bytes()]);
+            if ahead {
+                self.spare = Some(vec![0u8; self.format.bytes()]);
+            }
             self.started = true;
         }
         let t0 = self.clock.now_ns();
@@ -335,12 +340,14 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         let t1 = self.clock.now_ns();
         self.stats.capture_wait_ns += t1.saturating_sub(t0);
         self.stats.frames_captured += 1;
-        // Frame N+1 is captured while frame N is sealed and sent.
-        let next = self
-            .spare
-            .take()
-            .unwrap_or_else(|| vec![0u8; self.format.bytes()]);
-        self.camera.start(next).map_err(DroneError::Camera)?;
+        if ahead {
+            // Frame N+1 is captured while frame N is sealed and sent.
+            let next = self
+                .spare
+                .take()
+                .unwrap_or_else(|| vec![0u8; self.format.bytes()]);
+            self.camera.start(next).map_err(DroneError::Camera)?;
+        }
         if let Some(t) = &mut self.state {
             // Everything that came in on the UART since the last frame (the firmware's ring keeps the
             // newest 128 ms).
@@ -595,11 +602,16 @@ pub(crate) mod tests {
         pub next_index: u32,
         pub log: Vec<&'static str>,
         pub buffers_seen: Vec<*const u8>,
+        /// What `captures_ahead` says (double buffering when true).
+        pub ahead: bool,
     }
     impl Camera for PatternCamera {
         type Error = &'static str;
         fn format(&self) -> FrameFormat {
             self.fmt
+        }
+        fn captures_ahead(&self) -> bool {
+            self.ahead
         }
         fn start(&mut self, buf: Vec<u8>) -> Result<(), &'static str> {
             if self.in_flight.is_some() {
@@ -678,6 +690,7 @@ pub(crate) mod tests {
             next_index: 0,
             log: Vec::new(),
             buffers_seen: Vec::new(),
+            ahead: true,
         }
     }
 
@@ -719,6 +732,31 @@ pub(crate) mod tests {
         assert_ne!(seen[0], seen[1]);
         assert_eq!(seen[0], seen[2]);
         assert_eq!(seen[1], seen[3]);
+        assert_eq!(d.stats().frames_sent, 4);
+    }
+
+    /// A camera that captures only when waited for: each capture starts right before its wait,
+    /// and the drone holds one frame buffer (the same one every frame).
+    #[test]
+    fn a_camera_that_does_not_capture_ahead_gets_one_buffer() {
+        let mut d = test_drone(Sequential, DroneConfig::default()).unwrap();
+        d.camera.ahead = false;
+        tell_client_status(&mut d, true);
+        for _ in 0..4 {
+            let before = d.link.packets;
+            d.step().unwrap();
+            assert!(d.camera.in_flight.is_none());
+            assert!(d.link.packets > before);
+        }
+        assert_eq!(
+            d.camera.log[..],
+            [
+                "start", "wait", "start", "wait", "start", "wait", "start", "wait"
+            ]
+        );
+        let seen = &d.camera.buffers_seen;
+        assert!(seen.iter().all(|&p| p == seen[0]), "{seen:?}");
+        assert!(d.spare.is_some());
         assert_eq!(d.stats().frames_sent, 4);
     }
 

@@ -51,6 +51,14 @@ pub trait Camera {
     fn start(&mut self, buf: Vec<u8>) -> Result<(), Self::Error>;
     /// Waits for the capture started last and returns its buffer.
     fn wait(&mut self) -> Result<Capture, Self::Error>;
+    /// Whether the camera captures while the caller works on the last frame (double buffering:
+    /// the drone then holds two frame buffers and starts frame N+1 before it codes, seals and
+    /// sends frame N). A camera that captures only inside [`Camera::wait`] says `false`: the
+    /// drone then keeps one frame buffer and starts each capture right before waiting for it,
+    /// which leaves a frame's worth of memory to other buffers (the GAP8's L2: a coded frame).
+    fn captures_ahead(&self) -> bool {
+        true
+    }
 }
 
 /// The byte link to the ESP32 (SPI on the AI-deck). Carries CPX wire packets both ways.

@@ -367,6 +367,52 @@ mod tests {
         }
     }
 
+    /// Output buffers from roomy down to too short (segments' destinations reaching into other
+    /// segments' code): the join gives the one-core stream or `OutputFull`, never another
+    /// stream.
+    #[test]
+    fn every_output_length_gives_the_stream_or_output_full() {
+        let cl = HostCluster::new();
+        // Bands of very different lengths: a flat top, noise below.
+        let (w, h) = (48, 40);
+        let mut px = picture(w, h, 11);
+        for (i, v) in px.iter_mut().enumerate() {
+            if i / w < 15 {
+                *v = 7;
+            } else {
+                *v = v.wrapping_mul(37);
+            }
+        }
+        let mut oks = 0;
+        for (layout, bands, cores) in [
+            (Layout::Grey, 8, 8),
+            (Layout::Grey, 5, 3),
+            (Layout::Grey, 8, 2),
+            (Layout::BayerRggb, 4, 8),
+        ] {
+            let plan = Plan::new(w, h, layout, bands).unwrap();
+            let want = crate::encode_to_vec(&plan, &px).unwrap();
+            let room =
+                plan.prefix_len() + plan.segments() * (plan.max_segment_len(0) + MAX_SEPARATOR);
+            let mut len = room;
+            while len >= want.len() {
+                let mut out = alloc::vec![0u8; len];
+                match encode::<crate::Portable, _>(&cl, cores, &plan, &px, &mut out) {
+                    Ok(n) => {
+                        assert!(
+                            out[..n] == want[..],
+                            "{layout:?} {bands} bands {cores} cores, {len} B"
+                        );
+                        oks += 1;
+                    }
+                    Err(e) => assert_eq!(e, EncodeError::OutputFull, "{len} B"),
+                }
+                len -= 1 + len / 97;
+            }
+        }
+        assert!(oks > 100, "{oks}");
+    }
+
     #[test]
     fn a_region_too_small_is_an_error() {
         let cl = HostCluster::new();

@@ -85,6 +85,9 @@ pub struct Options {
     pub quality: Vec<u32>,
     pub layouts: usize,
     pub pictures: Vec<String>,
+    /// JPEG-LS rows: the stress pictures (`gvsoc_jpegls::stress_pictures`) instead of the frame
+    /// set.
+    pub stress: bool,
 }
 
 impl Options {
@@ -97,6 +100,7 @@ impl Options {
             || self.cold
             || self.trace.is_some()
             || !self.pictures.is_empty()
+            || self.stress
     }
 }
 

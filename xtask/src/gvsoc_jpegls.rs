@@ -97,9 +97,76 @@ fn charls_sizes(frames: &[frameset::Picture]) -> Result<Vec<usize>, String> {
         .collect()
 }
 
+/// Made-up 324 × 244 pictures that take the PULP kernel's rare paths (`--stress`): flat areas
+/// over many lines (RUNindex up to 25, J up to 9: the most a 324-sample line allows) broken by
+/// spikes (escape codes in the run interruption, its context's RESET halving), short runs ending at every column, 6-bit noise
+/// (long codes, 0xFF stuffing), saturated extremes (errors modulo 256), a smooth ramp with jumps
+/// (escape codes in the regular mode). Deterministic (xorshift).
+fn stress_pictures() -> Vec<frameset::Picture> {
+    let (w, h) = (BENCH_FRAME_W, BENCH_FRAME_H);
+    let mut st = 0x1234_5678u32;
+    let mut make = |name: &str, f: &dyn Fn(usize, usize, u32) -> u8| {
+        let mut pixels = vec![0u8; w * h];
+        for (i, p) in pixels.iter_mut().enumerate() {
+            st ^= st << 13;
+            st ^= st >> 17;
+            st ^= st << 5;
+            *p = f(i % w, i / w, st);
+        }
+        frameset::Picture {
+            name: name.into(),
+            width: w,
+            height: h,
+            pixels,
+        }
+    };
+    vec![
+        make("flat_spikes", &|x, y, r| {
+            if (y * w + x) % 997 == 500 {
+                (r >> 8) as u8
+            } else {
+                100
+            }
+        }),
+        make("noise6", &|_, _, r| ((r >> 11) as u8 & 0x3f) + 96),
+        make("runs_noise", &|x, y, r| {
+            if x + (y % 7) * 40 < 300 {
+                (y / 3) as u8 ^ 0x55
+            } else {
+                (r >> 9) as u8
+            }
+        }),
+        make("extremes", &|x, y, r| {
+            if (x / 5 + y / 3 + (r as usize & 1)) % 4 == 0 || (x + y) % 11 >= 6 {
+                255
+            } else {
+                0
+            }
+        }),
+        make("long_then_spike", &|x, y, r| {
+            if y % 40 == 39 && x % 50 == 7 {
+                (r >> 3) as u8
+            } else {
+                37
+            }
+        }),
+        make("smooth_jumps", &|x, y, r| {
+            if (x * 7 + y * 13 + (r as usize % 3)) % 61 == 0 {
+                (r >> 20) as u8
+            } else {
+                ((x + y) / 4) as u8
+            }
+        }),
+    ]
+}
+
 /// The JPEG-LS sweep.
 pub fn bench(o: &Options) -> Result<(), String> {
-    let mut frames = frameset::standard_set().map_err(|e| e.to_string())?;
+    let mut frames = if o.stress {
+        stress_pictures()
+    } else {
+        frameset::standard_set().map_err(|e| e.to_string())?
+    };
     if !o.pictures.is_empty() {
         frames.retain(|f| o.pictures.contains(&f.name));
         if frames.is_empty() {
@@ -223,13 +290,15 @@ pub fn bench(o: &Options) -> Result<(), String> {
     let runs = median(runs, repeat);
     let charls = charls_sizes(&frames)?;
     // A run over some frames only does not overwrite the whole set's CSV.
-    let csv = target_dir().join("bench").join(if !o.pictures.is_empty() {
-        "gvsoc-jpegls-adhoc.csv"
-    } else if o.quick {
-        "gvsoc-jpegls-quick.csv"
-    } else {
-        "gvsoc-jpegls.csv"
-    });
+    let csv = target_dir()
+        .join("bench")
+        .join(if !o.pictures.is_empty() || o.stress {
+            "gvsoc-jpegls-adhoc.csv"
+        } else if o.quick {
+            "gvsoc-jpegls-quick.csv"
+        } else {
+            "gvsoc-jpegls.csv"
+        });
     if let Some(dir) = csv.parent() {
         fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }

@@ -101,6 +101,9 @@ struct GvsocBenchArgs {
     /// JPEG and JPEG-LS rows: only these pictures of the frame set (comma-separated names, e.g. camera,grass).
     #[arg(long, value_delimiter = ',')]
     pictures: Vec<String>,
+    /// JPEG-LS rows: six made-up stress pictures instead of the frame set (long runs across lines, escape codes, noise, extremes): the assembly's rare paths checked on the model.
+    #[arg(long)]
+    stress: bool,
 }
 
 fn main() -> ExitCode {
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
             quality: a.quality,
             layouts: a.layouts,
             pictures: a.pictures,
+            stress: a.stress,
         }),
         Cmd::BenchReport { csv, out } => report::run(csv, out),
         Cmd::BenchPadding => padding_bench::run(),

@@ -447,6 +447,7 @@ mod tests {
     use gapstream_protocol::assembler::Assembler;
     use gapstream_protocol::cpx::StreamDecoder;
     use gapstream_protocol::handshake;
+    use gapstream_protocol::padding::Padding;
     use gapstream_protocol::session::{self, ReceiverConfig, ReceiverEvent, ReceiverSession};
     use gapstream_protocol::suite::Suite;
     use std::rc::Rc;
@@ -488,9 +489,16 @@ mod tests {
         Pipelined,
         /// Pipelined, the link in a task of its own (run in place here).
         Queued,
-        /// As `Queued`, each frame coded by the cluster JPEG encoder before it is sealed.
+        /// As `Queued`, each frame coded by the cluster JPEG encoder before it is sealed, padded
+        /// (Padmé, the firmware's default); the receiver asks for quality 40 (SET_QUALITY) once
+        /// it has the first frame.
         QueuedJpeg,
+        /// As `Queued`, each frame coded by the cluster JPEG-LS encoder, padded (Padmé).
+        QueuedJpegls,
     }
+
+    /// The quality the receiver of the `QueuedJpeg` stream asks for after its first frame.
+    const REQUESTED_QUALITY: u8 = 40;
 
     fn stream(how: How, suite: Suite) {
         let counter = Rc::new(Cell::new(0u32));
@@ -538,7 +546,9 @@ mod tests {
             dec: StreamDecoder::new(),
             asm: Assembler::new(1 << 20),
             frames: Vec::new(),
+            padded: Vec::new(),
             errors: Vec::new(),
+            quality_after_first: (how == How::QueuedJpeg).then_some(REQUESTED_QUALITY),
         }));
         let rx2 = rx.clone();
         esp.wifi = Some(Box::new(move |b: &mut Bridge| {
@@ -562,7 +572,7 @@ mod tests {
             handshake_timeout_ns: 1_000_000_000,
             ..AppConfig::default()
         };
-        let summary = if how == How::Queued || how == How::QueuedJpeg {
+        let summary = if matches!(how, How::Queued | How::QueuedJpeg | How::QueuedJpegls) {
             let sh = crate::link::queue::tests::queued(esp_model.take().unwrap(), 16);
             let mut d = Drone::new(
                 cam,
@@ -573,10 +583,21 @@ mod tests {
                 cfg,
             )
             .unwrap();
+            // The firmware's coded path: the coder's buffer holds the padded frame.
+            let buffer = crate::coder::CodedBuffer {
+                bytes: 60_000,
+                padding: Padding::Padme,
+                raw: 324 * 244,
+            };
+            let cl: &'static HostCluster = Box::leak(Box::new(HostCluster::new()));
             if how == How::QueuedJpeg {
-                let cl: &'static HostCluster = Box::leak(Box::new(HostCluster::new()));
-                let coder = crate::coder::JpegCoder::new(cl, 8, 75, 32768).unwrap();
+                let coder = crate::coder::JpegCoder::new(cl, 8, 75, buffer).unwrap();
                 d.set_coder(Some(Box::new(coder)));
+                d.set_padding(Padding::Padme);
+            } else if how == How::QueuedJpegls {
+                let coder = crate::coder::JplsCoder::new(cl, 8, buffer).unwrap();
+                d.set_coder(Some(Box::new(coder)));
+                d.set_padding(Padding::Padme);
             }
             let s = run(&mut d, &clock, 50_000_000, app_cfg, &mut Inline, &mut out).unwrap();
             d.link_mut().flush(1_000_000).unwrap();
@@ -625,30 +646,70 @@ mod tests {
         );
         assert!(rx.session.is_established());
         assert_eq!(rx.frames.len(), frames as usize);
+        if how == How::QueuedJpeg || how == How::QueuedJpegls {
+            // Every coded frame went out padded, and the receiver took the padding off.
+            assert!(rx.padded.iter().all(|&p| p), "{:?}", rx.padded);
+        }
         // FakeHw wrote its k-th capture as fake_pixel(k, i); the warm-up took captures 0 and 1.
+        let mut qualities = Vec::new();
         for (k, (f, authenticated)) in rx.frames.iter().enumerate() {
             let n = (k + 2) as u8;
             assert!(*authenticated || suite == Suite::None);
+            let px: Vec<u8> = (0..324 * 244).map(|i| fake_pixel(n, i)).collect();
             if how == How::QueuedJpeg {
-                // Compress, then seal: the payload is the portable encoder's file of the frame.
-                let px: Vec<u8> = (0..324 * 244).map(|i| fake_pixel(n, i)).collect();
-                let spec = gapstream_jpeg::FrameSpec {
-                    width: 324,
-                    height: 244,
-                    quality: 75,
-                    bands: 8,
+                // Compress, then seal: the payload is the portable encoder's file of the frame,
+                // at quality 75 or, once SET_QUALITY reached the drone, 40.
+                let file = |quality: u8| {
+                    let spec = gapstream_jpeg::FrameSpec {
+                        width: 324,
+                        height: 244,
+                        quality,
+                        bands: 8,
+                    };
+                    let mut want = vec![0u8; 200_000];
+                    let len =
+                        gapstream_jpeg::encode::<gapstream_jpeg::Portable>(&spec, &px, &mut want)
+                            .unwrap();
+                    want.truncate(len);
+                    want
                 };
-                let mut want = vec![0u8; 200_000];
-                let len = gapstream_jpeg::encode::<gapstream_jpeg::Portable>(&spec, &px, &mut want)
+                assert!(f.len() < 324 * 244, "frame {k} was sent raw");
+                let q = [75, REQUESTED_QUALITY]
+                    .into_iter()
+                    .find(|&q| f[..] == file(q)[..]);
+                assert!(q.is_some(), "frame {k} differs");
+                qualities.push(q.unwrap());
+                continue;
+            }
+            if how == How::QueuedJpegls {
+                // Lossless: the portable encoder's stream, decoded bit-exact.
+                let plan = gapstream_jpegls::Plan::new(324, 244, gapstream_jpegls::Layout::Grey, 8)
                     .unwrap();
+                let mut want = vec![0u8; plan.max_encoded_len()];
+                let len = gapstream_jpegls::encode(&plan, &px, &mut want).unwrap();
                 assert!(f.len() < 324 * 244, "frame {k} was sent raw");
                 assert_eq!(f[..], want[..len], "frame {k} differs");
+                assert_eq!(gapstream_jpegls::decode(f).unwrap().samples, px);
                 continue;
             }
             assert_eq!(f.len(), 324 * 244);
             assert!(
                 f.iter().enumerate().all(|(i, &p)| p == fake_pixel(n, i)),
                 "frame {k} differs"
+            );
+        }
+        if how == How::QueuedJpeg {
+            // The first frame at the built-in quality, the last at the requested one, and no
+            // frame back at 75 once the request took effect.
+            assert_eq!(qualities.first(), Some(&75), "{qualities:?}");
+            assert_eq!(qualities.last(), Some(&REQUESTED_QUALITY), "{qualities:?}");
+            let first = qualities
+                .iter()
+                .position(|&q| q == REQUESTED_QUALITY)
+                .unwrap();
+            assert!(
+                qualities[first..].iter().all(|&q| q == REQUESTED_QUALITY),
+                "{qualities:?}"
             );
         }
     }
@@ -659,7 +720,11 @@ mod tests {
         dec: StreamDecoder,
         asm: Assembler,
         frames: Vec<(Vec<u8>, bool)>,
+        /// Each frame's header flag PADDED.
+        padded: Vec<bool>,
         errors: Vec<String>,
+        /// SET_QUALITY to send once the first frame arrived.
+        quality_after_first: Option<u8>,
     }
 
     impl Rx {
@@ -689,7 +754,16 @@ mod tests {
                 ) {
                     Ok(Some(ReceiverEvent::Frame(f))) => {
                         let a = f.authenticated;
+                        self.padded.push(f.header.padded);
                         self.frames.push((f.into_pixels(), a));
+                        if let Some(q) = self.quality_after_first.take() {
+                            if let Err(e) = self
+                                .session
+                                .request_quality(&mut gap_rust_cipher_s::Sequential, q)
+                            {
+                                self.errors.push(format!("SET_QUALITY: {e:?}"));
+                            }
+                        }
                     }
                     Ok(_) => {}
                     Err(e) => self.errors.push(format!("{e:?}")),
@@ -766,9 +840,16 @@ mod tests {
         stream(How::Queued, Suite::ChaCha20Poly1305);
     }
 
+    /// JPEG, padded (Padmé), the receiver's SET_QUALITY applied from the next frame on.
     #[test]
     fn coded_with_the_cluster_jpeg_encoder_the_stream_carries_its_files() {
         stream(How::QueuedJpeg, Suite::ChaCha20Poly1305);
+    }
+
+    /// JPEG-LS, padded (Padmé): every frame the portable encoder's stream, decoded bit-exact.
+    #[test]
+    fn coded_with_the_cluster_jpegls_encoder_every_frame_decodes_bit_exact() {
+        stream(How::QueuedJpegls, Suite::ChaCha20Poly1305);
     }
 
     #[test]

@@ -205,6 +205,10 @@ impl<C: Camera> Camera for OneShot<C> {
         self.inner.start(buf)?;
         self.inner.wait()
     }
+    /// Captures only inside `wait`: the drone keeps one frame buffer.
+    fn captures_ahead(&self) -> bool {
+        false
+    }
 }
 
 /// A camera that captures ahead ([`Pipelined`](Staged::Pipelined)) or only when asked
@@ -246,6 +250,12 @@ impl<C: Camera> Camera for Staged<C> {
         match self {
             Staged::Pipelined(c) => c.wait(),
             Staged::OneShot(c) => c.wait(),
+        }
+    }
+    fn captures_ahead(&self) -> bool {
+        match self {
+            Staged::Pipelined(c) => c.captures_ahead(),
+            Staged::OneShot(c) => c.captures_ahead(),
         }
     }
 }

@@ -21,11 +21,16 @@ use gapstream_protocol::session;
 use crate::app::{self, AppConfig};
 use crate::camera::{CameraError, CameraHw, HimaxCamera, Staged};
 use crate::clock::{Counter32, WideClock};
+use crate::coder::CodedBuffer;
+#[cfg(feature = "codec-jpeg")]
 use crate::coder::JpegCoder;
+#[cfg(feature = "codec-jpegls")]
+use crate::coder::JplsCoder;
 use crate::entropy::{EntropyPool, PoolEntropy, Source};
 use crate::keys;
 use crate::link::queue::{self, QueuedLink, Shared, Signals};
 use crate::link::{CpxSpiLink, LinkError, SpiHw, WaitUpstream};
+use gapstream_protocol::padding::Padding;
 
 // --- FFI ------------------------------------------------------------------------------------------
 
@@ -119,16 +124,21 @@ pub struct FwConfig {
     pub state_baud: u32,
     /// A state sample older than this at the end of a frame's exposure is flagged stale, ms.
     pub state_max_age_ms: u32,
-    /// Compress, then seal: 0 raw frames, 1 JPEG on the cluster (`gapstream_jpeg::cluster`).
+    /// Compress, then seal: 0 raw frames, 1 JPEG on the cluster (`gapstream_jpeg::cluster`),
+    /// 2 lossless JPEG-LS on the cluster (`gapstream_jpegls::cluster`).
     pub codec: u32,
     /// JPEG quality 1..=100 (IJG scale).
     pub quality: u32,
     /// Bytes of L2 for the coded frame (a frame whose code does not fit goes out raw, counted).
     pub coded_bytes: u32,
+    /// Length-hiding padding of coded frames (`gapstream_protocol::padding`): 0 off, 1 Padmé,
+    /// 2 powers of two, 3 the raw frame's length.
+    pub padding: u32,
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<FwConfig>() == 76);
+    assert!(core::mem::size_of::<FwConfig>() == 80);
+    assert!(core::mem::offset_of!(FwConfig, padding) == 76);
     assert!(core::mem::offset_of!(FwConfig, state_baud) == 56);
     assert!(core::mem::offset_of!(FwConfig, codec) == 64);
     assert!(core::mem::offset_of!(FwConfig, spi_up_hz) == 48);
@@ -599,14 +609,9 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
     let hz = unsafe { fw_fc_hz() };
     let clock = WideClock::new(FcTimer { hz });
 
-    // Cluster stacks: the engine's per-core frame is ~1.4 KiB before the kernel's own; the SDK
-    // default of 2 KiB per worker overflowed into the neighbour's stack (seen on GVSOC: a worker
-    // returned to a corrupted `ra`). 4 KiB + 7 x 3 KiB + the engine's 3 x 8 KiB fit the 64 KiB L1.
-    let pcfg = PmsisConfig {
-        master_stack: 4096,
-        slave_stack: 3072,
-        ..PmsisConfig::default()
-    };
+    // Cluster stacks (`pcfg_used`): 4 KiB + 7 x 3 KiB, allocated by the SDK at each offload next
+    // to the engine's 3 x L1_BUFFER (checked below, once the coder holds its own L1).
+    let pcfg = pcfg_used();
     let cluster = match PmsisCluster::open(pcfg) {
         Ok(c) => c,
         Err(_) => return fail("cluster open failed", 5),
@@ -640,14 +645,87 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         return fail(e, 8);
     }
     heap_line(&mut out, "after self-test");
-    let coder = if cfg.codec == 1 {
-        match jpeg_coder(cluster, &cfg, &mut out) {
+    let padding = match cfg.padding {
+        0 => Padding::Off,
+        1 => Padding::Padme,
+        2 => Padding::Pow2,
+        3 => Padding::Max,
+        _ => return fail("PAD: use off, padme, pow2 or max", 13),
+    };
+    let buffer = CodedBuffer {
+        bytes: cfg.coded_bytes as usize,
+        padding,
+        raw: FrameFormat::HM01B0.bytes(),
+    };
+    if cfg.codec != 0 && buffer.code_limit() == 0 {
+        return fail(
+            "CODED_BYTES: no coded frame fits that buffer with its padding (PAD=max pads to the raw frame's length)",
+            13,
+        );
+    }
+    let coder = match cfg.codec {
+        0 => None,
+        #[cfg(feature = "codec-jpeg")]
+        1 => match jpeg_coder(cluster, &cfg, buffer, &mut out) {
             Some(c) => Some(c),
             None => return fail("JPEG encoder: bad quality or no L1 for its buffers", 12),
+        },
+        #[cfg(feature = "codec-jpegls")]
+        2 => match jpegls_coder(cluster, &cfg, buffer, &mut out) {
+            Some(c) => Some(c),
+            None => return fail("JPEG-LS encoder: bad core count", 12),
+        },
+        _ => {
+            return fail(
+                "CODEC: this build has no such coder (firmware/Makefile CODEC=raw, jpeg or jpegls)",
+                12,
+            );
         }
-    } else {
-        None
     };
+    if cfg.codec != 0 {
+        let _ = writeln!(
+            out,
+            "FW padding {} (coded frames padded inside the AEAD; code limit {} of {} bytes)",
+            padding.name(),
+            buffer.code_limit(),
+            buffer.bytes
+        );
+    }
+    // The SDK allocates the cluster's stacks (core 0's and 7 workers') from L1 at every offload
+    // and frees them when it ends (`__pi_send_task_to_cl` in the SDK's FreeRTOS cluster driver,
+    // fc_to_cl_delegate.c): what the engine and the coder keep must leave that much free, and a
+    // JPEG-LS frame job's own L1 next to it. Without this check an offload that cannot get its
+    // stacks fails (`pi_cluster_send_task_to_cl` returns -1): the handshake's AEAD never ran and
+    // the firmware waited for a receiver that could not complete (seen with the JPEG encoder and
+    // an 8 KiB engine buffer).
+    let stacks = pcfg_stacks(&pcfg_used()) as usize;
+    #[cfg(feature = "codec-jpegls")]
+    let job_l1 = if cfg.codec == 2 {
+        crate::coder::jpegls_l1_bytes(cfg.cores.clamp(1, 8) as usize, FrameFormat::HM01B0)
+    } else {
+        0
+    };
+    #[cfg(not(feature = "codec-jpegls"))]
+    let job_l1 = 0usize;
+    match gap_rust_sdk::Cluster::l1(cluster).alloc_zeroed(stacks + job_l1, 4) {
+        Ok(probe) => {
+            drop(probe);
+            let _ = writeln!(
+                out,
+                "FW L1 ok: {} bytes free for an offload's stacks ({stacks}) and a frame job ({job_l1})",
+                stacks + job_l1
+            );
+        }
+        Err(_) => {
+            let _ = writeln!(
+                out,
+                "FW L1: no {} bytes left for an offload's stacks ({stacks}) and a frame job ({job_l1}) next to the engine (L1_BUFFER={}) and the coder",
+                stacks + job_l1,
+                cfg.l1_buffer
+            );
+            return fail("L1 too small for the cluster stacks: lower L1_BUFFER", 14);
+        }
+    }
     let camera = HimaxCamera::new(BoardCamera, &clock, FrameFormat::HM01B0, Some(pool.clone()));
     let dcfg = DroneConfig {
         mode,
@@ -722,7 +800,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         ))
     };
     let r = drive(
-        camera, link, &clock, entropy, engine, coder, dcfg, hz64, app_cfg, state, &mut out,
+        camera, link, &clock, entropy, engine, coder, padding, dcfg, hz64, app_cfg, state, &mut out,
     );
     heap_line(&mut out, "at the end");
     if fast {
@@ -745,6 +823,22 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
     }
 }
 
+/// The cluster's stacks: the engine's per-core frame is ~1.4 KiB before the kernel's own; the SDK
+/// default of 2 KiB per worker overflowed into the neighbour's stack (seen on GVSOC: a worker
+/// returned to a corrupted `ra`).
+fn pcfg_used() -> PmsisConfig {
+    PmsisConfig {
+        master_stack: 4096,
+        slave_stack: 3072,
+        ..PmsisConfig::default()
+    }
+}
+
+/// L1 bytes the SDK allocates for an offload's stacks (core 0 and 7 workers).
+fn pcfg_stacks(p: &PmsisConfig) -> u32 {
+    p.master_stack + 7 * p.slave_stack
+}
+
 fn read_timer() -> u32 {
     // SAFETY: reads a timer register.
     unsafe { fw_timer_read() }
@@ -759,6 +853,7 @@ fn drive(
     entropy: PoolEntropy,
     engine: ClusterEngine<'_, PmsisCluster>,
     coder: Option<Box<dyn FrameCoder + Send>>,
+    padding: Padding,
     dcfg: DroneConfig,
     hz: u64,
     app_cfg: AppConfig,
@@ -771,6 +866,7 @@ fn drive(
     match Drone::new(camera, link, clock, entropy, engine, dcfg) {
         Ok(mut d) => {
             d.set_coder(coder);
+            d.set_padding(padding);
             if let Some((src, scfg)) = state {
                 d.set_state_source(Box::new(src), scfg);
             }
@@ -798,14 +894,16 @@ fn drive(
 /// The cluster JPEG coder in its box. Not inlined: the encoder (its tables and header, ~2.7 KB)
 /// passes through this function's frame, which is gone before the handshake's deep stack, not
 /// through `gapstream_main`'s, which lasts the whole run on the main task's stack.
+#[cfg(feature = "codec-jpeg")]
 #[inline(never)]
 fn jpeg_coder(
     cluster: &'static PmsisCluster,
     cfg: &FwConfig,
+    buffer: CodedBuffer,
     out: &mut Console,
 ) -> Option<Box<dyn FrameCoder + Send>> {
     let cores = cfg.cores.clamp(1, 8) as usize;
-    let c = JpegCoder::new(cluster, cores, cfg.quality as u8, cfg.coded_bytes as usize).ok()?;
+    let c = JpegCoder::new(cluster, cores, cfg.quality as u8, buffer).ok()?;
     let _ = writeln!(
         out,
         "FW codec jpeg quality={} bands={cores} l1_bytes={} coded_buffer={}",
@@ -816,16 +914,39 @@ fn jpeg_coder(
     Some(Box::new(OnThisTask(c)))
 }
 
+/// The cluster JPEG-LS coder in its box (its L1 is taken by each frame's job).
+#[cfg(feature = "codec-jpegls")]
+#[inline(never)]
+fn jpegls_coder(
+    cluster: &'static PmsisCluster,
+    cfg: &FwConfig,
+    buffer: CodedBuffer,
+    out: &mut Console,
+) -> Option<Box<dyn FrameCoder + Send>> {
+    let cores = cfg.cores.clamp(1, 8) as usize;
+    let c = JplsCoder::new(cluster, cores, buffer).ok()?;
+    let _ = writeln!(
+        out,
+        "FW codec jpegls bands={cores} l1_bytes={} coded_buffer={}",
+        c.l1_bytes(FrameFormat::HM01B0),
+        cfg.coded_bytes
+    );
+    Some(Box::new(OnThisTask(c)))
+}
+
 /// The frame coder on the cluster, which the drone keeps as a `Send` box. `PmsisCluster` is not
 /// `Send`: the SDK's cluster device is driven from one FC task.
-struct OnThisTask(JpegCoder<'static, PmsisCluster>);
+#[cfg(any(feature = "codec-jpeg", feature = "codec-jpegls"))]
+struct OnThisTask<F: FrameCoder>(F);
 
 // SAFETY: the coder is made, used and dropped on the firmware's main FreeRTOS task only (the drone
 // that holds it never leaves `gapstream_main`'s task; the link task only gets packets), so the
 // cluster it drives is only ever driven from that task.
-unsafe impl Send for OnThisTask {}
+#[cfg(any(feature = "codec-jpeg", feature = "codec-jpegls"))]
+unsafe impl<F: FrameCoder> Send for OnThisTask<F> {}
 
-impl FrameCoder for OnThisTask {
+#[cfg(any(feature = "codec-jpeg", feature = "codec-jpegls"))]
+impl<F: FrameCoder> FrameCoder for OnThisTask<F> {
     fn code(
         &mut self,
         format: FrameFormat,
@@ -833,6 +954,9 @@ impl FrameCoder for OnThisTask {
         out: &mut alloc::vec::Vec<u8>,
     ) -> Result<Option<gapstream_drone::PixelFormat>, gapstream_drone::CoderError> {
         self.0.code(format, frame, out)
+    }
+    fn set_quality(&mut self, quality: u8) {
+        self.0.set_quality(quality);
     }
 }
 

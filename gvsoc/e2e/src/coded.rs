@@ -1,9 +1,14 @@
-//! Compress, then seal, checked on the receiver's side of `make gvsoc-e2e E2E_CODEC=jpeg`: every
-//! verified frame must be the file the host's portable encoder (`gapstream_jpeg::encode`) writes
-//! for one of the input frames (the cluster encoder on the GAP8 and the portable one are
-//! bit-exact), and must decode with an independent decoder (the `jpeg-decoder` crate) to a
-//! 324×244 grey picture; the decoded picture's PSNR against its input is reported.
+//! Compress, then seal, checked on the receiver's side of `make gvsoc-e2e E2E_CODEC=jpeg|jpegls`:
+//! every verified frame must be the file the host's portable encoder writes for one of the input
+//! frames (the cluster encoders on the GAP8 and the portable ones are bit-exact):
+//!
+//! * JPEG (`gapstream_jpeg::encode`): it must decode with an independent decoder (the
+//!   `jpeg-decoder` crate) to a 324×244 grey picture; the PSNR against its input is reported.
+//! * JPEG-LS (`gapstream_jpegls::encode`): it must decode bit-exact to its input with the
+//!   project's decoder (`gapstream_jpegls::decode`) and, when the project venv is there, with
+//!   CharLS (`charls_check.py`, imagecodecs' CharLS).
 use gapstream_jpeg::{FrameSpec, Portable};
+use gapstream_jpegls::{Layout, Plan};
 
 /// The JPEG files the firmware must send for `inputs` (`width × height` grey frames) at
 /// `quality` with `bands` restart intervals (one per cluster core).
@@ -31,6 +36,40 @@ pub fn expected_jpeg(
             Ok(out)
         })
         .collect()
+}
+
+/// The JPEG-LS streams the firmware must send for `inputs` (`width × height` grey frames) with
+/// `bands` restart intervals (one per cluster core).
+pub fn expected_jpegls(
+    inputs: &[Vec<u8>],
+    width: u16,
+    height: u16,
+    bands: u8,
+) -> Result<Vec<Vec<u8>>, String> {
+    let plan = Plan::new(width.into(), height.into(), Layout::Grey, bands.into())
+        .map_err(|e| e.to_string())?;
+    inputs
+        .iter()
+        .map(|px| {
+            let mut out = vec![0u8; plan.max_encoded_len()];
+            let n = gapstream_jpegls::encode(&plan, px, &mut out).map_err(|e| e.to_string())?;
+            out.truncate(n);
+            Ok(out)
+        })
+        .collect()
+}
+
+/// Decodes a JPEG-LS stream with the project's decoder: its samples, if it is a one-component
+/// `width × height` picture.
+pub fn decode_jpegls(bytes: &[u8], width: u16, height: u16) -> Result<Vec<u8>, String> {
+    let img = gapstream_jpegls::decode(bytes).map_err(|e| format!("gapstream_jpegls: {e}"))?;
+    if (img.width, img.height, img.components) != (width.into(), height.into(), 1) {
+        return Err(format!(
+            "gapstream_jpegls: a {}x{} picture of {} components, not {width}x{height} grey",
+            img.width, img.height, img.components
+        ));
+    }
+    Ok(img.samples)
 }
 
 /// Decodes a JPEG file with `jpeg-decoder`: its grey pixels, if it is an 8-bit greyscale
@@ -81,6 +120,11 @@ mod tests {
         assert!(psnr(&px, &dec) > 35.0, "{}", psnr(&px, &dec));
         assert!(decode_jpeg(&files[0], w, h + 1).is_err());
         assert!(decode_jpeg(b"not a jpeg", w, h).is_err());
+        // JPEG-LS: bit-exact back; garbage and a wrong size refused.
+        let files = expected_jpegls(std::slice::from_ref(&px), w, h, 8).unwrap();
+        assert_eq!(decode_jpegls(&files[0], w, h).unwrap(), px);
+        assert!(decode_jpegls(&files[0], w + 1, h).is_err());
+        assert!(decode_jpegls(b"not a jls", w, h).is_err());
         assert_eq!(psnr(&px, &px), f64::INFINITY);
     }
 }

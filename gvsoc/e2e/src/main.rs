@@ -146,16 +146,71 @@ struct RunArgs {
     /// The boot counter the firmware and the drone's ACCEPT must show.
     #[arg(long)]
     expect_boot: Option<u32>,
-    /// What the firmware codes frames with before sealing (its CODEC): raw, or jpeg (then every
-    /// frame must be the host encoder's file for an input and decode with jpeg-decoder).
-    #[arg(long, default_value = "raw", value_parser = ["raw", "jpeg"])]
+    /// What the firmware codes frames with before sealing (its CODEC): raw, jpeg (then every
+    /// frame must be the host encoder's file for an input and decode with jpeg-decoder) or jpegls
+    /// (the host encoder's stream for an input, decoded bit-exact by gapstream_jpegls and, with
+    /// --charls-python, by CharLS).
+    #[arg(long, default_value = "raw", value_parser = ["raw", "jpeg", "jpegls"])]
     codec: String,
+    /// A Python with imagecodecs (the project venv's): CharLS decodes every received JPEG-LS
+    /// frame too, which must give its input back bit-exact.
+    #[arg(long)]
+    charls_python: Option<PathBuf>,
+    /// Send SET_QUALITY with this quality (over the authenticated control channel) once
+    /// --set-quality-after frames were verified; the JPEG frames after it must be the host
+    /// encoder's files at the new quality.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100), requires = "set_quality_after")]
+    set_quality: Option<u8>,
+    /// See --set-quality.
+    #[arg(long, requires = "set_quality")]
+    set_quality_after: Option<usize>,
+    /// Criterion: at least this many verified frames coded (JPEG / JPEG-LS pixel format; a
+    /// frame whose code did not fit the firmware's buffer goes out raw and does not count).
+    #[arg(long, default_value_t = 0)]
+    min_coded: usize,
     /// The firmware's JPEG quality (its QUALITY).
     #[arg(long, default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     quality: u8,
     /// Restart intervals of the firmware's JPEG files (one per cluster core, its CORES).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=8))]
     bands: u8,
+}
+
+/// CharLS (imagecodecs, through `py`) on the `.jls` files in `received`: how many decode
+/// bit-exact to one of the input PGMs, of how many.
+fn charls_check(
+    py: &std::path::Path,
+    received: &std::path::Path,
+    inputs: &std::path::Path,
+) -> Result<(usize, usize), String> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charls_check.py");
+    let out = Command::new(py)
+        .arg(&script)
+        .arg(received)
+        .arg(inputs)
+        .output()
+        .map_err(|e| format!("{}: {e}", py.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("charls_check "))
+        .ok_or_else(|| format!("no result line from {}", script.display()))?;
+    let mut it = line.split_whitespace().filter_map(|kv| kv.split_once('='));
+    let mut get = |k: &str| {
+        it.find(|(key, _)| *key == k)
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .ok_or_else(|| format!("charls_check: no {k}="))
+    };
+    let exact = get("exact")?;
+    let frames = get("frames")?;
+    Ok((exact, frames))
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
@@ -370,6 +425,7 @@ fn run(a: RunArgs) -> ExitCode {
         deadline,
         record: a.record_session.clone(),
         replay,
+        set_quality: a.set_quality_after.zip(a.set_quality),
     };
     let rx_thread = std::thread::spawn(move || receiver::receive(rx_cfg));
 
@@ -419,50 +475,195 @@ fn run(a: RunArgs) -> ExitCode {
         .collect();
     let out_dir = work.join("received");
     let _ = std::fs::create_dir_all(&out_dir);
+    for entry in std::fs::read_dir(&out_dir).into_iter().flatten().flatten() {
+        // What an earlier run left.
+        let _ = std::fs::remove_file(entry.path());
+    }
     for (i, f) in rx.frames.iter().enumerate() {
-        if usize::from(f.width) * usize::from(f.height) == f.pixels.len() {
+        let ext = match f.pixel_format {
+            3 => "jpg",
+            4 => "jls",
+            _ => "pgm",
+        };
+        let path = out_dir.join(format!("frame{i}_seq{}.{ext}", f.seq));
+        if ext != "pgm" {
+            let _ = std::fs::write(path, &f.pixels);
+        } else if usize::from(f.width) * usize::from(f.height) == f.pixels.len() {
             let _ = std::fs::write(
-                out_dir.join(format!("frame{i}_seq{}.pgm", f.seq)),
+                path,
                 pgm::encode(f.width.into(), f.height.into(), &f.pixels),
             );
         }
     }
-    let jpeg = a.codec == "jpeg";
+    let n_in = inputs.len();
+    let (w, h) = (pgm::WIDTH as u16, pgm::HEIGHT as u16);
     let mut decode_failures = 0usize;
-    let matches = if jpeg {
-        let (w, h) = (pgm::WIDTH as u16, pgm::HEIGHT as u16);
-        let expected = match coded::expected_jpeg(&inputs, w, h, a.quality, a.bands) {
-            Ok(e) => e,
-            Err(e) => return fail(format!("the host JPEG encoder: {e}")),
-        };
-        let matches = report::match_frames(&expected, &received);
-        let mut psnrs = Vec::new();
-        for (k, (f, m)) in received.iter().zip(&matches).enumerate() {
-            match coded::decode_jpeg(f, w, h) {
-                Ok(px) => {
-                    if let Some(i) = m {
-                        psnrs.push(coded::psnr(&inputs[*i], &px));
-                    }
-                }
-                Err(e) => {
-                    decode_failures += 1;
-                    eprintln!("gvsoc-e2e: error: verified frame {k} does not decode: {e}");
+    let matches = match a.codec.as_str() {
+        "jpeg" => {
+            // The files at the built-in quality, then (SET_QUALITY) at the requested one: a
+            // match's index modulo the inputs is the input, its quotient the quality.
+            let qualities: Vec<u8> = std::iter::once(a.quality).chain(a.set_quality).collect();
+            let mut expected = Vec::new();
+            for &q in &qualities {
+                match coded::expected_jpeg(&inputs, w, h, q, a.bands) {
+                    Ok(e) => expected.extend(e),
+                    Err(e) => return fail(format!("the host JPEG encoder: {e}")),
                 }
             }
+            let at = report::match_frames(&expected, &received);
+            let mut psnrs = Vec::new();
+            for (k, (f, m)) in received.iter().zip(&at).enumerate() {
+                match coded::decode_jpeg(f, w, h) {
+                    Ok(px) => {
+                        if let Some(i) = m {
+                            psnrs.push(coded::psnr(&inputs[*i % n_in], &px));
+                        }
+                    }
+                    Err(e) => {
+                        decode_failures += 1;
+                        eprintln!("gvsoc-e2e: error: verified frame {k} does not decode: {e}");
+                    }
+                }
+            }
+            let mean = psnrs.iter().sum::<f64>() / psnrs.len().max(1) as f64;
+            println!(
+                "gvsoc-e2e: jpeg: {} of {} verified frames decoded by jpeg-decoder, {} byte-identical to the host encoder's file of their input (quality {}, {} bands); mean PSNR {mean:.2} dB",
+                received.len() - decode_failures,
+                received.len(),
+                at.iter().filter(|m| m.is_some()).count(),
+                qualities
+                    .iter()
+                    .map(u8::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" then "),
+                a.bands
+            );
+            if let (Some(q), Some(after)) = (a.set_quality, rx.quality_requested_after) {
+                let quality_of: Vec<Option<u8>> =
+                    at.iter().map(|m| m.map(|i| qualities[i / n_in])).collect();
+                let first = quality_of.iter().position(|&x| x == Some(q));
+                let old_after = first.map_or(0, |f| {
+                    quality_of[f..]
+                        .iter()
+                        .filter(|&&x| x == Some(a.quality))
+                        .count()
+                });
+                println!(
+                    "gvsoc-e2e: SET_QUALITY {q} sent after frame {after}: frames {} at quality {}, {} at quality {q}{}",
+                    quality_of.iter().filter(|&&x| x == Some(a.quality)).count(),
+                    a.quality,
+                    quality_of.iter().filter(|&&x| x == Some(q)).count(),
+                    first.map_or(String::new(), |f| format!(" (from frame {f} on)")),
+                );
+                if first.is_none() || old_after > 0 {
+                    decode_failures += 1;
+                    eprintln!(
+                        "gvsoc-e2e: error: SET_QUALITY {q}: the firmware did not switch to it for good ({old_after} frames at {} after the first at {q})",
+                        a.quality
+                    );
+                }
+            } else if a.set_quality.is_some() {
+                decode_failures += 1;
+                eprintln!("gvsoc-e2e: error: SET_QUALITY was never sent (too few frames)");
+            }
+            at.into_iter().map(|m| m.map(|i| i % n_in)).collect()
         }
-        let mean = psnrs.iter().sum::<f64>() / psnrs.len().max(1) as f64;
-        println!(
-            "gvsoc-e2e: jpeg: {} of {} verified frames decoded by jpeg-decoder, {} byte-identical to the host encoder's file of their input (quality {}, {} bands); mean PSNR {mean:.2} dB",
-            received.len() - decode_failures,
-            received.len(),
-            matches.iter().filter(|m| m.is_some()).count(),
-            a.quality,
-            a.bands
-        );
-        matches
-    } else {
-        report::match_frames(&inputs, &received)
+        "jpegls" => {
+            let expected = match coded::expected_jpegls(&inputs, w, h, a.bands) {
+                Ok(e) => e,
+                Err(e) => return fail(format!("the host JPEG-LS encoder: {e}")),
+            };
+            let mut at = report::match_frames(&expected, &received);
+            let formats: Vec<u8> = rx
+                .frames
+                .iter()
+                .filter(|f| f.authenticated || suite == Suite::None)
+                .map(|f| f.pixel_format)
+                .collect();
+            let (mut exact, mut raw) = (0usize, 0usize);
+            for (k, (f, m)) in received.iter().zip(at.iter_mut()).enumerate() {
+                if formats[k] == gapstream_protocol::wire::PixelFormat::Grey8.code() {
+                    // A frame whose code did not fit the firmware's coded buffer goes out raw
+                    // (counted there, coder_errors=): lossless too, checked byte for byte.
+                    raw += 1;
+                    *m = inputs.iter().position(|i| i == f);
+                    if m.is_some() {
+                        exact += 1;
+                    } else {
+                        decode_failures += 1;
+                        eprintln!("gvsoc-e2e: error: raw frame {k} is no input frame");
+                    }
+                    continue;
+                }
+                match coded::decode_jpegls(f, w, h) {
+                    Ok(px) => {
+                        if inputs.contains(&px) {
+                            exact += 1;
+                        } else {
+                            decode_failures += 1;
+                            eprintln!(
+                                "gvsoc-e2e: error: verified frame {k} decodes to no input frame (lossless)"
+                            );
+                        }
+                        if m.is_some_and(|i| inputs[i] != px) {
+                            decode_failures += 1;
+                            eprintln!(
+                                "gvsoc-e2e: error: verified frame {k} does not decode to its input"
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        decode_failures += 1;
+                        eprintln!("gvsoc-e2e: error: verified frame {k} does not decode: {e}");
+                    }
+                }
+            }
+            println!(
+                "gvsoc-e2e: jpegls: {} of {} verified frames bit-exact to an input frame ({} JPEG-LS decoded by gapstream_jpegls, {} byte-identical to the host encoder's stream of their input, {bands} bands; {raw} sent raw: their code did not fit the coded buffer)",
+                exact,
+                received.len(),
+                received.len() - raw,
+                at.iter()
+                    .zip(&formats)
+                    .filter(|(m, f)| m.is_some() && **f != 0)
+                    .count(),
+                bands = a.bands
+            );
+            if let Some(py) = &a.charls_python {
+                match charls_check(py, &out_dir, &inputs_dir) {
+                    Ok((ok, n)) => {
+                        println!(
+                            "gvsoc-e2e: jpegls: {ok} of {n} received frames decoded bit-exact to an input frame by CharLS (imagecodecs)"
+                        );
+                        if ok != n || n + raw != received.len() {
+                            decode_failures += 1;
+                            eprintln!(
+                                "gvsoc-e2e: error: CharLS decoded {ok} of {n} frames bit-exact"
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        decode_failures += 1;
+                        eprintln!("gvsoc-e2e: error: CharLS check: {e}");
+                    }
+                }
+            }
+            at
+        }
+        _ => report::match_frames(&inputs, &received),
     };
+    if a.codec != "raw" {
+        let padded = rx.frames.iter().filter(|f| f.padded).count();
+        let coded: Vec<usize> = received.iter().map(Vec::len).collect();
+        let mean = coded.iter().sum::<usize>() as f64 / coded.len().max(1) as f64;
+        println!(
+            "gvsoc-e2e: padding: {padded} of {} frames padded inside the AEAD; coded payload mean {mean:.0} B (min {}, max {}), {} B of wire per frame with the padding and framing",
+            rx.frames.len(),
+            coded.iter().min().unwrap_or(&0),
+            coded.iter().max().unwrap_or(&0),
+            receiver::bytes_per_frame(&rx.frames).map_or("-".into(), |b| format!("{b:.0}")),
+        );
+    }
     let payload_bytes = (!received.is_empty())
         .then(|| received.iter().map(|f| f.len() as f64).sum::<f64>() / received.len() as f64);
     let fw = report::FwSummary::parse(&log);
@@ -498,8 +699,13 @@ fn run(a: RunArgs) -> ExitCode {
         states: &states,
         codec: report::Codec {
             name: &a.codec,
-            quality: if jpeg { a.quality } else { 0 },
+            quality: if a.codec == "jpeg" {
+                a.set_quality.unwrap_or(a.quality)
+            } else {
+                0
+            },
             bytes_per_frame: payload_bytes,
+            raw_bytes: pgm::WIDTH * pgm::HEIGHT,
         },
     };
     let (text, ok) = report::verdict(
@@ -526,7 +732,22 @@ fn run(a: RunArgs) -> ExitCode {
     if !fw_ok {
         eprintln!("gvsoc-e2e: error: the firmware did not exit with status 0");
     }
-    let passed = ok && fw_ok && decode_failures == 0 && status.is_some_and(|s| s.success());
+    let coded_frames = rx
+        .frames
+        .iter()
+        .filter(|f| (f.authenticated || suite == Suite::None) && f.pixel_format != 0)
+        .count();
+    let coded_ok = coded_frames >= a.min_coded;
+    if a.codec != "raw" {
+        println!(
+            "gvsoc-e2e: {}: {coded_frames} of {} verified frames coded, {} sent raw (the firmware's coder_errors)",
+            if coded_ok { "ok" } else { "FAIL" },
+            received.len(),
+            received.len() - coded_frames
+        );
+    }
+    let passed =
+        ok && coded_ok && fw_ok && decode_failures == 0 && status.is_some_and(|s| s.success());
     println!("{}", report::summary_line(&ri));
     if a.expect_miso_corruption {
         let corrupted = standin.map_or(0, |s| s.miso_corrupted_bits);

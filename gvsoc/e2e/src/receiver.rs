@@ -49,6 +49,11 @@ pub struct Received {
     pub height: u16,
     pub authenticated: bool,
     pub pixels: Vec<u8>,
+    /// The header's PADDED flag: the payload was padded inside the AEAD (length-hiding padding;
+    /// `pixels` is the payload with the padding taken off).
+    pub padded: bool,
+    /// The header's pixel format code (`wire::PixelFormat::code`: 0 grey, 3 JPEG, 4 JPEG-LS).
+    pub pixel_format: u8,
     /// Bytes read from the stand-in's WiFi side up to this frame (all messages, CPX framing).
     pub wire_bytes: u64,
     /// The drone's state record from the frame's header (authenticated with it); None without
@@ -77,6 +82,8 @@ pub struct RxResult {
     pub rejected: u64,
     /// What the replay of an earlier session ([`RxConfig::replay`]) got.
     pub replay: Option<ReplayOutcome>,
+    /// SET_QUALITY went out after this many verified frames ([`RxConfig::set_quality`]).
+    pub quality_requested_after: Option<usize>,
 }
 
 /// The messages of a session that an attacker on the WiFi side could record: the receiver's HELLO
@@ -168,6 +175,8 @@ pub struct RxConfig {
     /// First replay an earlier session's HELLO (waiting for the drone's answer) and KEY_ACK, as
     /// an attacker who recorded them would, then run this receiver's own session.
     pub replay: Option<Recorded>,
+    /// Send SET_QUALITY (control 0x24, the second value) once this many frames were verified.
+    pub set_quality: Option<(usize, u8)>,
 }
 
 /// Reads from `sock` until `want` picks one of the messages `conn` reassembles (returned; the
@@ -402,15 +411,27 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
                         f.authenticated,
                     );
                     let state = f.state().and_then(|r| r.ok());
+                    let padded = f.header.padded;
+                    let pixel_format = f.header.pixel_format;
                     out.frames.push(Received {
                         seq,
                         width,
                         height,
                         authenticated,
                         pixels: f.into_pixels(),
+                        padded,
+                        pixel_format,
                         wire_bytes,
                         state,
                     });
+                    if let Some((after, q)) = cfg.set_quality
+                        && out.frames.len() == after
+                    {
+                        // Over the authenticated control channel; queued, sent by the flush below.
+                        conn.request_quality(&mut Sequential, q)
+                            .map_err(|e| RxError::Handshake(format!("SET_QUALITY: {e}")))?;
+                        out.quality_requested_after = Some(out.frames.len());
+                    }
                 }
                 Ok(_) => {}
                 Err(_) => out.rejected += 1,
@@ -440,6 +461,8 @@ mod tests {
             height: 1,
             authenticated: true,
             pixels: vec![0],
+            padded: false,
+            pixel_format: 0,
             wire_bytes,
             state: None,
         }

@@ -211,12 +211,14 @@ pub struct Inputs<'a> {
 /// What the frames were coded with before sealing, and what that gave.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Codec<'a> {
-    /// `raw`, `jpeg`.
+    /// `raw`, `jpeg`, `jpegls`.
     pub name: &'a str,
     /// The coder's quality (0 for raw frames).
     pub quality: u8,
     /// Mean sealed payload bytes per verified frame (the coded length; the frame size for raw).
     pub bytes_per_frame: Option<f64>,
+    /// A raw frame's bytes: the compression ratio is this over `bytes_per_frame`.
+    pub raw_bytes: usize,
 }
 
 /// The state ages of the frames that carry a valid record, µs (the sample's age at the end of the
@@ -286,6 +288,15 @@ pub fn summary_fields(i: &Inputs) -> Vec<(&'static str, String)> {
             format!("{:.0}", i.codec.bytes_per_frame.unwrap_or(0.0)),
         ),
         ("codec_ms", format!("{code:.2}")),
+        (
+            "ratio",
+            match i.codec.bytes_per_frame {
+                Some(b) if b > 0.0 && i.codec.raw_bytes > 0 => {
+                    format!("{:.2}", i.codec.raw_bytes as f64 / b)
+                }
+                _ => "0".to_string(),
+            },
+        ),
     ]
 }
 
@@ -809,7 +820,7 @@ mod tests {
         let good: Vec<Option<usize>> = (0..6).map(|i| Some(i * 4 % 11)).collect();
         assert_eq!(
             summary_line(&inputs(&good, Some(&f))),
-            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305 wifi_mbps=0 state_age_max_ms=none codec=raw quality=0 bytes_per_frame=0 codec_ms=0.00"
+            "gvsoc-e2e summary fps=14.7 frames=6 byte_exact=6 capture_ms=66.0 seal_ms=8.0 send_ms=60.0 period_ms=68.0 spi_down_hz=30000000 spi_up_hz=7058823 suite=chacha20poly1305 wifi_mbps=0 state_age_max_ms=none codec=raw quality=0 bytes_per_frame=0 codec_ms=0.00 ratio=0"
         );
         let mut i = inputs(&good, Some(&f));
         i.wifi.mbps = 12.5;
@@ -824,10 +835,11 @@ mod tests {
             name: "jpeg",
             quality: 75,
             bytes_per_frame: Some(14_321.4),
+            raw_bytes: 79_056,
         };
         assert!(
             summary_line(&i)
-                .ends_with(" codec=jpeg quality=75 bytes_per_frame=14321 codec_ms=2.25"),
+                .ends_with(" codec=jpeg quality=75 bytes_per_frame=14321 codec_ms=2.25 ratio=5.52"),
             "{}",
             summary_line(&i)
         );
