@@ -133,6 +133,19 @@ pub fn p_cnt(rd: u32, rs1: u32) -> u32 {
     r_type(0b000_1000, 0, rs1, 0b011, rd, OP_OP)
 }
 
+/// `p.clb rD, rs1`: rD = the number of leading bits of rs1 equal to its sign bit, minus one
+/// (GCC's `__builtin_clrsb`; 0 when rs1 is 0): `30 - fl1(x)` for `x > 0`.
+/// `0001000 | 00000 | rs1 | 010 | rD | 0110011`.
+pub fn p_clb(rd: u32, rs1: u32) -> u32 {
+    r_type(0b000_1000, 0, rs1, 0b010, rd, OP_OP)
+}
+
+/// `p.bclr rD, rs1, rs2` (register form): rD = rs1 with `rs2[9:5] + 1` bits cleared from bit
+/// `rs2[4:0]` up (one bit when `rs2 < 32`). `1000000 | rs2 | rs1 | 011 | rD | 0110011`.
+pub fn p_bclr(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    r_type(0b100_0000, rs2, rs1, 0b011, rd, OP_OP)
+}
+
 /// `p.clipu rD, rs1, Is2`: rD = rs1 clipped to 0..=2^(Is2−1)−1 (Is2 0..=31; 9 clips to a byte).
 /// `0001010 | Is2 | rs1 | 010 | rD | 0110011`.
 pub fn p_clipui(rd: u32, rs1: u32, is2: i64) -> Result<u32, OperandError> {
@@ -415,6 +428,13 @@ pub fn pv_shuffle_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
     pv_rr(F6_PV_SHUFFLE, rd, rs1, rs2, F3_B)
 }
 
+/// `pv.shuffle2.b rD, rs1, rs2`: byte `i` of rD is byte `rs2[8 i + 1 : 8 i]` of rs1 when
+/// `rs2[8 i + 2]` is set, else of the old rD (rD is read too).
+/// `110010 | 0 | rs2 | rs1 | 001 | rD | 1010111`.
+pub fn pv_shuffle2_b(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(0b11_0010, rd, rs1, rs2, F3_B)
+}
+
 /// `pv.shuffle.sci.h rD, rs1, Imm6`: rD\[0\] = rs1\[Imm6\[0\]\], rD\[1\] = rs1\[Imm6\[1\]\]
 /// (halfwords; `1` swaps them). Only `Imm6[1:0]` select, so 0..=3.
 /// `110000 | Imm6[0] | Imm6[5:1] | rs1 | 110 | rD | 1010111`.
@@ -430,6 +450,21 @@ pub fn pv_shuffle_sci_h(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError
         | OP_PULP_SIMD)
 }
 
+/// `pv.cmpeq.sci.b rD, rs1, Imm6`: each byte rD\[i\] = all ones if rs1\[i\] equals the
+/// sign-extended Imm6 (−32..=31), else 0 (`-1`: which bytes are `0xFF`).
+/// `000001 | Imm6[0] | Imm6[5:1] | rs1 | 111 | rD | 1010111`.
+pub fn pv_cmpeq_sci_b(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
+    check_range("Imm6", imm, -32, 31)?;
+    let imm = (imm as u32) & 0x3f;
+    Ok((0b00_0001 << 26)
+        | ((imm & 1) << 25)
+        | ((imm >> 1) << 20)
+        | (rs1 << 15)
+        | (0b111 << 12)
+        | (rd << 7)
+        | OP_PULP_SIMD)
+}
+
 /// `pv.abs.h rD, rs1`: each halfword rD\[i\] = |rs1\[i\]| (mod 2^16).
 /// `011100 | 0 | 00000 | rs1 | 000 | rD | 1010111`.
 pub fn pv_abs_h(rd: u32, rs1: u32) -> u32 {
@@ -440,6 +475,12 @@ pub fn pv_abs_h(rd: u32, rs1: u32) -> u32 {
 /// `0001000 | rs2 | rs1 | 111 | rD | 0000011`.
 pub fn p_lh_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
     r_type(0b000_1000, rs2, rs1, 0b111, rd, 0b000_0011)
+}
+
+/// `p.lhu rD, rs2(rs1)`: rD = zero-extended Mem16(rs1 + rs2) (register offset, no
+/// post-increment). `0101000 | rs2 | rs1 | 111 | rD | 0000011`.
+pub fn p_lhu_rr(rd: u32, rs2: u32, rs1: u32) -> u32 {
+    r_type(0b010_1000, rs2, rs1, 0b111, rd, 0b000_0011)
 }
 
 /// `p.lw rD, rs2(rs1)`: rD = Mem32(rs1 + rs2) (register offset, no post-increment).
@@ -821,6 +862,11 @@ mod tests {
         assert_eq!(pv_shuffle_b(r("a0"), r("a1"), r("a2")), 0xC0C5_9557);
         assert_eq!(pv_shuffle_b(r("t2"), r("t2"), r("s7")), 0xC173_93D7);
         assert_eq!(pv_shuffle_b(r("x31"), r("x31"), r("x31")), 0xC1FF_9FD7);
+        // `110010- ----- ----- 001 ----- 1010111 pv.shuffle2.b` (GVSOC pulp_v2, format `RRRR`:
+        // rD is read as well).
+        assert_eq!(pv_shuffle2_b(r("a0"), r("a1"), r("a2")), 0xC8C5_9557);
+        assert_eq!(pv_shuffle2_b(r("t0"), r("t5"), r("a3")), 0xC8DF_12D7);
+        assert_eq!(pv_shuffle2_b(r("x31"), r("x31"), r("x31")), 0xC9FF_9FD7);
         assert_eq!(p_cnt(0, 0), 0x1000_3033);
         assert_eq!(p_cnt(r("a0"), r("a1")), 0x1005_B533);
         assert_eq!(p_cnt(r("t1"), r("s8")), 0x100C_3333);
@@ -840,6 +886,11 @@ mod tests {
         // `LW_RR '0010000 ...'`).
         assert_eq!(p_lh_rr(0, 0, 0), 0x1000_7003);
         assert_eq!(p_lh_rr(r("a0"), r("a1"), r("a2")), 0x10B6_7503);
+        // `LHU_RR '0101000 ----- ----- 111 ----- 0000011'` (GVSOC pulp_v2).
+        assert_eq!(p_lhu_rr(0, 0, 0), 0x5000_7003);
+        assert_eq!(p_lhu_rr(r("a0"), r("a1"), r("a2")), 0x50B6_7503);
+        assert_eq!(p_lhu_rr(r("t4"), r("t1"), r("s5")), 0x506A_FE83);
+        assert_eq!(p_lhu_rr(r("x31"), r("x31"), r("x31")), 0x51FF_FF83);
         assert_eq!(p_lh_rr(r("x31"), r("x31"), r("x31")), 0x11FF_FF83);
         assert_eq!(p_lw_rr(0, 0, 0), 0x2000_7003);
         assert_eq!(p_lw_rr(r("a0"), r("a1"), r("a2")), 0x20B6_7503);
@@ -853,6 +904,30 @@ mod tests {
         assert_eq!(p_abs(0, 0), 0x0400_0033);
         assert_eq!(p_abs(r("a0"), r("a1")), 0x0405_8533);
         assert_eq!(p_abs(r("x31"), r("x31")), 0x040F_8FB3);
+        // Bit Manipulation > Encoding: `0001000 00000 src1 010 dest 0110011 p.clb` and
+        // `1000000 src2 src1 011 dest 0110011 p.bclr` (GVSOC pulp_v2: `p.clb 'R1'
+        // '0001000 00000 ----- 010 ----- 0110011'`, `p.bclr 'R' '1000000 ----- ----- 011 -----
+        // 0110011'`, width rs2[9:5] + 1 from bit rs2[4:0]).
+        assert_eq!(p_clb(0, 0), 0x1000_2033);
+        assert_eq!(p_clb(r("a0"), r("a1")), 0x1005_A533);
+        assert_eq!(p_clb(r("t1"), r("t0")), 0x1002_A333);
+        assert_eq!(p_clb(r("x31"), r("x31")), 0x100F_AFB3);
+        assert_eq!(p_bclr(0, 0, 0), 0x8000_3033);
+        assert_eq!(p_bclr(r("a0"), r("a1"), r("a2")), 0x80C5_B533);
+        assert_eq!(p_bclr(r("s8"), r("s8"), r("t0")), 0x805C_3C33);
+        assert_eq!(p_bclr(r("x31"), r("x31"), r("x31")), 0x81FF_BFB3);
+        // SIMD > Comparison: `000001 Imm6[0] Imm6[5:1] src1 111 dest 1010111 pv.cmpeq.sci.b`
+        // (GVSOC pulp_v2: `pv.cmpeq.sci.b 'RRS' '000001- ----- ----- 111 ----- 1010111'`, the
+        // immediate signed).
+        assert_eq!(pv_cmpeq_sci_b(0, 0, 0).unwrap(), 0x0400_7057);
+        assert_eq!(pv_cmpeq_sci_b(r("t1"), r("t2"), -1).unwrap(), 0x07F3_F357);
+        assert_eq!(pv_cmpeq_sci_b(r("a0"), r("a1"), 1).unwrap(), 0x0605_F557);
+        assert_eq!(
+            pv_cmpeq_sci_b(r("x31"), r("x31"), -32).unwrap(),
+            0x050F_FFD7
+        );
+        assert!(pv_cmpeq_sci_b(1, 1, 32).is_err());
+        assert!(pv_cmpeq_sci_b(1, 1, -33).is_err());
     }
 
     #[test]

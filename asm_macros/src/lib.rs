@@ -43,8 +43,10 @@
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
 //! | [`pv_shuffle_b!`]`(rd, rs1, rs2)` | `pv.shuffle.b` | rd byte i = rs1 byte (rs2 byte i & 3) |
+//! | [`pv_shuffle2_b!`]`(rd, rs1, rs2)` | `pv.shuffle2.b` | rd byte i = (rs2 byte i bit 2 ? rs1 : old rd) byte (rs2 byte i & 3) |
 //! | [`pv_shuffle_sci_h!`]`(rd, rs1, imm)` | `pv.shuffle.sci.h` | rd\[i\] = rs1\[imm bit i\] (halfwords; 1 swaps them) |
 //! | [`p_lh_rr!`]`(rd, rs2(rs1))` | `p.lh rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) sign-extended (register offset) |
+//! | [`p_lhu_rr!`]`(rd, rs2(rs1))` | `p.lhu rD, rs2(rs1)` | rd = Mem16(rs1 + rs2) zero-extended (register offset) |
 //! | [`p_lw_rr!`]`(rd, rs2(rs1))` | `p.lw rD, rs2(rs1)` | rd = Mem32(rs1 + rs2) (register offset) |
 //! | [`p_sh!`]`(rs2, rs3(rs1))` | `p.sh rs2, rs3(rs1)` | Mem16(rs1 + rs3) = rs2 (register offset) |
 //! | [`p_ff1!`]`(rd, rs1)` | `p.ff1` | rd = index of the lowest set bit of rs1 (32 for 0) |
@@ -53,6 +55,9 @@
 //! | [`p_abs!`]`(rd, rs1)` | `p.abs` | rd = \|rs1\| |
 //! | [`p_fl1!`]`(rd, rs1)` | `p.fl1` | rd = index of the most significant 1 of rs1 (32 for 0) |
 //! | [`p_cnt!`]`(rd, rs1)` | `p.cnt` | rd = the number of set bits of rs1 |
+//! | [`p_clb!`]`(rd, rs1)` | `p.clb` | rd = leading bits equal to the sign bit, minus one (0 for 0) |
+//! | [`p_bclr!`]`(rd, rs1, rs2)` | `p.bclr` (register form) | rd = rs1 with rs2\[9:5\]+1 bits cleared from bit rs2\[4:0\] |
+//! | [`pv_cmpeq_sci_b!`]`(rd, rs1, imm)` | `pv.cmpeq.sci.b` | each byte: rd\[i\] = 0xFF if rs1\[i\] = imm (−32..=31), else 0 |
 //! | [`p_clipui!`]`(rd, rs1, Is2)` | `p.clipu` (immediate) | rd = rs1 clipped to 0..=2^(Is2−1)−1 |
 //! | [`p_clipi!`]`(rd, rs1, Is2)` | `p.clip` (immediate) | rd = rs1 clipped to −2^(Is2−1)..=2^(Is2−1)−1 |
 //! | [`p_clipur!`]`(rd, rs1, rs2)` | `p.clipur` | rd = rs1 clipped to 0..=rs2 |
@@ -628,6 +633,16 @@ pub fn pv_sub_h(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_pv_rr(i, "pv.sub.h", encode::pv_sub_h))
 }
 
+/// `pv.shuffle2.b rD, rs1, rs2`: byte `i` of rD is byte `rs2[8 i + 1 : 8 i]` of rs1 if
+/// `rs2[8 i + 2]` is set, else of the old rD. `pv_shuffle2_b!(a0, a1, a2)` →
+/// `".insn 4, 0xc8c59557"`.
+#[proc_macro]
+pub fn pv_shuffle2_b(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_pv_rr(i, "pv.shuffle2.b", encode::pv_shuffle2_b)
+    })
+}
+
 /// `pv.shuffle.b rD, rs1, rs2`: byte `i` of rD is byte `rs2[8 i + 1 : 8 i]` of rs1.
 /// `pv_shuffle_b!(a0, a1, a2)` → `".insn 4, 0xc0c59557"`.
 #[proc_macro]
@@ -780,6 +795,13 @@ pub fn p_lh_rr(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_load_rr(i, "p.lh", encode::p_lh_rr))
 }
 
+/// `p.lhu rD, rs2(rs1)`: halfword load at `rs1 + rs2`, zero-extended (register offset).
+/// `p_lhu_rr!(a0, a1(a2))` → `".insn 4, 0x50b67503"`.
+#[proc_macro]
+pub fn p_lhu_rr(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_load_rr(i, "p.lhu", encode::p_lhu_rr))
+}
+
 /// `p.lw rD, rs2(rs1)`: word load at `rs1 + rs2` (register offset).
 /// `p_lw_rr!(a0, a1(a2))` → `".insn 4, 0x20b67503"`.
 #[proc_macro]
@@ -848,6 +870,40 @@ pub fn p_fl1(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn p_cnt(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_rr(i, "p.cnt", encode::p_cnt))
+}
+
+/// `p.clb rD, rs1`: leading bits of rs1 equal to its sign bit, minus one (0 for 0; `30 - fl1`
+/// of a positive value). `p_clb!(a0, a1)` → `".insn 4, 0x1005a533"`.
+#[proc_macro]
+pub fn p_clb(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rr(i, "p.clb", encode::p_clb))
+}
+
+/// `p.bclr rD, rs1, rs2` (register form): rs1 with `rs2[9:5] + 1` bits cleared from bit
+/// `rs2[4:0]` (one bit for `rs2 < 32`). `p_bclr!(a0, a1, a2)` → `".insn 4, 0x80c5b533"`.
+#[proc_macro]
+pub fn p_bclr(input: TokenStream) -> TokenStream {
+    expand(input, |i| parse_rrr(i, "p.bclr", encode::p_bclr))
+}
+
+/// `pv.cmpeq.sci.b rD, rs1, imm`: each byte all ones where rs1's byte equals `imm` (−32..=31,
+/// sign-extended), else 0. `pv_cmpeq_sci_b!(t1, t2, -1)` → `".insn 4, 0x07f3f357"`.
+///
+/// ```compile_fail
+/// asm_macros::pv_cmpeq_sci_b!(a0, a1, 32);
+/// ```
+#[proc_macro]
+pub fn pv_cmpeq_sci_b(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        let rd = parse_reg(i, "pv.cmpeq.sci.b", "rD")?;
+        comma(i, "pv.cmpeq.sci.b")?;
+        let rs1 = parse_reg(i, "pv.cmpeq.sci.b", "rs1")?;
+        comma(i, "pv.cmpeq.sci.b")?;
+        let (imm, span) = parse_int(i, "pv.cmpeq.sci.b", "Imm6")?;
+        end(i, "pv.cmpeq.sci.b")?;
+        encode::pv_cmpeq_sci_b(rd.num, rs1.num, imm)
+            .map_err(|e| operand_error("pv.cmpeq.sci.b", span, e))
+    })
 }
 
 /// `p.clipu rD, rs1, Is2` (immediate form, `p.clipui` in GVSOC's decoder): rs1 clipped to

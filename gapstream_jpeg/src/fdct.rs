@@ -103,19 +103,21 @@ const fn pairs() -> [u32; 15] {
     p
 }
 
-/// Where zig-zag coefficient `k` sits in [`Work::f8`] (its slot): coefficients `k` and `k + 16`
-/// of each half (0..32, 32..64) share a word, `k` in the low halfword, so that the zero mask
-/// ([`Kernel::zero_mask`], one mask bit per halfword of a word pair) comes out with bit `k % 32`
-/// of word `k / 32` for coefficient `k`: zig-zag order, nothing to interleave.
+/// Where zig-zag coefficient `k` sits in [`Work::f8`] (its slot). Each half (coefficients
+/// 0..32, 32..64, slots likewise) is 8 groups of two words: group `j` holds coefficients `j`,
+/// `8 + j`, `16 + j`, `24 + j` (of the half) in that order, so that the zero mask
+/// ([`Kernel::zero_mask`]: the PULP kernel gathers the four compare results of a group into the
+/// bytes of one word and collects their top bits, 8 groups, 4 bits each) comes out with bit
+/// `k % 32` of word `k / 32` for coefficient `k`: zig-zag order, nothing to interleave.
 pub const fn slot(k: usize) -> usize {
     let (g, j) = (k & 32, k & 31);
-    g + 2 * (j & 15) + (j >> 4)
+    g + 4 * (j & 7) + (j >> 3)
 }
 
 /// The zig-zag coefficient in slot `s` (the inverse of [`slot`]).
 pub const fn coef_of_slot(s: usize) -> usize {
     let (g, r) = (s & 32, s & 31);
-    g + (r >> 1) + 16 * (r & 1)
+    g + 8 * (r & 3) + (r >> 2)
 }
 
 /// Byte offset in the output ([`slot`] order) of each pass-2 output, in the order pass 2 makes
@@ -320,8 +322,9 @@ pub fn portable_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
     }
     for (u, t) in tt.iter().enumerate() {
         let f = col(t);
-        for v in 0..8 {
-            out[slot(ZZ_OF_NAT[v * 8 + u] as usize)] = f[v] as i16;
+        // ZZ_STORE[8 u + v] = 2 slot(ZZ_OF_NAT[8 v + u]): a table instead of the slot arithmetic.
+        for (v, &f) in f.iter().enumerate() {
+            out[(ZZ_STORE[8 * u + v] / 2) as usize] = f as i16;
         }
     }
 }
@@ -398,15 +401,16 @@ mod tests {
     /// The slots are a permutation, and the mask bit of each slot's halfword lands on its
     /// coefficient's bit.
     #[test]
-    fn slots_pair_k_with_k_plus_16() {
+    fn slots_group_k_with_k_plus_8_16_24() {
         let mut seen = [false; 64];
         for k in 0..64 {
             let s = slot(k);
             assert!(!seen[s]);
             seen[s] = true;
             assert_eq!(coef_of_slot(s), k);
-            // Word s / 2 of its half, low or high halfword: mask bit (s / 2) % 16 + 16 (s % 2).
-            assert_eq!((s / 2) % 16 + 16 * (s % 2), k % 32);
+            // Group (s % 32) / 4 of its half (two words), byte (s % 4) of the gathered word: mask
+            // bit 8 (s % 4) + (s % 32) / 4.
+            assert_eq!(8 * (s % 4) + (s % 32) / 4, k % 32);
             assert_eq!(s / 32, k / 32);
         }
         // The zero mask, on a block with only coefficient k non-zero.

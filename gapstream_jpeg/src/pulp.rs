@@ -18,27 +18,31 @@
 //! the block. The loops keep the kernel at 0.5 KiB: the
 //! 8 cores share a 4 KiB instruction cache.
 //!
-//! **Zero test** ([`Kernel::zero_mask`]): per word of two slots (coefficients `k` and `k + 16`)
-//! one load of the coefficients and one of the thresholds, `pv.abs.h`, `pv.sub.h` (negative:
-//! quantises to 0), the two sign bits masked and shifted into the mask: 7 instructions per word
-//! in hardware loop 0; the slots make the mask come out in zig-zag order.
+//! **Zero test** ([`Kernel::zero_mask`]): per group of two words (four slots: coefficients `j`,
+//! `8 + j`, `16 + j`, `24 + j` of a half) two loads of coefficients and two of thresholds,
+//! `pv.abs.h` and `pv.sub.h` on each word (negative: quantises to 0), the four sign bytes gathered
+//! into one word by `pv.shuffle2.b`, their top bits masked and shifted into the mask: 12
+//! instructions per group in hardware loop 0; the slots make the mask come out in zig-zag order.
 //!
 //! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
-//! the DC quantised (`p.abs`, reciprocal multiply) and coded as the difference to the previous
-//! block; the zero mask inverted (bit `j` of word `w`: coefficient `32 w + j` is not zero);
-//! per word, hardware loop 0 runs once per
-//! non-zero coefficient (`p.cnt`), each found with `p.ff1`, quantised, its category from `p.fl1`,
-//! its code from the AC table (already shifted by the category, the total length on top: see
-//! [`crate::tables::coder_entry`]), ZRL for runs of 16; EOB unless coefficient 63 was coded.
-//! Bits go into a 32-bit accumulator; a full word is stored big-endian in one store of its bytes
-//! reversed (`pv.shuffle.b`), or byte by byte with a stuffed `0x00` after each `0xFF` when it
-//! holds one; the AC loop does this inline.
+//! the DC quantised (`p.abs`, `p.mac` with the entry's `recip` and `bias`) and coded as the
+//! difference to the previous block; the zero mask inverted (bit `j` of word `w`: coefficient
+//! `32 w + j` is not zero); per word, hardware loop 0 runs once per non-zero coefficient
+//! (`p.cnt`, 29 instructions), each found with `p.ff1` and cleared with `p.bclr`, quantised (the
+//! entry's fields by register offset, `p.mac`), `31 - size` from `p.clb` (the AC table's index
+//! and the shift that makes the sign field), its code from the AC table (already shifted by the
+//! category, the total length on top: see [`crate::tables::coder_entry`]), ZRL for runs of 16;
+//! EOB unless coefficient 63 was coded. Bits go into a 32-bit accumulator; a full word is stored
+//! big-endian in one post-increment store of its bytes reversed (`pv.shuffle.b`) unless
+//! `pv.cmpeq.sci.b` finds a `0xFF` byte in it, then byte by byte with a stuffed `0x00` after each
+//! `0xFF`; the AC loop does this inline.
 use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
 use crate::tables::Tables;
 use asm_macros::{
-    lp_setup, lp_setupi, p_abs, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr, p_lw, p_lw_rr,
-    p_sh, pv_abs_h, pv_add_h, pv_shuffle_b, pv_shuffle_sci_h, pv_sub_h,
+    lp_setup, lp_setupi, p_abs, p_bclr, p_clb, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr,
+    p_lhu_rr, p_lw, p_lw_rr, p_mac, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_shuffle_b,
+    pv_shuffle_sci_h, pv_shuffle2_b, pv_sub_h,
 };
 use core::arch::asm;
 
@@ -162,15 +166,18 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
             "lw s8, 36(a2)", "lw s9, 40(a2)",
             "lw s10, 44(a2)", "lw s11, 48(a2)",
             "lw t3, 52(a2)", "lw t4, 56(a2)",
-            // Pass 1: 8 rows.
+            // Pass 1: 8 rows; a2 holds the address of the row, the next row's offset is
+            // loaded one instruction before it is added (no load-use stall).
+            p_lw!(a2, 4(a3!)),
             "li t0, 8",
+            "add a2, a0, a2",
             ".balign 4",
             "20:", lp_setup!(x0, t0, 192),
-            p_lw!(t0, 4(a3!)),
-            "add t0, a0, t0",
-            "lw t1, 0(t0)",
-            "lw t2, 4(t0)",
+            "lw t1, 0(a2)",
+            "lw t2, 4(a2)",
+            p_lw!(a2, 4(a3!)),
             "and t5, t1, a4",
+            "add a2, a0, a2",
             "srli t1, t1, 8",
             "and t1, t1, a4",
             pv_shuffle_sci_h!(t2, t2, 1),
@@ -191,8 +198,9 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
             out1!(t5, t3, t1, t4, zero, "240"),
             "21:", "addi a1, a1, 2",
             ".if (21b - 20b) != 192", ".error \"pass 1: lp.setup offset does not reach the loop end\"", ".endif",
-            // Pass 2: 8 transposed rows; a3 now points at `ctx.zz`.
-            "lw a2, 0(a3)",
+            // Pass 2: 8 transposed rows; a3 now points past `ctx.zz` (the last row's `p.lw`
+            // read it as a ninth offset).
+            "lw a2, -4(a3)",
             "addi a1, a1, -16",
             "addi a3, a1, 128",
             "li t0, 8",
@@ -242,36 +250,49 @@ fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
     let (m0, m1): (u32, u32);
     // SAFETY: the asm reads the 128 bytes of `f8` and of `thr` (both word-aligned: `Work` is
     // `align(4)`, `thr` a `[u32; 32]`) with post-increment loads and writes only the registers
-    // declared below; hardware loop 0 runs its 7-instruction body 16 times, twice.
+    // declared below; hardware loop 0 runs its 12-instruction body 8 times, twice.
     unsafe {
         asm!(
             ".option push",
             ".option norvc",
             "li t3, 0",
-            "30:", lp_setupi!(x0, 16, 28),
+            "30:", lp_setupi!(x0, 8, 48),
             p_lw!(t0, 4(a0!)),
             p_lw!(t1, 4(a1!)),
+            p_lw!(t5, 4(a0!)),
+            p_lw!(t6, 4(a1!)),
             pv_abs_h!(t0, t0),
             pv_sub_h!(t0, t0, t1),
+            pv_abs_h!(t5, t5),
+            pv_sub_h!(t5, t5, t6),
+            pv_shuffle2_b!(t0, t5, a3),
             "and t0, t0, a2",
             "srli t3, t3, 1",
             "31:", "or t3, t3, t0",
-            ".if (31b - 30b) != 28", ".error \"zero mask: lp.setupi offset\"", ".endif",
+            ".if (31b - 30b) != 48", ".error \"zero mask: lp.setupi offset\"", ".endif",
             "li t4, 0",
-            "32:", lp_setupi!(x0, 16, 28),
+            "32:", lp_setupi!(x0, 8, 48),
             p_lw!(t0, 4(a0!)),
             p_lw!(t1, 4(a1!)),
+            p_lw!(t5, 4(a0!)),
+            p_lw!(t6, 4(a1!)),
             pv_abs_h!(t0, t0),
             pv_sub_h!(t0, t0, t1),
+            pv_abs_h!(t5, t5),
+            pv_sub_h!(t5, t5, t6),
+            pv_shuffle2_b!(t0, t5, a3),
             "and t0, t0, a2",
             "srli t4, t4, 1",
             "33:", "or t4, t4, t0",
-            ".if (33b - 32b) != 28", ".error \"zero mask: lp.setupi offset\"", ".endif",
+            ".if (33b - 32b) != 48", ".error \"zero mask: lp.setupi offset\"", ".endif",
             ".option pop",
             inout("x10") f8.as_ptr() => _,
             inout("x11") thr.as_ptr() => _,
-            in("x12") 0x8000_8000u32,
-            out("x5") _, out("x6") _,
+            in("x12") 0x8080_8080u32,
+            // pv.shuffle2.b's selector: bytes 1 and 3 of t0 (the first word's two sign bytes),
+            // then bytes 1 and 3 of t5.
+            in("x13") 0x0705_0301u32,
+            out("x5") _, out("x6") _, out("x30") _, out("x31") _,
             out("x28") m0, out("x29") m1,
             options(nostack, readonly),
         );
@@ -283,12 +304,16 @@ fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
 /// guaranteed by the caller); returns the new end.
 ///
 /// Register plan: F8 a0 (coefficient `k` at the byte its quantiser entry names), zero masks a1
-/// a2 (then the non-zero flags of the current word s8), quantiser entries a3, AC entries a4 (`t.ac` + 1 entry: the entry of `(run, size)` at
-/// `a4 + 4 (run << 4 | size - 1)`), DC entries a5, output a6, DC predictor a7, bit accumulator
-/// s2 and free bits s3, `0x01010101`, `0x80808080`, 31 and the byte reversal's selector
-/// `0x00010203` in s4-s7, 32 in a1,
-/// `last + 1` s9, word base s10, 16 s11; zig-zag position t0, run t6. The AC scan of a word is
-/// hardware loop 0, one iteration per non-zero coefficient. The put routine (label 90, link ra)
+/// a2 (then the non-zero flags of the current word s8), quantiser entries a3 (of the current
+/// word: + 32 entries for word 1), AC entries a4 (`t.ac` + 31 entries: the entry of
+/// `(run, size)` at `a4 + 64 run - 4 (31 - size)`, `31 - size` being `p.clb` of the quantised
+/// magnitude), DC entries a5, output a6, DC predictor a7, bit accumulator s2 and free bits s3,
+/// the quantiser entries + 4, + 2, + 1 in s4 s5 s6 for the AC loop's register-offset loads (s6 is
+/// 31 for the DC before), the byte reversal's selector `0x00010203` in s7, 32 in a1, `last + 1`
+/// s9 and the zig-zag position t0 (both relative to the current word), word-1 flag s10, 16 s11;
+/// run t6.
+/// The AC scan of a word is hardware loop 0, one iteration per non-zero coefficient. The put
+/// routine (label 90, link ra)
 /// takes the code in t3 and its length in t4 and clobbers t1 t2 t5.
 #[rustfmt::skip]
 #[inline(never)]
@@ -303,7 +328,7 @@ fn block(
 ) -> *mut u8 {
     let (mut acc, mut free, mut pred, mut end) = (bits.acc, bits.free, *dc_pred, out);
     // SAFETY: the asm reads the 128 bytes of `f8`, entries 0..64 of `t.quant` (8 bytes each),
-    // `t.ac[0..256]` (through `t.ac + 1`, offsets -4..=1019) and `t.dc[0..12]` (indices: a
+    // `t.ac[0..256]` (through `t.ac + 31`, offsets -124..=899) and `t.dc[0..12]` (indices: a
     // category is at most 11 for the DC and 10 for AC coefficients of 8-bit samples, a run at
     // most 15), and writes at most
     // `MAX_BLOCK_BYTES` bytes from `out` (the caller guarantees the room: one block is at most
@@ -320,22 +345,18 @@ fn block(
             "not s8, a1",
             "andi s8, s8, -2",
             "not a2, a2",
-            // s4 s5 hold the 0xFF test's constants, s6 31, s7 the byte reversal's selector,
-            // a1 32.
-            "li s4, 0x01010101",
-            "li s5, 0x80808080",
+            // s6 31, s7 the byte reversal's selector, a1 32.
             "li s6, 31",
             "li s7, 0x00010203",
             "li a1, 32",
             // ---- DC
             "lh t0, 0(a0)",
-            "lhu t1, 6(a3)",
-            "lhu t2, 4(a3)",
-            "lbu t6, 3(a3)",
+            "lw t1, 4(a3)",
+            "lhu t2, 2(a3)",
+            "lbu t6, 1(a3)",
             p_abs!(t4, t0),
-            "add t4, t4, t1",
-            "mul t4, t4, t2",
-            "srl t4, t4, t6",
+            p_mac!(t1, t4, t2),
+            "srl t4, t1, t6",
             "srai t5, t0, 31",
             "xor t4, t4, t5",
             "sub t4, t4, t5",
@@ -349,58 +370,59 @@ fn block(
             "40:",
             // field = a, or its complement in t2 bits for a negative difference.
             "srai t5, t0, 31",
-            "sub t3, s6, t2",
-            "addi t3, t3, 1",
+            "sub t3, a1, t2",
             "srl t5, t5, t3",
             "xor t5, t1, t5",
             // The entry: the code shifted by the size, the total length in bits 27..32.
             "slli t3, t2, 2",
-            "add t3, a5, t3",
-            "lw t3, 0(t3)",
+            p_lw_rr!(t3, t3(a5)),
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
             "or t3, t3, t5",
             "jal ra, 90f",
+            // The quantiser entries' fields by register offset (k * 8) from four bases: `at`
+            // from a3, `bias` from s4, `recip` from s5, `shift` from s6.
+            "addi s4, a3, 4",
+            "addi s5, a3, 2",
+            "addi s6, a3, 1",
             // ---- AC, word 0 (the DC's bit cleared), then word 1: hardware loop 0 runs once per
             // non-zero coefficient of the word (`p.cnt`); its last instruction finds the next one,
-            // so the put routine's return and the fast path both end there.
+            // so the put routine's return and the fast path both end there. Positions are
+            // relative to the word: for word 1, a3 moves on by 32 entries and s9 back by 32.
             "li s9, 1",
             "li s10, 0",
             "50:",
             "beqz s8, 58f",
             p_cnt!(t1, s8),
             p_ff1!(t0, s8),
-            lp_setup!(x0, t1, 136),
-            "addi t1, s8, -1",
-            "and s8, s8, t1",
-            "add t0, s10, t0",
+            lp_setup!(x0, t1, 116),
+            p_bclr!(s8, s8, t0),
             "sub t6, t0, s9",
             "addi s9, t0, 1",
             "bgeu t6, s11, 70f",
-            // The coefficient at its slot (the entry's byte 2), the entry's divisor.
+            // The coefficient at its slot (the entry's byte 0), quantised: (|x| recip + bias)
+            // >> shift.
             "52:",
             "slli t1, t0, 3",
-            "add t1, a3, t1",
-            "lbu t2, 2(t1)",
-            "lhu t3, 6(t1)",
+            p_lbu!(t2, t1(a3)),
+            p_lw_rr!(t3, t1(s4)),
             p_lh_rr!(t2, t2(a0)),
-            "lhu t4, 4(t1)",
-            "lbu t5, 3(t1)",
+            p_lhu_rr!(t4, t1(s5)),
+            p_lbu!(t5, t1(s6)),
             p_abs!(t0, t2),
-            "add t0, t0, t3",
-            "mul t0, t0, t4",
-            "srai t2, t2, 31",
-            "srl t0, t0, t5",
-            // size - 1 = fl1(q); the entry of (run, size) at a4 + 4 (run << 4 | size - 1); the
-            // field: q, or its complement in size bits for a negative coefficient (the sign
-            // word shifted right by 32 - size = 31 - fl1).
-            p_fl1!(t1, t0),
-            "sub t4, s6, t1",
-            "slli t3, t6, 4",
-            "or t3, t3, t1",
-            "slli t3, t3, 2",
+            p_mac!(t3, t0, t4),
+            "srli t2, t2, 1",
+            "srl t0, t3, t5",
+            // clb(q) = 31 - size; the entry of (run, size) at a4 + 64 run - 4 (31 - size); the
+            // field: q, or its complement in size bits for a negative coefficient (the
+            // coefficient shifted right by 1, bits 14..31 = 0x1FFFF << 14 when negative and
+            // below 2^14 otherwise, shifted right by 31 - size >= 21).
+            p_clb!(t1, t0),
+            "slli t3, t6, 6",
+            "slli t4, t1, 2",
+            "sub t3, t3, t4",
             p_lw_rr!(t3, t3(a4)),
-            "srl t2, t2, t4",
+            "srl t2, t2, t1",
             "xor t2, t0, t2",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
@@ -409,13 +431,18 @@ fn block(
             "sll s2, s2, t4",
             "or s2, s2, t3",
             "sub s3, s3, t4",
-            // The loop's last instruction, 34 after the lp.setup (the branches out of the loop
+            // The loop's last instruction, 29 after the lp.setup (the branches out of the loop
             // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
             // does, on the built kernel).
             "55:", p_ff1!(t0, s8),
             "58:",
             "bnez s10, 60f",
-            "li s10, 32",
+            "li s10, 1",
+            "addi a3, a3, 256",
+            "addi s4, s4, 256",
+            "addi s5, s5, 256",
+            "addi s6, s6, 256",
+            "addi s9, s9, -32",
             "mv s8, a2",
             "j 50b",
             // A full word to emit (the put routine's work, inline), back to the loop's last
@@ -427,30 +454,26 @@ fn block(
             "or t2, t2, t5",
             "mv s2, t3",
             "sub s3, a1, t1",
-            "not t5, t2",
-            "sub t1, t5, s4",
-            "and t1, t1, t2",
-            "and t1, t1, s5",
+            pv_cmpeq_sci_b!(t1, t2, -1),
             "bnez t1, 57f",
             pv_shuffle_b!(t2, t2, s7),
-            "sw t2, 0(a6)",
-            "addi a6, a6, 4",
+            p_sw!(t2, 4(a6!)),
             "j 55b",
             "57:",
             "jal ra, 93f",
             "j 55b",
-            // ---- EOB unless coefficient 63 was the last coded.
+            // ---- EOB unless coefficient 63 was the last coded (s9, relative to word 1, is 32).
             "60:",
-            "li t0, 64",
-            "bgeu s9, t0, 99f",
-            "lw t3, -4(a4)",
+            "li t0, 32",
+            "beq s9, t0, 99f",
+            "lw t3, -124(a4)",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
             "jal ra, 90f",
             "j 99f",
             // ---- ZRL for every 16 zeros of a run (t0: k and t6: run kept), back into the loop.
             "70:",
-            "lw t3, 956(a4)",
+            "lw t3, 836(a4)",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
             "jal ra, 90f",
@@ -466,17 +489,13 @@ fn block(
             "or t2, t2, t5",
             "mv s2, t3",
             "sub s3, a1, t1",
-            // Does the word hold a 0xFF byte? (~w has a zero byte.) If not, its bytes reversed
-            // in one store (big-endian; the output need not be word-aligned: RI5CY splits a
-            // misaligned store).
-            "not t5, t2",
-            "sub t1, t5, s4",
-            "and t1, t1, t2",
-            "and t1, t1, s5",
+            // Does the word hold a 0xFF byte? If not, its bytes reversed in one store
+            // (big-endian; the output need not be word-aligned: RI5CY splits a misaligned
+            // store).
+            pv_cmpeq_sci_b!(t1, t2, -1),
             "bnez t1, 93f",
             pv_shuffle_b!(t2, t2, s7),
-            "sw t2, 0(a6)",
-            "addi a6, a6, 4",
+            p_sw!(t2, 4(a6!)),
             "jr ra",
             "91:",
             "sll s2, s2, t4",
@@ -504,8 +523,8 @@ fn block(
             in("x10") f8.as_ptr(),
             inout("x11") zero[0] => _,
             inout("x12") zero[1] => _,
-            in("x13") t.quant.as_ptr(),
-            in("x14") t.ac.as_ptr().wrapping_add(1),
+            inout("x13") t.quant.as_ptr() => _,
+            in("x14") t.ac.as_ptr().wrapping_add(31),
             in("x15") t.dc.as_ptr(),
             inout("x16") end,
             inout("x17") pred,

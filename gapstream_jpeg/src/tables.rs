@@ -203,8 +203,6 @@ const DC_CODER: [u32; 12] = {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct QuantEntry {
-    /// Magnitudes below this quantise to 0.
-    pub thr: u16,
     /// Byte offset of the coefficient in [`crate::fdct::Work::f8`]
     /// (`2 *` [`crate::fdct::slot`]`(k)`).
     pub at: u8,
@@ -212,15 +210,40 @@ pub struct QuantEntry {
     pub shift: u8,
     /// Reciprocal of `8 * Q`.
     pub recip: u16,
-    /// Correction (rounding) added to the magnitude before the multiply.
-    pub corr: u16,
+    /// The correction (rounding) times the reciprocal: libjpeg-turbo adds the correction to
+    /// the magnitude before the multiply, `(a + corr) * recip`; `a * recip + bias` is the same
+    /// product (below 2^32 for `a <= 0x7fff`) in one multiply-accumulate.
+    pub bias: u32,
 }
 
 impl QuantEntry {
+    /// The entry of libjpeg-turbo's reciprocal divisor `(recip, corr, shift)` for the
+    /// coefficient at byte offset `at`.
+    pub const fn new(at: u8, (recip, corr, shift): (u32, u32, u32)) -> QuantEntry {
+        QuantEntry {
+            at,
+            shift: shift as u8,
+            recip: recip as u16,
+            bias: corr * recip,
+        }
+    }
+
     /// The quantised magnitude of `a = |x|` (`a <= 0x7fff`).
     #[inline(always)]
     pub const fn quantise(&self, a: u32) -> u32 {
-        ((a + self.corr as u32) * self.recip as u32) >> self.shift
+        (a * self.recip as u32 + self.bias) >> self.shift
+    }
+
+    /// The smallest magnitude that does not quantise to 0.
+    #[inline]
+    pub const fn threshold(&self) -> u32 {
+        // Smallest a with a * recip + bias >= 2^shift (shift <= 26: no overflow in 32 bits).
+        let need = 1u32 << self.shift;
+        if need <= self.bias {
+            0
+        } else {
+            (need - self.bias).div_ceil(self.recip as u32)
+        }
     }
 }
 
@@ -267,23 +290,13 @@ impl Tables {
             let nat = ZIGZAG[k];
             let qv = q[nat as usize];
             dqt[k] = qv;
-            let (recip, corr, shift) = reciprocal(8 * qv as u32);
-            // Smallest a with ((a + corr) * recip) >> shift >= 1.
-            let need = (1u64 << shift).div_ceil(recip as u64);
-            let thr = need.saturating_sub(corr as u64);
-            *e = QuantEntry {
-                thr: thr.min(0xffff) as u16,
-                at: 2 * crate::fdct::slot(k) as u8,
-                shift: shift as u8,
-                recip: recip as u16,
-                corr: corr as u16,
-            };
+            *e = QuantEntry::new(2 * crate::fdct::slot(k) as u8, reciprocal(8 * qv as u32));
         }
         let mut thr = [0u32; 32];
         for (i, t) in thr.iter_mut().enumerate() {
             let of = |s: usize| match crate::fdct::coef_of_slot(s) {
                 0 => 0,
-                k => quant[k].thr as u32,
+                k => quant[k].threshold().min(0xffff),
             };
             *t = of(2 * i) | of(2 * i + 1) << 16;
         }
@@ -436,7 +449,7 @@ mod tests {
                 for a in 0..=0x7fffu32 {
                     let q = e.quantise(a);
                     assert_eq!(q, (a + d / 2) / d, "a {a} d {d}");
-                    assert_eq!(q == 0, a < e.thr as u32, "a {a} d {d}");
+                    assert_eq!(q == 0, a < e.threshold(), "a {a} d {d}");
                 }
             }
         }

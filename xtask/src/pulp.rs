@@ -395,7 +395,7 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
                 ("pv.shuffle.sci.h", 0xFC00_707F, 0xC000_6057, 1),
                 ("p.lbu a0, 1(a2!)", 0xFFFF_FFFF, 0x0016_450B, 8),
                 ("p.sh t5, a0(a1)", 0xFFFF_FFFF, 0x01E5_D523, 8),
-                ("p.lw rD, 4(rs1!)", 0xFFF0_707F, 0x0040_200B, 5),
+                ("p.lw rD, 4(rs1!)", 0xFFF0_707F, 0x0040_200B, 6),
                 ("lp.setup x0", 0x0000_7FFF, 0x0000_407B, 2),
             ],
         )?
@@ -431,13 +431,21 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
             &[
                 ("p.abs", 0xFFF0_707F, 0x0400_0033, 3),
                 ("p.ff1", 0xFFF0_707F, 0x1000_0033, 2),
-                ("p.fl1", 0xFFF0_707F, 0x1000_1033, 2),
+                ("p.fl1", 0xFFF0_707F, 0x1000_1033, 1),
+                ("p.clb t1, t0", 0xFFFF_FFFF, 0x1002_A333, 1),
+                ("p.bclr s8, s8, t0", 0xFFFF_FFFF, 0x805C_3C33, 1),
                 ("p.cnt t1, s8", 0xFFFF_FFFF, 0x100C_3333, 1),
                 ("p.extractu t3, t3, 26, 0", 0xFFFF_FFFF, 0xF40E_1E33, 4),
                 ("p.lh t2, t2(a0)", 0xFFFF_FFFF, 0x1075_7383, 1),
-                ("p.lw rD, rs2(rs1)", 0xFE00_707F, 0x2000_7003, 1),
-                ("lp.setup x0, t1, 136", 0xFFFF_FFFF, 0x0443_407B, 1),
+                ("p.lw rD, rs2(rs1)", 0xFE00_707F, 0x2000_7003, 3),
+                ("p.lbu rD, rs2(rs1)", 0xFE00_707F, 0x4000_7003, 2),
+                ("p.lhu t4, t1(s5)", 0xFFFF_FFFF, 0x506A_FE83, 1),
+                ("lp.setup x0, t1, 116", 0xFFFF_FFFF, 0x03A3_407B, 1),
+                ("p.mac t3, t0, t4", 0xFFFF_FFFF, 0x43D2_8E33, 1),
+                ("p.mac t1, t4, t2", 0xFFFF_FFFF, 0x427E_8333, 1),
+                ("pv.cmpeq.sci.b t1, t2, -1", 0xFFFF_FFFF, 0x07F3_F357, 2),
                 ("pv.shuffle.b t2, t2, s7", 0xFFFF_FFFF, 0xC173_93D7, 2),
+                ("p.sw t2, 4(a6!)", 0xFFFF_FFFF, 0x0078_222B, 2),
             ],
         )?
     ));
@@ -445,9 +453,9 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
     // finds the next coefficient.
     let setup = block
         .iter()
-        .find(|i| i.wide && i.word == 0x0443_407B)
+        .find(|i| i.wide && i.word == 0x03A3_407B)
         .ok_or("jpeg block coder: no lp.setup")?;
-    let end = setup.addr + 136;
+    let end = setup.addr + 116;
     if let Some(c) = block
         .iter()
         .find(|i| i.addr > setup.addr && i.addr <= end && !i.wide)
@@ -461,7 +469,7 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
         Some(i) if i.wide && i.word & 0xFFF0_707F == 0x1000_0033 => {}
         _ => return Err("jpeg block coder: the AC loop does not end at a p.ff1".into()),
     }
-    report.push("jpeg block coder: the AC loop is hardware loop 0 (34 instructions)".into());
+    report.push("jpeg block coder: the AC loop is hardware loop 0 (29 instructions)".into());
     Ok(report)
 }
 

@@ -108,6 +108,33 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (pv_shuffle_b!(a0, a1, a2), 0xC0C5_9557),
         (pv_shuffle_b!(t2, t2, s7), 0xC173_93D7),
         (pv_shuffle_b!(x31, x31, x31), 0xC1FF_9FD7),
+        // The AC loop's bit clear and category (`p.bclr`, `p.clb`), the 0xFF-byte test of a
+        // full word (`pv.cmpeq.sci.b`) and its post-increment store.
+        (p_bclr!(a0, a1, a2), 0x80C5_B533),
+        (p_bclr!(s8, s8, t0), 0x805C_3C33),
+        (p_bclr!(x31, x31, x31), 0x81FF_BFB3),
+        (p_clb!(a0, a1), 0x1005_A533),
+        (p_clb!(t1, t0), 0x1002_A333),
+        (p_clb!(x31, x31), 0x100F_AFB3),
+        (pv_cmpeq_sci_b!(t1, t2, -1), 0x07F3_F357),
+        (pv_cmpeq_sci_b!(a0, a1, 1), 0x0605_F557),
+        (pv_cmpeq_sci_b!(x31, x31, -32), 0x050F_FFD7),
+        (p_sw!(t2, 4(a6!)), 0x0078_222B),
+        (lp_setup!(x0, t1, 120), 0x03C3_407B),
+        (p_mac!(t3, t0, t4), 0x43D2_8E33),
+        (p_mac!(t1, t4, t2), 0x427E_8333),
+        // The zero mask: the sign bytes of two words of compare results in one.
+        (pv_shuffle2_b!(a0, a1, a2), 0xC8C5_9557),
+        (pv_shuffle2_b!(t0, t5, a3), 0xC8DF_12D7),
+        (pv_shuffle2_b!(x31, x31, x31), 0xC9FF_9FD7),
+        // The AC loop's quantiser fields by register offset from four bases.
+        (p_lhu_rr!(a0, a1(a2)), 0x50B6_7503),
+        (p_lhu_rr!(t4, t1(s5)), 0x506A_FE83),
+        (p_lhu_rr!(x31, x31(x31)), 0x51FF_FF83),
+        (p_lbu!(t2, t1(a3)), 0x4066_F383),
+        (p_lbu!(t5, t1(s6)), 0x406B_7F03),
+        (p_lw_rr!(t3, t1(s4)), 0x206A_7E03),
+        (lp_setup!(x0, t1, 116), 0x03A3_407B),
     ]
 }
 
