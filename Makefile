@@ -53,9 +53,9 @@ test: setup
 
 # `cargo test`, with its test binaries run three at a time and four test threads each
 # (scripts/run_tests.py): the stream tests mostly wait on paced frames and sockets, and cargo
-# runs the binaries one after the other (test-host's tests: 79 s instead of about 175 s). They
-# hold on a machine busier than this (make loopback-under-load). Every binary runs even when
-# another failed; TEST_JOBS=1 RUST_TEST_THREADS=2 runs them as cargo test would.
+# runs the binaries one after the other (a fresh clone on a quiet 2-core machine: 106 s instead of
+# 163 s). They hold on a machine busier than this (make loopback-under-load). Every binary runs
+# even when another failed; TEST_JOBS=1 RUST_TEST_THREADS=2 runs them as cargo test would.
 test-host:
 	RUST_TEST_THREADS=$${RUST_TEST_THREADS:-4} TEST_JOBS=$${TEST_JOBS:-3} CARGO="$(CARGO)" scripts/run_tests.py --locked --no-fail-fast
 
