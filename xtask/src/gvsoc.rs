@@ -78,7 +78,8 @@ pub struct Options {
     /// GVSOC trace: `(regex, file)`; the simulator's whole output goes to the file.
     pub trace: Option<(String, PathBuf)>,
     /// Where the CSV goes (default `target/bench/gvsoc.csv`; `gvsoc-quick.csv` with `--quick`,
-    /// `gvsoc-adhoc.csv` when a filter is given).
+    /// `gvsoc-adhoc.csv` when a filter is given). The codecs' rows go next to it, named by
+    /// [`codec_csv`] (`out.csv`: `out-jpeg.csv`, `out-jpegls.csv`).
     pub csv: Option<PathBuf>,
     /// JPEG rows (`gvsoc_jpeg.rs`): only these qualities, code layouts measured per point (the
     /// worst is kept). Codec rows (JPEG and JPEG-LS): only these pictures of the frame set.
@@ -719,6 +720,21 @@ pub(crate) fn launch(
 }
 
 /// `cargo xtask gvsoc-bench`.
+/// Where a codec's rows go when `--csv PATH` is given to a run that also writes other rows (the
+/// ciphers', the other codec's): PATH with `-<codec>` before its extension, so that one run never
+/// overwrites its own rows. A run of one codec alone writes PATH itself.
+pub fn codec_csv(path: &std::path::Path, codec: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(e) => format!("{stem}-{codec}.{}", e.to_string_lossy()),
+        None => format!("{stem}-{codec}"),
+    };
+    path.with_file_name(name)
+}
+
 pub fn bench(o: &Options) -> Result<(), String> {
     if !on_path("gapy") {
         println!(
@@ -736,14 +752,29 @@ pub fn bench(o: &Options) -> Result<(), String> {
     if plan.is_empty() && !jpeg && !jpegls {
         return Err("no benchmark point matches the filters".into());
     }
-    if plan.is_empty() {
+    // The options each codec's sweep gets: its own CSV when the run writes several.
+    let shared = !plan.is_empty() || (jpeg && jpegls);
+    let for_codec = |codec: &str| Options {
+        csv: o.csv.as_deref().map(|p| {
+            if shared {
+                codec_csv(p, codec)
+            } else {
+                p.to_path_buf()
+            }
+        }),
+        ..o.clone()
+    };
+    let codecs = || -> Result<(), String> {
         if jpeg {
-            crate::gvsoc_jpeg::bench(o)?;
+            crate::gvsoc_jpeg::bench(&for_codec("jpeg"))?;
         }
         if jpegls {
-            crate::gvsoc_jpegls::bench(o)?;
+            crate::gvsoc_jpegls::bench(&for_codec("jpegls"))?;
         }
-        return Ok(());
+        Ok(())
+    };
+    if plan.is_empty() {
+        return codecs();
     }
     let csv_path = o.csv.clone().unwrap_or_else(|| {
         // Only the full sweep writes gvsoc.csv (what `make bench-report` reads): a quick or a
@@ -780,13 +811,7 @@ pub fn bench(o: &Options) -> Result<(), String> {
         rows.len(),
         csv_path.display()
     );
-    if jpeg {
-        crate::gvsoc_jpeg::bench(o)?;
-    }
-    if jpegls {
-        crate::gvsoc_jpegls::bench(o)?;
-    }
-    Ok(())
+    codecs()
 }
 
 fn sweep(
@@ -1258,6 +1283,19 @@ mod tests {
         assert_eq!(&elf[0x110..0x118], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert!(patch_symbol(&mut elf, "CONF", &[0; 9]).is_err());
         assert!(patch_symbol(&mut elf, "NOPE", &[0; 1]).is_err());
+    }
+
+    #[test]
+    fn codec_rows_go_next_to_the_given_csv() {
+        use std::path::Path;
+        assert_eq!(
+            codec_csv(Path::new("out/run.csv"), "jpeg"),
+            Path::new("out/run-jpeg.csv")
+        );
+        assert_eq!(
+            codec_csv(Path::new("run"), "jpegls"),
+            Path::new("run-jpegls")
+        );
     }
 
     #[test]

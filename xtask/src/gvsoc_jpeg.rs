@@ -13,7 +13,7 @@
 //! Its time on the host is not comparable with GAP8 cycles and is not measured.
 //!
 //! Writes `target/bench/gvsoc-jpeg.csv` (`gvsoc-jpeg-quick.csv` with `--quick`,
-//! `gvsoc-jpeg-adhoc.csv` when filtered; `--csv` otherwise):
+//! `gvsoc-jpeg-adhoc.csv` when filtered; `--csv` otherwise, see `gvsoc::codec_csv`):
 //! `kernel,variant,quality,picture,cores,width,height,layouts,cycles,instructions,bytes,cycles_per_pixel`
 //! (`cycles`: the worst over the layouts measured).
 use std::collections::BTreeMap;

@@ -290,15 +290,18 @@ pub fn bench(o: &Options) -> Result<(), String> {
     let runs = median(runs, repeat);
     let charls = charls_sizes(&frames)?;
     // A run over some frames only does not overwrite the whole set's CSV.
-    let csv = target_dir()
-        .join("bench")
-        .join(if !o.pictures.is_empty() || o.stress {
-            "gvsoc-jpegls-adhoc.csv"
-        } else if o.quick {
-            "gvsoc-jpegls-quick.csv"
-        } else {
-            "gvsoc-jpegls.csv"
-        });
+    let csv = match &o.csv {
+        Some(p) => p.clone(),
+        None => target_dir()
+            .join("bench")
+            .join(if !o.pictures.is_empty() || o.stress {
+                "gvsoc-jpegls-adhoc.csv"
+            } else if o.quick {
+                "gvsoc-jpegls-quick.csv"
+            } else {
+                "gvsoc-jpegls.csv"
+            }),
+    };
     if let Some(dir) = csv.parent() {
         fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }

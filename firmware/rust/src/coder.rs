@@ -304,6 +304,20 @@ mod tests {
             .collect()
     }
 
+    /// The portable encoder's file of a 324 x 244 frame in 8 bands.
+    fn portable_jpeg(px: &[u8], quality: u8) -> Vec<u8> {
+        let spec = FrameSpec {
+            width: 324,
+            height: 244,
+            quality,
+            bands: 8,
+        };
+        let mut want = alloc::vec![0u8; 200_000];
+        let n = gapstream_jpeg::encode::<Portable>(&spec, px, &mut want).unwrap();
+        want.truncate(n);
+        want
+    }
+
     /// The cluster coder (host backend, 8 cores, the firmware's L1 layout) writes the portable
     /// encoder's bytes; a buffer too small for the frame sends it raw.
     #[test]
@@ -314,15 +328,7 @@ mod tests {
         let mut c = JpegCoder::new(&cl, 8, 75, unpadded(40960)).unwrap();
         let mut out = Vec::new();
         assert_eq!(c.code(f, &px, &mut out), Ok(Some(PixelFormat::Jpeg)));
-        let spec = FrameSpec {
-            width: 324,
-            height: 244,
-            quality: 75,
-            bands: 8,
-        };
-        let mut want = alloc::vec![0u8; 200_000];
-        let n = gapstream_jpeg::encode::<Portable>(&spec, &px, &mut want).unwrap();
-        assert_eq!(out, want[..n]);
+        assert_eq!(out, portable_jpeg(&px, 75));
         let mut small = JpegCoder::new(&cl, 8, 75, unpadded(1000)).unwrap();
         assert!(small.code(f, &px, &mut out).is_err(), "counted, sent raw");
         assert!(out.is_empty());
@@ -350,15 +356,7 @@ mod tests {
         c.set_quality(101);
         assert_eq!(c.quality(), 30);
         c.code(f, &px, &mut out).unwrap();
-        let spec = FrameSpec {
-            width: 324,
-            height: 244,
-            quality: 30,
-            bands: 8,
-        };
-        let mut want = alloc::vec![0u8; 200_000];
-        let n = gapstream_jpeg::encode::<Portable>(&spec, &px, &mut want).unwrap();
-        assert_eq!(out, want[..n]);
+        assert_eq!(out, portable_jpeg(&px, 30));
         assert!(out.len() < at75.len());
     }
 

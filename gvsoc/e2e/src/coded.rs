@@ -73,18 +73,26 @@ pub fn decode_jpegls(bytes: &[u8], width: u16, height: u16) -> Result<Vec<u8>, S
 }
 
 /// Decodes a JPEG file with `jpeg-decoder`: its grey pixels, if it is an 8-bit greyscale
-/// `width × height` picture.
+/// `width × height` picture. The frame header is read and checked first: `jpeg-decoder` applies
+/// its size limit only after decoding, so a small file claiming a huge picture would cost its
+/// whole decoding before the refusal.
 pub fn decode_jpeg(bytes: &[u8], width: u16, height: u16) -> Result<Vec<u8>, String> {
     let mut d = jpeg_decoder::Decoder::new(bytes);
-    let px = d.decode().map_err(|e| format!("jpeg-decoder: {e}"))?;
+    d.read_info().map_err(|e| format!("jpeg-decoder: {e}"))?;
     let info = d.info().ok_or("jpeg-decoder: no frame header")?;
     if info.pixel_format != jpeg_decoder::PixelFormat::L8
         || (info.width, info.height) != (width, height)
-        || px.len() != width as usize * height as usize
     {
         return Err(format!(
             "jpeg-decoder: a {}x{} {:?} picture, not {width}x{height} grey",
             info.width, info.height, info.pixel_format
+        ));
+    }
+    let px = d.decode().map_err(|e| format!("jpeg-decoder: {e}"))?;
+    if px.len() != width as usize * height as usize {
+        return Err(format!(
+            "jpeg-decoder: {} samples, not {width}x{height}",
+            px.len()
         ));
     }
     Ok(px)
@@ -120,6 +128,13 @@ mod tests {
         assert!(psnr(&px, &dec) > 35.0, "{}", psnr(&px, &dec));
         assert!(decode_jpeg(&files[0], w, h + 1).is_err());
         assert!(decode_jpeg(b"not a jpeg", w, h).is_err());
+        // A file whose frame header claims 20000 x 20000 is refused from the header (decoding it
+        // first would take tens of seconds and ~400 MB).
+        let mut huge = files[0].clone();
+        let sof = huge.windows(2).position(|m| m == [0xFF, 0xC0]).unwrap();
+        huge[sof + 5..sof + 9].copy_from_slice(&[0x4E, 0x20, 0x4E, 0x20]);
+        let e = decode_jpeg(&huge, w, h).unwrap_err();
+        assert!(e.contains("20000x20000"), "{e}");
         // JPEG-LS: bit-exact back; garbage and a wrong size refused.
         let files = expected_jpegls(std::slice::from_ref(&px), w, h, 8).unwrap();
         assert_eq!(decode_jpegls(&files[0], w, h).unwrap(), px);
