@@ -1,12 +1,15 @@
 //! Forward error correction over UDP through the whole chain on 127.0.0.1: simulated drone ->
 //! host bridge (loss on its UDP output, FEC for the receiver that asks) -> receiver.
 
+mod common;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{any, raw_frames};
 use esp32_bridge::fec::FecConfig;
 use esp32_bridge::host::{HostBridge, HostConfig};
 use esp32_bridge::netsim::{LossModel, WifiModel};
@@ -28,40 +31,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn any() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
-
-/// `n` distinct 324x244 frames in a raw file, each carrying its index in its first 4 bytes.
-fn raw_frames(dir: &std::path::Path, n: usize) -> (SourceSpec, Vec<Vec<u8>>) {
-    let mut all = Vec::new();
-    let mut frames = Vec::new();
-    let mut x = 0x1234_5678u32;
-    for i in 0..n {
-        let mut f: Vec<u8> = (0..324 * 244)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect();
-        f[..4].copy_from_slice(&(i as u32).to_le_bytes());
-        all.extend_from_slice(&f);
-        frames.push(f);
-    }
-    let p = dir.join("frames.raw");
-    std::fs::write(&p, all).unwrap();
-    (
-        SourceSpec::Raw {
-            path: p,
-            width: 324,
-            height: 244,
-        },
-        frames,
-    )
 }
 
 fn secure() -> (Mode, SessionKind) {

@@ -1,5 +1,7 @@
 //! Loopback tests of the whole chain: simulated drone -> host bridge -> receiver, on 127.0.0.1.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -7,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{any, raw_file, raw_frames};
 use esp32_bridge::host::{HostBridge, HostConfig};
 use gapstream::images::{FrameSource, SourceSpec};
 use gapstream::receiver::outputs::Console;
@@ -19,10 +22,6 @@ use gapstream_drone::{DroneConfig, Mode};
 use gapstream_protocol::cpx::{LastFlag, Packetizer, StreamDecoder};
 use gapstream_protocol::padding::Padding;
 use gapstream_protocol::suite::{KexMode, Suite};
-
-fn any() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
 
 fn bridge_at(spi: SocketAddr, tcp: SocketAddr, udp: SocketAddr) -> HostBridge {
     // A just-closed port may need a moment before it can be bound again.
@@ -60,35 +59,6 @@ fn roomy_bridge() -> HostBridge {
         ..HostConfig::default()
     })
     .unwrap()
-}
-
-/// `n` frames of 324x244 random-looking bytes in a raw file.
-fn raw_frames(dir: &std::path::Path, n: usize) -> (SourceSpec, Vec<Vec<u8>>) {
-    let mut all = Vec::new();
-    let mut frames = Vec::new();
-    let mut x = 0x1234_5678u32;
-    for _ in 0..n {
-        let f: Vec<u8> = (0..324 * 244)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect();
-        all.extend_from_slice(&f);
-        frames.push(f);
-    }
-    let p = dir.join("frames.raw");
-    std::fs::write(&p, all).unwrap();
-    (
-        SourceSpec::Raw {
-            path: p,
-            width: 324,
-            height: 244,
-        },
-        frames,
-    )
 }
 
 fn node_with(
@@ -327,34 +297,23 @@ fn n_frames_in_the_identical_n_frames_out() {
 /// `n` smooth 324x244 frames (gradients, a moving disc, mild noise: a camera-like scene that
 /// JPEG and JPEG-LS compress) in a raw file.
 fn scene_frames(dir: &std::path::Path, n: usize) -> (SourceSpec, Vec<Vec<u8>>) {
-    let mut all = Vec::new();
-    let mut frames = Vec::new();
     let mut x = 0x9e37_79b9u32;
-    for k in 0..n as i32 {
-        let f: Vec<u8> = (0..324 * 244)
-            .map(|i| {
-                let (px, py) = (i % 324, i / 324);
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                let (dx, dy) = (px - 40 - 20 * k, py - 120);
-                let disc = if dx * dx + dy * dy < 900 { 90 } else { 0 };
-                ((px / 3 + py / 2 + disc + (x & 7) as i32) & 0xff) as u8
-            })
-            .collect();
-        all.extend_from_slice(&f);
-        frames.push(f);
-    }
-    let p = dir.join("scene.raw");
-    std::fs::write(&p, all).unwrap();
-    (
-        SourceSpec::Raw {
-            path: p,
-            width: 324,
-            height: 244,
-        },
-        frames,
-    )
+    let frames = (0..n as i32)
+        .map(|k| {
+            (0..324 * 244)
+                .map(|i| {
+                    let (px, py) = (i % 324, i / 324);
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    let (dx, dy) = (px - 40 - 20 * k, py - 120);
+                    let disc = if dx * dx + dy * dy < 900 { 90 } else { 0 };
+                    ((px / 3 + py / 2 + disc + (x & 7) as i32) & 0xff) as u8
+                })
+                .collect()
+        })
+        .collect();
+    raw_file(dir, "scene.raw", frames)
 }
 
 /// Compress, then seal, end to end per codec: every frame verified and decoded by the receiver,

@@ -8,6 +8,8 @@
 //! whole, correct image. [`opencv_viewer_images`] follows the script's main loop over several
 //! images, for the JPEG stream (`--stock --codec jpeg`, image type 1).
 
+mod common;
+
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::any;
 use esp32_bridge::host::{HostBridge, HostConfig};
 use gapstream::images::{FrameSource, SourceSpec};
 use gapstream::receiver::{
@@ -22,10 +25,6 @@ use gapstream::receiver::{
 };
 use gapstream::sim::{self, NodeConfig};
 use gapstream_drone::{DroneConfig, Mode, testpattern};
-
-fn any() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
 
 /// The demo's own receiver on the stock stream (`gapstream demo --stock` runs one next to the
 /// bridge), on its own thread.
