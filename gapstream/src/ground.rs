@@ -451,7 +451,7 @@ impl Consumer for FleetConsole {
                 .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
         {
             self.last = Some(Instant::now());
-            eprintln!("{}", self.line());
+            out!("{}", self.line());
         }
         Ok(())
     }
@@ -617,7 +617,7 @@ pub fn peak_rss_mb() -> Option<f64> {
 /// Lists what `--discover` found, saying for each deck which fleet member it is (or that it is
 /// not one and will not be connected).
 fn print_found(found: &[crate::discovery::Found], fleet: &Fleet) {
-    eprintln!(
+    out!(
         "gapstream ground: mDNS found {} deck{} (_cpx._tcp):",
         found.len(),
         if found.len() == 1 { "" } else { "s" }
@@ -628,7 +628,7 @@ fn print_found(found: &[crate::discovery::Found], fleet: &Fleet) {
             Target::Discovered(id) => keys.contains(id),
             Target::Address(_) => false,
         });
-        eprintln!(
+        out!(
             "  {:<16} id {:<12}  {:<21}  {}",
             f.host,
             f.id.as_deref().unwrap_or("-"),
@@ -699,7 +699,7 @@ pub fn ground(o: GroundOpts, stop: Arc<AtomicBool>) -> Result<(), RunError> {
     };
     let tap = o.bench_row.as_ref().map(|_| Tap::new(o.spi_hz, o.fps));
     let bus = fleet_bus(&viewer, s, members.len(), tap.as_ref())?;
-    eprintln!(
+    out!(
         "gapstream ground: {} drone{} over {} ({})",
         members.len(),
         if members.len() == 1 { "" } else { "s" },
@@ -710,10 +710,10 @@ pub fn ground(o: GroundOpts, stop: Arc<AtomicBool>) -> Result<(), RunError> {
             .unwrap_or_default()
     );
     for m in &members {
-        eprintln!("  {:<16} {}", m.name, m.bridge);
+        out!("  {:<16} {}", m.name, m.bridge);
     }
     if let Some((_, v)) = &viewer {
-        eprintln!(
+        out!(
             "  viewer   {}   (a tile per drone; click one for full size; Ctrl-C stops)",
             v.url()
         );
@@ -821,10 +821,10 @@ fn bench_row(
 pub fn print_ground_summary(sum: &GroundSummary) {
     for o in &sum.outputs {
         if let Some(l) = &o.closing {
-            eprintln!("gapstream ground: {l}");
+            out!("gapstream ground: {l}");
         }
         if let Some(l) = &o.shortfall {
-            eprintln!("gapstream ground: {l}");
+            out!("gapstream ground: {l}");
         }
     }
     for d in &sum.drones {
@@ -880,7 +880,7 @@ fn fleet_bus(
                 crate::zenoh_out::ZenohPublisher::open_fleet(z.endpoint.as_deref(), s.bayer)
                     .map_err(RunError::Setup)?,
             ));
-            eprintln!(
+            out!(
                 "  zenoh    publishing gapstream/<drone>/image, frame_info, stats for every drone ({}; plaintext inside Zenoh)",
                 z.endpoint
                     .as_deref()
@@ -923,7 +923,7 @@ pub fn swarm_cmd(
         );
     }
     let fleet = swarm.write_fleet(dir, udp)?;
-    eprintln!(
+    out!(
         "gapstream swarm: {n} simulated drone{} {}, each with its own bridge and keys; fleet in {} (Ctrl-C stops)",
         if n == 1 { "" } else { "s" },
         run::camera_rate(node.fps),
@@ -934,7 +934,7 @@ pub fn swarm_cmd(
         .iter()
         .zip(ads.iter().map(Some).chain(std::iter::repeat(None)))
     {
-        eprintln!(
+        out!(
             "  {:<10} bridge TCP {}{}",
             d.name,
             d.tcp_addr,
@@ -953,7 +953,7 @@ pub fn swarm_cmd(
         .filter_map(|(_, r)| r.as_ref())
         .map(|r| r.drone.frames_sent)
         .sum();
-    eprintln!("gapstream swarm: stopped; {sent} frames sent in all");
+    out!("gapstream swarm: stopped; {sent} frames sent in all");
     Ok(())
 }
 
@@ -1014,7 +1014,7 @@ pub fn demo_swarm(
     }
     if let Some(d) = keys_dir {
         let f = swarm.write_fleet(d, s.transport == Transport::Udp)?;
-        eprintln!(
+        out!(
             "  fleet    {} (the pairings under {}/keys/)",
             f.display(),
             d.display()
@@ -1044,22 +1044,22 @@ pub fn demo_swarm(
         None => None,
     };
     let bus = fleet_bus(&viewer, &s, n, None)?;
-    eprintln!(
+    out!(
         "gapstream demo: {n} simulated drones, each with its own ESP32 bridge and pairing -> one ground station, all on this machine"
     );
-    eprintln!(
+    out!(
         "  drones   synthetic 324x244 {} with its name burned in, SPI paced like the AI-deck's link, sealed by the single-core kernels",
         run::camera_rate(node.fps)
     );
     if !ads.is_empty() {
-        eprintln!(
+        out!(
             "  mDNS     {} ... {} announced on the loopback interface (_cpx._tcp; gapstream ground --discover --mdns-interface lo)",
             ads[0].host,
             ads[ads.len() - 1].host
         );
     }
     if let Some((_, v)) = &viewer {
-        eprintln!(
+        out!(
             "  viewer   {}   (a tile per drone; click one for full size; Ctrl-C stops)",
             v.url()
         );
@@ -1113,7 +1113,7 @@ pub fn bench_swarm(
     let exe = std::env::current_exe()?;
     let tmp = std::env::temp_dir().join(format!("gapstream-bench-swarm-{}", std::process::id()));
     let mut rows = Vec::new();
-    eprintln!(
+    out!(
         "gapstream bench-swarm: drones {} at {fps} fps, SPI paced at {spi_hz} Hz; the drones and their bridges in one process, the ground station in another; {warmup} s warm-up, {secs} s measured",
         counts
             .iter()
@@ -1193,7 +1193,7 @@ pub fn bench_swarm(
             .find_map(|l| l.strip_prefix("camera_skipped,"))
             .unwrap_or("?")
             .to_string();
-        eprintln!(
+        out!(
             "  {n:>2} drones: {line}   (drones + bridges: {sim_cpu:.0} % CPU, their cameras skipped {skipped} frames)"
         );
         rows.push((line, sim_cpu, skipped));
