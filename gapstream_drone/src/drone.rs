@@ -870,6 +870,25 @@ pub(crate) mod tests {
     }
     impl rand_core::TryCryptoRng for TestRng {}
 
+    /// The frames the receiver opens from the drone's link bytes; anything else it makes of them
+    /// fails the test.
+    fn frames_of(
+        rx: &mut gapstream_protocol::session::ReceiverSession,
+        rng: &mut TestRng,
+        sent: &[u8],
+    ) -> Vec<gapstream_protocol::session::Frame> {
+        let clock = || 0u64;
+        messages(sent)
+            .into_iter()
+            .map(
+                |m| match rx.handle_message(&mut Sequential, rng, &clock, m).unwrap() {
+                    Some(gapstream_protocol::session::ReceiverEvent::Frame(f)) => f,
+                    other => panic!("{other:?}"),
+                },
+            )
+            .collect()
+    }
+
     /// Packets -> messages on the receiver side.
     fn messages(bytes: &[u8]) -> Vec<Vec<u8>> {
         let mut dec = StreamDecoder::new();
@@ -1009,16 +1028,7 @@ pub(crate) mod tests {
             d.step().unwrap();
             d.step().unwrap();
             assert_eq!(d.stats().rekeys_acked, 1);
-            let mut frames = Vec::new();
-            for m in messages(&d.link.sent) {
-                match rx
-                    .handle_message(&mut Sequential, &mut rng, &clock, m)
-                    .unwrap()
-                {
-                    Some(ReceiverEvent::Frame(f)) => frames.push(f),
-                    other => panic!("{other:?}"),
-                }
-            }
+            let frames = frames_of(&mut rx, &mut rng, &d.link.sent);
             // Frames 2 and 3 of the camera (0 and 1 were captured before the group key was held).
             assert_eq!(frames.len(), 2);
             for (k, f) in frames.iter().enumerate() {
@@ -1071,7 +1081,6 @@ pub(crate) mod tests {
     /// delivered authenticated with the frame.
     #[test]
     fn secure_frames_carry_the_state_of_their_exposure_end() {
-        use gapstream_protocol::session::ReceiverEvent;
         use gapstream_protocol::state::{STALE, VALID};
         use gapstream_protocol::suite::Suite;
         let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
@@ -1084,21 +1093,11 @@ pub(crate) mod tests {
             }),
             StateConfig::default(),
         );
-        let clock = || 0u64;
         let mut rng = establish(&mut d, &mut rx);
         for _ in 0..3 {
             d.step().unwrap();
         }
-        let mut frames = Vec::new();
-        for m in messages(&d.link.sent) {
-            match rx
-                .handle_message(&mut Sequential, &mut rng, &clock, m)
-                .unwrap()
-            {
-                Some(ReceiverEvent::Frame(f)) => frames.push(f),
-                other => panic!("{other:?}"),
-            }
-        }
+        let frames = frames_of(&mut rx, &mut rng, &d.link.sent);
         assert_eq!(frames.len(), 3);
         for f in &frames {
             let k = testpattern::decode(f.pixels(), 324, 244).unwrap().frame;
