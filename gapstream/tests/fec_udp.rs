@@ -33,6 +33,17 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Lets the drone send all its frames (60 s at most), half a second for the last ones to arrive,
+/// then stops it: its report.
+fn run_to_end(n: Node) -> sim::NodeReport {
+    let t0 = Instant::now();
+    while !n.is_finished() && t0.elapsed() < Duration::from_secs(60) {
+        thread::sleep(Duration::from_millis(50));
+    }
+    thread::sleep(Duration::from_millis(500));
+    n.stop()
+}
+
 fn secure() -> (Mode, SessionKind) {
     let (d, r) = run::fresh_pairing().unwrap();
     let sec = Security::Secure {
@@ -131,12 +142,7 @@ fn with_5_percent_loss_fec_delivers_every_frame_byte_exact() {
     let (rx, t) = receiver(b.udp_addr.unwrap(), session, stop.clone());
     wait_clients(&b);
     let n = node(&spec, b.spi_addr, 10.0, 100, mode);
-    let t0 = Instant::now();
-    while !n.is_finished() && t0.elapsed() < Duration::from_secs(60) {
-        thread::sleep(Duration::from_millis(50));
-    }
-    thread::sleep(Duration::from_millis(500));
-    let rep = n.stop();
+    let rep = run_to_end(n);
     stop.store(true, Ordering::Relaxed);
     let s = t.join().unwrap().unwrap();
     let got: Vec<Arc<Frame>> = rx.drain();
@@ -246,12 +252,7 @@ fn a_corrupted_parity_shard_costs_one_frame_refused_by_its_tag() {
     let (rx, t) = receiver(relay_addr, session, stop.clone());
     wait_clients(&b);
     let n = node(&spec, b.spi_addr, 10.0, 40, mode);
-    let t0 = Instant::now();
-    while !n.is_finished() && t0.elapsed() < Duration::from_secs(60) {
-        thread::sleep(Duration::from_millis(50));
-    }
-    thread::sleep(Duration::from_millis(500));
-    let rep = n.stop();
+    let rep = run_to_end(n);
     stop.store(true, Ordering::Relaxed);
     let s = t.join().unwrap().unwrap();
     let got: Vec<Arc<Frame>> = rx.drain();
