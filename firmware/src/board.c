@@ -139,19 +139,42 @@ uint32_t fw_cam_done_at(void)
 /* UART from the STM32                                                                              */
 
 /* The console's pi_uart (io=uart) opened uart0 for sending; a second open of the same UART shares
- * its driver state, and ENABLE_RX turns its receiver on. Two one-byte reads are always queued:
- * when one completes, the driver's interrupt starts the other at once (a byte takes 87 us at
- * 115200 baud), and the completed one's callback stamps its byte and queues it again. */
+ * its driver state, and ENABLE_RX turns its receiver on. Two reads are always queued: when one
+ * completes, the driver's interrupt starts the other at once (a byte takes 87 us at 115200 baud),
+ * and the completed one's callback stamps its bytes, puts them in the ring and queues a read again.
+ * Each read's length comes from the Rust side's planner (gapstream_uart_plan,
+ * firmware/rust/src/uart.rs ReadPlanner): a whole message in a few reads, each message's last byte
+ * the end of a read, so it is stamped by that read's callback as a one-byte read would be; the
+ * bytes before it in the read are back-dated by a byte time each (uart::backdated_stamp). One read
+ * per byte cost an interrupt and an event-kernel callback per byte (docs/hardware.md, "The link
+ * task"); a 40-byte state message now costs three. */
 #define UART_RING 512 /* 128 ms of the STM32's 100 Hz messages: more than a frame period */
+/* ReadPlanner::MAX_READ (the longest message, 76 bytes; checked on the Rust side). */
+#define UART_READ_MAX 76
 static struct pi_device uart_dev;
-/* One word each: the uDMA writes the byte it received at a word-aligned address (on the GVSOC
- * model two byte buffers side by side got the second read's byte in the first's word, and a 0 in
- * their own: every other byte lost). */
-static PI_L2 uint32_t uart_rx_word[2];
+/* Word-aligned buffers with room up to the next word: the uDMA writes whole words (on the GVSOC
+ * model a one-byte read at an unaligned address put its byte in the word below and lost it). */
+static PI_L2 uint32_t uart_rx_buf[2][(UART_READ_MAX + 3) / 4];
+static uint32_t uart_rx_len[2];
 static pi_task_t uart_rx_task[2];
 static uint8_t uart_ring[UART_RING];
 static uint32_t uart_stamp[UART_RING];
-static volatile uint32_t uart_head, uart_tail, uart_overruns;
+/* uart_claim: the end of what the callback is writing (set before it writes, so the reader can
+ * tell a slot being overwritten); uart_head: the end of what it has written. */
+static volatile uint32_t uart_head, uart_claim, uart_tail, uart_overruns, uart_reads;
+static volatile uint32_t uart_overruns_first = UINT32_MAX;
+static uint32_t uart_byte_cycles;
+
+extern uint32_t gapstream_uart_plan(const uint8_t *done, uint32_t len, uint32_t in_flight);
+
+static void uart_rx_cb(void *arg);
+
+static void uart_rx_queue(int i, uint32_t len)
+{
+    uart_rx_len[i] = len;
+    pi_task_callback(&uart_rx_task[i], uart_rx_cb, (void *) (uintptr_t) i);
+    pi_uart_read_async(&uart_dev, (uint8_t *) uart_rx_buf[i], len, &uart_rx_task[i]);
+}
 
 /* The callback (the driver's event task) always writes: when the drone loop was away longer than
  * the ring holds (a handshake keeps the FC busy for ~0.7 s), the oldest bytes are overwritten, so
@@ -160,13 +183,20 @@ static void uart_rx_cb(void *arg)
 {
     int i = (int) (uintptr_t) arg;
     uint32_t now = fw_timer_read();
+    uint32_t n = uart_rx_len[i];
+    const uint8_t *b = (const uint8_t *) uart_rx_buf[i];
     uint32_t h = uart_head;
-    uart_ring[h % UART_RING] = (uint8_t) uart_rx_word[i];
-    uart_stamp[h % UART_RING] = now;
+    uart_claim = h + n;
     __asm__ volatile("" ::: "memory");
-    uart_head = h + 1;
-    pi_task_callback(&uart_rx_task[i], uart_rx_cb, (void *) (uintptr_t) i);
-    pi_uart_read_async(&uart_dev, (uint8_t *) &uart_rx_word[i], 1, &uart_rx_task[i]);
+    for (uint32_t k = 0; k < n; k++) {
+        uart_ring[(h + k) % UART_RING] = b[k];
+        uart_stamp[(h + k) % UART_RING] = now - (n - 1 - k) * uart_byte_cycles;
+    }
+    __asm__ volatile("" ::: "memory");
+    uart_head = h + n;
+    uart_reads++;
+    /* The other read is running: the planner picks the one after it. */
+    uart_rx_queue(i, gapstream_uart_plan(b, n, uart_rx_len[1 - i]));
 }
 
 int fw_uart_rx_open(uint32_t baud)
@@ -180,31 +210,36 @@ int fw_uart_rx_open(uint32_t baud)
     pi_open_from_conf(&uart_dev, &conf);
     if (pi_uart_open(&uart_dev))
         return -1;
+    /* 10 bits a byte (8N1), in FC timer cycles. */
+    uart_byte_cycles = (uint32_t) ((uint64_t) fw_fc_hz() * 10 / baud);
     pi_uart_ioctl(&uart_dev, PI_UART_IOCTL_ENABLE_RX, NULL);
-    for (int i = 0; i < 2; i++) {
-        pi_task_callback(&uart_rx_task[i], uart_rx_cb, (void *) (uintptr_t) i);
-        pi_uart_read_async(&uart_dev, (uint8_t *) &uart_rx_word[i], 1, &uart_rx_task[i]);
-    }
+    /* ReadPlanner::FIRST_READ: one byte each until a header is seen. */
+    for (int i = 0; i < 2; i++)
+        uart_rx_queue(i, 1);
     return 0;
 }
 
 int fw_uart_rx_next(uint8_t *byte, uint32_t *stamp)
 {
     for (;;) {
-        uint32_t h = uart_head, t = uart_tail;
-        if (h - t >= UART_RING) {
+        uint32_t h = uart_head, c = uart_claim, t = uart_tail;
+        if (c - t >= UART_RING) {
             /* Lapped: the bytes before the oldest one kept are gone (the slot the next byte goes
              * to counts as gone already). */
-            uart_overruns += h - t - (UART_RING - 1);
-            t = h - (UART_RING - 1);
+            uart_overruns += c - t - (UART_RING - 1);
+            t = c - (UART_RING - 1);
         }
-        if (t == h)
+        if (t == h) {
+            uart_tail = t;
+            if (uart_overruns_first == UINT32_MAX)
+                uart_overruns_first = uart_overruns;
             return 0;
+        }
         __asm__ volatile("" ::: "memory");
         uint8_t b = uart_ring[t % UART_RING];
         uint32_t s = uart_stamp[t % UART_RING];
         __asm__ volatile("" ::: "memory");
-        if (uart_head - t >= UART_RING) {
+        if (uart_claim - t >= UART_RING) {
             uart_tail = t; /* overwritten while read: take the oldest kept instead */
             continue;
         }
@@ -218,6 +253,13 @@ int fw_uart_rx_next(uint8_t *byte, uint32_t *stamp)
 uint32_t fw_uart_rx_overruns(void)
 {
     return uart_overruns;
+}
+
+void fw_uart_rx_stats(uint32_t *received, uint32_t *reads, uint32_t *overruns_first_poll)
+{
+    *received = uart_head;
+    *reads = uart_reads;
+    *overruns_first_poll = uart_overruns_first == UINT32_MAX ? 0 : uart_overruns_first;
 }
 
 /* ------------------------------------------------------------------------------------------------ */

@@ -46,12 +46,17 @@ int fw_esp_rtt_wait(uint32_t timeout_us);
 /* --- UART from the Crazyflie's STM32 (its state messages) -------------------------------------- */
 /* Opens the GAP8's UART (uart0, the deck's UART1 pins to the STM32) for receiving at `baud`, 8N1,
  * next to the console, which sends on the same UART; every received byte is put in a ring with the
- * FC timer value (fw_timer_read) of its arrival. 0 on success. */
+ * FC timer value (fw_timer_read) of its arrival (reads sized by the Rust side's
+ * gapstream_uart_plan; see board.c). 0 on success. */
 int fw_uart_rx_open(uint32_t baud);
 /* Takes the oldest received byte: 1 and *byte / *stamp set, or 0 when none is pending. */
 int fw_uart_rx_next(uint8_t *byte, uint32_t *stamp);
 /* Bytes lost because the ring was full (the drone loop did not read them in time). */
 uint32_t fw_uart_rx_overruns(void);
+/* Bytes received since the open, uDMA reads completed, and the overruns counted by the first
+ * fw_uart_rx_next that found the ring empty (the drone loop's first read: what the start-up and
+ * the handshake, which keep the loop away, cost). */
+void fw_uart_rx_stats(uint32_t *received, uint32_t *reads, uint32_t *overruns_first_poll);
 
 /* --- the link task ---------------------------------------------------------------------------- */
 /* Starts `entry(arg)` as a FreeRTOS task one priority above the caller (lowering the caller by one

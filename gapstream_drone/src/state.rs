@@ -158,6 +158,17 @@ fn body_len(header: &[u8]) -> Option<usize> {
     }
 }
 
+/// The whole length (header, body, CRC) of the message `header` (4 bytes) starts, or None when it
+/// is no header this parser knows.
+pub fn message_len(header: &[u8]) -> Option<usize> {
+    body_len(header).map(|body| 4 + body + 4)
+}
+
+/// The shortest message on the line (`!RNG`, 12 bytes) and the longest (`!TOF`, 76 bytes).
+pub const MIN_MSG_LEN: usize = 4 + RNG_BODY + 4;
+/// See [`MIN_MSG_LEN`].
+pub const MAX_MSG_LEN: usize = MAX_MSG;
+
 /// Could `b` (shorter than 4) be the start of a header?
 fn header_prefix(b: &[u8]) -> bool {
     [STATE_HEADER, RNG_HEADER, TOF_HEADER]
@@ -439,6 +450,16 @@ mod tests {
             }
         }
         (out, p.counters())
+    }
+
+    #[test]
+    fn message_lengths() {
+        assert_eq!(message_len(&STATE_HEADER), Some(STATE_MSG_LEN));
+        assert_eq!(message_len(&RNG_HEADER), Some(MIN_MSG_LEN));
+        assert_eq!(message_len(&TOF_HEADER), Some(MAX_MSG_LEN));
+        assert_eq!(message_len(b"!STX"), None);
+        assert_eq!(message_len(b"!ST"), None, "a prefix is no header");
+        assert!(MIN_MSG_LEN <= STATE_MSG_LEN && STATE_MSG_LEN <= MAX_MSG_LEN);
     }
 
     #[test]

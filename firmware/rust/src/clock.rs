@@ -60,10 +60,18 @@ impl<T: Counter32> WideClock<T> {
     }
 }
 
-/// `cycles` at `hz` in nanoseconds, rounded down.
+/// `cycles` at `hz` in nanoseconds, rounded down: `cycles * 10^9 / hz` (taken modulo 2^64 past
+/// centuries). In two 64-bit divisions by `hz` (whole seconds, then the rest), not one 128-bit
+/// division: rv32imc has no 128-bit arithmetic, and the library's 128-bit division cost the
+/// firmware thousands of FC cycles per call, which the drone loop paid for every UART byte it
+/// stamped (docs/hardware.md, "The drone's state"). Equal to the 128-bit formula for every input
+/// (`tests::ns_equal_the_128_bit_formula`): `cycles = q * hz + r` gives
+/// `cycles * 10^9 / hz = q * 10^9 + r * 10^9 / hz` exactly, and `r * 10^9 < 2^32 * 10^9 < 2^64`.
 pub fn cycles_to_ns(cycles: u64, hz: u32) -> u64 {
-    let hz = hz.max(1) as u128;
-    ((cycles as u128 * 1_000_000_000) / hz) as u64
+    let hz = hz.max(1) as u64;
+    let (q, r) = (cycles / hz, cycles % hz);
+    q.wrapping_mul(1_000_000_000)
+        .wrapping_add(r * 1_000_000_000 / hz)
 }
 
 impl<T: Counter32> gapstream_drone::Clock for WideClock<T> {
@@ -94,6 +102,26 @@ pub(crate) mod tests {
         }
         fn hz(&self) -> u32 {
             self.1
+        }
+    }
+
+    proptest! {
+        /// The two-division form against the 128-bit formula it replaces, for any cycle count
+        /// and rate.
+        #[test]
+        fn ns_equal_the_128_bit_formula(cycles in any::<u64>(), hz in any::<u32>()) {
+            let h = hz.max(1) as u128;
+            prop_assert_eq!(cycles_to_ns(cycles, hz), ((cycles as u128 * 1_000_000_000) / h) as u64);
+        }
+
+        /// The same at the firmware's rates, over a run's cycle counts.
+        #[test]
+        fn ns_at_fc_rates(cycles in 0u64..(1 << 44), i in 0usize..4) {
+            let hz = [50_000_000u32, 150_000_000, 240_000_000, 250_000_000][i];
+            prop_assert_eq!(
+                cycles_to_ns(cycles, hz),
+                ((cycles as u128 * 1_000_000_000) / hz as u128) as u64
+            );
         }
     }
 

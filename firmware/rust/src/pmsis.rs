@@ -7,7 +7,7 @@ use alloc::rc::Rc;
 use core::alloc::{GlobalAlloc, Layout};
 use core::cell::RefCell;
 use core::fmt::Write;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use gap_rust_cipher_s::engine::{ClusterEngine, Config as EngineConfig};
 use gap_rust_sdk::mem::RawAlloc;
@@ -78,6 +78,7 @@ unsafe extern "C" {
     fn fw_uart_rx_open(baud: u32) -> i32;
     fn fw_uart_rx_next(byte: *mut u8, stamp: *mut u32) -> i32;
     fn fw_uart_rx_overruns() -> u32;
+    fn fw_uart_rx_stats(received: *mut u32, reads: *mut u32, overruns_first_poll: *mut u32);
     fn fw_exit(status: i32);
     /// The pairing file and the device seed, from `firmware/generated/keys.S` (made at build time
     /// from `gapstream pair`'s drone.key; never in the source tree).
@@ -327,6 +328,74 @@ impl crate::uart::UartRx for BoardUart {
 pub fn uart_overruns() -> u32 {
     // SAFETY: reads a counter.
     unsafe { fw_uart_rx_overruns() }
+}
+
+/// Bytes the UART received, uDMA reads completed, and the overruns the drone loop's first read
+/// of the ring counted (what the start-up and the handshake cost; later ones lapped it mid-stream).
+pub fn uart_stats() -> (u32, u32, u32) {
+    let (mut received, mut reads, mut first) = (0, 0, 0);
+    // SAFETY: three valid out-pointers; plain counter reads on the C side.
+    unsafe { fw_uart_rx_stats(&mut received, &mut reads, &mut first) };
+    (received, reads, first)
+}
+
+/// FC cycles the drone loop spent taking the UART's bytes (parse included), in all and up to the
+/// end of its first read of the ring (the bytes the start-up and the handshake left there).
+static UART_POLL_CYCLES: AtomicU32 = AtomicU32::new(0);
+static UART_POLL_CYCLES_FIRST: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// [`crate::uart::UartStateSource`] with the time the drone loop spends in it counted, and the
+/// parser's time between two bytes of one poll.
+pub struct TimedStateSource(
+    crate::uart::UartStateSource<BoardUart, FcTimer>,
+    Option<u32>,
+);
+
+impl gapstream_drone::state::StateSource for TimedStateSource {
+    fn next_byte(&mut self) -> Option<(u8, u64)> {
+        // SAFETY: reads a timer register (both calls).
+        let t0 = unsafe { fw_timer_read() };
+        let r = self.0.next_byte();
+        let t1 = unsafe { fw_timer_read() };
+        // The parser's work on the byte before (this call follows it within one poll).
+        let parse = self.1.map_or(0, |end| t0.wrapping_sub(end));
+        self.1 = r.is_some().then_some(t1);
+        let dt = t1.wrapping_sub(t0).wrapping_add(parse);
+        // One task (the drone loop) writes both: plain loads and stores.
+        let total = UART_POLL_CYCLES.load(Ordering::Relaxed).wrapping_add(dt);
+        UART_POLL_CYCLES.store(total, Ordering::Relaxed);
+        if r.is_none() && UART_POLL_CYCLES_FIRST.load(Ordering::Relaxed) == u32::MAX {
+            UART_POLL_CYCLES_FIRST.store(total, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+/// The UART read planner of `firmware/src/board.c`'s receive callbacks.
+struct UartPlanner(core::cell::UnsafeCell<crate::uart::ReadPlanner>);
+// SAFETY: only `gapstream_uart_plan` touches it, and only board.c's UART receive callbacks call
+// that, one at a time (the pmsis event kernel task runs them in turn).
+unsafe impl Sync for UartPlanner {}
+static UART_PLANNER: UartPlanner =
+    UartPlanner(core::cell::UnsafeCell::new(crate::uart::ReadPlanner::new()));
+// board.c's read buffers hold UART_READ_MAX (76) bytes and its first reads are one byte long.
+const _: () = assert!(crate::uart::ReadPlanner::MAX_READ <= 76);
+const _: () = assert!(crate::uart::ReadPlanner::FIRST_READ == 1);
+
+/// The length of the UART's next uDMA read (`crate::uart::ReadPlanner::next`): called by the
+/// receive callback of a read that completed with `len` bytes at `done`, while the read of
+/// `in_flight` bytes queued after it runs.
+///
+/// # Safety
+/// `done` points to `len` readable bytes; called only from board.c's UART receive callbacks,
+/// which never run at the same time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gapstream_uart_plan(done: *const u8, len: u32, in_flight: u32) -> u32 {
+    // SAFETY: caller contract (the only caller, one at a time: no other reference exists).
+    let planner = unsafe { &mut *UART_PLANNER.0.get() };
+    // SAFETY: caller contract.
+    let done = unsafe { core::slice::from_raw_parts(done, len as usize) };
+    planner.next(done, in_flight as usize) as u32
 }
 
 /// The Himax on CPI 0 through `fw_cam_*`.
@@ -792,7 +861,10 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
             cfg.state_baud, cfg.state_max_age_ms
         );
         Some((
-            crate::uart::UartStateSource::new(BoardUart, WideClock::new(FcTimer { hz })),
+            TimedStateSource(
+                crate::uart::UartStateSource::new(BoardUart, WideClock::new(FcTimer { hz })),
+                None,
+            ),
             gapstream_drone::state::StateConfig {
                 max_age_ns: cfg.state_max_age_ms as u64 * 1_000_000,
                 ..Default::default()
@@ -857,10 +929,7 @@ fn drive(
     dcfg: DroneConfig,
     hz: u64,
     app_cfg: AppConfig,
-    state: Option<(
-        crate::uart::UartStateSource<BoardUart, FcTimer>,
-        gapstream_drone::state::StateConfig,
-    )>,
+    state: Option<(TimedStateSource, gapstream_drone::state::StateConfig)>,
     out: &mut Console,
 ) -> Result<(), alloc::string::String> {
     match Drone::new(camera, link, clock, entropy, engine, dcfg) {
@@ -873,15 +942,21 @@ fn drive(
             let r = app::run(&mut d, clock, hz, app_cfg, &mut FastStack, out).map(|_| ());
             if let Some(t) = d.state_tracker() {
                 let c = t.counters();
+                let (received, reads, overruns_first) = uart_stats();
                 let _ = writeln!(
                     out,
-                    "FW state bytes={} states={} others={} bad_crc={} skipped={} overruns={}",
+                    "FW state bytes={} states={} others={} bad_crc={} skipped={} overruns={} received={} uart_reads={} overruns_before_stream={} poll_cycles={} poll_cycles_first={}",
                     c.bytes,
                     c.states,
                     c.others,
                     c.bad_crc,
                     c.skipped,
-                    uart_overruns()
+                    uart_overruns(),
+                    received,
+                    reads,
+                    overruns_first,
+                    UART_POLL_CYCLES.load(Ordering::Relaxed),
+                    UART_POLL_CYCLES_FIRST.load(Ordering::Relaxed)
                 );
             }
             d.link_mut().finish(out);

@@ -552,6 +552,23 @@ fn state_verdict(
             *max as f64 / 1e3
         );
     }
+    // The arrival stamps' jitter: the STM32 stand-in's time is the simulated time of a message's
+    // first bit, the arrival the drone's clock at its last byte, so arrival − STM32 time is a
+    // constant (the clocks' offset, the message's 3.47 ms on the line) plus the stamp's delay.
+    let lags: Vec<i64> = states
+        .iter()
+        .flatten()
+        .filter(|r| r.is_valid())
+        .map(|r| r.arrival_us as i64 - r.sample.stm32_us as i64)
+        .collect();
+    if let (Some(min), Some(max)) = (lags.iter().min(), lags.iter().max()) {
+        let _ = writeln!(
+            s,
+            "gvsoc-e2e: state arrival stamps: arrival - STM32 send time spread {} us over {} frames (the stamps' jitter)",
+            max - min,
+            lags.len()
+        );
+    }
     let Some(max_ms) = max_ms else { return };
     let bad = states
         .iter()
@@ -732,6 +749,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("max 11.99 ms"), "{text}");
+        // Arrivals 996,500 / 988,010 / 999,913 µs, STM32 times 0: a spread of 11,903 µs.
+        assert!(
+            text.contains("spread 11903 us over 3 frames"),
+            "{text}"
+        );
         assert!(summary_line(&i).contains(" state_age_max_ms=11.99 "));
         // Too old, stale, no sample, no record: each fails.
         let cases: [Option<StateRecord>; 4] = [
