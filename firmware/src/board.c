@@ -250,6 +250,14 @@ int fw_uart_rx_next(uint8_t *byte, uint32_t *stamp)
     }
 }
 
+uint32_t fw_uart_rx_take(uint8_t *bytes, uint32_t *stamps, uint32_t max)
+{
+    uint32_t n = 0;
+    while (n < max && fw_uart_rx_next(&bytes[n], &stamps[n]))
+        n++;
+    return n;
+}
+
 uint32_t fw_uart_rx_overruns(void)
 {
     return uart_overruns;

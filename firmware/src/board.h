@@ -51,6 +51,8 @@ int fw_esp_rtt_wait(uint32_t timeout_us);
 int fw_uart_rx_open(uint32_t baud);
 /* Takes the oldest received byte: 1 and *byte / *stamp set, or 0 when none is pending. */
 int fw_uart_rx_next(uint8_t *byte, uint32_t *stamp);
+/* Takes up to `max` of the oldest received bytes and their stamps; returns how many. */
+uint32_t fw_uart_rx_take(uint8_t *bytes, uint32_t *stamps, uint32_t max);
 /* Bytes lost because the ring was full (the drone loop did not read them in time). */
 uint32_t fw_uart_rx_overruns(void);
 /* Bytes received since the open, uDMA reads completed, and the overruns counted by the first

@@ -264,7 +264,8 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
 
     /// Gives the drone its flight controller's state messages: from now on every frame's header
     /// carries the state record of the end of its exposure (`gapstream_protocol::state`; secure
-    /// mode only, the stock stream has no room for it). The source is read once per frame.
+    /// mode only, the stock stream has no room for it). The source is read twice per frame: when
+    /// the capture is in, and before the frame's last packet goes to the link.
     pub fn set_state_source(&mut self, source: Box<dyn StateSource>, cfg: StateConfig) {
         self.state = Some(Box::new(StateTracker::new(source, cfg)));
     }
@@ -518,7 +519,25 @@ impl<C: Camera, L: Link, K: Clock, E: Entropy, A: KeystreamApplier> Drone<C, L, 
         // GROUP_KEYs queued by the timers go out before this frame.
         send_queued(conn, &mut self.packet, &mut self.link, &mut self.stats)?;
         let p = conn.frame_packetizer(&sealed, payload);
-        send_message(p, &mut self.packet, &mut self.link, &mut self.stats)?;
+        let state = &mut self.state;
+        send_message_with(
+            p,
+            &mut self.packet,
+            &mut self.link,
+            &mut self.stats,
+            |left| {
+                if let (1, Some(t)) = (left, state.as_mut()) {
+                    // The state messages that came in while the frame was sealed and queued, read
+                    // before its last packet: with the firmware's link task the ring is full then (a
+                    // raw frame has more packets than its slots) and the loop would wait for a slot
+                    // anyway, so this costs no link time; the next step, whose work up to its first
+                    // packet is what the ring must cover, reads only the bytes since. The records stay
+                    // the same: a frame takes the newest sample that had arrived when its capture
+                    // completed.
+                    t.poll();
+                }
+            },
+        )?;
         self.stats.send_ns += self.clock.now_ns().saturating_sub(t1);
         self.stats.frames_sent += 1;
         Ok(())
@@ -570,13 +589,30 @@ fn send_queued<L: Link, CE>(
 /// Sends one message's packets (`p`: the session's, a frame's, the stock stream's) over the link,
 /// cut in `packet`. One loop for everything the drone sends (the firmware's code space is tight).
 fn send_message<L: Link, CE>(
-    mut p: Packetizer<'_>,
+    p: Packetizer<'_>,
     packet: &mut [u8],
     link: &mut L,
     stats: &mut DroneStats,
 ) -> Result<(), DroneError<CE, L::Error>> {
-    while let Some(r) = p.next_packet(packet) {
+    send_message_with(p, packet, link, stats, |_| {})
+}
+
+/// [`send_message`], calling `before(left)` before each packet is handed to the link (`left`:
+/// the packets still to go, this one included).
+fn send_message_with<L: Link, CE>(
+    mut p: Packetizer<'_>,
+    packet: &mut [u8],
+    link: &mut L,
+    stats: &mut DroneStats,
+    mut before: impl FnMut(usize),
+) -> Result<(), DroneError<CE, L::Error>> {
+    loop {
+        let left = p.packets_left();
+        let Some(r) = p.next_packet(packet) else {
+            break;
+        };
         let n = r.map_err(DroneError::Config)?;
+        before(left);
         link.send(&packet[..n]).map_err(DroneError::Link)?;
         stats.packets_sent += 1;
         stats.bytes_sent += n as u64;
@@ -644,12 +680,15 @@ pub(crate) mod tests {
         pub sent: Vec<u8>,
         pub packets: usize,
         pub inbox: VecDeque<u8>,
+        /// `packets`, for a test's other parts to see while the drone owns the link.
+        pub packets_seen: alloc::rc::Rc<Cell<usize>>,
     }
     impl Link for VecLink {
         type Error = &'static str;
         fn send(&mut self, p: &[u8]) -> Result<(), &'static str> {
             self.sent.extend_from_slice(p);
             self.packets += 1;
+            self.packets_seen.set(self.packets);
             Ok(())
         }
         fn poll_recv(&mut self, buf: &mut [u8]) -> Result<usize, &'static str> {
@@ -1042,12 +1081,16 @@ pub(crate) mod tests {
     }
 
     /// A flight controller that delivers one `!STA` message per drone step: message `i` (sample
-    /// `i`) arrives at `1000 i + 500` ns, half-way between the pattern camera's captures.
+    /// `i`) arrives at `1000 i + 500` ns, half-way between the pattern camera's captures. The
+    /// drone reads it twice per step; the second read (before the frame's last packet) finds
+    /// nothing.
     struct OneMessagePerStep {
         i: u32,
         at: u64,
         pending: alloc::collections::VecDeque<u8>,
         gave: bool,
+        /// The step's second read (after the frame is queued) comes next: it finds nothing new.
+        second: bool,
     }
     fn fc_sample(i: u32) -> gapstream_protocol::state::StateSample {
         gapstream_protocol::state::StateSample {
@@ -1066,6 +1109,11 @@ pub(crate) mod tests {
                     self.gave = false;
                     return None;
                 }
+                if self.second {
+                    self.second = false;
+                    return None;
+                }
+                self.second = true;
                 self.pending
                     .extend(crate::state::encode_state(&fc_sample(self.i)));
                 self.at = 1000 * self.i as u64 + 500;
@@ -1090,6 +1138,7 @@ pub(crate) mod tests {
                 at: 0,
                 pending: Default::default(),
                 gave: false,
+                second: false,
             }),
             StateConfig::default(),
         );
@@ -1110,6 +1159,44 @@ pub(crate) mod tests {
         }
         let c = d.state_tracker().unwrap().counters();
         assert_eq!(c.states, 4, "{c:?}");
+    }
+
+    /// The drone reads its state source when the capture is in, before anything of the frame
+    /// is sent, and again just before the frame's last packet goes to the link, while a link
+    /// task would still have a full ring to send (the firmware's drone loop then waits anyway).
+    #[test]
+    fn state_is_read_after_the_capture_and_before_the_last_packet() {
+        use gapstream_protocol::suite::Suite;
+        struct PollLog(
+            alloc::rc::Rc<Cell<usize>>,
+            alloc::rc::Rc<core::cell::RefCell<Vec<usize>>>,
+        );
+        impl StateSource for PollLog {
+            fn next_byte(&mut self) -> Option<(u8, u64)> {
+                // Every call is a read that finds nothing: log the packets sent so far.
+                self.1.borrow_mut().push(self.0.get());
+                None
+            }
+        }
+        let (mut d, mut rx) = secure_pair_with(Suite::ChaCha20Poly1305, Sequential);
+        let log = alloc::rc::Rc::new(core::cell::RefCell::new(Vec::new()));
+        d.set_state_source(
+            Box::new(PollLog(d.link.packets_seen.clone(), log.clone())),
+            StateConfig::default(),
+        );
+        let _rng = establish(&mut d, &mut rx);
+        for _ in 0..3 {
+            let before = d.link.packets;
+            log.borrow_mut().clear();
+            d.step().unwrap();
+            let after = d.link.packets;
+            assert!(
+                after - before > 70,
+                "a raw frame: {} packets",
+                after - before
+            );
+            assert_eq!(*log.borrow(), [before, after - 1]);
+        }
     }
 
     /// A coder for the tests: frame k is "coded" as its first 100 + k bytes under `format`,

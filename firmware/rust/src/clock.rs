@@ -18,15 +18,18 @@ pub struct WideClock<T: Counter32> {
     counter: T,
     last: Cell<u32>,
     high: Cell<u64>,
+    ns: NsPerCycles,
 }
 
 impl<T: Counter32> WideClock<T> {
     pub fn new(counter: T) -> Self {
         let now = counter.read();
+        let ns = NsPerCycles::new(counter.hz());
         WideClock {
             counter,
             last: Cell::new(now),
             high: Cell::new(0),
+            ns,
         }
     }
 
@@ -56,8 +59,59 @@ impl<T: Counter32> WideClock<T> {
     /// Cycles to nanoseconds at the counter's rate (exact integer arithmetic, no overflow for
     /// any u64 cycle count below 2^64 / 10^9 * hz... i.e. centuries).
     pub fn cycles_to_ns(&self, cycles: u64) -> u64 {
-        cycles_to_ns(cycles, self.counter.hz())
+        self.ns.ns(cycles)
     }
+}
+
+/// [`cycles_to_ns`] at one rate, without a division per call: the drone loop converts every
+/// UART byte's stamp, and a 64-bit division is a library call on rv32imc (~550 FC cycles each on
+/// the GVSOC model, two per conversion). Each division by the rate is a multiplication by its
+/// reciprocal `floor((2^64 - 1) / hz)`, computed once, whose quotient is at most 2 short, then
+/// corrected: the same results as [`cycles_to_ns`] for every input (`tests::converter_*`).
+#[derive(Clone, Copy, Debug)]
+pub struct NsPerCycles {
+    hz: u64,
+    recip: u64,
+}
+
+impl NsPerCycles {
+    pub fn new(hz: u32) -> Self {
+        let hz = hz.max(1) as u64;
+        NsPerCycles {
+            hz,
+            recip: u64::MAX / hz,
+        }
+    }
+
+    /// `(n / hz, n % hz)`.
+    fn div_rem(&self, n: u64) -> (u64, u64) {
+        // q ≤ n / hz (recip ≤ 2^64 / hz), so q * hz ≤ n; and q ≥ n / hz − 2.
+        let mut q = mulhi(n, self.recip);
+        let mut r = n - q * self.hz;
+        while r >= self.hz {
+            q += 1;
+            r -= self.hz;
+        }
+        (q, r)
+    }
+
+    /// `cycles` in nanoseconds, rounded down (as [`cycles_to_ns`]).
+    pub fn ns(&self, cycles: u64) -> u64 {
+        let (q, r) = self.div_rem(cycles);
+        // r < hz < 2^32: r * 10^9 < 2^62.
+        let (f, _) = self.div_rem(r * 1_000_000_000);
+        q.wrapping_mul(1_000_000_000).wrapping_add(f)
+    }
+}
+
+/// The high 64 bits of `a * b`, from 32-bit halves (no 128-bit library call on rv32imc).
+fn mulhi(a: u64, b: u64) -> u64 {
+    let (a0, a1) = (a & 0xFFFF_FFFF, a >> 32);
+    let (b0, b1) = (b & 0xFFFF_FFFF, b >> 32);
+    let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
+    // At most 3 (2^32 − 1): no overflow.
+    let mid = (p00 >> 32) + (p01 & 0xFFFF_FFFF) + (p10 & 0xFFFF_FFFF);
+    p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32)
 }
 
 /// `cycles` at `hz` in nanoseconds, rounded down: `cycles * 10^9 / hz` (taken modulo 2^64 past
@@ -122,6 +176,45 @@ pub(crate) mod tests {
                 cycles_to_ns(cycles, hz),
                 ((cycles as u128 * 1_000_000_000) / hz as u128) as u64
             );
+            prop_assert_eq!(NsPerCycles::new(hz).ns(cycles), cycles_to_ns(cycles, hz));
+        }
+
+        /// The reciprocal converter equals the divisions for any cycle count and rate.
+        #[test]
+        fn converter_equals_the_divisions(cycles in any::<u64>(), hz in any::<u32>()) {
+            prop_assert_eq!(NsPerCycles::new(hz).ns(cycles), cycles_to_ns(cycles, hz));
+        }
+
+        /// Its division at the edges: any dividend, small and large rates.
+        #[test]
+        fn converter_div_rem(n in any::<u64>(), hz in prop_oneof![1u32..16, any::<u32>(), (u32::MAX - 16)..=u32::MAX]) {
+            let c = NsPerCycles::new(hz);
+            prop_assert_eq!(c.div_rem(n), (n / hz.max(1) as u64, n % hz.max(1) as u64));
+        }
+
+        #[test]
+        fn mulhi_is_the_high_half(a in any::<u64>(), b in any::<u64>()) {
+            prop_assert_eq!(mulhi(a, b), ((a as u128 * b as u128) >> 64) as u64);
+        }
+    }
+
+    #[test]
+    fn converter_edges() {
+        for hz in [0u32, 1, 2, 3, 240_000_000, u32::MAX] {
+            let c = NsPerCycles::new(hz);
+            for n in [
+                0u64,
+                1,
+                hz as u64,
+                (hz as u64).wrapping_sub(1),
+                u64::MAX,
+                u64::MAX - 1,
+                1 << 63,
+            ] {
+                assert_eq!(c.ns(n), cycles_to_ns(n, hz), "{n} at {hz} Hz");
+                let h = hz.max(1) as u64;
+                assert_eq!(c.div_rem(n), (n / h, n % h), "{n} at {hz} Hz");
+            }
         }
     }
 

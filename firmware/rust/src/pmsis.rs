@@ -76,7 +76,7 @@ unsafe extern "C" {
     fn fw_l2_heap_size() -> u32;
     fn fw_console_write(s: *const u8, len: usize);
     fn fw_uart_rx_open(baud: u32) -> i32;
-    fn fw_uart_rx_next(byte: *mut u8, stamp: *mut u32) -> i32;
+    fn fw_uart_rx_take(bytes: *mut u8, stamps: *mut u32, max: u32) -> u32;
     fn fw_uart_rx_overruns() -> u32;
     fn fw_uart_rx_stats(received: *mut u32, reads: *mut u32, overruns_first_poll: *mut u32);
     fn fw_exit(status: i32);
@@ -312,15 +312,41 @@ impl Counter32 for FcTimer {
     }
 }
 
-/// The UART from the STM32 through `fw_uart_rx_*`.
-pub struct BoardUart;
+/// The UART from the STM32 through `fw_uart_rx_*`, taken from the C ring up to 64 bytes at a
+/// time (one call, not one per byte).
+pub struct BoardUart {
+    bytes: [u8; 64],
+    stamps: [u32; 64],
+    n: usize,
+    i: usize,
+}
+
+impl BoardUart {
+    pub const fn new() -> Self {
+        BoardUart {
+            bytes: [0; 64],
+            stamps: [0; 64],
+            n: 0,
+            i: 0,
+        }
+    }
+}
 
 impl crate::uart::UartRx for BoardUart {
     fn next(&mut self) -> Option<(u8, u32)> {
-        let (mut b, mut t) = (0u8, 0u32);
-        // SAFETY: two valid out-pointers; the C ring is single-producer (its callback) /
-        // single-consumer (this task).
-        (unsafe { fw_uart_rx_next(&mut b, &mut t) } == 1).then_some((b, t))
+        if self.i == self.n {
+            // SAFETY: both buffers hold 64 entries; the C ring is single-producer (its callback)
+            // / single-consumer (this task).
+            let n =
+                unsafe { fw_uart_rx_take(self.bytes.as_mut_ptr(), self.stamps.as_mut_ptr(), 64) };
+            (self.n, self.i) = ((n as usize).min(64), 0);
+            if self.n == 0 {
+                return None;
+            }
+        }
+        let r = (self.bytes[self.i], self.stamps[self.i]);
+        self.i += 1;
+        Some(r)
     }
 }
 
@@ -344,8 +370,8 @@ pub fn uart_stats() -> (u32, u32, u32) {
 static UART_POLL_CYCLES: AtomicU32 = AtomicU32::new(0);
 static UART_POLL_CYCLES_FIRST: AtomicU32 = AtomicU32::new(u32::MAX);
 
-/// [`crate::uart::UartStateSource`] with the time the drone loop spends in it counted, and the
-/// parser's time between two bytes of one poll.
+/// [`crate::uart::UartStateSource`] with the time the drone loop spends reading it counted: from
+/// a read's first byte to its end (the parser's work on the bytes included).
 pub struct TimedStateSource(
     crate::uart::UartStateSource<BoardUart, FcTimer>,
     Option<u32>,
@@ -353,19 +379,19 @@ pub struct TimedStateSource(
 
 impl gapstream_drone::state::StateSource for TimedStateSource {
     fn next_byte(&mut self) -> Option<(u8, u64)> {
-        // SAFETY: reads a timer register (both calls).
-        let t0 = unsafe { fw_timer_read() };
+        // SAFETY: reads a timer register.
+        let start = *self.1.get_or_insert_with(|| unsafe { fw_timer_read() });
         let r = self.0.next_byte();
-        let t1 = unsafe { fw_timer_read() };
-        // The parser's work on the byte before (this call follows it within one poll).
-        let parse = self.1.map_or(0, |end| t0.wrapping_sub(end));
-        self.1 = r.is_some().then_some(t1);
-        let dt = t1.wrapping_sub(t0).wrapping_add(parse);
-        // One task (the drone loop) writes both: plain loads and stores.
-        let total = UART_POLL_CYCLES.load(Ordering::Relaxed).wrapping_add(dt);
-        UART_POLL_CYCLES.store(total, Ordering::Relaxed);
-        if r.is_none() && UART_POLL_CYCLES_FIRST.load(Ordering::Relaxed) == u32::MAX {
-            UART_POLL_CYCLES_FIRST.store(total, Ordering::Relaxed);
+        if r.is_none() {
+            self.1 = None;
+            // SAFETY: reads a timer register.
+            let dt = unsafe { fw_timer_read() }.wrapping_sub(start);
+            // One task (the drone loop) writes both: plain loads and stores.
+            let total = UART_POLL_CYCLES.load(Ordering::Relaxed).wrapping_add(dt);
+            UART_POLL_CYCLES.store(total, Ordering::Relaxed);
+            if UART_POLL_CYCLES_FIRST.load(Ordering::Relaxed) == u32::MAX {
+                UART_POLL_CYCLES_FIRST.store(total, Ordering::Relaxed);
+            }
         }
         r
     }
@@ -862,7 +888,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
         );
         Some((
             TimedStateSource(
-                crate::uart::UartStateSource::new(BoardUart, WideClock::new(FcTimer { hz })),
+                crate::uart::UartStateSource::new(BoardUart::new(), WideClock::new(FcTimer { hz })),
                 None,
             ),
             gapstream_drone::state::StateConfig {

@@ -31,19 +31,37 @@ pub trait UartRx {
 pub struct UartStateSource<R: UartRx, T: Counter32> {
     rx: R,
     clock: WideClock<T>,
+    /// The last byte's raw stamp and its 64-bit cycles, within one read of the ring.
+    last: Option<(u32, u64)>,
 }
 
 impl<R: UartRx, T: Counter32> UartStateSource<R, T> {
     pub fn new(rx: R, clock: WideClock<T>) -> Self {
-        UartStateSource { rx, clock }
+        UartStateSource {
+            rx,
+            clock,
+            last: None,
+        }
     }
 }
 
 impl<R: UartRx, T: Counter32> StateSource for UartStateSource<R, T> {
     fn next_byte(&mut self) -> Option<(u8, u64)> {
-        let (b, raw) = self.rx.next()?;
-        // The stamp is recent (the ring holds 128 ms; the timer wraps after 17 s at 240 MHz).
-        let cycles = self.clock.extend(raw);
+        let Some((b, raw)) = self.rx.next() else {
+            self.last = None;
+            return None;
+        };
+        let cycles = match self.last {
+            // The first byte of a read of the ring: on the clock, whose counter is read. The
+            // stamp is recent (the ring holds 128 ms; the timer wraps after 17 s at 240 MHz).
+            None => self.clock.extend(raw),
+            // The next ones: next to the byte before (the ring's bytes span 128 ms at most, on
+            // either side of it: a read's bytes are back-dated), without reading the counter.
+            Some((last_raw, last_cycles)) => {
+                last_cycles.wrapping_add(raw.wrapping_sub(last_raw) as i32 as i64 as u64)
+            }
+        };
+        self.last = Some((raw, cycles));
         Some((b, self.clock.cycles_to_ns(cycles)))
     }
 }
@@ -182,6 +200,47 @@ mod tests {
     impl UartRx for Ring {
         fn next(&mut self) -> Option<(u8, u32)> {
             self.0.pop_front()
+        }
+    }
+
+    /// Bytes with breaks (`None`: the end of one read of the ring).
+    struct Polls(VecDeque<Option<(u8, u32)>>);
+    impl UartRx for Polls {
+        fn next(&mut self) -> Option<(u8, u32)> {
+            self.0.pop_front().flatten()
+        }
+    }
+
+    proptest::proptest! {
+        /// Within a read of the ring each stamp is placed next to the one before, without the
+        /// counter: the same times as placing each one before the counter's value, for stamps in
+        /// any order up to 2^30 cycles old (the ring holds 128 ms: 3 * 10^7 cycles at 240 MHz),
+        /// the counter wrapped or not.
+        #[test]
+        fn stamps_relative_to_the_byte_before(
+            now_low in proptest::prelude::any::<u32>(),
+            ages in proptest::collection::vec((0u32..(1 << 30), proptest::prelude::any::<bool>()), 1..60),
+        ) {
+            let c = Rc::new(Cell::new(u32::MAX));
+            let clock = WideClock::new(FakeCounter(c.clone(), 240_000_000));
+            c.set(now_low);
+            let now64 = clock.cycles(); // 2^32 + now_low: one wrap seen
+            let reference = WideClock::new(FakeCounter(c.clone(), 240_000_000));
+            let mut ring = VecDeque::new();
+            for &(age, brk) in &ages {
+                ring.push_back(Some((0x55, now_low.wrapping_sub(age))));
+                if brk {
+                    ring.push_back(None);
+                }
+            }
+            let mut src = UartStateSource::new(Polls(ring), clock);
+            for &(age, brk) in &ages {
+                let (_, ns) = src.next_byte().unwrap();
+                proptest::prop_assert_eq!(ns, reference.cycles_to_ns(now64 - age as u64));
+                if brk {
+                    proptest::prop_assert!(src.next_byte().is_none());
+                }
+            }
         }
     }
 
