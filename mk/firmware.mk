@@ -58,13 +58,13 @@ E2E_PIPELINE   ?= $(if $(filter jpegls,$(E2E_CODEC)),0,1)
 E2E_SPI_UP_HZ  ?= 7200000
 E2E_SPI_DOWN_HZ ?= 30000000
 # The link task (LINK_SLOTS in firmware/Makefile) sends frame N while the loop seals frame N+1.
-# Raw frames: 32, so that the ring covers the drone loop's own work per frame (capture hand-over,
-# state record, seal, packetising): with 16 it drained and the link idled, period / send 1.135,
-# 33.06 fps; with 32 period / send 1.016, 36.91 fps (docs/hardware.md, "The link task").
+# Raw frames: the firmware's default 16, which cover the drone loop's own work per frame (capture
+# hand-over, state record, seal, packetising) now that the STM32's state messages come in a few
+# uDMA reads each and cost the loop little (docs/hardware.md, "The link task").
 # Pipelined JPEG: 2 (the L2 they free holds the coded frame, E2E_CODED_BYTES); with one capture
 # buffer (E2E_PIPELINE=0): 24, so that the loop queues most of a coded frame and goes on to the
 # next capture instead of waiting for the SPI.
-E2E_LINK_SLOTS ?= $(if $(filter raw,$(E2E_CODEC)),32,$(if $(filter 0,$(E2E_PIPELINE)),24,2))
+E2E_LINK_SLOTS ?= $(if $(filter raw,$(E2E_CODEC)),16,$(if $(filter 0,$(E2E_PIPELINE)),24,2))
 E2E_HANDSHAKE_TIMEOUT_MS ?= 600000
 E2E_PORT       ?= 5731
 E2E_SUITE      ?= chacha20poly1305

@@ -397,6 +397,17 @@ impl gapstream_drone::state::StateSource for TimedStateSource {
     }
 }
 
+/// The UART's state source, on the heap. Not inlined: its 320-byte buffer would otherwise pass
+/// through `gapstream_main`'s frame, which lasts the whole run on the main task's stack, under
+/// the handshake's deep one.
+#[inline(never)]
+fn state_source(hz: u32) -> Box<dyn gapstream_drone::state::StateSource> {
+    Box::new(TimedStateSource(
+        crate::uart::UartStateSource::new(BoardUart::new(), WideClock::new(FcTimer { hz })),
+        None,
+    ))
+}
+
 /// The UART read planner of `firmware/src/board.c`'s receive callbacks.
 struct UartPlanner(core::cell::UnsafeCell<crate::uart::ReadPlanner>);
 // SAFETY: only `gapstream_uart_plan` touches it, and only board.c's UART receive callbacks call
@@ -887,10 +898,7 @@ pub unsafe extern "C" fn gapstream_main(cfg: *const FwConfig) -> i32 {
             cfg.state_baud, cfg.state_max_age_ms
         );
         Some((
-            TimedStateSource(
-                crate::uart::UartStateSource::new(BoardUart::new(), WideClock::new(FcTimer { hz })),
-                None,
-            ),
+            state_source(hz),
             gapstream_drone::state::StateConfig {
                 max_age_ns: cfg.state_max_age_ms as u64 * 1_000_000,
                 ..Default::default()
@@ -955,7 +963,10 @@ fn drive(
     dcfg: DroneConfig,
     hz: u64,
     app_cfg: AppConfig,
-    state: Option<(TimedStateSource, gapstream_drone::state::StateConfig)>,
+    state: Option<(
+        Box<dyn gapstream_drone::state::StateSource>,
+        gapstream_drone::state::StateConfig,
+    )>,
     out: &mut Console,
 ) -> Result<(), alloc::string::String> {
     match Drone::new(camera, link, clock, entropy, engine, dcfg) {
@@ -963,7 +974,7 @@ fn drive(
             d.set_coder(coder);
             d.set_padding(padding);
             if let Some((src, scfg)) = state {
-                d.set_state_source(Box::new(src), scfg);
+                d.set_state_source(src, scfg);
             }
             let r = app::run(&mut d, clock, hz, app_cfg, &mut FastStack, out).map(|_| ());
             if let Some(t) = d.state_tracker() {
