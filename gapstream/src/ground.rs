@@ -982,8 +982,9 @@ fn bridge_drops(swarm: &crate::swarm::Swarm) -> Vec<u64> {
         .collect()
 }
 
-/// One line per simulated drone: frames sent, the captures its camera skipped (its link was
-/// held back: under the WiFi model, by its bridge's full queue) and the frames its bridge dropped.
+/// One line per simulated drone: frames sent, the captures its camera skipped (the drone was late
+/// for them: its link held back, under the WiFi model by its bridge's full queue, or short of
+/// CPU) and the frames its bridge dropped.
 fn print_drone_reports(
     who: &str,
     reports: &[(String, Option<crate::sim::NodeReport>)],
@@ -992,7 +993,7 @@ fn print_drone_reports(
     for ((name, r), dropped) in reports.iter().zip(dropped) {
         if let Some(r) = r {
             out!(
-                "{who}: {name} sent {} frames, its camera skipped {} (the link held it back), its bridge dropped {dropped} for slow receivers",
+                "{who}: {name} sent {} frames, its camera skipped {} captures (late for them: its link held back, or the CPU busy), its bridge dropped {dropped} for slow receivers",
                 r.drone.frames_sent,
                 r.camera_skipped
             );
