@@ -173,6 +173,7 @@ pub fn message_len(header: &[u8]) -> Option<usize> {
 pub const MIN_MSG_LEN: usize = 4 + RNG_BODY + 4;
 /// See [`MIN_MSG_LEN`].
 pub const MAX_MSG_LEN: usize = MAX_MSG;
+const _: () = assert!(MIN_MSG_LEN <= STATE_MSG_LEN && STATE_MSG_LEN <= MAX_MSG_LEN);
 
 /// Could `b` (shorter than 4) be the start of a header?
 fn header_prefix(b: &[u8]) -> bool {
@@ -472,7 +473,6 @@ mod tests {
         assert_eq!(message_len(&TOF_HEADER), Some(MAX_MSG_LEN));
         assert_eq!(message_len(b"!STX"), None);
         assert_eq!(message_len(b"!ST"), None, "a prefix is no header");
-        assert!(MIN_MSG_LEN <= STATE_MSG_LEN && STATE_MSG_LEN <= MAX_MSG_LEN);
     }
 
     #[test]

@@ -332,6 +332,12 @@ impl BoardUart {
     }
 }
 
+impl Default for BoardUart {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl crate::uart::UartRx for BoardUart {
     fn next(&mut self) -> Option<(u8, u32)> {
         if self.i == self.n {

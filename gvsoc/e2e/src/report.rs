@@ -750,10 +750,7 @@ mod tests {
         );
         assert!(text.contains("max 11.99 ms"), "{text}");
         // Arrivals 996,500 / 988,010 / 999,913 µs, STM32 times 0: a spread of 11,903 µs.
-        assert!(
-            text.contains("spread 11903 us over 3 frames"),
-            "{text}"
-        );
+        assert!(text.contains("spread 11903 us over 3 frames"), "{text}");
         assert!(summary_line(&i).contains(" state_age_max_ms=11.99 "));
         // Too old, stale, no sample, no record: each fails.
         let cases: [Option<StateRecord>; 4] = [
