@@ -8,7 +8,7 @@
 //! | [`camera`] | `Camera` for the Himax over CPI: double-buffered captures, per-capture timing; [`camera::OneShot`] for the sequential baseline |
 //! | [`link`] | `Link`: CPX over SPI to the ESP32 with the two ready-to-talk lines (Bitcraze's protocol) |
 //! | [`entropy`] | SHA-256 entropy pool (device seed, SRAM power-up state, pixel noise, timing jitter) behind `Entropy` |
-//! | [`uart`] | the STM32's state messages from the GAP8's UART receive ring, each byte on the drone's clock (`StateSource`) |
+//! | [`uart`] | the STM32's state messages from the GAP8's UART receive ring, each byte on the drone's clock (`StateSource`); `ReadPlanner`, the length of each uDMA read so that a message's last byte ends one |
 //! | [`keys`] | the pairing file embedded at build time (never in source) → `Identity` |
 //! | [`coder`] | compress, then seal: `FrameCoder` over the cluster JPEG encoder (one band per core, restart markers) |
 //! | [`app`] | the main loop: wait for the receiver's handshake, stream N frames, report fps and cycles per stage |

@@ -5,8 +5,8 @@
 //! drone loop parses (`gapstream_drone::state`) and stamps its frames with.
 //!
 //! **Reads in batches.** A one-byte read per byte costs an interrupt and an event-kernel callback
-//! per byte: 4,000 a second for NanoCockpit's 40-byte messages at 100 Hz, which took ~3.6 ms of
-//! every 27 ms frame from the drone loop on the GVSOC model (docs/hardware.md, "The link task").
+//! per byte: 4,000 a second for NanoCockpit's 40-byte messages at 100 Hz (docs/hardware.md, "The
+//! drone's state", has what the drone loop's share of the state path cost and costs now).
 //! [`ReadPlanner`] sizes the reads so that a message's last byte always ends a read: a `!STA`
 //! message comes in three reads (its header, 8 bytes, the remaining 28), each completion stamped
 //! as the one-byte reads were, so a message's arrival (its last byte) keeps the stamp it had; the
