@@ -137,7 +137,8 @@ E2E_ELF        := firmware/BUILD/GAP8_V2/GCC_RISCV_FREERTOS_gvsoc/gapstream
 E2E_MODEL      := $(E2E_DIR)/esp32_standin.so
 # The STM32 stand-in on the GAP8's UART: the console, and the flight controller's state messages
 # every E2E_STATE_PERIOD_US of simulated time (10000: NanoCockpit's 100 Hz); the criterion: the
-# state's age at the end of every frame's exposure <= E2E_MAX_STATE_AGE_MS (docs/hardware.md §13).
+# state's age at the end of every frame's exposure <= E2E_MAX_STATE_AGE_MS, and with it no byte
+# lost by the firmware's UART ring once the stream runs (docs/hardware.md §13).
 E2E_STM32_MODEL := $(E2E_DIR)/stm32_standin.so
 E2E_STATE_PERIOD_US ?= 10000
 E2E_MAX_STATE_AGE_MS ?= 12

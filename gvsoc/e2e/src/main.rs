@@ -697,6 +697,7 @@ fn run(a: RunArgs) -> ExitCode {
         },
         boot: boot.as_ref(),
         states: &states,
+        uart: report::UartStats::parse(&log),
         codec: report::Codec {
             name: &a.codec,
             quality: if a.codec == "jpeg" {

@@ -77,6 +77,29 @@ impl SpiClocks {
     }
 }
 
+/// The firmware's UART side of the drone's state (its last `FW state` line): bytes received, uDMA
+/// reads, and bytes its ring lost, in all and by the drone loop's first read of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UartStats {
+    pub received: u64,
+    pub reads: u64,
+    pub overruns: u64,
+    pub overruns_before_stream: u64,
+}
+
+impl UartStats {
+    pub fn parse(log: &str) -> Option<Self> {
+        let f = fields(log, "FW state bytes=")?;
+        let u = |k: &str| f.get(k)?.parse::<u64>().ok();
+        Some(UartStats {
+            received: u("received")?,
+            reads: u("uart_reads")?,
+            overruns: u("overruns")?,
+            overruns_before_stream: u("overruns_before_stream")?,
+        })
+    }
+}
+
 /// What the ESP32 stand-in measured on the bus and its WiFi side (its `esp32-standin summary`
 /// line).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -205,6 +228,8 @@ pub struct Inputs<'a> {
     pub boot: Option<&'a BootCheck>,
     /// Per received frame, its state record (None: the frame had none).
     pub states: &'a [Option<gapstream_protocol::state::StateRecord>],
+    /// The firmware's UART counters (None: no state path, or a firmware that does not print them).
+    pub uart: Option<UartStats>,
     pub codec: Codec<'a>,
 }
 
@@ -386,6 +411,12 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
         boot_verdict(b, &mut s, &mut fail);
     }
     state_verdict(i.states, criteria.max_state_age_ms, &mut s, &mut fail);
+    uart_verdict(
+        i.uart,
+        criteria.max_state_age_ms.is_some(),
+        &mut s,
+        &mut fail,
+    );
     match i.spi {
         Some(c) => {
             let _ = writeln!(
@@ -510,6 +541,36 @@ pub fn verdict(i: &Inputs, criteria: Criteria) -> (String, bool) {
     }
     let _ = writeln!(s, "gvsoc-e2e: {}", if ok { "ok" } else { "FAILED" });
     (s, ok)
+}
+
+/// The UART under the state path: bytes per uDMA read, and, when the state is checked, no byte
+/// lost while streaming (the ring may lap only while the drone loop is away before the stream:
+/// start-up and the handshake).
+fn uart_verdict(
+    uart: Option<UartStats>,
+    check: bool,
+    s: &mut String,
+    fail: &mut impl FnMut(&mut String, String),
+) {
+    let Some(u) = uart else { return };
+    let _ = writeln!(
+        s,
+        "gvsoc-e2e: UART from the STM32 stand-in: {} bytes in {} uDMA reads ({:.1} per read), {} lost to the ring before the stream, {} after",
+        u.received,
+        u.reads,
+        u.received as f64 / u.reads.max(1) as f64,
+        u.overruns_before_stream,
+        u.overruns.saturating_sub(u.overruns_before_stream)
+    );
+    if check && u.overruns > u.overruns_before_stream {
+        fail(
+            s,
+            format!(
+                "the UART ring lost {} bytes while streaming",
+                u.overruns - u.overruns_before_stream
+            ),
+        );
+    }
 }
 
 /// The drone's state in the frames: how many carried a record, the sample's age at the end of each
@@ -671,7 +732,56 @@ mod tests {
             boot: None,
             codec: Codec::default(),
             states: &[],
+            uart: None,
         }
+    }
+
+    /// The firmware's UART counters: printed, and with the state criterion on, a byte lost while
+    /// streaming fails the run (laps before the stream, during the handshake, do not).
+    #[test]
+    fn uart_losses_while_streaming_fail() {
+        let log = "FW state uart_baud=115200 max_age_ms=50\n\
+            FW state bytes=2243 states=55 others=0 bad_crc=0 skipped=31 overruns=2649 received=4920 uart_reads=372 overruns_before_stream=2649 poll_cycles=1 poll_cycles_first=1\n";
+        let u = UartStats::parse(log).unwrap();
+        assert_eq!(
+            u,
+            UartStats {
+                received: 4920,
+                reads: 372,
+                overruns: 2649,
+                overruns_before_stream: 2649,
+            }
+        );
+        assert!(UartStats::parse("FW state uart_baud=115200 max_age_ms=50\n").is_none());
+        let f = FwSummary::parse(LOG).unwrap();
+        let good: Vec<Option<usize>> = (0..3).map(Some).collect();
+        let mut i = inputs(&good, Some(&f));
+        i.uart = Some(u);
+        let c = Criteria {
+            max_state_age_ms: Some(12.0),
+            ..Criteria::default()
+        };
+        let (text, _) = verdict(&i, c);
+        assert!(
+            text.contains("4920 bytes in 372 uDMA reads (13.2 per read), 2649 lost to the ring before the stream, 0 after"),
+            "{text}"
+        );
+        assert!(!text.contains("while streaming"), "{text}");
+        i.uart = Some(UartStats {
+            overruns: 2650,
+            ..u
+        });
+        let (text, ok) = verdict(&i, c);
+        assert!(
+            !ok && text.contains("the UART ring lost 1 bytes while streaming"),
+            "{text}"
+        );
+        // Without the state criterion the counters are printed, not checked.
+        let (text, _) = verdict(&i, Criteria::default());
+        assert!(
+            !text.contains("while streaming") && text.contains("1 after"),
+            "{text}"
+        );
     }
 
     #[test]
