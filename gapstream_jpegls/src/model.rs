@@ -234,8 +234,11 @@ impl Model {
         let whole = bytes.len() / 12 * 12;
         match bytemuck::try_cast_slice_mut::<u8, u32>(&mut bytes[..whole]) {
             Ok(words) => {
+                // Three plain stores (`copy_from_slice` would call memcpy for 12 bytes).
                 for w in words.chunks_exact_mut(3) {
-                    w.copy_from_slice(&pat);
+                    w[0] = pat[0];
+                    w[1] = pat[1];
+                    w[2] = pat[2];
                 }
                 for c in &mut self.ctx[whole / 6..] {
                     *c = Ctx::INIT;
