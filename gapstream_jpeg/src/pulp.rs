@@ -28,9 +28,10 @@
 //! the DC quantised (`p.abs`, `p.mac` with the entry's `recip` and `bias`) and coded as the
 //! difference to the previous block; the zero mask inverted (bit `j` of word `w`: coefficient
 //! `32 w + j` is not zero); per word, hardware loop 0 runs once per non-zero coefficient
-//! (`p.cnt`, 29 instructions), each found with `p.ff1` and cleared with `p.bclr`, quantised (the
-//! entry's fields by register offset, `p.mac`), `31 - size` from `p.clb` (the AC table's index
-//! and the shift that makes the sign field), its code from the AC table (already shifted by the
+//! (`p.cnt`, 27 instructions), each found with `p.ff1` and cleared with `p.bclr`, quantised (the
+//! entry's fields by register offset, `p.mac`), `31 - size` from `p.clb` (the shift that makes
+//! the sign field, and with `8 run` the AC entry's offset in one `p.msu`:
+//! [`crate::tables::ac_index`]), its code from the AC table (already shifted by the
 //! category, the total length on top: see [`crate::tables::coder_entry`]), ZRL for runs of 16;
 //! EOB unless coefficient 63 was coded. Bits go into a 32-bit accumulator; a full word is stored
 //! big-endian in one post-increment store of its bytes reversed (`pv.shuffle.b`) unless
@@ -38,11 +39,11 @@
 //! `0xFF`; the AC loop does this inline.
 use crate::entropy::{Bits, MAX_BLOCK_BYTES, Out};
 use crate::fdct::{DctCtx, Kernel, LEVEL_SHIFT, ROW_ORDER, Work, portable_fdct};
-use crate::tables::Tables;
+use crate::tables::{AC_RUN_STEP, AC_SIZE_STEP, Tables};
 use asm_macros::{
     lp_setup, lp_setupi, p_abs, p_bclr, p_clb, p_cnt, p_extractui, p_ff1, p_fl1, p_lbu, p_lh_rr,
-    p_lhu_rr, p_lw, p_lw_rr, p_mac, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_shuffle_b,
-    pv_shuffle_sci_h, pv_shuffle2_b, pv_sub_h,
+    p_lhu_rr, p_lw, p_lw_rr, p_mac, p_msu, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b,
+    pv_shuffle_b, pv_shuffle_sci_h, pv_shuffle2_b, pv_sub_h,
 };
 use core::arch::asm;
 
@@ -315,18 +316,32 @@ fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
     [m0, m1]
 }
 
+/// Where a4 points in the AC entries: `a4 + 8 run - 68 (31 - size)` is the entry of `(run, size)`
+/// ([`crate::tables::ac_index`]).
+const AC_BASE: usize = 31 * AC_SIZE_STEP - AC_SIZE_STEP;
+const _: () = assert!(AC_RUN_STEP == 8 && AC_SIZE_STEP == 68);
+/// The EOB and ZRL entries relative to a4 (within a load's 12-bit offset).
+const EOB_AT: isize = core::mem::offset_of!(Tables, eob) as isize
+    - core::mem::offset_of!(Tables, ac) as isize
+    - AC_BASE as isize;
+const ZRL_AT: isize = core::mem::offset_of!(Tables, zrl) as isize
+    - core::mem::offset_of!(Tables, ac) as isize
+    - AC_BASE as isize;
+const _: () = assert!(EOB_AT >= -2048 && ZRL_AT >= -2048 && EOB_AT < 2048 && ZRL_AT < 2048);
+
 /// Codes one block (DC, AC, EOB) into the bytes at `out` (room for [`MAX_BLOCK_BYTES`]
 /// guaranteed by the caller); returns the new end.
 ///
 /// Register plan: F8 a0 (coefficient `k` at the byte its quantiser entry names), zero masks a1
 /// a2 (then the non-zero flags of the current word s8), quantiser entries a3 (of the current
-/// word: + 32 entries for word 1), AC entries a4 (`t.ac` + 31 entries: the entry of
-/// `(run, size)` at `a4 + 64 run - 4 (31 - size)`, `31 - size` being `p.clb` of the quantised
-/// magnitude), DC entries a5, output a6, DC predictor a7, bit accumulator s2 and free bits s3,
-/// the quantiser entries + 4, + 2, + 1 in s4 s5 s6 for the AC loop's register-offset loads (s6 is
-/// 31 for the DC before), the byte reversal's selector `0x00010203` in s7, 32 in a1, `last + 1`
-/// s9 and the zig-zag position t0 (both relative to the current word), word-1 flag s10, 16 s11;
-/// run t6.
+/// word: + 32 entries for word 1), AC entries a4 (`t.ac` + [`AC_BASE`] bytes: the entry of
+/// `(run, size)` at `a4 + 8 run - 68 (31 - size)`, `31 - size` being `p.clb` of the quantised
+/// magnitude; EOB and ZRL at fixed offsets), DC entries a5 (then 68, the multiplier of
+/// `31 - size`), output a6, DC predictor a7, bit accumulator s2 and free bits s3, the quantiser
+/// entries + 4, + 2, + 1 in s4 s5 s6 for the AC loop's register-offset loads (s6 is 31 for the DC
+/// before), the byte reversal's selector `0x00010203` in s7, 32 in a1, the zig-zag position t0
+/// and, scaled by 8, `8 k` t1 and `8 (last + 1)` s9 (relative to the current word), word-1 flag
+/// s10, 128 s11 (16 zeros, scaled); `8 run` t6.
 /// The AC scan of a word is hardware loop 0, one iteration per non-zero coefficient. The put
 /// routine (label 90, link ra)
 /// takes the code in t3 and its length in t4 and clobbers t1 t2 t5.
@@ -343,9 +358,10 @@ fn block(
 ) -> *mut u8 {
     let (mut acc, mut free, mut pred, mut end) = (bits.acc, bits.free, *dc_pred, out);
     // SAFETY: the asm reads the 128 bytes of `f8`, entries 0..64 of `t.quant` (8 bytes each),
-    // `t.ac[0..256]` (through `t.ac + 31`, offsets -124..=899) and `t.dc[0..12]` (indices: a
-    // category is at most 11 for the DC and 10 for AC coefficients of 8-bit samples, a run at
-    // most 15), and writes at most
+    // the words of `t.ac` at `ac_index(run, size)` for runs 0..=15 and sizes 1..=10 (through
+    // `t.ac` + `AC_BASE` bytes; `t.ac` has `AC_WORDS` words) and `t.eob` / `t.zrl` (offsets
+    // checked at compile time), and `t.dc[0..12]` (indices: a category is at most 11 for the
+    // DC and 10 for AC coefficients of 8-bit samples, a run at most 15), and writes at most
     // `MAX_BLOCK_BYTES` bytes from `out` (the caller guarantees the room: one block is at most
     // 20 + 63 * 26 bits plus 31 pending, 52 words of at most 8 stuffed bytes); it writes only the
     // registers declared below. Hardware loop 0 is overwritten (this is never called from inside
@@ -354,7 +370,7 @@ fn block(
         asm!(
             ".option push",
             ".option norvc",
-            "li s11, 16",
+            "li s11, 128",
             // The non-zero flags of both words (bit j of word w: coefficient 32 w + j; the
             // DC's cleared; word 1 kept in a2).
             "not s8, a1",
@@ -400,25 +416,28 @@ fn block(
             "addi s4, a3, 4",
             "addi s5, a3, 2",
             "addi s6, a3, 1",
+            // The AC entry of (run, size) at a4 + 8 run - 68 (31 - size): a5 holds 68.
+            "li a5, 68",
             // ---- AC, word 0 (the DC's bit cleared), then word 1: hardware loop 0 runs once per
             // non-zero coefficient of the word (`p.cnt`); its last instruction finds the next one,
             // so the put routine's return and the fast path both end there. Positions are
-            // relative to the word: for word 1, a3 moves on by 32 entries and s9 back by 32.
-            "li s9, 1",
+            // relative to the word and scaled by 8 (t1 = 8 k, s9 = 8 (last + 1), t6 = 8 run):
+            // for word 1, a3 moves on by 32 entries and s9 back by 256.
+            "li s9, 8",
             "li s10, 0",
             "50:",
             "beqz s8, 58f",
             p_cnt!(t1, s8),
             p_ff1!(t0, s8),
-            lp_setup!(x0, t1, 116),
+            lp_setup!(x0, t1, 108),
             p_bclr!(s8, s8, t0),
-            "sub t6, t0, s9",
-            "addi s9, t0, 1",
+            "slli t1, t0, 3",
+            "sub t6, t1, s9",
+            "addi s9, t1, 8",
             "bgeu t6, s11, 70f",
             // The coefficient at its slot (the entry's byte 0), quantised: (|x| recip + bias)
             // >> shift.
             "52:",
-            "slli t1, t0, 3",
             p_lbu!(t2, t1(a3)),
             p_lw_rr!(t3, t1(s4)),
             p_lh_rr!(t2, t2(a0)),
@@ -428,16 +447,16 @@ fn block(
             p_mac!(t3, t0, t4),
             "srli t2, t2, 1",
             "srl t0, t3, t5",
-            // clb(q) = 31 - size; the entry of (run, size) at a4 + 64 run - 4 (31 - size); the
-            // field: q, or its complement in size bits for a negative coefficient (the
-            // coefficient shifted right by 1, bits 14..31 = 0x1FFFF << 14 when negative and
-            // below 2^14 otherwise, shifted right by 31 - size >= 21).
+            // clb(q) = 31 - size; the entry of (run, size) at a4 + 8 run - 68 (31 - size)
+            // (`tables::ac_index`: one p.msu); the field: q, or its complement in size bits for
+            // a negative coefficient (the coefficient shifted right by 1, bits 14..31 =
+            // 0x1FFFF << 14 when negative and below 2^14 otherwise, shifted right by
+            // 31 - size >= 21). The multiply's and the load's results are used two instructions
+            // later.
             p_clb!(t1, t0),
-            "slli t3, t6, 6",
-            "slli t4, t1, 2",
-            "sub t3, t3, t4",
-            p_lw_rr!(t3, t3(a4)),
+            p_msu!(t6, t1, a5),
             "srl t2, t2, t1",
+            p_lw_rr!(t3, t6(a4)),
             "xor t2, t0, t2",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
@@ -446,7 +465,7 @@ fn block(
             "sll s2, s2, t4",
             "or s2, s2, t3",
             "sub s3, s3, t4",
-            // The loop's last instruction, 29 after the lp.setup (the branches out of the loop
+            // The loop's last instruction, 27 after the lp.setup (the branches out of the loop
             // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
             // does, on the built kernel).
             "55:", p_ff1!(t0, s8),
@@ -457,7 +476,7 @@ fn block(
             "addi s4, s4, 256",
             "addi s5, s5, 256",
             "addi s6, s6, 256",
-            "addi s9, s9, -32",
+            "addi s9, s9, -256",
             "mv s8, a2",
             "j 50b",
             // A full word to emit (the put routine's work, inline), back to the loop's last
@@ -477,23 +496,25 @@ fn block(
             "57:",
             "jal ra, 93f",
             "j 55b",
-            // ---- EOB unless coefficient 63 was the last coded (s9, relative to word 1, is 32).
+            // ---- EOB unless coefficient 63 was the last coded (s9, relative to word 1, is 256).
             "60:",
-            "li t0, 32",
+            "li t0, 256",
             "beq s9, t0, 99f",
-            "lw t3, -124(a4)",
+            "lw t3, {eob}(a4)",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
             "jal ra, 90f",
             "j 99f",
-            // ---- ZRL for every 16 zeros of a run (t0: k and t6: run kept), back into the loop.
+            // ---- ZRL for every 16 zeros of a run (t0: k and t6: 8 run kept), back into the loop
+            // (t1 = 8 k again: the put routine clobbers it).
             "70:",
-            "lw t3, 836(a4)",
+            "lw t3, {zrl}(a4)",
             "srli t4, t3, 27",
             p_extractui!(t3, t3, 26, 0),
             "jal ra, 90f",
-            "addi t6, t6, -16",
+            "addi t6, t6, -128",
             "bgeu t6, s11, 70b",
+            "slli t1, t0, 3",
             "j 52b",
             // ---- put(t3 = code, t4 = length), return through t6.
             "90:",
@@ -539,8 +560,8 @@ fn block(
             inout("x11") zero[0] => _,
             inout("x12") zero[1] => _,
             inout("x13") t.quant.as_ptr() => _,
-            in("x14") t.ac.as_ptr().wrapping_add(31),
-            in("x15") t.dc.as_ptr(),
+            in("x14") t.ac.as_ptr().wrapping_byte_add(AC_BASE),
+            inout("x15") t.dc.as_ptr() => _,
             inout("x16") end,
             inout("x17") pred,
             inout("x18") acc,
@@ -549,6 +570,8 @@ fn block(
             out("x20") _, out("x21") _, out("x22") _, out("x23") _, out("x24") _,
             out("x25") _, out("x26") _, out("x27") _,
             out("x28") _, out("x29") _, out("x30") _, out("x31") _,
+            eob = const EOB_AT,
+            zrl = const ZRL_AT,
             options(nostack),
         );
     }

@@ -440,7 +440,8 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
                 ("p.lw rD, rs2(rs1)", 0xFE00_707F, 0x2000_7003, 3),
                 ("p.lbu rD, rs2(rs1)", 0xFE00_707F, 0x4000_7003, 2),
                 ("p.lhu t4, t1(s5)", 0xFFFF_FFFF, 0x506A_FE83, 1),
-                ("lp.setup x0, t1, 116", 0xFFFF_FFFF, 0x03A3_407B, 1),
+                ("lp.setup x0, t1, 108", 0xFFFF_FFFF, 0x0363_407B, 1),
+                ("p.msu t6, t1, a5", 0xFFFF_FFFF, 0x42F3_1FB3, 1),
                 ("p.mac t3, t0, t4", 0xFFFF_FFFF, 0x43D2_8E33, 1),
                 ("p.mac t1, t4, t2", 0xFFFF_FFFF, 0x427E_8333, 1),
                 ("pv.cmpeq.sci.b t1, t2, -1", 0xFFFF_FFFF, 0x07F3_F357, 2),
@@ -453,9 +454,9 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
     // finds the next coefficient.
     let setup = block
         .iter()
-        .find(|i| i.wide && i.word == 0x03A3_407B)
+        .find(|i| i.wide && i.word == 0x0363_407B)
         .ok_or("jpeg block coder: no lp.setup")?;
-    let end = setup.addr + 116;
+    let end = setup.addr + 108;
     if let Some(c) = block
         .iter()
         .find(|i| i.addr > setup.addr && i.addr <= end && !i.wide)
@@ -469,7 +470,7 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
         Some(i) if i.wide && i.word & 0xFFF0_707F == 0x1000_0033 => {}
         _ => return Err("jpeg block coder: the AC loop does not end at a p.ff1".into()),
     }
-    report.push("jpeg block coder: the AC loop is hardware loop 0 (29 instructions)".into());
+    report.push("jpeg block coder: the AC loop is hardware loop 0 (27 instructions)".into());
     Ok(report)
 }
 
