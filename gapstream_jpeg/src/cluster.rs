@@ -546,6 +546,7 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
                     if busy {
                         busy = fetch.as_mut().is_some_and(|f| f.step());
                     }
+                    busy
                 });
             if let Some(f) = fetch.as_mut() {
                 f.finish()?;

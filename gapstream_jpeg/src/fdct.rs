@@ -244,6 +244,54 @@ pub trait Kernel {
     {
         crate::entropy::code_block::<Self>(f8, t, dc_pred, bits, out)
     }
+
+    /// Transforms and codes blocks `from..to` of a strip (block `b`'s rows at `strip[8 b]`,
+    /// `ctx.stride` apart) one after the other while `out.pos <= limit`; returns the first block
+    /// not coded. The caller keeps `limit` at least [`crate::entropy::MAX_BLOCK_BYTES`] below
+    /// the end of `out` (see [`crate::band::code_blocks_reserved`]), so no block overflows.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn code_run(
+        strip: &[u8],
+        ctx: &DctCtx,
+        from: usize,
+        to: usize,
+        t: &crate::tables::Tables,
+        dc_pred: &mut i32,
+        bits: &mut crate::entropy::Bits,
+        out: &mut crate::entropy::Out<'_>,
+        w: &mut Work,
+        limit: usize,
+    ) -> usize
+    where
+        Self: Sized,
+    {
+        code_run_by_block::<Self>(strip, ctx, from, to, t, dc_pred, bits, out, w, limit)
+    }
+}
+
+/// [`Kernel::code_run`] block by block: [`Kernel::fdct`], then [`Kernel::code_block`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn code_run_by_block<K: Kernel>(
+    strip: &[u8],
+    ctx: &DctCtx,
+    from: usize,
+    to: usize,
+    t: &crate::tables::Tables,
+    dc_pred: &mut i32,
+    bits: &mut crate::entropy::Bits,
+    out: &mut crate::entropy::Out<'_>,
+    w: &mut Work,
+    limit: usize,
+) -> usize {
+    let mut b = from;
+    while b < to && out.pos <= limit {
+        K::fdct(&strip[8 * b..], ctx, w);
+        K::code_block(&w.f8, t, dc_pred, bits, out);
+        b += 1;
+    }
+    b
 }
 
 /// [`Kernel::zero_mask`] in plain Rust.

@@ -471,6 +471,53 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
         _ => return Err("jpeg block coder: the AC loop does not end at a p.ff1".into()),
     }
     report.push("jpeg block coder: the AC loop is hardware loop 0 (27 instructions)".into());
+    // The run loop (what the cluster encoder's strips use): the DCT, the zero mask and the
+    // block coder above, the same words in one function, no compressed instruction anywhere,
+    // hardware loops of 48 (the DCT's two) and 27 instructions (the AC loop).
+    let run = find("gapstream_jpeg::pulp::run")?;
+    report.push(format!(
+        "jpeg run loop: {}",
+        check_words(
+            "jpeg run loop",
+            run,
+            &[
+                ("pv.dotsp.h", 0xFC00_707F, 0x9800_0057, 16),
+                ("pv.sdotsp.h", 0xFC00_707F, 0xB800_0057, 16),
+                ("p.addRN Is3 = 10", 0xFE00_707F, 0x1400_605B, 8),
+                ("p.addRN Is3 = 17", 0xFE00_707F, 0x2200_605B, 8),
+                ("p.sh t5, a0(a1)", 0xFFFF_FFFF, 0x01E5_D523, 8),
+                ("p.msu t6, t1, a5", 0xFFFF_FFFF, 0x42F3_1FB3, 1),
+                ("p.mac t3, t0, t4", 0xFFFF_FFFF, 0x43D2_8E33, 1),
+                ("p.cnt t1, s8", 0xFFFF_FFFF, 0x100C_3333, 1),
+                ("lp.setup x0", 0x0000_7FFF, 0x0000_407B, 3),
+                ("lp.setupi x0", 0x0000_7FFF, 0x0000_507B, 2),
+            ],
+        )?
+    ));
+    // The asm: from its `addi sp, sp, -48` to its `addi sp, sp, 48` (the compiler's prologue
+    // and epilogue around it may be compressed).
+    let at = |w: u32| run.iter().position(|i| i.wide && i.word == w);
+    let (Some(from), Some(to)) = (at(0xFD01_0113), at(0x0301_0113)) else {
+        return Err("jpeg run loop: no addi sp, sp, -48 ... addi sp, sp, 48".into());
+    };
+    if let Some(c) = run[from..=to].iter().find(|i| !i.wide) {
+        return Err(format!(
+            "jpeg run loop: compressed `{}` at {:#x}",
+            c.text, c.addr
+        ));
+    }
+    let mut loops: Vec<u64> = run
+        .iter()
+        .filter(|i| i.word & 0x7FFF == 0x407B)
+        .map(|i| (i.word >> 20) as u64 * 2 / 4)
+        .collect();
+    loops.sort_unstable();
+    if loops != [27, 48, 48] {
+        return Err(format!(
+            "jpeg run loop: hardware loops of {loops:?} instructions, want [27, 48, 48]"
+        ));
+    }
+    report.push("jpeg run loop: no compressed instruction, hardware loops of 48, 48, 27".into());
     Ok(report)
 }
 
