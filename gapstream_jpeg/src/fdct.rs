@@ -427,6 +427,14 @@ mod tests {
             assert_eq!(COEF[u].iter().map(|&c| c as i32).sum::<i32>(), 0, "row {u}");
         }
         assert_eq!(COEF[0], [11585; 4]);
+        // What the PULP pass 1's second butterfly level relies on: C[4] = (c, -c, -c, c) and
+        // C[u][3 - n] = -C[u][n] for u = 2, 6, exactly, so that C[u] . s equals one dot product
+        // of (s0 + s3, s2 + s1) or (s0 - s3, s2 - s1) with (C[u][0], C[u][2]).
+        assert_eq!(COEF[4], [COEF[4][0], -COEF[4][0], -COEF[4][0], COEF[4][0]]);
+        for u in [2, 6] {
+            assert_eq!(COEF[u][3], -COEF[u][0], "row {u}");
+            assert_eq!(COEF[u][2], -COEF[u][1], "row {u}");
+        }
         // The pairs: (C[u][0], C[u][2]) and (C[u][1], C[u][3]) as halfwords.
         assert_eq!(PAIRS[0], 11585 | 11585 << 16);
         assert_eq!(PAIRS[1], 16069 | 9102 << 16);

@@ -5,12 +5,16 @@
 //! same tables); GVSOC runs it, QEMU cannot. Every `make gvsoc-bench` run checks the file's
 //! digest against the host's portable encoder.
 //!
-//! **DCT.** Pass 1, one pixel row per iteration of hardware loop 0 (rows in [`ROW_ORDER`], 48
+//! **DCT.** Pass 1, one pixel row per iteration of hardware loop 0 (rows in [`ROW_ORDER`], 47
 //! instructions): two word loads, the pixels split into halfword pairs with a mask, a shift and
 //! `pv.shuffle.sci.h` (`(p0, p2)`, `(p1, p3)`, `(p7, p5)`, `(p6, p4)`), the butterflies as one
-//! `add` (sums of bytes never carry into the upper half) and one `pv.sub.h` per pair, then for
-//! each of the 8 outputs `pv.dotsp.h` + `pv.sdotsp.h` (4 products), `p.addRN` (round and shift,
-//! the DC with the level shift) and a halfword store into the transposed scratch. Pass 2, one
+//! `add` (sums of bytes never carry into the upper half) and one `pv.sub.h` per pair, the even
+//! half's second level (`(s0 + s3, s2 + s1)`, `(s0 - s3, s2 - s1)`: a halfword swap, an `add`, a
+//! `pv.sub.h`), then for each odd output `pv.dotsp.h` + `pv.sdotsp.h` (4 products) and for each
+//! even one `pv.dotsp.h` alone (`C[u]` is symmetric for `u` = 0, 4 and antisymmetric for 2, 6,
+//! so the sums are the same integers), `p.addRN` (round and shift, the DC with the level shift)
+//! and a halfword store into the transposed scratch. Pass 2 (its sums can reach 46,344: no
+//! second level in halfwords), one
 //! transposed row per iteration (48 instructions): four post-increment loads, the butterflies as
 //! `pv.add.h` / `pv.sub.h` on the pairs, 8 × (2 dot products, `p.addRN`, the coefficient's slot
 //! offset ([`crate::fdct::slot`]) from [`crate::fdct::ZZ_STORE`] by a post-increment `p.lbu` and a
@@ -66,6 +70,19 @@ macro_rules! out1 {
     };
 }
 
+/// One even output of pass 1 from the second butterfly level: `(dot(a, pa) + rs2 + 2^9) >> 10`
+/// stored at `off(a1)`.
+#[rustfmt::skip]
+macro_rules! out1e {
+    ($a:ident, $pa:ident, $rs2:ident, $off:literal) => {
+        concat!(
+            asm_macros::pv_dotsp_h!(t6, $a, $pa), "\n",
+            asm_macros::p_addrni!(t6, t6, $rs2, 10), "\n",
+            "sh t6, ", $off, "(a1)\n",
+        )
+    };
+}
+
 /// One output of pass 2: `(dot(a, pa) + dot(b, pb) + 2^16) >> 17` stored at the next zig-zag
 /// offset (a2, post-increment) of the output a1.
 #[rustfmt::skip]
@@ -108,7 +125,7 @@ macro_rules! dct_asm {
             "add a2, a0, a2", "\n",
             ".balign 4", "\n",
             "20:", "\n",
-            asm_macros::lp_setup!(x0, t0, 192), "\n",
+            asm_macros::lp_setup!(x0, t0, 188), "\n",
             "lw t1, 0(a2)", "\n",
             "lw t2, 4(a2)", "\n",
             asm_macros::p_lw!(a2, 4(a3!)), "\n",
@@ -124,17 +141,24 @@ macro_rules! dct_asm {
             asm_macros::pv_sub_h!(t5, t5, t2), "\n",
             "add t2, t1, t6", "\n",
             asm_macros::pv_sub_h!(t1, t1, t6), "\n",
-            out1!(t0, ra, t2, ra, a5, "128"), "\n",
+            // The even half's second butterfly level: e = (s0 + s3, s2 + s1), f = (s0 - s3,
+            // s2 - s1) from (s0, s2) and (s3, s1) (sums of two sums of pixels: no carry into
+            // the upper half), so that each even output is one dot product with pass 2's first
+            // pair of its row (C[u] is symmetric for u = 0, 4 and antisymmetric for u = 2, 6).
+            asm_macros::pv_shuffle_sci_h!(t6, t2, 1), "\n",
+            "add t2, t0, t6", "\n",
+            asm_macros::pv_sub_h!(t0, t0, t6), "\n",
+            out1e!(t2, ra, a5, "128"), "\n",
             out1!(t5, a6, t1, a7, zero, "144"), "\n",
-            out1!(t0, s2, t2, s3, zero, "160"), "\n",
+            out1e!(t0, s2, zero, "160"), "\n",
             out1!(t5, s4, t1, s5, zero, "176"), "\n",
-            out1!(t0, s6, t2, s7, zero, "192"), "\n",
+            out1e!(t2, s6, zero, "192"), "\n",
             out1!(t5, s8, t1, s9, zero, "208"), "\n",
-            out1!(t0, s10, t2, s11, zero, "224"), "\n",
+            out1e!(t0, s10, zero, "224"), "\n",
             out1!(t5, t3, t1, t4, zero, "240"), "\n",
             "21:", "\n",
             "addi a1, a1, 2", "\n",
-            ".if (21b - 20b) != 192", "\n",
+            ".if (21b - 20b) != 188", "\n",
             ".error \"pass 1: lp.setup offset does not reach the loop end\"", "\n",
             ".endif", "\n",
             // Pass 2: 8 transposed rows; a3 now points past `ctx.zz` (the last row's `p.lw`
