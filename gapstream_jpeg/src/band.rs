@@ -56,7 +56,8 @@ pub fn code_blocks<K: Kernel>(
 /// code into L1 chunks this way and commit a chunk once it stops taking blocks. `between` is
 /// called before each block for as long as it returns true (the cluster lanes move their DMA
 /// on there until every command of the next strip is issued); the blocks after that go to
-/// [`Kernel::code_run`] in one call.
+/// [`Kernel::code_run`] in one call. A kernel that cannot take the strip or `out` codes nothing:
+/// the result is then `from` even though `out` had room.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn code_blocks_reserved<K: Kernel>(
@@ -82,7 +83,7 @@ pub fn code_blocks_reserved<K: Kernel>(
             more = between();
         }
         let to = if more { b + 1 } else { n };
-        b = K::code_run(
+        let next = K::code_run(
             strip,
             &ctx,
             b,
@@ -94,6 +95,11 @@ pub fn code_blocks_reserved<K: Kernel>(
             w,
             limit,
         );
+        if next == b {
+            // The kernel cannot take this strip or output (see `Kernel::code_run`).
+            break;
+        }
+        b = next;
     }
     b
 }

@@ -249,6 +249,10 @@ pub trait Kernel {
     /// `ctx.stride` apart) one after the other while `out.pos <= limit`; returns the first block
     /// not coded. The caller keeps `limit` at least [`crate::entropy::MAX_BLOCK_BYTES`] below
     /// the end of `out` (see [`crate::band::code_blocks_reserved`]), so no block overflows.
+    /// A kernel may code nothing (return `from`) when the strip or `out` does not meet what its
+    /// loop needs: the PULP loop wants word-aligned rows (`ctx.stride` and the strip a multiple
+    /// of 4) and `limit + MAX_BLOCK_BYTES <= out.buf.len()`, which the cluster encoder's L1
+    /// strips and chunks always give.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn code_run(

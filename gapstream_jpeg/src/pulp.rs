@@ -474,8 +474,10 @@ impl Kernel for Pulp {
     ) -> usize {
         let stride = ctx.stride;
         // The assembly: word loads of every block's rows inside the strip, and room for a
-        // block at its worst whenever it starts one (`out.pos <= limit`). Otherwise block by
-        // block (the same bits).
+        // block at its worst whenever it starts one (`out.pos <= limit`). Otherwise nothing is
+        // coded (the cluster encoder's strips and chunks always qualify, and it fails the frame
+        // with `Error::Config` if one did not): no second, bounds-checked copy of the kernels in
+        // the program, which the firmware's L2 has no room for.
         let fits = from < to
             && out.pos <= limit
             && !out.full
@@ -484,7 +486,7 @@ impl Kernel for Pulp {
             && strip.as_ptr() as usize % 4 == 0
             && strip.len() >= 8 * (to - 1) + 7 * stride + 8;
         if !fits {
-            return code_run_checked(strip, ctx, from, to, t, dc_pred, bits, out, w, limit);
+            return from;
         }
         let base = out.buf.as_mut_ptr();
         let mut st = RunState {
@@ -561,31 +563,6 @@ fn code_block_checked(
     out: &mut Out<'_>,
 ) {
     crate::entropy::code_block::<Pulp>(f8, t, dc_pred, bits, out);
-}
-
-/// [`Kernel::code_run`] block by block, for what the run loop does not take: out of line and
-/// cold, like [`code_block_checked`] (it never runs in the cluster encoder's strips), and on
-/// the portable kernels (the same bits), so that a program that codes only through the run
-/// loop (the cluster encoder) links no second copy of the DCT and block-coder assembly (1.2 KiB
-/// of L2 in the firmware).
-#[allow(clippy::too_many_arguments)]
-#[cold]
-#[inline(never)]
-fn code_run_checked(
-    strip: &[u8],
-    ctx: &DctCtx,
-    from: usize,
-    to: usize,
-    t: &Tables,
-    dc_pred: &mut i32,
-    bits: &mut Bits,
-    out: &mut Out<'_>,
-    w: &mut Work,
-    limit: usize,
-) -> usize {
-    crate::fdct::code_run_by_block::<crate::fdct::Portable>(
-        strip, ctx, from, to, t, dc_pred, bits, out, w, limit,
-    )
 }
 
 const _: () = assert!(ROW_ORDER[0] == 0 && ROW_ORDER[7] == 4);
