@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 use crate::cookie::{Event, Gate, GateConfig, Outcome};
 use crate::fec::{Fec, FecClientStats, FecConfig};
 use crate::forward::{Bridge, BridgeError, ClientId, Config, Transport};
-use crate::netsim::{Air, LossChannel, LossModel, WifiModel};
+use crate::netsim::{Air, Channel, LossChannel, LossModel, WifiModel};
 
 /// Where the host bridge listens and how patient it is.
 #[derive(Clone, Debug)]
@@ -49,6 +49,10 @@ pub struct HostConfig {
     /// The WiFi model: a rate shared by all clients and backpressure to the SPI side (`None`:
     /// as fast as the sockets go).
     pub wifi: Option<WifiModel>,
+    /// Under the WiFi model: the access point's channel this bridge shares with other bridges (a
+    /// swarm's decks on one access point: every byte also takes its airtime there). `None`: the
+    /// bridge has the channel to itself.
+    pub channel: Option<Arc<Channel>>,
     /// Loss on the UDP output (tests and demos).
     pub udp_loss: Option<LossModel>,
 }
@@ -65,6 +69,7 @@ impl Default for HostConfig {
             verbose: false,
             fec: FecConfig::default(),
             wifi: None,
+            channel: None,
             udp_loss: None,
         }
     }
@@ -247,7 +252,10 @@ impl HostBridge {
             core: Mutex::new(Bridge::new(cfg.core)),
             fec: Mutex::new(Fec::new(cfg.fec)),
             start: Instant::now(),
-            air: cfg.wifi.map(|w| Air::new(w.mbps)),
+            air: cfg.wifi.map(|w| match &cfg.channel {
+                Some(c) => Air::on_channel(w.mbps, c.clone()),
+                None => Air::new(w.mbps),
+            }),
             wifi_queue: cfg.wifi.map(|w| w.queue_bytes),
             loss: cfg.udp_loss,
             loss_channels: Mutex::new(HashMap::new()),
@@ -1454,6 +1462,96 @@ mod tests {
         drop(client);
         b.stop();
         let _ = writer.join();
+    }
+
+    /// Three bridges on one channel (a swarm's decks on one access point): together they get
+    /// the channel's rate, not three times a deck's, every client gets its messages whole and in
+    /// order, and each bridge's GAP8 is held back by that bridge's own full queue.
+    #[test]
+    fn bridges_on_one_channel_share_its_rate_and_hold_each_gap8_back() {
+        let channel = Channel::new(8.0); // 1 MB/s for the three together
+        let wifi = Some(WifiModel {
+            mbps: 8.0, // and as much for each alone
+            queue_bytes: 32 * 1024,
+        });
+        let bridges: Vec<HostBridge> = (0..3)
+            .map(|_| {
+                HostBridge::start(HostConfig {
+                    wifi,
+                    channel: Some(channel.clone()),
+                    ..local()
+                })
+                .unwrap()
+            })
+            .collect();
+        let mut clients = Vec::new();
+        let mut writers = Vec::new();
+        for b in &bridges {
+            let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
+            socket2::SockRef::from(&gap8)
+                .set_send_buffer_size(16 * 1024)
+                .unwrap();
+            clients.push(StdTcp::connect(b.tcp_addr).unwrap());
+            let t0 = Instant::now();
+            while b.with_core(|c| c.client_ids().count()) < 1 {
+                assert!(t0.elapsed() < Duration::from_secs(5));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let written = Arc::new(AtomicU64::new(0));
+            let w = written.clone();
+            let t = std::thread::spawn(move || {
+                for k in 0..40u8 {
+                    let m = message(k, 20_000, Target::Gap8, Target::WifiHost);
+                    if gap8.write_all(&m).is_err() {
+                        return;
+                    }
+                    w.fetch_add(m.len() as u64, Ordering::Relaxed);
+                }
+            });
+            writers.push((written, t));
+        }
+        let start = Instant::now();
+        let readers: Vec<_> = clients
+            .into_iter()
+            .map(|mut c| {
+                std::thread::spawn(move || {
+                    let got = read_messages(&mut c, 8);
+                    (got, c)
+                })
+            })
+            .collect();
+        let got: Vec<(Vec<Vec<u8>>, StdTcp)> =
+            readers.into_iter().map(|r| r.join().unwrap()).collect();
+        let secs = start.elapsed().as_secs_f64();
+        let bytes: usize = got.iter().flat_map(|(g, _)| g).map(Vec::len).sum();
+        // 1 MB/s for all: 24 messages of ~20 KB take at least ~0.46 s, whatever the machine
+        // (three decks alone would take a third of that).
+        eprintln!(
+            "three bridges on one 8 Mbit/s channel: {:.0} B/s together",
+            bytes as f64 / secs
+        );
+        assert!(bytes as f64 / secs <= 1.1e6, "{} B/s", bytes as f64 / secs);
+        for (g, _) in &got {
+            for (k, m) in g.iter().enumerate() {
+                assert_eq!(m, &message(k as u8, 20_000, Target::Gap8, Target::WifiHost));
+            }
+        }
+        for (i, ((written, _), (g, _))) in writers.iter().zip(&got).enumerate() {
+            let received: usize = g.iter().map(Vec::len).sum();
+            let ahead = written.load(Ordering::Relaxed) as i64 - received as i64;
+            assert!(ahead < 150_000, "GAP8 {i} ran {ahead} bytes ahead");
+            assert_eq!(
+                bridges[i].with_core(|c| c.client_stats(1).unwrap().frames_dropped),
+                0
+            );
+        }
+        drop(got);
+        for b in bridges {
+            b.stop();
+        }
+        for (_, t) in writers {
+            let _ = t.join();
+        }
     }
 
     /// The loss model drops about the asked share of the UDP output, reproducibly per seed.

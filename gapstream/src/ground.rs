@@ -309,6 +309,16 @@ pub fn members(
     Ok((out, missing))
 }
 
+/// Every member with a secure session appends its key-log lines to `keylog` (docs/protocol.md
+/// §12: one line per epoch and session, the session id telling the drones' lines apart).
+pub fn set_keylog(members: &mut [Member], keylog: Option<&Path>) {
+    for m in members {
+        if let SessionKind::Secure(s) = &mut m.session {
+            s.keylog = keylog.map(Path::to_path_buf);
+        }
+    }
+}
+
 /// What every drone's receiver shares.
 #[derive(Clone)]
 pub struct GroundConfig {
@@ -678,7 +688,8 @@ pub fn ground(o: GroundOpts, stop: Arc<AtomicBool>) -> Result<(), RunError> {
             return Ok(());
         }
     }
-    let (members, missing) = members(&fleet, &o.security, o.packet_payload, &found)?;
+    let (mut members, missing) = members(&fleet, &o.security, o.packet_payload, &found)?;
+    set_keylog(&mut members, o.stream.keylog.as_deref());
     for m in &missing {
         eprintln!(
             "gapstream ground: warning: drone {m} was not found by mDNS{}; going on without it",
@@ -694,7 +705,7 @@ pub fn ground(o: GroundOpts, stop: Arc<AtomicBool>) -> Result<(), RunError> {
     }
     let s = &o.stream;
     let viewer = match &s.viewer {
-        Some(a) => Some(run::start_grid_viewer(a, s.bayer)?),
+        Some(a) => Some(run::start_grid_viewer(a, s.bayer, s.viewer_pixels)?),
         None => None,
     };
     let tap = o.bench_row.as_ref().map(|_| Tap::new(o.spi_hz, o.fps));
@@ -903,9 +914,11 @@ fn fleet_bus(
 /// `gapstream swarm`: `n` simulated drones, each with its own bridge and keys, until stopped; the
 /// fleet file for a ground station in another process goes to `dir/fleet.toml`. With
 /// `advertise`, each bridge is announced over mDNS like a stock deck (`aideck-XXXXXX`).
+#[allow(clippy::too_many_arguments)]
 pub fn swarm_cmd(
     n: usize,
     node: run::NodeSettings,
+    bridge: &run::BridgeSettings,
     dir: &Path,
     udp: bool,
     advertise: Option<esp32_bridge::mdns::Interfaces>,
@@ -913,7 +926,7 @@ pub fn swarm_cmd(
     stop: Arc<AtomicBool>,
 ) -> Result<(), RunError> {
     check_drones(n)?;
-    let swarm = crate::swarm::Swarm::start(n, &node)?;
+    let swarm = crate::swarm::Swarm::start_with(n, &node, bridge)?;
     let ads = advertise_swarm(&swarm, advertise.as_ref())?;
     let late = swarm.wait_links(Duration::from_secs(5));
     if !late.is_empty() {
@@ -929,6 +942,7 @@ pub fn swarm_cmd(
         run::camera_rate(node.fps),
         fleet.display()
     );
+    out!("  {}", bridge.describe_swarm(n));
     for (d, ad) in swarm
         .drones
         .iter()
@@ -947,6 +961,7 @@ pub fn swarm_cmd(
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(ads);
+    let dropped = bridge_drops(&swarm);
     let reports = swarm.stop();
     let sent: u64 = reports
         .iter()
@@ -954,7 +969,36 @@ pub fn swarm_cmd(
         .map(|r| r.drone.frames_sent)
         .sum();
     out!("gapstream swarm: stopped; {sent} frames sent in all");
+    print_drone_reports("gapstream swarm", &reports, &dropped);
     Ok(())
+}
+
+/// Frames each drone's bridge dropped for its slow receivers so far, by drone.
+fn bridge_drops(swarm: &crate::swarm::Swarm) -> Vec<u64> {
+    swarm
+        .drones
+        .iter()
+        .map(|d| d.bridge_stats().map_or(0, |s| s.frames_dropped))
+        .collect()
+}
+
+/// One line per simulated drone: frames sent, the captures its camera skipped (the drone was late
+/// for them: its link held back, under the WiFi model by its bridge's full queue, or short of
+/// CPU) and the frames its bridge dropped.
+fn print_drone_reports(
+    who: &str,
+    reports: &[(String, Option<crate::sim::NodeReport>)],
+    dropped: &[u64],
+) {
+    for ((name, r), dropped) in reports.iter().zip(dropped) {
+        if let Some(r) = r {
+            out!(
+                "{who}: {name} sent {} frames, its camera skipped {} captures (late for them: its link held back, or the CPU busy), its bridge dropped {dropped} for slow receivers",
+                r.drone.frames_sent,
+                r.camera_skipped
+            );
+        }
+    }
 }
 
 fn check_drones(n: usize) -> Result<(), RunError> {
@@ -993,11 +1037,12 @@ pub fn demo_swarm(
     n: usize,
     node: run::NodeSettings,
     s: run::StreamSettings,
+    bridge: &run::BridgeSettings,
     keys_dir: Option<&Path>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), RunError> {
     check_drones(n)?;
-    let swarm = crate::swarm::Swarm::start(n, &node)?;
+    let swarm = crate::swarm::Swarm::start_with(n, &node, bridge)?;
     let ads = match advertise_swarm(&swarm, Some(&esp32_bridge::mdns::Interfaces::Loopback)) {
         Ok(a) => a,
         Err(e) => {
@@ -1020,7 +1065,7 @@ pub fn demo_swarm(
             d.display()
         );
     }
-    let members = swarm
+    let mut members = swarm
         .drones
         .iter()
         .map(|d| {
@@ -1039,8 +1084,9 @@ pub fn demo_swarm(
             })
         })
         .collect::<Result<Vec<_>, RunError>>()?;
+    set_keylog(&mut members, s.keylog.as_deref());
     let viewer = match &s.viewer {
-        Some(a) => Some(run::start_grid_viewer(a, s.bayer)?),
+        Some(a) => Some(run::start_grid_viewer(a, s.bayer, s.viewer_pixels)?),
         None => None,
     };
     let bus = fleet_bus(&viewer, &s, n, None)?;
@@ -1051,6 +1097,7 @@ pub fn demo_swarm(
         "  drones   synthetic 324x244 {} with its name burned in, SPI paced like the AI-deck's link, sealed by the single-core kernels",
         run::camera_rate(node.fps)
     );
+    out!("  bridges  {}", bridge.describe_swarm(n));
     if !ads.is_empty() {
         out!(
             "  mDNS     {} ... {} announced on the loopback interface (_cpx._tcp; gapstream ground --discover --mdns-interface lo)",
@@ -1073,8 +1120,10 @@ pub fn demo_swarm(
     };
     let sum = receive(members, &g, bus);
     drop(ads);
-    swarm.stop();
+    let dropped = bridge_drops(&swarm);
+    let reports = swarm.stop();
     print_ground_summary(&sum);
+    print_drone_reports("gapstream demo", &reports, &dropped);
     if sum
         .drones
         .iter()
@@ -1114,7 +1163,7 @@ pub fn bench_swarm(
     let tmp = std::env::temp_dir().join(format!("gapstream-bench-swarm-{}", std::process::id()));
     let mut rows = Vec::new();
     out!(
-        "gapstream bench-swarm: drones {} at {fps} fps, SPI paced at {spi_hz} Hz; the drones and their bridges in one process, the ground station in another; {warmup} s warm-up, {secs} s measured",
+        "gapstream bench-swarm: drones {} at {fps} fps, SPI paced at {spi_hz} Hz, no WiFi model (the ground station is measured); the drones and their bridges in one process, the ground station in another; {warmup} s warm-up, {secs} s measured",
         counts
             .iter()
             .map(|n| n.to_string())
@@ -1130,6 +1179,9 @@ pub fn bench_swarm(
             .args(["swarm", "--drones", &n.to_string(), "--dir"])
             .arg(&dir)
             .args(["--fps", &fps.to_string(), "--spi-hz", &spi_hz.to_string()])
+            // The ground station is measured, not the WiFi: the bridges forward as fast as the
+            // sockets go (as `make bench-stream`).
+            .args(["--wifi-mbps", "0"])
             .args(["--duration", &format!("{}", total + 30.0)])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

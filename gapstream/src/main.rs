@@ -109,6 +109,16 @@ struct GroundArgs {
     /// Where the viewer (a grid of tiles) listens (`none` to disable).
     #[arg(long, default_value = "127.0.0.1:8080")]
     viewer: String,
+    /// The viewer sends JPEG frames as the receivers' decoded samples (half size in the tiles)
+    /// instead of the verified JPEG files that the page decodes itself.
+    #[arg(long)]
+    viewer_pixels: bool,
+    /// Debugging aid, off by default: every drone's receiver appends one line per key epoch
+    /// (frame key and iv, control keys; its session id tells the drones apart) to FILE, like
+    /// TLS's SSLKEYLOGFILE, so an independent tool can open a capture (see docs/protocol.md §12).
+    /// Whoever reads the file reads every drone's stream.
+    #[arg(long, value_name = "FILE", env = "GAPSTREAM_KEYLOGFILE")]
+    keylog: Option<PathBuf>,
     /// The cameras are colour HM01B0s (RGGB mosaics).
     #[arg(long)]
     bayer: bool,
@@ -155,6 +165,8 @@ struct SwarmArgs {
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_parser = seconds_above_zero)]
     duration: Option<f64>,
+    #[command(flatten)]
+    bridge: BridgeOpts,
 }
 
 #[derive(Args, Clone)]
@@ -262,7 +274,7 @@ struct StreamOpts {
     fec: bool,
 }
 
-/// What the demo's host bridge models (docs/stream.md, "The WiFi model and lossy UDP").
+/// What the host bridges of `demo` and `swarm` model (docs/stream.md, "The WiFi model and lossy UDP").
 #[derive(Args, Clone)]
 struct BridgeOpts {
     /// The bridge's WiFi side in Mbit/s, shared by all receivers, with backpressure to the SPI
@@ -273,6 +285,11 @@ struct BridgeOpts {
     /// The SPI side waits while every receiver has this many KiB queued.
     #[arg(long, default_value_t = 32)]
     wifi_queue_kib: usize,
+    /// A swarm (--drones N, gapstream swarm): the bridges are on one access point and share its
+    /// channel's airtime, this many Mbit/s for all of them together: 20, Espressif's in-air TCP
+    /// figure for one ESP32 (30 for UDP). 0: each bridge on a channel of its own.
+    #[arg(long, default_value_t = esp32_bridge::netsim::CHANNEL_MBPS, value_parser = mbps)]
+    wifi_channel_mbps: f64,
     /// Lose UDP datagrams on the bridge's way out: PERCENT (independent) or PERCENT:BURST (bursts
     /// of BURST datagrams on average, Gilbert-Elliott), e.g. 5 or 10:4.
     #[arg(long, value_name = "PERCENT[:BURST]")]
@@ -307,6 +324,7 @@ impl BridgeOpts {
                 mbps: self.wifi_mbps,
                 queue_bytes: self.wifi_queue_kib.max(1) * 1024,
             }),
+            channel_mbps: (self.wifi_channel_mbps > 0.0).then_some(self.wifi_channel_mbps),
             udp_loss,
             fec: esp32_bridge::fec::FecConfig::from_cli(
                 true,
@@ -713,6 +731,7 @@ fn main() -> ExitCode {
                     a.drones,
                     node,
                     s,
+                    &a.bridge.settings()?,
                     a.keys_dir.as_deref(),
                     stop,
                 )
@@ -818,11 +837,15 @@ fn main() -> ExitCode {
         .map_err(|e| e.to_string()),
         Cmd::Ground(a) => (|| {
             let ifs: esp32_bridge::mdns::Interfaces = a.mdns_interface.parse()?;
+            let security = a.security.security()?;
+            if let (Security::Secure { .. }, Some(f)) = (&security, &a.keylog) {
+                warn_keylog(f);
+            }
             let opts = gapstream::ground::GroundOpts {
                 fleet: a.fleet.clone(),
                 discover: a.discover.then_some(ifs),
                 discover_wait: Duration::from_secs_f64(a.discover_secs),
-                security: a.security.security()?,
+                security,
                 packet_payload: a.packet_size.parse().map_err(|_| "bad packet size")?,
                 stream: StreamSettings {
                     transport: if a.transport == "udp" {
@@ -833,7 +856,7 @@ fn main() -> ExitCode {
                     duration: a.duration.map(Duration::from_secs_f64),
                     metrics: a.metrics.clone(),
                     viewer: (a.viewer != "none").then(|| a.viewer.clone()),
-                    viewer_pixels: false,
+                    viewer_pixels: a.viewer_pixels,
                     bayer: a.bayer,
                     record: None,
                     mcap: a.mcap.clone(),
@@ -843,7 +866,7 @@ fn main() -> ExitCode {
                     }),
                     source: String::new(),
                     keys: None,
-                    keylog: None,
+                    keylog: a.keylog.clone(),
                     fec: false,
                     state_frames: Default::default(),
                 },
@@ -863,6 +886,7 @@ fn main() -> ExitCode {
             gapstream::ground::swarm_cmd(
                 a.drones,
                 node,
+                &a.bridge.settings()?,
                 &a.dir,
                 a.udp,
                 ads,

@@ -74,6 +74,10 @@ pub struct StreamSettings {
 #[derive(Clone, Debug)]
 pub struct BridgeSettings {
     pub wifi: Option<WifiModel>,
+    /// A swarm's bridges (`demo --drones N`, `swarm`) under the WiFi model: the rate in Mbit/s
+    /// of the one access point's channel they share (None: each bridge has a channel of its
+    /// own). A single drone's bridge ignores it.
+    pub channel_mbps: Option<f64>,
     pub udp_loss: Option<LossModel>,
     pub fec: FecConfig,
 }
@@ -83,6 +87,7 @@ impl Default for BridgeSettings {
     fn default() -> Self {
         BridgeSettings {
             wifi: None,
+            channel_mbps: None,
             udp_loss: None,
             fec: FecConfig::default(),
         }
@@ -123,6 +128,24 @@ impl BridgeSettings {
             ", FEC off".into()
         };
         format!("{wifi}{loss}{fec}")
+    }
+
+    /// The WiFi model of a swarm's `n` bridges, one line for the banner.
+    pub fn describe_swarm(&self, n: usize) -> String {
+        match (self.wifi, self.channel_mbps) {
+            (None, _) => "WiFi unpaced (--wifi-mbps 0)".into(),
+            (Some(w), Some(c)) => format!(
+                "WiFi {} Mbit/s per bridge, the {n} bridges on one {c} Mbit/s channel (one access point: {:.2} Mbit/s each when all send; queue {} KiB, then the SPI side waits)",
+                w.mbps,
+                (c / n as f64).min(w.mbps),
+                w.queue_bytes / 1024
+            ),
+            (Some(w), None) => format!(
+                "WiFi {} Mbit/s per bridge, each on a channel of its own (queue {} KiB, then the SPI side waits)",
+                w.mbps,
+                w.queue_bytes / 1024
+            ),
+        }
     }
 }
 
@@ -496,8 +519,15 @@ fn start_viewer(s: &StreamSettings, addr: &str) -> Result<(Arc<ViewerState>, Vie
 
 /// The ground station's viewer (a tile per drone) on `addr`, by the same port rule as the single
 /// viewer's.
-pub fn start_grid_viewer(addr: &str, bayer: bool) -> Result<(Arc<ViewerState>, Viewer), RunError> {
-    serve_viewer(addr, ViewerState::grid(bayer))
+/// A ground station's grid viewer; `pixels`: JPEG frames as decoded samples, not their file.
+pub fn start_grid_viewer(
+    addr: &str,
+    bayer: bool,
+    pixels: bool,
+) -> Result<(Arc<ViewerState>, Viewer), RunError> {
+    let state = ViewerState::grid(bayer);
+    state.set_jpeg_passthrough(!pixels);
+    serve_viewer(addr, state)
 }
 
 fn serve_viewer(

@@ -8,13 +8,22 @@
 //! sealed by the single-core kernels on the drone's own thread ([`EngineChoice::Sequential`])
 //! instead of the 8-thread host model of the GAP8 cluster, which for N drones would be 8N busy
 //! threads on the machine that also runs the ground station. The bytes on the wire are the same.
+//!
+//! The bridges model the WiFi as the single drone's does ([`Swarm::start_with`],
+//! [`crate::run::BridgeSettings`]): each its own deck's rate and queue, with backpressure to its
+//! drone, and all of them on one access point's channel ([`esp32_bridge::netsim::Channel`]):
+//! the decks share its airtime, so N of them together get what the channel carries, not N times
+//! a deck's rate (`docs/stream.md`, "The WiFi model and lossy UDP").
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use esp32_bridge::host::{HostBridge, HostConfig};
+use esp32_bridge::netsim::Channel;
 use gapstream_drone::DroneConfig;
 use gapstream_protocol::handshake::{DroneIdentity, Identity, Role};
 
@@ -117,6 +126,8 @@ impl SimDrone {
 /// N simulated drones, each with its own bridge.
 pub struct Swarm {
     pub drones: Vec<SimDrone>,
+    /// The channel the bridges share under the WiFi model.
+    pub channel: Option<Arc<Channel>>,
 }
 
 fn start_bridge_at(cfg: &HostConfig) -> Result<HostBridge, RunError> {
@@ -163,8 +174,20 @@ fn start_drone(
 
 impl Swarm {
     /// Starts `n` drones (`drone-01`, ...), each paired afresh with one receiver key, each with its
-    /// own bridge on free ports of 127.0.0.1.
+    /// own bridge on free ports of 127.0.0.1, forwarding as fast as the sockets go (no WiFi
+    /// model).
     pub fn start(n: usize, node: &NodeSettings) -> Result<Self, RunError> {
+        Self::start_with(n, node, &run::BridgeSettings::default())
+    }
+
+    /// [`Swarm::start`] with the bridges modelling `bridge`: the WiFi model (each bridge its
+    /// deck's rate and queue; all of them on one channel of `bridge.channel_mbps`), UDP loss, FEC.
+    pub fn start_with(
+        n: usize,
+        node: &NodeSettings,
+        bridge: &run::BridgeSettings,
+    ) -> Result<Self, RunError> {
+        let channel = bridge.wifi.and(bridge.channel_mbps).map(Channel::new);
         let mut drones = Vec::with_capacity(n);
         for i in 0..n {
             let name = drone_name(i);
@@ -175,6 +198,10 @@ impl Swarm {
                 spi_listen: any,
                 tcp_listen: any,
                 udp_listen: Some(any),
+                wifi: bridge.wifi,
+                channel: channel.clone(),
+                udp_loss: bridge.udp_loss,
+                fec: bridge.fec,
                 ..HostConfig::default()
             };
             let bridge = start_bridge_at(&cfg)?;
@@ -199,7 +226,7 @@ impl Swarm {
                 name,
             });
         }
-        Ok(Swarm { drones })
+        Ok(Swarm { drones, channel })
     }
 
     /// Waits until every drone's link reached its bridge (at most `timeout`); the names of the

@@ -27,7 +27,11 @@
 //! bytes, the drone's name, the pixels. Tiles are sent at half size (2×2 averages), the drone
 //! shown full size at full size; the stats of every drone go as one JSON text message
 //! (`{"tiles":[...]}`). Each page gets each tile's newest frame when it is ready for it (at most
-//! 20 rounds a second), so a page never holds a backlog of any drone.
+//! 20 rounds a second), so a page never holds a backlog of any drone. A JPEG frame goes to the
+//! grid as its verified file, like `GSJ1` above: `b"GTJ1"` and the same header (the frame's own
+//! width and height, channels 0), the name, then the JPEG file, the same message for a tile and
+//! for the full-size view; the page decodes it with `createImageBitmap` and draws it at the
+//! tile's half size or at full size (`set_jpeg_passthrough(false)`: `GST1` samples).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -251,22 +255,31 @@ impl ViewerState {
         {
             return Some((k.0, b.clone()));
         }
-        let (ch, px) = self.shown(&f);
-        let (w, h, px) = if full {
-            (f.width(), f.height(), px)
-        } else {
-            half_size(&px, f.width(), f.height(), ch)
-        };
         let name_b = &name.as_bytes()[..name.len().min(255)];
-        let mut m = Vec::with_capacity(20 + name_b.len() + px.len());
-        m.extend_from_slice(b"GST1");
-        m.extend_from_slice(&f.seq().to_le_bytes());
-        m.extend_from_slice(&(w as u16).to_le_bytes());
-        m.extend_from_slice(&(h as u16).to_le_bytes());
-        m.extend_from_slice(&[ch as u8, name_b.len() as u8, 0, 0]);
-        m.extend_from_slice(name_b);
-        m.extend_from_slice(&px);
-        let b = Bytes::from(m);
+        let tile = |magic: &[u8; 4], w: usize, h: usize, ch: u8, body: &[u8]| {
+            let mut m = Vec::with_capacity(20 + name_b.len() + body.len());
+            m.extend_from_slice(magic);
+            m.extend_from_slice(&f.seq().to_le_bytes());
+            m.extend_from_slice(&(w as u16).to_le_bytes());
+            m.extend_from_slice(&(h as u16).to_le_bytes());
+            m.extend_from_slice(&[ch, name_b.len() as u8, 0, 0]);
+            m.extend_from_slice(name_b);
+            m.extend_from_slice(body);
+            Bytes::from(m)
+        };
+        let b = if let Some(jpeg) = self.passthrough_jpeg(&f) {
+            // The verified file as is, for the tile and the full-size view alike (the page
+            // scales it); the frame's own size.
+            tile(b"GTJ1", f.width(), f.height(), 0, jpeg)
+        } else {
+            let (ch, px) = self.shown(&f);
+            let (w, h, px) = if full {
+                (f.width(), f.height(), px)
+            } else {
+                half_size(&px, f.width(), f.height(), ch)
+            };
+            tile(b"GST1", w, h, ch as u8, &px)
+        };
         if let Some(t) = self
             .tiles
             .lock()
@@ -1045,5 +1058,57 @@ mod tests {
         let state = ViewerState::new(true);
         let m = state.frame_message(&coded_frame(10, Codec::Jpeg)).unwrap();
         assert_eq!((&m[..4], m[16]), (&b"GSF1"[..], 3));
+    }
+
+    /// A ground station's grid takes JPEG frames as their verified file too: the tile and the
+    /// full-size view get the same `GTJ1` message, the file that decodes to the receiver's
+    /// samples; turned off, half-size samples as for any frame; JPEG-LS frames
+    /// go as samples.
+    #[test]
+    fn a_grids_jpeg_tiles_are_their_file() {
+        use crate::codec::Codec;
+        let named = |seq, codec| {
+            let mut f = coded_frame(seq, codec);
+            f.source = Arc::from("drone-07");
+            Arc::new(f)
+        };
+        let state = ViewerState::grid(false);
+        let f = named(7, Codec::Jpeg);
+        state.publish_frame(f.clone());
+        let file = f.coded.as_deref().unwrap();
+        for full in [false, true] {
+            let (seq, m) = state.tile_message("drone-07", full).unwrap();
+            assert_eq!(seq, 7);
+            assert_eq!(&m[..4], b"GTJ1");
+            assert_eq!(u64::from_le_bytes(m[4..12].try_into().unwrap()), 7);
+            assert_eq!(
+                (&m[12..14], &m[14..16], &m[16..20]),
+                (
+                    &40u16.to_le_bytes()[..],
+                    &24u16.to_le_bytes()[..],
+                    &[0u8, 8, 0, 0][..]
+                )
+            );
+            assert_eq!(&m[20..28], b"drone-07");
+            assert_eq!(&m[28..], file, "the verified file, as is");
+            let mut d = jpeg_decoder::Decoder::new(&m[28..]);
+            assert_eq!(d.decode().unwrap(), &f.pixels[..]);
+        }
+        // Turned off: the decoded samples at half size (full size when focused).
+        state.set_jpeg_passthrough(false);
+        let f = named(8, Codec::Jpeg);
+        state.publish_frame(f.clone());
+        let (_, m) = state.tile_message("drone-07", false).unwrap();
+        let (w, h, half) = half_size(&f.pixels, 40, 24, 1);
+        assert_eq!((&m[..4], w, h), (&b"GST1"[..], 20, 12));
+        assert_eq!((m[16], &m[28..]), (1, &half[..]));
+        let (_, m) = state.tile_message("drone-07", true).unwrap();
+        assert_eq!((&m[..4], &m[28..]), (&b"GST1"[..], &f.pixels[..]));
+        // JPEG-LS: samples.
+        let state = ViewerState::grid(false);
+        let f = named(9, Codec::Jpegls);
+        state.publish_frame(f.clone());
+        let (_, m) = state.tile_message("drone-07", true).unwrap();
+        assert_eq!((&m[..4], &m[28..]), (&b"GST1"[..], &f.pixels[..]));
     }
 }

@@ -519,7 +519,6 @@ fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() 
 /// and session in the documented format (docs/protocol.md §12).
 #[test]
 fn demo_keylog_writes_every_receivers_epoch_keys() {
-    use std::os::unix::fs::PermissionsExt;
     let d = tempfile::tempdir().unwrap();
     let file = d.path().join("keys.log");
     let out = gapstream()
@@ -540,9 +539,21 @@ fn demo_keylog_writes_every_receivers_epoch_keys() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("key log ON"), "{err}");
-    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    let sessions = keylog_sessions(&file);
+    assert!(sessions.len() >= 2, "lines of {} sessions", sessions.len());
+}
+
+/// The sessions of a key-log file, checking the file's mode (0600) and every line's format
+/// (docs/protocol.md §12).
+fn keylog_sessions(file: &std::path::Path) -> std::collections::BTreeSet<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
-    let text = std::fs::read_to_string(&file).unwrap();
+    let text = std::fs::read_to_string(file).unwrap();
     let mut sessions = std::collections::BTreeSet::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split(' ').collect();
@@ -553,9 +564,75 @@ fn demo_keylog_writes_every_receivers_epoch_keys() {
         assert_eq!(f[4].len(), 64, "{line}");
         sessions.insert(f[1].to_string());
     }
+    sessions
+}
+
+/// `gapstream ground --keylog FILE` and `gapstream demo --drones N --keylog FILE`: every drone's
+/// receiver appends its epoch keys to the one file, each drone's session under its own id.
+#[test]
+fn a_ground_stations_keylog_has_every_drones_epoch_keys() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("swarm");
+    let mut swarm = gapstream()
+        .args([
+            "swarm",
+            "--drones",
+            "2",
+            "--wifi-mbps",
+            "0",
+            "--duration",
+            "60",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let fleet = dir.join("fleet.toml");
+    let t0 = Instant::now();
+    while !fleet.exists() && t0.elapsed() < Duration::from_secs(60) {
+        thread::sleep(Duration::from_millis(100));
+    }
+    let file = d.path().join("ground.log");
+    let out = gapstream()
+        .args(["ground", "--viewer", "none", "--duration", "3", "--fleet"])
+        .arg(&fleet)
+        .arg("--keylog")
+        .arg(&file)
+        .env_remove("GAPSTREAM_KEYLOGFILE")
+        .output()
+        .unwrap();
+    let _ = swarm.kill();
+    let _ = swarm.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("key log ON"), "{err}");
+    let sessions = keylog_sessions(&file);
+    assert!(sessions.len() >= 2, "ground: {} sessions", sessions.len());
+
+    let file = d.path().join("demo.log");
+    let out = gapstream()
+        .args([
+            "demo",
+            "--drones",
+            "2",
+            "--viewer",
+            "none",
+            "--duration",
+            "3",
+        ])
+        .arg("--keylog")
+        .arg(&file)
+        .env_remove("GAPSTREAM_KEYLOGFILE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let sessions = keylog_sessions(&file);
     assert!(
         sessions.len() >= 2,
-        "lines of {} sessions: {text}",
+        "demo --drones: {} sessions",
         sessions.len()
     );
 }

@@ -377,3 +377,72 @@ fn every_frame_carries_its_drone() {
     }
     swarm.stop();
 }
+
+/// Three drones whose bridges model the WiFi on one access point's channel (8 Mbit/s for all,
+/// each deck 10 alone): what reaches the ground station together is bounded by the channel, not
+/// three times a deck's rate; no frame is lost or dropped on the way; each drone is held back by
+/// its own bridge's full queue, so its camera skips captures (at 30 fps a raw stream needs 19
+/// Mbit/s). Counted, not timed: the only clock is an upper bound that a busy machine only
+/// loosens (a slower run delivers fewer bytes in more time).
+#[test]
+fn a_swarm_on_one_channel_shares_it_and_each_drone_is_held_back() {
+    let bridge = run::BridgeSettings {
+        wifi: Some(esp32_bridge::netsim::WifiModel {
+            mbps: 10.0,
+            queue_bytes: 32 * 1024,
+        }),
+        channel_mbps: Some(8.0),
+        ..run::BridgeSettings::default()
+    };
+    let t0 = Instant::now();
+    let swarm = Swarm::start_with(3, &node(30.0), &bridge).unwrap();
+    assert_eq!(swarm.channel.as_ref().map(|c| c.mbps()), Some(8.0));
+    assert!(swarm.wait_links(Duration::from_secs(10)).is_empty());
+    let names: Vec<String> = swarm.drones.iter().map(|d| d.name.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sub, ground) = start_ground((0..3).map(|i| member(&swarm, i)).collect(), stop.clone());
+    let mut seen = Seen::default();
+    seen.wait_all(&sub, &names, 25, Duration::from_secs(90));
+    stop.store(true, Ordering::Relaxed);
+    let sum = ground.join().unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    seen.pump(&sub, Duration::ZERO);
+    let dropped: Vec<u64> = swarm
+        .drones
+        .iter()
+        .map(|d| d.bridge_stats().unwrap().frames_dropped)
+        .collect();
+    let reports = swarm.stop();
+    // A raw frame on the air: the CPX packets of its 36-byte header, pixels and tag.
+    let frame_bytes = 36 + 324 * 244 + 16 + 4 * (324 * 244 / 1020 + 1);
+    let frames: u64 = names
+        .iter()
+        .map(|n| summary_of(&sum, n).counters.frames)
+        .sum();
+    let mbps = (frames * frame_bytes as u64) as f64 * 8.0 / secs / 1e6;
+    eprintln!(
+        "three drones on one 8 Mbit/s channel: {frames} frames in {secs:.2} s, {mbps:.2} Mbit/s together; cameras skipped {:?}",
+        reports
+            .iter()
+            .map(|(_, r)| r.as_ref().map_or(0, |r| r.camera_skipped))
+            .collect::<Vec<_>>()
+    );
+    // The channel's bytes since the start, plus what the three bridges and links may hold
+    // beyond it (a queue of 32 KiB and the SPI socket's buffers each).
+    let bound = 8e6 / 8.0 * secs * 1.1 + 3.0 * 200_000.0;
+    assert!(
+        (frames * frame_bytes as u64) as f64 <= bound,
+        "{frames} frames ({mbps:.2} Mbit/s) in {secs:.2} s through an 8 Mbit/s channel"
+    );
+    for (i, n) in names.iter().enumerate() {
+        let s = summary_of(&sum, n);
+        assert_eq!(s.counters.lost, 0, "{n} lost frames");
+        seen.assert_consecutive(n);
+        assert_eq!(dropped[i], 0, "{n}'s bridge dropped frames");
+        let r = reports[i].1.as_ref().unwrap();
+        assert!(
+            r.camera_skipped > 0,
+            "{n}'s camera skipped nothing: its link was never held back"
+        );
+    }
+}

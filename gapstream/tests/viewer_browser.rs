@@ -349,7 +349,9 @@ fn shows_a_decoded_frame(name: &str, browser: fn(&str, &Path, &Path), frame: u32
 }
 
 /// A ground station's grid: four drones, each frame stamped and labelled with its drone's name.
-fn grid_state() -> (Arc<ViewerState>, Vec<(String, Vec<u8>)>) {
+/// `jpeg`: each frame is the drone's JPEG file (quality 90), which the grid sends as is (`GTJ1`);
+/// the pixels returned are then the receiver's decoding of it.
+fn grid_state(jpeg: bool) -> (Arc<ViewerState>, Vec<(String, Vec<u8>)>) {
     use gapstream::receiver::bus::Status;
     let state = ViewerState::grid(false);
     let mut drones = Vec::new();
@@ -363,8 +365,30 @@ fn grid_state() -> (Arc<ViewerState>, Vec<(String, Vec<u8>)>) {
         testpattern::render(&mut px, 324, 244, stamp).unwrap();
         gapstream::images::draw_label(&mut px, 324, 244, name.to_uppercase().as_bytes());
         let mut f = test_frame(stamp.frame as u64, 324, 244, px.clone());
+        if jpeg {
+            use gapstream::codec::{self, Codec, HostCoder};
+            use gapstream_drone::{FrameCoder, FrameFormat, PixelFormat};
+            let mut file = Vec::new();
+            let coded = HostCoder {
+                codec: Codec::Jpeg,
+                quality: 90,
+            }
+            .code(FrameFormat::HM01B0, &px, &mut file)
+            .unwrap();
+            assert_eq!(coded, Some(PixelFormat::Jpeg));
+            px = codec::decode(PixelFormat::Jpeg, 324, 244, &file)
+                .unwrap()
+                .unwrap();
+            f = test_frame(stamp.frame as u64, 324, 244, px.clone());
+            f.header.pixel_format = PixelFormat::Jpeg.code();
+            f.coded = Some(Arc::from(file));
+        }
         f.source = Arc::from(name.as_str());
         state.publish_frame(Arc::new(f));
+        if jpeg {
+            let (_, m) = state.tile_message(&name, false).unwrap();
+            assert_eq!(&m[..4], b"GTJ1", "the page gets the file");
+        }
         state.update_tile(&Status {
             source: name.clone(),
             connection: "streaming".into(),
@@ -400,13 +424,16 @@ fn find_exact(shot: &Shot, want: &[u8], w: usize, h: usize) -> Option<(usize, us
     None
 }
 
-fn grid_shows_every_drone(name: &str, browser: fn(&str, &Path, &Path)) {
-    let (state, drones) = grid_state();
+/// The grid page in `browser`: every drone's tile at half size (with `jpeg`, drawn from the JPEG
+/// file the page decoded and scaled itself), and one drone full size.
+fn grid_shows_every_drone(name: &str, browser: fn(&str, &Path, &Path), jpeg: bool) {
+    let (state, drones) = grid_state(jpeg);
     let v = Viewer::start("127.0.0.1:0", state.clone()).unwrap();
     let d = tempfile::tempdir().unwrap();
     let shot_path = d.path().join("grid.png");
     browser(&v.url(), &shot_path, &d.path().join("profile"));
-    let keep = std::env::var_os("GAPSTREAM_KEEP_GRID_SCREENSHOT").filter(|_| name == "chromium");
+    let keep =
+        std::env::var_os("GAPSTREAM_KEEP_GRID_SCREENSHOT").filter(|_| name == "chromium" && !jpeg);
     if let Some(k) = &keep {
         std::fs::copy(&shot_path, k).unwrap();
     }
@@ -466,10 +493,20 @@ fn grid_shows_every_drone(name: &str, browser: fn(&str, &Path, &Path)) {
 
 #[test]
 fn headless_chromium_shows_the_ground_stations_grid_and_one_drone_full_size() {
-    grid_shows_every_drone("chromium", run_chromium);
+    grid_shows_every_drone("chromium", run_chromium, false);
+}
+
+#[test]
+fn headless_chromium_shows_a_grid_of_jpeg_files() {
+    grid_shows_every_drone("chromium", run_chromium, true);
+}
+
+#[test]
+fn headless_firefox_shows_a_grid_of_jpeg_files() {
+    grid_shows_every_drone("firefox", run_firefox, true);
 }
 
 #[test]
 fn headless_firefox_shows_the_ground_stations_grid_and_one_drone_full_size() {
-    grid_shows_every_drone("firefox", run_firefox);
+    grid_shows_every_drone("firefox", run_firefox, false);
 }

@@ -95,8 +95,9 @@ def test_a_ground_station_publishes_each_drone_under_its_name(gapstream_bin, tmp
             [gapstream_bin, "ground", "--fleet", str(fleet), "--viewer", "none", "--duration", "8",
              "--zenoh", endpoint, "--mcap", str(mcap)],
             capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        assert "gapstream/<drone>/" in r.stderr, r.stderr
+        assert r.returncode == 0, r.stdout + r.stderr
+        # The banner (where it publishes) is on stdout, diagnostics on stderr.
+        assert "gapstream/<drone>/" in r.stdout, r.stdout + r.stderr
     finally:
         sub.terminate()
         sub.wait(timeout=10)
