@@ -31,6 +31,12 @@ void gap_rust_sdk_w_cl_dma_cmd(uint32_t ext, uint32_t loc, uint32_t size, uint32
     pi_cl_dma_cmd(ext, loc, size, (pi_cl_dma_dir_e) dir, cmd);
 }
 
+void gap_rust_sdk_w_cl_dma_cmd_2d(uint32_t ext, uint32_t loc, uint32_t size, uint32_t stride,
+                                  uint32_t length, uint32_t dir, pi_cl_dma_cmd_t *cmd)
+{
+    pi_cl_dma_cmd_2d(ext, loc, size, stride, length, (pi_cl_dma_dir_e) dir, cmd);
+}
+
 void gap_rust_sdk_w_cl_dma_cmd_wait(pi_cl_dma_cmd_t *cmd)
 {
     pi_cl_dma_cmd_wait(cmd);

@@ -10,7 +10,7 @@
 //! | `gap_rust_sdk_w_cl_team_barrier` | `pi_cl_team_barrier` |
 //! | `gap_rust_sdk_w_cl_team_nb_cores` | `pi_cl_team_nb_cores` |
 //! | `gap_rust_sdk_w_core_id`, `gap_rust_sdk_w_cluster_id` | `pi_core_id`, `pi_cluster_id` |
-//! | `gap_rust_sdk_w_cl_dma_cmd`, `_cl_dma_cmd_wait`, `_cl_dma_flush` | `pi_cl_dma_cmd`, `pi_cl_dma_cmd_wait`, `pi_cl_dma_flush` |
+//! | `gap_rust_sdk_w_cl_dma_cmd`, `_cl_dma_cmd_2d`, `_cl_dma_cmd_wait`, `_cl_dma_flush` | `pi_cl_dma_cmd`, `pi_cl_dma_cmd_2d`, `pi_cl_dma_cmd_wait`, `pi_cl_dma_flush` |
 //! | `gap_rust_sdk_w_cluster_task`, `_cluster_task_stacks` | `pi_cluster_task`, `pi_cluster_task_stacks` |
 //!
 //! The build script compiles the shims with the `cc` crate when `GAP_SDK_HOME` points at a GAP SDK

@@ -53,7 +53,11 @@ pub fn code_blocks<K: Kernel>(
 /// one more block at its worst and an interval end after it ([`MAX_BLOCK_BYTES`] +
 /// [`MAX_FLUSH_BYTES`]), so nothing ever has to be undone: returns the first block not coded
 /// (`n` when the strip is done; then its interval end, if any, fits too). The cluster lanes
-/// code into L1 chunks this way and commit a chunk once it stops taking blocks.
+/// code into L1 chunks this way and commit a chunk once it stops taking blocks. `between` is
+/// called before each block for as long as it returns true (the cluster lanes move their DMA
+/// on there until every command of the next strip is issued); the blocks after that go to
+/// [`Kernel::code_run`] in one call. A kernel that cannot take the strip or `out` codes nothing:
+/// the result is then `from` even though `out` had room.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn code_blocks_reserved<K: Kernel>(
@@ -65,7 +69,7 @@ pub fn code_blocks_reserved<K: Kernel>(
     st: &mut CoderState,
     out: &mut Out<'_>,
     w: &mut Work,
-    mut between: impl FnMut(),
+    mut between: impl FnMut() -> bool,
 ) -> usize {
     let ctx = DctCtx::new(stride, &t.dct, &t.zz);
     let limit = out
@@ -73,11 +77,29 @@ pub fn code_blocks_reserved<K: Kernel>(
         .len()
         .saturating_sub(MAX_BLOCK_BYTES + MAX_FLUSH_BYTES);
     let mut b = from;
+    let mut more = true;
     while b < n && out.pos <= limit {
-        between();
-        K::fdct(&strip[8 * b..], &ctx, w);
-        K::code_block(&w.f8, t, &mut st.dc, &mut st.bits, out);
-        b += 1;
+        if more {
+            more = between();
+        }
+        let to = if more { b + 1 } else { n };
+        let next = K::code_run(
+            strip,
+            &ctx,
+            b,
+            to,
+            t,
+            &mut st.dc,
+            &mut st.bits,
+            out,
+            w,
+            limit,
+        );
+        if next == b {
+            // The kernel cannot take this strip or output (see `Kernel::code_run`).
+            break;
+        }
+        b = next;
     }
     b
 }

@@ -546,6 +546,7 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
                     if busy {
                         busy = fetch.as_mut().is_some_and(|f| f.step());
                     }
+                    busy
                 });
             if let Some(f) = fetch.as_mut() {
                 f.finish()?;
@@ -569,6 +570,11 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
         pending = 0;
         match step {
             Step::ChunkFull => {
+                // An empty chunk always takes a block, unless the kernel refused the strip
+                // (`Kernel::code_run`): stop instead of stepping forever.
+                if fill == 0 {
+                    return Err(Error::Config);
+                }
                 chunk.swap(0, 1);
                 pending = fill;
                 fill = 0;

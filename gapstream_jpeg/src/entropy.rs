@@ -10,7 +10,7 @@
 //! than the caller's buffer) or rolls back to the last block boundary and continues in a fresh
 //! buffer (the cluster lanes, whose L1 staging chunks fill up regularly).
 use crate::fdct::{Kernel, slot};
-use crate::tables::{CODE_MASK, LEN_SHIFT, Tables};
+use crate::tables::{CODE_MASK, LEN_SHIFT, Tables, ac_index};
 
 /// Bytes one block can add to an [`Out`] at most: 20 DC bits + 63 × 26 AC bits + 31 pending bits
 /// make at most 52 words, each at most 8 bytes once stuffed.
@@ -160,14 +160,14 @@ fn field(v: i32, a: u32, nbits: u32) -> u32 {
 fn code_ac<K: Kernel>(v: i32, k: usize, run: u32, t: &Tables, bits: &mut Bits, out: &mut Out<'_>) {
     let mut run = run;
     while run >= 16 {
-        let p = t.ac[0xf0];
+        let p = t.zrl;
         bits.put(out, p & CODE_MASK, p >> LEN_SHIFT);
         run -= 16;
     }
     let a = v.unsigned_abs();
     let q = t.quant[k & 63].quantise(a);
     let nb = K::bit_len(q);
-    let p = t.ac[((run << 4) | nb) as usize & 0xff];
+    let p = t.ac[ac_index(run, nb)];
     bits.put(out, (p & CODE_MASK) | field(v, q, nb), p >> LEN_SHIFT);
 }
 
@@ -215,7 +215,7 @@ pub fn code_block<K: Kernel>(
         }
     }
     if last < 63 {
-        let p = t.ac[0x00];
+        let p = t.eob;
         bits.put(out, p & CODE_MASK, p >> LEN_SHIFT);
     }
 }

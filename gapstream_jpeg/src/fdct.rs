@@ -244,6 +244,58 @@ pub trait Kernel {
     {
         crate::entropy::code_block::<Self>(f8, t, dc_pred, bits, out)
     }
+
+    /// Transforms and codes blocks `from..to` of a strip (block `b`'s rows at `strip[8 b]`,
+    /// `ctx.stride` apart) one after the other while `out.pos <= limit`; returns the first block
+    /// not coded. The caller keeps `limit` at least [`crate::entropy::MAX_BLOCK_BYTES`] below
+    /// the end of `out` (see [`crate::band::code_blocks_reserved`]), so no block overflows.
+    /// A kernel may code nothing (return `from`) when the strip or `out` does not meet what its
+    /// loop needs: the PULP loop wants word-aligned rows (`ctx.stride` and the strip a multiple
+    /// of 4) and `limit + MAX_BLOCK_BYTES <= out.buf.len()`, which the cluster encoder's L1
+    /// strips and chunks always give.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn code_run(
+        strip: &[u8],
+        ctx: &DctCtx,
+        from: usize,
+        to: usize,
+        t: &crate::tables::Tables,
+        dc_pred: &mut i32,
+        bits: &mut crate::entropy::Bits,
+        out: &mut crate::entropy::Out<'_>,
+        w: &mut Work,
+        limit: usize,
+    ) -> usize
+    where
+        Self: Sized,
+    {
+        code_run_by_block::<Self>(strip, ctx, from, to, t, dc_pred, bits, out, w, limit)
+    }
+}
+
+/// [`Kernel::code_run`] block by block: [`Kernel::fdct`], then [`Kernel::code_block`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn code_run_by_block<K: Kernel>(
+    strip: &[u8],
+    ctx: &DctCtx,
+    from: usize,
+    to: usize,
+    t: &crate::tables::Tables,
+    dc_pred: &mut i32,
+    bits: &mut crate::entropy::Bits,
+    out: &mut crate::entropy::Out<'_>,
+    w: &mut Work,
+    limit: usize,
+) -> usize {
+    let mut b = from;
+    while b < to && out.pos <= limit {
+        K::fdct(&strip[8 * b..], ctx, w);
+        K::code_block(&w.f8, t, dc_pred, bits, out);
+        b += 1;
+    }
+    b
 }
 
 /// [`Kernel::zero_mask`] in plain Rust.
@@ -379,6 +431,14 @@ mod tests {
             assert_eq!(COEF[u].iter().map(|&c| c as i32).sum::<i32>(), 0, "row {u}");
         }
         assert_eq!(COEF[0], [11585; 4]);
+        // What the PULP pass 1's second butterfly level relies on: C[4] = (c, -c, -c, c) and
+        // C[u][3 - n] = -C[u][n] for u = 2, 6, exactly, so that C[u] . s equals one dot product
+        // of (s0 + s3, s2 + s1) or (s0 - s3, s2 - s1) with (C[u][0], C[u][2]).
+        assert_eq!(COEF[4], [COEF[4][0], -COEF[4][0], -COEF[4][0], COEF[4][0]]);
+        for u in [2, 6] {
+            assert_eq!(COEF[u][3], -COEF[u][0], "row {u}");
+            assert_eq!(COEF[u][2], -COEF[u][1], "row {u}");
+        }
         // The pairs: (C[u][0], C[u][2]) and (C[u][1], C[u][3]) as halfwords.
         assert_eq!(PAIRS[0], 11585 | 11585 << 16);
         assert_eq!(PAIRS[1], 16069 | 9102 << 16);

@@ -175,15 +175,41 @@ pub const fn coder_entry(packed: u32, size: u32) -> u32 {
     (len + size) << LEN_SHIFT | code << size
 }
 
-/// The AC coder entries ([`coder_entry`] of each symbol), made at compile time so that
-/// [`Tables::new`] copies them and needs no second table on its stack (built there, it overflowed
-/// the GVSOC bench's 8 KiB FC stack into `.bss`).
-const AC_CODER: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut s = 0;
-    while s < 256 {
-        t[s] = coder_entry(AC_CODES.packed[s], s as u32 & 15);
-        s += 1;
+/// Bytes between the AC coder entries of runs `r` and `r + 1` of one size in [`Tables::ac`].
+pub const AC_RUN_STEP: usize = 8;
+
+/// Bytes between the AC coder entries of sizes `s` and `s + 1` of one run in [`Tables::ac`]:
+/// `8 r + 68 (s - 1)` is one-to-one on runs 0..=15 and sizes 1..=10 (`8 Δr = 68 Δs` needs
+/// `Δr` a multiple of 17), so that the PULP coder finds the entry of `(run, size)` from
+/// `8 run` and `31 - size` with one multiply-subtract, in 736 bytes (the 256 entries indexed by
+/// symbol took 1 KiB).
+pub const AC_SIZE_STEP: usize = 68;
+
+/// Words of [`Tables::ac`]: up to the entry of run 15, size 10.
+pub const AC_WORDS: usize = (15 * AC_RUN_STEP + 9 * AC_SIZE_STEP) / 4 + 1;
+
+/// Index in [`Tables::ac`] of the entry of `run` (0..=15) zeros followed by a coefficient of
+/// `size` (1..=10) bits: word `2 run + 17 (size - 1)` (see [`AC_SIZE_STEP`]).
+#[inline(always)]
+pub const fn ac_index(run: u32, size: u32) -> usize {
+    ((AC_RUN_STEP / 4) as u32 * run + (AC_SIZE_STEP / 4) as u32 * size)
+        .wrapping_sub((AC_SIZE_STEP / 4) as u32) as usize
+}
+
+/// The AC coder entries ([`coder_entry`]) of every `(run, size)` with a size, at
+/// [`ac_index`]; the words between them are 0. Made at compile time so that [`Tables::new`]
+/// copies them and needs no second table on its stack (built there, it overflowed the GVSOC
+/// bench's 8 KiB FC stack into `.bss`).
+const AC_CODER: [u32; AC_WORDS] = {
+    let mut t = [0u32; AC_WORDS];
+    let mut run = 0;
+    while run < 16 {
+        let mut size = 1;
+        while size <= 10 {
+            t[ac_index(run, size)] = coder_entry(AC_CODES.packed[(run << 4 | size) as usize], size);
+            size += 1;
+        }
+        run += 1;
     }
     t
 };
@@ -257,10 +283,14 @@ pub struct Tables {
     /// thresholds of the coefficients in slots `2 i` (low) and `2 i + 1` (the layout
     /// [`crate::Kernel::zero_mask`] reads; the DC's is 0: it is always coded).
     pub thr: [u32; 32],
-    /// Each AC symbol `run << 4 | size` (indexed by the symbol) as the coder puts it: its code
-    /// shifted left by `size` (room for the magnitude field) and the total length `len + size`
-    /// in the top bits ([`coder_entry`]).
-    pub ac: [u32; 256],
+    /// Each AC symbol `run << 4 | size` with `size >= 1` as the coder puts it, at
+    /// [`ac_index`]`(run, size)`: its code shifted left by `size` (room for the magnitude field)
+    /// and the total length `len + size` in the top bits ([`coder_entry`]).
+    pub ac: [u32; AC_WORDS],
+    /// End of block (symbol `0x00`) in the same form.
+    pub eob: u32,
+    /// Sixteen zeros (symbol `0xf0`) in the same form.
+    pub zrl: u32,
     /// Each DC category 0..=11 in the same form.
     pub dc: [u32; 12],
     /// The quantisation table in zig-zag order, as the DQT segment carries it.
@@ -275,7 +305,8 @@ pub struct Tables {
 }
 
 /// Bytes of [`Tables`]: every field an integer array, 4-byte aligned, no padding.
-pub const TABLES_BYTES: usize = 64 * 8 + 32 * 4 + 256 * 4 + 12 * 4 + 64 + 15 * 4 + 64 + 4;
+pub const TABLES_BYTES: usize =
+    64 * 8 + 32 * 4 + AC_WORDS * 4 + 2 * 4 + 12 * 4 + 64 + 15 * 4 + 64 + 4;
 const _: () = assert!(core::mem::size_of::<Tables>() == TABLES_BYTES);
 const _: () = assert!(core::mem::align_of::<Tables>() == 4);
 const _: () = assert!(core::mem::size_of::<QuantEntry>() == 8);
@@ -304,6 +335,8 @@ impl Tables {
             quant,
             thr,
             ac: AC_CODER,
+            eob: coder_entry(AC_CODES.packed[0x00], 0),
+            zrl: coder_entry(AC_CODES.packed[0xf0], 0),
             dc: DC_CODER,
             dqt,
             dct: crate::fdct::PAIRS,
@@ -408,16 +441,28 @@ mod tests {
         // Two anchors from Table K.5: EOB = 1010, ZRL = 11111111001.
         // The coder's entries: the code shifted by the size, the total length on top.
         let t = Tables::new(75);
-        for (e, s, codes) in
-            t.ac.iter()
+        let mut ac_seen = [false; AC_WORDS];
+        let ac = (0..=255u32)
+            .filter(|s| (1..=10).contains(&(s & 15)) || *s == 0 || *s == 0xf0)
+            .map(|s| {
+                let e = match s {
+                    0x00 => t.eob,
+                    0xf0 => t.zrl,
+                    _ => {
+                        let i = ac_index(s >> 4, s & 15);
+                        assert!(!ac_seen[i], "symbol {s:#x} shares word {i}");
+                        ac_seen[i] = true;
+                        t.ac[i]
+                    }
+                };
+                (e, s, &AC_CODES)
+            });
+        // Every symbol with a size has a word of its own; the others are 0.
+        for (e, s, codes) in ac.collect::<Vec<_>>().into_iter().chain(
+            t.dc.iter()
                 .enumerate()
-                .map(|(s, &e)| (e, s as u32, &AC_CODES))
-                .chain(
-                    t.dc.iter()
-                        .enumerate()
-                        .map(|(s, &e)| (e, s as u32, &DC_CODES)),
-                )
-        {
+                .map(|(s, &e)| (e, s as u32, &DC_CODES)),
+        ) {
             let (code, len) = codes.get(s as u8);
             let size = s & 15;
             if len == 0 {
@@ -427,6 +472,10 @@ mod tests {
             assert_eq!(e >> LEN_SHIFT, len + size, "symbol {s:#x}");
             assert!(e >> LEN_SHIFT <= 26);
             assert_eq!(e & CODE_MASK, code << size, "symbol {s:#x}");
+        }
+        assert_eq!(ac_seen.iter().filter(|&&x| x).count(), 160);
+        for (i, &e) in t.ac.iter().enumerate() {
+            assert_eq!(e != 0, ac_seen[i], "word {i}");
         }
         assert_eq!(AC_CODES.get(0x00), (0b1010, 4));
         assert_eq!(AC_CODES.get(0xf0), (0b111_1111_1001, 11));

@@ -230,8 +230,10 @@ fn code_segments<K: Ops, D: DmaRaw>(
         let seg = plan.segment(i);
         let region = &mut s.out[k * share_len..(k + 1) * share_len - MAX_SEPARATOR];
         model.reset();
-        lines.fill(0);
         let (a, r) = lines.split_at_mut(line);
+        // The line above a band's first line is zeros; the other two buffers are fetched into
+        // (`line[1..=pw]`) and get their edge samples from `edges` before they are read.
+        a.fill(0);
         let (b, c) = r.split_at_mut(line);
         let mut bufs = [a, b, c];
         let sink = ChunkSink {

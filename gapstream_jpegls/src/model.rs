@@ -223,8 +223,31 @@ impl Model {
     }
 
     /// Back to the initial state.
+    ///
+    /// The contexts' initial bytes repeat every 12 bytes (two contexts), so they are written as
+    /// three words at a time, a third of the stores of six-byte structures: every cluster core
+    /// resets a model at the start of each band, before its first sample.
     pub fn reset(&mut self) {
-        self.ctx = [Ctx::INIT; CONTEXTS];
+        let pair = [Ctx::INIT; 2];
+        let pat: [u32; 3] = bytemuck::cast(pair);
+        let bytes: &mut [u8] = bytemuck::bytes_of_mut(&mut self.ctx);
+        let whole = bytes.len() / 12 * 12;
+        match bytemuck::try_cast_slice_mut::<u8, u32>(&mut bytes[..whole]) {
+            Ok(words) => {
+                // Three plain stores (`copy_from_slice` would call memcpy for 12 bytes).
+                for w in words.chunks_exact_mut(3) {
+                    w[0] = pat[0];
+                    w[1] = pat[1];
+                    w[2] = pat[2];
+                }
+                for c in &mut self.ctx[whole / 6..] {
+                    *c = Ctx::INIT;
+                }
+            }
+            // Not 4-aligned: does not happen (the run contexts' i32 fields align the model, the
+            // contexts are at its start); one context at a time rather than a panic.
+            Err(_) => self.ctx = [Ctx::INIT; CONTEXTS],
+        }
         self.run = [RunCtx::INIT; 2];
         self.run_index = 0;
     }
@@ -259,6 +282,23 @@ pub fn context(rd: i32, rb: i32, rc: i32, ra: i32) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reset_gives_a_fresh_model() {
+        let mut m = Model::new();
+        for (i, c) in m.ctx.iter_mut().enumerate() {
+            *c = Ctx {
+                a: i as u16 + 7,
+                b: -(i as i16),
+                c: i as i8,
+                n: (i % 64) as u8 + 2,
+            };
+        }
+        m.run[1].a = 99;
+        m.run_index = 5;
+        m.reset();
+        assert_eq!(bytemuck::bytes_of(&m), bytemuck::bytes_of(&Model::new()));
+    }
 
     #[test]
     fn med_matches_the_standards_definition() {

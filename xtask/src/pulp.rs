@@ -368,9 +368,9 @@ fn check_words(
     Ok(seen.join(", "))
 }
 
-/// The JPEG kernels of `gapstream_jpeg::pulp`: the DCT (`kernel`: 16 `pv.dotsp.h` and 16
+/// The JPEG kernels of `gapstream_jpeg::pulp`: the DCT (`kernel`: 16 `pv.dotsp.h` and 12
 /// `pv.sdotsp.h`, 8 `p.addRN` of each pass, the butterflies, the zig-zag stores, two hardware
-/// loops of 48 instructions without compressed ones) and the block coder (`block`).
+/// loops of 47 and 48 instructions without compressed ones) and the block coder (`block`).
 fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
     let find = |n: &str| {
         funcs
@@ -387,12 +387,12 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
             kernel,
             &[
                 ("pv.dotsp.h", 0xFC00_707F, 0x9800_0057, 16),
-                ("pv.sdotsp.h", 0xFC00_707F, 0xB800_0057, 16),
+                ("pv.sdotsp.h", 0xFC00_707F, 0xB800_0057, 12),
                 ("p.addRN Is3 = 10", 0xFE00_707F, 0x1400_605B, 8),
                 ("p.addRN Is3 = 17", 0xFE00_707F, 0x2200_605B, 8),
-                ("pv.sub.h", 0xFE00_707F, 0x0800_0057, 4),
+                ("pv.sub.h", 0xFE00_707F, 0x0800_0057, 5),
                 ("pv.add.h", 0xFE00_707F, 0x0000_0057, 2),
-                ("pv.shuffle.sci.h", 0xFC00_707F, 0xC000_6057, 1),
+                ("pv.shuffle.sci.h", 0xFC00_707F, 0xC000_6057, 2),
                 ("p.lbu a0, 1(a2!)", 0xFFFF_FFFF, 0x0016_450B, 8),
                 ("p.sh t5, a0(a1)", 0xFFFF_FFFF, 0x01E5_D523, 8),
                 ("p.lw rD, 4(rs1!)", 0xFFF0_707F, 0x0040_200B, 6),
@@ -400,14 +400,16 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
             ],
         )?
     )];
-    for setup in kernel
+    // Pass 1 (47 instructions), then pass 2 (48).
+    for (setup, want) in kernel
         .iter()
         .filter(|i| i.wide && i.word & 0x7FFF == 0x407B)
+        .zip([47, 48])
     {
         let end = setup.addr + 2 * (setup.word >> 20) as u64;
-        if (end - setup.addr) / 4 != 48 {
+        if (end - setup.addr) / 4 != want {
             return Err(format!(
-                "jpeg dct: a hardware loop of {} instructions, want 48",
+                "jpeg dct: a hardware loop of {} instructions, want {want}",
                 (end - setup.addr) / 4
             ));
         }
@@ -421,7 +423,7 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
             ));
         }
     }
-    report.push("jpeg dct: two hardware loops of 48 instructions (8 rows each)".into());
+    report.push("jpeg dct: hardware loops of 47 and 48 instructions (8 rows each)".into());
     let block = find("gapstream_jpeg::pulp::block")?;
     report.push(format!(
         "jpeg block coder: {}",
@@ -440,7 +442,8 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
                 ("p.lw rD, rs2(rs1)", 0xFE00_707F, 0x2000_7003, 3),
                 ("p.lbu rD, rs2(rs1)", 0xFE00_707F, 0x4000_7003, 2),
                 ("p.lhu t4, t1(s5)", 0xFFFF_FFFF, 0x506A_FE83, 1),
-                ("lp.setup x0, t1, 116", 0xFFFF_FFFF, 0x03A3_407B, 1),
+                ("lp.setup x0, t1, 108", 0xFFFF_FFFF, 0x0363_407B, 1),
+                ("p.msu t6, t1, a5", 0xFFFF_FFFF, 0x42F3_1FB3, 1),
                 ("p.mac t3, t0, t4", 0xFFFF_FFFF, 0x43D2_8E33, 1),
                 ("p.mac t1, t4, t2", 0xFFFF_FFFF, 0x427E_8333, 1),
                 ("pv.cmpeq.sci.b t1, t2, -1", 0xFFFF_FFFF, 0x07F3_F357, 2),
@@ -453,9 +456,9 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
     // finds the next coefficient.
     let setup = block
         .iter()
-        .find(|i| i.wide && i.word == 0x03A3_407B)
+        .find(|i| i.wide && i.word == 0x0363_407B)
         .ok_or("jpeg block coder: no lp.setup")?;
-    let end = setup.addr + 116;
+    let end = setup.addr + 108;
     if let Some(c) = block
         .iter()
         .find(|i| i.addr > setup.addr && i.addr <= end && !i.wide)
@@ -469,7 +472,54 @@ fn check_jpeg(funcs: &[(String, Vec<Insn>)]) -> Result<Vec<String>, String> {
         Some(i) if i.wide && i.word & 0xFFF0_707F == 0x1000_0033 => {}
         _ => return Err("jpeg block coder: the AC loop does not end at a p.ff1".into()),
     }
-    report.push("jpeg block coder: the AC loop is hardware loop 0 (29 instructions)".into());
+    report.push("jpeg block coder: the AC loop is hardware loop 0 (27 instructions)".into());
+    // The run loop (what the cluster encoder's strips use): the DCT, the zero mask and the
+    // block coder above, the same words in one function, no compressed instruction anywhere,
+    // hardware loops of 47 and 48 (the DCT's passes) and 27 instructions (the AC loop).
+    let run = find("gapstream_jpeg::pulp::run")?;
+    report.push(format!(
+        "jpeg run loop: {}",
+        check_words(
+            "jpeg run loop",
+            run,
+            &[
+                ("pv.dotsp.h", 0xFC00_707F, 0x9800_0057, 16),
+                ("pv.sdotsp.h", 0xFC00_707F, 0xB800_0057, 12),
+                ("p.addRN Is3 = 10", 0xFE00_707F, 0x1400_605B, 8),
+                ("p.addRN Is3 = 17", 0xFE00_707F, 0x2200_605B, 8),
+                ("p.sh t5, a0(a1)", 0xFFFF_FFFF, 0x01E5_D523, 8),
+                ("p.msu t6, t1, a5", 0xFFFF_FFFF, 0x42F3_1FB3, 1),
+                ("p.mac t3, t0, t4", 0xFFFF_FFFF, 0x43D2_8E33, 1),
+                ("p.cnt t1, s8", 0xFFFF_FFFF, 0x100C_3333, 1),
+                ("lp.setup x0", 0x0000_7FFF, 0x0000_407B, 3),
+                ("lp.setupi x0", 0x0000_7FFF, 0x0000_507B, 2),
+            ],
+        )?
+    ));
+    // The asm: from its `addi sp, sp, -48` to its `addi sp, sp, 48` (the compiler's prologue
+    // and epilogue around it may be compressed).
+    let at = |w: u32| run.iter().position(|i| i.wide && i.word == w);
+    let (Some(from), Some(to)) = (at(0xFD01_0113), at(0x0301_0113)) else {
+        return Err("jpeg run loop: no addi sp, sp, -48 ... addi sp, sp, 48".into());
+    };
+    if let Some(c) = run[from..=to].iter().find(|i| !i.wide) {
+        return Err(format!(
+            "jpeg run loop: compressed `{}` at {:#x}",
+            c.text, c.addr
+        ));
+    }
+    let mut loops: Vec<u64> = run
+        .iter()
+        .filter(|i| i.word & 0x7FFF == 0x407B)
+        .map(|i| (i.word >> 20) as u64 * 2 / 4)
+        .collect();
+    loops.sort_unstable();
+    if loops != [27, 47, 48] {
+        return Err(format!(
+            "jpeg run loop: hardware loops of {loops:?} instructions, want [27, 47, 48]"
+        ));
+    }
+    report.push("jpeg run loop: no compressed instruction, hardware loops of 47, 48, 27".into());
     Ok(report)
 }
 

@@ -139,6 +139,17 @@ unsafe extern "C" {
         dir: u32,
         cmd: *mut pi_cl_dma_cmd_t,
     );
+    /// `pi_cl_dma_cmd_2d`: `size` bytes in lines of `length` bytes, `stride` bytes apart at `ext`
+    /// (one mchan 2-D command for `stride < 32768`), packed at `loc`.
+    pub fn gap_rust_sdk_w_cl_dma_cmd_2d(
+        ext: u32,
+        loc: u32,
+        size: u32,
+        stride: u32,
+        length: u32,
+        dir: u32,
+        cmd: *mut pi_cl_dma_cmd_t,
+    );
     /// `pi_cl_dma_cmd_wait`.
     pub fn gap_rust_sdk_w_cl_dma_cmd_wait(cmd: *mut pi_cl_dma_cmd_t);
     /// `pi_cl_dma_flush`.

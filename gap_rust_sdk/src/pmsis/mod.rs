@@ -7,7 +7,7 @@
 //! | [`Controller::fork_each`] | `pi_cl_team_fork` (C shim) with a monomorphised trampoline |
 //! | [`Team::barrier`] | `pi_cl_team_barrier` (C shim: the event unit's hardware barrier) |
 //! | L1 / L2 | `pi_cl_l1_malloc[_align]` / `pi_cl_l1_free`, `pi_l2_malloc[_align]` / `pi_l2_free` |
-//! | [`DmaRaw`] | `pi_cl_dma_cmd` / `pi_cl_dma_cmd_wait` (C shims), one `pi_cl_dma_cmd_t` per transfer |
+//! | [`DmaRaw`] | `pi_cl_dma_cmd` / `pi_cl_dma_cmd_2d` / `pi_cl_dma_cmd_wait` (C shims), one `pi_cl_dma_cmd_t` per transfer |
 //!
 //! The C shims come from `gap_rust_sdk_w`, built against the SDK headers when `GAP_SDK_HOME` is
 //! set. Layouts: see [`ffi`].
@@ -375,8 +375,10 @@ pub struct PmsisDma {
 unsafe impl Send for PmsisDma {}
 
 // SAFETY: `pi_cl_dma_cmd` programs one 1D mchan transfer of `len < 32 KiB` bytes between `ext`
-// and `loc` (longer ones are refused by `max_len`), and `pi_cl_dma_cmd_wait` waits for its
-// transfer id.
+// and `loc` (longer ones are refused by `max_len`), `pi_cl_dma_cmd_2d` one 2-D transfer of as
+// many bytes (lines `stride < 65536` bytes apart at `ext`; the SDK issues one 2-D command for a
+// stride below 32 KiB and splits longer ones into 1D commands on its DMA FIFO, waited for through
+// its event), and `pi_cl_dma_cmd_wait` waits for either.
 unsafe impl DmaRaw for PmsisDma {
     type Cmd = pi_cl_dma_cmd_t;
 
@@ -424,5 +426,38 @@ unsafe impl DmaRaw for PmsisDma {
     unsafe fn wait(&mut self, cmd: &mut pi_cl_dma_cmd_t) {
         // SAFETY: caller contract: `cmd` was started and not waited on.
         unsafe { gap_rust_sdk_w_cl_dma_cmd_wait(cmd) }
+    }
+
+    fn has_2d(&self) -> bool {
+        true
+    }
+
+    unsafe fn start_2d(
+        &mut self,
+        dir: Dir,
+        ext: *mut u8,
+        loc: *mut u8,
+        row_len: usize,
+        rows: usize,
+        stride: usize,
+        cmd: &mut pi_cl_dma_cmd_t,
+    ) {
+        let d = match dir {
+            Dir::ExtToLoc => PI_CL_DMA_DIR_EXT2LOC,
+            Dir::LocToExt => PI_CL_DMA_DIR_LOC2EXT,
+        };
+        // SAFETY: caller contract of `DmaRaw::start_2d` (valid ranges, pinned record, `rows *
+        // row_len <= max_len`, `row_len <= stride < 65536`).
+        unsafe {
+            gap_rust_sdk_w_cl_dma_cmd_2d(
+                ext as u32,
+                loc as u32,
+                (rows * row_len) as u32,
+                stride as u32,
+                row_len as u32,
+                d,
+                cmd,
+            )
+        }
     }
 }
