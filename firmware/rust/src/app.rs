@@ -216,6 +216,7 @@ fn refusal_name(e: gapstream_protocol::handshake::HandshakeError) -> &'static st
         E::NoCommonSuite => "no common suite",
         E::NoCommonKexMode => "no common key establishment",
         E::GroupFull => "group full",
+        E::Busy => "busy (a handshake for that receiver within the second)",
         _ => "other",
     }
 }
@@ -972,5 +973,14 @@ mod tests {
                 assert!(refusal.alert.is_some(), "the receiver is told why");
             }
         }
+    }
+
+    /// A HELLO refused by the drone's rate limit says so in the `FW hello refused` line (a second
+    /// boot's replayed HELLO takes the receiver's handshake of that second: the real one is busy).
+    #[test]
+    fn a_busy_hello_is_named() {
+        use gapstream_protocol::handshake::HandshakeError as E;
+        assert!(refusal_name(E::Busy).starts_with("busy"));
+        assert_eq!(refusal_name(E::GroupFull), "group full");
     }
 }

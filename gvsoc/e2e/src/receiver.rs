@@ -359,6 +359,20 @@ pub fn receive(cfg: RxConfig) -> Result<RxResult, RxError> {
         if cfg.stop.load(Ordering::Relaxed) || Instant::now() > cfg.deadline {
             break;
         }
+        // Until the session is up, the session's timers run: a HELLO that the drone answered
+        // with an ALERT (Busy: its one responder handshake per receiver key and second was taken,
+        // for example by a replayed HELLO just before) is sent again after the backoff. Only an
+        // ALERT schedules that (the plain timeout is the run's length); once established, no
+        // timers run, so no KEEPALIVE changes what the run measures.
+        if !conn.session().is_established() {
+            let mut rng = DrbgRng::from_entropy(&mut OsEntropy).map_err(|_| RxError::Entropy)?;
+            if let Some(ReceiverEvent::HandshakeFailed(e)) =
+                conn.handle_timeout(&mut Sequential, &mut rng, &clock)
+            {
+                return Err(RxError::Handshake(format!("{e}")));
+            }
+            flush(&mut sock, &mut conn, &mut tap, &mut recorded)?;
+        }
         let n = match sock.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
