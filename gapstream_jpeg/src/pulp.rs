@@ -197,13 +197,14 @@ macro_rules! dct_asm {
     };
 }
 
-/// The zero mask's instructions ([`zero_mask`]; register plan there).
+/// One half of the zero mask: 8 groups of two words into the mask register `$acc`, in a hardware
+/// loop between the local labels `$l0` and `$l1` ([`mask_asm`]).
 #[rustfmt::skip]
-macro_rules! mask_asm {
-    () => {
+macro_rules! mask_half {
+    ($acc:literal, $l0:literal, $l1:literal) => {
         concat!(
-            "li t3, 0", "\n",
-            "30:", "\n",
+            "li ", $acc, ", 0", "\n",
+            $l0, ":", "\n",
             asm_macros::lp_setupi!(x0, 8, 48), "\n",
             asm_macros::p_lw!(t0, 4(a0!)), "\n",
             asm_macros::p_lw!(t1, 4(a1!)), "\n",
@@ -215,32 +216,21 @@ macro_rules! mask_asm {
             asm_macros::pv_sub_h!(t5, t5, t6), "\n",
             asm_macros::pv_shuffle2_b!(t0, t5, a3), "\n",
             "and t0, t0, a2", "\n",
-            "srli t3, t3, 1", "\n",
-            "31:", "\n",
-            "or t3, t3, t0", "\n",
-            ".if (31b - 30b) != 48", "\n",
-            ".error \"zero mask: lp.setupi offset\"", "\n",
-            ".endif", "\n",
-            "li t4, 0", "\n",
-            "32:", "\n",
-            asm_macros::lp_setupi!(x0, 8, 48), "\n",
-            asm_macros::p_lw!(t0, 4(a0!)), "\n",
-            asm_macros::p_lw!(t1, 4(a1!)), "\n",
-            asm_macros::p_lw!(t5, 4(a0!)), "\n",
-            asm_macros::p_lw!(t6, 4(a1!)), "\n",
-            asm_macros::pv_abs_h!(t0, t0), "\n",
-            asm_macros::pv_sub_h!(t0, t0, t1), "\n",
-            asm_macros::pv_abs_h!(t5, t5), "\n",
-            asm_macros::pv_sub_h!(t5, t5, t6), "\n",
-            asm_macros::pv_shuffle2_b!(t0, t5, a3), "\n",
-            "and t0, t0, a2", "\n",
-            "srli t4, t4, 1", "\n",
-            "33:", "\n",
-            "or t4, t4, t0", "\n",
-            ".if (33b - 32b) != 48", "\n",
+            "srli ", $acc, ", ", $acc, ", 1", "\n",
+            $l1, ":", "\n",
+            "or ", $acc, ", ", $acc, ", t0", "\n",
+            ".if (", $l1, "b - ", $l0, "b) != 48", "\n",
             ".error \"zero mask: lp.setupi offset\"", "\n",
             ".endif", "\n",
         )
+    };
+}
+
+/// The zero mask's instructions ([`zero_mask`]; register plan there): the first half's mask in
+/// `t3`, the second's in `t4`.
+macro_rules! mask_asm {
+    () => {
+        concat!(mask_half!("t3", "30", "31"), mask_half!("t4", "32", "33"))
     };
 }
 
