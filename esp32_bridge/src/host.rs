@@ -1406,25 +1406,17 @@ mod tests {
         }
     }
 
-    /// Under the WiFi model the GAP8 is held back instead of frames being dropped: a GAP8 that
-    /// writes as fast as it can gets through at the air rate (never faster), the client loses
-    /// nothing, and what waits in the bridge stays within a frame or two.
-    #[test]
-    fn the_wifi_model_paces_the_air_and_holds_the_gap8_back() {
-        let b = HostBridge::start(HostConfig {
-            wifi: Some(WifiModel {
-                mbps: 8.0,
-                queue_bytes: 32 * 1024,
-            }),
-            ..local()
-        })
-        .unwrap();
+    /// A GAP8 link (with a send buffer of about one SPI burst, as the simulated drone's link) and
+    /// a WiFi client of bridge `b`; a thread writes 40 messages of 20,000 bytes to the GAP8 side as
+    /// fast as the bridge takes them, counting the bytes written.
+    fn gap8_writing_to_a_client(
+        b: &HostBridge,
+    ) -> (StdTcp, Arc<AtomicU64>, std::thread::JoinHandle<()>) {
         let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
-        // As the simulated drone's link does: a send buffer of about one SPI burst.
         socket2::SockRef::from(&gap8)
             .set_send_buffer_size(16 * 1024)
             .unwrap();
-        let mut client = StdTcp::connect(b.tcp_addr).unwrap();
+        let client = StdTcp::connect(b.tcp_addr).unwrap();
         let t0 = Instant::now();
         while b.with_core(|c| c.client_ids().count()) < 1 {
             assert!(t0.elapsed() < Duration::from_secs(5));
@@ -1441,6 +1433,23 @@ mod tests {
                 w.fetch_add(m.len() as u64, Ordering::Relaxed);
             }
         });
+        (client, written, writer)
+    }
+
+    /// Under the WiFi model the GAP8 is held back instead of frames being dropped: a GAP8 that
+    /// writes as fast as it can gets through at the air rate (never faster), the client loses
+    /// nothing, and what waits in the bridge stays within a frame or two.
+    #[test]
+    fn the_wifi_model_paces_the_air_and_holds_the_gap8_back() {
+        let b = HostBridge::start(HostConfig {
+            wifi: Some(WifiModel {
+                mbps: 8.0,
+                queue_bytes: 32 * 1024,
+            }),
+            ..local()
+        })
+        .unwrap();
+        let (mut client, written, writer) = gap8_writing_to_a_client(&b);
         let start = Instant::now();
         let got = read_messages(&mut client, 12);
         let secs = start.elapsed().as_secs_f64();
@@ -1487,27 +1496,8 @@ mod tests {
         let mut clients = Vec::new();
         let mut writers = Vec::new();
         for b in &bridges {
-            let mut gap8 = StdTcp::connect(b.spi_addr).unwrap();
-            socket2::SockRef::from(&gap8)
-                .set_send_buffer_size(16 * 1024)
-                .unwrap();
-            clients.push(StdTcp::connect(b.tcp_addr).unwrap());
-            let t0 = Instant::now();
-            while b.with_core(|c| c.client_ids().count()) < 1 {
-                assert!(t0.elapsed() < Duration::from_secs(5));
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let written = Arc::new(AtomicU64::new(0));
-            let w = written.clone();
-            let t = std::thread::spawn(move || {
-                for k in 0..40u8 {
-                    let m = message(k, 20_000, Target::Gap8, Target::WifiHost);
-                    if gap8.write_all(&m).is_err() {
-                        return;
-                    }
-                    w.fetch_add(m.len() as u64, Ordering::Relaxed);
-                }
-            });
+            let (client, written, t) = gap8_writing_to_a_client(b);
+            clients.push(client);
             writers.push((written, t));
         }
         let start = Instant::now();
