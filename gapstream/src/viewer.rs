@@ -267,7 +267,9 @@ impl ViewerState {
             m.extend_from_slice(body);
             Bytes::from(m)
         };
-        let b = if let Some(jpeg) = self.passthrough_jpeg(&f) {
+        let jpeg = self.passthrough_jpeg(&f);
+        let both = jpeg.is_some();
+        let b = if let Some(jpeg) = jpeg {
             // The verified file as is, for the tile and the full-size view alike (the page
             // scales it); the frame's own size.
             tile(b"GTJ1", f.width(), f.height(), 0, jpeg)
@@ -286,9 +288,14 @@ impl ViewerState {
             .unwrap_or_else(|e| e.into_inner())
             .get_mut(name)
         {
-            // The newest half- and full-size encodings of the tile's newest frame.
-            t.cache.retain(|(k, _)| k.0 == key.0 && k.1 != full);
+            // The newest half- and full-size encodings of the tile's newest frame; a JPEG file
+            // serves both, so it is built once.
+            t.cache
+                .retain(|(k, _)| k.0 == key.0 && k.1 != full && !both);
             t.cache.push((key, b.clone()));
+            if both {
+                t.cache.push(((key.0, !full), b.clone()));
+            }
         }
         Some((f.seq(), b))
     }
@@ -1076,8 +1083,10 @@ mod tests {
         let f = named(7, Codec::Jpeg);
         state.publish_frame(f.clone());
         let file = f.coded.as_deref().unwrap();
+        let mut built = Vec::new();
         for full in [false, true] {
             let (seq, m) = state.tile_message("drone-07", full).unwrap();
+            built.push(m.as_ptr());
             assert_eq!(seq, 7);
             assert_eq!(&m[..4], b"GTJ1");
             assert_eq!(u64::from_le_bytes(m[4..12].try_into().unwrap()), 7);
@@ -1094,6 +1103,7 @@ mod tests {
             let mut d = jpeg_decoder::Decoder::new(&m[28..]);
             assert_eq!(d.decode().unwrap(), &f.pixels[..]);
         }
+        assert_eq!(built[0], built[1], "one message built for both sizes");
         // Turned off: the decoded samples at half size (full size when focused).
         state.set_jpeg_passthrough(false);
         let f = named(8, Codec::Jpeg);
