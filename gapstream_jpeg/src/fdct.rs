@@ -270,32 +270,15 @@ pub trait Kernel {
     where
         Self: Sized,
     {
-        code_run_by_block::<Self>(strip, ctx, from, to, t, dc_pred, bits, out, w, limit)
+        // Block by block: the DCT, then the block coder.
+        let mut b = from;
+        while b < to && out.pos <= limit {
+            Self::fdct(&strip[8 * b..], ctx, w);
+            Self::code_block(&w.f8, t, dc_pred, bits, out);
+            b += 1;
+        }
+        b
     }
-}
-
-/// [`Kernel::code_run`] block by block: [`Kernel::fdct`], then [`Kernel::code_block`].
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub fn code_run_by_block<K: Kernel>(
-    strip: &[u8],
-    ctx: &DctCtx,
-    from: usize,
-    to: usize,
-    t: &crate::tables::Tables,
-    dc_pred: &mut i32,
-    bits: &mut crate::entropy::Bits,
-    out: &mut crate::entropy::Out<'_>,
-    w: &mut Work,
-    limit: usize,
-) -> usize {
-    let mut b = from;
-    while b < to && out.pos <= limit {
-        K::fdct(&strip[8 * b..], ctx, w);
-        K::code_block(&w.f8, t, dc_pred, bits, out);
-        b += 1;
-    }
-    b
 }
 
 /// [`Kernel::zero_mask`] in plain Rust.
