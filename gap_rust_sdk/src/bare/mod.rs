@@ -473,8 +473,18 @@ pub struct BareCmd {
     tid: Option<u32>,
 }
 
-// SAFETY: one mchan 1D command moves exactly `len` bytes between `loc` (checked to be L1) and
-// `ext`; `wait` polls the id's status bit, then frees the id.
+/// mchan's direction bit of a command word (gap_sdk `mchan_v6.h`: set for L2 -> L1).
+#[inline(always)]
+fn mchan_dir(dir: Dir) -> u32 {
+    match dir {
+        Dir::ExtToLoc => mmio::DMA_EXT2LOC,
+        Dir::LocToExt => 0,
+    }
+}
+
+// SAFETY: one mchan command moves exactly `len` bytes between `loc` (checked to be L1) and
+// `ext` (a 2-D one `rows` lines of `row_len` bytes, `stride` apart at `ext`); `wait` polls the
+// id's status bit, then frees the id.
 unsafe impl DmaRaw for BareDma {
     type Cmd = BareCmd;
 
@@ -503,10 +513,7 @@ unsafe impl DmaRaw for BareDma {
         len: usize,
         cmd: &mut BareCmd,
     ) {
-        let ty = match dir {
-            Dir::ExtToLoc => mmio::DMA_EXT2LOC,
-            Dir::LocToExt => 0,
-        };
+        let ty = mchan_dir(dir);
         compiler_fence(Ordering::SeqCst);
         // SAFETY: the demux command queue of this core: read allocates an id, then the command
         // word, L1 address and L2 address are pushed. The caller guarantees the ranges.
@@ -535,10 +542,7 @@ unsafe impl DmaRaw for BareDma {
         stride: usize,
         cmd: &mut BareCmd,
     ) {
-        let ty = match dir {
-            Dir::ExtToLoc => mmio::DMA_EXT2LOC,
-            Dir::LocToExt => 0,
-        };
+        let ty = mchan_dir(dir);
         compiler_fence(Ordering::SeqCst);
         // SAFETY: as in `start`, with the 2-D word (gap_sdk `mchan_v6.h`:
         // `plp_dma_cmd_push_2d`: stride in bits 31:16, line length in 15:0) after the addresses.

@@ -374,6 +374,14 @@ pub struct PmsisDma {
 // core calls it.
 unsafe impl Send for PmsisDma {}
 
+/// The SDK's direction value of a transfer.
+fn pi_dir(dir: Dir) -> u32 {
+    match dir {
+        Dir::ExtToLoc => PI_CL_DMA_DIR_EXT2LOC,
+        Dir::LocToExt => PI_CL_DMA_DIR_LOC2EXT,
+    }
+}
+
 // SAFETY: `pi_cl_dma_cmd` programs one 1D mchan transfer of `len < 32 KiB` bytes between `ext`
 // and `loc` (longer ones are refused by `max_len`), `pi_cl_dma_cmd_2d` one 2-D transfer of as
 // many bytes (lines `stride < 65536` bytes apart at `ext`; the SDK issues one 2-D command for a
@@ -415,10 +423,7 @@ unsafe impl DmaRaw for PmsisDma {
         len: usize,
         cmd: &mut pi_cl_dma_cmd_t,
     ) {
-        let d = match dir {
-            Dir::ExtToLoc => PI_CL_DMA_DIR_EXT2LOC,
-            Dir::LocToExt => PI_CL_DMA_DIR_LOC2EXT,
-        };
+        let d = pi_dir(dir);
         // SAFETY: caller contract of `DmaRaw::start` (valid ranges, pinned record, len in range).
         unsafe { gap_rust_sdk_w_cl_dma_cmd(ext as u32, loc as u32, len as u32, d, cmd) }
     }
@@ -442,10 +447,7 @@ unsafe impl DmaRaw for PmsisDma {
         stride: usize,
         cmd: &mut pi_cl_dma_cmd_t,
     ) {
-        let d = match dir {
-            Dir::ExtToLoc => PI_CL_DMA_DIR_EXT2LOC,
-            Dir::LocToExt => PI_CL_DMA_DIR_LOC2EXT,
-        };
+        let d = pi_dir(dir);
         // SAFETY: caller contract of `DmaRaw::start_2d` (valid ranges, pinned record, `rows *
         // row_len <= max_len`, `row_len <= stride < 65536`).
         unsafe {
