@@ -521,8 +521,8 @@ fn record_attaches_to_a_running_demo_and_numbers_files_by_the_burned_in_frame() 
 fn demo_keylog_writes_every_receivers_epoch_keys() {
     let d = tempfile::tempdir().unwrap();
     let file = d.path().join("keys.log");
-    let out = gapstream()
-        .args([
+    let out = with_keylog(
+        &[
             "demo",
             "--viewer",
             "none",
@@ -530,17 +530,25 @@ fn demo_keylog_writes_every_receivers_epoch_keys() {
             "3",
             "--listeners",
             "1",
-        ])
-        .arg("--keylog")
-        .arg(&file)
-        .env_remove("GAPSTREAM_KEYLOGFILE")
-        .output()
-        .unwrap();
+        ],
+        &file,
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("key log ON"), "{err}");
     let sessions = keylog_sessions(&file);
     assert!(sessions.len() >= 2, "lines of {} sessions", sessions.len());
+}
+
+/// Runs `gapstream ARGS --keylog FILE` to its end (the environment's key-log variable removed).
+fn with_keylog(args: &[&str], file: &std::path::Path) -> std::process::Output {
+    gapstream()
+        .args(args)
+        .arg("--keylog")
+        .arg(file)
+        .env_remove("GAPSTREAM_KEYLOGFILE")
+        .output()
+        .unwrap()
 }
 
 /// The sessions of a key-log file, checking the file's mode (0600) and every line's format
@@ -595,14 +603,19 @@ fn a_ground_stations_keylog_has_every_drones_epoch_keys() {
         thread::sleep(Duration::from_millis(100));
     }
     let file = d.path().join("ground.log");
-    let out = gapstream()
-        .args(["ground", "--viewer", "none", "--duration", "3", "--fleet"])
-        .arg(&fleet)
-        .arg("--keylog")
-        .arg(&file)
-        .env_remove("GAPSTREAM_KEYLOGFILE")
-        .output()
-        .unwrap();
+    let fleet = fleet.to_str().unwrap();
+    let out = with_keylog(
+        &[
+            "ground",
+            "--viewer",
+            "none",
+            "--duration",
+            "3",
+            "--fleet",
+            fleet,
+        ],
+        &file,
+    );
     let _ = swarm.kill();
     let _ = swarm.wait();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -612,8 +625,8 @@ fn a_ground_stations_keylog_has_every_drones_epoch_keys() {
     assert!(sessions.len() >= 2, "ground: {} sessions", sessions.len());
 
     let file = d.path().join("demo.log");
-    let out = gapstream()
-        .args([
+    let out = with_keylog(
+        &[
             "demo",
             "--drones",
             "2",
@@ -621,12 +634,9 @@ fn a_ground_stations_keylog_has_every_drones_epoch_keys() {
             "none",
             "--duration",
             "3",
-        ])
-        .arg("--keylog")
-        .arg(&file)
-        .env_remove("GAPSTREAM_KEYLOGFILE")
-        .output()
-        .unwrap();
+        ],
+        &file,
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let sessions = keylog_sessions(&file);
