@@ -56,6 +56,7 @@ pub mod pulp;
 pub use bits::{NoSpill, Sink, Writer};
 pub use encode::{Plan, Segment, encode, encode_segment, encode_segment_with, encode_with, join};
 pub use line::{Ops, Portable};
+pub use model::Preset;
 pub use pulp_model::PulpModel;
 
 #[cfg(feature = "alloc")]
@@ -114,8 +115,11 @@ pub enum DecodeError {
     /// A header is malformed (lengths, duplicate frame or component, scan before frame).
     Header,
     /// A valid JPEG-LS feature this decoder does not implement (not 8 bits, NEAR ≠ 0,
-    /// interleaved scans, mapping tables, non-default preset parameters, other JPEG processes).
+    /// interleaved scans, mapping tables, MAXVAL other than 255, other JPEG processes).
     Unsupported,
+    /// Preset coding parameters (LSE) that are not valid for 8-bit samples: thresholds out of
+    /// order or above 255, RESET below 3 or above 255.
+    Preset,
     /// The picture is larger than the decoder's limit.
     TooLarge,
     /// The data ends early (in a header, or before a segment's samples are all decoded).
@@ -134,6 +138,7 @@ impl core::fmt::Display for DecodeError {
             DecodeError::Marker => "JPEG-LS: marker expected",
             DecodeError::Header => "JPEG-LS: malformed header",
             DecodeError::Unsupported => "JPEG-LS: unsupported coding parameters",
+            DecodeError::Preset => "JPEG-LS: invalid preset coding parameters",
             DecodeError::TooLarge => "JPEG-LS: picture larger than the decoder's limit",
             DecodeError::Truncated => "JPEG-LS: data ends early",
             DecodeError::Code => "JPEG-LS: invalid code in the scan data",
