@@ -65,7 +65,7 @@ impl Plan {
     /// The layout of a `width × height` picture cut into (at most) `bands` bands per component.
     /// With `bands = n` each band has `ceil(lines / n)` lines, so a small picture may get fewer.
     /// The preset coding parameters are [`Preset::for_bands`] of the resulting band count (the
-    /// defaults below 4 bands); [`Plan::with_preset`] sets others.
+    /// defaults below 8 bands); [`Plan::with_preset`] sets others.
     pub fn new(
         width: usize,
         height: usize,

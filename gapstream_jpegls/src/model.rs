@@ -54,7 +54,7 @@ impl Preset {
         reset: RESET as u8,
     };
 
-    /// The encoder's choice for pictures cut into 4 or more bands (restart intervals) per
+    /// The encoder's choice for pictures cut into 8 or more bands (restart intervals) per
     /// component: T1 = 3, T2 = 8, T3 = 128, RESET = 40. Every restart learns the contexts again;
     /// with a large T3 fewer of them are in use and each learns faster, and a smaller RESET
     /// follows a band's statistics sooner. Chosen by a sweep over the frame set
@@ -67,10 +67,10 @@ impl Preset {
     };
 
     /// What [`crate::Plan::new`] codes a picture of `bands` bands per component with:
-    /// [`Preset::DEFAULT`] below 4 bands (with one band the stream is CharLS's), else
-    /// [`Preset::BANDED`].
+    /// [`Preset::DEFAULT`] below 8 bands (with one band the stream is CharLS's; with 4 the
+    /// defaults code the frame set in fewer bytes), else [`Preset::BANDED`].
     pub const fn for_bands(bands: usize) -> Preset {
-        if bands >= 4 {
+        if bands >= 8 {
             Preset::BANDED
         } else {
             Preset::DEFAULT
@@ -496,7 +496,7 @@ mod tests {
         assert_eq!(Preset::new(3, 7, 21, 2), None);
         assert!(Preset::new(3, 7, 21, 64).unwrap().is_default());
         assert!(!Preset::BANDED.is_default());
-        assert_eq!(Preset::for_bands(3), Preset::DEFAULT);
+        assert_eq!(Preset::for_bands(7), Preset::DEFAULT);
         assert_eq!(Preset::for_bands(8), Preset::BANDED);
     }
 
