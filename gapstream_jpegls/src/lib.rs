@@ -44,6 +44,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod adapt;
 pub mod bits;
 pub mod encode;
 pub mod line;
@@ -58,6 +59,7 @@ pub mod decode;
 #[cfg(all(feature = "pulp", target_arch = "riscv32"))]
 pub mod pulp;
 
+pub use adapt::BandChooser;
 pub use bits::{NoSpill, Sink, Writer};
 pub use encode::{Plan, Segment, encode, encode_segment, encode_segment_with, encode_with, join};
 pub use line::{Ops, Portable};
