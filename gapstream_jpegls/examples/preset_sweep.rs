@@ -194,6 +194,11 @@ fn main() {
                 .join(" ")
         );
         show("defaults", &default);
+        if std::env::var("PRESET").is_ok() {
+            if let Some(r) = rows.iter().find(|r| r.3 == grid[grid.len() - 1]) {
+                show("PRESET", r);
+            }
+        }
         rows.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
         show("best photo worst", &rows[0]);
         rows.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap());
