@@ -582,7 +582,7 @@ fn run(a: RunArgs) -> ExitCode {
                     None => band_counts.push((b, 1)),
                 }
             }
-            band_counts.sort_unstable_by(|x, y| y.0.cmp(&x.0));
+            band_counts.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
             let bands = band_counts
                 .iter()
                 .map(|(b, c)| format!("{c} in {b} bands"))
