@@ -341,13 +341,14 @@ macro_rules! long_code {
 }
 
 /// Two bytes out while 16 bits or more are pending (after 0xFF the stuffed 0 bit goes into the
-/// accumulator), then back to `$back`, or to `$full` when the buffer's limit is reached. Uses s3
-/// and t3 only.
+/// accumulator), then back to `$back`, or to `$full` when the buffer's limit is reached (loaded
+/// into s0 first, so that its compare does not wait for the load). Uses s0, s3 and t3 only.
 #[rustfmt::skip]
 macro_rules! flush {
     ($l40:literal, $l41:literal, $l42:literal, $l43:literal, $back:literal, $full:literal) => {
         concat!(
             $l40, ":\n",
+            "lw s0, 12(sp)\n",
             "srai s3, a4, 24\n",
             p_extracti!(t3, a4, 7, 16), "\n",
             p_sb!(s3, 1(a6!)), "\n",
@@ -357,8 +358,7 @@ macro_rules! flush {
             "addi a5, a5, 16\n",
             p_beqimm!(t3, -1), $l43, "f\n",
             $l41, ":\n",
-            "lw t3, 12(sp)\n",
-            "bgeu a6, t3, ", $full, "f\n",
+            "bgeu a6, s0, ", $full, "f\n",
             "j ", $back, "b\n",
             $l42, ":\n",
             "slli a4, a4, 8\n",
