@@ -133,6 +133,27 @@ pub unsafe trait DmaRaw {
 /// DMA commands one [`Scope`] can have in flight by default (mchan has 16 transfer ids).
 pub const SCOPE_SLOTS: usize = 16;
 
+/// mchan's transfer ids on GAP8: **one pool for the whole cluster**, not 16 per core. A core
+/// that starts a command while all of them are taken stalls until one is freed, and only a core
+/// that waits on one of its own transfers frees one; so when the cores together can have more
+/// than 16 commands in flight, every core holding ids can end up stalled starting another one,
+/// and the cluster deadlocks (seen on the GAP8 model: 4 cores each starting a strip's 8 row
+/// commands). A [`Dma`]'s slots bound one handle only: handles used at once on the cores of a
+/// fork take [`slots_per_handle`] slots ([`Dma::with_slots`]), and a transfer that would need
+/// more commands is then refused ([`DmaError::Busy`]) instead of hanging the cluster.
+/// ([`Dma::overlap`] takes 2 ids while it runs.)
+pub const CLUSTER_DMA_IDS: usize = 16;
+
+/// Command slots for each handle when each of `cores` cores has `handles_per_core` handles in
+/// use at once, so that all of them together stay within [`CLUSTER_DMA_IDS`]: 0 when that is
+/// impossible (more than 16 handles), which [`Dma::with_slots`] refuses at compile time.
+pub const fn slots_per_handle(cores: usize, handles_per_core: usize) -> usize {
+    match CLUSTER_DMA_IDS.checked_div(cores * handles_per_core) {
+        Some(n) => n,
+        None => SCOPE_SLOTS,
+    }
+}
+
 /// Safe handle on a backend's DMA engine; its scopes have room for `N` commands in flight
 /// (1..=16, the transfer ids of mchan; the records live on the stack of the scope's caller, so a cluster core with a small
 /// stack that needs only a couple of transfers at a time uses a small `N`, see [`Dma::with_slots`]).
@@ -684,6 +705,31 @@ mod tests {
         dma.set_chunk(100); // 20 commands > 16 slots
         assert_eq!(dma.copy_in(&big, &mut a), Err(DmaError::Busy));
         assert_eq!((dma.raw().started, dma.raw().waited), (12, 12));
+    }
+
+    #[test]
+    fn cluster_wide_budget() {
+        assert_eq!(slots_per_handle(8, 1), 2);
+        assert_eq!(slots_per_handle(8, 2), 1);
+        assert_eq!(slots_per_handle(4, 1), 4);
+        assert_eq!(slots_per_handle(1, 1), SCOPE_SLOTS);
+        assert_eq!(slots_per_handle(9, 2), 0);
+        for cores in 1..=8 {
+            for handles in 1..=2 {
+                let n = slots_per_handle(cores, handles);
+                assert!(n >= 1 && n * cores * handles <= CLUSTER_DMA_IDS);
+            }
+        }
+        // A handle with the per-core share refuses a copy that needs more commands, rather than
+        // taking ids that the other cores need.
+        let mut dma = Dma::new(Log::default()).with_slots::<{ slots_per_handle(8, 1) }>();
+        dma.set_chunk(100);
+        let src = [1u8; 300];
+        let mut dst = [0u8; 300];
+        assert_eq!(dma.copy_in(&src, &mut dst), Err(DmaError::Busy));
+        dma.set_chunk(150);
+        assert_eq!(dma.copy_in(&src, &mut dst), Ok(()));
+        assert_eq!(dst, src);
     }
 
     #[test]
