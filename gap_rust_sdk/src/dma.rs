@@ -295,6 +295,15 @@ impl<R: DmaRaw, const N: usize> Dma<R, N> {
     /// Copies `ext` (L2) into `loc` (L1) and waits. A copy that needs more commands than the
     /// handle has slots goes in waves of at most `N` commands, each waited for before the next.
     pub fn copy_in(&mut self, ext: &[u8], loc: &mut [u8]) -> Result<(), DmaError> {
+        if ext.len() > self.wave_len() {
+            return self.copy_in_waves(ext, loc);
+        }
+        self.scope(|s| s.copy_in(ext, loc).map(|t| t.wait()))
+    }
+
+    /// [`Dma::copy_in`] of more than one wave (out of line: the cluster's hot paths copy less).
+    #[inline(never)]
+    fn copy_in_waves(&mut self, ext: &[u8], loc: &mut [u8]) -> Result<(), DmaError> {
         if ext.len() != loc.len() {
             return Err(DmaError::Length);
         }
@@ -307,6 +316,15 @@ impl<R: DmaRaw, const N: usize> Dma<R, N> {
 
     /// Copies `loc` (L1) into `ext` (L2) and waits, in waves as [`Dma::copy_in`].
     pub fn copy_out(&mut self, loc: &[u8], ext: &mut [u8]) -> Result<(), DmaError> {
+        if loc.len() > self.wave_len() {
+            return self.copy_out_waves(loc, ext);
+        }
+        self.scope(|s| s.copy_out(loc, ext).map(|t| t.wait()))
+    }
+
+    /// [`Dma::copy_out`] of more than one wave.
+    #[inline(never)]
+    fn copy_out_waves(&mut self, loc: &[u8], ext: &mut [u8]) -> Result<(), DmaError> {
         if ext.len() != loc.len() {
             return Err(DmaError::Length);
         }
