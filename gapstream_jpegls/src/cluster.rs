@@ -112,10 +112,15 @@ pub fn encode<K: Ops, C: Cluster>(
         .map_err(|_| EncodeError::Scratch)?;
     let (q, l1s) = l1.split_at_mut(QUANT_L1);
     let q: &mut [i8] = bytemuck::cast_slice_mut(q);
-    q[..K::QUANT.len()].copy_from_slice(K::QUANT);
-    let quant: &[i8; 511] = q[..K::QUANT.len()]
+    let quant: &mut [i8; 511] = (&mut q[..K::QUANT.len()])
         .try_into()
         .map_err(|_| EncodeError::Scratch)?;
+    if plan.preset().is_default() {
+        quant.copy_from_slice(K::QUANT);
+    } else {
+        plan.preset().fill_table(K::QUANT_SCALE, quant);
+    }
+    let quant: &[i8; 511] = quant;
     let region0 = plan.region(0, out.len());
     let share_len = region0.len() + MAX_SEPARATOR;
     if region0.is_empty() {
@@ -229,6 +234,7 @@ fn code_segments<K: Ops, D: DmaRaw>(
         let i = s.first + k;
         let seg = plan.segment(i);
         let region = &mut s.out[k * share_len..(k + 1) * share_len - MAX_SEPARATOR];
+        model.reset_at = plan.preset().reset as u16;
         model.reset();
         let (a, r) = lines.split_at_mut(line);
         // The line above a band's first line is zeros; the other two buffers are fetched into

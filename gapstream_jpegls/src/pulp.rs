@@ -20,8 +20,8 @@
 //! | B | t1 | t0 | s2 | t2 | a7 | s4 | t2 |
 //!
 //! Line pointers cur / prev a0 / a1, the Q table and the contexts a2 / a3, the bit writer
-//! (acc, −used, out) a4 / a5 / a6, the constants 9, 16, −15, 2, 64 in s5–s9 (the flushes test for 0xFF with `p.beqimm`
-//! on sign-extended bytes, so no register holds 255). Per sample:
+//! (acc, −used, out) a4 / a5 / a6, the constants 9, 16, −15, 2 and RESET in s5–s9 (the flushes
+//! test for 0xFF with `p.beqimm` on sign-extended bytes, so no register holds 255). Per sample:
 //! t4 = the context's address, t5 = A, t6 = N, s10 = D, s11 = C, t3, s0, s1 and ra
 //! temporaries. The stack frame holds s0, s1 (not `asm!` operands), the state pointer, the
 //! buffer limit and the line's end (for the run mode).
@@ -61,6 +61,7 @@ pub struct Pulp;
 
 impl Ops for Pulp {
     const QUANT: &'static [i8; 511] = &QUANT6;
+    const QUANT_SCALE: i8 = 6;
 
     #[inline(always)]
     fn encode_line<S: Sink>(
@@ -170,6 +171,8 @@ struct Regs {
     quant: *const i8,
     /// 36: why it stopped: 0 line end, 3 buffer full.
     exit: u32,
+    /// 40: RESET (the model's [`Model::reset_at`], 3..=255).
+    reset: u32,
 }
 
 /// The rest of the context update (A.6.1, A.6.2) of the sample in the registers (A += |e| and
@@ -246,11 +249,12 @@ macro_rules! sample {
             "sub s0, ", stringify!($x), ", s0\n",
             "mul s0, s0, t3\n",
             "srli ra, t6, 1\n",
-            "slli s1, ", stringify!($k), ", 6\n",
+            "slli s1, ", stringify!($k), ", 8\n",
             p_extbs!(s0, s0), "\n",
             // MErrval = 2|e| - (e < 0), its lowest bit flipped (f) when k = 0 and D < N/2
-            // (2B <= -N): 2|e| + (-(e < 0) ^ f), one p.mac with the constant 2; then
-            // A += |e|, D += e (the update's first half).
+            // (2B <= -N): D + 256k < N/2 (N <= RESET <= 255, so k >= 1 never flips it);
+            // 2|e| + (-(e < 0) ^ f), one p.mac with the constant 2; then A += |e|, D += e
+            // (the update's first half).
             "add s1, s1, s10\n",
             "slt s1, s1, ra\n",
             "srai t3, s0, 31\n",
@@ -375,18 +379,20 @@ macro_rules! flush {
     };
 }
 
-/// The halving of A.6.1 when N = RESET = 64 (A and B halved, N = 32), in the D form
-/// (`D' = ((D + e − 63) >> 1) + 32`, the bias code then sees N_old = 32).
+/// The halving of A.6.1 when N = RESET (in t6: A and B halved, N = RESET / 2), in the D form
+/// (`D' = ((D + e − (RESET − 1)) >> 1) + RESET / 2`, the bias code then sees
+/// N_old = RESET / 2).
 #[rustfmt::skip]
 macro_rules! halve {
     ($label:literal, $back:literal) => {
         concat!(
             $label, ":\n",
             "srai t5, t5, 1\n",
-            "addi s10, s10, -63\n",
+            "sub s10, s10, t6\n",
+            "addi s10, s10, 1\n",
             "srai s10, s10, 1\n",
-            "addi s10, s10, 32\n",
-            "li t6, 32\n",
+            "srai t6, t6, 1\n",
+            "add s10, s10, t6\n",
             "j ", $back, "b\n",
         )
     };
@@ -734,6 +740,7 @@ unsafe fn regular(
         ctx: (m as *mut Model).cast(),
         quant: quant[255..].as_ptr(),
         exit: 0,
+        reset: m.reset_at as u32,
     };
     // SAFETY: the kernel reads `cur[i - 1..=width]`, `prev[i - 1..=width + 1]` (both at
     // least `width + 2` long, `1 <= i <= width`: the caller's contract) and `quant[255 + d]` for
@@ -764,6 +771,7 @@ unsafe fn regular(
             "lw a6, 20(a0)",
             "lw a3, 28(a0)",
             "lw a2, 32(a0)",
+            "lw s9, 40(a0)",
             "lw a1, 4(a0)",
             "lw a0, 0(a0)",
             // The line's end, &cur[width + 1], for the run mode.
@@ -773,7 +781,6 @@ unsafe fn regular(
             "li s6, 16",
             "li s7, -15",
             "li s8, 2",
-            "li s9, 64",
             // Two samples a pass (A, B: the registers change roles, no moves); an odd count
             // enters at B. Passes: (count + 1) / 2 in t4. The run mode comes back here with
             // the count in t1.
