@@ -17,8 +17,10 @@
 //!   (`D + err`, halved as B, plus RESET / 2 on a reset), `dc = (N_old < D') − (D' < 0)`,
 //!   `C = clip(C + dc, −128, 127)`, `D = clip(D' − N_new·dc, 0, N_old)`.
 //! * **Error mapping**: the `k = 0` correction of A.5.2 (`2B ≤ −N`, i.e. `D < N / 2`) flips
-//!   the mapped error's lowest bit; `D + 256k < N / 2` tests both conditions at once (N is at
-//!   most RESET, at most 255).
+//!   the mapped error's lowest bit; `D + 256k < N / 2` tests both conditions at once (`f`; N is
+//!   at most RESET, at most 255). `MErrval = 2|e| − (e < 0)` flipped by `f` is
+//!   `2|e| + (−(e < 0) ^ f)`: one multiply-add with the constant 2 on the `|e|` the update adds
+//!   to `A` anyway.
 //! * **Bit writer**: the accumulator is left-aligned, `nu = −used`; a code of up to 16 bits is
 //!   OR-ed in at `acc |= v << (nu mod 32)`; two bytes go out whenever 16 bits are pending, and
 //!   the stuffed 0 bit after a 0xFF byte goes into the accumulator at once (no "last byte was
@@ -246,10 +248,10 @@ impl Kernel for ModelKernel {
                 let s = (ctx6 >> 31) | 1;
                 let px = (med + s * c).clamp(0, 255);
                 let e = ((x - px) * s) as i8 as i32;
-                let mut merr = ((e << 1) ^ (e >> 31)) as u32;
-                if k == 0 {
-                    merr ^= (d < (n >> 1)) as u32;
-                }
+                // MErrval = 2|e| − (e < 0), its lowest bit flipped (f) when k = 0 and D < N/2
+                // (D + 256k < N/2): 2|e| + (−(e < 0) ^ f), one p.mac.
+                let f = ((d + (k << 8)) < (n >> 1)) as i32;
+                let merr = (((e >> 31) ^ f) + 2 * e.abs()) as u32;
                 let high = merr >> k;
                 let len = high as i32 + k;
                 if len < 16 {
