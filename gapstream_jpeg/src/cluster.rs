@@ -31,12 +31,10 @@
 use gap_rust_sdk::dma::{Scope, Transfer};
 use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaError, DmaRaw, MAX_CORES, RawAlloc, Team};
 
-use crate::band::{
-    CoderState, code_blocks_reserved, end_interval, interval_end, replicate_edges, strips,
-};
+use crate::band::{CoderState, code_blocks_reserved, end_interval, replicate_edges};
 use crate::entropy::{MAX_BLOCK_BYTES, MAX_FLUSH_BYTES, Out};
 use crate::fdct::{Kernel, Work};
-use crate::layout::{DRI_LEN, HEADER_LEN, Layout};
+use crate::layout::{DRI_LEN, HEADER_LEN, Layout, MAX_INTERVALS};
 use crate::tables::{TABLES_BYTES, Tables};
 use crate::{Error, FrameSpec};
 
@@ -59,7 +57,21 @@ pub struct Config {
     pub strip_blocks: usize,
     /// Bytes of each of the two output chunks per core (at least [`MIN_CHUNK`], a multiple of 4).
     pub chunk: usize,
+    /// 0: bands of whole MCU rows, one restart interval each ([`Layout::new`]). Otherwise bands
+    /// cut by load ([`Layout::balanced`]) with a restart interval of `balance` MCUs: the cores
+    /// record where each interval ends in their output, and the next frame of the same size
+    /// and band count is cut by those coded bytes plus [`MCU_LOAD_BYTES`] per MCU (the first
+    /// frame, or one after a size change, by MCU count). Adds [`LOADS_BYTES`] of L1.
+    pub balance: u32,
 }
+
+/// What one MCU costs beyond its coded bytes, in coded bytes, for the cut by load: the cluster
+/// cycles of a frame fit `c₀ · MCUs + c₁ · bytes` with `c₀ / c₁` about 30 (one core, quality
+/// 75, the frame set: see docs/jpeg.md).
+pub const MCU_LOAD_BYTES: u32 = 30;
+
+/// L1 bytes of the per-interval record of a cut by load ([`Config::balance`]).
+pub const LOADS_BYTES: usize = 4 * MAX_INTERVALS;
 
 impl Config {
     /// `cores` cores, strips of up to 21 blocks (168 pixels: a 324-pixel row in two strips),
@@ -70,6 +82,16 @@ impl Config {
             cores,
             strip_blocks: 21,
             chunk: 768,
+            balance: 0,
+        }
+    }
+
+    /// The same with bands cut by load and a restart interval of `interval` MCUs
+    /// ([`Config::balance`]).
+    pub const fn with_balance(self, interval: u32) -> Config {
+        Config {
+            balance: interval,
+            ..self
         }
     }
 
@@ -80,7 +102,11 @@ impl Config {
 
     /// L1 bytes the encoder allocates: the tables and every core's area.
     pub const fn l1_bytes(&self) -> usize {
-        TABLES_AREA + self.cores * self.area()
+        TABLES_AREA + self.loads_area() + self.cores * self.area()
+    }
+
+    const fn loads_area(&self) -> usize {
+        if self.balance > 0 { LOADS_BYTES } else { 0 }
     }
 
     fn check(&self, max_cores: usize) -> Result<(), Error> {
@@ -112,6 +138,8 @@ pub struct ClusterEncoder<'c, C: Cluster> {
     /// The header of the last spec.
     header: [u8; HEADER_MAX],
     header_of: Option<FrameSpec>,
+    /// The frame whose per-interval loads the L1 record holds (cut by load).
+    loads_of: Option<FrameSpec>,
 }
 
 impl<'c, C: Cluster> ClusterEncoder<'c, C> {
@@ -130,12 +158,38 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             loaded: false,
             header: [0; HEADER_MAX],
             header_of: None,
+            loads_of: None,
         })
     }
 
     /// The configuration.
     pub fn config(&self) -> Config {
         self.cfg
+    }
+
+    /// The layout the next frame of `spec` is coded with: [`FrameSpec::layout`], or with
+    /// [`Config::balance`] the cut by the loads of the last frame of the same size, band count
+    /// and quality (by MCU count when there is none).
+    pub fn next_layout(&self, spec: &FrameSpec) -> Result<Layout, Error> {
+        let rows = spec.layout()?;
+        if self.cfg.balance == 0 {
+            return Ok(rows);
+        }
+        let (w, h, n) = (spec.width, spec.height, spec.bands as usize);
+        let probe = Layout::balanced(w, h, n, self.cfg.balance, &[])?;
+        let same = self.loads_of.is_some_and(|p| {
+            (p.width, p.height, p.bands, p.quality) == (w, h, spec.bands, spec.quality)
+        });
+        if !same {
+            return Ok(probe);
+        }
+        let k = probe.intervals() as usize;
+        let (_, rest) = self.l1.split_at(TABLES_AREA);
+        let mut load = [0u32; MAX_INTERVALS];
+        for (v, b) in load.iter_mut().zip(rest[..4 * k].chunks_exact(4)) {
+            *v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        Layout::balanced(w, h, n, self.cfg.balance, &load[..k])
     }
 
     /// Codes a frame (`pixels`: `width × height` bytes in L2) on `spec.bands` cores into `out`;
@@ -150,10 +204,10 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
         pixels: &[u8],
         out: &mut [u8],
     ) -> Result<usize, Error> {
-        let layout = spec.layout()?;
         if spec.bands as usize > self.cfg.cores {
             return Err(Error::Bands);
         }
+        let layout = self.next_layout(spec)?;
         if pixels.len() != spec.width as usize * spec.height as usize {
             return Err(Error::Size);
         }
@@ -165,7 +219,7 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             self.tables = Tables::new(spec.quality);
             self.loaded = false;
         }
-        if self.header_of != Some(*spec) {
+        if self.header_of != Some(*spec) || self.cfg.balance > 0 {
             let mut o = Out::new(&mut self.header);
             layout.write_header(&self.tables, &mut o);
             self.header_of = Some(*spec);
@@ -189,7 +243,35 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             .map_err(Error::Cluster)?;
         // The L1 tables are current once a job has run (it loads them first).
         self.loaded = true;
+        self.loads_of = None;
+        if self.cfg.balance > 0 && r.is_ok() {
+            self.loads_from_ends(&layout);
+            self.loads_of = Some(*spec);
+        }
         r
+    }
+
+    /// Turns the L1 record of where each interval ended in its band's output into the
+    /// interval's load: its bytes plus [`MCU_LOAD_BYTES`] per MCU.
+    fn loads_from_ends(&mut self, layout: &Layout) {
+        let (_, rest) = self.l1.split_at_mut(TABLES_AREA);
+        let rec = &mut rest[..LOADS_BYTES];
+        for i in 0..layout.bands {
+            let b = layout.band(i);
+            let mut prev = 0u32;
+            for k in b.first_interval..b.first_interval + b.intervals(layout) {
+                let at = 4 * k as usize;
+                let Some(e) = rec.get_mut(at..at + 4) else {
+                    return;
+                };
+                let end = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+                let first = k * layout.interval;
+                let mcus = layout.interval.min(layout.mcus - first);
+                let load = end.saturating_sub(prev) + MCU_LOAD_BYTES * mcus;
+                prev = end;
+                e.copy_from_slice(&load.to_le_bytes());
+            }
+        }
     }
 }
 
@@ -212,12 +294,13 @@ struct Ctx<'a> {
     cfg: &'a Config,
 }
 
-/// Core `i`'s share of a fork: its DMA, its L1 area, its slot of `out`, its result (the band's
-/// length).
+/// Core `i`'s share of a fork: its DMA, its L1 area, its slot of `out`, its record of interval
+/// ends, its result (the band's length).
 struct LaneSlot<'a, D: DmaRaw> {
     dma: Option<Dma<D>>,
     area: &'a mut [u8],
     slot: &'a mut [u8],
+    ends: &'a mut [u8],
     result: Result<usize, Error>,
 }
 
@@ -234,7 +317,8 @@ impl Job<'_> {
         let hl = self.header.len();
         let n = layout.bands as usize;
         let mut dma = ctrl.dma();
-        let (tbuf, areas) = l1.split_at_mut(TABLES_AREA);
+        let (tbuf, rest) = l1.split_at_mut(TABLES_AREA);
+        let (rec, areas) = rest.split_at_mut(self.cfg.loads_area());
         if self.load {
             let (src, dst) = (self.tables.as_bytes(), &mut tbuf[..TABLES_BYTES]);
             dma.scope(|s| s.copy_in(src, dst).map(|_| ()))?;
@@ -259,15 +343,21 @@ impl Job<'_> {
             let mut areas = areas.chunks_mut(self.cfg.area());
             let mut rest = &mut out[hl..];
             let mut at = hl;
-            for (s, &(start, cap)) in slots.iter_mut().zip(self.slots.iter()).take(n) {
+            let mut rec = rec;
+            for (i, (s, &(start, cap))) in slots.iter_mut().zip(self.slots.iter()).take(n).enumerate() {
                 let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
                 let (slot, tail) = tail.split_at_mut(cap);
                 rest = tail;
                 at = start + cap;
+                // The band's intervals' entries of the record (none without a cut by load).
+                let k = (4 * layout.band(i as u32).intervals(layout) as usize).min(rec.len());
+                let (ends, more) = core::mem::take(&mut rec).split_at_mut(k);
+                rec = more;
                 *s = Some(LaneSlot {
                     dma: Some(ctrl.dma()),
                     area: areas.next().ok_or(Error::Config)?,
                     slot,
+                    ends,
                     result: Ok(0),
                 });
             }
@@ -283,6 +373,7 @@ impl Job<'_> {
                             lane.area,
                             ctx.cfg,
                             lane.slot,
+                            lane.ends,
                         ),
                         None => Err(Error::Config),
                     };
@@ -456,9 +547,12 @@ enum Step {
 
 /// One core's band: band `band` of `pixels` (L2) coded through `area` (L1, [`Config::area`]
 /// bytes) with `dma`, its bytes (restart marker after it included, unless it is the last band)
-/// written to `slot` (L2); returns how many. The per-core step of [`ClusterEncoder`], usable from
-/// any fork that gives a core its DMA, area and slot ([`Layout::slot`] cuts an output buffer
-/// into slots, [`crate::join`] joins bands written anywhere).
+/// written to `slot` (L2); returns how many. Where each of its restart intervals ends in `slot`
+/// goes to `ends` (4 bytes little-endian per interval, in order; intervals past its end are not
+/// recorded): what the cut by load of the next frame is made from ([`Config::balance`]). The
+/// per-core step of [`ClusterEncoder`], usable from any fork that gives a core its DMA, area and
+/// slot ([`Layout::slot`] cuts an output buffer into slots, [`crate::join`] joins bands written
+/// anywhere).
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
 #[cfg_attr(
@@ -474,13 +568,13 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     area: &mut [u8],
     cfg: &Config,
     slot: &mut [u8],
+    ends: &mut [u8],
 ) -> Result<usize, Error> {
     if band >= layout.bands || area.len() < cfg.area() || cfg.chunk < MIN_CHUNK {
         return Err(Error::Config);
     }
-    let b = layout.band(band);
-    let (count, per) = strips(layout.mcus_x, cfg.strip_blocks);
-    let sbytes = 64 * per;
+    let mut plan = layout.strips(band, cfg.strip_blocks);
+    let sbytes = 64 * cfg.strip_blocks;
     let (sbuf, cbuf) = area.split_at_mut(2 * sbytes);
     let (s_a, s_b) = sbuf.split_at_mut(sbytes);
     let (c_a, c_b) = cbuf.split_at_mut(cfg.chunk);
@@ -489,50 +583,49 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     let mut strip: [&mut [u8]; 2] = [s_a, s_b];
     let mut chunk: [&mut [u8]; 2] = [c_a, c_b];
     let (w, h) = (layout.width as usize, layout.height as usize);
-    let mcus_x = layout.mcus_x as usize;
-    let total = b.rows as usize * count;
-    // Strip g: its MCU row, first block and blocks; its rows are packed (stride 8 nb).
-    let geom = |g: usize| {
-        let x0 = (g % count) * per;
-        (b.first_row + (g / count) as u32, x0, per.min(mcus_x - x0))
+    // The strip being coded and the one after it (its rows are packed: stride 8 nb).
+    let Some(mut cur) = plan.next() else {
+        return Err(Error::Config);
     };
+    let mut nxt = plan.next();
     let two_d = dma.raw().has_2d();
     let mut written = 0usize;
     let mut pending = 0usize;
     let mut fill = 0usize;
-    let mut g = 0usize;
     let mut pos = 0usize;
+    let mut ended = 0usize;
     let mut st = CoderState::default();
     let mut work = Work::default();
     {
         let first = &mut *strip[0];
-        let gm = geom(0);
-        dma.scope(|s| Fetch::new(s, layout, pixels, gm, first, 8 * gm.2, two_d).finish())?;
+        let gm = (cur.row, cur.x0, cur.nb);
+        dma.scope(|s| Fetch::new(s, layout, pixels, gm, first, 8 * cur.nb, two_d).finish())?;
     }
     loop {
-        let (row, x0, nb) = geom(g);
+        let (row, x0, nb) = (cur.row, cur.x0, cur.nb);
         let stride = 8 * nb;
-        let fetch_next = pos == 0 && g + 1 < total;
+        let fetch_next = if pos == 0 { nxt } else { None };
         let commit = pending;
         if written + commit > slot.len() {
             return Err(Error::OutputFull);
         }
-        let [cur, next] = &mut strip;
+        let [cur_s, next_s] = &mut strip;
         let [out_c, back] = &mut chunk;
-        let (cur, next, out_c, back) = (&mut **cur, &mut **next, &mut **out_c, &**back);
+        let (cur_s, next_s, out_c, back) = (&mut **cur_s, &mut **next_s, &mut **out_c, &**back);
         let dst = &mut slot[written..written + commit];
         let (st_r, pos_r, fill_r, work_r) = (&mut st, &mut pos, &mut fill, &mut work);
+        let end = cur.end;
         let step = dma.scope(|s| -> Result<Step, Error> {
             if commit > 0 {
                 s.copy_out(&back[..commit], dst)?;
             }
-            let mut fetch = fetch_next.then(|| {
-                let gn = geom(g + 1);
-                Fetch::new(s, layout, pixels, gn, next, 8 * gn.2, two_d)
+            let mut fetch = fetch_next.map(|n| {
+                let gn = (n.row, n.x0, n.nb);
+                Fetch::new(s, layout, pixels, gn, next_s, 8 * n.nb, two_d)
             });
             if *pos_r == 0 {
                 let top = 8 * row as usize;
-                replicate_edges(cur, stride, nb, (h - top).min(8), (w - 8 * x0).min(8 * nb));
+                replicate_edges(cur_s, stride, nb, (h - top).min(8), (w - 8 * x0).min(8 * nb));
             }
             let mut o = Out {
                 buf: out_c,
@@ -541,21 +634,29 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             };
             // Move the fetch on between blocks until it is all issued (a tile: one command).
             let mut busy = fetch.is_some();
-            *pos_r =
-                code_blocks_reserved::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o, work_r, || {
+            *pos_r = code_blocks_reserved::<K>(
+                cur_s,
+                stride,
+                *pos_r,
+                nb,
+                t,
+                st_r,
+                &mut o,
+                work_r,
+                || {
                     if busy {
                         busy = fetch.as_mut().is_some_and(|f| f.step());
                     }
                     busy
-                });
+                },
+            );
             if let Some(f) = fetch.as_mut() {
                 f.finish()?;
             }
             let done = *pos_r == nb;
-            if done && x0 + nb == mcus_x {
-                let (ends, scan_end) = interval_end(layout, row);
+            if done && let Some((interval, scan_end)) = end {
                 // Fits: the reserve kept room for it after the strip's last block.
-                if ends && !end_interval(row / layout.interval_rows, scan_end, st_r, &mut o) {
+                if !end_interval(interval, scan_end, st_r, &mut o) {
                     return Err(Error::Config);
                 }
             }
@@ -566,6 +667,14 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
                 Step::ChunkFull
             })
         })?;
+        if matches!(step, Step::StripDone) && cur.end.is_some() {
+            // Where the interval ends in the slot: what is written, the chunk just committed,
+            // and the current chunk's bytes.
+            if let Some(e) = ends.get_mut(4 * ended..4 * ended + 4) {
+                e.copy_from_slice(&((written + commit + fill) as u32).to_le_bytes());
+            }
+            ended += 1;
+        }
         written += commit;
         pending = 0;
         match step {
@@ -581,10 +690,13 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             }
             Step::StripDone => {
                 strip.swap(0, 1);
-                g += 1;
                 pos = 0;
-                if g == total {
-                    break;
+                match nxt {
+                    Some(n) => {
+                        cur = n;
+                        nxt = plan.next();
+                    }
+                    None => break,
                 }
             }
         }

@@ -309,14 +309,10 @@ fn pillow(
             }
             .layout()
             .map_err(|e| e.to_string())?;
-            let rows = if layout.restart {
-                layout.interval_rows
-            } else {
-                0
-            };
+            let mcus = layout.restart_interval();
             let tag = format!("{}_{q}", p.name);
             fs::write(dir.join(format!("ours_{tag}.jpg")), ours).map_err(|e| e.to_string())?;
-            let _ = writeln!(jobs, "encode {}.pgm pil_{tag}.jpg {q} {rows}", p.name);
+            let _ = writeln!(jobs, "encode {}.pgm pil_{tag}.jpg {q} {mcus}", p.name);
             let _ = writeln!(jobs, "decode ours_{tag}.jpg ours_{tag}.pgm");
             let _ = writeln!(jobs, "decode pil_{tag}.jpg pil_{tag}.pgm");
         }
