@@ -205,13 +205,18 @@ pub fn encode_band<K: Kernel>(
     for s in layout.strips(band, SEQ_STRIP_BLOCKS) {
         let stride = 8 * s.nb;
         fill_strip(layout, pixels, s.row, s.x0, s.nb, &mut buf.0, stride);
-        if code_blocks::<K>(&buf.0, stride, 0, s.nb, t, &mut st, out, &mut w, || {}) < s.nb {
-            return Err(Error::OutputFull);
-        }
-        if let Some((interval, scan_end)) = s.end
-            && !end_interval(interval, scan_end, &mut st, out)
-        {
-            return Err(Error::OutputFull);
+        let mut k = 0;
+        while k < s.nb {
+            // To the strip's end or its interval's, whichever comes first.
+            let (end, interval, scan_end) = layout.run_end(s.first + k as u32);
+            let stop = ((end - s.first) as usize).min(s.nb);
+            if code_blocks::<K>(&buf.0, stride, k, stop, t, &mut st, out, &mut w, || {}) < stop {
+                return Err(Error::OutputFull);
+            }
+            if s.first + stop as u32 == end && !end_interval(interval, scan_end, &mut st, out) {
+                return Err(Error::OutputFull);
+            }
+            k = stop;
         }
     }
     Ok(())

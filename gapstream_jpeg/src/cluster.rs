@@ -61,7 +61,7 @@ pub struct Config {
     /// cut by load ([`Layout::balanced`]) with a restart interval of `balance` MCUs: the cores
     /// record where each interval ends in their output, and the next frame of the same size
     /// and band count is cut by those coded bytes plus [`MCU_LOAD_BYTES`] per MCU (the first
-    /// frame, or one after a size change, by MCU count). Adds [`LOADS_BYTES`] of L1.
+    /// frame, or one after a size change, by MCU count).
     pub balance: u32,
 }
 
@@ -70,7 +70,9 @@ pub struct Config {
 /// 75, the frame set: see docs/jpeg.md).
 pub const MCU_LOAD_BYTES: u32 = 30;
 
-/// L1 bytes of the per-interval record of a cut by load ([`Config::balance`]).
+/// Bytes of the per-interval record of a cut by load ([`Config::balance`]), part of the
+/// [`ClusterEncoder`] (L2: the cores write one word per interval, the FC reads them after the
+/// frame; the 8-core L1 areas leave no kilobyte to spare).
 pub const LOADS_BYTES: usize = 4 * MAX_INTERVALS;
 
 impl Config {
@@ -102,11 +104,7 @@ impl Config {
 
     /// L1 bytes the encoder allocates: the tables and every core's area.
     pub const fn l1_bytes(&self) -> usize {
-        TABLES_AREA + self.loads_area() + self.cores * self.area()
-    }
-
-    const fn loads_area(&self) -> usize {
-        if self.balance > 0 { LOADS_BYTES } else { 0 }
+        TABLES_AREA + self.cores * self.area()
     }
 
     fn check(&self, max_cores: usize) -> Result<(), Error> {
@@ -138,8 +136,10 @@ pub struct ClusterEncoder<'c, C: Cluster> {
     /// The header of the last spec.
     header: [u8; HEADER_MAX],
     header_of: Option<FrameSpec>,
-    /// The frame whose per-interval loads the L1 record holds (cut by load).
+    /// The frame whose per-interval loads `loads` holds (cut by load), and the record: where
+    /// each interval ended in its band (written by the cores), then its load.
     loads_of: Option<FrameSpec>,
+    loads: [u8; LOADS_BYTES],
 }
 
 impl<'c, C: Cluster> ClusterEncoder<'c, C> {
@@ -159,6 +159,7 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             header: [0; HEADER_MAX],
             header_of: None,
             loads_of: None,
+            loads: [0; LOADS_BYTES],
         })
     }
 
@@ -184,7 +185,7 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             return Ok(probe);
         }
         let k = probe.intervals() as usize;
-        let (_, rest) = self.l1.split_at(TABLES_AREA);
+        let rest = &self.loads[..];
         let mut load = [0u32; MAX_INTERVALS];
         for (v, b) in load.iter_mut().zip(rest[..4 * k].chunks_exact(4)) {
             *v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
@@ -237,9 +238,10 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             cfg: &self.cfg,
         };
         let l1 = &mut *self.l1;
+        let rec = &mut self.loads[..];
         let r = self
             .cl
-            .run(|ctrl| job.run::<K, _>(ctrl, pixels, out, l1))
+            .run(|ctrl| job.run::<K, _>(ctrl, pixels, out, l1, rec))
             .map_err(Error::Cluster)?;
         // The L1 tables are current once a job has run (it loads them first).
         self.loaded = true;
@@ -254,8 +256,7 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
     /// Turns the L1 record of where each interval ended in its band's output into the
     /// interval's load: its bytes plus [`MCU_LOAD_BYTES`] per MCU.
     fn loads_from_ends(&mut self, layout: &Layout) {
-        let (_, rest) = self.l1.split_at_mut(TABLES_AREA);
-        let rec = &mut rest[..LOADS_BYTES];
+        let rec = &mut self.loads[..];
         for i in 0..layout.bands {
             let b = layout.band(i);
             let mut prev = 0u32;
@@ -312,13 +313,13 @@ impl Job<'_> {
         pixels: &[u8],
         out: &mut [u8],
         l1: &mut [u8],
+        rec: &mut [u8],
     ) -> Result<usize, Error> {
         let layout = self.layout;
         let hl = self.header.len();
         let n = layout.bands as usize;
         let mut dma = ctrl.dma();
-        let (tbuf, rest) = l1.split_at_mut(TABLES_AREA);
-        let (rec, areas) = rest.split_at_mut(self.cfg.loads_area());
+        let (tbuf, areas) = l1.split_at_mut(TABLES_AREA);
         if self.load {
             let (src, dst) = (self.tables.as_bytes(), &mut tbuf[..TABLES_BYTES]);
             dma.scope(|s| s.copy_in(src, dst).map(|_| ()))?;
@@ -343,8 +344,10 @@ impl Job<'_> {
             let mut areas = areas.chunks_mut(self.cfg.area());
             let mut rest = &mut out[hl..];
             let mut at = hl;
-            let mut rec = rec;
-            for (i, (s, &(start, cap))) in slots.iter_mut().zip(self.slots.iter()).take(n).enumerate() {
+            let mut rec: &mut [u8] = if self.cfg.balance > 0 { rec } else { &mut [] };
+            for (i, (s, &(start, cap))) in
+                slots.iter_mut().zip(self.slots.iter()).take(n).enumerate()
+            {
                 let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
                 let (slot, tail) = tail.split_at_mut(cap);
                 rest = tail;
@@ -614,7 +617,8 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
         let (cur_s, next_s, out_c, back) = (&mut **cur_s, &mut **next_s, &mut **out_c, &**back);
         let dst = &mut slot[written..written + commit];
         let (st_r, pos_r, fill_r, work_r) = (&mut st, &mut pos, &mut fill, &mut work);
-        let end = cur.end;
+        let (ends_r, ended_r) = (&mut *ends, &mut ended);
+        let first = cur.first;
         let step = dma.scope(|s| -> Result<Step, Error> {
             if commit > 0 {
                 s.copy_out(&back[..commit], dst)?;
@@ -625,7 +629,13 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             });
             if *pos_r == 0 {
                 let top = 8 * row as usize;
-                replicate_edges(cur_s, stride, nb, (h - top).min(8), (w - 8 * x0).min(8 * nb));
+                replicate_edges(
+                    cur_s,
+                    stride,
+                    nb,
+                    (h - top).min(8),
+                    (w - 8 * x0).min(8 * nb),
+                );
             }
             let mut o = Out {
                 buf: out_c,
@@ -634,32 +644,53 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             };
             // Move the fetch on between blocks until it is all issued (a tile: one command).
             let mut busy = fetch.is_some();
-            *pos_r = code_blocks_reserved::<K>(
-                cur_s,
-                stride,
-                *pos_r,
-                nb,
-                t,
-                st_r,
-                &mut o,
-                work_r,
-                || {
-                    if busy {
-                        busy = fetch.as_mut().is_some_and(|f| f.step());
+            let mut between = || {
+                if busy {
+                    busy = fetch.as_mut().is_some_and(|f| f.step());
+                }
+                busy
+            };
+            // To the strip's end, ending every restart interval on the way.
+            let mut p = *pos_r;
+            loop {
+                let (end, interval, scan_end) = layout.run_end(first + p as u32);
+                let stop = ((end - first) as usize).min(nb);
+                p = code_blocks_reserved::<K>(
+                    cur_s,
+                    stride,
+                    p,
+                    stop,
+                    t,
+                    st_r,
+                    &mut o,
+                    work_r,
+                    &mut between,
+                );
+                if p < stop {
+                    break;
+                }
+                if first + stop as u32 == end {
+                    // Fits: the reserve kept room for it after the interval's last block.
+                    if !end_interval(interval, scan_end, st_r, &mut o) {
+                        return Err(Error::Config);
                     }
-                    busy
-                },
-            );
+                    // Where it ends in the slot: what is written, the chunk being committed,
+                    // the current chunk's bytes.
+                    let at = (written + commit + o.pos) as u32;
+                    if let Some(e) = ends_r.get_mut(4 * *ended_r..4 * *ended_r + 4) {
+                        e.copy_from_slice(&at.to_le_bytes());
+                    }
+                    *ended_r += 1;
+                }
+                if p == nb {
+                    break;
+                }
+            }
+            *pos_r = p;
             if let Some(f) = fetch.as_mut() {
                 f.finish()?;
             }
             let done = *pos_r == nb;
-            if done && let Some((interval, scan_end)) = end {
-                // Fits: the reserve kept room for it after the strip's last block.
-                if !end_interval(interval, scan_end, st_r, &mut o) {
-                    return Err(Error::Config);
-                }
-            }
             *fill_r = o.pos;
             Ok(if done {
                 Step::StripDone
@@ -667,14 +698,6 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
                 Step::ChunkFull
             })
         })?;
-        if matches!(step, Step::StripDone) && cur.end.is_some() {
-            // Where the interval ends in the slot: what is written, the chunk just committed,
-            // and the current chunk's bytes.
-            if let Some(e) = ends.get_mut(4 * ended..4 * ended + 4) {
-                e.copy_from_slice(&((written + commit + fill) as u32).to_le_bytes());
-            }
-            ended += 1;
-        }
         written += commit;
         pending = 0;
         match step {

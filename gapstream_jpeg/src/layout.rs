@@ -88,8 +88,8 @@ impl Band {
     }
 }
 
-/// One strip of a band ([`Layout::strips`]): blocks `x0..x0 + nb` of MCU row `row`, and, when a
-/// restart interval (or the scan) ends after its last block, `end = Some((interval, scan_end))`.
+/// One strip of a band ([`Layout::strips`]): blocks `x0..x0 + nb` of MCU row `row`, the first
+/// being MCU `first` of the scan. Restart intervals may end inside it ([`Layout::run_end`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Strip {
     /// MCU row.
@@ -98,16 +98,14 @@ pub struct Strip {
     pub x0: usize,
     /// Blocks.
     pub nb: usize,
-    /// The interval that ends after this strip (its index, and whether the scan ends too).
-    pub end: Option<(u32, bool)>,
+    /// Its first MCU in the scan.
+    pub first: u32,
 }
 
 /// The strips of a band in coding order ([`Layout::strips`]).
 #[derive(Clone, Debug)]
 pub struct Strips {
     mcus_x: u32,
-    mcus: u32,
-    interval: u32,
     max: u32,
     at: u32,
     end: u32,
@@ -123,25 +121,21 @@ impl Iterator for Strips {
             return None;
         }
         if self.at >= self.seg_end {
-            // A segment: to the end of the row, of the interval or of the band, in strips of
-            // at most `max` blocks, as even as they come.
+            // A segment: to the end of the row or of the band, in strips of at most `max`
+            // blocks, as even as they come.
             let row_end = (self.at / self.mcus_x + 1) * self.mcus_x;
-            let int_end = (self.at / self.interval + 1).saturating_mul(self.interval);
-            self.seg_end = row_end.min(int_end).min(self.end);
+            self.seg_end = row_end.min(self.end);
             let len = self.seg_end - self.at;
             self.per = len.div_ceil(len.div_ceil(self.max));
         }
         let b = self.at;
         let nb = self.per.min(self.seg_end - b);
         self.at += nb;
-        let end = (self.at == self.seg_end
-            && (self.at % self.interval == 0 || self.at == self.mcus))
-            .then(|| ((self.at - 1) / self.interval, self.at == self.mcus));
         Some(Strip {
             row: b / self.mcus_x,
             x0: (b % self.mcus_x) as usize,
             nb: nb as usize,
-            end,
+            first: b,
         })
     }
 }
@@ -225,9 +219,7 @@ impl Layout {
         let mcus_x = (width as u32).div_ceil(8);
         let mcu_rows = (height as u32).div_ceil(8);
         let mcus = mcus_x * mcu_rows;
-        let interval = interval
-            .max(mcus.div_ceil(MAX_INTERVALS as u32))
-            .min(mcus);
+        let interval = interval.max(mcus.div_ceil(MAX_INTERVALS as u32)).min(mcus);
         if interval > 65_535 {
             return Err(Error::Config);
         }
@@ -284,6 +276,14 @@ impl Layout {
         self.mcus.div_ceil(self.interval)
     }
 
+    /// Where the restart interval holding MCU `mcu` ends (the MCU after its last), its index,
+    /// and whether the scan ends there: `(end, interval, scan_end)`.
+    pub fn run_end(&self, mcu: u32) -> (u32, u32, bool) {
+        let k = mcu / self.interval;
+        let end = (k + 1).saturating_mul(self.interval).min(self.mcus);
+        (end, k, end == self.mcus)
+    }
+
     /// Band `i` (`i < self.bands`).
     pub fn band(&self, i: u32) -> Band {
         let (first, end) = match &self.cuts {
@@ -303,15 +303,13 @@ impl Layout {
         }
     }
 
-    /// The strips of band `i` in coding order: its MCUs cut at the ends of MCU rows and of
-    /// restart intervals, each such run in strips of at most `max` (≥ 1) blocks of nearly equal
-    /// size (a 41-block row with `max` 21: 21 + 20).
+    /// The strips of band `i` in coding order: its MCUs cut at the ends of MCU rows, each row's
+    /// part in strips of at most `max` (≥ 1) blocks of nearly equal size (a 41-block row with
+    /// `max` 21: 21 + 20).
     pub fn strips(&self, i: u32, max: usize) -> Strips {
         let b = self.band(i);
         Strips {
             mcus_x: self.mcus_x,
-            mcus: self.mcus,
-            interval: self.interval,
             max: max.clamp(1, u32::MAX as usize) as u32,
             at: b.first,
             end: b.first + b.blocks,
@@ -416,7 +414,7 @@ mod tests {
         let one = Layout::new(324, 244, 1).unwrap();
         assert!(!one.restart);
         assert_eq!(one.restart_interval(), 0);
-        assert_eq!(one.strips(0, 21).filter(|s| s.end.is_some()).count(), 1);
+        assert_eq!(one.strips(0, 21).count(), 62);
         // Fewer rows than cores: one band per row at most.
         let small = Layout::new(20, 9, 8).unwrap();
         assert_eq!((small.mcu_rows, small.bands), (2, 2));
@@ -431,12 +429,12 @@ mod tests {
         let sizes: Vec<u32> = (0..8).map(|i| even.band(i).blocks).collect();
         assert!(sizes.iter().all(|&b| (152..=168).contains(&b)), "{sizes:?}");
         // Band 1 starts inside row 3 (at MCU 160 = 3 x 41 + 37): 4 blocks to the row's end,
-        // then the rest of its first interval (ending at MCU 168) in row 4.
+        // then row 4 in strips of 21 + 20; its first interval ends at MCU 168.
         let s: Vec<Strip> = even.strips(1, 21).collect();
-        assert_eq!((s[0].row, s[0].x0, s[0].nb, s[0].end), (3, 37, 4, None));
-        assert_eq!((s[1].row, s[1].x0, s[1].nb), (4, 0, 4));
-        assert_eq!(s[1].end, Some((20, false)));
-        assert_eq!(even.strips(7, 21).last().unwrap().end, Some((158, true)));
+        assert_eq!((s[0].row, s[0].x0, s[0].nb, s[0].first), (3, 37, 4, 160));
+        assert_eq!((s[1].row, s[1].x0, s[1].nb, s[1].first), (4, 0, 21, 164));
+        assert_eq!(even.run_end(160), (168, 20, false));
+        assert_eq!(even.run_end(1270), (1271, 158, true));
         // All the load in the first half: the first bands take fewer intervals.
         let mut load = vec![1u32; 159];
         load[..80].iter_mut().for_each(|l| *l = 100);
@@ -463,8 +461,8 @@ mod tests {
     }
 
     /// Bands cover the MCUs in order without gaps, every band but the last is a whole number of
-    /// intervals, and each band's strips cover its MCUs in order, within rows, at most `max`
-    /// blocks each, an interval end exactly after the last MCU of each interval.
+    /// intervals, each band's strips cover its MCUs in order, within rows, at most `max` blocks
+    /// each, and its intervals end inside it.
     fn check_tiling(l: &Layout, max: usize) -> Result<(), TestCaseError> {
         prop_assert_eq!(l.mcus, l.mcus_x * l.mcu_rows);
         let mut next = 0;
@@ -479,21 +477,24 @@ mod tests {
             prop_assert_eq!(b.first_interval * l.interval, b.first);
             if b.blocks <= 20_000 {
                 let mut at = b.first;
-                let mut ends = 0;
                 for s in l.strips(i, max) {
                     prop_assert!(s.nb >= 1 && s.nb <= max);
                     prop_assert_eq!(s.row * l.mcus_x + s.x0 as u32, at);
+                    prop_assert_eq!(s.first, at);
                     prop_assert!(s.x0 + s.nb <= l.mcus_x as usize);
                     at += s.nb as u32;
-                    let end = at % l.interval == 0 || at == l.mcus;
-                    prop_assert_eq!(s.end.is_some(), end);
-                    if let Some((k, scan_end)) = s.end {
-                        prop_assert_eq!(k, (at - 1) / l.interval);
-                        prop_assert_eq!(scan_end, at == l.mcus);
-                        ends += 1;
-                    }
                 }
                 prop_assert_eq!(at, b.first + b.blocks);
+                // The intervals inside the band, by `run_end`.
+                let (mut m, mut ends) = (b.first, 0);
+                while m < b.first + b.blocks {
+                    let (end, k, scan_end) = l.run_end(m);
+                    prop_assert_eq!(k, b.first_interval + ends);
+                    prop_assert!(end <= b.first + b.blocks);
+                    prop_assert_eq!(scan_end, end == l.mcus);
+                    m = end;
+                    ends += 1;
+                }
                 prop_assert_eq!(ends, b.intervals(l));
             }
             next += b.blocks;

@@ -267,7 +267,8 @@ fn the_cut_follows_the_recorded_load() {
     let mut e = ClusterEncoder::new(&cl, Config::new(4).with_balance(4)).unwrap();
     let s = spec(w, h, 75, 4);
     let first = e.next_layout(&s).unwrap();
-    let blocks = |l: &gapstream_jpeg::layout::Layout| (0..4).map(|i| l.band(i).blocks).collect::<Vec<_>>();
+    let blocks =
+        |l: &gapstream_jpeg::layout::Layout| (0..4).map(|i| l.band(i).blocks).collect::<Vec<_>>();
     assert_eq!(blocks(&first), [80, 80, 80, 80]);
     let mut out = vec![0u8; first.max_len()];
     e.encode::<Portable>(&s, &px, &mut out).unwrap();
@@ -275,5 +276,8 @@ fn the_cut_follows_the_recorded_load() {
     let b = blocks(&next);
     assert!(b[0] + b[1] < 130 && b[3] > 100, "{b:?}");
     // Another quality: no history, the cut by MCU count again.
-    assert_eq!(blocks(&e.next_layout(&spec(w, h, 50, 4)).unwrap()), [80, 80, 80, 80]);
+    assert_eq!(
+        blocks(&e.next_layout(&spec(w, h, 50, 4)).unwrap()),
+        [80, 80, 80, 80]
+    );
 }
