@@ -72,7 +72,7 @@ pub const MCU_LOAD_BYTES: u32 = 30;
 
 /// Bytes of the per-interval record of a cut by load ([`Config::balance`]), part of the
 /// [`ClusterEncoder`] (L2: the cores write one word per interval, the FC reads them after the
-/// frame; the 8-core L1 areas leave no kilobyte to spare).
+/// frame; the 8-core L1 areas leave no room for it).
 pub const LOADS_BYTES: usize = 4 * MAX_INTERVALS;
 
 impl Config {
@@ -139,7 +139,10 @@ pub struct ClusterEncoder<'c, C: Cluster> {
     /// The frame whose per-interval loads `loads` holds (cut by load), and the record: where
     /// each interval ended in its band (written by the cores), then its load.
     loads_of: Option<FrameSpec>,
-    loads: [u8; LOADS_BYTES],
+    loads: [u32; MAX_INTERVALS],
+    loads_timed: bool,
+    /// The layout of the last frame (cut by load).
+    last: Option<Layout>,
 }
 
 impl<'c, C: Cluster> ClusterEncoder<'c, C> {
@@ -159,7 +162,9 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             header: [0; HEADER_MAX],
             header_of: None,
             loads_of: None,
-            loads: [0; LOADS_BYTES],
+            loads: [0; MAX_INTERVALS],
+            loads_timed: false,
+            last: None,
         })
     }
 
@@ -184,13 +189,8 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
         if !same {
             return Ok(probe);
         }
-        let k = probe.intervals() as usize;
-        let rest = &self.loads[..];
-        let mut load = [0u32; MAX_INTERVALS];
-        for (v, b) in load.iter_mut().zip(rest[..4 * k].chunks_exact(4)) {
-            *v = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        }
-        Layout::balanced(w, h, n, self.cfg.balance, &load[..k])
+        let k = (probe.intervals() as usize).min(MAX_INTERVALS);
+        Layout::balanced(w, h, n, self.cfg.balance, &self.loads[..k])
     }
 
     /// Codes a frame (`pixels`: `width × height` bytes in L2) on `spec.bands` cores into `out`;
@@ -239,38 +239,62 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
         };
         let l1 = &mut *self.l1;
         let rec = &mut self.loads[..];
+        let mut timed = false;
         let r = self
             .cl
-            .run(|ctrl| job.run::<K, _>(ctrl, pixels, out, l1, rec))
+            .run(|ctrl| job.run::<K, _>(ctrl, pixels, out, l1, rec, &mut timed))
             .map_err(Error::Cluster)?;
         // The L1 tables are current once a job has run (it loads them first).
         self.loaded = true;
         self.loads_of = None;
+        self.last = None;
         if self.cfg.balance > 0 && r.is_ok() {
-            self.loads_from_ends(&layout);
+            self.loads_from_ends(&layout, timed);
             self.loads_of = Some(*spec);
+            self.last = Some(layout);
         }
         r
     }
 
-    /// Turns the L1 record of where each interval ended in its band's output into the
-    /// interval's load: its bytes plus [`MCU_LOAD_BYTES`] per MCU.
-    fn loads_from_ends(&mut self, layout: &Layout) {
+    /// With [`Config::balance`], the last frame's load per band (`[0]` for bands it did not
+    /// have) and whether they are cluster cycles (the backend has a clock: [`Team::clock`]) or
+    /// coded bytes plus [`MCU_LOAD_BYTES`] per MCU; `None` before a frame.
+    pub fn band_loads(&self) -> Option<([u32; MAX_CORES], bool)> {
+        let layout = self.last?;
+        let mut per = [0u32; MAX_CORES];
+        for (i, v) in per.iter_mut().enumerate().take(layout.bands as usize) {
+            let b = layout.band(i as u32);
+            let k = b.first_interval as usize;
+            *v = (k..k + b.intervals(&layout) as usize)
+                .filter_map(|k| self.loads.get(k).copied())
+                .fold(0u32, u32::saturating_add);
+        }
+        Some((per, self.loads_timed))
+    }
+
+    /// Turns the record of where each interval ended (cycles since its band started when
+    /// `timed`, else its offset in the band's output) into the interval's load: its cycles, or
+    /// its bytes plus [`MCU_LOAD_BYTES`] per MCU.
+    fn loads_from_ends(&mut self, layout: &Layout, timed: bool) {
+        self.loads_timed = timed;
         let rec = &mut self.loads[..];
         for i in 0..layout.bands {
             let b = layout.band(i);
             let mut prev = 0u32;
             for k in b.first_interval..b.first_interval + b.intervals(layout) {
-                let at = 4 * k as usize;
-                let Some(e) = rec.get_mut(at..at + 4) else {
+                let Some(e) = rec.get_mut(k as usize) else {
                     return;
                 };
-                let end = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+                let end = *e;
                 let first = k * layout.interval;
                 let mcus = layout.interval.min(layout.mcus - first);
-                let load = end.saturating_sub(prev) + MCU_LOAD_BYTES * mcus;
+                let load = if timed {
+                    end.wrapping_sub(prev)
+                } else {
+                    end.saturating_sub(prev) + MCU_LOAD_BYTES * mcus
+                };
                 prev = end;
-                e.copy_from_slice(&load.to_le_bytes());
+                *e = load;
             }
         }
     }
@@ -301,7 +325,8 @@ struct LaneSlot<'a, D: DmaRaw> {
     dma: Option<Dma<D>>,
     area: &'a mut [u8],
     slot: &'a mut [u8],
-    ends: &'a mut [u8],
+    ends: &'a mut [u32],
+    timed: bool,
     result: Result<usize, Error>,
 }
 
@@ -313,7 +338,8 @@ impl Job<'_> {
         pixels: &[u8],
         out: &mut [u8],
         l1: &mut [u8],
-        rec: &mut [u8],
+        rec: &mut [u32],
+        timed: &mut bool,
     ) -> Result<usize, Error> {
         let layout = self.layout;
         let hl = self.header.len();
@@ -344,7 +370,7 @@ impl Job<'_> {
             let mut areas = areas.chunks_mut(self.cfg.area());
             let mut rest = &mut out[hl..];
             let mut at = hl;
-            let mut rec: &mut [u8] = if self.cfg.balance > 0 { rec } else { &mut [] };
+            let mut rec: &mut [u32] = if self.cfg.balance > 0 { rec } else { &mut [] };
             for (i, (s, &(start, cap))) in
                 slots.iter_mut().zip(self.slots.iter()).take(n).enumerate()
             {
@@ -353,7 +379,7 @@ impl Job<'_> {
                 rest = tail;
                 at = start + cap;
                 // The band's intervals' entries of the record (none without a cut by load).
-                let k = (4 * layout.band(i as u32).intervals(layout) as usize).min(rec.len());
+                let k = (layout.band(i as u32).intervals(layout) as usize).min(rec.len());
                 let (ends, more) = core::mem::take(&mut rec).split_at_mut(k);
                 rec = more;
                 *s = Some(LaneSlot {
@@ -361,11 +387,13 @@ impl Job<'_> {
                     area: areas.next().ok_or(Error::Config)?,
                     slot,
                     ends,
+                    timed: false,
                     result: Ok(0),
                 });
             }
             ctrl.fork_each(n, &ctx, &mut slots[..n], |team, ctx, lane| {
                 if let Some(lane) = lane {
+                    lane.timed = team.clock().is_some();
                     lane.result = match lane.dma.take() {
                         Some(mut dma) => code_band::<K, _>(
                             &mut dma,
@@ -377,6 +405,7 @@ impl Job<'_> {
                             ctx.cfg,
                             lane.slot,
                             lane.ends,
+                            || team.clock(),
                         ),
                         None => Err(Error::Config),
                     };
@@ -384,6 +413,7 @@ impl Job<'_> {
             })
             .map_err(Error::Fork)?;
         }
+        *timed = slots[0].as_ref().is_some_and(|s| s.timed);
         let mut lens = [0usize; MAX_CORES];
         for (len, s) in lens.iter_mut().zip(slots.iter()).take(n) {
             *len = match s {
@@ -548,11 +578,32 @@ enum Step {
     ChunkFull,
 }
 
+/// Ends restart interval `interval` in `o` (it fits: the reserve kept room for it after the
+/// interval's last block). Out of line: once per interval, not per block.
+#[inline(never)]
+#[cfg_attr(
+    target_arch = "riscv32",
+    unsafe(link_section = ".text.hot.4.jpeg.2.interval")
+)]
+fn close_interval(
+    interval: u32,
+    scan_end: bool,
+    st: &mut CoderState,
+    o: &mut Out<'_>,
+) -> Result<(), Error> {
+    if !end_interval(interval, scan_end, st, o) {
+        return Err(Error::Config);
+    }
+    Ok(())
+}
+
 /// One core's band: band `band` of `pixels` (L2) coded through `area` (L1, [`Config::area`]
 /// bytes) with `dma`, its bytes (restart marker after it included, unless it is the last band)
 /// written to `slot` (L2); returns how many. Where each of its restart intervals ends in `slot`
-/// goes to `ends` (4 bytes little-endian per interval, in order; intervals past its end are not
-/// recorded): what the cut by load of the next frame is made from ([`Config::balance`]). The
+/// goes to `ends` (one word per interval, in order; intervals past its end are not
+/// recorded): the cycles since the band started when `clock` gives the time ([`Team::clock`]),
+/// else the byte offset in `slot`; what the cut by load of the next frame is made from
+/// ([`Config::balance`]). The
 /// per-core step of [`ClusterEncoder`], usable from any fork that gives a core its DMA, area and
 /// slot ([`Layout::slot`] cuts an output buffer into slots, [`crate::join`] joins bands written
 /// anywhere).
@@ -571,8 +622,10 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     area: &mut [u8],
     cfg: &Config,
     slot: &mut [u8],
-    ends: &mut [u8],
+    ends: &mut [u32],
+    clock: impl Fn() -> Option<u32>,
 ) -> Result<usize, Error> {
+    let t0 = clock();
     if band >= layout.bands || area.len() < cfg.area() || cfg.chunk < MIN_CHUNK {
         return Err(Error::Config);
     }
@@ -670,15 +723,15 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
                     break;
                 }
                 if first + stop as u32 == end {
-                    // Fits: the reserve kept room for it after the interval's last block.
-                    if !end_interval(interval, scan_end, st_r, &mut o) {
-                        return Err(Error::Config);
-                    }
-                    // Where it ends in the slot: what is written, the chunk being committed,
-                    // the current chunk's bytes.
-                    let at = (written + commit + o.pos) as u32;
-                    if let Some(e) = ends_r.get_mut(4 * *ended_r..4 * *ended_r + 4) {
-                        e.copy_from_slice(&at.to_le_bytes());
+                    close_interval(interval, scan_end, st_r, &mut o)?;
+                    // Where it ends: the band's cycles so far, or its place in the slot (what
+                    // is written, the chunk being committed, the current chunk's bytes).
+                    let at = match (t0, clock()) {
+                        (Some(t0), Some(t)) => t.wrapping_sub(t0),
+                        _ => (written + commit + o.pos) as u32,
+                    };
+                    if let Some(e) = ends_r.get_mut(*ended_r) {
+                        *e = at;
                     }
                     *ended_r += 1;
                 }

@@ -120,6 +120,9 @@ pub struct JpegRow {
     /// `pulp-balanced`: the cycles of frame A (the frame before, cut by MCU count), worst over
     /// the layouts; 0 otherwise.
     pub first: u64,
+    /// `pulp-balanced`: the slowest band over the mean band (per mille, the cores' record) in
+    /// frames A and B, in the layout of the worst cycles.
+    pub spread: (u64, u64),
 }
 
 impl JpegRow {
@@ -160,6 +163,7 @@ struct DeviceLine {
     cycles: u64,
     instructions: u64,
     first: u64,
+    spread: (u64, u64),
     bytes: u64,
     digest: u64,
     ok: bool,
@@ -183,6 +187,12 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
         cycles: field("cycles")?.parse().ok()?,
         instructions: field("instructions")?.parse().ok()?,
         first: field("first").and_then(|v| v.parse().ok()).unwrap_or(0),
+        spread: field("spread")
+            .and_then(|v| {
+                let (a, b) = v.split_once('/')?;
+                Some((a.parse().ok()?, b.parse().ok()?))
+            })
+            .unwrap_or((0, 0)),
         bytes: field("bytes")?.parse().ok()?,
         digest: u64::from_str_radix(field("digest")?, 16).ok()?,
         ok: verdict == "ok",
@@ -606,12 +616,14 @@ fn sweep(
                                 instructions: 0,
                                 bytes: d.bytes,
                                 first: 0,
+                                spread: (0, 0),
                             });
                             row.layouts += 1;
                             row.first = row.first.max(d.first);
                             if d.cycles >= row.cycles {
                                 row.cycles = d.cycles;
                                 row.instructions = d.instructions;
+                                row.spread = d.spread;
                             }
                         }
                         Some(d) => failures.push(format!(
@@ -811,13 +823,15 @@ fn summary(rows: &[JpegRow], pil: &PillowFigures, version: &str, layouts: usize)
         );
         let _ = writeln!(
             s,
-            "  {:<16} {:>3} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>7}",
+            "  {:<16} {:>3} {:>11} {:>11} {:>11} {:>8} {:>7} {:>7} {:>9} {:>9} {:>7}",
             "picture",
             "q",
             "rows c",
             "A c (1st)",
             "B c (bal)",
             "B/rows",
+            "A max/",
+            "B max/",
             "bytes",
             "rows B",
             "+bytes"
@@ -826,7 +840,7 @@ fn summary(rows: &[JpegRow], pil: &PillowFigures, version: &str, layouts: usize)
             let rr = find(rows, "pulp", r.quality, &r.picture, 8);
             let _ = writeln!(
                 s,
-                "  {:<16} {:>3} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>7}",
+                "  {:<16} {:>3} {:>11} {:>11} {:>11} {:>8} {:>7.3} {:>7.3} {:>9} {:>9} {:>7}",
                 r.picture,
                 r.quality,
                 rr.map_or("-".into(), |x| x.cycles.to_string()),
@@ -836,6 +850,8 @@ fn summary(rows: &[JpegRow], pil: &PillowFigures, version: &str, layouts: usize)
                     "{:.3}",
                     r.cycles as f64 / x.cycles as f64
                 )),
+                r.spread.0 as f64 / 1000.0,
+                r.spread.1 as f64 / 1000.0,
                 r.bytes,
                 rr.map_or("-".into(), |x| x.bytes.to_string()),
                 rr.map_or("-".into(), |x| format!(

@@ -12,9 +12,10 @@
 //! high-water marks are checked, and one line is printed:
 //!
 //! `jpeg i=<n> variant=<v> quality=<q> cores=<n> width=<w> height=<h> cycles=<c>
-//! instructions=<i> first=<c> bytes=<len> stack0=<used>/<size> stack=<used>/<size> digest=<hex> ok`
-//! (or `FAIL <why>`). `first`: for `pulp-balanced`, the cycles of frame A (the frame before,
-//! cut by MCU count); 0 otherwise.
+//! instructions=<i> first=<c> spread=<a>/<b> bytes=<len> stack0=<used>/<size> stack=<used>/<size>
+//! digest=<hex> ok` (or `FAIL <why>`). For `pulp-balanced` (0 otherwise): `first`, the cycles
+//! of frame A (the frame before, cut by MCU count); `spread`, the slowest band's cycles over the
+//! mean band's in frames A and B, per mille (the cores' own record of their bands).
 //!
 //! `cycles`: elapsed cluster clock cycles of the encoder's cluster job (the cluster timer, read
 //! on core 0): the tables copied next to the cores, the header written, the fork, every band
@@ -99,6 +100,21 @@ mod app {
         cycles: u32,
         instructions: u32,
         first: u32,
+        /// The slowest band's cycles over the mean band's, per mille: frame A, frame B.
+        spread: (u32, u32),
+    }
+
+    /// The slowest band's recorded load over the mean band's, per mille.
+    fn spread(enc: &ClusterEncoder<'_, BareCluster>, bands: usize) -> u32 {
+        let Some((per, _)) = enc.band_loads() else {
+            return 0;
+        };
+        let per = &per[..bands.max(1)];
+        let sum: u64 = per.iter().map(|&v| v as u64).sum();
+        let max = per.iter().copied().max().unwrap_or(0) as u64;
+        (max * 1000 * per.len() as u64)
+            .checked_div(sum)
+            .unwrap_or(0) as u32
     }
 
     /// Copies the `w × h` window at `(x, y)` of the stored picture (`sw` wide) into `frame`.
@@ -129,12 +145,13 @@ mod app {
             };
             enc.encode::<K>(&w, &frame[..rows * spec.width as usize], out)?;
         }
-        let mut first = 0;
+        let (mut first, mut sa) = (0, 0);
         if let Some((sw, at_a, at_b)) = a {
             let (w, h) = (spec.width as usize, spec.height as usize);
             window(frame, w, h, sw, at_a);
             enc.encode::<K>(spec, frame, out)?;
             first = cl.last_run().cycles;
+            sa = spread(enc, spec.bands as usize);
             window(frame, w, h, sw, at_b);
         }
         let len = enc.encode::<K>(spec, frame, out)?;
@@ -144,6 +161,7 @@ mod app {
             cycles: st.cycles,
             instructions: st.instructions,
             first,
+            spread: (sa, spread(enc, spec.bands as usize)),
         })
     }
 
@@ -281,8 +299,9 @@ mod app {
             let (c, n, f) = result
                 .as_ref()
                 .map_or((0, 0, 0), |o| (o.cycles, o.instructions, o.first));
+            let (sa, sb) = result.as_ref().map_or((0, 0), |o| o.spread);
             bare_println!(
-                "jpeg i={i} variant={variant} quality={} cores={} width={w} height={h} cycles={c} instructions={n} first={f} bytes={len} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
+                "jpeg i={i} variant={variant} quality={} cores={} width={w} height={h} cycles={c} instructions={n} first={f} spread={sa}/{sb} bytes={len} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
                 r.quality,
                 r.cores
             );
