@@ -6,12 +6,11 @@ and benchmarks (run with the project venv's Python: .venv/bin/python).
 
 JOBS is a text file, one job per line (paths relative to the job file's folder):
 
-    encode IN.pgm OUT.jpg QUALITY RESTART_MCUS   Pillow's JPEG of IN at QUALITY with the Annex K
+    encode IN.pgm OUT.jpg QUALITY RESTART_ROWS   Pillow's JPEG of IN at QUALITY with the Annex K
                                                  luminance table scaled by IJG's formula, given
                                                  explicitly (qtables=), standard Huffman tables
-                                                 (optimize off), a restart interval of
-                                                 RESTART_MCUS MCUs (restart_marker_blocks=; 0: no
-                                                 restart markers)
+                                                 (optimize off), restart_marker_rows=RESTART_ROWS
+                                                 (0: no restart markers)
     decode IN.jpg OUT.pgm                        libjpeg-turbo's decoding of IN, as 8-bit grey
     version                                      prints "pillow <version> libjpeg-turbo <version>"
 
@@ -54,10 +53,10 @@ def main():
             im.load()
             if im.mode != "L":
                 raise SystemExit(f"pillow_jpeg: {f[1]} is not 8-bit grey")
-            quality, mcus = int(f[3]), int(f[4])
+            quality, rows = int(f[3]), int(f[4])
             # qtables in natural order (Pillow >= 8.3 takes and returns natural order).
             im.save(base / f[2], "JPEG", qtables=[scaled(quality)], optimize=False,
-                    restart_marker_blocks=mcus)
+                    restart_marker_rows=rows)
         elif f[0] == "decode" and len(f) == 3:
             im = Image.open(base / f[1])
             im.load()

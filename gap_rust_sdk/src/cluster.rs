@@ -22,11 +22,6 @@ pub trait Team {
     /// it the same number of times (otherwise the team deadlocks; on the host a panicking core
     /// poisons the barrier so the others panic instead of hanging).
     fn barrier(&self);
-    /// A free-running count of cluster clock cycles (32 bits, wrapping) that every core reads
-    /// alike, to time parts of a job (differences only); `None` where the backend has none.
-    fn clock(&self) -> Option<u32> {
-        None
-    }
 }
 
 /// Why a fork did not run.

@@ -123,6 +123,12 @@ pub fn end_interval(interval: u32, scan_end: bool, st: &mut CoderState, out: &mu
     true
 }
 
+/// Whether MCU row `row` is the last of a restart interval (or of the scan): `(ends, scan_end)`.
+pub fn interval_end(layout: &Layout, row: u32) -> (bool, bool) {
+    let scan_end = row + 1 == layout.mcu_rows;
+    (scan_end || (row + 1) % layout.interval_rows == 0, scan_end)
+}
+
 /// Copies strip pixels (MCU row `row`, blocks `x0..x0 + nb`) of the frame `pixels` (laid out as
 /// `layout` says) into `strip` (`stride >= 8 nb`), replicating the last column and the last row
 /// past the frame's edges.
@@ -180,6 +186,13 @@ pub const SEQ_STRIP_BLOCKS: usize = 16;
 #[repr(C, align(4))]
 struct StripBuf([u8; 64 * SEQ_STRIP_BLOCKS]);
 
+/// The strips of an MCU row of `mcus_x` blocks with strips of at most `max` blocks: `(count,
+/// blocks per strip)`; the last strip holds the rest.
+pub fn strips(mcus_x: u32, max: usize) -> (usize, usize) {
+    let count = (mcus_x as usize).div_ceil(max.max(1));
+    (count, (mcus_x as usize).div_ceil(count))
+}
+
 /// Codes band `band` of a frame held in memory (`pixels`, `width × height`, row-major) into
 /// `out`, from its first block to its end: its last interval's padding and, unless it is the
 /// frame's last band, the restart marker after it. The band's coded bytes do not depend on where
@@ -196,27 +209,24 @@ pub fn encode_band<K: Kernel>(
     if pixels.len() != w * h {
         return Err(Error::Size);
     }
-    if band >= layout.bands {
-        return Err(Error::Bands);
-    }
+    let b = layout.band(band);
+    let (count, per) = strips(layout.mcus_x, SEQ_STRIP_BLOCKS);
+    let stride = 8 * per;
     let mut buf = StripBuf([0; 64 * SEQ_STRIP_BLOCKS]);
     let mut st = CoderState::default();
     let mut w = Work::default();
-    for s in layout.strips(band, SEQ_STRIP_BLOCKS) {
-        let stride = 8 * s.nb;
-        fill_strip(layout, pixels, s.row, s.x0, s.nb, &mut buf.0, stride);
-        let mut k = 0;
-        while k < s.nb {
-            // To the strip's end or its interval's, whichever comes first.
-            let (end, interval, scan_end) = layout.run_end(s.first + k as u32);
-            let stop = ((end - s.first) as usize).min(s.nb);
-            if code_blocks::<K>(&buf.0, stride, k, stop, t, &mut st, out, &mut w, || {}) < stop {
+    for row in b.first_row..b.first_row + b.rows {
+        for s in 0..count {
+            let x0 = s * per;
+            let nb = per.min(layout.mcus_x as usize - x0);
+            fill_strip(layout, pixels, row, x0, nb, &mut buf.0, stride);
+            if code_blocks::<K>(&buf.0, stride, 0, nb, t, &mut st, out, &mut w, || {}) < nb {
                 return Err(Error::OutputFull);
             }
-            if s.first + stop as u32 == end && !end_interval(interval, scan_end, &mut st, out) {
-                return Err(Error::OutputFull);
-            }
-            k = stop;
+        }
+        let (ends, scan_end) = interval_end(layout, row);
+        if ends && !end_interval(row / layout.interval_rows, scan_end, &mut st, out) {
+            return Err(Error::OutputFull);
         }
     }
     Ok(())
@@ -225,6 +235,15 @@ pub fn encode_band<K: Kernel>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strips_are_balanced() {
+        assert_eq!(strips(41, 12), (4, 11));
+        assert_eq!(strips(41, 16), (3, 14));
+        assert_eq!(strips(1, 16), (1, 1));
+        assert_eq!(strips(16, 16), (1, 16));
+        assert_eq!(strips(17, 16), (2, 9));
+    }
 
     #[test]
     fn edges_replicate_like_fill_strip() {

@@ -31,10 +31,12 @@
 use gap_rust_sdk::dma::{Scope, Transfer};
 use gap_rust_sdk::{Buf, Cluster, Controller, Dma, DmaError, DmaRaw, MAX_CORES, RawAlloc, Team};
 
-use crate::band::{CoderState, code_blocks_reserved, end_interval, replicate_edges};
+use crate::band::{
+    CoderState, code_blocks_reserved, end_interval, interval_end, replicate_edges, strips,
+};
 use crate::entropy::{MAX_BLOCK_BYTES, MAX_FLUSH_BYTES, Out};
 use crate::fdct::{Kernel, Work};
-use crate::layout::{DRI_LEN, HEADER_LEN, Layout, MAX_INTERVALS};
+use crate::layout::{DRI_LEN, HEADER_LEN, Layout};
 use crate::tables::{TABLES_BYTES, Tables};
 use crate::{Error, FrameSpec};
 
@@ -57,23 +59,7 @@ pub struct Config {
     pub strip_blocks: usize,
     /// Bytes of each of the two output chunks per core (at least [`MIN_CHUNK`], a multiple of 4).
     pub chunk: usize,
-    /// 0: bands of whole MCU rows, one restart interval each ([`Layout::new`]). Otherwise bands
-    /// cut by load ([`Layout::balanced`]) with a restart interval of `balance` MCUs: the cores
-    /// record where each interval ends in their output, and the next frame of the same size
-    /// and band count is cut by those coded bytes plus [`MCU_LOAD_BYTES`] per MCU (the first
-    /// frame, or one after a size change, by MCU count).
-    pub balance: u32,
 }
-
-/// What one MCU costs beyond its coded bytes, in coded bytes, for the cut by load: the cluster
-/// cycles of a frame fit `c₀ · MCUs + c₁ · bytes` with `c₀ / c₁` about 30 (one core, quality
-/// 75, the frame set: see docs/jpeg.md).
-pub const MCU_LOAD_BYTES: u32 = 30;
-
-/// Bytes of the per-interval record of a cut by load ([`Config::balance`]), part of the
-/// [`ClusterEncoder`] (L2: the cores write one word per interval, the FC reads them after the
-/// frame; the 8-core L1 areas leave no room for it).
-pub const LOADS_BYTES: usize = 4 * MAX_INTERVALS;
 
 impl Config {
     /// `cores` cores, strips of up to 21 blocks (168 pixels: a 324-pixel row in two strips),
@@ -84,16 +70,6 @@ impl Config {
             cores,
             strip_blocks: 21,
             chunk: 768,
-            balance: 0,
-        }
-    }
-
-    /// The same with bands cut by load and a restart interval of `interval` MCUs
-    /// ([`Config::balance`]).
-    pub const fn with_balance(self, interval: u32) -> Config {
-        Config {
-            balance: interval,
-            ..self
         }
     }
 
@@ -136,13 +112,6 @@ pub struct ClusterEncoder<'c, C: Cluster> {
     /// The header of the last spec.
     header: [u8; HEADER_MAX],
     header_of: Option<FrameSpec>,
-    /// The frame whose per-interval loads `loads` holds (cut by load), and the record: where
-    /// each interval ended in its band (written by the cores), then its load.
-    loads_of: Option<FrameSpec>,
-    loads: [u32; MAX_INTERVALS],
-    loads_timed: bool,
-    /// The layout of the last frame (cut by load).
-    last: Option<Layout>,
 }
 
 impl<'c, C: Cluster> ClusterEncoder<'c, C> {
@@ -161,36 +130,12 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             loaded: false,
             header: [0; HEADER_MAX],
             header_of: None,
-            loads_of: None,
-            loads: [0; MAX_INTERVALS],
-            loads_timed: false,
-            last: None,
         })
     }
 
     /// The configuration.
     pub fn config(&self) -> Config {
         self.cfg
-    }
-
-    /// The layout the next frame of `spec` is coded with: [`FrameSpec::layout`], or with
-    /// [`Config::balance`] the cut by the loads of the last frame of the same size, band count
-    /// and quality (by MCU count when there is none).
-    pub fn next_layout(&self, spec: &FrameSpec) -> Result<Layout, Error> {
-        let rows = spec.layout()?;
-        if self.cfg.balance == 0 {
-            return Ok(rows);
-        }
-        let (w, h, n) = (spec.width, spec.height, spec.bands as usize);
-        let probe = Layout::balanced(w, h, n, self.cfg.balance, &[])?;
-        let same = self.loads_of.is_some_and(|p| {
-            (p.width, p.height, p.bands, p.quality) == (w, h, spec.bands, spec.quality)
-        });
-        if !same {
-            return Ok(probe);
-        }
-        let k = (probe.intervals() as usize).min(MAX_INTERVALS);
-        Layout::balanced(w, h, n, self.cfg.balance, &self.loads[..k])
     }
 
     /// Codes a frame (`pixels`: `width × height` bytes in L2) on `spec.bands` cores into `out`;
@@ -205,10 +150,10 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
         pixels: &[u8],
         out: &mut [u8],
     ) -> Result<usize, Error> {
+        let layout = spec.layout()?;
         if spec.bands as usize > self.cfg.cores {
             return Err(Error::Bands);
         }
-        let layout = self.next_layout(spec)?;
         if pixels.len() != spec.width as usize * spec.height as usize {
             return Err(Error::Size);
         }
@@ -220,7 +165,7 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             self.tables = Tables::new(spec.quality);
             self.loaded = false;
         }
-        if self.header_of != Some(*spec) || self.cfg.balance > 0 {
+        if self.header_of != Some(*spec) {
             let mut o = Out::new(&mut self.header);
             layout.write_header(&self.tables, &mut o);
             self.header_of = Some(*spec);
@@ -238,65 +183,13 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
             cfg: &self.cfg,
         };
         let l1 = &mut *self.l1;
-        let rec = &mut self.loads[..];
-        let mut timed = false;
         let r = self
             .cl
-            .run(|ctrl| job.run::<K, _>(ctrl, pixels, out, l1, rec, &mut timed))
+            .run(|ctrl| job.run::<K, _>(ctrl, pixels, out, l1))
             .map_err(Error::Cluster)?;
         // The L1 tables are current once a job has run (it loads them first).
         self.loaded = true;
-        self.loads_of = None;
-        self.last = None;
-        if self.cfg.balance > 0 && r.is_ok() {
-            self.loads_from_ends(&layout, timed);
-            self.loads_of = Some(*spec);
-            self.last = Some(layout);
-        }
         r
-    }
-
-    /// With [`Config::balance`], the last frame's load per band (`[0]` for bands it did not
-    /// have) and whether they are cluster cycles (the backend has a clock: [`Team::clock`]) or
-    /// coded bytes plus [`MCU_LOAD_BYTES`] per MCU; `None` before a frame.
-    pub fn band_loads(&self) -> Option<([u32; MAX_CORES], bool)> {
-        let layout = self.last?;
-        let mut per = [0u32; MAX_CORES];
-        for (i, v) in per.iter_mut().enumerate().take(layout.bands as usize) {
-            let b = layout.band(i as u32);
-            let k = b.first_interval as usize;
-            *v = (k..k + b.intervals(&layout) as usize)
-                .filter_map(|k| self.loads.get(k).copied())
-                .fold(0u32, u32::saturating_add);
-        }
-        Some((per, self.loads_timed))
-    }
-
-    /// Turns the record of where each interval ended (cycles since its band started when
-    /// `timed`, else its offset in the band's output) into the interval's load: its cycles, or
-    /// its bytes plus [`MCU_LOAD_BYTES`] per MCU.
-    fn loads_from_ends(&mut self, layout: &Layout, timed: bool) {
-        self.loads_timed = timed;
-        let rec = &mut self.loads[..];
-        for i in 0..layout.bands {
-            let b = layout.band(i);
-            let mut prev = 0u32;
-            for k in b.first_interval..b.first_interval + b.intervals(layout) {
-                let Some(e) = rec.get_mut(k as usize) else {
-                    return;
-                };
-                let end = *e;
-                let first = k * layout.interval;
-                let mcus = layout.interval.min(layout.mcus - first);
-                let load = if timed {
-                    end.wrapping_sub(prev)
-                } else {
-                    end.saturating_sub(prev) + MCU_LOAD_BYTES * mcus
-                };
-                prev = end;
-                *e = load;
-            }
-        }
     }
 }
 
@@ -319,14 +212,12 @@ struct Ctx<'a> {
     cfg: &'a Config,
 }
 
-/// Core `i`'s share of a fork: its DMA, its L1 area, its slot of `out`, its record of interval
-/// ends, its result (the band's length).
+/// Core `i`'s share of a fork: its DMA, its L1 area, its slot of `out`, its result (the band's
+/// length).
 struct LaneSlot<'a, D: DmaRaw> {
     dma: Option<Dma<D>>,
     area: &'a mut [u8],
     slot: &'a mut [u8],
-    ends: &'a mut [u32],
-    timed: bool,
     result: Result<usize, Error>,
 }
 
@@ -338,8 +229,6 @@ impl Job<'_> {
         pixels: &[u8],
         out: &mut [u8],
         l1: &mut [u8],
-        rec: &mut [u32],
-        timed: &mut bool,
     ) -> Result<usize, Error> {
         let layout = self.layout;
         let hl = self.header.len();
@@ -370,30 +259,20 @@ impl Job<'_> {
             let mut areas = areas.chunks_mut(self.cfg.area());
             let mut rest = &mut out[hl..];
             let mut at = hl;
-            let mut rec: &mut [u32] = if self.cfg.balance > 0 { rec } else { &mut [] };
-            for (i, (s, &(start, cap))) in
-                slots.iter_mut().zip(self.slots.iter()).take(n).enumerate()
-            {
+            for (s, &(start, cap)) in slots.iter_mut().zip(self.slots.iter()).take(n) {
                 let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
                 let (slot, tail) = tail.split_at_mut(cap);
                 rest = tail;
                 at = start + cap;
-                // The band's intervals' entries of the record (none without a cut by load).
-                let k = (layout.band(i as u32).intervals(layout) as usize).min(rec.len());
-                let (ends, more) = core::mem::take(&mut rec).split_at_mut(k);
-                rec = more;
                 *s = Some(LaneSlot {
                     dma: Some(ctrl.dma()),
                     area: areas.next().ok_or(Error::Config)?,
                     slot,
-                    ends,
-                    timed: false,
                     result: Ok(0),
                 });
             }
             ctrl.fork_each(n, &ctx, &mut slots[..n], |team, ctx, lane| {
                 if let Some(lane) = lane {
-                    lane.timed = team.clock().is_some();
                     lane.result = match lane.dma.take() {
                         Some(mut dma) => code_band::<K, _>(
                             &mut dma,
@@ -404,8 +283,6 @@ impl Job<'_> {
                             lane.area,
                             ctx.cfg,
                             lane.slot,
-                            lane.ends,
-                            || team.clock(),
                         ),
                         None => Err(Error::Config),
                     };
@@ -413,7 +290,6 @@ impl Job<'_> {
             })
             .map_err(Error::Fork)?;
         }
-        *timed = slots[0].as_ref().is_some_and(|s| s.timed);
         let mut lens = [0usize; MAX_CORES];
         for (len, s) in lens.iter_mut().zip(slots.iter()).take(n) {
             *len = match s {
@@ -578,35 +454,11 @@ enum Step {
     ChunkFull,
 }
 
-/// Ends restart interval `interval` in `o` (it fits: the reserve kept room for it after the
-/// interval's last block). Out of line: once per interval, not per block.
-#[inline(never)]
-#[cfg_attr(
-    target_arch = "riscv32",
-    unsafe(link_section = ".text.hot.4.jpeg.2.interval")
-)]
-fn close_interval(
-    interval: u32,
-    scan_end: bool,
-    st: &mut CoderState,
-    o: &mut Out<'_>,
-) -> Result<(), Error> {
-    if !end_interval(interval, scan_end, st, o) {
-        return Err(Error::Config);
-    }
-    Ok(())
-}
-
 /// One core's band: band `band` of `pixels` (L2) coded through `area` (L1, [`Config::area`]
 /// bytes) with `dma`, its bytes (restart marker after it included, unless it is the last band)
-/// written to `slot` (L2); returns how many. Where each of its restart intervals ends in `slot`
-/// goes to `ends` (one word per interval, in order; intervals past its end are not
-/// recorded): the cycles since the band started when `clock` gives the time ([`Team::clock`]),
-/// else the byte offset in `slot`; what the cut by load of the next frame is made from
-/// ([`Config::balance`]). The
-/// per-core step of [`ClusterEncoder`], usable from any fork that gives a core its DMA, area and
-/// slot ([`Layout::slot`] cuts an output buffer into slots, [`crate::join`] joins bands written
-/// anywhere).
+/// written to `slot` (L2); returns how many. The per-core step of [`ClusterEncoder`], usable from
+/// any fork that gives a core its DMA, area and slot ([`Layout::slot`] cuts an output buffer
+/// into slots, [`crate::join`] joins bands written anywhere).
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
 #[cfg_attr(
@@ -622,15 +474,13 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     area: &mut [u8],
     cfg: &Config,
     slot: &mut [u8],
-    ends: &mut [u32],
-    clock: impl Fn() -> Option<u32>,
 ) -> Result<usize, Error> {
-    let t0 = clock();
     if band >= layout.bands || area.len() < cfg.area() || cfg.chunk < MIN_CHUNK {
         return Err(Error::Config);
     }
-    let mut plan = layout.strips(band, cfg.strip_blocks);
-    let sbytes = 64 * cfg.strip_blocks;
+    let b = layout.band(band);
+    let (count, per) = strips(layout.mcus_x, cfg.strip_blocks);
+    let sbytes = 64 * per;
     let (sbuf, cbuf) = area.split_at_mut(2 * sbytes);
     let (s_a, s_b) = sbuf.split_at_mut(sbytes);
     let (c_a, c_b) = cbuf.split_at_mut(cfg.chunk);
@@ -639,56 +489,50 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
     let mut strip: [&mut [u8]; 2] = [s_a, s_b];
     let mut chunk: [&mut [u8]; 2] = [c_a, c_b];
     let (w, h) = (layout.width as usize, layout.height as usize);
-    // The strip being coded and the one after it (its rows are packed: stride 8 nb).
-    let Some(mut cur) = plan.next() else {
-        return Err(Error::Config);
+    let mcus_x = layout.mcus_x as usize;
+    let total = b.rows as usize * count;
+    // Strip g: its MCU row, first block and blocks; its rows are packed (stride 8 nb).
+    let geom = |g: usize| {
+        let x0 = (g % count) * per;
+        (b.first_row + (g / count) as u32, x0, per.min(mcus_x - x0))
     };
-    let mut nxt = plan.next();
     let two_d = dma.raw().has_2d();
     let mut written = 0usize;
     let mut pending = 0usize;
     let mut fill = 0usize;
+    let mut g = 0usize;
     let mut pos = 0usize;
-    let mut ended = 0usize;
     let mut st = CoderState::default();
     let mut work = Work::default();
     {
         let first = &mut *strip[0];
-        let gm = (cur.row, cur.x0, cur.nb);
-        dma.scope(|s| Fetch::new(s, layout, pixels, gm, first, 8 * cur.nb, two_d).finish())?;
+        let gm = geom(0);
+        dma.scope(|s| Fetch::new(s, layout, pixels, gm, first, 8 * gm.2, two_d).finish())?;
     }
     loop {
-        let (row, x0, nb) = (cur.row, cur.x0, cur.nb);
+        let (row, x0, nb) = geom(g);
         let stride = 8 * nb;
-        let fetch_next = if pos == 0 { nxt } else { None };
+        let fetch_next = pos == 0 && g + 1 < total;
         let commit = pending;
         if written + commit > slot.len() {
             return Err(Error::OutputFull);
         }
-        let [cur_s, next_s] = &mut strip;
+        let [cur, next] = &mut strip;
         let [out_c, back] = &mut chunk;
-        let (cur_s, next_s, out_c, back) = (&mut **cur_s, &mut **next_s, &mut **out_c, &**back);
+        let (cur, next, out_c, back) = (&mut **cur, &mut **next, &mut **out_c, &**back);
         let dst = &mut slot[written..written + commit];
         let (st_r, pos_r, fill_r, work_r) = (&mut st, &mut pos, &mut fill, &mut work);
-        let (ends_r, ended_r) = (&mut *ends, &mut ended);
-        let first = cur.first;
         let step = dma.scope(|s| -> Result<Step, Error> {
             if commit > 0 {
                 s.copy_out(&back[..commit], dst)?;
             }
-            let mut fetch = fetch_next.map(|n| {
-                let gn = (n.row, n.x0, n.nb);
-                Fetch::new(s, layout, pixels, gn, next_s, 8 * n.nb, two_d)
+            let mut fetch = fetch_next.then(|| {
+                let gn = geom(g + 1);
+                Fetch::new(s, layout, pixels, gn, next, 8 * gn.2, two_d)
             });
             if *pos_r == 0 {
                 let top = 8 * row as usize;
-                replicate_edges(
-                    cur_s,
-                    stride,
-                    nb,
-                    (h - top).min(8),
-                    (w - 8 * x0).min(8 * nb),
-                );
+                replicate_edges(cur, stride, nb, (h - top).min(8), (w - 8 * x0).min(8 * nb));
             }
             let mut o = Out {
                 buf: out_c,
@@ -697,53 +541,24 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             };
             // Move the fetch on between blocks until it is all issued (a tile: one command).
             let mut busy = fetch.is_some();
-            let mut between = || {
-                if busy {
-                    busy = fetch.as_mut().is_some_and(|f| f.step());
-                }
-                busy
-            };
-            // To the strip's end, ending every restart interval on the way.
-            let mut p = *pos_r;
-            loop {
-                let (end, interval, scan_end) = layout.run_end(first + p as u32);
-                let stop = ((end - first) as usize).min(nb);
-                p = code_blocks_reserved::<K>(
-                    cur_s,
-                    stride,
-                    p,
-                    stop,
-                    t,
-                    st_r,
-                    &mut o,
-                    work_r,
-                    &mut between,
-                );
-                if p < stop {
-                    break;
-                }
-                if first + stop as u32 == end {
-                    close_interval(interval, scan_end, st_r, &mut o)?;
-                    // Where it ends: the band's cycles so far, or its place in the slot (what
-                    // is written, the chunk being committed, the current chunk's bytes).
-                    let at = match (t0, clock()) {
-                        (Some(t0), Some(t)) => t.wrapping_sub(t0),
-                        _ => (written + commit + o.pos) as u32,
-                    };
-                    if let Some(e) = ends_r.get_mut(*ended_r) {
-                        *e = at;
+            *pos_r =
+                code_blocks_reserved::<K>(cur, stride, *pos_r, nb, t, st_r, &mut o, work_r, || {
+                    if busy {
+                        busy = fetch.as_mut().is_some_and(|f| f.step());
                     }
-                    *ended_r += 1;
-                }
-                if p == nb {
-                    break;
-                }
-            }
-            *pos_r = p;
+                    busy
+                });
             if let Some(f) = fetch.as_mut() {
                 f.finish()?;
             }
             let done = *pos_r == nb;
+            if done && x0 + nb == mcus_x {
+                let (ends, scan_end) = interval_end(layout, row);
+                // Fits: the reserve kept room for it after the strip's last block.
+                if ends && !end_interval(row / layout.interval_rows, scan_end, st_r, &mut o) {
+                    return Err(Error::Config);
+                }
+            }
             *fill_r = o.pos;
             Ok(if done {
                 Step::StripDone
@@ -766,13 +581,10 @@ pub fn code_band<K: Kernel, R: DmaRaw>(
             }
             Step::StripDone => {
                 strip.swap(0, 1);
+                g += 1;
                 pos = 0;
-                match nxt {
-                    Some(n) => {
-                        cur = n;
-                        nxt = plan.next();
-                    }
-                    None => break,
+                if g == total {
+                    break;
                 }
             }
         }

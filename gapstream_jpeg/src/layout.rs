@@ -18,12 +18,6 @@
 //! each). When `band_rows × mcus_per_row` exceeds DRI's 16 bits (frames over ~4 megapixels per
 //! band) the interval shrinks to the largest whole number of rows that fits and each band holds
 //! several intervals. One band means no restart markers (no DRI), as libjpeg writes by default.
-//!
-//! A cut by load ([`Layout::balanced`]) takes a short restart interval instead (a few MCUs, so a
-//! band may start and end inside a row) and gives each band a run of whole intervals whose
-//! share of a per-interval load (the previous frame's, as the cluster encoder measures it) is
-//! as close to equal as whole intervals allow. The file's bytes depend on the interval alone,
-//! not on where the bands are cut.
 use crate::entropy::MAX_FLUSH_BYTES;
 use crate::tables::{
     STD_AC_LUMA_BITS, STD_AC_LUMA_VALUES, STD_DC_LUMA_BITS, STD_DC_LUMA_VALUES, Tables,
@@ -44,101 +38,29 @@ pub struct Layout {
     pub mcus_x: u32,
     /// MCU rows: `ceil(height / 8)`.
     pub mcu_rows: u32,
-    /// MCUs of the frame: `mcus_x × mcu_rows`.
-    pub mcus: u32,
-    /// MCUs per restart interval (the DRI value; all of them without restart markers).
-    pub interval: u32,
-    /// MCU rows per band in a cut by rows ([`Layout::new`]; the last band may be shorter).
+    /// MCU rows per restart interval (all of them without restart markers).
+    pub interval_rows: u32,
+    /// MCU rows per band (a multiple of `interval_rows`; the last band may be shorter).
     pub band_rows: u32,
-    /// Bands (at most the count asked for).
+    /// Bands (`ceil(mcu_rows / band_rows)`, at most the count asked for).
     pub bands: u32,
-    /// Whether the frame has restart markers (a DRI segment).
+    /// Whether the frame has restart markers (a DRI segment): more than one band.
     pub restart: bool,
-    /// A cut by load ([`Layout::balanced`]): band `i` is MCUs `cuts[i]..cuts[i + 1]`, every
-    /// cut a multiple of `interval`; `None`: bands of `band_rows` MCU rows.
-    pub cuts: Option<[u32; MAX_BANDS + 1]>,
 }
 
-/// The most bands of a cut by load ([`Layout::balanced`]): the cluster's cores.
-pub const MAX_BANDS: usize = 8;
-
-/// The most restart intervals a cut by load may have ([`Layout::balanced`] makes the interval
-/// longer for frames that would have more): 324×244 (1,271 MCUs) in intervals of 8 MCUs.
-pub const MAX_INTERVALS: usize = 160;
-
-/// One band: MCUs `[first, first + blocks)` in raster order.
+/// One band: MCU rows `[first_row, first_row + rows)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Band {
     /// Its index.
     pub index: u32,
-    /// First MCU.
-    pub first: u32,
-    /// MCUs.
-    pub blocks: u32,
+    /// First MCU row.
+    pub first_row: u32,
+    /// MCU rows.
+    pub rows: u32,
     /// Index of its first restart interval in the scan.
     pub first_interval: u32,
     /// The last band of the frame (its bytes end without a restart marker).
     pub last: bool,
-}
-
-impl Band {
-    /// The restart intervals the band holds (the last one may end the scan early).
-    pub fn intervals(&self, layout: &Layout) -> u32 {
-        (self.first + self.blocks).div_ceil(layout.interval) - self.first_interval
-    }
-}
-
-/// One strip of a band ([`Layout::strips`]): blocks `x0..x0 + nb` of MCU row `row`, the first
-/// being MCU `first` of the scan. Restart intervals may end inside it ([`Layout::run_end`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Strip {
-    /// MCU row.
-    pub row: u32,
-    /// First block in the row.
-    pub x0: usize,
-    /// Blocks.
-    pub nb: usize,
-    /// Its first MCU in the scan.
-    pub first: u32,
-}
-
-/// The strips of a band in coding order ([`Layout::strips`]).
-#[derive(Clone, Debug)]
-pub struct Strips {
-    mcus_x: u32,
-    max: u32,
-    at: u32,
-    end: u32,
-    seg_end: u32,
-    per: u32,
-}
-
-impl Iterator for Strips {
-    type Item = Strip;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<Strip> {
-        if self.at >= self.end {
-            return None;
-        }
-        if self.at >= self.seg_end {
-            // A segment: to the end of the row or of the band, in strips of at most `max`
-            // blocks, as even as they come.
-            let row_end = (self.at / self.mcus_x + 1) * self.mcus_x;
-            self.seg_end = row_end.min(self.end);
-            let len = self.seg_end - self.at;
-            self.per = len.div_ceil(len.div_ceil(self.max));
-        }
-        let b = self.at;
-        let nb = self.per.min(self.seg_end - b);
-        self.at += nb;
-        Some(Strip {
-            row: b / self.mcus_x,
-            x0: (b % self.mcus_x) as usize,
-            nb: nb as usize,
-            first: b,
-        })
-    }
 }
 
 /// Header bytes before the entropy-coded data without a DRI segment: SOI 2, APP0 (JFIF) 18, DQT
@@ -158,7 +80,6 @@ impl Layout {
         }
         let mcus_x = (width as u32).div_ceil(8);
         let mcu_rows = (height as u32).div_ceil(8);
-        let mcus = mcus_x * mcu_rows;
         let per_band = mcu_rows.div_ceil(bands.min(mcu_rows as usize) as u32);
         let count = mcu_rows.div_ceil(per_band);
         if count == 1 {
@@ -167,12 +88,10 @@ impl Layout {
                 height,
                 mcus_x,
                 mcu_rows,
-                mcus,
-                interval: mcus,
+                interval_rows: mcu_rows,
                 band_rows: mcu_rows,
                 bands: 1,
                 restart: false,
-                cuts: None,
             });
         }
         // DRI counts MCUs in 16 bits.
@@ -184,163 +103,30 @@ impl Layout {
             height,
             mcus_x,
             mcu_rows,
-            mcus,
-            interval: interval_rows * mcus_x,
+            interval_rows,
             band_rows,
             bands: count,
             restart: count > 1,
-            cuts: None,
         })
-    }
-
-    /// A `width × height` frame with a restart interval of `interval` MCUs (1..=65535; longer
-    /// when the frame would have more than [`MAX_INTERVALS`] intervals), cut into at most
-    /// `bands` (1..=[`MAX_BANDS`]) bands of whole intervals so that the largest band's share of
-    /// `load` (one figure per interval, in scan order: see [`Layout::intervals`]) is the least
-    /// that whole intervals allow; a `load` of another length (no history) counts every MCU
-    /// alike. The coded bytes do not depend on the cut, only on the interval:
-    /// the file is the same as a one-band-per-interval one. One interval or one band: no
-    /// restart markers only when the interval covers the frame.
-    pub fn balanced(
-        width: u16,
-        height: u16,
-        bands: usize,
-        interval: u32,
-        load: &[u32],
-    ) -> Result<Layout, Error> {
-        if width == 0 || height == 0 {
-            return Err(Error::Size);
-        }
-        if bands == 0 || bands > MAX_BANDS {
-            return Err(Error::Bands);
-        }
-        if interval == 0 {
-            return Err(Error::Config);
-        }
-        let mcus_x = (width as u32).div_ceil(8);
-        let mcu_rows = (height as u32).div_ceil(8);
-        let mcus = mcus_x * mcu_rows;
-        let interval = interval.max(mcus.div_ceil(MAX_INTERVALS as u32)).min(mcus);
-        if interval > 65_535 {
-            return Err(Error::Config);
-        }
-        let n = mcus.div_ceil(interval);
-        let count = (bands as u32).min(n);
-        // Prefix sums of the load by interval; without history, the MCUs.
-        let weight = |k: u32| -> u64 {
-            if load.len() == n as usize {
-                load[k as usize] as u64 + 1
-            } else {
-                (interval.min(mcus - k * interval)) as u64
-            }
-        };
-        // The least bottleneck: the smallest band load `b` for which bands taking intervals in
-        // order while their load stays within `b` need no more than `count` bands.
-        let bands_within = |b: u64| {
-            let (mut used, mut sum) = (1u32, 0u64);
-            for k in 0..n {
-                let w = weight(k);
-                if sum + w > b {
-                    used += 1;
-                    sum = 0;
-                }
-                sum += w;
-            }
-            used
-        };
-        let (mut lo, mut hi) = (
-            (0..n).map(weight).max().unwrap_or(1),
-            (0..n).map(weight).sum(),
-        );
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if bands_within(mid) <= count {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
-        }
-        // The cut: each band takes intervals while its load stays within the bottleneck and
-        // every band still to come keeps at least one; the last takes the rest.
-        let mut cuts = [mcus; MAX_BANDS + 1];
-        cuts[0] = 0;
-        let mut k = 0u32;
-        for (i, cut) in cuts.iter_mut().enumerate().take(count as usize).skip(1) {
-            let later = count - i as u32;
-            let mut sum = weight(k);
-            k += 1;
-            while n - k > later && sum + weight(k) <= lo {
-                sum += weight(k);
-                k += 1;
-            }
-            *cut = k * interval;
-        }
-        Ok(Layout {
-            width,
-            height,
-            mcus_x,
-            mcu_rows,
-            mcus,
-            interval,
-            band_rows: mcu_rows,
-            bands: count,
-            restart: n > 1,
-            cuts: Some(cuts),
-        })
-    }
-
-    /// The restart intervals of the frame.
-    pub fn intervals(&self) -> u32 {
-        self.mcus.div_ceil(self.interval)
-    }
-
-    /// Where the restart interval holding MCU `mcu` ends (the MCU after its last), its index,
-    /// and whether the scan ends there: `(end, interval, scan_end)`.
-    #[inline(always)]
-    pub fn run_end(&self, mcu: u32) -> (u32, u32, bool) {
-        let k = mcu / self.interval;
-        let end = (k + 1).saturating_mul(self.interval).min(self.mcus);
-        (end, k, end == self.mcus)
     }
 
     /// Band `i` (`i < self.bands`).
     pub fn band(&self, i: u32) -> Band {
-        let (first, end) = match &self.cuts {
-            Some(c) => (c[i as usize], c[i as usize + 1]),
-            None => {
-                let r = (i * self.band_rows).min(self.mcu_rows);
-                let e = (r + self.band_rows).min(self.mcu_rows);
-                (r * self.mcus_x, e * self.mcus_x)
-            }
-        };
+        let first_row = (i * self.band_rows).min(self.mcu_rows);
+        let rows = self.band_rows.min(self.mcu_rows - first_row);
         Band {
             index: i,
-            first,
-            blocks: end - first,
-            first_interval: first / self.interval,
+            first_row,
+            rows,
+            first_interval: first_row / self.interval_rows,
             last: i + 1 >= self.bands,
-        }
-    }
-
-    /// The strips of band `i` in coding order: its MCUs cut at the ends of MCU rows, each row's
-    /// part in strips of at most `max` (≥ 1) blocks of nearly equal size (a 41-block row with
-    /// `max` 21: 21 + 20).
-    pub fn strips(&self, i: u32, max: usize) -> Strips {
-        let b = self.band(i);
-        Strips {
-            mcus_x: self.mcus_x,
-            max: max.clamp(1, u32::MAX as usize) as u32,
-            at: b.first,
-            end: b.first + b.blocks,
-            seg_end: b.first,
-            per: 1,
         }
     }
 
     /// The restart interval in MCUs (the DRI value), 0 without restart markers.
     pub fn restart_interval(&self) -> u16 {
         if self.restart {
-            self.interval as u16
+            (self.interval_rows * self.mcus_x) as u16
         } else {
             0
         }
@@ -355,8 +141,8 @@ impl Layout {
     /// block at [`MAX_BLOCK_BITS`], each interval padded, every byte stuffed.
     pub fn max_band_len(&self, i: u32) -> usize {
         let b = self.band(i);
-        let blocks = b.blocks as usize;
-        let intervals = b.intervals(self) as usize;
+        let blocks = b.rows as usize * self.mcus_x as usize;
+        let intervals = b.rows.div_ceil(self.interval_rows) as usize;
         (2 * blocks * MAX_BLOCK_BITS).div_ceil(8) + intervals * MAX_FLUSH_BYTES
     }
 
@@ -371,7 +157,7 @@ impl Layout {
     /// output buffer whose first [`Layout::header_len`] bytes hold the header and whose last 2
     /// bytes are kept for EOI: `(start, capacity)`. With room for every band's worst case
     /// ([`Layout::max_band_len`]) each band gets exactly that; otherwise each gets a share
-    /// proportional to its MCUs. Slots are disjoint and in band order.
+    /// proportional to its MCU rows. Slots are disjoint and in band order.
     pub fn slot(&self, i: u32, out_len: usize) -> (usize, usize) {
         let hl = self.header_len();
         let avail = out_len.saturating_sub(hl + 2);
@@ -381,9 +167,9 @@ impl Layout {
             return (start, self.max_band_len(i));
         }
         let b = self.band(i);
-        let at = |mcu: u32| hl + (avail as u64 * mcu as u64 / self.mcus as u64) as usize;
-        let start = at(b.first);
-        (start, at(b.first + b.blocks) - start)
+        let at = |row: u32| hl + (avail as u64 * row as u64 / self.mcu_rows as u64) as usize;
+        let start = at(b.first_row);
+        (start, at(b.first_row + b.rows) - start)
     }
 
     /// Writes SOI, APP0 (JFIF 1.01, no density unit, 1:1), DQT, SOF0, DHT (luminance DC and AC),
@@ -424,47 +210,18 @@ mod tests {
     #[test]
     fn the_camera_frame_on_eight_cores() {
         let l = Layout::new(324, 244, 8).unwrap();
-        assert_eq!((l.mcus_x, l.mcu_rows, l.mcus), (41, 31, 1271));
-        assert_eq!((l.band_rows, l.interval, l.bands), (4, 164, 8));
+        assert_eq!((l.mcus_x, l.mcu_rows), (41, 31));
+        assert_eq!((l.band_rows, l.interval_rows, l.bands), (4, 4, 8));
         assert_eq!(l.restart_interval(), 164);
-        assert_eq!(l.band(7).blocks, 3 * 41);
+        assert_eq!(l.band(7).rows, 3);
         assert!(l.band(7).last && !l.band(6).last);
         assert_eq!(l.max_len(), 527_246);
         let one = Layout::new(324, 244, 1).unwrap();
         assert!(!one.restart);
         assert_eq!(one.restart_interval(), 0);
-        assert_eq!(one.strips(0, 21).count(), 62);
         // Fewer rows than cores: one band per row at most.
         let small = Layout::new(20, 9, 8).unwrap();
         assert_eq!((small.mcu_rows, small.bands), (2, 2));
-    }
-
-    #[test]
-    fn a_cut_by_load() {
-        // 1,271 MCUs in intervals of 8: 159 intervals, the last of 7 MCUs.
-        let even = Layout::balanced(324, 244, 8, 8, &[]).unwrap();
-        assert_eq!((even.interval, even.intervals(), even.bands), (8, 159, 8));
-        assert_eq!(even.restart_interval(), 8);
-        let sizes: Vec<u32> = (0..8).map(|i| even.band(i).blocks).collect();
-        assert!(sizes.iter().all(|&b| (151..=160).contains(&b)), "{sizes:?}");
-        // Band 1 starts inside row 3 (at MCU 160 = 3 x 41 + 37): 4 blocks to the row's end,
-        // then row 4 in strips of 21 + 20; its first interval ends at MCU 168.
-        let s: Vec<Strip> = even.strips(1, 21).collect();
-        assert_eq!((s[0].row, s[0].x0, s[0].nb, s[0].first), (3, 37, 4, 160));
-        assert_eq!((s[1].row, s[1].x0, s[1].nb, s[1].first), (4, 0, 21, 164));
-        assert_eq!(even.run_end(160), (168, 20, false));
-        assert_eq!(even.run_end(1270), (1271, 158, true));
-        // All the load in the first half: the first bands take fewer intervals.
-        let mut load = vec![1u32; 159];
-        load[..80].iter_mut().for_each(|l| *l = 100);
-        let l = Layout::balanced(324, 244, 8, 8, &load).unwrap();
-        assert!(l.band(0).blocks < 100 && l.band(7).blocks > 300);
-        assert_eq!(l.band(7).first + l.band(7).blocks, 1271);
-        // Long frames get longer intervals.
-        let big = Layout::balanced(4000, 4000, 8, 8, &[]).unwrap();
-        assert!(big.intervals() as usize <= MAX_INTERVALS);
-        assert_eq!(Layout::balanced(324, 244, 9, 8, &[]), Err(Error::Bands));
-        assert_eq!(Layout::balanced(324, 244, 8, 0, &[]), Err(Error::Config));
     }
 
     #[test]
@@ -479,110 +236,32 @@ mod tests {
         }
     }
 
-    /// Bands cover the MCUs in order without gaps, every band but the last is a whole number of
-    /// intervals, each band's strips cover its MCUs in order, within rows, at most `max` blocks
-    /// each, and its intervals end inside it.
-    fn check_tiling(l: &Layout, max: usize) -> Result<(), TestCaseError> {
-        prop_assert_eq!(l.mcus, l.mcus_x * l.mcu_rows);
-        let mut next = 0;
-        for i in 0..l.bands {
-            let b = l.band(i);
-            prop_assert_eq!(b.first, next);
-            prop_assert!(b.blocks >= 1);
-            prop_assert_eq!(b.first % l.interval, 0);
-            if !b.last {
-                prop_assert_eq!(b.blocks % l.interval, 0);
-            }
-            prop_assert_eq!(b.first_interval * l.interval, b.first);
-            if b.blocks <= 20_000 {
-                let mut at = b.first;
-                for s in l.strips(i, max) {
-                    prop_assert!(s.nb >= 1 && s.nb <= max);
-                    prop_assert_eq!(s.row * l.mcus_x + s.x0 as u32, at);
-                    prop_assert_eq!(s.first, at);
-                    prop_assert!(s.x0 + s.nb <= l.mcus_x as usize);
-                    at += s.nb as u32;
-                }
-                prop_assert_eq!(at, b.first + b.blocks);
-                // The intervals inside the band, by `run_end`.
-                let (mut m, mut ends) = (b.first, 0);
-                while m < b.first + b.blocks {
-                    let (end, k, scan_end) = l.run_end(m);
-                    prop_assert_eq!(k, b.first_interval + ends);
-                    prop_assert!(end <= b.first + b.blocks);
-                    prop_assert_eq!(scan_end, end == l.mcus);
-                    m = end;
-                    ends += 1;
-                }
-                prop_assert_eq!(ends, b.intervals(l));
-            }
-            next += b.blocks;
-        }
-        prop_assert_eq!(next, l.mcus);
-        prop_assert!(l.interval <= 65_535 || !l.restart);
-        Ok(())
-    }
-
     proptest! {
-        /// A cut by rows tiles the frame, and the slowest band has the fewest rows any cut into
-        /// `bands` whole-row parts can give (unless DRI's limit forces more).
+        /// Bands cover the MCU rows in order without gaps, every band but the last is a whole
+        /// number of intervals, the interval fits DRI, and the slowest band has the fewest rows
+        /// any cut into `bands` whole-row parts can give (unless DRI's limit forces more).
         #[test]
-        fn bands_tile_the_rows(
-            w in 1u16..=u16::MAX,
-            h in 1u16..=u16::MAX,
-            bands in 1usize..=8,
-            max in 1usize..=40,
-        ) {
+        fn bands_tile_the_rows(w in 1u16..=u16::MAX, h in 1u16..=u16::MAX, bands in 1usize..=8) {
             let l = Layout::new(w, h, bands).unwrap();
             prop_assert!(l.bands >= 1 && l.bands as usize <= bands);
-            check_tiling(&l, max)?;
+            let mut next = 0;
+            for i in 0..l.bands {
+                let b = l.band(i);
+                prop_assert_eq!(b.first_row, next);
+                prop_assert!(b.rows >= 1);
+                if !b.last {
+                    prop_assert_eq!(b.rows % l.interval_rows, 0);
+                }
+                prop_assert_eq!(b.first_interval * l.interval_rows, b.first_row);
+                next += b.rows;
+            }
+            prop_assert_eq!(next, l.mcu_rows);
+            prop_assert!(l.interval_rows as u64 * l.mcus_x as u64 <= 65_535 || !l.restart);
             let ideal = l.mcu_rows.div_ceil(bands as u32);
             if l.restart && ideal * l.mcus_x <= 65_535 {
                 prop_assert_eq!(l.band_rows, ideal);
             }
             prop_assert_eq!(l.restart, l.bands > 1);
-        }
-
-        /// A cut by load tiles the frame into `bands` bands (at most one per interval), none
-        /// more than one interval's load above an equal share.
-        #[test]
-        fn a_cut_by_load_tiles_and_balances(
-            w in 1u16..=2000,
-            h in 1u16..=2000,
-            bands in 1usize..=8,
-            interval in 1u32..=300,
-            max in 1usize..=40,
-            seed in any::<u64>(),
-        ) {
-            let probe = Layout::balanced(w, h, bands, interval, &[]).unwrap();
-            let n = probe.intervals() as usize;
-            let mut x = seed | 1;
-            let load: Vec<u32> = (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    (x % 1000) as u32
-                })
-                .collect();
-            let l = Layout::balanced(w, h, bands, interval, &load).unwrap();
-            prop_assert_eq!(l.interval, probe.interval);
-            prop_assert!(l.bands as usize <= bands && l.bands as usize == bands.min(n));
-            check_tiling(&l, max)?;
-            let total: u64 = load.iter().map(|&v| v as u64 + 1).sum();
-            let share = total / l.bands as u64;
-            let heaviest = load.iter().map(|&v| v as u64 + 1).max().unwrap_or(0);
-            {
-                for i in 0..l.bands {
-                    let b = l.band(i);
-                    let k = b.first_interval as usize;
-                    let sum: u64 = load[k..k + b.intervals(&l) as usize]
-                        .iter()
-                        .map(|&v| v as u64 + 1)
-                        .sum();
-                    prop_assert!(sum <= share + heaviest, "band {i}: {sum} vs {share}");
-                }
-            }
         }
     }
 }

@@ -132,25 +132,11 @@ impl core::fmt::Display for Error {
 /// into `out`; returns the file's length. The bands are coded one after the other, so the file
 /// is byte-identical to the cluster encoder's with the same spec.
 pub fn encode<K: Kernel>(spec: &FrameSpec, pixels: &[u8], out: &mut [u8]) -> Result<usize, Error> {
-    encode_layout::<K>(&spec.layout()?, spec.quality, pixels, out)
-}
-
-/// Codes a frame like [`encode`] with any layout (a cut by load, [`Layout::balanced`], as the
-/// cluster encoder makes with [`cluster::Config::balance`]): the file the cluster encoder
-/// writes with that layout. Its bytes depend on the layout's restart interval, not on its cut.
-pub fn encode_layout<K: Kernel>(
-    layout: &Layout,
-    quality: u8,
-    pixels: &[u8],
-    out: &mut [u8],
-) -> Result<usize, Error> {
-    if !(1..=100).contains(&quality) {
-        return Err(Error::Quality);
-    }
-    if pixels.len() != layout.width as usize * layout.height as usize {
+    let layout = spec.layout()?;
+    if pixels.len() != spec.width as usize * spec.height as usize {
         return Err(Error::Size);
     }
-    let t = Tables::new(quality);
+    let t = Tables::new(spec.quality);
     let mut o = Out::new(out);
     layout.write_header(&t, &mut o);
     for i in 0..layout.bands {

@@ -5,7 +5,7 @@ mod common;
 use common::{psnr, zune_decode};
 use gap_rust_sdk::host::HostCluster;
 use gapstream_jpeg::cluster::{ClusterEncoder, Config};
-use gapstream_jpeg::{Error, FrameSpec, Portable, encode, encode_layout, testimage};
+use gapstream_jpeg::{Error, FrameSpec, Portable, encode, testimage};
 use proptest::prelude::*;
 
 fn frame(w: usize, h: usize, seed: u32) -> Vec<u8> {
@@ -212,72 +212,4 @@ proptest! {
         let n = e.encode::<Portable>(&s, &px, &mut out).unwrap();
         prop_assert_eq!(&out[..n], &many[..]);
     }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
-
-    /// Bands cut by load (`Config::balance`): every frame of a short stream (the first cut by
-    /// MCU count, the next ones by the previous frame's recorded loads) is the sequential
-    /// encoder's file with the same restart interval, whatever the cut, and decodes (strict)
-    /// exactly like the one-band file.
-    #[test]
-    fn bands_cut_by_load(w in 1usize..=400, h in 1usize..=300, quality in 1u8..=100, bands in 1u8..=8, interval in 1u32..=200, seed in 0u32..1000) {
-        let cl = HostCluster::new();
-        let mut cfg = Config::new(bands as usize).with_balance(interval);
-        cfg.strip_blocks = 1 + seed as usize % 12;
-        let mut e = ClusterEncoder::new(&cl, cfg).unwrap();
-        let s = spec(w, h, quality, bands);
-        let mut cuts = Vec::new();
-        for f in 0..3 {
-            let px = frame(w, h, seed + f);
-            let layout = e.next_layout(&s).unwrap();
-            cuts.push(layout.cuts);
-            let mut want = vec![0u8; layout.max_len()];
-            let n = encode_layout::<Portable>(&layout, quality, &px, &mut want).unwrap();
-            want.truncate(n);
-            let probe = gapstream_jpeg::layout::Layout::balanced(w as u16, h as u16, 1, interval, &[]).unwrap();
-            let mut alone = vec![0u8; probe.max_len()];
-            let m = encode_layout::<Portable>(&probe, quality, &px, &mut alone).unwrap();
-            prop_assert_eq!(&alone[..m], &want[..], "the cut changed the bytes");
-            let mut out = vec![0u8; layout.max_len()];
-            let got = e.encode::<Portable>(&s, &px, &mut out).unwrap();
-            prop_assert_eq!(&out[..got], &want[..]);
-            let (_, _, d) = zune_decode(&want).map_err(TestCaseError::fail)?;
-            let (_, _, d1) = zune_decode(&encode_vec(&spec(w, h, quality, 1), &px)).map_err(TestCaseError::fail)?;
-            prop_assert_eq!(d, d1);
-        }
-    }
-}
-
-/// The cut by load follows the coded bytes: a frame busy in its top half and flat below gives
-/// the next frame's top bands fewer MCUs than its bottom bands.
-#[test]
-fn the_cut_follows_the_recorded_load() {
-    let (w, h) = (160usize, 128usize);
-    let mut px = vec![128u8; w * h];
-    let mut x = 0x1234_5678u32;
-    for p in px[..w * h / 2].iter_mut() {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        *p = x as u8;
-    }
-    let cl = HostCluster::new();
-    let mut e = ClusterEncoder::new(&cl, Config::new(4).with_balance(4)).unwrap();
-    let s = spec(w, h, 75, 4);
-    let first = e.next_layout(&s).unwrap();
-    let blocks =
-        |l: &gapstream_jpeg::layout::Layout| (0..4).map(|i| l.band(i).blocks).collect::<Vec<_>>();
-    assert_eq!(blocks(&first), [80, 80, 80, 80]);
-    let mut out = vec![0u8; first.max_len()];
-    e.encode::<Portable>(&s, &px, &mut out).unwrap();
-    let next = e.next_layout(&s).unwrap();
-    let b = blocks(&next);
-    assert!(b[0] + b[1] < 130 && b[3] > 100, "{b:?}");
-    // Another quality: no history, the cut by MCU count again.
-    assert_eq!(
-        blocks(&e.next_layout(&spec(w, h, 50, 4)).unwrap()),
-        [80, 80, 80, 80]
-    );
 }

@@ -5,7 +5,7 @@
 /// First word of the config ("GVJP").
 pub const JPEG_MAGIC: u32 = 0x504a_5647;
 /// Layout version of the config.
-pub const JPEG_VERSION: u32 = 2;
+pub const JPEG_VERSION: u32 = 1;
 /// Runs one launch can hold.
 pub const JPEG_MAX_RUNS: usize = 64;
 /// Largest frame (bytes) the config can carry: 324 × 300, or 400 × 240.
@@ -18,10 +18,8 @@ pub const JPEG_GUARD: usize = 64;
 pub const JPEG_SYMBOL: &str = "GVSOC_JPEG_CONFIG";
 /// Words of one run.
 pub const JPEG_RUN_WORDS: usize = 6;
-/// Words before the runs: magic, version, run count, flags, width, height, then the stored
-/// picture's width and height and where frame B (the measured one) and frame A (the frame
-/// before it, for the cut by load) sit in it: B's x, y, A's x, y.
-pub const JPEG_HEAD_WORDS: usize = 12;
+/// Words before the runs: magic, version, run count, flags, width, height.
+pub const JPEG_HEAD_WORDS: usize = 6;
 /// Byte offset of the frame in the config.
 pub const JPEG_FRAME_AT: usize = 4 * (JPEG_HEAD_WORDS + JPEG_RUN_WORDS * JPEG_MAX_RUNS);
 /// Byte size of the config.
@@ -29,13 +27,8 @@ pub const JPEG_CONFIG_BYTES: usize = JPEG_FRAME_AT + JPEG_MAX_PIXELS;
 /// Flag: no warm-up call before each measured run.
 pub const JPEG_FLAG_COLD: u32 = 1;
 
-/// The DCT kernels, by the `variant` index of a run: `pulp-balanced` is the PULP kernel with
-/// bands cut by load ([`JPEG_BALANCE`]): frame A is coded first (cut by MCU count: the first
-/// frame's figure), then frame B cut by A's recorded loads (the measured run).
-pub const JPEG_VARIANTS: [&str; 3] = ["portable", "pulp", "pulp-balanced"];
-
-/// The restart interval (MCUs) of the `pulp-balanced` runs.
-pub const JPEG_BALANCE: u32 = 8;
+/// The DCT kernels, by the `variant` index of a run.
+pub const JPEG_VARIANTS: [&str; 2] = ["portable", "pulp"];
 
 /// One run: `(variant, quality, cores, expected length, expected digest low, high)`, the digest
 /// being `gapstream_jpeg::testimage::digest` of the file.

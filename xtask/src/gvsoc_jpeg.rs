@@ -50,7 +50,7 @@ const CLUSTER_MHZ: f64 = 150.0;
 pub fn selected(o: &Options) -> bool {
     o.kernel.as_deref().is_none_or(|k| {
         let k = k.trim();
-        "jpeg/pulp".contains(k) || "jpeg/portable".contains(k) || "jpeg/pulp-balanced".contains(k)
+        "jpeg/pulp".contains(k) || "jpeg/portable".contains(k)
     })
 }
 
@@ -70,11 +70,9 @@ fn plan(o: &Options) -> Vec<Point> {
             continue;
         }
         if let Some(k) = o.kernel.as_deref() {
-            // `jpeg/pulp` selects the PULP rows, balanced or not.
             let full = format!("jpeg/{name}");
-            let exact = ["jpeg/pulp", "jpeg/portable", "jpeg/pulp-balanced"].contains(&k);
-            let pulp = k == "jpeg/pulp" && *name == "pulp-balanced";
-            if (exact && full != k && !pulp) || (!exact && !full.contains(k)) {
+            let exact = ["jpeg/pulp", "jpeg/portable"].contains(&k);
+            if (exact && full != k) || (!exact && !full.contains(k)) {
                 continue;
             }
         }
@@ -87,10 +85,6 @@ fn plan(o: &Options) -> Vec<Point> {
                     continue;
                 }
                 if !o.cores.is_empty() && !o.cores.contains(&cores) {
-                    continue;
-                }
-                // A cut by load is for the 8-core frame.
-                if *name == "pulp-balanced" && cores != 8 {
                     continue;
                 }
                 v.push(Point {
@@ -117,12 +111,6 @@ pub struct JpegRow {
     pub cycles: u64,
     pub instructions: u64,
     pub bytes: u64,
-    /// `pulp-balanced`: the cycles of frame A (the frame before, cut by MCU count), worst over
-    /// the layouts; 0 otherwise.
-    pub first: u64,
-    /// `pulp-balanced`: the slowest band over the mean band (per mille, the cores' record) in
-    /// frames A and B, in the layout of the worst cycles.
-    pub spread: (u64, u64),
 }
 
 impl JpegRow {
@@ -131,14 +119,14 @@ impl JpegRow {
     }
 }
 
-const CSV_HEADER: &str = "kernel,variant,quality,picture,cores,width,height,layouts,cycles,instructions,bytes,cycles_per_pixel,first_frame_cycles";
+const CSV_HEADER: &str = "kernel,variant,quality,picture,cores,width,height,layouts,cycles,instructions,bytes,cycles_per_pixel";
 
 fn to_csv(rows: &[JpegRow]) -> String {
     let mut s = format!("{CSV_HEADER}\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "jpeg,{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            "jpeg,{},{},{},{},{},{},{},{},{},{},{:.3}",
             r.variant,
             r.quality,
             r.picture,
@@ -149,8 +137,7 @@ fn to_csv(rows: &[JpegRow]) -> String {
             r.cycles,
             r.instructions,
             r.bytes,
-            r.cpp(),
-            r.first
+            r.cpp()
         );
     }
     s
@@ -162,8 +149,6 @@ struct DeviceLine {
     index: usize,
     cycles: u64,
     instructions: u64,
-    first: u64,
-    spread: (u64, u64),
     bytes: u64,
     digest: u64,
     ok: bool,
@@ -186,13 +171,6 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
         index: rest.split_whitespace().next()?.parse().ok()?,
         cycles: field("cycles")?.parse().ok()?,
         instructions: field("instructions")?.parse().ok()?,
-        first: field("first").and_then(|v| v.parse().ok()).unwrap_or(0),
-        spread: field("spread")
-            .and_then(|v| {
-                let (a, b) = v.split_once('/')?;
-                Some((a.parse().ok()?, b.parse().ok()?))
-            })
-            .unwrap_or((0, 0)),
         bytes: field("bytes")?.parse().ok()?,
         digest: u64::from_str_radix(field("digest")?, 16).ok()?,
         ok: verdict == "ok",
@@ -200,58 +178,8 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
     })
 }
 
-/// Pixels of frame A's shift against frame B (the measured picture), in x and in y: the
-/// balanced runs cut B by the loads the cores recorded coding A.
-pub const SHIFT: usize = 4;
-
-/// The stored picture of a launch: `p` (frame B) with `SHIFT` more pixels on every side, B at
-/// `(SHIFT, SHIFT)` and A at `(0, 0)`. For a photograph the centre crop of its source that is
-/// `2 SHIFT` larger (B is then the frame set's picture, checked); for the synthetic pattern B
-/// with its edges replicated.
-fn stored(
-    p: &frameset::Picture,
-    photos: &[frameset::Picture],
-) -> Result<frameset::Picture, String> {
-    let (w, h) = (p.width + 2 * SHIFT, p.height + 2 * SHIFT);
-    let s = match photos.iter().find(|q| q.name == p.name) {
-        Some(q) => q.clone(),
-        None => {
-            let mut pixels = Vec::with_capacity(w * h);
-            for y in 0..h {
-                let sy = y.saturating_sub(SHIFT).min(p.height - 1);
-                for x in 0..w {
-                    let sx = x.saturating_sub(SHIFT).min(p.width - 1);
-                    pixels.push(p.pixels[sy * p.width + sx]);
-                }
-            }
-            frameset::Picture {
-                name: p.name.clone(),
-                width: w,
-                height: h,
-                pixels,
-            }
-        }
-    };
-    let b_ok = (0..p.height).all(|y| {
-        s.pixels[(y + SHIFT) * w + SHIFT..(y + SHIFT) * w + SHIFT + p.width]
-            == p.pixels[y * p.width..(y + 1) * p.width]
-    });
-    if !b_ok {
-        return Err(format!(
-            "{}: the larger crop does not hold the picture",
-            p.name
-        ));
-    }
-    Ok(s)
-}
-
 /// The config bytes of one launch.
-fn config_bytes(
-    p: &frameset::Picture,
-    s: &frameset::Picture,
-    runs: &[JpegRun],
-    cold: bool,
-) -> Vec<u8> {
+fn config_bytes(p: &frameset::Picture, runs: &[JpegRun], cold: bool) -> Vec<u8> {
     let mut w: Vec<u32> = vec![
         JPEG_MAGIC,
         JPEG_VERSION,
@@ -259,38 +187,15 @@ fn config_bytes(
         if cold { JPEG_FLAG_COLD } else { 0 },
         p.width as u32,
         p.height as u32,
-        s.width as u32,
-        s.height as u32,
-        SHIFT as u32,
-        SHIFT as u32,
-        0,
-        0,
     ];
     for r in runs {
         w.extend(r.words());
     }
     w.resize(JPEG_FRAME_AT / 4, 0);
     let mut b: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
-    b.extend_from_slice(&s.pixels);
+    b.extend_from_slice(&p.pixels);
     b.resize(JPEG_CONFIG_BYTES, 0);
     b
-}
-
-/// The file the host writes for a balanced run: any cut of the interval gives it.
-fn reference_balanced(p: &frameset::Picture, quality: u32, cores: u32) -> Result<Vec<u8>, String> {
-    let layout = gapstream_jpeg::layout::Layout::balanced(
-        p.width as u16,
-        p.height as u16,
-        cores as usize,
-        JPEG_BALANCE,
-        &[],
-    )
-    .map_err(|e| e.to_string())?;
-    let mut out = vec![0u8; layout.max_len()];
-    let n = gapstream_jpeg::encode_layout::<Portable>(&layout, quality as u8, &p.pixels, &mut out)
-        .map_err(|e| e.to_string())?;
-    out.truncate(n);
-    Ok(out)
 }
 
 /// The file the host writes for a run (the device must write the same).
@@ -404,10 +309,14 @@ fn pillow(
             }
             .layout()
             .map_err(|e| e.to_string())?;
-            let mcus = layout.restart_interval();
+            let rows = if layout.restart {
+                layout.interval_rows
+            } else {
+                0
+            };
             let tag = format!("{}_{q}", p.name);
             fs::write(dir.join(format!("ours_{tag}.jpg")), ours).map_err(|e| e.to_string())?;
-            let _ = writeln!(jobs, "encode {}.pgm pil_{tag}.jpg {q} {mcus}", p.name);
+            let _ = writeln!(jobs, "encode {}.pgm pil_{tag}.jpg {q} {rows}", p.name);
             let _ = writeln!(jobs, "decode ours_{tag}.jpg ours_{tag}.pgm");
             let _ = writeln!(jobs, "decode pil_{tag}.jpg pil_{tag}.pgm");
         }
@@ -534,11 +443,7 @@ fn sweep(
     for p in pictures {
         let mut runs = Vec::new();
         for pt in plan {
-            let f = if JPEG_VARIANTS[pt.variant as usize] == "pulp-balanced" {
-                reference_balanced(p, pt.quality, pt.cores)?
-            } else {
-                reference(p, pt.quality, pt.cores)?
-            };
+            let f = reference(p, pt.quality, pt.cores)?;
             let d = testimage::digest(&f);
             runs.push(JpegRun {
                 variant: pt.variant,
@@ -551,28 +456,19 @@ fn sweep(
         }
         runs_of.push(runs);
     }
-    let photos = frameset::photos(
-        pictures[0].width + 2 * SHIFT,
-        pictures[0].height + 2 * SHIFT,
-    )
-    .map_err(|e| e.to_string())?;
-    let stores = pictures
-        .iter()
-        .map(|p| stored(p, &photos))
-        .collect::<Result<Vec<_>, String>>()?;
     let mut worst: BTreeMap<(String, Point), JpegRow> = BTreeMap::new();
     let mut failures = Vec::new();
     let start = std::time::Instant::now();
     for &pad in pads {
         let elf = build_elf(pad)?;
         let image = fs::read(&elf).map_err(|e| e.to_string())?;
-        for ((p, runs), st) in pictures.iter().zip(&runs_of).zip(&stores) {
+        for (p, runs) in pictures.iter().zip(&runs_of) {
             for chunk in runs.chunks(JPEG_MAX_RUNS) {
                 let mut bytes = image.clone();
                 crate::gvsoc::patch_symbol(
                     &mut bytes,
                     JPEG_SYMBOL,
-                    &config_bytes(p, st, chunk, o.cold),
+                    &config_bytes(p, chunk, o.cold),
                 )?;
                 let path = scratch.join(format!("gvsoc_jpeg_{pad}_{}.elf", p.name));
                 fs::write(&path, &bytes).map_err(|e| e.to_string())?;
@@ -615,15 +511,11 @@ fn sweep(
                                 cycles: 0,
                                 instructions: 0,
                                 bytes: d.bytes,
-                                first: 0,
-                                spread: (0, 0),
                             });
                             row.layouts += 1;
-                            row.first = row.first.max(d.first);
                             if d.cycles >= row.cycles {
                                 row.cycles = d.cycles;
                                 row.instructions = d.instructions;
-                                row.spread = d.spread;
                             }
                         }
                         Some(d) => failures.push(format!(
@@ -810,57 +702,6 @@ fn summary(rows: &[JpegRow], pil: &PillowFigures, version: &str, layouts: usize)
             );
         }
     }
-    // Bands cut by load: frame B cut by frame A's recorded loads, against the first frame (A,
-    // cut by MCU count) and the cut by rows; the bytes against the one-interval-per-band file.
-    let bal: Vec<&JpegRow> = rows
-        .iter()
-        .filter(|r| r.variant == "pulp-balanced")
-        .collect();
-    if !bal.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nbands cut by load (8 cores, restart interval {JPEG_BALANCE} MCUs; frame A = the picture's source cut {SHIFT} px up and left, coded first; frame B = the picture, cut by A's loads):"
-        );
-        let _ = writeln!(
-            s,
-            "  {:<16} {:>3} {:>11} {:>11} {:>11} {:>8} {:>7} {:>7} {:>9} {:>9} {:>7}",
-            "picture",
-            "q",
-            "rows c",
-            "A c (1st)",
-            "B c (bal)",
-            "B/rows",
-            "A max/",
-            "B max/",
-            "bytes",
-            "rows B",
-            "+bytes"
-        );
-        for r in &bal {
-            let rr = find(rows, "pulp", r.quality, &r.picture, 8);
-            let _ = writeln!(
-                s,
-                "  {:<16} {:>3} {:>11} {:>11} {:>11} {:>8} {:>7.3} {:>7.3} {:>9} {:>9} {:>7}",
-                r.picture,
-                r.quality,
-                rr.map_or("-".into(), |x| x.cycles.to_string()),
-                r.first,
-                r.cycles,
-                rr.map_or("-".into(), |x| format!(
-                    "{:.3}",
-                    r.cycles as f64 / x.cycles as f64
-                )),
-                r.spread.0 as f64 / 1000.0,
-                r.spread.1 as f64 / 1000.0,
-                r.bytes,
-                rr.map_or("-".into(), |x| x.bytes.to_string()),
-                rr.map_or("-".into(), |x| format!(
-                    "{:+.1}%",
-                    100.0 * (r.bytes as f64 / x.bytes as f64 - 1.0)
-                )),
-            );
-        }
-    }
     let t = targets(rows, pil, &pictures);
     if !t.is_empty() {
         let _ = writeln!(s, "\ntargets (GVSOC GAP8 model, cluster at 150 MHz):");
@@ -883,20 +724,16 @@ fn targets(
 ) -> Vec<(String, String, bool)> {
     let mut t = Vec::new();
     let frame = |r: &JpegRow| r.width == 324 && r.height == 244;
-    for (v, how) in [
-        ("pulp", "bands of whole MCU rows"),
-        ("pulp-balanced", "bands cut by the previous frame's load"),
-    ] {
-        let mut q75: Vec<&JpegRow> = rows
-            .iter()
-            .filter(|r| r.variant == v && r.quality == 75 && r.cores == 8 && frame(r))
-            .collect();
-        q75.sort_by_key(|r| r.cycles);
-        if let Some(w) = q75.last() {
-            let met = q75.iter().filter(|r| r.cycles <= 330_000).count();
-            let median = q75[q75.len() / 2];
-            t.push((
-            format!("JPEG 324x244 quality 75 on 8 cores (entropy coding and DMA included) <= 330,000 cycles, every picture, {how}"),
+    let mut q75: Vec<&JpegRow> = rows
+        .iter()
+        .filter(|r| r.variant == "pulp" && r.quality == 75 && r.cores == 8 && frame(r))
+        .collect();
+    q75.sort_by_key(|r| r.cycles);
+    if let Some(w) = q75.last() {
+        let met = q75.iter().filter(|r| r.cycles <= 330_000).count();
+        let median = q75[q75.len() / 2];
+        t.push((
+            "JPEG 324x244 quality 75 on 8 cores (entropy coding and DMA included) <= 330,000 cycles, every picture".into(),
             format!(
                 "worst {} cycles ({}, {:.3} ms), median {} ({}), met on {met} of {}",
                 w.cycles,
@@ -908,7 +745,6 @@ fn targets(
             ),
             w.cycles <= 330_000,
         ));
-        }
     }
     let sp = pictures
         .iter()

@@ -80,7 +80,6 @@ pub const fn l1_config(cores: usize) -> Config {
         cores,
         strip_blocks: 8,
         chunk: 512,
-        balance: 0,
     }
 }
 

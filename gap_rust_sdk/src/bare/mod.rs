@@ -372,11 +372,6 @@ impl Team for BareTeam {
     fn core_id(&self) -> usize {
         self.id
     }
-    /// The cluster timer (started when the cluster boots, counting every cluster cycle).
-    #[inline(always)]
-    fn clock(&self) -> Option<u32> {
-        Some(perf::wall_cycles())
-    }
     fn cores(&self) -> usize {
         self.cores
     }

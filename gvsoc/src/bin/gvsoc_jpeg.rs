@@ -12,10 +12,8 @@
 //! high-water marks are checked, and one line is printed:
 //!
 //! `jpeg i=<n> variant=<v> quality=<q> cores=<n> width=<w> height=<h> cycles=<c>
-//! instructions=<i> first=<c> spread=<a>/<b> bytes=<len> stack0=<used>/<size> stack=<used>/<size>
-//! digest=<hex> ok` (or `FAIL <why>`). For `pulp-balanced` (0 otherwise): `first`, the cycles
-//! of frame A (the frame before, cut by MCU count); `spread`, the slowest band's cycles over the
-//! mean band's in frames A and B, per mille (the cores' own record of their bands).
+//! instructions=<i> bytes=<len> stack0=<used>/<size> stack=<used>/<size> digest=<hex> ok`
+//! (or `FAIL <why>`).
 //!
 //! `cycles`: elapsed cluster clock cycles of the encoder's cluster job (the cluster timer, read
 //! on core 0): the tables copied next to the cores, the header written, the fork, every band
@@ -99,43 +97,15 @@ mod app {
         len: usize,
         cycles: u32,
         instructions: u32,
-        first: u32,
-        /// The slowest band's cycles over the mean band's, per mille: frame A, frame B.
-        spread: (u32, u32),
     }
 
-    /// The slowest band's recorded load over the mean band's, per mille.
-    fn spread(enc: &ClusterEncoder<'_, BareCluster>, bands: usize) -> u32 {
-        let Some((per, _)) = enc.band_loads() else {
-            return 0;
-        };
-        let per = &per[..bands.max(1)];
-        let sum: u64 = per.iter().map(|&v| v as u64).sum();
-        let max = per.iter().copied().max().unwrap_or(0) as u64;
-        (max * 1000 * per.len() as u64)
-            .checked_div(sum)
-            .unwrap_or(0) as u32
-    }
-
-    /// Copies the `w × h` window at `(x, y)` of the stored picture (`sw` wide) into `frame`.
-    fn window(frame: &mut [u8], w: usize, h: usize, sw: usize, (x, y): (usize, usize)) {
-        for r in 0..h {
-            for c in 0..w {
-                frame[r * w + c] = byte(JPEG_FRAME_AT + (y + r) * sw + x + c);
-            }
-        }
-    }
-
-    /// Frame A: `Some` (stored picture width, A's position) for a cut by load.
-    #[allow(clippy::too_many_arguments)]
     fn measure<K: Kernel>(
         cl: &BareCluster,
         enc: &mut ClusterEncoder<'_, BareCluster>,
         spec: &FrameSpec,
-        frame: &mut [u8],
+        frame: &[u8],
         out: &mut [u8],
         warm: bool,
-        a: Option<(usize, (usize, usize), (usize, usize))>,
     ) -> Result<Outcome, Error> {
         if warm {
             let rows = (spec.height as usize).min(16);
@@ -145,23 +115,12 @@ mod app {
             };
             enc.encode::<K>(&w, &frame[..rows * spec.width as usize], out)?;
         }
-        let (mut first, mut sa) = (0, 0);
-        if let Some((sw, at_a, at_b)) = a {
-            let (w, h) = (spec.width as usize, spec.height as usize);
-            window(frame, w, h, sw, at_a);
-            enc.encode::<K>(spec, frame, out)?;
-            first = cl.last_run().cycles;
-            sa = spread(enc, spec.bands as usize);
-            window(frame, w, h, sw, at_b);
-        }
         let len = enc.encode::<K>(spec, frame, out)?;
         let st = cl.last_run();
         Ok(Outcome {
             len,
             cycles: st.cycles,
             instructions: st.instructions,
-            first,
-            spread: (sa, spread(enc, spec.bands as usize)),
         })
     }
 
@@ -177,18 +136,8 @@ mod app {
         let count = (word(2) as usize).min(JPEG_MAX_RUNS);
         let warm = word(3) & JPEG_FLAG_COLD == 0;
         let (w, h) = (word(4) as usize, word(5) as usize);
-        let (sw, sh) = (word(6) as usize, word(7) as usize);
-        let at_b = (word(8) as usize, word(9) as usize);
-        let at_a = (word(10) as usize, word(11) as usize);
-        let fits = |(x, y): (usize, usize)| x + w <= sw && y + h <= sh;
-        if w == 0
-            || h == 0
-            || sw * sh > JPEG_MAX_PIXELS
-            || w > u16::MAX as usize
-            || !fits(at_a)
-            || !fits(at_b)
-        {
-            bare_println!("jpeg FAIL: bad frame size {w}x{h} in {sw}x{sh}");
+        if w == 0 || h == 0 || w * h > JPEG_MAX_PIXELS || w > u16::MAX as usize {
+            bare_println!("jpeg FAIL: bad frame size {w}x{h}");
             return 3;
         }
         let (Ok(mut frame), Ok(mut region)) = (
@@ -198,59 +147,19 @@ mod app {
             bare_println!("jpeg FAIL: no L2 for the frame and the output");
             return 4;
         };
-        // One encoder at a time (each takes its L1): the runs by rows, then those cut by load.
-        let mut failed = 0u32;
-        for balanced in [false, true] {
-            if !(0..count).any(|i| (run(i).variant == 2) == balanced) {
-                continue;
-            }
-            let cfg = if balanced {
-                Config::new(8).with_balance(JPEG_BALANCE)
-            } else {
-                Config::new(8)
-            };
-            let mut enc = match ClusterEncoder::new(&cl, cfg) {
-                Ok(e) => e,
-                Err(e) => {
-                    bare_println!("encoder FAIL: {e}");
-                    return 5;
-                }
-            };
-            failed += runs(
-                &cl,
-                &mut enc,
-                balanced,
-                count,
-                warm,
-                (w, h),
-                (sw, at_a, at_b),
-                &mut frame,
-                &mut region,
-            );
+        for (i, p) in frame.iter_mut().enumerate() {
+            *p = byte(JPEG_FRAME_AT + i);
         }
-        bare_println!("jpeg done runs={count} failed={failed}");
-        if failed == 0 { 0 } else { 6 }
-    }
-
-    /// The runs of `count` that are (or are not) cut by load, on `enc`; returns the failures.
-    #[allow(clippy::too_many_arguments)]
-    fn runs(
-        cl: &BareCluster,
-        enc: &mut ClusterEncoder<'_, BareCluster>,
-        balanced: bool,
-        count: usize,
-        warm: bool,
-        (w, h): (usize, usize),
-        (sw, at_a, at_b): (usize, (usize, usize), (usize, usize)),
-        frame: &mut [u8],
-        region: &mut [u8],
-    ) -> u32 {
+        let mut enc = match ClusterEncoder::new(&cl, Config::new(8)) {
+            Ok(e) => e,
+            Err(e) => {
+                bare_println!("jpeg FAIL: encoder: {e}");
+                return 5;
+            }
+        };
         let mut failed = 0u32;
         for i in 0..count {
             let r = run(i);
-            if (r.variant == 2) != balanced {
-                continue;
-            }
             let variant = JPEG_VARIANTS
                 .get(r.variant as usize)
                 .copied()
@@ -265,14 +174,10 @@ mod app {
                 *b = guard_byte(j);
             }
             let out = &mut region[JPEG_GUARD..JPEG_GUARD + JPEG_OUT_BYTES];
-            window(frame, w, h, sw, at_b);
-            let a = Some((sw, at_a, at_b));
             let result = match r.variant {
-                0 => measure::<Portable>(cl, enc, &spec, frame, out, warm, None),
+                0 => measure::<Portable>(&cl, &mut enc, &spec, &frame, out, warm),
                 #[cfg(feature = "pulp")]
-                1 => measure::<Pulp>(cl, enc, &spec, frame, out, warm, None),
-                #[cfg(feature = "pulp")]
-                2 => measure::<Pulp>(cl, enc, &spec, frame, out, warm, a),
+                1 => measure::<Pulp>(&cl, &mut enc, &spec, &frame, out, warm),
                 _ => Err(Error::Config),
             };
             let len = result.as_ref().map_or(0, |o| o.len);
@@ -296,12 +201,11 @@ mod app {
             if verdict != "ok" {
                 failed += 1;
             }
-            let (c, n, f) = result
+            let (c, n) = result
                 .as_ref()
-                .map_or((0, 0, 0), |o| (o.cycles, o.instructions, o.first));
-            let (sa, sb) = result.as_ref().map_or((0, 0), |o| o.spread);
+                .map_or((0, 0), |o| (o.cycles, o.instructions));
             bare_println!(
-                "jpeg i={i} variant={variant} quality={} cores={} width={w} height={h} cycles={c} instructions={n} first={f} spread={sa}/{sb} bytes={len} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
+                "jpeg i={i} variant={variant} quality={} cores={} width={w} height={h} cycles={c} instructions={n} bytes={len} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
                 r.quality,
                 r.cores
             );
@@ -309,7 +213,8 @@ mod app {
                 bare_println!("jpeg i={i} error: {e}");
             }
         }
-        failed
+        bare_println!("jpeg done runs={count} failed={failed}");
+        if failed == 0 { 0 } else { 6 }
     }
 
     gap_rust_sdk::bare_main!(main);
