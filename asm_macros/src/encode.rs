@@ -540,6 +540,57 @@ pub fn p_addrni(rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandErr
     Ok(((is3 as u32) << 25) | (rs2 << 20) | (rs1 << 15) | (0b110 << 12) | (rd << 7) | OP_PULP_MAC)
 }
 
+/// The base opcode BRANCH of RV32I, which `p.beqimm` / `p.bneimm` share.
+pub const OP_BRANCH: u32 = 0b110_0011;
+
+/// An SB-format branch of RI5CY's immediate compares: `imm[12|10:5] | Imm5 | rs1 | funct3 |
+/// imm[4:1|11] | 1100011`, Imm5 (−16..=15, sign-extended) in the rs2 field, the target at
+/// pc + `off` (even, −4096..=4094). The macros branch to labels ([`branch_imm5_prefix`]); the
+/// words are what the golden tests pin.
+#[cfg(test)]
+fn branch_imm5(funct3: u32, rs1: u32, imm5: i64, off: i64) -> Result<u32, OperandError> {
+    check_range("Imm5", imm5, -16, 15)?;
+    check_range("Imm12", off, -4096, 4094)?;
+    if off % 2 != 0 {
+        return err("Imm12", format!("{off} is odd; branch offsets are even"));
+    }
+    let o = off as u32;
+    Ok((((o >> 12) & 1) << 31)
+        | (((o >> 5) & 0x3F) << 25)
+        | (((imm5 as u32) & 0x1F) << 20)
+        | (rs1 << 15)
+        | (funct3 << 12)
+        | (((o >> 1) & 0xF) << 8)
+        | (((o >> 11) & 1) << 7)
+        | OP_BRANCH)
+}
+
+/// `p.beqimm rs1, Imm5, Imm12`: branch to pc + Imm12 if rs1 = Imm5 (RI5CY "Immediate
+/// branching"; GAP8 binutils MATCH_P_BEQIMM 0x2063). funct3 010.
+#[cfg(test)]
+pub fn p_beqimm(rs1: u32, imm5: i64, off: i64) -> Result<u32, OperandError> {
+    branch_imm5(0b010, rs1, imm5, off)
+}
+
+/// `p.bneimm rs1, Imm5, Imm12`: branch to pc + Imm12 if rs1 ≠ Imm5 (MATCH_P_BNEIMM 0x3063).
+/// funct3 011.
+#[cfg(test)]
+pub fn p_bneimm(rs1: u32, imm5: i64, off: i64) -> Result<u32, OperandError> {
+    branch_imm5(0b011, rs1, imm5, off)
+}
+
+/// The assembler text of an immediate-compare branch to a label (`p_beqimm!(rs1, imm)` with
+/// the label appended by the caller): the SB-format `.insn b` directive with the fields of
+/// [`p_beqimm`] / [`p_bneimm`] (BRANCH, funct3, rs1, and Imm5 as the rs2 field's register
+/// number); the assembler fills in the label's offset.
+pub fn branch_imm5_prefix(funct3: u32, rs1: u32, imm5: i64) -> Result<String, OperandError> {
+    check_range("Imm5", imm5, -16, 15)?;
+    Ok(format!(
+        ".insn b {OP_BRANCH:#x}, {funct3}, x{rs1}, x{}, ",
+        (imm5 as u32) & 0x1F
+    ))
+}
+
 /// The assembler text for one word: `.insn 4, 0x........` keeps the word in the instruction
 /// stream (code mapping), so disassemblers decode it as an instruction rather than data.
 pub fn insn_directive(word: u32) -> String {
@@ -622,6 +673,34 @@ mod tests {
         assert_eq!(p_clipur(r("x31"), r("x31"), r("x31")), 0x15FF_EFB3);
         assert_eq!(p_extbs(r("s0"), r("s0")), 0x1004_6433);
         assert_eq!(p_extbs(r("x31"), r("ra")), 0x1000_EFB3);
+    }
+
+    /// The immediate-compare branches: the RI5CY manual's SB layout with Imm5 in the rs2 field;
+    /// with every operand zero the words are GAP8 binutils' MATCH_P_BEQIMM / MATCH_P_BNEIMM, and
+    /// `p.beqimm a0, -1, -4` / `p.bneimm a0, 1, 8` are the words LLVM assembles from
+    /// `.insn b 0x63, 2, a0, x31, <4 bytes back>` / `.insn b 0x63, 3, a0, x1, <8 bytes on>` (the
+    /// text [`branch_imm5_prefix`] writes), checked with llvm-objdump.
+    #[test]
+    fn branch_imm5_golden() {
+        assert_eq!(p_beqimm(0, 0, 0), Ok(0x0000_2063));
+        assert_eq!(p_bneimm(0, 0, 0), Ok(0x0000_3063));
+        assert_eq!(p_beqimm(r("a0"), -1, -4), Ok(0xFFF5_2EE3));
+        assert_eq!(p_bneimm(r("a0"), 1, 8), Ok(0x0015_3463));
+        assert_eq!(p_beqimm(r("x31"), 15, 4094), Ok(0x7EFF_AFE3));
+        assert_eq!(p_bneimm(r("x1"), -16, -4096), Ok(0x8100_B063));
+        assert!(p_beqimm(0, 16, 0).is_err());
+        assert!(p_beqimm(0, -17, 0).is_err());
+        assert!(p_beqimm(0, 0, 3).is_err());
+        assert!(p_bneimm(0, 0, 4096).is_err());
+        assert_eq!(
+            branch_imm5_prefix(0b010, r("s3"), -1).unwrap(),
+            ".insn b 0x63, 2, x19, x31, "
+        );
+        assert_eq!(
+            branch_imm5_prefix(0b011, r("t6"), 1).unwrap(),
+            ".insn b 0x63, 3, x31, x1, "
+        );
+        assert!(branch_imm5_prefix(0b010, 0, 16).is_err());
     }
 
     #[test]

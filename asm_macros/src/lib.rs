@@ -66,6 +66,7 @@
 //! | [`p_lbu!`]`(rd, imm(rs1!))`, [`p_lb!`]`(rd, imm(rs1!))` | `p.lbu`, `p.lb` | rd = Mem8(rs1) zero- / sign-extended; rs1 += imm |
 //! | [`p_lbu!`]`(rd, rs2(rs1))`, [`p_lb!`]`(rd, rs2(rs1))` | `p.lbu`, `p.lb` | rd = Mem8(rs1 + rs2) zero- / sign-extended |
 //! | [`p_sb!`]`(rs2, imm(rs1!))` | `p.sb` | Mem8(rs1) = rs2; rs1 += imm |
+//! | [`p_beqimm!`], [`p_bneimm!`]`(rs1, imm)` + label | `p.beqimm`, `p.bneimm` | branch to the label if rs1 = / ≠ imm (−16..=15) |
 //!
 //! * Registers: ABI names (`zero ra sp gp tp t0-t6 s0-s11 fp a0-a7`) or `x0`-`x31`. The loop level
 //!   `L` is `x0`/`x1` as in GNU as, or `0`/`1`.
@@ -1100,4 +1101,49 @@ pub fn p_clipi(input: TokenStream) -> TokenStream {
         end(i, I)?;
         encode::p_clipi(rd.num, rs1.num, v).map_err(|e| operand_error(I, span, e))
     })
+}
+
+// ------------------------------------------------------------------------------------------------
+// p.beqimm / p.bneimm: compare with a 5-bit immediate and branch to a label
+
+fn branch_imm5(input: TokenStream, insn: &'static str, funct3: u32) -> TokenStream {
+    let parsed = syn::parse::Parser::parse(
+        move |i: ParseStream| -> syn::Result<String> {
+            let rs1 = parse_reg(i, insn, "rs1")?;
+            comma(i, insn)?;
+            let (imm, span) = parse_int(i, insn, "Imm5")?;
+            end(i, insn)?;
+            encode::branch_imm5_prefix(funct3, rs1.num, imm)
+                .map_err(|e| operand_error(insn, span, e))
+        },
+        input,
+    );
+    match parsed {
+        Ok(text) => {
+            let lit = LitStr::new(&text, Span::call_site());
+            quote::quote!(#lit).into()
+        }
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// `p.beqimm rs1, Imm5, label`: branch if rs1 equals `Imm5` (−16..=15, sign-extended). The
+/// branch target is a label, which LLVM's `.insn` takes only in its format forms, so the macro
+/// writes the SB-format directive up to the target and the caller appends the label
+/// (`concat!(p_beqimm!(s3, -1), "42f\n")`): `p_beqimm!(s3, -1)` →
+/// `".insn b 0x63, 2, x19, x31, "` (the word's fields: `encode::p_beqimm`, golden-tested).
+///
+/// ```compile_fail
+/// asm_macros::p_beqimm!(a0, 16);
+/// ```
+#[proc_macro]
+pub fn p_beqimm(input: TokenStream) -> TokenStream {
+    branch_imm5(input, "p.beqimm", 0b010)
+}
+
+/// `p.bneimm rs1, Imm5, label`: branch if rs1 differs from `Imm5`; as [`p_beqimm!`].
+/// `p_bneimm!(t6, -1)` → `".insn b 0x63, 3, x31, x31, "`.
+#[proc_macro]
+pub fn p_bneimm(input: TokenStream) -> TokenStream {
+    branch_imm5(input, "p.bneimm", 0b011)
 }

@@ -1,11 +1,12 @@
 //! The macros end to end: what they expand to (golden words, see `src/encode.rs` for where each
 //! comes from), and that both assemblers that matter turn the expansion into exactly that word.
 use asm_macros::{
-    lp_count, lp_counti, lp_endi, lp_setup, lp_setupi, lp_starti, p_abs, p_addrni, p_bclr, p_clb,
-    p_clipi, p_clipur, p_cnt, p_extbs, p_extracti, p_extractui, p_ff1, p_fl1, p_inserti, p_lb,
-    p_lbu, p_lh_rr, p_lhu_rr, p_lw, p_lw_rr, p_mac, p_msu, p_ror, p_sb, p_sh, p_sw, pv_abs_h,
-    pv_add_h, pv_cmpeq_sci_b, pv_dotsp_h, pv_pack_h, pv_sdotsp_h, pv_shuffle_b, pv_shuffle_sci_h,
-    pv_shuffle2_b, pv_sll_b, pv_sll_sci_b, pv_srl_b, pv_srl_sci_b, pv_sub_h,
+    lp_count, lp_counti, lp_endi, lp_setup, lp_setupi, lp_starti, p_abs, p_addrni, p_bclr,
+    p_beqimm, p_bneimm, p_clb, p_clipi, p_clipur, p_cnt, p_extbs, p_extracti, p_extractui, p_ff1,
+    p_fl1, p_inserti, p_lb, p_lbu, p_lh_rr, p_lhu_rr, p_lw, p_lw_rr, p_mac, p_msu, p_ror, p_sb,
+    p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_dotsp_h, pv_pack_h, pv_sdotsp_h,
+    pv_shuffle_b, pv_shuffle_sci_h, pv_shuffle2_b, pv_sll_b, pv_sll_sci_b, pv_srl_b, pv_srl_sci_b,
+    pv_sub_h,
 };
 use std::path::PathBuf;
 use std::process::Command;
@@ -71,6 +72,42 @@ fn gnu_as_assembles_the_expansions_to_the_golden_words() {
         .collect();
     let want: Vec<u32> = table().iter().map(|&(_, w)| w).collect();
     assert_eq!(words, want, "objdump of the assembled expansions:\n{dis}");
+}
+
+/// The immediate-compare branches (`p_beqimm!` / `p_bneimm!` + a label): GNU as fills in the
+/// label's offset and writes the words of the RI5CY manual's SB layout with Imm5 in the rs2
+/// field (`encode::p_beqimm(a0, -1, 0)`, `encode::p_bneimm(t6, 1, 8)`).
+#[test]
+fn gnu_as_assembles_the_immediate_branches_to_labels() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("asm_macros_gnu_as_branch");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, obj) = (dir.join("b.s"), dir.join("b.o"));
+    let text = format!(
+        ".text\n.option norvc\nwords:\n{}words\n{}1f\nnop\n1:\n",
+        p_beqimm!(a0, -1),
+        p_bneimm!(t6, 1)
+    );
+    std::fs::write(&src, text).unwrap();
+    let st = Command::new("riscv64-unknown-elf-as")
+        .args(["-march=rv32imc", "-mabi=ilp32", "-o"])
+        .arg(&obj)
+        .arg(&src)
+        .status()
+        .expect("riscv64-unknown-elf-as not found: run `make setup` (package binutils-riscv64-unknown-elf)");
+    assert!(st.success(), "GNU as rejected the branches");
+    let out = Command::new("riscv64-unknown-elf-objcopy")
+        .args(["-O", "binary", "-j", ".text"])
+        .arg(&obj)
+        .arg(dir.join("b.bin"))
+        .status()
+        .expect("objcopy");
+    assert!(out.success());
+    let bin = std::fs::read(dir.join("b.bin")).unwrap();
+    let words: Vec<u32> = bin
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(words, [0x01F5_2063, 0x001F_B463, 0x0000_0013]);
 }
 
 // LLVM (the assembler behind `asm!`) is checked on the rv32 build: `cargo xtask pulp-disasm`

@@ -10,7 +10,7 @@
 //! truncated payload).
 use gapstream::codec;
 use gapstream_drone::PixelFormat;
-use gapstream_jpegls::{Layout, Plan, decode_with_limit, encode_to_vec};
+use gapstream_jpegls::{Layout, Plan, Preset, decode_with_limit, encode_to_vec};
 
 /// Samples the fuzzed decoder may allocate (a 1 MiB picture).
 pub const MAX_SAMPLES: usize = 1 << 20;
@@ -72,7 +72,7 @@ pub fn jpegls_decode(data: &[u8]) {
 }
 
 /// Seeds: our streams of small pictures (grey with 1 and 3 bands, a Bayer mosaic with 2 bands
-/// per plane, flat and noisy pictures).
+/// per plane, preset coding parameters in an LSE segment, flat and noisy pictures).
 pub fn seeds() -> Vec<(String, Vec<u8>)> {
     let mut v = Vec::new();
     let mut s = 0x2545_f491_4f6c_dd1du64;
@@ -108,5 +108,24 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
         "grey-12x9-noise".into(),
         encode_to_vec(&plan, &noise).expect("encode"),
     ));
+    // Preset coding parameters in an LSE segment (what 8 bands code with, and others).
+    for (name, preset) in [
+        ("grey-40x24-8bands-lse", Preset::BANDED),
+        (
+            "grey-40x24-2bands-lse-t1-reset3",
+            Preset::new(1, 1, 2, 3).expect("preset"),
+        ),
+    ] {
+        let px = smooth(40, 24, &mut rnd);
+        let plan = Plan::new(
+            40,
+            24,
+            Layout::Grey,
+            if preset == Preset::BANDED { 8 } else { 2 },
+        )
+        .expect("plan")
+        .with_preset(preset);
+        v.push((name.to_string(), encode_to_vec(&plan, &px).expect("encode")));
+    }
     v
 }

@@ -74,7 +74,9 @@ pub trait Controller {
     fn max_cores(&self) -> usize;
 
     /// A handle on the cluster DMA (L2 ↔ L1). Several handles may exist; each has its own
-    /// command records.
+    /// command records, but the engine's transfer ids are one pool for the cluster: handles
+    /// used at once on the cores of a fork take their share
+    /// ([`crate::dma::CLUSTER_DMA_IDS`], [`crate::dma::slots_per_handle`]).
     fn dma(&mut self) -> Dma<Self::DmaRaw>;
 
     /// Runs `f` on cores `0..cores` (core 0 is the calling core) and returns when all have finished.

@@ -133,6 +133,27 @@ pub unsafe trait DmaRaw {
 /// DMA commands one [`Scope`] can have in flight by default (mchan has 16 transfer ids).
 pub const SCOPE_SLOTS: usize = 16;
 
+/// mchan's transfer ids on GAP8: **one pool for the whole cluster**, not 16 per core. A core
+/// that starts a command while all of them are taken stalls until one is freed, and only a core
+/// that waits on one of its own transfers frees one; so when the cores together can have more
+/// than 16 commands in flight, every core holding ids can end up stalled starting another one,
+/// and the cluster deadlocks (seen on the GAP8 model: 4 cores each starting a strip's 8 row
+/// commands). A [`Dma`]'s slots bound one handle only: handles used at once on the cores of a
+/// fork take [`slots_per_handle`] slots ([`Dma::with_slots`]), and a transfer that would need
+/// more commands is then refused ([`DmaError::Busy`]) instead of hanging the cluster.
+/// ([`Dma::overlap`] takes 2 ids while it runs.)
+pub const CLUSTER_DMA_IDS: usize = 16;
+
+/// Command slots for each handle when each of `cores` cores has `handles_per_core` handles in
+/// use at once, so that all of them together stay within [`CLUSTER_DMA_IDS`]: 0 when that is
+/// impossible (more than 16 handles), which [`Dma::with_slots`] refuses at compile time.
+pub const fn slots_per_handle(cores: usize, handles_per_core: usize) -> usize {
+    match CLUSTER_DMA_IDS.checked_div(cores * handles_per_core) {
+        Some(n) => n,
+        None => SCOPE_SLOTS,
+    }
+}
+
 /// Safe handle on a backend's DMA engine; its scopes have room for `N` commands in flight
 /// (1..=16, the transfer ids of mchan; the records live on the stack of the scope's caller, so a cluster core with a small
 /// stack that needs only a couple of transfers at a time uses a small `N`, see [`Dma::with_slots`]).
@@ -271,14 +292,59 @@ impl<R: DmaRaw, const N: usize> Dma<R, N> {
         Ok(r)
     }
 
-    /// Copies `ext` (L2) into `loc` (L1) and waits.
+    /// Copies `ext` (L2) into `loc` (L1) and waits. A copy that needs more commands than the
+    /// handle has slots goes in waves of at most `N` commands, each waited for before the next.
     pub fn copy_in(&mut self, ext: &[u8], loc: &mut [u8]) -> Result<(), DmaError> {
+        if ext.len() > self.wave_len() {
+            return self.copy_in_waves(ext, loc);
+        }
         self.scope(|s| s.copy_in(ext, loc).map(|t| t.wait()))
     }
 
-    /// Copies `loc` (L1) into `ext` (L2) and waits.
+    /// [`Dma::copy_in`] of more than one wave (out of line: the cluster's hot paths copy less).
+    #[inline(never)]
+    fn copy_in_waves(&mut self, ext: &[u8], loc: &mut [u8]) -> Result<(), DmaError> {
+        if ext.len() != loc.len() {
+            return Err(DmaError::Length);
+        }
+        let wave = self.wave_len();
+        for (e, l) in ext.chunks(wave).zip(loc.chunks_mut(wave)) {
+            self.scope(|s| s.copy_in(e, l).map(|t| t.wait()))?;
+        }
+        Ok(())
+    }
+
+    /// Copies `loc` (L1) into `ext` (L2) and waits, in waves as [`Dma::copy_in`].
     pub fn copy_out(&mut self, loc: &[u8], ext: &mut [u8]) -> Result<(), DmaError> {
+        if loc.len() > self.wave_len() {
+            return self.copy_out_waves(loc, ext);
+        }
         self.scope(|s| s.copy_out(loc, ext).map(|t| t.wait()))
+    }
+
+    /// [`Dma::copy_out`] of more than one wave.
+    #[inline(never)]
+    fn copy_out_waves(&mut self, loc: &[u8], ext: &mut [u8]) -> Result<(), DmaError> {
+        if ext.len() != loc.len() {
+            return Err(DmaError::Length);
+        }
+        let wave = self.wave_len();
+        for (l, e) in loc.chunks(wave).zip(ext.chunks_mut(wave)) {
+            self.scope(|s| s.copy_out(l, e).map(|t| t.wait()))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes that `N` commands of this handle move at most (each command `chunk` or
+    /// [`DmaRaw::max_len`] bytes).
+    fn wave_len(&self) -> usize {
+        let max = self.raw.max_len().max(1);
+        let per_command = if self.chunk == 0 {
+            max
+        } else {
+            self.chunk.min(max)
+        };
+        per_command.saturating_mul(N)
     }
 }
 
@@ -606,6 +672,8 @@ mod tests {
     struct Log {
         started: usize,
         waited: usize,
+        /// The most commands in flight at once.
+        most_in_flight: usize,
     }
     struct Cmd(Option<(Dir, *mut u8, *mut u8, usize)>);
     // SAFETY: copies at wait, touching exactly the two ranges given to `start`.
@@ -630,6 +698,7 @@ mod tests {
         ) {
             assert!(cmd.0.is_none(), "record reused while in flight");
             self.started += 1;
+            self.most_in_flight = self.most_in_flight.max(self.started - self.waited);
             cmd.0 = Some((dir, ext, loc, len));
         }
         unsafe fn wait(&mut self, cmd: &mut Cmd) {
@@ -681,9 +750,55 @@ mod tests {
         dma.copy_in(&big, &mut a).unwrap();
         assert_eq!(a[..], big[..]);
         assert_eq!((dma.raw().started, dma.raw().waited), (12, 12));
-        dma.set_chunk(100); // 20 commands > 16 slots
-        assert_eq!(dma.copy_in(&big, &mut a), Err(DmaError::Busy));
+        dma.set_chunk(100); // 20 commands > 16 slots: a scope starts none of them
+        let r = dma.scope(|s| s.copy_in(&big, &mut a).map(|_| ()));
+        assert_eq!(r, Err(DmaError::Busy));
         assert_eq!((dma.raw().started, dma.raw().waited), (12, 12));
+        // A blocking copy goes in two waves, 16 and 4 commands.
+        a.fill(0);
+        dma.copy_in(&big, &mut a).unwrap();
+        assert_eq!(a[..], big[..]);
+        assert_eq!((dma.raw().started, dma.raw().waited), (32, 32));
+        assert_eq!(dma.raw().most_in_flight, 16);
+    }
+
+    #[test]
+    fn cluster_wide_budget() {
+        assert_eq!(slots_per_handle(8, 1), 2);
+        assert_eq!(slots_per_handle(8, 2), 1);
+        assert_eq!(slots_per_handle(4, 1), 4);
+        assert_eq!(slots_per_handle(1, 1), SCOPE_SLOTS);
+        assert_eq!(slots_per_handle(9, 2), 0);
+        for cores in 1..=8 {
+            for handles in 1..=2 {
+                let n = slots_per_handle(cores, handles);
+                assert!(n >= 1 && n * cores * handles <= CLUSTER_DMA_IDS);
+            }
+        }
+        // A handle with the per-core share never has more commands in flight: a scope refuses a
+        // transfer that needs more (nothing started), a blocking copy goes in waves.
+        let mut dma = Dma::new(Log::default()).with_slots::<{ slots_per_handle(8, 1) }>();
+        dma.set_chunk(100);
+        let src: Vec<u8> = (0..301).map(|i| i as u8).collect();
+        let mut dst: Vec<u8> = src.iter().map(|_| 0).collect();
+        let r = dma.scope(|s| s.copy_in(&src, &mut dst).map(|_| ()));
+        assert_eq!(r, Err(DmaError::Busy));
+        assert_eq!(dma.raw().started, 0);
+        assert_eq!(dma.copy_in(&src, &mut dst), Ok(()));
+        assert_eq!(dst, src);
+        assert_eq!(
+            (
+                dma.raw().started,
+                dma.raw().waited,
+                dma.raw().most_in_flight
+            ),
+            (4, 4, 2)
+        );
+        let back = dst.clone();
+        dst.fill(0);
+        assert_eq!(dma.copy_out(&back, &mut dst), Ok(()));
+        assert_eq!(dst, src);
+        assert_eq!(dma.copy_in(&src, &mut dst[..300]), Err(DmaError::Length));
     }
 
     #[test]

@@ -50,6 +50,10 @@ enum Cmd {
         /// once (a leader and listeners).
         #[arg(long, default_value_t = 1)]
         receivers: usize,
+        /// The last K of the receivers watch only: they get every frame, but the drone refuses
+        /// their requests to change the stream (SET_QUALITY).
+        #[arg(long, value_name = "K", default_value_t = 0)]
+        watchers: usize,
         /// Replace an existing pairing.
         #[arg(long)]
         force: bool,
@@ -779,8 +783,9 @@ fn main() -> ExitCode {
         Cmd::Pair {
             dir,
             receivers,
+            watchers,
             force,
-        } => run::pair(&dir, receivers, force).map_err(|e| e.to_string()),
+        } => run::pair(&dir, receivers, watchers, force).map_err(|e| e.to_string()),
         Cmd::Report { csv, out } => (|| {
             let out = out.unwrap_or_else(|| {
                 let stem = csv

@@ -285,12 +285,18 @@ fn write_demo_pairing(
 }
 
 /// `gapstream pair`: writes `drone.key` (listing every receiver) and one key file per receiver
-/// (`receiver.key`, `receiver2.key`, ...) into `dir`.
-pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
+/// (`receiver.key`, `receiver2.key`, ...) into `dir`; the last `watchers` receivers watch only
+/// (the drone refuses their SET_QUALITY).
+pub fn pair(dir: &Path, receivers: usize, watchers: usize, force: bool) -> Result<(), RunError> {
     if !(1..=handshake::MAX_RECEIVER_KEYS).contains(&receivers) {
         return Err(RunError::Setup(format!(
             "--receivers {receivers}: a drone can be paired with 1 to {} receivers",
             handshake::MAX_RECEIVER_KEYS
+        )));
+    }
+    if watchers > receivers {
+        return Err(RunError::Setup(format!(
+            "--watchers {watchers}: at most the {receivers} receivers of --receivers"
         )));
     }
     fs::create_dir_all(dir).map_err(|e| {
@@ -299,7 +305,8 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
             dir.display()
         ))
     })?;
-    let (d, rs) = fresh_group(receivers)?;
+    let (mut d, rs) = fresh_group(receivers)?;
+    d.watch_only = watch_only_bits(receivers - watchers, receivers);
     let mut files = vec![("drone.key".to_string(), d.to_pairing_text())];
     for (i, r) in rs.iter().enumerate() {
         files.push((receiver_key_name(i), r.to_pairing_text(Role::Receiver)));
@@ -340,7 +347,18 @@ pub fn pair(dir: &Path, receivers: usize, force: bool) -> Result<(), RunError> {
         dir.join("drone.key").display(),
         names.join(", ")
     );
+    if watchers > 0 {
+        out!(
+            "watch only (the drone refuses their SET_QUALITY): {}",
+            names[receivers - watchers..].join(", ")
+        );
+    }
     Ok(())
+}
+
+/// [`DroneIdentity::watch_only`] for receivers `first..end`.
+fn watch_only_bits(first: usize, end: usize) -> u16 {
+    (first..end).fold(0, |m, i| m | 1 << i)
 }
 
 fn write_secret(p: &Path, text: &str) -> Result<(), RunError> {
@@ -771,7 +789,10 @@ pub fn demo(
     } else {
         1 + listeners.count
     };
-    let (drone_id, rx_ids) = fresh_group(receivers)?;
+    let (mut drone_id, rx_ids) = fresh_group(receivers)?;
+    // The listeners watch; the leader (and a spare key that `view` / `record` attach with) may
+    // change the quality.
+    drone_id.watch_only = watch_only_bits(1, 1 + listeners.count);
     let spare = match keys_dir {
         Some(dir) => {
             write_demo_pairing(dir, &drone_id, &rx_ids)?;

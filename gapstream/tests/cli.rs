@@ -167,6 +167,47 @@ fn a_secret_that_does_not_match_its_public_key_is_said_so() {
     assert!(!err.contains("hex digits"), "{err}");
 }
 
+/// `pair --receivers 3 --watchers 1`: the drone file lists the third receiver as a watcher (its
+/// SET_QUALITY is refused by the drone; the protocol's tests check that), stdout says which key
+/// file watches only, and more watchers than receivers is one clear error.
+#[test]
+fn pair_marks_the_last_receivers_watch_only() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("keys");
+    let dir_s = dir.to_str().unwrap();
+    let (ok, out, err) = run_both(&[
+        "pair",
+        "--dir",
+        dir_s,
+        "--receivers",
+        "3",
+        "--watchers",
+        "1",
+    ]);
+    assert!(ok, "{err}");
+    let drone = std::fs::read_to_string(dir.join("drone.key")).unwrap();
+    assert_eq!(drone.matches("\npeer_public=").count(), 2, "{drone}");
+    assert_eq!(drone.matches("\nwatcher_public=").count(), 1, "{drone}");
+    let third = std::fs::read_to_string(dir.join("receiver3.key")).unwrap();
+    let third_public = third
+        .lines()
+        .find_map(|l| l.strip_prefix("local_public="))
+        .unwrap();
+    assert!(
+        drone.contains(&format!("watcher_public={third_public}")),
+        "{drone}"
+    );
+    let watch_line = out
+        .lines()
+        .find(|l| l.starts_with("watch only"))
+        .unwrap_or("");
+    assert!(watch_line.ends_with("receiver3.key"), "{out}");
+    let (ok, err) = run(&["pair", "--dir", dir_s, "--force", "--watchers", "2"]);
+    assert!(!ok);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--watchers 2"), "{err}");
+}
+
 /// `pair --dir` errors name the folder or file.
 #[test]
 fn pair_errors_name_the_path() {

@@ -42,8 +42,14 @@ pub fn l1_per_core(plan: &Plan) -> usize {
 struct ChunkSink<'a, D: DmaRaw> {
     region: &'a mut [u8],
     written: usize,
-    dma: &'a mut Dma<D>,
+    dma: &'a mut Dma<D, SPILL_SLOTS>,
 }
+
+/// Command slots of a core's spill handle. A core has at most two DMA ids at once, the next
+/// line's fetch ([`Dma::overlap`] with an empty write-back) and a chunk's spill, so 8 cores stay
+/// within mchan's 16 ids for the whole cluster ([`gap_rust_sdk::dma::CLUSTER_DMA_IDS`]): a spill
+/// split into several commands ([`Dma::set_chunk`]) goes one command at a time.
+const SPILL_SLOTS: usize = gap_rust_sdk::dma::slots_per_handle(MAX_CORES, 2);
 
 impl<D: DmaRaw> Sink for ChunkSink<'_, D> {
     fn spill(&mut self, bytes: &[u8]) -> bool {
@@ -76,7 +82,7 @@ struct Slot<'a, D: DmaRaw> {
     first: usize,
     count: usize,
     lens: [usize; MAX_SEGMENTS_PER_CORE],
-    dma: Option<(Dma<D>, Dma<D>)>,
+    dma: Option<(Dma<D>, Dma<D, SPILL_SLOTS>)>,
     result: Result<(), EncodeError>,
 }
 
@@ -112,10 +118,15 @@ pub fn encode<K: Ops, C: Cluster>(
         .map_err(|_| EncodeError::Scratch)?;
     let (q, l1s) = l1.split_at_mut(QUANT_L1);
     let q: &mut [i8] = bytemuck::cast_slice_mut(q);
-    q[..K::QUANT.len()].copy_from_slice(K::QUANT);
-    let quant: &[i8; 511] = q[..K::QUANT.len()]
+    let quant: &mut [i8; 511] = (&mut q[..K::QUANT.len()])
         .try_into()
         .map_err(|_| EncodeError::Scratch)?;
+    if plan.preset().is_default() {
+        quant.copy_from_slice(K::QUANT);
+    } else {
+        plan.preset().fill_table(K::QUANT_SCALE, quant);
+    }
+    let quant: &[i8; 511] = quant;
     let region0 = plan.region(0, out.len());
     let share_len = region0.len() + MAX_SEPARATOR;
     if region0.is_empty() {
@@ -146,7 +157,7 @@ pub fn encode<K: Ops, C: Cluster>(
                 first: lo,
                 count: hi - lo,
                 lens: [0; MAX_SEGMENTS_PER_CORE],
-                dma: Some((ctrl.dma(), ctrl.dma())),
+                dma: Some((ctrl.dma(), ctrl.dma().with_slots())),
                 result: Ok(()),
             });
         }
@@ -229,6 +240,7 @@ fn code_segments<K: Ops, D: DmaRaw>(
         let i = s.first + k;
         let seg = plan.segment(i);
         let region = &mut s.out[k * share_len..(k + 1) * share_len - MAX_SEPARATOR];
+        model.reset_at = plan.preset().reset as u16;
         model.reset();
         let (a, r) = lines.split_at_mut(line);
         // The line above a band's first line is zeros; the other two buffers are fetched into

@@ -1,11 +1,11 @@
 //! The decoder (feature `alloc`): baseline JPEG-LS as this crate and CharLS write it — 8 bits,
-//! NEAR = 0, default or explicitly default preset parameters, one component per scan (ILV = 0),
+//! NEAR = 0, any valid preset thresholds and RESET (LSE id 1, MAXVAL 255), one component per scan (ILV = 0),
 //! any number of components, with or without restart markers. It never panics: every malformed
 //! input gives a [`DecodeError`].
 use crate::DecodeError;
 use crate::bits::BitReader;
 use crate::encode::marker;
-use crate::model::{J, LIMIT, MAXVAL, Model, QBPP, RESET, RunCtx, T1, T2, T3, context, predict};
+use crate::model::{J, LIMIT, MAXVAL, Model, Preset, QBPP, RunCtx, context_with, predict};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -123,6 +123,7 @@ pub fn decode_with_limit(data: &[u8], max_samples: usize) -> Result<Image, Decod
     let mut samples: Vec<u8> = Vec::new();
     let mut done: Vec<bool> = Vec::new();
     let mut interval = 0usize;
+    let mut preset = Preset::DEFAULT;
     loop {
         let m = r.marker()?;
         match m {
@@ -142,7 +143,7 @@ pub fn decode_with_limit(data: &[u8], max_samples: usize) -> Result<Image, Decod
                 done = vec![false; f.ids.len()];
                 frame = Some(f);
             }
-            marker::LSE => parse_lse(r.segment()?)?,
+            marker::LSE => preset = parse_lse(r.segment()?)?,
             marker::DRI => {
                 let b = r.segment()?;
                 interval = match b.len() {
@@ -158,7 +159,7 @@ pub fn decode_with_limit(data: &[u8], max_samples: usize) -> Result<Image, Decod
                     return Err(DecodeError::Header);
                 }
                 let plane = &mut samples[c * f.width * f.height..(c + 1) * f.width * f.height];
-                let used = decode_scan(&data[r.p..], f.width, f.height, interval, plane)?;
+                let used = decode_scan(&data[r.p..], f.width, f.height, interval, preset, plane)?;
                 r.p += used;
                 done[c] = true;
             }
@@ -213,20 +214,31 @@ fn parse_sof(b: &[u8]) -> Result<Frame, DecodeError> {
     Ok(Frame { width, height, ids })
 }
 
-/// Accepts preset parameters only when they are the defaults (or 0 = default).
-fn parse_lse(b: &[u8]) -> Result<(), DecodeError> {
+/// The preset coding parameters of an LSE segment (id 1; C.2.4.1.1): 0 stands for a default;
+/// MAXVAL must be 255 (or 0), the thresholds and RESET must be valid for it
+/// ([`DecodeError::Preset`] otherwise). Other LSE ids (mapping tables, oversize dimensions) are
+/// [`DecodeError::Unsupported`].
+fn parse_lse(b: &[u8]) -> Result<Preset, DecodeError> {
     let mut r = Reader { d: b, p: 0 };
-    if r.u8()? != 1 || b.len() != 11 {
+    if r.u8()? != 1 {
         return Err(DecodeError::Unsupported);
     }
-    let want = [MAXVAL, T1, T2, T3, RESET as i32];
-    for w in want {
-        let v = r.u16()? as i32;
-        if v != 0 && v != w {
-            return Err(DecodeError::Unsupported);
+    if b.len() != 11 {
+        return Err(DecodeError::Header);
+    }
+    let maxval = r.u16()?;
+    if maxval != 0 && maxval as i32 != MAXVAL {
+        return Err(DecodeError::Unsupported);
+    }
+    let d = Preset::DEFAULT;
+    let mut v = [d.t1, d.t2, d.t3, d.reset];
+    for x in &mut v {
+        match r.u16()? {
+            0 => {}
+            n => *x = u8::try_from(n).map_err(|_| DecodeError::Preset)?,
         }
     }
-    Ok(())
+    Preset::new(v[0], v[1], v[2], v[3]).ok_or(DecodeError::Preset)
 }
 
 fn parse_sos(b: &[u8], f: &Frame) -> Result<usize, DecodeError> {
@@ -256,10 +268,12 @@ fn decode_scan(
     width: usize,
     height: usize,
     interval: usize,
+    preset: Preset,
     plane: &mut [u8],
 ) -> Result<usize, DecodeError> {
     let interval = if interval == 0 { height } else { interval };
-    let mut model = Model::new();
+    let mut model = Model::with_reset(preset.reset as u16);
+    let quant = preset.table(1);
     let mut lines = vec![0u8; 2 * (width + 2)];
     let mut p = 0;
     let mut line = 0;
@@ -277,7 +291,7 @@ fn decode_scan(
         }
         let n = interval.min(height - line);
         let out = &mut plane[line * width..(line + n) * width];
-        decode_segment(&data[p..end], width, n, &mut model, &mut lines, out)?;
+        decode_segment(&data[p..end], width, n, &mut model, &quant, &mut lines, out)?;
         line += n;
         p = end;
         if line == height {
@@ -317,6 +331,7 @@ fn decode_segment(
     width: usize,
     lines: usize,
     m: &mut Model,
+    quant: &[i8; 511],
     buf: &mut [u8],
     out: &mut [u8],
 ) -> Result<(), DecodeError> {
@@ -325,7 +340,7 @@ fn decode_segment(
     let mut r = BitReader::new(data);
     let (mut a, mut b) = buf.split_at_mut(width + 2);
     for y in 0..lines {
-        decode_line(m, &mut r, a, b, width)?;
+        decode_line(m, quant, &mut r, a, b, width)?;
         out[y * width..(y + 1) * width].copy_from_slice(&b[1..=width]);
         core::mem::swap(&mut a, &mut b);
     }
@@ -337,6 +352,7 @@ fn decode_segment(
 
 fn decode_line(
     m: &mut Model,
+    quant: &[i8; 511],
     r: &mut BitReader<'_>,
     prev: &mut [u8],
     cur: &mut [u8],
@@ -347,12 +363,13 @@ fn decode_line(
     let mut i = 1;
     let mut rb = prev[0] as i32;
     let mut rd = prev[1] as i32;
+    let reset = m.reset_at as i32;
     while i <= width {
         let ra = cur[i - 1] as i32;
         let rc = rb;
         rb = rd;
         rd = prev[i + 1] as i32;
-        let q = context(rd, rb, rc, ra);
+        let q = context_with(quant, rd, rb, rc, ra);
         if q != 0 {
             let sign = q >> 31;
             let ctx = &mut m.ctx[((q ^ sign) - sign) as usize];
@@ -365,7 +382,7 @@ fn decode_line(
             }
             let px = (predict(ra, rb, rc) + ((ctx.c as i32 ^ sign) - sign)).clamp(0, 255);
             cur[i] = (px + ((err ^ sign) - sign)) as u8;
-            ctx.update(err);
+            ctx.update(err, reset);
             i += 1;
         } else {
             // Run mode.
@@ -421,7 +438,7 @@ fn decode_line(
                 rbx - err
             };
             cur[i] = x as u8;
-            ctx.update(err, emerr, ritype);
+            ctx.update(err, emerr, ritype, reset);
             m.run_index = m.run_index.saturating_sub(1);
             i += 1;
             rb = prev[i - 1] as i32;

@@ -3,7 +3,7 @@
 //! and the whole stream in one call ([`encode`]).
 use crate::bits::{NoSpill, Sink, Writer};
 use crate::line::{Ops, Portable};
-use crate::model::Model;
+use crate::model::{Model, Preset};
 use crate::{EncodeError, Layout};
 use core::ops::Range;
 
@@ -14,12 +14,15 @@ pub const MAX_BANDS: usize = 64;
 /// Bytes between two segments at most (an SOS of a new scan: 10; a restart marker: 2; EOI: 2).
 pub const MAX_SEPARATOR: usize = 10;
 
+/// Bytes of the LSE segment that states preset coding parameters (marker, length, id 1, five
+/// 16-bit values).
+pub const LSE_LEN: usize = 15;
+
 /// Marker codes.
 pub(crate) mod marker {
     pub const SOI: u8 = 0xd8;
     pub const EOI: u8 = 0xd9;
     pub const SOF55: u8 = 0xf7;
-    #[allow(dead_code)] // read by the decoder only
     pub const LSE: u8 = 0xf8;
     pub const SOS: u8 = 0xda;
     pub const DRI: u8 = 0xdd;
@@ -54,11 +57,15 @@ pub struct Plan {
     interval: usize,
     /// Bands per component.
     bands: usize,
+    /// The preset coding parameters (an LSE segment when they are not the defaults).
+    preset: Preset,
 }
 
 impl Plan {
     /// The layout of a `width × height` picture cut into (at most) `bands` bands per component.
     /// With `bands = n` each band has `ceil(lines / n)` lines, so a small picture may get fewer.
+    /// The preset coding parameters are [`Preset::for_bands`] of the resulting band count (the
+    /// defaults below 8 bands); [`Plan::with_preset`] sets others.
     pub fn new(
         width: usize,
         height: usize,
@@ -94,7 +101,20 @@ impl Plan {
             comps,
             interval,
             bands,
+            preset: Preset::for_bands(bands),
         })
+    }
+
+    /// The same layout coded with the preset parameters `preset` (thresholds and RESET): the
+    /// stream then carries them in an LSE segment, which every conforming decoder honours.
+    pub fn with_preset(mut self, preset: Preset) -> Plan {
+        self.preset = preset;
+        self
+    }
+
+    /// The preset coding parameters ([`Preset::DEFAULT`] unless [`Plan::with_preset`]).
+    pub fn preset(&self) -> Preset {
+        self.preset
     }
 
     /// Picture width (samples of the input).
@@ -153,9 +173,13 @@ impl Plan {
         (32 * samples).div_ceil(7) + 2
     }
 
-    /// Bytes before the first segment: SOI, SOF55, DRI (with restart markers), the first SOS.
+    /// Bytes before the first segment: SOI, SOF55, LSE (with parameters other than the
+    /// defaults), DRI (with restart markers), the first SOS.
     pub fn prefix_len(&self) -> usize {
-        2 + (2 + 8 + 3 * self.comps) + if self.bands > 1 { 6 } else { 0 } + 10
+        2 + (2 + 8 + 3 * self.comps)
+            + if self.preset.is_default() { 0 } else { LSE_LEN }
+            + if self.bands > 1 { 6 } else { 0 }
+            + 10
     }
 
     /// Bytes after segment `i`: a restart marker, the next scan's SOS, or EOI after the last.
@@ -195,6 +219,14 @@ impl Plan {
         put(&[self.comps as u8]);
         for c in 0..self.comps {
             put(&[c as u8 + 1, 0x11, 0]);
+        }
+        if !self.preset.is_default() {
+            // LSE, id 1: MAXVAL, T1, T2, T3, RESET (C.2.4.1.1).
+            let p = self.preset;
+            put(&[0xff, marker::LSE, 0, 13, 1]);
+            for v in [255, p.t1, p.t2, p.t3, p.reset] {
+                put(&[0, v]);
+            }
         }
         if self.bands > 1 {
             put(&[0xff, marker::DRI, 0, 4]);
@@ -293,11 +325,19 @@ pub fn encode_segment_with<K: Ops, S: Sink>(
     let lines = lines.get_mut(..2 * (pw + 2)).ok_or(EncodeError::Scratch)?;
     lines.fill(0);
     let (mut a, mut b) = lines.split_at_mut(pw + 2);
+    model.reset_at = plan.preset.reset as u16;
     model.reset();
+    let table;
+    let quant = if plan.preset.is_default() {
+        K::QUANT
+    } else {
+        table = plan.preset.table(K::QUANT_SCALE);
+        &table
+    };
     let seg = plan.segment(i);
     for y in seg.first_line..seg.first_line + seg.lines {
         plan.plane_line(pixels, seg.component, y, &mut b[1..]);
-        K::encode_line(model, K::QUANT, w, a, b, pw);
+        K::encode_line(model, quant, w, a, b, pw);
         if w.overflowed() {
             return Err(EncodeError::OutputFull);
         }

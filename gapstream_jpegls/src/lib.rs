@@ -1,17 +1,22 @@
 //! Lossless JPEG-LS (ISO/IEC 14495-1 | ITU-T T.87, the LOCO-I algorithm of M. J. Weinberger,
 //! G. Seroussi and G. Sapiro, IEEE Trans. Image Processing 9(8), 2000) for the GAP8: 8-bit
-//! samples, NEAR = 0, default parameters, coded in bands that the cluster's cores code at once.
+//! samples, NEAR = 0, coded in bands that the cluster's cores code at once.
 //!
 //! # The stream
 //!
-//! A standard `.jls` stream (SOI, SOF55, DRI, one SOS per component, EOI) that CharLS and any
-//! other conforming decoder reads as is:
+//! A standard `.jls` stream (SOI, SOF55, LSE when the preset parameters are not the defaults,
+//! DRI, one SOS per component, EOI) that CharLS and any other conforming decoder reads as is:
 //!
 //! * **Bands with restart markers.** A component's plane is cut into bands of equal height (the
 //!   last may be shorter), each one restart interval (DRI + RSTm). After a restart marker the
 //!   standard resets the context model and codes the interval's first line as a picture's first
 //!   line (the line above is zero; CharLS does the same), so bands are independent: core `i`
 //!   codes band `i` without waiting for anyone, and the segments are joined afterwards.
+//! * **Preset coding parameters** ([`Preset`]: T1, T2, T3, RESET; an LSE segment). Every
+//!   restart learns the context model again; with 8 or more bands [`Plan::new`] takes
+//!   [`Preset::BANDED`] (T3 = 128, RESET = 40: fewer contexts in use, each learning faster),
+//!   which codes the frame set's photographs within 1.05× CharLS's one-scan size; below 8 bands
+//!   the defaults. The decoder honours any valid preset.
 //! * **Bayer mosaics** ([`Layout::BayerRggb`]): the HM01B0's colour variant delivers an RGGB
 //!   mosaic, whose neighbouring samples are of different colours and defeat the predictor. The
 //!   encoder codes the four colour planes (R, Gr, Gb, B; each `w/2 × h/2`) as four components,
@@ -56,6 +61,7 @@ pub mod pulp;
 pub use bits::{NoSpill, Sink, Writer};
 pub use encode::{Plan, Segment, encode, encode_segment, encode_segment_with, encode_with, join};
 pub use line::{Ops, Portable};
+pub use model::Preset;
 pub use pulp_model::PulpModel;
 
 #[cfg(feature = "alloc")]
@@ -114,8 +120,11 @@ pub enum DecodeError {
     /// A header is malformed (lengths, duplicate frame or component, scan before frame).
     Header,
     /// A valid JPEG-LS feature this decoder does not implement (not 8 bits, NEAR ≠ 0,
-    /// interleaved scans, mapping tables, non-default preset parameters, other JPEG processes).
+    /// interleaved scans, mapping tables, MAXVAL other than 255, other JPEG processes).
     Unsupported,
+    /// Preset coding parameters (LSE) that are not valid for 8-bit samples: thresholds out of
+    /// order or above 255, RESET below 3 or above 255.
+    Preset,
     /// The picture is larger than the decoder's limit.
     TooLarge,
     /// The data ends early (in a header, or before a segment's samples are all decoded).
@@ -134,6 +143,7 @@ impl core::fmt::Display for DecodeError {
             DecodeError::Marker => "JPEG-LS: marker expected",
             DecodeError::Header => "JPEG-LS: malformed header",
             DecodeError::Unsupported => "JPEG-LS: unsupported coding parameters",
+            DecodeError::Preset => "JPEG-LS: invalid preset coding parameters",
             DecodeError::TooLarge => "JPEG-LS: picture larger than the decoder's limit",
             DecodeError::Truncated => "JPEG-LS: data ends early",
             DecodeError::Code => "JPEG-LS: invalid code in the scan data",

@@ -16,6 +16,9 @@ pub trait Ops {
     /// The gradient quantisation table its line coder reads (`table[d + 255]` for a difference
     /// `d`); the cluster job copies it into L1.
     const QUANT: &'static [i8; 511] = &crate::model::QUANT;
+    /// The factor of its table's entries: `QUANT[d + 255] = QUANT_SCALE · Q(d)` (the table for
+    /// other thresholds is [`crate::model::Preset::table`]`(QUANT_SCALE)`).
+    const QUANT_SCALE: i8 = 1;
     /// Codes line `cur[1..=width]` with `prev` above it (see [`encode_line`]); `quant` is
     /// [`Ops::QUANT`] or a copy of it. The default is the generic line coder over the operations
     /// below.
@@ -140,12 +143,12 @@ impl<S: Sink> Out<'_, '_, S> {
 
 /// Updates a regular context with a (modulo-reduced) error (A.6.1, A.6.2).
 #[inline(always)]
-fn update<K: Ops>(ctx: &mut Ctx, err: i32) {
+fn update<K: Ops>(ctx: &mut Ctx, err: i32, reset: i32) {
     let mut a = ctx.a as i32 + K::abs(err);
     let mut b = ctx.b as i32 + err;
     let mut n = ctx.n as i32;
     let mut c = ctx.c as i32;
-    if n == 64 {
+    if n == reset {
         a >>= 1;
         b >>= 1;
         n >>= 1;
@@ -195,6 +198,7 @@ pub fn encode_line<K: Ops, S: Sink>(
         sink: &mut w.sink,
     };
     let q = |d: i32| quant[(d + 255) as usize] as i32;
+    let reset = m.reset_at as i32;
     let mut i = 1;
     let mut rb = prev[0] as i32;
     let mut rd = prev[1] as i32;
@@ -239,7 +243,7 @@ pub fn encode_line<K: Ops, S: Sink>(
                 o.golomb_long(k, merr, LIMIT);
                 (acc, used) = o.b.acc_used();
             }
-            update::<K>(ctx, err);
+            update::<K>(ctx, err, reset);
             i += 1;
         } else {
             // Run mode (out of line: the regular loop must stay small).
@@ -318,7 +322,7 @@ pub(crate) fn run_mode<K: Ops, S: Sink>(
     let map = ctx.map(err, k) as i32;
     let emerr = 2 * K::abs(err) - ritype - map;
     o.golomb(k, emerr as u32, limit);
-    ctx.update(err, emerr, ritype);
+    ctx.update(err, emerr, ritype, m.reset_at as i32);
     m.run_index = m.run_index.saturating_sub(1);
     Some(i + 1)
 }

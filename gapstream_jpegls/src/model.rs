@@ -30,7 +30,140 @@ pub const J: [u8; 32] = [
     14, 15,
 ];
 
-/// Quantised gradient of `d` (−255..=255), −4..=4.
+/// The preset coding parameters of ISO/IEC 14495-1 (C.2.4.1.1) that a stream may set in an LSE
+/// segment (id 1) for 8-bit samples, NEAR = 0: the gradient thresholds and RESET (MAXVAL stays
+/// 255). [`Preset::DEFAULT`] is what a stream without LSE uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    /// Gradient thresholds, `1 <= t1 <= t2 <= t3 <= 255`.
+    pub t1: u8,
+    /// See [`Preset::t1`].
+    pub t2: u8,
+    /// See [`Preset::t1`].
+    pub t3: u8,
+    /// Counts are halved when `N` reaches RESET, `3..=255`.
+    pub reset: u8,
+}
+
+impl Preset {
+    /// The defaults for MAXVAL = 255, NEAR = 0: T1 = 3, T2 = 7, T3 = 21, RESET = 64.
+    pub const DEFAULT: Preset = Preset {
+        t1: T1 as u8,
+        t2: T2 as u8,
+        t3: T3 as u8,
+        reset: RESET as u8,
+    };
+
+    /// The encoder's choice for pictures cut into 8 or more bands (restart intervals) per
+    /// component: T1 = 3, T2 = 8, T3 = 128, RESET = 40. Every restart learns the contexts again;
+    /// with a large T3 fewer of them are in use and each learns faster, and a smaller RESET
+    /// follows a band's statistics sooner. Chosen by a sweep over the frame set
+    /// (`examples/preset_sweep.rs`; docs/jpegls.md, "Bands and restart markers").
+    pub const BANDED: Preset = Preset {
+        t1: 3,
+        t2: 8,
+        t3: 128,
+        reset: 40,
+    };
+
+    /// What [`crate::Plan::new`] codes a picture of `bands` bands per component with:
+    /// [`Preset::DEFAULT`] below 8 bands (with one band the stream is CharLS's; with 4 the
+    /// defaults code the frame set in fewer bytes), else [`Preset::BANDED`].
+    pub const fn for_bands(bands: usize) -> Preset {
+        if bands >= 8 {
+            Preset::BANDED
+        } else {
+            Preset::DEFAULT
+        }
+    }
+
+    /// The parameters if they are valid for 8-bit samples, NEAR = 0 (C.2.4.1.1): `None` otherwise.
+    pub const fn new(t1: u8, t2: u8, t3: u8, reset: u8) -> Option<Preset> {
+        if t1 >= 1 && t1 <= t2 && t2 <= t3 && reset >= 3 {
+            Some(Preset { t1, t2, t3, reset })
+        } else {
+            None
+        }
+    }
+
+    /// Whether these are the defaults (a stream then needs no LSE segment).
+    pub const fn is_default(&self) -> bool {
+        self.t1 == Self::DEFAULT.t1
+            && self.t2 == Self::DEFAULT.t2
+            && self.t3 == Self::DEFAULT.t3
+            && self.reset == Self::DEFAULT.reset
+    }
+
+    /// Quantised gradient of `d` (−255..=255), −4..=4, with these thresholds.
+    pub const fn quantize(&self, d: i32) -> i32 {
+        let (t1, t2, t3) = (self.t1 as i32, self.t2 as i32, self.t3 as i32);
+        if d <= -t3 {
+            -4
+        } else if d <= -t2 {
+            -3
+        } else if d <= -t1 {
+            -2
+        } else if d < 0 {
+            -1
+        } else if d == 0 {
+            0
+        } else if d < t1 {
+            1
+        } else if d < t2 {
+            2
+        } else if d < t3 {
+            3
+        } else {
+            4
+        }
+    }
+
+    /// The gradient quantisation table `table[d + 255] = scale · Q(d)` (`scale` 1 for the
+    /// portable coder's [`QUANT`], 6 for the PULP coder's byte offsets).
+    pub const fn table(&self, scale: i8) -> [i8; 511] {
+        let mut t = [0i8; 511];
+        let mut i = 0;
+        while i < 511 {
+            t[i] = scale * self.quantize(i as i32 - 255) as i8;
+            i += 1;
+        }
+        t
+    }
+}
+
+impl Preset {
+    /// Writes [`Preset::table`]`(scale)` into `t` a run of equal entries at a time (9 runs: what
+    /// core 0 does in L1 before the cluster's fork, without a 511-byte table on its stack).
+    pub fn fill_table(&self, scale: i8, t: &mut [i8; 511]) {
+        let (t1, t2, t3) = (self.t1 as usize, self.t2 as usize, self.t3 as usize);
+        // `t[d + 255]`: d <= −T3, −T3 < d <= −T2, −T2 < d <= −T1, −T1 < d < 0, 0, 0 < d < T1,
+        // T1 <= d < T2, T2 <= d < T3, d >= T3.
+        let ends = [
+            256 - t3,
+            256 - t2,
+            256 - t1,
+            255,
+            256,
+            255 + t1,
+            255 + t2,
+            255 + t3,
+            511,
+        ];
+        let mut start = 0;
+        for (q, end) in (-4i8..=4).zip(ends) {
+            t[start..end].fill(scale * q);
+            start = end;
+        }
+    }
+}
+
+impl Default for Preset {
+    fn default() -> Self {
+        Preset::DEFAULT
+    }
+}
+
+/// Quantised gradient of `d` (−255..=255), −4..=4, with the default thresholds.
 pub const fn quantize(d: i32) -> i32 {
     if d <= -T3 {
         -4
@@ -53,16 +186,8 @@ pub const fn quantize(d: i32) -> i32 {
     }
 }
 
-/// `QUANT[d + 255]` = [`quantize`]`(d)`.
-pub static QUANT: [i8; 511] = {
-    let mut t = [0i8; 511];
-    let mut i = 0;
-    while i < 511 {
-        t[i] = quantize(i as i32 - 255) as i8;
-        i += 1;
-    }
-    t
-};
+/// `QUANT[d + 255]` = [`quantize`]`(d)`: the default thresholds' table.
+pub static QUANT: [i8; 511] = Preset::DEFAULT.table(1);
 
 /// One regular-mode context: 6 bytes (the cluster keeps one set per core in L1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -98,13 +223,14 @@ impl Ctx {
         k
     }
 
-    /// Updates A, B, C, N with a (modulo-reduced) error, as ISO/IEC 14495-1 A.6.1 / A.6.2.
+    /// Updates A, B, C, N with a (modulo-reduced) error, as ISO/IEC 14495-1 A.6.1 / A.6.2;
+    /// `reset` is the stream's RESET ([`Preset::reset`]).
     #[inline(always)]
-    pub fn update(&mut self, err: i32) {
+    pub fn update(&mut self, err: i32, reset: i32) {
         let mut a = self.a as i32 + err.abs();
         let mut b = self.b as i32 + err;
         let mut n = self.n as i32;
-        if n == RESET as i32 {
+        if n == reset {
             a >>= 1;
             b >>= 1;
             n >>= 1;
@@ -182,14 +308,14 @@ impl RunCtx {
             || (err < 0 && (2 * self.nn >= self.n || k != 0))
     }
 
-    /// Updates A, N, Nn (A.7.2.2).
+    /// Updates A, N, Nn (A.7.2.2); `reset` is the stream's RESET.
     #[inline(always)]
-    pub fn update(&mut self, err: i32, emerr: i32, ritype: i32) {
+    pub fn update(&mut self, err: i32, emerr: i32, ritype: i32, reset: i32) {
         if err < 0 {
             self.nn += 1;
         }
         self.a += (emerr + 1 - ritype) >> 1;
-        if self.n == RESET as i32 {
+        if self.n == reset {
             self.a >>= 1;
             self.n >>= 1;
             self.nn >>= 1;
@@ -204,7 +330,8 @@ impl RunCtx {
 pub struct Model {
     /// Regular contexts, indexed by |Q|.
     pub ctx: [Ctx; CONTEXTS],
-    _pad: u16,
+    /// RESET of the stream ([`Preset::reset`], 3..=255): kept by [`Model::reset`].
+    pub reset_at: u16,
     /// Run-interruption contexts (RItype 0 and 1).
     pub run: [RunCtx; 2],
     /// `RUNindex`, 0..=31.
@@ -212,17 +339,22 @@ pub struct Model {
 }
 
 impl Model {
-    /// Fresh state (start of a scan, or after a restart marker).
+    /// Fresh state (start of a scan, or after a restart marker) with the default RESET.
     pub const fn new() -> Model {
+        Model::with_reset(RESET as u16)
+    }
+
+    /// Fresh state with the stream's RESET ([`Preset::reset`]).
+    pub const fn with_reset(reset: u16) -> Model {
         Model {
             ctx: [Ctx::INIT; CONTEXTS],
-            _pad: 0,
+            reset_at: reset,
             run: [RunCtx::INIT; 2],
             run_index: 0,
         }
     }
 
-    /// Back to the initial state.
+    /// Back to the initial state (RESET, [`Model::reset_at`], stays).
     ///
     /// The contexts' initial bytes repeat every 12 bytes (two contexts), so they are written as
     /// three words at a time, a third of the stores of six-byte structures: every cluster core
@@ -272,10 +404,16 @@ pub fn predict(ra: i32, rb: i32, rc: i32) -> i32 {
     }
 }
 
-/// Context number `81 q1 + 9 q2 + q3` of the three local gradients.
+/// Context number `81 q1 + 9 q2 + q3` of the three local gradients (default thresholds).
 #[inline(always)]
 pub fn context(rd: i32, rb: i32, rc: i32, ra: i32) -> i32 {
-    let q = |d: i32| QUANT[(d + 255) as usize] as i32;
+    context_with(&QUANT, rd, rb, rc, ra)
+}
+
+/// [`context`] with the quantisation table `quant` ([`Preset::table`]`(1)`).
+#[inline(always)]
+pub fn context_with(quant: &[i8; 511], rd: i32, rb: i32, rc: i32, ra: i32) -> i32 {
+    let q = |d: i32| quant[(d + 255) as usize] as i32;
     (q(rd - rb) * 9 + q(rb - rc)) * 9 + q(rc - ra)
 }
 
@@ -319,6 +457,50 @@ mod tests {
     }
 
     #[test]
+    fn preset_tables() {
+        assert_eq!(Preset::DEFAULT.table(1), QUANT);
+        let mut t = [0i8; 511];
+        for (t1, t2, t3) in [
+            (1, 1, 1),
+            (3, 7, 21),
+            (3, 8, 128),
+            (1, 255, 255),
+            (255, 255, 255),
+        ] {
+            for scale in [1, 6] {
+                let p = Preset::new(t1, t2, t3, 40).unwrap();
+                p.fill_table(scale, &mut t);
+                assert_eq!(t, p.table(scale));
+                for d in -255..=255 {
+                    let q = p.quantize(d);
+                    assert_eq!(t[(d + 255) as usize] as i32, scale as i32 * q);
+                    // C.3.3: the regions of the thresholds.
+                    let want = match d {
+                        d if d <= -(t3 as i32) => -4,
+                        d if d <= -(t2 as i32) => -3,
+                        d if d <= -(t1 as i32) => -2,
+                        d if d < 0 => -1,
+                        0 => 0,
+                        d if d < t1 as i32 => 1,
+                        d if d < t2 as i32 => 2,
+                        d if d < t3 as i32 => 3,
+                        _ => 4,
+                    };
+                    assert_eq!(q, want, "{p:?} {d}");
+                }
+            }
+        }
+        assert_eq!(Preset::new(0, 7, 21, 64), None);
+        assert_eq!(Preset::new(8, 7, 21, 64), None);
+        assert_eq!(Preset::new(3, 22, 21, 64), None);
+        assert_eq!(Preset::new(3, 7, 21, 2), None);
+        assert!(Preset::new(3, 7, 21, 64).unwrap().is_default());
+        assert!(!Preset::BANDED.is_default());
+        assert_eq!(Preset::for_bands(7), Preset::DEFAULT);
+        assert_eq!(Preset::for_bands(8), Preset::BANDED);
+    }
+
+    #[test]
     fn quantisation_regions() {
         assert_eq!(
             [
@@ -359,7 +541,7 @@ mod tests {
         for _ in 0..100_000 {
             x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
             let err = ((x >> 16) as i32 & 255) - 128;
-            c.update(err);
+            c.update(err, RESET as i32);
             assert!((1..=64).contains(&c.n));
             assert!(c.b <= 0 && c.b as i32 > -(c.n as i32));
             assert!(c.a as i32 <= 64 * 128 + 4 + 128);

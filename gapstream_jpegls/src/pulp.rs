@@ -20,7 +20,8 @@
 //! | B | t1 | t0 | s2 | t2 | a7 | s4 | t2 |
 //!
 //! Line pointers cur / prev a0 / a1, the Q table and the contexts a2 / a3, the bit writer
-//! (acc, −used, out) a4 / a5 / a6, the constants 9, 16, −15, 255, 64 in s5–s9. Per sample:
+//! (acc, −used, out) a4 / a5 / a6, the constants 9, 16, −15, 2 and RESET in s5–s9 (the flushes
+//! test for 0xFF with `p.beqimm` on sign-extended bytes, so no register holds 255). Per sample:
 //! t4 = the context's address, t5 = A, t6 = N, s10 = D, s11 = C, t3, s0, s1 and ra
 //! temporaries. The stack frame holds s0, s1 (not `asm!` operands), the state pointer, the
 //! buffer limit and the line's end (for the run mode).
@@ -29,8 +30,8 @@
 //!      entry: state into registers, constants; passes = (count + 1) / 2, Ra Rb Rc Q2 from the
 //!             line in A's registers (even count) or B's (odd count: the first pass enters at B)
 //!      lp.starti / lp.endi / lp.count
-//!  21: A: 68 instructions (loads, context, MED, k, error, code, update), sb N, flush test
-//!  22: B: 68 instructions, flush test
+//!  21: A: 67 instructions (loads, context, MED, k, error, code, update), sb N, flush test
+//!  22: B: 67 instructions, flush test
 //!  25: sb N                           last instruction of the loop
 //!      out of line: 30 run context: the run mode (61-69, 91-94), then back to the entry
 //!      (20) at the next sample, or exit (line end, buffer full); 31/36 long code (update,
@@ -39,7 +40,7 @@
 //!  50: state back to memory
 //! ```
 //!
-//! 70 instructions a sample (the one-sample loop took 74: four moves); a run costs 4
+//! 69 instructions a sample (the one-sample loop took 74: four moves); a run costs 4
 //! instructions a sample of the run and about 130 for its length, the interruption sample and
 //! the loop's new start.
 #![allow(unsafe_code)] // inline assembly of PULP instructions: the hardware edge
@@ -49,8 +50,8 @@ use crate::line::Ops;
 use crate::model::Model;
 use crate::pulp_model::{Exit, Kernel, MARGIN, QUANT6, State, encode_line_with};
 use asm_macros::{
-    lp_count, lp_endi, lp_starti, p_abs, p_clipi, p_clipui, p_clipur, p_extbs, p_extractui, p_fl1,
-    p_lb, p_lbu, p_mac, p_max, p_min, p_msu, p_sb,
+    lp_count, lp_endi, lp_starti, p_abs, p_beqimm, p_bneimm, p_clipi, p_clipui, p_clipur, p_extbs,
+    p_extracti, p_fl1, p_lb, p_lbu, p_mac, p_max, p_min, p_msu, p_sb,
 };
 use core::arch::asm;
 
@@ -60,6 +61,7 @@ pub struct Pulp;
 
 impl Ops for Pulp {
     const QUANT: &'static [i8; 511] = &QUANT6;
+    const QUANT_SCALE: i8 = 6;
 
     #[inline(always)]
     fn encode_line<S: Sink>(
@@ -169,19 +171,18 @@ struct Regs {
     quant: *const i8,
     /// 36: why it stopped: 0 line end, 3 buffer full.
     exit: u32,
+    /// 40: RESET (the model's [`Model::reset_at`], 3..=255).
+    reset: u32,
 }
 
-/// The context update (A.6.1, A.6.2) of the sample in the registers, with `$halve` / `$back` the
-/// labels of its out-of-line RESET halving: A += |e|, D += e + 1 (or the halving), N + 1, the
-/// branch-free bias correction, three fields stored (the caller stores N, `sb ra, 5(t4)`).
-/// 16 instructions.
+/// The rest of the context update (A.6.1, A.6.2) of the sample in the registers (A += |e| and
+/// D += e are done with the error mapping), with `$halve` / `$back` the labels of its
+/// out-of-line RESET halving: D + 1 (or the halving), N + 1, the branch-free bias correction,
+/// three fields stored (the caller stores N, `sb ra, 5(t4)`). 13 instructions.
 #[rustfmt::skip]
 macro_rules! update {
     ($halve:literal, $back:literal) => {
         concat!(
-            p_abs!(ra, s0), "\n",
-            "add t5, t5, ra\n",
-            "add s10, s10, s0\n",
             "beq t6, s9, ", $halve, "f\n",
             "addi s10, s10, 1\n",
             $back, ":\n",
@@ -200,7 +201,7 @@ macro_rules! update {
     };
 }
 
-/// One regular-mode sample up to its context update (68 instructions with [`update!`]), the
+/// One regular-mode sample up to its context update (67 instructions with [`update!`]), the
 /// registers named: `$ra`, `$rb` hold Ra, Rb; `$rc` holds Rc and receives Rd; `$q2` holds 6·Q2
 /// (destroyed); `$x` receives X, `$q1` 6·Q1 (the next sample's Q2); `$k` is k. `$long` is the
 /// label of the long-code exit, `$halve` / `$back` the update's.
@@ -248,15 +249,20 @@ macro_rules! sample {
             "sub s0, ", stringify!($x), ", s0\n",
             "mul s0, s0, t3\n",
             "srli ra, t6, 1\n",
+            "slli s1, ", stringify!($k), ", 8\n",
             p_extbs!(s0, s0), "\n",
-            // MErrval, its lowest bit flipped when k = 0 and D < N/2 (2B <= -N).
-            "slli t3, s0, 1\n",
-            "srai s1, s0, 31\n",
-            "xor t3, t3, s1\n",
-            "slli s1, ", stringify!($k), ", 6\n",
+            // MErrval = 2|e| - (e < 0), its lowest bit flipped (f) when k = 0 and D < N/2
+            // (2B <= -N): D + 256k < N/2 (N <= RESET <= 255, so k >= 1 never flips it);
+            // 2|e| + (-(e < 0) ^ f), one p.mac with the constant 2; then A += |e|, D += e
+            // (the update's first half).
             "add s1, s1, s10\n",
             "slt s1, s1, ra\n",
+            "srai t3, s0, 31\n",
             "xor t3, t3, s1\n",
+            p_abs!(ra, s0), "\n",
+            p_mac!(t3, ra, s8), "\n",
+            "add t5, t5, ra\n",
+            "add s10, s10, s0\n",
             // high = MErrval >> k, 16 bits or fewer: high zeros, a one, k bits.
             "srl ra, t3, ", stringify!($k), "\n",
             "add s1, ra, ", stringify!($k), "\n",
@@ -339,24 +345,24 @@ macro_rules! long_code {
 }
 
 /// Two bytes out while 16 bits or more are pending (after 0xFF the stuffed 0 bit goes into the
-/// accumulator), then back to `$back`, or to `$full` when the buffer's limit is reached. Uses s3
-/// and t3 only.
+/// accumulator), then back to `$back`, or to `$full` when the buffer's limit is reached (loaded
+/// into s0 first, so that its compare does not wait for the load). Uses s0, s3 and t3 only.
 #[rustfmt::skip]
 macro_rules! flush {
     ($l40:literal, $l41:literal, $l42:literal, $l43:literal, $back:literal, $full:literal) => {
         concat!(
             $l40, ":\n",
-            "srli s3, a4, 24\n",
-            p_extractui!(t3, a4, 7, 16), "\n",
+            "lw s0, 12(sp)\n",
+            "srai s3, a4, 24\n",
+            p_extracti!(t3, a4, 7, 16), "\n",
             p_sb!(s3, 1(a6!)), "\n",
-            "beq s3, s8, ", $l42, "f\n",
+            p_beqimm!(s3, -1), $l42, "f\n",
             p_sb!(t3, 1(a6!)), "\n",
             "slli a4, a4, 16\n",
             "addi a5, a5, 16\n",
-            "beq t3, s8, ", $l43, "f\n",
+            p_beqimm!(t3, -1), $l43, "f\n",
             $l41, ":\n",
-            "lw t3, 12(sp)\n",
-            "bgeu a6, t3, ", $full, "f\n",
+            "bgeu a6, s0, ", $full, "f\n",
             "j ", $back, "b\n",
             $l42, ":\n",
             "slli a4, a4, 8\n",
@@ -373,18 +379,20 @@ macro_rules! flush {
     };
 }
 
-/// The halving of A.6.1 when N = RESET = 64 (A and B halved, N = 32), in the D form
-/// (`D' = ((D + e − 63) >> 1) + 32`, the bias code then sees N_old = 32).
+/// The halving of A.6.1 when N = RESET (in t6: A and B halved, N = RESET / 2), in the D form
+/// (`D' = ((D + e − (RESET − 1)) >> 1) + RESET / 2`, the bias code then sees
+/// N_old = RESET / 2).
 #[rustfmt::skip]
 macro_rules! halve {
     ($label:literal, $back:literal) => {
         concat!(
             $label, ":\n",
             "srai t5, t5, 1\n",
-            "addi s10, s10, -63\n",
+            "sub s10, s10, t6\n",
+            "addi s10, s10, 1\n",
             "srai s10, s10, 1\n",
-            "addi s10, s10, 32\n",
-            "li t6, 32\n",
+            "srai t6, t6, 1\n",
+            "add s10, s10, t6\n",
             "j ", $back, "b\n",
         )
     };
@@ -604,14 +612,14 @@ macro_rules! flush_call {
         concat!(
             "80:\n",
             "bge a5, s7, 89f\n",
-            "srli s3, a4, 24\n",
-            p_extractui!(s4, a4, 7, 16), "\n",
+            "srai s3, a4, 24\n",
+            p_extracti!(s4, a4, 7, 16), "\n",
             p_sb!(s3, 1(a6!)), "\n",
-            "beq s3, s8, 82f\n",
+            p_beqimm!(s3, -1), "82f\n",
             p_sb!(s4, 1(a6!)), "\n",
             "slli a4, a4, 16\n",
             "addi a5, a5, 16\n",
-            "bne s4, s8, 80b\n",
+            p_bneimm!(s4, -1), "80b\n",
             "srli a4, a4, 1\n",
             "addi a5, a5, -1\n",
             "j 80b\n",
@@ -634,14 +642,14 @@ macro_rules! flush_long {
         concat!(
             "85:\n",
             "bge a5, s7, 86f\n",
-            "srli t5, a4, 24\n",
-            p_extractui!(t6, a4, 7, 16), "\n",
+            "srai t5, a4, 24\n",
+            p_extracti!(t6, a4, 7, 16), "\n",
             p_sb!(t5, 1(a6!)), "\n",
-            "beq t5, s8, 87f\n",
+            p_beqimm!(t5, -1), "87f\n",
             p_sb!(t6, 1(a6!)), "\n",
             "slli a4, a4, 16\n",
             "addi a5, a5, 16\n",
-            "bne t6, s8, 85b\n",
+            p_bneimm!(t6, -1), "85b\n",
             "srli a4, a4, 1\n",
             "addi a5, a5, -1\n",
             "j 85b\n",
@@ -732,6 +740,7 @@ unsafe fn regular(
         ctx: (m as *mut Model).cast(),
         quant: quant[255..].as_ptr(),
         exit: 0,
+        reset: m.reset_at as u32,
     };
     // SAFETY: the kernel reads `cur[i - 1..=width]`, `prev[i - 1..=width + 1]` (both at
     // least `width + 2` long, `1 <= i <= width`: the caller's contract) and `quant[255 + d]` for
@@ -762,6 +771,7 @@ unsafe fn regular(
             "lw a6, 20(a0)",
             "lw a3, 28(a0)",
             "lw a2, 32(a0)",
+            "lw s9, 40(a0)",
             "lw a1, 4(a0)",
             "lw a0, 0(a0)",
             // The line's end, &cur[width + 1], for the run mode.
@@ -770,8 +780,7 @@ unsafe fn regular(
             "li s5, 9",
             "li s6, 16",
             "li s7, -15",
-            "li s8, 255",
-            "li s9, 64",
+            "li s8, 2",
             // Two samples a pass (A, B: the registers change roles, no moves); an odd count
             // enters at B. Passes: (count + 1) / 2 in t4. The run mode comes back here with
             // the count in t1.
@@ -796,7 +805,7 @@ unsafe fn regular(
             p_lb!(t2, t2(a2)),
             "24:",
             lp_starti!(x0, 16),
-            lp_endi!(x0, 568),
+            lp_endi!(x0, 560),
             lp_count!(x0, t4),
             "bnez t3, 22f",
             // A: Ra a7, Rb s2, Rc t0 (<- Rd), Q2 s4; X -> t1, Q1 -> t2, k in s3.
@@ -810,7 +819,7 @@ unsafe fn regular(
             sample!(t1, t0, s2, t2, a7, s4, t2, "36", "37", "38"),
             "blt a5, s7, 70f",
             "74:",
-            // The loop's last instruction (21 + 139 instructions: lp.endi's offset).
+            // The loop's last instruction (21 + 137 instructions: lp.endi's offset).
             "25:",
             "sb ra, 5(t4)",
             // The line's end.

@@ -14,10 +14,13 @@
 //!   of the most significant one): `A | N` makes `t ≥ 0` and covers `A = 0`.
 //! * **Bias state**: the context's `b` field holds `D = B + N − 1` (0..N−1) instead of `B`
 //!   (both start at 0). Then the update of A.6.2 is branch-free: with `D' = D + err + 1`
-//!   (`D + err`, halved as B, plus 33 − 1 on a reset), `dc = (N_old < D') − (D' < 0)`,
+//!   (`D + err`, halved as B, plus RESET / 2 on a reset), `dc = (N_old < D') − (D' < 0)`,
 //!   `C = clip(C + dc, −128, 127)`, `D = clip(D' − N_new·dc, 0, N_old)`.
 //! * **Error mapping**: the `k = 0` correction of A.5.2 (`2B ≤ −N`, i.e. `D < N / 2`) flips
-//!   the mapped error's lowest bit; `D + 64k < N / 2` tests both conditions at once.
+//!   the mapped error's lowest bit; `D + 256k < N / 2` tests both conditions at once (`f`; N is
+//!   at most RESET, at most 255). `MErrval = 2|e| − (e < 0)` flipped by `f` is
+//!   `2|e| + (−(e < 0) ^ f)`: one multiply-add with the constant 2 on the `|e|` the update adds
+//!   to `A` anyway.
 //! * **Bit writer**: the accumulator is left-aligned, `nu = −used`; a code of up to 16 bits is
 //!   OR-ed in at `acc |= v << (nu mod 32)`; two bytes go out whenever 16 bits are pending, and
 //!   the stuffed 0 bit after a 0xFF byte goes into the accumulator at once (no "last byte was
@@ -209,6 +212,7 @@ impl Kernel for ModelKernel {
         buf: &mut [u8],
     ) -> Exit {
         let q = |d: i32| quant[(d + 255) as usize] as i32;
+        let reset = m.reset_at as i32;
         let mut i = st.i;
         let mut w = Bw {
             acc: st.acc,
@@ -244,10 +248,10 @@ impl Kernel for ModelKernel {
                 let s = (ctx6 >> 31) | 1;
                 let px = (med + s * c).clamp(0, 255);
                 let e = ((x - px) * s) as i8 as i32;
-                let mut merr = ((e << 1) ^ (e >> 31)) as u32;
-                if k == 0 {
-                    merr ^= (d < (n >> 1)) as u32;
-                }
+                // MErrval = 2|e| − (e < 0), its lowest bit flipped (f) when k = 0 and D < N/2
+                // (D + 256k < N/2): 2|e| + (−(e < 0) ^ f), one p.mac.
+                let f = ((d + (k << 8)) < (n >> 1)) as i32;
+                let merr = (((e >> 31) ^ f) + 2 * e.abs()) as u32;
                 let high = merr >> k;
                 let len = high as i32 + k;
                 if len < 16 {
@@ -259,10 +263,10 @@ impl Kernel for ModelKernel {
                 // The context update (A.6).
                 let a = a + e.abs();
                 let mut d = d + e;
-                let nold = if n == 64 {
-                    d = ((d - 63) >> 1) + 32;
+                let nold = if n == reset {
+                    d = ((d - (reset - 1)) >> 1) + (reset >> 1);
                     ctx.a = (a >> 1) as u16;
-                    32
+                    reset >> 1
                 } else {
                     d += 1;
                     ctx.a = a as u16;
@@ -373,7 +377,7 @@ pub(crate) fn run_mode(
         rc.nn += 1;
     }
     rc.a += (emerr + 1 - ritype) >> 1;
-    if rc.n == 64 {
+    if rc.n == m.reset_at as i32 {
         rc.a >>= 1;
         rc.n >>= 1;
         rc.nn >>= 1;
@@ -453,6 +457,7 @@ pub struct PulpModel;
 
 impl Ops for PulpModel {
     const QUANT: &'static [i8; 511] = &QUANT6;
+    const QUANT_SCALE: i8 = 6;
     #[inline(always)]
     fn encode_line<S: Sink>(
         m: &mut Model,

@@ -1,12 +1,13 @@
 //! Every kernel variant codes the portable coder's stream, bit for bit: [`PulpModel`] (the PULP
 //! assembly kernel's arithmetic in Rust) on the frame set, on synthetic pictures of every kind and
 //! size (property tests), through the whole-picture encoder, per segment with a spilling sink,
-//! and through the cluster job on the host backend; with a short output buffer both fail alike.
+//! and through the cluster job on the host backend, with the default and any other valid preset
+//! coding parameters; with a short output buffer both fail alike.
 use gap_rust_sdk::host::HostCluster;
 use gapstream_jpegls::cluster;
 use gapstream_jpegls::{
-    EncodeError, Layout, Ops, Plan, Portable, PulpModel, Sink, Writer, encode, encode_segment_with,
-    encode_to_vec, encode_with,
+    EncodeError, Layout, Ops, Plan, Portable, Preset, PulpModel, Sink, Writer, encode,
+    encode_segment_with, encode_to_vec, encode_with,
 };
 use proptest::prelude::*;
 
@@ -80,7 +81,12 @@ fn segments_with<K: Ops>(plan: &Plan, px: &[u8], chunk: usize) -> Vec<Vec<u8>> {
 }
 
 fn same_stream<K: Ops>(w: usize, h: usize, layout: Layout, bands: usize, px: &[u8]) {
-    let plan = Plan::new(w, h, layout, bands).unwrap();
+    same_stream_plan::<K>(&Plan::new(w, h, layout, bands).unwrap(), px);
+}
+
+fn same_stream_plan<K: Ops>(plan: &Plan, px: &[u8]) {
+    let plan = *plan;
+    let (w, h, layout, bands) = (plan.width(), plan.height(), plan.layout(), plan.bands());
     let want = encode_to_vec(&plan, px).unwrap();
     let mut out = vec![0u8; plan.max_encoded_len()];
     let n = encode_with::<K>(&plan, px, &mut out).unwrap();
@@ -156,12 +162,55 @@ fn tiny_flat_and_extreme_pictures_code_alike() {
     same_stream::<PulpModel>(w, 40, Layout::Grey, 1, &px);
 }
 
+/// Extreme preset parameters (every gradient in one region, RESET at its smallest and largest)
+/// on pictures with long runs, noise and extremes: the same stream.
+#[test]
+fn extreme_presets_code_alike() {
+    for (t1, t2, t3, reset) in [
+        (1, 1, 1, 3),
+        (255, 255, 255, 255),
+        (1, 2, 255, 4),
+        (3, 8, 128, 40),
+        (2, 200, 201, 128),
+    ] {
+        let preset = Preset::new(t1, t2, t3, reset).unwrap();
+        for kind in 0..6 {
+            for bands in [1, 5] {
+                let plan = Plan::new(324, 61, Layout::Grey, bands)
+                    .unwrap()
+                    .with_preset(preset);
+                same_stream_plan::<PulpModel>(&plan, &picture(324, 61, kind, 11));
+            }
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn grey_codes_alike(w in 1usize..=400, h in 1usize..=300, bands in 1usize..=8, kind in 0u8..6, seed: u64) {
         same_stream::<PulpModel>(w, h, Layout::Grey, bands, &picture(w, h, kind, seed));
+    }
+
+    /// Any valid preset coding parameters (thresholds, RESET 3..=255): the same stream, alone
+    /// and on the cluster job.
+    #[test]
+    fn presets_code_alike(w in 1usize..=200, h in 1usize..=120, bands in 1usize..=8, kind in 0u8..6, seed: u64,
+                          mut t in proptest::array::uniform3(1u8..=255), reset in 3u8..=255) {
+        t.sort_unstable();
+        let preset = Preset::new(t[0], t[1], t[2], reset).unwrap();
+        let plan = Plan::new(w, h, Layout::Grey, bands).unwrap().with_preset(preset);
+        let px = picture(w, h, kind, seed);
+        same_stream_plan::<PulpModel>(&plan, &px);
+        let want = encode_to_vec(&plan, &px).unwrap();
+        // The cluster's layout: every segment's worst case in its own region (a 1x1 frame's
+        // `max_encoded_len` is shorter than its region's separator room).
+        let room = plan.prefix_len()
+            + plan.segments() * (plan.max_segment_len(0) + gapstream_jpegls::encode::MAX_SEPARATOR);
+        let mut out = vec![0u8; room];
+        let n = cluster::encode::<PulpModel, _>(&HostCluster::new(), 3, &plan, &px, &mut out).unwrap();
+        prop_assert!(out[..n] == want[..]);
     }
 
     #[test]

@@ -215,6 +215,7 @@ pub fn pair_group<R: CryptoRng + ?Sized>(rng: &mut R, n: usize) -> (DroneIdentit
         DroneIdentity {
             local: d,
             receivers: keys,
+            watch_only: 0,
         },
         receivers,
     )
@@ -231,10 +232,17 @@ pub fn pair_group<R: CryptoRng + ?Sized>(rng: &mut R, n: usize) -> (DroneIdentit
 /// could not tell members apart, so one member could evict another's session, and a leak of the
 /// file compromises the whole group. The cost of per-receiver keys is provisioning: the drone's
 /// pairing file lists every receiver's public key (`gapstream pair --receivers N`).
+///
+/// A receiver may be paired to watch only (`watch_only`, a `watcher_public=` line): it gets the
+/// group key and every frame like the others, but the drone refuses its requests that change
+/// what the drone sends (SET_QUALITY), so a listener handed to a third party cannot steer the
+/// stream that the leader sees.
 #[derive(Clone, Debug)]
 pub struct DroneIdentity {
     pub local: StaticSecret,
     pub receivers: Vec<[u8; 32]>,
+    /// Bit `i` set: receiver `i` watches only (its SET_QUALITY is refused).
+    pub watch_only: u16,
 }
 
 impl From<Identity> for DroneIdentity {
@@ -242,6 +250,7 @@ impl From<Identity> for DroneIdentity {
         DroneIdentity {
             local: id.local,
             receivers: alloc::vec![id.peer_public],
+            watch_only: 0,
         }
     }
 }
@@ -262,9 +271,19 @@ impl DroneIdentity {
             .position(|p| receiver_key_id(p) == *key_id)
     }
 
-    /// Checks the bounds: 1..=[`MAX_RECEIVER_KEYS`] receivers with distinct key ids.
+    /// Whether receiver `index` may change what the drone sends (SET_QUALITY): every paired
+    /// receiver but those paired to watch only.
+    pub fn may_steer(&self, index: usize) -> bool {
+        index < self.receivers.len() && self.watch_only >> index & 1 == 0
+    }
+
+    /// Checks the bounds: 1..=[`MAX_RECEIVER_KEYS`] receivers with distinct key ids, the
+    /// watch-only bits only on receivers that exist.
     pub fn check(&self) -> Result<(), PairingError> {
         if self.receivers.is_empty() || self.receivers.len() > MAX_RECEIVER_KEYS {
+            return Err(PairingError::ReceiverCount(self.receivers.len()));
+        }
+        if self.watch_only >> self.receivers.len() != 0 {
             return Err(PairingError::ReceiverCount(self.receivers.len()));
         }
         for (i, a) in self.receivers.iter().enumerate() {
@@ -278,29 +297,49 @@ impl DroneIdentity {
         Ok(())
     }
 
-    /// The drone's pairing file: like [`Identity::to_pairing_text`], one `peer_public=` line per
-    /// receiver.
+    /// The drone's pairing file: like [`Identity::to_pairing_text`], one line per receiver in
+    /// the receivers' order: `peer_public=` for a receiver that may steer the stream,
+    /// `watcher_public=` for one that watches only.
     pub fn to_pairing_text(&self) -> alloc::string::String {
         let mut s = Identity {
             local: self.local.clone(),
             peer_public: self.receivers[0],
         }
         .to_pairing_text(Role::Drone);
-        for p in &self.receivers[1..] {
-            s.push_str("peer_public=");
+        if !self.may_steer(0) {
+            // The first line was written as `peer_public=`: make it a watcher's.
+            let at = s.rfind("peer_public=").expect("written above");
+            s.replace_range(at..at + "peer_public=".len(), WATCHER_FIELD);
+        }
+        for (i, p) in self.receivers.iter().enumerate().skip(1) {
+            s.push_str(if self.may_steer(i) {
+                "peer_public="
+            } else {
+                WATCHER_FIELD
+            });
             push_hex(&mut s, p);
             s.push('\n');
         }
         s
     }
 
-    /// Parses a drone's pairing file (one or more `peer_public=` lines).
+    /// Parses a drone's pairing file (one or more `peer_public=` / `watcher_public=` lines).
     pub fn from_pairing_text(text: &str) -> Result<Self, PairingError> {
         let (role, local, receivers) = parse_pairing(text)?;
         if role != Role::Drone {
             return Err(PairingError::BadRole);
         }
-        let id = DroneIdentity { local, receivers };
+        let mut watch_only = 0u16;
+        let mut peers = Vec::with_capacity(receivers.len());
+        for (i, (p, watcher)) in receivers.into_iter().enumerate() {
+            watch_only |= u16::from(watcher) << i;
+            peers.push(p);
+        }
+        let id = DroneIdentity {
+            local,
+            receivers: peers,
+            watch_only,
+        };
         id.check()?;
         Ok(id)
     }
@@ -369,8 +408,13 @@ fn push_hex(s: &mut alloc::string::String, b: &[u8]) {
     }
 }
 
-/// Role, local secret and every `peer_public=` of a pairing file.
-fn parse_pairing(text: &str) -> Result<(Role, StaticSecret, Vec<[u8; 32]>), PairingError> {
+/// A drone pairing file's line for a receiver that watches only.
+const WATCHER_FIELD: &str = "watcher_public=";
+
+/// Role, local secret and every peer of a pairing file, in the file's order: `peer_public=`
+/// (`false`) and a drone's `watcher_public=` (`true`) lines.
+#[allow(clippy::type_complexity)]
+fn parse_pairing(text: &str) -> Result<(Role, StaticSecret, Vec<([u8; 32], bool)>), PairingError> {
     let values = |k: &'static str| {
         text.lines()
             .filter_map(move |l| l.trim().strip_prefix(k).and_then(|r| r.strip_prefix('=')))
@@ -387,9 +431,20 @@ fn parse_pairing(text: &str) -> Result<(Role, StaticSecret, Vec<[u8; 32]>), Pair
             return Err(PairingError::SecretMismatch);
         }
     }
-    let peers = values("peer_public")
+    let peers = text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            if let Some(v) = l.strip_prefix("peer_public=") {
+                Some(parse_hex32(v, "peer_public").map(|p| (p, false)))
+            } else if role == Role::Drone {
+                l.strip_prefix(WATCHER_FIELD)
+                    .map(|v| parse_hex32(v, "watcher_public").map(|p| (p, true)))
+            } else {
+                None
+            }
+        })
         .take(MAX_RECEIVER_KEYS + 1)
-        .map(|p| parse_hex32(p, "peer_public"))
         .collect::<Result<Vec<_>, _>>()?;
     if peers.is_empty() {
         return Err(PairingError::MissingField("peer_public"));
@@ -436,7 +491,7 @@ impl Identity {
             role,
             Identity {
                 local,
-                peer_public: peers[0],
+                peer_public: peers[0].0,
             },
         ))
     }
@@ -1332,6 +1387,43 @@ mod tests {
         assert!(alloc::format!("{e}").contains("does not belong to its `local_public`"));
     }
 
+    /// Every watch-only pattern of a 3-receiver drone file survives its text, in the receivers'
+    /// order; a receiver's file never takes a `watcher_public=` line as its peer; a watch-only bit
+    /// beyond the receivers is refused.
+    #[test]
+    fn watch_only_receivers_round_trip() {
+        let mut rng = TestRng::new(9);
+        let (mut d, _) = pair_group(&mut rng, 3);
+        for mask in 0..8u16 {
+            d.watch_only = mask;
+            let text = d.to_pairing_text();
+            assert_eq!(
+                text.matches("watcher_public=").count(),
+                mask.count_ones() as usize
+            );
+            let d2 = DroneIdentity::from_pairing_text(&text).unwrap();
+            assert_eq!(
+                (d2.receivers.clone(), d2.watch_only),
+                (d.receivers.clone(), mask)
+            );
+            for i in 0..4 {
+                assert_eq!(d2.may_steer(i), i < 3 && mask >> i & 1 == 0);
+            }
+        }
+        d.watch_only = 0b1000;
+        assert_eq!(d.check(), Err(PairingError::ReceiverCount(3)));
+        let one = Identity {
+            local: StaticSecret::generate(&mut rng),
+            peer_public: d.local.public(),
+        }
+        .to_pairing_text(Role::Receiver)
+        .replace("peer_public=", "watcher_public=");
+        assert_eq!(
+            Identity::from_pairing_text(&one).unwrap_err(),
+            PairingError::MissingField("peer_public")
+        );
+    }
+
     #[test]
     fn group_pairing_text_round_trip_and_checks() {
         let mut rng = TestRng::new(6);
@@ -1359,6 +1451,7 @@ mod tests {
         let dup = DroneIdentity {
             local: d.local.clone(),
             receivers: alloc::vec![d.receivers[0], d.receivers[0]],
+            watch_only: 0,
         };
         assert_eq!(dup.check(), Err(PairingError::DuplicateReceiver));
         let one: DroneIdentity = rs[0].clone().into();

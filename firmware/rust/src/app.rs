@@ -202,6 +202,7 @@ fn rejected_name(e: gapstream_protocol::session::DroneError) -> &'static str {
         E::Unexpected(_) => "a message type the drone never takes",
         E::ControlReplay => "replayed control message",
         E::BadControl => "control message out of place",
+        E::NotPermitted(_) => "request from a watch-only receiver",
         _ => "other",
     }
 }
@@ -982,5 +983,16 @@ mod tests {
         use gapstream_protocol::handshake::HandshakeError as E;
         assert!(refusal_name(E::Busy).starts_with("busy"));
         assert_eq!(refusal_name(E::GroupFull), "group full");
+    }
+
+    /// A watch-only receiver's SET_QUALITY is named as such in the `FW rejected` line.
+    #[test]
+    fn a_watchers_request_is_named() {
+        use gapstream_protocol::session::DroneError as E;
+        use gapstream_protocol::wire::MsgType;
+        assert_eq!(
+            rejected_name(E::NotPermitted(MsgType::SetQuality)),
+            "request from a watch-only receiver"
+        );
     }
 }

@@ -149,6 +149,9 @@ pub enum DroneError {
     ControlReplay,
     /// A well-formed control message with a body that makes no sense now.
     BadControl,
+    /// A request that would change what the drone sends (SET_QUALITY) from a receiver paired to
+    /// watch only ([`DroneIdentity::watch_only`](crate::handshake::DroneIdentity::watch_only)).
+    NotPermitted(MsgType),
 }
 
 impl core::fmt::Display for DroneError {
@@ -162,6 +165,11 @@ impl core::fmt::Display for DroneError {
             }
             DroneError::ControlReplay => f.write_str("replayed control message"),
             DroneError::BadControl => f.write_str("control message does not fit the session state"),
+            DroneError::NotPermitted(t) => write!(
+                f,
+                "control message type {:#04x} refused: the receiver is paired to watch only",
+                *t as u8
+            ),
         }
     }
 }
@@ -913,6 +921,9 @@ impl DroneSession {
                     self.rekey_requested = true;
                 }
                 Ok(Some(DroneEvent::RekeyRequested { session }))
+            }
+            MsgType::SetQuality if !self.id.may_steer(receiver) => {
+                Err(DroneError::NotPermitted(MsgType::SetQuality))
             }
             MsgType::SetQuality => match body {
                 [q @ 1..=100] => Ok(Some(DroneEvent::QualityRequested {

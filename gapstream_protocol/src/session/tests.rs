@@ -2339,3 +2339,37 @@ fn set_quality_reaches_the_drone_and_bad_or_replayed_requests_are_refused() {
         })
     );
 }
+
+/// A receiver paired to watch only (`watcher_public=`) gets the group key and the frames like
+/// the others, but the drone refuses its SET_QUALITY (named, counted, its session goes on); the
+/// leader's request still reaches the drone.
+#[test]
+fn a_watch_only_receiver_cannot_set_the_quality() {
+    let mut g = Group::new(2, DroneConfig::default(), 58);
+    g.drone_id.watch_only = 0b10;
+    let text = g.drone_id.to_pairing_text();
+    assert_eq!(text.matches("watcher_public=").count(), 1, "{text}");
+    let reread = handshake::DroneIdentity::from_pairing_text(&text).unwrap();
+    assert_eq!((reread.watch_only, reread.receivers.len()), (0b10, 2));
+    g.drone = DroneSession::new(reread, DroneConfig::default());
+    g.connect(0);
+    g.connect(1);
+    g.rxs[1].request_quality(&mut Sequential, 30).unwrap();
+    let m = g.rxs[1].poll_transmit().unwrap();
+    let before = g.drone.counters().messages_rejected;
+    let c = g.clock();
+    let r = g.drone.handle_message(&mut Sequential, &mut g.rng, &c, &m);
+    assert_eq!(r, Err(DroneError::NotPermitted(MsgType::SetQuality)));
+    assert!(alloc::format!("{}", r.unwrap_err()).contains("watch only"));
+    assert_eq!(g.drone.counters().messages_rejected, before + 1);
+    g.rxs[0].request_quality(&mut Sequential, 60).unwrap();
+    let m = g.rxs[0].poll_transmit().unwrap();
+    assert!(matches!(
+        g.drone.handle_message(&mut Sequential, &mut g.rng, &c, &m),
+        Ok(Some(DroneEvent::QualityRequested { quality: 60, .. }))
+    ));
+    assert_eq!(g.drone.members(), 2);
+    let f = g.frame(&[7; 64]).unwrap();
+    assert_eq!(g.open(0, &f).unwrap(), vec![7; 64]);
+    assert_eq!(g.open(1, &f).unwrap(), vec![7; 64]);
+}
