@@ -298,82 +298,17 @@ impl Job<'_> {
             };
         }
         drop(slots);
-        // Join: band 0 starts right after the header; the others move down, as many bands at
-        // a time as the L1 areas hold (all read, then all written), a longer band alone in
-        // pieces.
+        // Join: band 0 starts right after the header; the others move down.
         let mut end = hl + lens[0];
-        let mut i = 1;
-        while i < n {
-            let (start, _) = self.slots[i];
-            if lens[i] > areas.len() {
-                dma_move(&mut dma, out, areas, start, end, lens[i])?;
-                end += lens[i];
-                i += 1;
-                continue;
-            }
-            let mut j = i;
-            let mut total = 0;
-            while j < n && total + lens[j] <= areas.len() {
-                total += lens[j];
-                j += 1;
-            }
-            end = dma_move_batch(&mut dma, out, areas, &self.slots[i..j], &lens[i..j], end)?;
-            i = j;
+        for (&len, &(start, _)) in lens.iter().zip(self.slots.iter()).take(n).skip(1) {
+            dma_move(&mut dma, out, areas, start, end, len)?;
+            end += len;
         }
         out.get_mut(end..end + 2)
             .ok_or(Error::OutputFull)?
             .copy_from_slice(&[0xff, 0xd9]);
         Ok(end + 2)
     }
-}
-
-/// Moves bands (`slots[k].0`: where band `k` of the batch is, `lens[k]` its bytes, all of them
-/// together at most `stage.len()`) to follow each other from `out[to]` on: every band read into
-/// `stage` (L1) at once, then every band written at once; returns where the last one ends. Safe
-/// in place: a band's target ends before the next band's slot starts, and every read completes
-/// before the first write.
-fn dma_move_batch<D: DmaRaw>(
-    dma: &mut Dma<D>,
-    out: &mut [u8],
-    stage: &mut [u8],
-    slots: &[(usize, usize)],
-    lens: &[usize],
-    to: usize,
-) -> Result<usize, Error> {
-    let total: usize = lens.iter().sum();
-    if total > stage.len() || slots.len() != lens.len() {
-        return Err(Error::Config);
-    }
-    {
-        let src: &[u8] = out;
-        let mut rest = &mut stage[..total];
-        dma.scope(|s| -> Result<(), DmaError> {
-            for (&(start, _), &len) in slots.iter().zip(lens) {
-                let (piece, tail) = core::mem::take(&mut rest).split_at_mut(len);
-                rest = tail;
-                if len > 0 {
-                    s.copy_in(&src[start..start + len], piece)?;
-                }
-            }
-            Ok(())
-        })?;
-    }
-    let end = to + total;
-    let mut dst = out.get_mut(to..end).ok_or(Error::Config)?;
-    let mut from: &[u8] = &stage[..total];
-    dma.scope(|s| -> Result<(), DmaError> {
-        for &len in lens {
-            let (d, tail) = core::mem::take(&mut dst).split_at_mut(len);
-            dst = tail;
-            let (f, more) = from.split_at(len);
-            from = more;
-            if len > 0 {
-                s.copy_out(f, d)?;
-            }
-        }
-        Ok(())
-    })?;
-    Ok(end)
 }
 
 /// Moves `out[from..from + len]` to `out[to..to + len]` (`to <= from`) through `stage` (L1),
