@@ -45,10 +45,7 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
             pixel: PixelFormat::Grey8,
         };
         let mut out = Vec::new();
-        let mut c = HostCoder {
-            codec: Codec::Jpeg,
-            quality: q,
-        };
+        let mut c = HostCoder::new(Codec::Jpeg, q);
         c.code(fmt, &px, &mut out).expect("seed picture codes");
         let mut b = Vec::new();
         b.extend_from_slice(&w.to_le_bytes());

@@ -68,6 +68,9 @@ pub struct HostCoder {
     pub codec: Codec,
     /// JPEG quality 1..=100.
     pub quality: u8,
+    /// JPEG-LS: each frame's band count and preset from the previous frame's coded size, as the
+    /// firmware's cluster coder chooses them (so both stream the same bytes).
+    pub jpegls_bands: gapstream_jpegls::BandChooser,
 }
 
 /// The IJG quality scaling in percent of the Annex K table (libjpeg's `jpeg_quality_scaling`).
@@ -119,6 +122,15 @@ impl RateControl {
 }
 
 impl HostCoder {
+    /// A coder for `codec` at `quality` ([`BANDS`] bands, JPEG-LS's chosen per frame).
+    pub fn new(codec: Codec, quality: u8) -> HostCoder {
+        HostCoder {
+            codec,
+            quality,
+            jpegls_bands: gapstream_jpegls::BandChooser::new(BANDS as usize),
+        }
+    }
+
     /// A coder for `codec` (None for raw frames); a quality outside 1..=100 is an error.
     pub fn boxed(codec: Codec, quality: u8) -> Result<Option<Box<dyn FrameCoder + Send>>, String> {
         Self::boxed_with_target(codec, quality, None)
@@ -137,7 +149,7 @@ impl HostCoder {
         if codec == Codec::Raw {
             return Ok(None);
         }
-        let coder = HostCoder { codec, quality };
+        let coder = HostCoder::new(codec, quality);
         Ok(Some(match target_bytes {
             Some(t) if codec == Codec::Jpeg => Box::new(RateCoder {
                 coder,
@@ -215,15 +227,13 @@ impl FrameCoder for HostCoder {
                         PixelFormat::JpegLsBayerRggb,
                     )
                 };
-                let plan = gapstream_jpegls::Plan::new(
-                    format.width as usize,
-                    format.height as usize,
-                    layout,
-                    BANDS as usize,
-                )
-                .map_err(|_| CoderError("JPEG-LS frame size"))?;
+                let plan = self
+                    .jpegls_bands
+                    .plan(format.width as usize, format.height as usize, layout)
+                    .map_err(|_| CoderError("JPEG-LS frame size"))?;
                 *out = gapstream_jpegls::encode_to_vec(&plan, frame)
                     .map_err(|_| CoderError("JPEG-LS encoder"))?;
+                self.jpegls_bands.observe(&plan, Some(out.len()));
                 Ok(Some(coded))
             }
             // JPEG of a Bayer mosaic, other layouts: raw.
@@ -355,15 +365,47 @@ mod tests {
             .collect()
     }
 
+    /// JPEG-LS: the band count of each frame follows the previous frame's coded size, as in
+    /// the firmware's cluster coder (`gapstream_jpegls::BandChooser`): a flat scene's second
+    /// frame is coded in fewer bands with the sparse preset, a busy frame after it once more so
+    /// (one frame at the old count), then with 8 bands again; every frame decodes bit-exact.
+    #[test]
+    fn jpegls_bands_follow_the_previous_frame() {
+        use gapstream_jpegls::{BandChooser, Layout, Plan};
+        let fmt = FrameFormat::HM01B0;
+        let flat: Vec<u8> = (0..324 * 244)
+            .map(|i| if (i % 324) / 54 % 2 == 0 { 40 } else { 200 })
+            .collect();
+        let busy: Vec<u8> = (0..324 * 244u32)
+            .map(|i| ((i % 324) * 3 + (i / 324) * 5 + (i.wrapping_mul(2_654_435_761) >> 28)) as u8)
+            .collect();
+        let mut c = HostCoder::new(Codec::Jpegls, 75);
+        let dense = Plan::new(324, 244, Layout::Grey, BANDS as usize).unwrap();
+        let sparse = Plan::new(324, 244, Layout::Grey, BandChooser::SPARSE_BANDS)
+            .unwrap()
+            .with_preset(BandChooser::SPARSE_PRESET);
+        let mut out = Vec::new();
+        for (px, plan) in [
+            (&flat, dense),
+            (&flat, sparse),
+            (&busy, sparse),
+            (&busy, dense),
+        ] {
+            assert_eq!(c.code(fmt, px, &mut out), Ok(Some(PixelFormat::JpegLs)));
+            assert_eq!(out, gapstream_jpegls::encode_to_vec(&plan, px).unwrap());
+            assert_eq!(
+                decode(PixelFormat::JpegLs, 324, 244, &out),
+                Some(Ok(px.clone()))
+            );
+        }
+    }
+
     #[test]
     fn every_codec_round_trips_through_the_receiver_decoders() {
         let fmt = FrameFormat::HM01B0;
         let px = pattern(324, 244);
         let mut out = Vec::new();
-        let mut jls = HostCoder {
-            codec: Codec::Jpegls,
-            quality: 75,
-        };
+        let mut jls = HostCoder::new(Codec::Jpegls, 75);
         assert_eq!(
             jls.code(fmt, &px, &mut out).unwrap(),
             Some(PixelFormat::JpegLs)
@@ -373,10 +415,7 @@ mod tests {
             decode(PixelFormat::JpegLs, 324, 244, &out),
             Some(Ok(px.clone()))
         );
-        let mut jpeg = HostCoder {
-            codec: Codec::Jpeg,
-            quality: 75,
-        };
+        let mut jpeg = HostCoder::new(Codec::Jpeg, 75);
         assert_eq!(
             jpeg.code(fmt, &px, &mut out).unwrap(),
             Some(PixelFormat::Jpeg)
@@ -463,7 +502,7 @@ mod tests {
             let px = pattern(40, 30);
             let fmt = FrameFormat { width: 40, height: 30, pixel: PixelFormat::Grey8 };
             for (codec, pf) in [(Codec::Jpeg, PixelFormat::Jpeg), (Codec::Jpegls, PixelFormat::JpegLs)] {
-                HostCoder { codec, quality: 50 }.code(fmt, &px, &mut out).unwrap();
+                HostCoder::new(codec, 50).code(fmt, &px, &mut out).unwrap();
                 let mut bad = out.clone();
                 bad.truncate(cut % (out.len() + 1));
                 let _ = decode(pf, 40, 30, &bad);
@@ -517,19 +556,13 @@ mod rate_tests {
         for k in 0..36u32 {
             let busy = if (12..24).contains(&k) { 6 } else { 0 };
             let px = scene(k, busy);
-            let mut c = HostCoder {
-                codec: Codec::Jpeg,
-                quality: q,
-            };
+            let mut c = HostCoder::new(Codec::Jpeg, q);
             c.code(fmt, &px, &mut out).unwrap();
             let fixed = {
                 let mut o = Vec::new();
-                HostCoder {
-                    codec: Codec::Jpeg,
-                    quality: rc.max_quality,
-                }
-                .code(fmt, &px, &mut o)
-                .unwrap();
+                HostCoder::new(Codec::Jpeg, rc.max_quality)
+                    .code(fmt, &px, &mut o)
+                    .unwrap();
                 o.len()
             };
             log.push((k, busy, q, out.len(), fixed));

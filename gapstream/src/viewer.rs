@@ -1018,7 +1018,7 @@ mod tests {
             pixel: gapstream_drone::PixelFormat::Grey8,
         };
         let mut coded = Vec::new();
-        let format = crate::codec::HostCoder { codec, quality: 75 }
+        let format = crate::codec::HostCoder::new(codec, 75)
             .code(fmt, &px, &mut coded)
             .unwrap()
             .unwrap();

@@ -217,12 +217,9 @@ fn shows_a_decoded_frame(name: &str, browser: fn(&str, &Path, &Path), frame: u32
         use gapstream::codec::{self, Codec, HostCoder};
         use gapstream_drone::{FrameCoder, FrameFormat, PixelFormat};
         let mut file = Vec::new();
-        let coded = HostCoder {
-            codec: Codec::Jpeg,
-            quality: 90,
-        }
-        .code(FrameFormat::HM01B0, &pixels, &mut file)
-        .unwrap();
+        let coded = HostCoder::new(Codec::Jpeg, 90)
+            .code(FrameFormat::HM01B0, &pixels, &mut file)
+            .unwrap();
         assert_eq!(coded, Some(PixelFormat::Jpeg));
         // What the receiver delivers: its own decoding as the samples, the file as verified.
         pixels = codec::decode(PixelFormat::Jpeg, 324, 244, &file)
@@ -369,12 +366,9 @@ fn grid_state(jpeg: bool) -> (Arc<ViewerState>, Vec<(String, Vec<u8>)>) {
             use gapstream::codec::{self, Codec, HostCoder};
             use gapstream_drone::{FrameCoder, FrameFormat, PixelFormat};
             let mut file = Vec::new();
-            let coded = HostCoder {
-                codec: Codec::Jpeg,
-                quality: 90,
-            }
-            .code(FrameFormat::HM01B0, &px, &mut file)
-            .unwrap();
+            let coded = HostCoder::new(Codec::Jpeg, 90)
+                .code(FrameFormat::HM01B0, &px, &mut file)
+                .unwrap();
             assert_eq!(coded, Some(PixelFormat::Jpeg));
             px = codec::decode(PixelFormat::Jpeg, 324, 244, &file)
                 .unwrap()

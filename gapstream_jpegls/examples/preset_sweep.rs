@@ -74,14 +74,30 @@ fn bands_list() -> Vec<usize> {
 }
 
 fn main() {
-    let pics = frameset::standard_set().expect("frame set (scripts/setup.sh test)");
+    let mut pics = frameset::standard_set().expect("frame set (scripts/setup.sh test)");
+    // `PRESET_PICTURES=synthetic` (comma-separated names): only those pictures.
+    if let Ok(names) = std::env::var("PRESET_PICTURES") {
+        let names: Vec<&str> = names.split(',').map(str::trim).collect();
+        pics.retain(|p| names.contains(&p.name.as_str()));
+        assert!(!pics.is_empty(), "PRESET_PICTURES: no such picture");
+    }
     let base: Vec<usize> = pics
         .iter()
         .map(|p| size(p, 1, Preset::DEFAULT) + SPIFF)
         .collect();
-    // `PRESET_GRID=fine`: around the best setting of the coarse grid.
-    let fine = std::env::var("PRESET_GRID").is_ok_and(|g| g == "fine");
-    let (t1s, t2s, t3s, resets): (&[u8], &[u8], &[u8], &[u8]) = if fine {
+    // `PRESET_GRID=fine`: around the best setting of the coarse grid; `PRESET_GRID=sparse`: small
+    // RESET and a wide range of thresholds (for pictures that code in few bits a sample, cut into
+    // fewer bands: `BandChooser`).
+    let grid_name = std::env::var("PRESET_GRID").unwrap_or_default();
+    let fine = grid_name == "fine";
+    let (t1s, t2s, t3s, resets): (&[u8], &[u8], &[u8], &[u8]) = if grid_name == "sparse" {
+        (
+            &[1, 2, 3, 4, 5, 6],
+            &[2, 3, 4, 5, 6, 8, 10, 12, 16, 24],
+            &[8, 12, 14, 16, 21, 28, 40, 64, 96, 128, 192, 255],
+            &[3, 4, 5, 6, 7, 8, 10, 12],
+        )
+    } else if fine {
         (
             &[3, 4, 5],
             &[5, 6, 7, 8, 9],
@@ -178,6 +194,11 @@ fn main() {
                 .join(" ")
         );
         show("defaults", &default);
+        if std::env::var("PRESET").is_ok() {
+            if let Some(r) = rows.iter().find(|r| r.3 == grid[grid.len() - 1]) {
+                show("PRESET", r);
+            }
+        }
         rows.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
         show("best photo worst", &rows[0]);
         rows.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap());

@@ -17,6 +17,10 @@
 //!   [`Preset::BANDED`] (T3 = 128, RESET = 40: fewer contexts in use, each learning faster),
 //!   which codes the frame set's photographs within 1.05× CharLS's one-scan size; below 8 bands
 //!   the defaults. The decoder honours any valid preset.
+//! * **Bands chosen per frame** ([`BandChooser`]): a frame that codes in few bits a sample (long
+//!   runs, flat areas) loses a large share to its restarts, but codes fast; after such a frame
+//!   the next one gets fewer bands (5) with a preset for them, which keeps it within 1.05× of
+//!   one scan. A scene change costs at most one frame at the old band count.
 //! * **Bayer mosaics** ([`Layout::BayerRggb`]): the HM01B0's colour variant delivers an RGGB
 //!   mosaic, whose neighbouring samples are of different colours and defeat the predictor. The
 //!   encoder codes the four colour planes (R, Gr, Gb, B; each `w/2 × h/2`) as four components,
@@ -27,6 +31,7 @@
 //! | item | what |
 //! |---|---|
 //! | [`Plan`] | the layout of a picture: components, bands, worst-case sizes, headers, regions |
+//! | [`BandChooser`] | each frame's plan from the previous frame's coded size: one band per core, or [`BandChooser::SPARSE_BANDS`] with their preset after a frame of few bits a sample |
 //! | [`encode`] | the whole picture on the calling core into a caller's buffer (no allocation) |
 //! | [`encode_segment`] | one band of one component through a [`Writer`] into any [`Sink`] (what a cluster core runs) |
 //! | [`join`] | segments coded in place ([`Plan::region`]) joined into one stream |
@@ -44,6 +49,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod adapt;
 pub mod bits;
 pub mod encode;
 pub mod line;
@@ -58,6 +64,7 @@ pub mod decode;
 #[cfg(all(feature = "pulp", target_arch = "riscv32"))]
 pub mod pulp;
 
+pub use adapt::BandChooser;
 pub use bits::{NoSpill, Sink, Writer};
 pub use encode::{Plan, Segment, encode, encode_segment, encode_segment_with, encode_with, join};
 pub use line::{Ops, Portable};

@@ -7,14 +7,16 @@
 //! * CharLS's streams of the same pictures → our decoder, bit-exact;
 //! * with one band our scan data is byte for byte CharLS's;
 //! * on the frame set (`frameset::standard_set()`: ten photographs at 324×244 + the synthetic
-//!   pattern) our one-band stream is at most 1.05× CharLS's (the 8-band sizes are printed);
+//!   pattern) our one-band stream is at most 1.05× CharLS's, and so is the stream of the bands
+//!   [`BandChooser`] takes for a still scene of each frame (8 bands for the photographs, fewer
+//!   for the synthetic pattern); CharLS decodes those bit-exact (the sizes are printed);
 //! * Bayer: the frame set's colour photographs (and the drone's synthetic Bayer scene) mosaicked
 //!   RGGB, coded as four planes (1 band, and 2 bands per plane: 8 segments for 8 cores) and as
 //!   one grey plane; the sizes are printed ("CharLS": the four planes as four CharLS files).
 //!
 //! `cargo test -p gapstream_jpegls --test charls -- --nocapture` prints the tables that
 //! docs/jpegls.md quotes.
-use gapstream_jpegls::{Layout, Plan, Preset, decode, encode_to_vec};
+use gapstream_jpegls::{BandChooser, Layout, Plan, Preset, decode, encode_to_vec};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -177,6 +179,21 @@ struct Sizes {
     charls: usize,
     /// Our stream's length with 1..=8 bands.
     bands: Vec<usize>,
+    /// The plan [`BandChooser`] (8 bands) takes for a still scene of the picture (after a first
+    /// coding of it with 8 bands): its band count and stream length.
+    chosen_bands: usize,
+    chosen: usize,
+    /// The sparse plan ([`BandChooser::SPARSE_BANDS`] bands, [`BandChooser::SPARSE_PRESET`]):
+    /// what a scene change from a sparse scene to this picture codes its first frame with.
+    sparse: usize,
+}
+
+/// [`BandChooser`]'s plan for a still scene of `p`: the plan after a first coding of `p`.
+fn chosen_plan(p: &Pic) -> Plan {
+    let mut c = BandChooser::new(8);
+    let first = c.plan(p.w, p.h, p.layout).unwrap();
+    c.observe(&first, Some(encode_to_vec(&first, &p.px).unwrap().len()));
+    c.plan(p.w, p.h, p.layout).unwrap()
 }
 
 fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
@@ -198,6 +215,8 @@ fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
             let code = encode_to_vec(&plan, &p.px).unwrap();
             std::fs::write(dir.join(format!("{}.b{b}.ours.jls", p.name)), code).unwrap();
         }
+        let code = encode_to_vec(&chosen_plan(p), &p.px).unwrap();
+        std::fs::write(dir.join(format!("{}.chosen.ours.jls", p.name)), code).unwrap();
         for (j, &(t1, t2, t3, reset)) in EXTRA_PRESETS.iter().enumerate() {
             let plan = Plan::new(p.w, p.h, p.layout, 3)
                 .unwrap()
@@ -230,6 +249,14 @@ fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
                 p.name
             );
         }
+        let chosen = chosen_plan(p);
+        let dec = std::fs::read(dir.join(format!("{}.chosen.ours.dec.raw", p.name))).unwrap();
+        assert!(
+            dec == want,
+            "{}: CharLS decodes our stream of the chosen plan ({} bands) differently",
+            p.name,
+            chosen.bands()
+        );
         for (j, preset) in EXTRA_PRESETS.iter().enumerate() {
             let dec = std::fs::read(dir.join(format!("{}.x{j}.ours.dec.raw", p.name))).unwrap();
             assert!(
@@ -276,12 +303,20 @@ fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
         let ours8_default = encode_to_vec(&plan8.with_preset(Preset::DEFAULT), &p.px)
             .unwrap()
             .len();
+        let sparse = Plan::new(p.w, p.h, p.layout, BandChooser::SPARSE_BANDS)
+            .unwrap()
+            .with_preset(BandChooser::SPARSE_PRESET);
         sizes.push(Sizes {
             ours1: len(1),
             ours8: len(8),
             ours8_default,
             charls,
             bands,
+            chosen_bands: chosen.bands(),
+            chosen: std::fs::metadata(dir.join(format!("{}.chosen.ours.jls", p.name)))
+                .unwrap()
+                .len() as usize,
+            sparse: encode_to_vec(&sparse, &p.px).unwrap().len(),
         });
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -313,7 +348,8 @@ fn grey_pictures_both_ways_and_sizes() {
         "B/restart",
         "bands<=5%"
     );
-    let (mut t_raw, mut t_cl, mut t8, mut t8d) = (0, 0, 0, 0);
+    let mut chosen_rows = String::new();
+    let (mut t_raw, mut t_cl, mut t8, mut t8d, mut tc) = (0, 0, 0, 0, 0);
     for (p, s) in pics.iter().zip(&sizes) {
         let raw = p.w * p.h;
         // What one restart costs (the 7 restarts of 8 bands, markers included), and the most
@@ -337,12 +373,33 @@ fn grey_pictures_both_ways_and_sizes() {
             per_restart,
             most
         );
+        chosen_rows += &format!(
+            "{:<18} {:>8} {:>6} {:>8} {:>8.4} {:>8} {:>8.4}\n",
+            p.name,
+            s.charls,
+            s.chosen_bands,
+            s.chosen,
+            s.chosen as f64 / s.charls as f64,
+            s.sparse,
+            s.sparse as f64 / s.charls as f64
+        );
         if p.w == frameset::WIDTH && p.h == frameset::HEIGHT {
-            (t_raw, t_cl, t8, t8d) = (
+            (t_raw, t_cl, t8, t8d, tc) = (
                 t_raw + raw,
                 t_cl + s.charls,
                 t8 + s.ours8,
                 t8d + s.ours8_default,
+                tc + s.chosen,
+            );
+            // The bands chosen per frame (a still scene: the plan BandChooser takes after the
+            // frame coded with 8 bands): every frame of the set within 1.05x CharLS.
+            assert!(
+                s.chosen as f64 <= 1.05 * s.charls as f64,
+                "{}: {} bytes ({} bands chosen) against CharLS's {}",
+                p.name,
+                s.chosen,
+                s.chosen_bands,
+                s.charls
             );
             // One band: the bound of the target holds on every frame. Eight bands (what 8 cores
             // code): every restart resets the context model and codes a line against a zero
@@ -371,6 +428,26 @@ fn grey_pictures_both_ways_and_sizes() {
         t8 as f64 / t_cl as f64,
         t_raw as f64 / t8 as f64,
         t8d as f64 / t_cl as f64
+    );
+    let sp = BandChooser::SPARSE_PRESET;
+    println!(
+        "\nbands chosen per frame (BandChooser of 8 bands, a still scene: after the frame coded with 8 bands); \
+         \"sparse\": {} bands, T1 = {}, T2 = {}, T3 = {}, RESET = {} (LSE)",
+        BandChooser::SPARSE_BANDS,
+        sp.t1,
+        sp.t2,
+        sp.t3,
+        sp.reset
+    );
+    println!(
+        "{:<18} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8}",
+        "picture", "CharLS", "bands", "chosen", "ch/CL", "sparse", "sp/CL"
+    );
+    print!("{chosen_rows}");
+    println!(
+        "frame set, bands chosen: {tc} B, {:.4}x CharLS, ratio {:.2}:1",
+        tc as f64 / t_cl as f64,
+        t_raw as f64 / tc as f64
     );
 }
 

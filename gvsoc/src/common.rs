@@ -136,7 +136,8 @@ pub fn aead_digest(ct: &[u8], tag: &[u8; 16]) -> u64 {
 ///
 /// `"jpegls"` is lossless JPEG-LS (`gapstream_jpegls`) of one frame of the frame set
 /// ([`BENCH_FRAME_W`] × [`BENCH_FRAME_H`], patched into [`BENCH_FRAME_SYMBOL`] by the runner) in
-/// [`JPEGLS_BANDS`] bands on the run's cores, output (and its digest) the `.jls` stream;
+/// the bands `gapstream_jpegls::BandChooser` of [`JPEGLS_BANDS`] bands takes after a first coding
+/// of the same frame (a still scene), on the run's cores, output (and its digest) the `.jls` stream;
 /// `portable`: the portable line coder; `pulp`: with the PULP operations (`gapstream_jpegls::pulp`).
 pub const BENCH_KERNELS: [(&str, &str); 15] = [
     ("chacha20", "portable"),
@@ -167,7 +168,8 @@ pub const BENCH_FRAME_SYMBOL: &str = "GVSOC_BENCH_FRAME";
 pub const BENCH_FRAME_W: usize = 324;
 /// Height of the codec runs' frame.
 pub const BENCH_FRAME_H: usize = 244;
-/// Bands (restart intervals) of the JPEG-LS runs on any core count: the same stream on 1..8 cores.
+/// Bands (restart intervals) of the JPEG-LS runs' first coding on any core count (the same stream
+/// on 1..8 cores); the measured coding takes the bands the chooser gives after it.
 pub const JPEGLS_BANDS: usize = 8;
 
 /// Modes: the engine's DMA rounds with round sizes chosen from the payload (`dma`), with every

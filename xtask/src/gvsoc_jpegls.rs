@@ -52,6 +52,8 @@ struct Run {
     cycles: u64,
     instructions: u64,
     coded: usize,
+    /// Bands of the measured coding (the device's `BandChooser`).
+    bands: usize,
 }
 
 /// CharLS's stream length for each frame (imagecodecs in the project venv).
@@ -186,13 +188,26 @@ pub fn bench(o: &Options) -> Result<(), String> {
     .collect();
     let vars = variants(o);
     let repeat = o.repeat.max(1);
-    let plan = gapstream_jpegls::Plan::new(
-        BENCH_FRAME_W,
-        BENCH_FRAME_H,
-        gapstream_jpegls::Layout::Grey,
-        JPEGLS_BANDS,
-    )
-    .map_err(|e| e.to_string())?;
+    // What the device codes (gvsoc/src/jpegls_bench.rs): the frame once with the chooser's first
+    // plan, then (measured) with the plan it gives after that frame's size; cold: the first only.
+    let chosen = |pixels: &[u8]| -> Result<(gapstream_jpegls::Plan, Vec<u8>), String> {
+        let mut chooser = gapstream_jpegls::BandChooser::new(JPEGLS_BANDS);
+        let grey = gapstream_jpegls::Layout::Grey;
+        let plan = |c: &gapstream_jpegls::BandChooser| {
+            c.plan(BENCH_FRAME_W, BENCH_FRAME_H, grey)
+                .map_err(|e| e.to_string())
+        };
+        if !o.cold {
+            let first = plan(&chooser)?;
+            let n = gapstream_jpegls::encode_to_vec(&first, pixels)
+                .map_err(|e| e.to_string())?
+                .len();
+            chooser.observe(&first, Some(n));
+        }
+        let p = plan(&chooser)?;
+        let v = gapstream_jpegls::encode_to_vec(&p, pixels).map_err(|e| e.to_string())?;
+        Ok((p, v))
+    };
     let elf = build_elf()?;
     let image = fs::read(&elf).map_err(|e| format!("cannot read {}: {e}", elf.display()))?;
     let scratch = env::temp_dir().join(format!("gvsoc-bench-jls-{}", std::process::id()));
@@ -201,7 +216,7 @@ pub fn bench(o: &Options) -> Result<(), String> {
     let started = std::time::Instant::now();
     let mut result = Ok(());
     for (fi, f) in frames.iter().enumerate() {
-        let want = gapstream_jpegls::encode_to_vec(&plan, &f.pixels).map_err(|e| e.to_string())?;
+        let (plan, want) = chosen(&f.pixels)?;
         let d = digest(&want);
         let points: Vec<(Point, u64)> = vars
             .iter()
@@ -235,15 +250,25 @@ pub fn bench(o: &Options) -> Result<(), String> {
                     .find_map(|kv| kv.strip_prefix("coded="))
                     .and_then(|v| v.parse::<usize>().ok())
                     .unwrap_or(0);
-                got.push((dl, coded));
+                let bands = line
+                    .split_whitespace()
+                    .find_map(|kv| kv.strip_prefix("bands="))
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                got.push((dl, coded, bands));
             }
         })?;
         let _ = fs::remove_file(&path);
         let mut bad = Vec::new();
         for (i, (p, want_d)) in points.iter().enumerate() {
             let (k, v) = BENCH_KERNELS[p.kernel];
-            match got.iter().find(|(dl, _)| dl.index == i) {
-                Some((dl, coded)) if dl.ok && dl.digest == *want_d && *coded == want.len() => {
+            match got.iter().find(|(dl, _, _)| dl.index == i) {
+                Some((dl, coded, bands))
+                    if dl.ok
+                        && dl.digest == *want_d
+                        && *coded == want.len()
+                        && *bands == plan.bands() =>
+                {
                     runs.push(Run {
                         frame: f.name.clone(),
                         variant: format!("{k}/{v}"),
@@ -251,15 +276,17 @@ pub fn bench(o: &Options) -> Result<(), String> {
                         cycles: dl.cycles,
                         instructions: dl.instructions,
                         coded: *coded,
+                        bands: *bands,
                     })
                 }
-                Some((dl, coded)) => bad.push(format!(
-                    "{k}/{v} {} cores, {}: {} (digest {:016x}, want {want_d:016x}; {coded} B, want {})",
+                Some((dl, coded, bands)) => bad.push(format!(
+                    "{k}/{v} {} cores, {}: {} (digest {:016x}, want {want_d:016x}; {coded} B, want {}; {bands} bands, want {})",
                     p.cores,
                     f.name,
                     dl.verdict,
                     dl.digest,
-                    want.len()
+                    want.len(),
+                    plan.bands()
                 )),
                 None => bad.push(format!(
                     "{k}/{v} {} cores, {}: no result (exit status {status:?})",
@@ -306,21 +333,22 @@ pub fn bench(o: &Options) -> Result<(), String> {
         fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
     let mut text = String::from(
-        "kernel,variant,frame,cores,pixels,cycles,instructions,cycles_per_pixel,coded_bytes,charls_bytes\n",
+        "kernel,variant,frame,cores,pixels,cycles,instructions,cycles_per_pixel,coded_bytes,charls_bytes,bands\n",
     );
     for r in &runs {
         let fi = frames.iter().position(|f| f.name == r.frame).unwrap_or(0);
         let (k, v) = r.variant.split_once('/').unwrap_or((&r.variant, ""));
         let _ = writeln!(
             text,
-            "{k},{v},{},{},{PIXELS},{},{},{:.2},{},{}",
+            "{k},{v},{},{},{PIXELS},{},{},{:.2},{},{},{}",
             r.frame,
             r.cores,
             r.cycles,
             r.instructions,
             r.cycles as f64 / PIXELS as f64,
             r.coded,
-            charls[fi]
+            charls[fi],
+            r.bands
         );
     }
     fs::write(&csv, text).map_err(|e| format!("cannot write {}: {e}", csv.display()))?;
@@ -358,7 +386,7 @@ fn summary(runs: &[Run], frames: &[frameset::Picture], charls: &[usize], cores: 
     for v in vars {
         let _ = writeln!(
             s,
-            "\n{v}: 324x244 frames in {JPEGLS_BANDS} bands (restart intervals), cycles of the cluster job (bands, DMA, join):"
+            "\n{v}: 324x244 frames, bands (restart intervals) chosen from a first coding of the same frame (at most {JPEGLS_BANDS}), cycles of the cluster job (bands, DMA, join):"
         );
         let _ = write!(s, "  {:<16}", "frame");
         for c in cores {
@@ -370,8 +398,8 @@ fn summary(runs: &[Run], frames: &[frameset::Picture], charls: &[usize], cores: 
         }
         let _ = writeln!(
             s,
-            " {:>7} {:>8} {:>8} {:>8} {:>7}",
-            "c/px@8", "8 vs 1", "coded B", "CharLS B", "ratio"
+            " {:>7} {:>8} {:>5} {:>8} {:>8} {:>7}",
+            "c/px@8", "8 vs 1", "bands", "coded B", "CharLS B", "ratio"
         );
         let find = |f: &str, c: u32| {
             runs.iter()
@@ -403,13 +431,13 @@ fn summary(runs: &[Run], frames: &[frameset::Picture], charls: &[usize], cores: 
                     (worst8, worst_f) = (e.cycles, &f.name);
                 }
             }
-            let coded = runs
+            let (coded, bands) = runs
                 .iter()
                 .find(|r| r.variant == v && r.frame == f.name)
-                .map_or(0, |r| r.coded);
+                .map_or((0, 0), |r| (r.coded, r.bands));
             let _ = writeln!(
                 s,
-                " {cpx:>7} {sp:>8} {coded:>8} {:>8} {:>7.4}",
+                " {cpx:>7} {sp:>8} {bands:>5} {coded:>8} {:>8} {:>7.4}",
                 charls[fi],
                 coded as f64 / charls[fi] as f64
             );

@@ -20,7 +20,7 @@ use gap_rust_sdk::Cluster;
 use gapstream_drone::{CoderError, FrameCoder, FrameFormat, PixelFormat};
 use gapstream_jpeg::cluster::{ClusterEncoder, Config};
 use gapstream_jpeg::{DefaultKernel, Error, FrameSpec};
-use gapstream_jpegls::{EncodeError, Layout, Plan};
+use gapstream_jpegls::{BandChooser, EncodeError, Layout, Plan};
 use gapstream_protocol::padding::Padding;
 
 /// The L2 buffer a coded frame is written to, and the padding the drone adds to it.
@@ -166,11 +166,15 @@ pub type JplsKernel = gapstream_jpegls::pulp::Pulp;
 #[cfg(not(all(feature = "pulp", target_arch = "riscv32")))]
 pub type JplsKernel = gapstream_jpegls::Portable;
 
-/// Lossless JPEG-LS on the cluster (NEAR = 0, default parameters): one band of lines per core,
-/// restart markers between them; grey frames only (pixel format JPEG-LS).
+/// Lossless JPEG-LS on the cluster (NEAR = 0): bands of lines coded on the cores at once,
+/// restart markers between them; grey frames only (pixel format JPEG-LS). The band count and
+/// preset of each frame come from the previous frame's coded size ([`BandChooser`]): one band
+/// per core, or fewer bands after a frame that coded in few bits a sample (the same choice as
+/// the host drone's coder, so both stream the same bytes).
 pub struct JplsCoder<'c, C: Cluster> {
     cluster: &'c C,
     cores: usize,
+    chooser: BandChooser,
     buffer: CodedBuffer,
     limit: usize,
 }
@@ -186,12 +190,19 @@ impl<'c, C: Cluster> JplsCoder<'c, C> {
         Ok(JplsCoder {
             cluster,
             cores,
+            chooser: BandChooser::new(cores),
             limit: buffer.code_limit(),
             buffer,
         })
     }
 
-    /// The L1 bytes one frame's job takes for `format` (the tables and every core's share).
+    /// The band count of the next frame ([`BandChooser::bands`]).
+    pub fn next_bands(&self) -> usize {
+        self.chooser.bands()
+    }
+
+    /// The most L1 bytes one frame's job takes for `format` (the tables and every core's share,
+    /// with one band per core: a frame of fewer bands takes less).
     pub fn l1_bytes(&self, format: FrameFormat) -> usize {
         jpegls_l1_bytes(self.cores, format)
     }
@@ -227,13 +238,10 @@ impl<C: Cluster> FrameCoder for JplsCoder<'_, C> {
         if format.pixel != PixelFormat::Grey8 || frame.len() != format.bytes() {
             return Ok(None);
         }
-        let plan = Plan::new(
-            format.width.into(),
-            format.height.into(),
-            Layout::Grey,
-            self.cores,
-        )
-        .map_err(|_| CoderError("JPEG-LS: frame size out of range"))?;
+        let plan = self
+            .chooser
+            .plan(format.width.into(), format.height.into(), Layout::Grey)
+            .map_err(|_| CoderError("JPEG-LS: frame size out of range"))?;
         self.buffer.prepare(out, self.limit);
         let r = gapstream_jpegls::cluster::encode::<JplsKernel, C>(
             self.cluster,
@@ -242,6 +250,7 @@ impl<C: Cluster> FrameCoder for JplsCoder<'_, C> {
             frame,
             out,
         );
+        self.chooser.observe(&plan, r.ok());
         let r = r.map_err(|e| matches!(e, EncodeError::OutputFull));
         finish(
             out,
@@ -393,6 +402,45 @@ mod tests {
         assert_eq!(c.code(f, &px[1..], &mut out), Ok(None));
         assert!(JplsCoder::new(&cl, 0, unpadded(1000)).is_err());
         assert!(JplsCoder::new(&cl, 9, unpadded(1000)).is_err());
+    }
+
+    /// The band count follows the previous frame ([`BandChooser`]): a frame of few bits a sample
+    /// makes the next one 5 bands with the sparse preset, a busy frame after it is coded with
+    /// those 5 bands (a scene change costs one frame at the old count), the next with 8 again;
+    /// every stream is the portable encoder's with the chooser's plan and decodes bit-exact.
+    #[test]
+    fn jpegls_band_count_follows_the_previous_frame() {
+        let cl = HostCluster::new();
+        let f = FrameFormat::HM01B0;
+        // Flat areas and a few edges: far below 1.5 bits a sample.
+        let sparse: Vec<u8> = (0..f.bytes())
+            .map(|i| if (i % 324) / 54 % 2 == 0 { 40 } else { 200 })
+            .collect();
+        let busy = busy_frame();
+        let mut c = JplsCoder::new(&cl, 8, unpadded(81_920)).unwrap();
+        let mut want_chooser = BandChooser::new(8);
+        let mut out = Vec::new();
+        let mut bands = Vec::new();
+        for px in [&sparse, &sparse, &busy, &busy, &sparse] {
+            bands.push(c.next_bands());
+            assert_eq!(c.code(f, px, &mut out), Ok(Some(PixelFormat::JpegLs)));
+            let plan = want_chooser.plan(324, 244, Layout::Grey).unwrap();
+            let want = gapstream_jpegls::encode_to_vec(&plan, px).unwrap();
+            assert_eq!(out, want);
+            want_chooser.observe(&plan, Some(want.len()));
+            assert_eq!(gapstream_jpegls::decode(&out).unwrap().samples, **px);
+        }
+        assert_eq!(bands, [8, 5, 5, 8, 8]);
+        // A frame that does not fit (sent raw) keeps the choice.
+        let mut small = JplsCoder::new(&cl, 8, unpadded(100)).unwrap();
+        assert!(small.code(f, &sparse, &mut out).is_err());
+        assert_eq!(small.next_bands(), 8);
+        // Fewer cores than the sparse band count: never more bands than cores.
+        let mut four = JplsCoder::new(&cl, 4, unpadded(81_920)).unwrap();
+        for _ in 0..2 {
+            four.code(f, &sparse, &mut out).unwrap();
+            assert_eq!(four.next_bands(), 4);
+        }
     }
 
     /// With padding, the code is limited so that the padded payload fits the buffer: the

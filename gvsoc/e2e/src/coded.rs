@@ -8,7 +8,7 @@
 //!   project's decoder (`gapstream_jpegls::decode`) and, when the project venv is there, with
 //!   CharLS (`charls_check.py`, imagecodecs' CharLS).
 use gapstream_jpeg::{FrameSpec, Portable};
-use gapstream_jpegls::{Layout, Plan};
+use gapstream_jpegls::{BandChooser, Layout};
 
 /// The JPEG files the firmware must send for `inputs` (`width × height` grey frames) at
 /// `quality` with `bands` restart intervals (one per cluster core).
@@ -38,25 +38,40 @@ pub fn expected_jpeg(
         .collect()
 }
 
-/// The JPEG-LS streams the firmware must send for `inputs` (`width × height` grey frames) with
-/// `bands` restart intervals (one per cluster core).
+/// The JPEG-LS streams the firmware may send for `inputs` (`width × height` grey frames) with a
+/// coder of `bands` bands (one per cluster core), and the band count of each: the firmware's
+/// `JplsCoder` takes each frame's plan from the previous frame's coded size
+/// (`gapstream_jpegls::BandChooser`), so a frame is either `bands` bands with their preset or,
+/// after a frame coded in few bits a sample, `BandChooser::SPARSE_BANDS` bands with the sparse
+/// preset. Input `i`'s streams are entries `i` and `i + inputs.len()`.
 pub fn expected_jpegls(
     inputs: &[Vec<u8>],
     width: u16,
     height: u16,
     bands: u8,
-) -> Result<Vec<Vec<u8>>, String> {
-    let plan = Plan::new(width.into(), height.into(), Layout::Grey, bands.into())
+) -> Result<(Vec<Vec<u8>>, Vec<usize>), String> {
+    let mut chooser = BandChooser::new(bands.into());
+    let (w, h) = (width.into(), height.into());
+    let dense = chooser
+        .plan(w, h, Layout::Grey)
         .map_err(|e| e.to_string())?;
-    inputs
-        .iter()
-        .map(|px| {
+    // Any stream of fewer than 1.5 bits a sample makes the next plan the sparse one.
+    chooser.observe(&dense, Some(0));
+    let sparse = chooser
+        .plan(w, h, Layout::Grey)
+        .map_err(|e| e.to_string())?;
+    let mut streams = Vec::new();
+    let mut counts = Vec::new();
+    for plan in [dense, sparse] {
+        for px in inputs {
             let mut out = vec![0u8; plan.max_encoded_len()];
             let n = gapstream_jpegls::encode(&plan, px, &mut out).map_err(|e| e.to_string())?;
             out.truncate(n);
-            Ok(out)
-        })
-        .collect()
+            streams.push(out);
+            counts.push(plan.bands());
+        }
+    }
+    Ok((streams, counts))
 }
 
 /// Decodes a JPEG-LS stream with the project's decoder: its samples, if it is a one-component
@@ -136,8 +151,13 @@ mod tests {
         let e = decode_jpeg(&huge, w, h).unwrap_err();
         assert!(e.contains("20000x20000"), "{e}");
         // JPEG-LS: bit-exact back; garbage and a wrong size refused.
-        let files = expected_jpegls(std::slice::from_ref(&px), w, h, 8).unwrap();
-        assert_eq!(decode_jpegls(&files[0], w, h).unwrap(), px);
+        // Both plans the chooser may take: 8 bands, then 5 with the sparse preset.
+        let (files, bands) = expected_jpegls(std::slice::from_ref(&px), w, h, 8).unwrap();
+        assert_eq!(bands, [8, 5]);
+        assert_ne!(files[0], files[1]);
+        for f in &files {
+            assert_eq!(decode_jpegls(f, w, h).unwrap(), px);
+        }
         assert!(decode_jpegls(&files[0], w + 1, h).is_err());
         assert!(decode_jpegls(b"not a jls", w, h).is_err());
         assert_eq!(psnr(&px, &px), f64::INFINITY);

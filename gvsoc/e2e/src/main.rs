@@ -569,11 +569,26 @@ fn run(a: RunArgs) -> ExitCode {
             at.into_iter().map(|m| m.map(|i| i % n_in)).collect()
         }
         "jpegls" => {
-            let expected = match coded::expected_jpegls(&inputs, w, h, a.bands) {
+            let (expected, expected_bands) = match coded::expected_jpegls(&inputs, w, h, a.bands) {
                 Ok(e) => e,
                 Err(e) => return fail(format!("the host JPEG-LS encoder: {e}")),
             };
-            let mut at = report::match_frames(&expected, &received);
+            let matched = report::match_frames(&expected, &received);
+            // Bands of each byte-identical frame (the plan the firmware's BandChooser took).
+            let mut band_counts: Vec<(usize, usize)> = Vec::new();
+            for b in matched.iter().flatten().map(|&i| expected_bands[i]) {
+                match band_counts.iter_mut().find(|(n, _)| *n == b) {
+                    Some((_, c)) => *c += 1,
+                    None => band_counts.push((b, 1)),
+                }
+            }
+            band_counts.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
+            let bands = band_counts
+                .iter()
+                .map(|(b, c)| format!("{c} in {b} bands"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut at: Vec<Option<usize>> = matched.iter().map(|m| m.map(|i| i % n_in)).collect();
             let formats: Vec<u8> = rx
                 .frames
                 .iter()
@@ -618,8 +633,33 @@ fn run(a: RunArgs) -> ExitCode {
                     }
                 }
             }
+            // The rule, frame after frame: each coded frame's band count is the one the chooser
+            // gives after the previous coded frame's length (a raw frame keeps the choice).
+            let mut chooser = gapstream_jpegls::BandChooser::new(a.bands.into());
+            let mut off_rule = 0usize;
+            for (k, f) in received.iter().enumerate() {
+                if formats[k] == gapstream_protocol::wire::PixelFormat::Grey8.code() {
+                    continue;
+                }
+                let Ok(plan) = chooser.plan(w.into(), h.into(), gapstream_jpegls::Layout::Grey)
+                else {
+                    break;
+                };
+                if let Some(i) = matched[k] {
+                    if expected_bands[i] != plan.bands() {
+                        off_rule += 1;
+                        eprintln!(
+                            "gvsoc-e2e: error: frame {k} coded in {} bands, the chooser's rule gives {}",
+                            expected_bands[i],
+                            plan.bands()
+                        );
+                    }
+                }
+                chooser.observe(&plan, Some(f.len()));
+            }
+            decode_failures += off_rule;
             println!(
-                "gvsoc-e2e: jpegls: {} of {} verified frames bit-exact to an input frame ({} JPEG-LS decoded by gapstream_jpegls, {} byte-identical to the host encoder's stream of their input, {bands} bands; {raw} sent raw: their code did not fit the coded buffer)",
+                "gvsoc-e2e: jpegls: {} of {} verified frames bit-exact to an input frame ({} JPEG-LS decoded by gapstream_jpegls, {} byte-identical to the host encoder's stream of their input with the bands chosen from the previous frame: {bands}; {raw} sent raw: their code did not fit the coded buffer)",
                 exact,
                 received.len(),
                 received.len() - raw,
@@ -627,7 +667,6 @@ fn run(a: RunArgs) -> ExitCode {
                     .zip(&formats)
                     .filter(|(m, f)| m.is_some() && **f != 0)
                     .count(),
-                bands = a.bands
             );
             if let Some(py) = &a.charls_python {
                 match charls_check(py, &out_dir, &inputs_dir) {

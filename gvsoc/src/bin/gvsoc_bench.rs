@@ -130,6 +130,8 @@ mod app {
         tag: Option<[u8; 16]>,
         /// The codec runs' output length (their output is not `bytes` long).
         coded: Option<usize>,
+        /// The JPEG-LS runs' band count (chosen by `gapstream_jpegls::BandChooser`).
+        bands: Option<usize>,
     }
 
     fn call<F: CipherFactory>(
@@ -170,6 +172,7 @@ mod app {
             instructions: st.instructions,
             tag: None,
             coded: None,
+            bands: None,
         })
     }
 
@@ -226,6 +229,7 @@ mod app {
             instructions: st.instructions,
             tag: Some(tag),
             coded: None,
+            bands: None,
         })
     }
 
@@ -284,6 +288,7 @@ mod app {
             instructions: st.instructions,
             tag: Some(tag),
             coded: None,
+            bands: None,
         })
     }
 
@@ -446,12 +451,13 @@ mod app {
                     fill(&mut region, BENCH_MAX_BYTES);
                     let out = &mut region[BENCH_GUARD..BENCH_GUARD + BENCH_MAX_BYTES];
                     crate::jpegls_bench::run(&cl, variant == "pulp", s.cores as usize, out, warm)
-                        .map(|(n, st)| Outcome {
+                        .map(|(n, b, st)| Outcome {
                             cycles: st.cycles,
                             active: st.active_cycles,
                             instructions: st.instructions,
                             tag: None,
                             coded: Some(n),
+                            bands: Some(b),
                         })
                         .map_err(|_| Error::Config)
                 }
@@ -462,6 +468,7 @@ mod app {
                 _ => Err(Error::Config),
             };
             let coded = result.as_ref().ok().and_then(|o| o.coded);
+            let bands = result.as_ref().ok().and_then(|o| o.bands);
             let len = coded.unwrap_or(s.bytes as usize);
             let guard_len = if jls { BENCH_MAX_BYTES } else { len };
             let ct = &region[BENCH_GUARD..BENCH_GUARD + len];
@@ -502,11 +509,12 @@ mod app {
                 _ => 0,
             };
             bare_println!(
-                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} coded={} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
+                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} coded={} bands={} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
                 s.cores,
                 s.buffer,
                 s.bytes,
-                coded.unwrap_or(0)
+                coded.unwrap_or(0),
+                bands.unwrap_or(0)
             );
             if let Err(e) = result {
                 bare_println!("bench i={i} error: {e}");
