@@ -48,7 +48,7 @@ impl From<DmaError> for Error {
 
 // Every core keeps at most two DMA commands in flight, a strip's fetch (one 2-D command, or the
 // rows one at a time) and a chunk's write-back, so 8 cores stay within mchan's 16 transfer ids
-// for the whole cluster; more deadlocks it (docs/jpeg.md, "The cluster pipeline").
+// for the whole cluster; more can deadlock it (docs/jpeg.md, "The cluster pipeline").
 const _: () = assert!(2 * MAX_CORES <= gap_rust_sdk::dma::CLUSTER_DMA_IDS);
 
 /// The smallest output chunk: one block at its worst plus an interval's end always fit an

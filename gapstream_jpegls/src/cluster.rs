@@ -47,7 +47,7 @@ struct ChunkSink<'a, D: DmaRaw> {
 
 // A core has at most two DMA commands in flight: the next line's fetch (`Dma::overlap` with an
 // empty write-back) and a full chunk's spill (one command: the handles never `set_chunk`), so
-// 8 cores stay within mchan's 16 transfer ids for the whole cluster (more would deadlock it).
+// 8 cores stay within mchan's 16 transfer ids for the whole cluster (more can deadlock it).
 // A one-slot spill handle (`slots_per_handle(8, 2)`) would enforce it in the type, but cost grass
 // 0.1-0.6 % on GVSOC by code placement alone, so the bound is kept by construction and checked here.
 const _: () = assert!(2 * MAX_CORES <= gap_rust_sdk::dma::CLUSTER_DMA_IDS);
