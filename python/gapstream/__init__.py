@@ -281,6 +281,10 @@ class Ground:
         self.close()
 
 
-def pair(dir: "str | os.PathLike[str]" = "keys", receivers: int = 1, force: bool = False) -> None:
-    """``gapstream pair``: writes ``dir/drone.key`` and ``dir/receiver.key`` (mode 0600)."""
-    _pair(os.fspath(dir), receivers, force)
+def pair(
+    dir: "str | os.PathLike[str]" = "keys", receivers: int = 1, force: bool = False, watchers: int = 0
+) -> None:
+    """``gapstream pair``: writes ``dir/drone.key`` and ``dir/receiver.key`` (mode 0600); with
+    ``receivers > 1`` also ``receiver2.key``, ...; the last ``watchers`` receivers watch only
+    (the drone refuses their SET_QUALITY)."""
+    _pair(os.fspath(dir), receivers, force, watchers)

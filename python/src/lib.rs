@@ -571,11 +571,17 @@ impl Drop for RawGround {
 }
 
 /// `gapstream pair`: writes DIR/drone.key and DIR/receiver.key (receiver2.key, ... with
-/// receivers > 1).
+/// receivers > 1); the last `watchers` receivers watch only (no SET_QUALITY).
 #[pyfunction]
-#[pyo3(signature = (dir, receivers=1, force=false))]
-fn pair(py: Python<'_>, dir: PathBuf, receivers: usize, force: bool) -> PyResult<()> {
-    py.detach(|| run::pair(&dir, receivers, force))
+#[pyo3(signature = (dir, receivers=1, force=false, watchers=0))]
+fn pair(
+    py: Python<'_>,
+    dir: PathBuf,
+    receivers: usize,
+    force: bool,
+    watchers: usize,
+) -> PyResult<()> {
+    py.detach(|| run::pair(&dir, receivers, watchers, force))
         .map_err(error)
 }
 

@@ -159,6 +159,11 @@ def test_setup_errors_raise_the_cli_messages(tmp_path):
     with pytest.raises(gapstream.Error, match="exists; pass --force"):
         gapstream.pair(tmp_path / "k")
     gapstream.pair(tmp_path / "k", force=True)
+    gapstream.pair(tmp_path / "w", receivers=3, watchers=1)
+    drone = (tmp_path / "w" / "drone.key").read_text()
+    assert drone.count("\npeer_public=") == 2 and drone.count("\nwatcher_public=") == 1, drone
+    with pytest.raises(gapstream.Error, match="--watchers 4"):
+        gapstream.pair(tmp_path / "w", receivers=3, watchers=4, force=True)
     with pytest.raises(gapstream.Error, match="this is the drone key file"):
         gapstream.Receiver(keys=tmp_path / "k" / "drone.key")
     with pytest.raises(gapstream.Error, match="unknown transport"):
