@@ -284,7 +284,7 @@ impl DroneIdentity {
             return Err(PairingError::ReceiverCount(self.receivers.len()));
         }
         if self.watch_only >> self.receivers.len() != 0 {
-            return Err(PairingError::ReceiverCount(self.receivers.len()));
+            return Err(PairingError::WatcherBeyondReceivers);
         }
         for (i, a) in self.receivers.iter().enumerate() {
             if self.receivers[..i]
@@ -356,6 +356,8 @@ pub enum PairingError {
     ReceiverCount(usize),
     /// Two receiver keys with the same key id.
     DuplicateReceiver,
+    /// A watch-only bit ([`DroneIdentity::watch_only`]) names no paired receiver.
+    WatcherBeyondReceivers,
     /// `local_public` is well formed but is not the public key of `local_secret` (an edited or
     /// damaged file, or lines from two pairings mixed).
     SecretMismatch,
@@ -373,6 +375,9 @@ impl core::fmt::Display for PairingError {
             ),
             PairingError::DuplicateReceiver => {
                 f.write_str("pairing file lists the same receiver key twice")
+            }
+            PairingError::WatcherBeyondReceivers => {
+                f.write_str("a watch-only receiver is not among the paired receivers")
             }
             PairingError::SecretMismatch => f.write_str(
                 "pairing file's `local_secret` does not belong to its `local_public` (the file was edited or mixes two pairings; pair again)",
@@ -1411,7 +1416,7 @@ mod tests {
             }
         }
         d.watch_only = 0b1000;
-        assert_eq!(d.check(), Err(PairingError::ReceiverCount(3)));
+        assert_eq!(d.check(), Err(PairingError::WatcherBeyondReceivers));
         let one = Identity {
             local: StaticSecret::generate(&mut rng),
             peer_public: d.local.public(),
