@@ -632,6 +632,23 @@ impl Progress {
     }
 }
 
+/// A line of the bench programs' own output (`bench ...`, `jpeg ...`).
+fn is_device_line(line: &str) -> bool {
+    line.starts_with("bench ") || line.starts_with("jpeg ")
+}
+
+/// Whether a line of GVSOC's output goes into a failed run's report: every line that is not the
+/// program's (with a trace, only those without a `:`, which the trace's lines all have), and a
+/// program line that reports a failure (`jpeg FAIL: ...`, which no run's parser takes: often
+/// the only clue).
+fn keep_for_report(line: &str, tracing: bool) -> bool {
+    if is_device_line(line) {
+        line.contains("FAIL")
+    } else {
+        !tracing || !line.contains(':')
+    }
+}
+
 /// Boots `elf` on GVSOC, feeding every `bench` line to `on_line`; returns the exit status and the
 /// other lines of the output (for error reports). With `trace`, the whole output goes to that file.
 pub(crate) fn launch(
@@ -692,9 +709,10 @@ pub(crate) fn launch(
                 if let Some(f) = trace_file.as_mut() {
                     let _ = writeln!(f, "{line}");
                 }
-                if line.starts_with("bench ") || line.starts_with("jpeg ") {
+                if is_device_line(&line) {
                     on_line(&line);
-                } else if trace_file.is_none() || !line.contains(':') {
+                }
+                if keep_for_report(&line, trace_file.is_some()) {
                     other.push(line);
                     if other.len() > 200 {
                         other.remove(0);
@@ -1411,5 +1429,27 @@ mod tests {
         c.apply_keystream(&mut ct);
         assert_ne!(expected_gcm_digest(4096), digest(&ct));
         assert_ne!(expected_gcm_digest(4096), expected_gcm_digest(4095));
+    }
+}
+
+#[cfg(test)]
+mod launch_tests {
+    use super::keep_for_report;
+
+    #[test]
+    fn a_failing_device_line_reaches_the_report() {
+        assert!(keep_for_report(
+            "jpeg FAIL: the cluster did not boot",
+            false
+        ));
+        assert!(keep_for_report("jpeg FAIL: encoder: Config", true));
+        assert!(!keep_for_report(
+            "jpeg i=0 cycles=1 instructions=1 bytes=1 digest=00 ok",
+            false
+        ));
+        assert!(!keep_for_report("bench chacha20 cycles=5", false));
+        assert!(keep_for_report("gvsoc: error somewhere", false));
+        assert!(!keep_for_report("12345: 67: [pe0/insn] addi", true));
+        assert!(keep_for_report("(no colon here)", true));
     }
 }
