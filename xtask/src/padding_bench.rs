@@ -2,10 +2,13 @@
 //! the frame set.
 //!
 //! Two sets of 324×244 grey frames, coded as the simulated drone codes them (`gapstream_jpeg` at
-//! quality 75 and `gapstream_jpegls`, 8 bands each):
-//! * `photos`: the frame set's photographs (one frame each: distinct scenes);
+//! quality 75 with 8 bands; `gapstream_jpegls` with the bands `BandChooser` takes from the
+//! previous frame, at most 8):
+//! * `photos`: the frame set's photographs (one frame each: distinct scenes, each coded as a
+//!   still scene: the plan chosen after its own first coding);
 //! * `motion`: for each photograph, a 324×244 window moving in `STEPS` steps from the top-left
-//!   corner of the full picture to its bottom-right (a drone panning over one scene).
+//!   corner of the full picture to its bottom-right (a drone panning over one scene; one chooser
+//!   a sequence, its first frame coded with 8 bands).
 //!
 //! For each padding setting it prints the mean bytes per frame, the overhead over the coded bytes
 //! (Σ padded / Σ coded − 1), the number of distinct sizes, and the Shannon entropy in bits of the
@@ -48,6 +51,52 @@ fn distinct(sizes: &[usize]) -> usize {
     v.len()
 }
 
+/// A coder of a sequence of frames (state: JPEG-LS's band choice).
+trait Coder {
+    fn code(&mut self, pixels: &[u8]) -> Result<usize, String>;
+    /// Frames coded with fewer bands than the most (JPEG-LS's sparse plan).
+    fn fewer_bands(&self) -> usize {
+        0
+    }
+}
+
+struct Jpeg;
+
+impl Coder for Jpeg {
+    fn code(&mut self, pixels: &[u8]) -> Result<usize, String> {
+        jpeg(pixels)
+    }
+}
+
+/// JPEG-LS as the drone codes a stream: each frame's plan from the previous frame's size.
+struct Jpegls(gapstream_jpegls::BandChooser, usize);
+
+impl Coder for Jpegls {
+    fn code(&mut self, pixels: &[u8]) -> Result<usize, String> {
+        let plan = self
+            .0
+            .plan(W, H, gapstream_jpegls::Layout::Grey)
+            .map_err(|e| format!("JPEG-LS plan: {e:?}"))?;
+        let n = gapstream_jpegls::encode_to_vec(&plan, pixels)
+            .map(|v| v.len())
+            .map_err(|e| format!("JPEG-LS encoder: {e:?}"))?;
+        self.1 += usize::from(plan.bands() < self.0.max_bands());
+        self.0.observe(&plan, Some(n));
+        Ok(n)
+    }
+    fn fewer_bands(&self) -> usize {
+        self.1
+    }
+}
+
+/// A fresh coder of `codec` (the start of a stream).
+fn coder(codec: &str) -> Box<dyn Coder> {
+    match codec {
+        "jpegls" => Box::new(Jpegls(gapstream_jpegls::BandChooser::new(8), 0)),
+        _ => Box::new(Jpeg),
+    }
+}
+
 fn jpeg(pixels: &[u8]) -> Result<usize, String> {
     let spec = gapstream_jpeg::FrameSpec {
         width: W as u16,
@@ -59,14 +108,6 @@ fn jpeg(pixels: &[u8]) -> Result<usize, String> {
     let mut out = vec![0u8; layout.max_len()];
     gapstream_jpeg::encode::<gapstream_jpeg::Portable>(&spec, pixels, &mut out)
         .map_err(|e| format!("JPEG encoder: {e:?}"))
-}
-
-fn jpegls(pixels: &[u8]) -> Result<usize, String> {
-    let plan = gapstream_jpegls::Plan::new(W, H, gapstream_jpegls::Layout::Grey, 8)
-        .map_err(|e| format!("JPEG-LS plan: {e:?}"))?;
-    gapstream_jpegls::encode_to_vec(&plan, pixels)
-        .map(|v| v.len())
-        .map_err(|e| format!("JPEG-LS encoder: {e:?}"))
 }
 
 /// The window at step `k` of `STEPS` over `p` (top-left to bottom-right).
@@ -93,8 +134,7 @@ pub fn run() -> Result<(), String> {
         full.push(p);
     }
     let cap = W * H;
-    type Coder = fn(&[u8]) -> Result<usize, String>;
-    let coders: [(&str, Coder); 2] = [("jpeg q75", jpeg), ("jpegls", jpegls)];
+    let coders = [("jpeg q75", "jpeg"), ("jpegls", "jpegls")];
     println!(
         "bench-padding: {W}x{H} grey, cap {cap} B (the raw frame); photos: {} frames, motion: {} sequences x {STEPS} frames",
         full.len(),
@@ -104,20 +144,36 @@ pub fn run() -> Result<(), String> {
         "{:<9} {:<7} {:<6} {:>9} {:>9} {:>6} {:>9} {:>11}",
         "codec", "set", "pad", "B/frame", "overhead", "sizes", "H bits", "H/seq bits"
     );
-    for (codec, code) in coders {
-        // Coded sizes: photos (centre crops), motion (sequences).
+    for (codec, kind) in coders {
+        // Coded sizes: photos (centre crops, each a still scene: coded twice, the second kept),
+        // motion (sequences, one coder each).
         let mut photos = Vec::new();
+        let mut fewer = [0usize; 2];
         for p in &full {
             let c = frameset::centre_crop(p, W, H).ok_or("centre crop")?;
-            photos.push(code(&c.pixels)?);
+            let mut still = coder(kind);
+            still.code(&c.pixels)?;
+            photos.push(still.code(&c.pixels)?);
+            fewer[0] += still.fewer_bands();
         }
         let mut motion: Vec<Vec<usize>> = Vec::new();
         for p in &full {
             let mut seq = Vec::with_capacity(STEPS);
+            let mut c = coder(kind);
             for k in 0..STEPS {
-                seq.push(code(&window(p, k))?);
+                seq.push(c.code(&window(p, k))?);
             }
             motion.push(seq);
+            fewer[1] += c.fewer_bands();
+        }
+        if kind == "jpegls" {
+            println!(
+                "{codec}: frames coded with fewer than 8 bands (BandChooser's sparse plan): photos {} of {}, motion {} of {}",
+                fewer[0],
+                photos.len(),
+                fewer[1],
+                motion.len() * STEPS
+            );
         }
         for pad in Padding::ALL {
             let padded = |n: usize| pad.padded_len(n, cap).unwrap_or(n);
