@@ -29,20 +29,12 @@ fn expansions_are_insn_directives_with_the_golden_words() {
     }
 }
 
-/// Debian's `riscv64-unknown-elf-as` (installed by `make setup`) assembles every expansion to the
-/// intended bytes, and `riscv64-unknown-elf-objdump` shows them in the instruction stream
-/// (a 32-bit `.4byte` unit per word, not bytes of a data region).
-#[test]
-fn gnu_as_assembles_the_expansions_to_the_golden_words() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("asm_macros_gnu_as");
+/// Assembles `text` for rv32imc with Debian's `riscv64-unknown-elf-as` (installed by `make
+/// setup`) in a folder `name` of the test scratch space; returns the object file.
+fn gnu_as(name: &str, text: &str, what: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("words.s");
-    let obj = dir.join("words.o");
-    let mut text = String::from(".text\n.globl words\nwords:\n");
-    for (line, _) in table() {
-        text.push_str(line);
-        text.push('\n');
-    }
+    let (src, obj) = (dir.join("words.s"), dir.join("words.o"));
     std::fs::write(&src, text).unwrap();
     let st = Command::new("riscv64-unknown-elf-as")
         .args(["-march=rv32imc", "-mabi=ilp32", "-o"])
@@ -50,7 +42,21 @@ fn gnu_as_assembles_the_expansions_to_the_golden_words() {
         .arg(&src)
         .status()
         .expect("riscv64-unknown-elf-as not found: run `make setup` (package binutils-riscv64-unknown-elf)");
-    assert!(st.success(), "GNU as rejected the expansions");
+    assert!(st.success(), "GNU as rejected {what}");
+    obj
+}
+
+/// Debian's `riscv64-unknown-elf-as` (installed by `make setup`) assembles every expansion to the
+/// intended bytes, and `riscv64-unknown-elf-objdump` shows them in the instruction stream
+/// (a 32-bit `.4byte` unit per word, not bytes of a data region).
+#[test]
+fn gnu_as_assembles_the_expansions_to_the_golden_words() {
+    let mut text = String::from(".text\n.globl words\nwords:\n");
+    for (line, _) in table() {
+        text.push_str(line);
+        text.push('\n');
+    }
+    let obj = gnu_as("asm_macros_gnu_as", &text, "the expansions");
     let out = Command::new("riscv64-unknown-elf-objdump")
         .arg("-d")
         .arg(&obj)
@@ -79,30 +85,21 @@ fn gnu_as_assembles_the_expansions_to_the_golden_words() {
 /// field (`encode::p_beqimm(a0, -1, 0)`, `encode::p_bneimm(t6, 1, 8)`).
 #[test]
 fn gnu_as_assembles_the_immediate_branches_to_labels() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("asm_macros_gnu_as_branch");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (src, obj) = (dir.join("b.s"), dir.join("b.o"));
     let text = format!(
         ".text\n.option norvc\nwords:\n{}words\n{}1f\nnop\n1:\n",
         p_beqimm!(a0, -1),
         p_bneimm!(t6, 1)
     );
-    std::fs::write(&src, text).unwrap();
-    let st = Command::new("riscv64-unknown-elf-as")
-        .args(["-march=rv32imc", "-mabi=ilp32", "-o"])
-        .arg(&obj)
-        .arg(&src)
-        .status()
-        .expect("riscv64-unknown-elf-as not found: run `make setup` (package binutils-riscv64-unknown-elf)");
-    assert!(st.success(), "GNU as rejected the branches");
+    let obj = gnu_as("asm_macros_gnu_as_branch", &text, "the branches");
+    let bin_path = obj.with_extension("bin");
     let out = Command::new("riscv64-unknown-elf-objcopy")
         .args(["-O", "binary", "-j", ".text"])
         .arg(&obj)
-        .arg(dir.join("b.bin"))
+        .arg(&bin_path)
         .status()
         .expect("objcopy");
     assert!(out.success());
-    let bin = std::fs::read(dir.join("b.bin")).unwrap();
+    let bin = std::fs::read(&bin_path).unwrap();
     let words: Vec<u32> = bin
         .chunks(4)
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
