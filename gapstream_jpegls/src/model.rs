@@ -165,25 +165,7 @@ impl Default for Preset {
 
 /// Quantised gradient of `d` (−255..=255), −4..=4, with the default thresholds.
 pub const fn quantize(d: i32) -> i32 {
-    if d <= -T3 {
-        -4
-    } else if d <= -T2 {
-        -3
-    } else if d <= -T1 {
-        -2
-    } else if d < 0 {
-        -1
-    } else if d == 0 {
-        0
-    } else if d < T1 {
-        1
-    } else if d < T2 {
-        2
-    } else if d < T3 {
-        3
-    } else {
-        4
-    }
+    Preset::DEFAULT.quantize(d)
 }
 
 /// `QUANT[d + 255]` = [`quantize`]`(d)`: the default thresholds' table.

@@ -32,18 +32,11 @@
 //! kernel) and enters the kernel again.
 use crate::bits::{Sink, Writer, flush};
 use crate::line::{Ops, Out, Portable, edges};
-use crate::model::{LIMIT, Model, quantize};
+use crate::model::{LIMIT, Model, Preset};
 
-/// `QUANT6[d + 255] = 6 · Q(d)`: the gradient quantisation table of the PULP line coder.
-pub static QUANT6: [i8; 511] = {
-    let mut t = [0i8; 511];
-    let mut i = 0;
-    while i < 511 {
-        t[i] = (6 * quantize(i as i32 - 255)) as i8;
-        i += 1;
-    }
-    t
-};
+/// `QUANT6[d + 255] = 6 · Q(d)`: the gradient quantisation table of the PULP line coder (the
+/// default thresholds).
+pub static QUANT6: [i8; 511] = Preset::DEFAULT.table(6);
 
 /// Bytes the kernel keeps free at the end of its buffer: it stops (with [`Exit::Spill`]) at the
 /// end of a sample once fewer are left, and writes at most 14 bytes per sample (a run with its
