@@ -306,12 +306,9 @@ impl DroneIdentity {
             peer_public: self.receivers[0],
         }
         .to_pairing_text(Role::Drone);
-        if !self.may_steer(0) {
-            // The first line was written as `peer_public=`: make it a watcher's.
-            let at = s.rfind("peer_public=").expect("written above");
-            s.replace_range(at..at + "peer_public=".len(), WATCHER_FIELD);
-        }
-        for (i, p) in self.receivers.iter().enumerate().skip(1) {
+        // That text ends with its one `peer_public=` line: one line per receiver instead.
+        s.truncate(s.rfind("peer_public=").expect("written above"));
+        for (i, p) in self.receivers.iter().enumerate() {
             s.push_str(if self.may_steer(i) {
                 "peer_public="
             } else {
