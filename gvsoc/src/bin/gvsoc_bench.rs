@@ -13,7 +13,7 @@
 //!
 //! `bench i=<n> kernel=<k> variant=<v> mode=<dma|fixed|nodma> cores=<n> buffer=<b> bytes=<n>
 //! cycles=<c> instructions=<i> active=<a> rounds=<r> stack0=<used>/<size> stack=<used>/<size>
-//! digest=<hex> ok` (or `FAIL <why>`; `stack` is the most used of cores 1–7, both so far)
+//! fcstack=<used>/<size> digest=<hex> ok` (or `FAIL <why>`; `stack` is the most used of cores 1–7, both so far)
 //!
 //! Measured on cluster core 0 around the engine's cluster job (the offloaded function: cipher
 //! set-up, DMA, fork, rounds): `cycles` are elapsed cluster clock cycles (cluster timer),
@@ -489,7 +489,11 @@ mod app {
                 .map(gap_rust_sdk::bare::stack_used)
                 .fold((0, 0), |(m, _), (u, z)| (m.max(u), z));
             let stacks_ok = s0 + STACK_MARGIN <= z0 && s1 + STACK_MARGIN <= z1;
+            // The FC's stack lies right above the program's statics: near its end, the run's
+            // state may already be corrupt, whatever it returned.
+            let (sf, zf) = gap_rust_sdk::bare::fc_stack_used();
             let verdict = match &result {
+                _ if sf + STACK_MARGIN > zf => "FAIL fc-stack-near-overflow",
                 Err(_) => "FAIL engine-error",
                 Ok(_) if !guards_ok => "FAIL guard-overwritten",
                 Ok(_) if d != want => "FAIL digest",
@@ -509,7 +513,7 @@ mod app {
                 _ => 0,
             };
             bare_println!(
-                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} coded={} bands={} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
+                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} coded={} bands={} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} fcstack={sf}/{zf} digest={d:016x} {verdict}",
                 s.cores,
                 s.buffer,
                 s.bytes,
