@@ -29,11 +29,14 @@
 //! instructions per group in hardware loop 0; the slots make the mask come out in zig-zag order.
 //!
 //! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
-//! the DC quantised (`p.abs`, `p.mac` with the entry's `recip` and `bias`) and coded as the
+//! the DC quantised (`p.abs`, `pv.sdotup.sc.h` with the entry's first word and `bias`, `srl` by
+//! that word) and coded as the
 //! difference to the previous block; the zero mask inverted (bit `j` of word `w`: coefficient
 //! `32 w + j` is not zero); per word, hardware loop 0 runs once per non-zero coefficient
-//! (`p.cnt`, 27 instructions), each found with `p.ff1` and cleared with `p.bclr`, quantised (the
-//! entry's fields by register offset, `p.mac`), `31 - size` from `p.clb` (the shift that makes
+//! (`p.cnt`, 26 instructions), each found with `p.ff1` and cleared with `p.bclr`, quantised (the
+//! entry's fields by register offset: `(|x| recip + bias) >> shift` as one `pv.sdotup.sc.h` of
+//! `|x|` with the first word, whose halves sum to `recip`, and a `srl` by that word, whose low
+//! 5 bits are `shift`: [`crate::tables::QuantEntry`]), `31 - size` from `p.clb` (the shift that makes
 //! the sign field, and with `8 run` the AC entry's offset in one `p.msu`:
 //! [`crate::tables::ac_index`]), its code from the AC table (already shifted by the
 //! category, the total length on top: see [`crate::tables::coder_entry`]), ZRL for runs of 16;
@@ -252,11 +255,12 @@ macro_rules! coder_asm {
             // ---- DC
             "lh t0, 0(a0)", "\n",
             "lw t1, 4(a3)", "\n",
-            "lhu t2, 2(a3)", "\n",
-            "lbu t6, 1(a3)", "\n",
+            "lw t2, 0(a3)", "\n",
             asm_macros::p_abs!(t4, t0), "\n",
-            asm_macros::p_mac!(t1, t4, t2), "\n",
-            "srl t4, t1, t6", "\n",
+            // (|x| recip + bias) >> shift: the entry's first word's halves sum to recip, its low
+            // 5 bits are the shift (`tables::QuantEntry`).
+            asm_macros::pv_sdotup_sc_h!(t1, t2, t4), "\n",
+            "srl t4, t1, t2", "\n",
             "srai t5, t0, 31", "\n",
             "xor t4, t4, t5", "\n",
             "sub t4, t4, t5", "\n",
@@ -280,10 +284,10 @@ macro_rules! coder_asm {
             asm_macros::p_extractui!(t3, t3, 26, 0), "\n",
             "or t3, t3, t5", "\n",
             "jal ra, 90f", "\n",
-            // The quantiser entries' fields by register offset (k * 8) from four bases: `at`
-            // from a3, `bias` from s4, `recip` from s5, `shift` from s6.
+            // The quantiser entries' fields by register offset (k * 8) from three bases: the
+            // first word (shift, at, recip - shift - 256 at) from a3, `bias` from s4, `at` from
+            // s6.
             "addi s4, a3, 4", "\n",
-            "addi s5, a3, 2", "\n",
             "addi s6, a3, 1", "\n",
             // The AC entry of (run, size) at a4 + 8 run - 68 (31 - size): a5 holds 68.
             "li a5, 68", "\n",
@@ -298,24 +302,24 @@ macro_rules! coder_asm {
             "beqz s8, 58f", "\n",
             asm_macros::p_cnt!(t1, s8), "\n",
             asm_macros::p_ff1!(t0, s8), "\n",
-            asm_macros::lp_setup!(x0, t1, 108), "\n",
+            asm_macros::lp_setup!(x0, t1, 104), "\n",
             asm_macros::p_bclr!(s8, s8, t0), "\n",
             "slli t1, t0, 3", "\n",
             "sub t6, t1, s9", "\n",
             "addi s9, t1, 8", "\n",
             "bgeu t6, s11, 70f", "\n",
-            // The coefficient at its slot (the entry's byte 0), quantised: (|x| recip + bias)
-            // >> shift.
+            // The coefficient at its slot (the entry's byte 1), quantised: (|x| recip + bias)
+            // >> shift, the multiply one `pv.sdotup.sc.h` of |x| with the entry's first word
+            // (its halves sum to recip) and the shift by that word (its low 5 bits).
             "52:", "\n",
-            asm_macros::p_lbu!(t2, t1(a3)), "\n",
+            asm_macros::p_lbu!(t2, t1(s6)), "\n",
             asm_macros::p_lw_rr!(t3, t1(s4)), "\n",
             asm_macros::p_lh_rr!(t2, t2(a0)), "\n",
-            asm_macros::p_lhu_rr!(t4, t1(s5)), "\n",
-            asm_macros::p_lbu!(t5, t1(s6)), "\n",
+            asm_macros::p_lw_rr!(t4, t1(a3)), "\n",
             asm_macros::p_abs!(t0, t2), "\n",
-            asm_macros::p_mac!(t3, t0, t4), "\n",
+            asm_macros::pv_sdotup_sc_h!(t3, t4, t0), "\n",
             "srli t2, t2, 1", "\n",
-            "srl t0, t3, t5", "\n",
+            "srl t0, t3, t4", "\n",
             // clb(q) = 31 - size; the entry of (run, size) at a4 + 8 run - 68 (31 - size)
             // (`tables::ac_index`: one p.msu); the field: q, or its complement in size bits for
             // a negative coefficient (the coefficient shifted right by 1, bits 14..31 =
@@ -334,7 +338,7 @@ macro_rules! coder_asm {
             "sll s2, s2, t4", "\n",
             "or s2, s2, t3", "\n",
             "sub s3, s3, t4", "\n",
-            // The loop's last instruction, 27 after the lp.setup (the branches out of the loop
+            // The loop's last instruction, 26 after the lp.setup (the branches out of the loop
             // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
             // does, on the built kernel).
             "55:", "\n",
@@ -344,7 +348,6 @@ macro_rules! coder_asm {
             "li s10, 1", "\n",
             "addi a3, a3, 256", "\n",
             "addi s4, s4, 256", "\n",
-            "addi s5, s5, 256", "\n",
             "addi s6, s6, 256", "\n",
             "addi s9, s9, -256", "\n",
             "mv s8, a2", "\n",
@@ -778,7 +781,8 @@ const _: () = assert!(EOB_AT >= -2048 && ZRL_AT >= -2048 && EOB_AT < 2048 && ZRL
 /// `(run, size)` at `a4 + 8 run - 68 (31 - size)`, `31 - size` being `p.clb` of the quantised
 /// magnitude; EOB and ZRL at fixed offsets), DC entries a5 (then 68, the multiplier of
 /// `31 - size`), output a6, DC predictor a7, bit accumulator s2 and free bits s3, the quantiser
-/// entries + 4, + 2, + 1 in s4 s5 s6 for the AC loop's register-offset loads (s6 is 31 for the DC
+/// entries + 4 (`bias`) and + 1 (`at`) in s4 s6 for the AC loop's register-offset loads, the first
+/// word from a3 itself (s6 is 31 for the DC
 /// before), the byte reversal's selector `0x00010203` in s7, 32 in a1, the zig-zag position t0
 /// and, scaled by 8, `8 k` t1 and `8 (last + 1)` s9 (relative to the current word), word-1 flag
 /// s10, 128 s11 (16 zeros, scaled); `8 run` t6.
