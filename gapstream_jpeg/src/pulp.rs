@@ -23,10 +23,12 @@
 //! 8 cores share a 4 KiB instruction cache.
 //!
 //! **Zero test** ([`Kernel::zero_mask`]): per group of two words (four slots: coefficients `j`,
-//! `8 + j`, `16 + j`, `24 + j` of a half) two loads of coefficients and two of thresholds,
-//! `pv.abs.h` and `pv.sub.h` on each word (negative: quantises to 0), the four sign bytes gathered
-//! into one word by `pv.shuffle2.b`, their top bits masked and shifted into the mask: 12
-//! instructions per group in hardware loop 0; the slots make the mask come out in zig-zag order.
+//! `8 + j`, `16 + j`, `24 + j` of a half), from the last group to the first, two loads of
+//! coefficients and two of thresholds, `pv.abs.h` and `pv.sub.h` on each word (negative:
+//! quantises to 0), the four sign bytes gathered into one word by `pv.shuffle2.b` and shifted to
+//! bit 0 of each byte (`pv.srl.sci.b`), added to twice the mask so far (`p.mac`): 11 instructions
+//! per group, two groups per iteration of hardware loop 0; the slots make the mask come out in
+//! zig-zag order.
 //!
 //! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
 //! the DC quantised (`p.abs`, `pv.sdotup.sc.h` with the entry's first word and `bias`, `srl` by
@@ -200,40 +202,59 @@ macro_rules! dct_asm {
     };
 }
 
-/// One half of the zero mask: 8 groups of two words into the mask register `$acc`, in a hardware
-/// loop between the local labels `$l0` and `$l1` ([`mask_asm`]).
+/// One half of the zero mask: its 8 groups of two words from the last to the first (post-decrement
+/// loads from a0, the thresholds from a1, both at the half's last word) into the mask register
+/// `$acc`, two groups per iteration of hardware loop 0 (4 iterations between the local labels
+/// `$l0` and `$l1`, [`mask_asm`]). A group's four sign bytes, gathered into one word and shifted
+/// down to bit 0 of each byte (`pv.srl.sci.b`), are added to twice the mask so far (`p.mac` with
+/// a2 = 2; a byte never exceeds 255): the group taken last (group 0) ends in bit 0 of each byte,
+/// group `j` in bit `j`. The two groups of an iteration swap the roles of `t0` and `$acc`, so the
+/// mask needs no move.
 #[rustfmt::skip]
 macro_rules! mask_half {
-    ($acc:literal, $l0:literal, $l1:literal) => {
+    ($acc:ident, $l0:literal, $l1:literal) => {
         concat!(
-            "li ", $acc, ", 0", "\n",
+            "li ", stringify!($acc), ", 0", "\n",
+            "li t1, 4", "\n",
             $l0, ":", "\n",
-            asm_macros::lp_setupi!(x0, 8, 48), "\n",
-            asm_macros::p_lw!(t0, 4(a0!)), "\n",
-            asm_macros::p_lw!(t1, 4(a1!)), "\n",
-            asm_macros::p_lw!(t5, 4(a0!)), "\n",
-            asm_macros::p_lw!(t6, 4(a1!)), "\n",
+            asm_macros::lp_setup!(x0, t1, 88), "\n",
+            // Group 2i + 1 into t0 (word 2j + 1 of the group first: the loads go backwards).
+            asm_macros::p_lw!(t5, -4(a0!)), "\n",
+            asm_macros::p_lw!(t6, -4(a1!)), "\n",
+            asm_macros::p_lw!(t0, -4(a0!)), "\n",
+            asm_macros::p_lw!(t1, -4(a1!)), "\n",
             asm_macros::pv_abs_h!(t0, t0), "\n",
             asm_macros::pv_sub_h!(t0, t0, t1), "\n",
             asm_macros::pv_abs_h!(t5, t5), "\n",
             asm_macros::pv_sub_h!(t5, t5, t6), "\n",
             asm_macros::pv_shuffle2_b!(t0, t5, a3), "\n",
-            "and t0, t0, a2", "\n",
-            "srli ", $acc, ", ", $acc, ", 1", "\n",
+            asm_macros::pv_srl_sci_b!(t0, t0, 7), "\n",
+            asm_macros::p_mac!(t0, $acc, a2), "\n",
+            // Group 2i into the mask register.
+            asm_macros::p_lw!(t5, -4(a0!)), "\n",
+            asm_macros::p_lw!(t6, -4(a1!)), "\n",
+            asm_macros::p_lw!($acc, -4(a0!)), "\n",
+            asm_macros::p_lw!(t1, -4(a1!)), "\n",
+            asm_macros::pv_abs_h!($acc, $acc), "\n",
+            asm_macros::pv_sub_h!($acc, $acc, t1), "\n",
+            asm_macros::pv_abs_h!(t5, t5), "\n",
+            asm_macros::pv_sub_h!(t5, t5, t6), "\n",
+            asm_macros::pv_shuffle2_b!($acc, t5, a3), "\n",
+            asm_macros::pv_srl_sci_b!($acc, $acc, 7), "\n",
             $l1, ":", "\n",
-            "or ", $acc, ", ", $acc, ", t0", "\n",
-            ".if (", $l1, "b - ", $l0, "b) != 48", "\n",
-            ".error \"zero mask: lp.setupi offset\"", "\n",
+            asm_macros::p_mac!($acc, t0, a2), "\n",
+            ".if (", $l1, "b - ", $l0, "b) != 88", "\n",
+            ".error \"zero mask: lp.setup offset\"", "\n",
             ".endif", "\n",
         )
     };
 }
 
-/// The zero mask's instructions ([`zero_mask`]; register plan there): the first half's mask in
-/// `t3`, the second's in `t4`.
+/// The zero mask's instructions ([`zero_mask`]; register plan there): the second half's mask in
+/// `t4`, then the first's in `t3` (a0 and a1 at the last words of `f8` and of the thresholds).
 macro_rules! mask_asm {
     () => {
-        concat!(mask_half!("t3", "30", "31"), mask_half!("t4", "32", "33"))
+        concat!(mask_half!(t4, "30", "31"), mask_half!(t3, "32", "33"))
     };
 }
 
@@ -600,17 +621,18 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
 fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
     let (m0, m1): (u32, u32);
     // SAFETY: the asm reads the 128 bytes of `f8` and of `thr` (both word-aligned: `Work` is
-    // `align(4)`, `thr` a `[u32; 32]`) with post-increment loads and writes only the registers
-    // declared below; hardware loop 0 runs its 12-instruction body 8 times, twice.
+    // `align(4)`, `thr` a `[u32; 32]`) with post-decrement loads from their last words (the
+    // pointers end one word before them, unused) and writes only the registers declared below;
+    // hardware loop 0 runs its 22-instruction body 4 times, twice.
     unsafe {
         asm!(
             ".option push",
             ".option norvc",
             mask_asm!(),
             ".option pop",
-            inout("x10") f8.as_ptr() => _,
-            inout("x11") thr.as_ptr() => _,
-            in("x12") 0x8080_8080u32,
+            inout("x10") f8.as_ptr().wrapping_add(62) => _,
+            inout("x11") thr.as_ptr().wrapping_add(31) => _,
+            in("x12") 2u32,
             // pv.shuffle2.b's selector: bytes 1 and 3 of t0 (the first word's two sign bytes),
             // then bytes 1 and 3 of t5.
             in("x13") 0x0705_0301u32,
@@ -699,11 +721,12 @@ fn run(st: &mut RunState<'_>) {
             "li a5, {level_shift}",
             dct_asm!(),
             // The zero mask of f8 (a1 is the work area again) into t3 t4.
-            "mv a0, a1",
+            // (a0 and a1 at the last words of f8 and of the thresholds: the loads go backwards).
+            "addi a0, a1, 124",
             "lw a1, 12(sp)",
-            "li a2, 0x80808080",
+            "li a2, 2",
             "li a3, 0x07050301",
-            "addi a1, a1, {t_thr}",
+            "addi a1, a1, {t_thr} + 124",
             mask_asm!(),
             // The block coder.
             "lw a0, 16(sp)",
