@@ -143,6 +143,9 @@ fn to_csv(rows: &[JpegRow]) -> String {
     s
 }
 
+/// A stack's high-water mark and size in bytes, `(used, size)`.
+type StackMark = (u32, u32);
+
 /// A parsed `jpeg i=…` line of the device.
 #[derive(Debug, PartialEq)]
 struct DeviceLine {
@@ -153,8 +156,8 @@ struct DeviceLine {
     digest: u64,
     ok: bool,
     verdict: String,
-    /// The FC's stack high-water mark so far, `(used, size)`.
-    fc_stack: Option<(u32, u32)>,
+    /// The FC's stack high-water mark so far.
+    fc_stack: Option<StackMark>,
 }
 
 fn parse_device_line(line: &str) -> Option<DeviceLine> {
@@ -445,7 +448,7 @@ fn sweep(
     pictures: &[frameset::Picture],
     pads: &[u32],
     scratch: &Path,
-) -> Result<(Vec<JpegRow>, Option<(u32, u32)>), String> {
+) -> Result<(Vec<JpegRow>, Option<StackMark>), String> {
     // Expected files per (picture, quality, cores).
     let mut runs_of = Vec::new();
     for p in pictures {
@@ -466,7 +469,7 @@ fn sweep(
     }
     let mut worst: BTreeMap<(String, Point), JpegRow> = BTreeMap::new();
     let mut failures = Vec::new();
-    let mut fc_stack: Option<(u32, u32)> = None;
+    let mut fc_stack: Option<StackMark> = None;
     let start = std::time::Instant::now();
     for &pad in pads {
         let elf = build_elf(pad)?;
