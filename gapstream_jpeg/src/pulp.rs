@@ -62,33 +62,33 @@ use core::arch::asm;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pulp;
 
-/// One output of pass 1: `(dot(a, pa) + dot(b, pb) + rs2 + 2^9) >> 10` stored at `off(a1)`.
+/// One output of pass 1: `(dot(a, pa) + dot(b, pb) + rs2 + 2^10) >> 11` stored at `off(a1)`.
 #[rustfmt::skip]
 macro_rules! out1 {
     ($a:ident, $pa:ident, $b:ident, $pb:ident, $rs2:ident, $off:literal) => {
         concat!(
             asm_macros::pv_dotsp_h!(t6, $a, $pa), "\n",
             asm_macros::pv_sdotsp_h!(t6, $b, $pb), "\n",
-            asm_macros::p_addrni!(t6, t6, $rs2, 10), "\n",
+            asm_macros::p_addrni!(t6, t6, $rs2, 11), "\n",
             "sh t6, ", $off, "(a1)\n",
         )
     };
 }
 
-/// One even output of pass 1 from the second butterfly level: `(dot(a, pa) + rs2 + 2^9) >> 10`
+/// One even output of pass 1 from the second butterfly level: `(dot(a, pa) + rs2 + 2^10) >> 11`
 /// stored at `off(a1)`.
 #[rustfmt::skip]
 macro_rules! out1e {
     ($a:ident, $pa:ident, $rs2:ident, $off:literal) => {
         concat!(
             asm_macros::pv_dotsp_h!(t6, $a, $pa), "\n",
-            asm_macros::p_addrni!(t6, t6, $rs2, 10), "\n",
+            asm_macros::p_addrni!(t6, t6, $rs2, 11), "\n",
             "sh t6, ", $off, "(a1)\n",
         )
     };
 }
 
-/// One output of pass 2: `(dot(a, pa) + dot(b, pb) + 2^16) >> 17` stored at the next zig-zag
+/// One odd output of pass 2: `(dot(a, pa) + dot(b, pb) + 2^15) >> 16` stored at the next zig-zag
 /// offset (a2, post-increment) of the output a1.
 #[rustfmt::skip]
 macro_rules! out2 {
@@ -97,7 +97,21 @@ macro_rules! out2 {
             asm_macros::p_lbu!(a0, 1(a2!)), "\n",
             asm_macros::pv_dotsp_h!(t5, $a, $pa), "\n",
             asm_macros::pv_sdotsp_h!(t5, $b, $pb), "\n",
-            asm_macros::p_addrni!(t5, t5, zero, 17), "\n",
+            asm_macros::p_addrni!(t5, t5, zero, 16), "\n",
+            asm_macros::p_sh!(t5, a0(a1)), "\n",
+        )
+    };
+}
+
+/// One even output of pass 2 from the second butterfly level: `(dot(a, pa) + 2^15) >> 16` stored
+/// at the next zig-zag offset (a2, post-increment) of the output a1.
+#[rustfmt::skip]
+macro_rules! out2e {
+    ($a:ident, $pa:ident) => {
+        concat!(
+            asm_macros::p_lbu!(a0, 1(a2!)), "\n",
+            asm_macros::pv_dotsp_h!(t5, $a, $pa), "\n",
+            asm_macros::p_addrni!(t5, t5, zero, 16), "\n",
             asm_macros::p_sh!(t5, a0(a1)), "\n",
         )
     };
@@ -166,14 +180,24 @@ macro_rules! dct_asm {
             ".if (21b - 20b) != 188", "\n",
             ".error \"pass 1: lp.setup offset does not reach the loop end\"", "\n",
             ".endif", "\n",
+            // Pass 2's odd outputs take the difference of the second and fourth words as
+            // (d3, d1) (`ROW_ORDER`): the second pair of each odd row swapped to (C[u][3],
+            // C[u][1]).
+            asm_macros::pv_shuffle_sci_h!(a7, a7, 1), "\n",
+            asm_macros::pv_shuffle_sci_h!(s5, s5, 1), "\n",
+            asm_macros::pv_shuffle_sci_h!(s9, s9, 1), "\n",
+            asm_macros::pv_shuffle_sci_h!(t4, t4, 1), "\n",
             // Pass 2: 8 transposed rows; a3 now points past `ctx.zz` (the last row's `p.lw`
-            // read it as a ninth offset).
+            // read it as a ninth offset). A row's words are (t0, t2), (t3, t1), (t7, t5),
+            // (t4, t6) (`ROW_ORDER`): the butterflies give (s0, s2) and (s3, s1), and the even
+            // half's second level e = (s0 + s3, s2 + s1), f = (s0 - s3, s2 - s1) as in pass 1
+            // (|e|, |f| <= 4 * 5,793: halfwords), one dot product per even output.
             "lw a2, -4(a3)", "\n",
             "addi a1, a1, -16", "\n",
             "addi a3, a1, 128", "\n",
             "li t0, 8", "\n",
             "22:", "\n",
-            asm_macros::lp_setup!(x0, t0, 192), "\n",
+            asm_macros::lp_setup!(x0, t0, 184), "\n",
             asm_macros::p_lw!(t0, 4(a3!)), "\n",
             asm_macros::p_lw!(t1, 4(a3!)), "\n",
             asm_macros::p_lw!(t2, 4(a3!)), "\n",
@@ -182,20 +206,22 @@ macro_rules! dct_asm {
             asm_macros::pv_sub_h!(t0, t0, t2), "\n",
             asm_macros::pv_add_h!(t2, t1, t5), "\n",
             asm_macros::pv_sub_h!(t1, t1, t5), "\n",
-            out2!(t6, ra, t2, ra), "\n",
+            asm_macros::pv_add_h!(a4, t6, t2), "\n",
+            asm_macros::pv_sub_h!(a5, t6, t2), "\n",
+            out2e!(a4, ra), "\n",
             out2!(t0, a6, t1, a7), "\n",
-            out2!(t6, s2, t2, s3), "\n",
+            out2e!(a5, s2), "\n",
             out2!(t0, s4, t1, s5), "\n",
-            out2!(t6, s6, t2, s7), "\n",
+            out2e!(a4, s6), "\n",
             out2!(t0, s8, t1, s9), "\n",
-            out2!(t6, s10, t2, s11), "\n",
+            out2e!(a5, s10), "\n",
             asm_macros::p_lbu!(a0, 1(a2!)), "\n",
             asm_macros::pv_dotsp_h!(t5, t0, t3), "\n",
             asm_macros::pv_sdotsp_h!(t5, t1, t4), "\n",
-            asm_macros::p_addrni!(t5, t5, zero, 17), "\n",
+            asm_macros::p_addrni!(t5, t5, zero, 16), "\n",
             "23:", "\n",
             asm_macros::p_sh!(t5, a0(a1)), "\n",
-            ".if (23b - 22b) != 192", "\n",
+            ".if (23b - 22b) != 184", "\n",
             ".error \"pass 2: lp.setup offset does not reach the loop end\"", "\n",
             ".endif", "\n",
         )
@@ -579,7 +605,7 @@ fn code_block_checked(
     crate::entropy::code_block::<Pulp>(f8, t, dc_pred, bits, out);
 }
 
-const _: () = assert!(ROW_ORDER[0] == 0 && ROW_ORDER[7] == 4);
+const _: () = assert!(ROW_ORDER[0] == 0 && ROW_ORDER[7] == 6);
 
 /// The block at `src` (rows at `src + ctx.offs[k]`, word-aligned, all inside the caller's slice)
 /// into `w.f8`, zig-zag order.
@@ -603,8 +629,8 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
             inout("x11") w as *mut Work => _,
             inout("x12") ctx.pairs.as_ptr() => _,
             inout("x13") ctx.offs.as_ptr() => _,
-            in("x14") 0x00ff_00ffu32,
-            in("x15") LEVEL_SHIFT,
+            inout("x14") 0x00ff_00ffu32 => _,
+            inout("x15") LEVEL_SHIFT => _,
             out("x1") _, out("x5") _, out("x6") _, out("x7") _,
             out("x16") _, out("x17") _,
             out("x18") _, out("x19") _, out("x20") _, out("x21") _, out("x22") _,
