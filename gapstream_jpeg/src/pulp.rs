@@ -13,14 +13,17 @@
 //! `pv.sub.h`), then for each odd output `pv.dotsp.h` + `pv.sdotsp.h` (4 products) and for each
 //! even one `pv.dotsp.h` alone (`C[u]` is symmetric for `u` = 0, 4 and antisymmetric for 2, 6,
 //! so the sums are the same integers), `p.addRN` (round and shift, the DC with the level shift)
-//! and a halfword store into the transposed scratch. Pass 2 (its sums can reach 46,344: no
-//! second level in halfwords), one
-//! transposed row per iteration (48 instructions): four post-increment loads, the butterflies as
-//! `pv.add.h` / `pv.sub.h` on the pairs, 8 × (2 dot products, `p.addRN`, the coefficient's slot
-//! offset ([`crate::fdct::slot`]) from [`crate::fdct::ZZ_STORE`] by a post-increment `p.lbu` and a
-//! register-offset `p.sh`). Both passes use the same 15 coefficient pairs, kept in registers for
-//! the block. The loops keep the kernel at 0.5 KiB: the
-//! 8 cores share a 4 KiB instruction cache.
+//! and a halfword store into the transposed scratch (4 fraction bits). Pass 2, one transposed
+//! row per iteration (46 instructions): four post-increment loads (the words `(t0, t2)`, `(t3,
+//! t1)`, `(t7, t5)`, `(t4, t6)`), the butterflies as `pv.add.h` / `pv.sub.h` on the pairs, the
+//! even half's second level as in pass 1 (`(s0, s2) ± (s3, s1)`, two more: within a halfword with
+//! 4 fraction bits), then per output its dot products (one for an even output, two for an odd
+//! one), `p.addRN`, the coefficient's slot offset ([`crate::fdct::slot`]) from
+//! [`crate::fdct::ZZ_STORE`] by a post-increment `p.lbu` and a register-offset `p.sh`. Both
+//! passes use the same 15 coefficient pairs, kept in registers for the block (pass 2 with the
+//! odd rows' second pairs swapped to `(C[u][3], C[u][1])`, for `(d3, d1)`: 4 `pv.shuffle.sci.h`
+//! between the passes). The loops keep the kernel at 0.5 KiB: the 8 cores share a 4 KiB
+//! instruction cache.
 //!
 //! **Zero test** ([`Kernel::zero_mask`]): per group of two words (four slots: coefficients `j`,
 //! `8 + j`, `16 + j`, `24 + j` of a half), from the last group to the first, two loads of
