@@ -38,38 +38,31 @@ pub fn expected_jpeg(
         .collect()
 }
 
-/// The JPEG-LS streams the firmware may send for `inputs` (`width × height` grey frames) with a
-/// coder of `bands` bands (one per cluster core), and the band count of each: the firmware's
-/// `JplsCoder` takes each frame's plan from the previous frame's coded size
-/// (`gapstream_jpegls::BandChooser`), so a frame is either `bands` bands with their preset or,
-/// after a frame coded in few bits a sample, `BandChooser::SPARSE_BANDS` bands with the sparse
-/// preset. Input `i`'s streams are entries `i` and `i + inputs.len()`.
+/// The JPEG-LS stream the firmware must send for each of `inputs` (`width × height` grey
+/// frames) with a coder of `bands` bands (one per cluster core), and its band count: the
+/// firmware's `JplsCoder` takes each frame's plan from the frame itself
+/// (`gapstream_jpegls::BandChooser::plan`: `bands` bands with their preset, or
+/// `BandChooser::SPARSE_BANDS` bands with the sparse preset for a frame of few bits a sample),
+/// the same function as here, so input `i`'s stream is entry `i` and nothing else.
 pub fn expected_jpegls(
     inputs: &[Vec<u8>],
     width: u16,
     height: u16,
     bands: u8,
 ) -> Result<(Vec<Vec<u8>>, Vec<usize>), String> {
-    let mut chooser = BandChooser::new(bands.into());
+    let chooser = BandChooser::new(bands.into());
     let (w, h) = (width.into(), height.into());
-    let dense = chooser
-        .plan(w, h, Layout::Grey)
-        .map_err(|e| e.to_string())?;
-    // Any stream of fewer than 1.5 bits a sample makes the next plan the sparse one.
-    chooser.observe(&dense, Some(0));
-    let sparse = chooser
-        .plan(w, h, Layout::Grey)
-        .map_err(|e| e.to_string())?;
     let mut streams = Vec::new();
     let mut counts = Vec::new();
-    for plan in [dense, sparse] {
-        for px in inputs {
-            let mut out = vec![0u8; plan.max_encoded_len()];
-            let n = gapstream_jpegls::encode(&plan, px, &mut out).map_err(|e| e.to_string())?;
-            out.truncate(n);
-            streams.push(out);
-            counts.push(plan.bands());
-        }
+    for px in inputs {
+        let plan = chooser
+            .plan(w, h, Layout::Grey, px)
+            .map_err(|e| e.to_string())?;
+        let mut out = vec![0u8; plan.max_encoded_len()];
+        let n = gapstream_jpegls::encode(&plan, px, &mut out).map_err(|e| e.to_string())?;
+        out.truncate(n);
+        streams.push(out);
+        counts.push(plan.bands());
     }
     Ok((streams, counts))
 }
