@@ -50,15 +50,9 @@ pub struct Estimate {
 impl Estimate {
     /// Thousandths of a bit a sample ([`u32::MAX`] when no sample was read).
     pub const fn millibits(&self) -> u32 {
-        if self.samples == 0 {
-            u32::MAX
-        } else {
-            let m = self.bits.saturating_mul(1000) / self.samples;
-            if m > u32::MAX as u64 {
-                u32::MAX
-            } else {
-                m as u32
-            }
+        match self.bits.saturating_mul(1000).checked_div(self.samples) {
+            Some(m) if m <= u32::MAX as u64 => m as u32,
+            _ => u32::MAX,
         }
     }
 
@@ -291,8 +285,8 @@ mod tests {
 
     #[test]
     fn bit_lengths() {
-        for v in 0..256usize {
-            assert_eq!(BIT_LEN[v] as u32, usize::BITS - v.leading_zeros());
+        for (v, &n) in BIT_LEN.iter().enumerate() {
+            assert_eq!(n as u32, usize::BITS - v.leading_zeros());
         }
     }
 

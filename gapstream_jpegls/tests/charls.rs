@@ -521,8 +521,8 @@ fn band_plan_on_the_calibration_set() {
     );
     // Over the 324x244 grey frames: the highest estimate of a frame that needs the sparse plan
     // and the lowest of one that needs 8 bands.
-    let (mut need_sparse, mut need_dense): (Option<(u32, &str)>, Option<(u32, &str)>) =
-        (None, None);
+    let mut need_sparse: Option<(u32, &str)> = None;
+    let mut need_dense: Option<(u32, &str)> = None;
     let (mut n_dense, mut n_sparse) = (0, 0);
     for (i, (p, r)) in pics.iter().zip(&rows).enumerate() {
         let want = planes(p);

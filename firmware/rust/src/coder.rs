@@ -422,7 +422,7 @@ mod tests {
     fn jpegls_band_count_comes_from_the_frame() {
         let cl = HostCluster::new();
         let f = FrameFormat::HM01B0;
-        // Flat areas and a few edges: far below 1.5 bits a sample.
+        // Flat areas and a few edges: an estimate far below the threshold.
         let sparse: Vec<u8> = (0..f.bytes())
             .map(|i| if (i % 324) / 54 % 2 == 0 { 40 } else { 200 })
             .collect();

@@ -144,12 +144,18 @@ mod tests {
         let e = decode_jpeg(&huge, w, h).unwrap_err();
         assert!(e.contains("20000x20000"), "{e}");
         // JPEG-LS: bit-exact back; garbage and a wrong size refused.
-        // Both plans the chooser may take: 8 bands, then 5 with the sparse preset.
-        let (files, bands) = expected_jpegls(std::slice::from_ref(&px), w, h, 8).unwrap();
+        // One stream per input, with the plan the chooser takes from it: the ramp 8 bands, a
+        // frame of flat stripes 5 with the sparse preset.
+        let flat: Vec<u8> = (0..w as usize * h as usize)
+            .map(|i| if (i % 324) / 54 % 2 == 0 { 40 } else { 200 })
+            .collect();
+        let inputs = [px.clone(), flat.clone()];
+        let (files, bands) = expected_jpegls(&inputs, w, h, 8).unwrap();
         assert_eq!(bands, [8, 5]);
-        assert_ne!(files[0], files[1]);
-        for f in &files {
-            assert_eq!(decode_jpegls(f, w, h).unwrap(), px);
+        for (f, input) in files.iter().zip(&inputs) {
+            assert_eq!(decode_jpegls(f, w, h).unwrap(), *input);
+            let plan = BandChooser::new(8).plan(324, 244, Layout::Grey, input).unwrap();
+            assert_eq!(*f, gapstream_jpegls::encode_to_vec(&plan, input).unwrap());
         }
         assert!(decode_jpegls(&files[0], w + 1, h).is_err());
         assert!(decode_jpegls(b"not a jls", w, h).is_err());
