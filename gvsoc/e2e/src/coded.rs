@@ -154,7 +154,9 @@ mod tests {
         assert_eq!(bands, [8, 5]);
         for (f, input) in files.iter().zip(&inputs) {
             assert_eq!(decode_jpegls(f, w, h).unwrap(), *input);
-            let plan = BandChooser::new(8).plan(324, 244, Layout::Grey, input).unwrap();
+            let plan = BandChooser::new(8)
+                .plan(324, 244, Layout::Grey, input)
+                .unwrap();
             assert_eq!(*f, gapstream_jpegls::encode_to_vec(&plan, input).unwrap());
         }
         assert!(decode_jpegls(&files[0], w + 1, h).is_err());
