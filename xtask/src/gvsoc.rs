@@ -511,16 +511,26 @@ pub(crate) struct DeviceLine {
     pub(crate) verdict: String,
     /// Stack high-water marks so far, `(used, size)`: cluster core 0, the most used of 1..7.
     stacks: Option<[(u32, u32); 2]>,
+    /// The FC's stack high-water mark so far, `(used, size)`.
+    fc_stack: Option<(u32, u32)>,
 }
 
-/// The largest stack high-water marks a sweep saw, `(used, size)`: cluster core 0, cores 1..7.
+/// The largest stack high-water marks a sweep saw, `(used, size)`: cluster core 0, cores 1..7,
+/// the FC.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StackMarks(pub [(u32, u32); 2]);
+pub struct StackMarks(pub [(u32, u32); 3]);
 
 impl StackMarks {
-    fn add(&mut self, s: [(u32, u32); 2]) {
-        for (m, (u, z)) in self.0.iter_mut().zip(s) {
-            *m = (m.0.max(u), z);
+    fn add(&mut self, d: &DeviceLine) {
+        let seen = d.stacks.map(|[a, b]| [Some(a), Some(b), d.fc_stack]);
+        for (m, s) in self
+            .0
+            .iter_mut()
+            .zip(seen.unwrap_or([None, None, d.fc_stack]))
+        {
+            if let Some((u, z)) = s {
+                *m = (m.0.max(u), z);
+            }
         }
     }
 }
@@ -551,6 +561,7 @@ pub(crate) fn parse_device_line(line: &str) -> Option<DeviceLine> {
         ok,
         verdict,
         stacks: stack("stack0").zip(stack("stack")).map(|(a, b)| [a, b]),
+        fc_stack: stack("fcstack"),
     })
 }
 
@@ -820,7 +831,7 @@ pub fn bench(o: &Options) -> Result<(), String> {
     fs::write(&csv_path, to_csv(&rows))
         .map_err(|e| format!("cannot write {}: {e}", csv_path.display()))?;
     print!("{}", summary(&rows));
-    let [(u0, z0), (u1, z1)] = stacks.0;
+    let [(u0, z0), (u1, z1), (uf, zf)] = stacks.0;
     println!(
         "cluster stacks (high-water, stack paint): core 0 {u0} of {z0} B, cores 1-7 at most {u1} of {z1} B"
     );
@@ -829,6 +840,7 @@ pub fn bench(o: &Options) -> Result<(), String> {
         rows.len(),
         csv_path.display()
     );
+    println!("FC stack (high-water, stack paint): {uf} of {zf} B");
     codecs()
 }
 
@@ -880,9 +892,7 @@ fn sweep(
         let mut got: Vec<Option<DeviceLine>> = (0..batch.len()).map(|_| None).collect();
         let (status, other) = launch(&path, &scratch.join("work"), o.trace.as_ref(), |line| {
             if let Some(d) = parse_device_line(line) {
-                if let Some(s) = d.stacks {
-                    stacks.add(s);
-                }
+                stacks.add(&d);
                 let i = d.index;
                 if i < batch.len() {
                     progress.update(&batch[i].0);
@@ -1329,14 +1339,24 @@ mod tests {
         assert!(!f.ok);
         assert_eq!(f.verdict, "FAIL digest");
         // Stack high-water marks, and the sweep's maximum of them.
-        let s = l.replace(" digest=", " stack0=3600/8192 stack=1264/3072 digest=");
+        let s = l.replace(
+            " digest=",
+            " stack0=3600/8192 stack=1264/3072 fcstack=5000/8192 digest=",
+        );
         let s = parse_device_line(&s.replace(" ok", " FAIL stack-near-overflow")).unwrap();
         assert_eq!(s.stacks, Some([(3600, 8192), (1264, 3072)]));
+        assert_eq!(s.fc_stack, Some((5000, 8192)));
         assert_eq!(s.verdict, "FAIL stack-near-overflow");
+        let t = l.replace(
+            " digest=",
+            " stack0=100/8192 stack=2000/3072 fcstack=4000/8192 digest=",
+        );
+        let t = parse_device_line(&t).unwrap();
         let mut m = StackMarks::default();
-        m.add([(3600, 8192), (1264, 3072)]);
-        m.add([(100, 8192), (2000, 3072)]);
-        assert_eq!(m, StackMarks([(3600, 8192), (2000, 3072)]));
+        m.add(&s);
+        m.add(&t);
+        m.add(&d);
+        assert_eq!(m, StackMarks([(3600, 8192), (2000, 3072), (5000, 8192)]));
         let rows = vec![Row {
             kernel: "chacha20".into(),
             variant: "pulp+nodma".into(),

@@ -143,6 +143,9 @@ fn to_csv(rows: &[JpegRow]) -> String {
     s
 }
 
+/// A stack's high-water mark and size in bytes, `(used, size)`.
+type StackMark = (u32, u32);
+
 /// A parsed `jpeg i=…` line of the device.
 #[derive(Debug, PartialEq)]
 struct DeviceLine {
@@ -153,6 +156,8 @@ struct DeviceLine {
     digest: u64,
     ok: bool,
     verdict: String,
+    /// The FC's stack high-water mark so far.
+    fc_stack: Option<StackMark>,
 }
 
 fn parse_device_line(line: &str) -> Option<DeviceLine> {
@@ -175,6 +180,9 @@ fn parse_device_line(line: &str) -> Option<DeviceLine> {
         digest: u64::from_str_radix(field("digest")?, 16).ok()?,
         ok: verdict == "ok",
         verdict,
+        fc_stack: field("fcstack")
+            .and_then(|v| v.split_once('/'))
+            .and_then(|(u, z)| Some((u.parse().ok()?, z.parse().ok()?))),
     })
 }
 
@@ -411,7 +419,7 @@ pub fn bench(o: &Options) -> Result<(), String> {
     };
     let pil = r.and_then(|rows| Ok((rows, pillow(&pictures, &qualities, &scratch)?)));
     let _ = fs::remove_dir_all(&scratch);
-    let (rows, (pil, version)) = pil?;
+    let ((rows, fc_stack), (pil, version)) = pil?;
     if let Some(dir) = csv_path.parent() {
         fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
@@ -428,6 +436,9 @@ pub fn bench(o: &Options) -> Result<(), String> {
         rows.len() * layouts,
         rows.len(),
     );
+    if let Some((u, z)) = fc_stack {
+        println!("FC stack (high-water, stack paint): {u} of {z} B");
+    }
     Ok(())
 }
 
@@ -437,7 +448,7 @@ fn sweep(
     pictures: &[frameset::Picture],
     pads: &[u32],
     scratch: &Path,
-) -> Result<Vec<JpegRow>, String> {
+) -> Result<(Vec<JpegRow>, Option<StackMark>), String> {
     // Expected files per (picture, quality, cores).
     let mut runs_of = Vec::new();
     for p in pictures {
@@ -458,6 +469,7 @@ fn sweep(
     }
     let mut worst: BTreeMap<(String, Point), JpegRow> = BTreeMap::new();
     let mut failures = Vec::new();
+    let mut fc_stack: Option<StackMark> = None;
     let start = std::time::Instant::now();
     for &pad in pads {
         let elf = build_elf(pad)?;
@@ -476,6 +488,9 @@ fn sweep(
                 let (status, other) =
                     launch(&path, &scratch.join("work"), o.trace.as_ref(), |line| {
                         if let Some(d) = parse_device_line(line) {
+                            if let Some((u, z)) = d.fc_stack {
+                                fc_stack = Some((fc_stack.map_or(u, |(m, _)| m.max(u)), z));
+                            }
                             if d.index < got.len() {
                                 let i = d.index;
                                 got[i] = Some(d);
@@ -562,7 +577,7 @@ fn sweep(
         };
         order(a).cmp(&order(b))
     });
-    Ok(rows)
+    Ok((rows, fc_stack))
 }
 
 fn find<'a>(
@@ -800,8 +815,19 @@ mod tests {
             (d.index, d.cycles, d.bytes, d.digest, d.ok),
             (2, 300_000, 12_345, 0x0123_4567_89ab_cdef, true)
         );
+        assert_eq!(d.fc_stack, None);
         let f = parse_device_line(&l.replace(" ok", " FAIL digest")).unwrap();
         assert!(!f.ok);
+        let g = parse_device_line(
+            &l.replace(" digest=", " fcstack=7990/8192 digest=")
+                .replace(" ok", " FAIL fc-stack-near-overflow"),
+        )
+        .unwrap();
+        assert_eq!(g.fc_stack, Some((7990, 8192)));
+        assert_eq!(
+            (g.ok, g.verdict.as_str()),
+            (false, "FAIL fc-stack-near-overflow")
+        );
         let full = plan(&Options::default());
         assert_eq!(full.len(), 2 * 3 * 4);
         assert!(full.len() <= JPEG_MAX_RUNS);

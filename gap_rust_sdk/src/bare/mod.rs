@@ -190,27 +190,65 @@ fn stack_range(core: usize) -> (usize, usize) {
 /// pattern, so that [`stack_used`] can report the high-water mark.
 #[cfg(target_arch = "riscv32")]
 fn paint_stack(core: usize) {
-    let (bottom, _) = stack_range(core);
+    paint_below_frame(stack_range(core).0);
+}
+
+/// Paints `[bottom, the current frame − 256 B)` of the calling core's own stack.
+#[cfg(target_arch = "riscv32")]
+#[inline(always)]
+fn paint_below_frame(bottom: usize) {
     let marker = 0u32;
     let below = (&raw const marker as usize).saturating_sub(256) & !3;
     let mut p = bottom;
     while p < below {
-        // SAFETY: `[bottom, below)` is this core's own stack below the live frames (a 256-byte
-        // margin under the current local), not used by anyone yet.
+        // SAFETY: `[bottom, below)` is the calling core's own stack below the live frames (a
+        // 256-byte margin under the current local), not used by anyone yet.
         unsafe { core::ptr::write_volatile(p as *mut u32, STACK_PAINT) };
         p += 4;
     }
 }
 
-/// Bytes of cluster core `core`'s stack used so far (high-water mark, from the paint), and its size.
-pub fn stack_used(core: usize) -> (usize, usize) {
-    let (bottom, top) = stack_range(core.min(MAX_CORES - 1));
+/// Bytes of `[bottom, top)` used so far: from the top down to the lowest word that lost the paint.
+fn used_of(bottom: usize, top: usize) -> (usize, usize) {
     let mut p = bottom;
-    // SAFETY: reading words of the stack region of the linker script (L1, powered).
+    // SAFETY: reading words of a stack region of the linker script (powered memory).
     while p < top && unsafe { core::ptr::read_volatile(p as *const u32) } == STACK_PAINT {
         p += 4;
     }
     (top - p, top - bottom)
+}
+
+/// Bytes of cluster core `core`'s stack used so far (high-water mark, from the paint), and its size.
+pub fn stack_used(core: usize) -> (usize, usize) {
+    let (bottom, top) = stack_range(core.min(MAX_CORES - 1));
+    used_of(bottom, top)
+}
+
+/// `[bottom, top)` of the FC's stack (linker script: right after `.bss` in L2, so that an
+/// overflow writes into the program's statics).
+fn fc_stack_range() -> (usize, usize) {
+    unsafe extern "C" {
+        static __fc_stack_bottom: u8;
+        static __fc_stack_top: u8;
+    }
+    (
+        core::ptr::addr_of!(__fc_stack_bottom) as usize,
+        core::ptr::addr_of!(__fc_stack_top) as usize,
+    )
+}
+
+/// Paints the FC's stack below the start-up frame (called once by `rt` on the FC before `main`).
+#[cfg(target_arch = "riscv32")]
+pub(crate) fn paint_fc_stack() {
+    paint_below_frame(fc_stack_range().0);
+}
+
+/// Bytes of the FC's stack used so far (high-water mark, from the paint of start-up), and its
+/// size. The stack lies right above `.bss`: a program whose mark comes near the size is about to
+/// overwrite its statics (seen once as a cluster job's state corrupted: "cluster already busy").
+pub fn fc_stack_used() -> (usize, usize) {
+    let (bottom, top) = fc_stack_range();
+    used_of(bottom, top)
 }
 
 /// The cluster, seen from the FC. Only one exists at a time ([`BareCluster::take`]).

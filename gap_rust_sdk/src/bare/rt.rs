@@ -146,6 +146,7 @@ macro_rules! bare_main {
 extern "C" fn __bare_fc_start() -> ! {
     // SAFETY: enabling the FC instruction cache (all sets) only changes timing.
     unsafe { mmio::write(mmio::FC_ICACHE_CTRL, 0xFFFF_FFFF) };
+    super::paint_fc_stack();
     super::perf::start();
     unsafe extern "C" {
         fn __bare_main() -> u32;

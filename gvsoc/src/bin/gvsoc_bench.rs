@@ -14,9 +14,10 @@
 //!
 //! `bench i=<n> kernel=<k> variant=<v> mode=<dma|fixed|nodma> cores=<n> buffer=<b> bytes=<n>
 //! coded=<n> bands=<n> est_fc_cycles=<c> est_fc_instructions=<i> cycles=<c> instructions=<i>
-//! active=<a> rounds=<r> stack0=<used>/<size> stack=<used>/<size> digest=<hex> ok` (or
-//! `FAIL <why>`; `stack` is the most used of cores 1–7, both so far; `coded`, `bands` and the
-//! JPEG-LS plan estimate's FC cycles and instructions are 0 for the other kernels)
+//! active=<a> rounds=<r> stack0=<used>/<size> stack=<used>/<size> fcstack=<used>/<size>
+//! digest=<hex> ok` (or `FAIL <why>`; `stack` is the most used of cores 1–7, both so far;
+//! `coded`, `bands` and the JPEG-LS plan estimate's FC cycles and instructions are 0 for the
+//! other kernels)
 //!
 //! Measured on cluster core 0 around the engine's cluster job (the offloaded function: cipher
 //! set-up, DMA, fork, rounds): `cycles` are elapsed cluster clock cycles (cluster timer),
@@ -503,7 +504,11 @@ mod app {
                 .map(gap_rust_sdk::bare::stack_used)
                 .fold((0, 0), |(m, _), (u, z)| (m.max(u), z));
             let stacks_ok = s0 + STACK_MARGIN <= z0 && s1 + STACK_MARGIN <= z1;
+            // The FC's stack lies right above the program's statics: near its end, the run's
+            // state may already be corrupt, whatever it returned.
+            let (sf, zf) = gap_rust_sdk::bare::fc_stack_used();
             let verdict = match &result {
+                _ if sf + STACK_MARGIN > zf => "FAIL fc-stack-near-overflow",
                 Err(_) => "FAIL engine-error",
                 Ok(_) if !guards_ok => "FAIL guard-overwritten",
                 Ok(_) if d != want => "FAIL digest",
@@ -523,7 +528,7 @@ mod app {
                 _ => 0,
             };
             bare_println!(
-                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} coded={} bands={} est_fc_cycles={est_c} est_fc_instructions={est_i} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
+                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} coded={} bands={} est_fc_cycles={est_c} est_fc_instructions={est_i} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} fcstack={sf}/{zf} digest={d:016x} {verdict}",
                 s.cores,
                 s.buffer,
                 s.bytes,

@@ -12,7 +12,7 @@
 //! high-water marks are checked, and one line is printed:
 //!
 //! `jpeg i=<n> variant=<v> quality=<q> cores=<n> width=<w> height=<h> cycles=<c>
-//! instructions=<i> bytes=<len> stack0=<used>/<size> stack=<used>/<size> digest=<hex> ok`
+//! instructions=<i> bytes=<len> stack0=<used>/<size> stack=<used>/<size> fcstack=<used>/<size> digest=<hex> ok`
 //! (or `FAIL <why>`).
 //!
 //! `cycles`: elapsed cluster clock cycles of the encoder's cluster job (the cluster timer, read
@@ -191,7 +191,11 @@ mod app {
                 .map(gap_rust_sdk::bare::stack_used)
                 .fold((0, 0), |(m, _), (u, z)| (m.max(u), z));
             let stacks_ok = s0 + STACK_MARGIN <= z0 && s1 + STACK_MARGIN <= z1;
+            // The FC's stack lies right above the program's statics: near its end, the run's
+            // state may already be corrupt, whatever it returned.
+            let (sf, zf) = gap_rust_sdk::bare::fc_stack_used();
             let verdict = match &result {
+                _ if sf + STACK_MARGIN > zf => "FAIL fc-stack-near-overflow",
                 Err(_) => "FAIL encoder-error",
                 Ok(_) if !guards_ok => "FAIL guard-overwritten",
                 Ok(o) if o.len != r.len as usize || d != want => "FAIL digest",
@@ -205,7 +209,7 @@ mod app {
                 .as_ref()
                 .map_or((0, 0), |o| (o.cycles, o.instructions));
             bare_println!(
-                "jpeg i={i} variant={variant} quality={} cores={} width={w} height={h} cycles={c} instructions={n} bytes={len} stack0={s0}/{z0} stack={s1}/{z1} digest={d:016x} {verdict}",
+                "jpeg i={i} variant={variant} quality={} cores={} width={w} height={h} cycles={c} instructions={n} bytes={len} stack0={s0}/{z0} stack={s1}/{z1} fcstack={sf}/{zf} digest={d:016x} {verdict}",
                 r.quality,
                 r.cores
             );
