@@ -11,8 +11,9 @@
 //!
 //! Which kind a frame is comes from a cheap look at its own pixels before it is coded
 //! ([`estimate`]): on a few lines of each plane, the LOCO-I prediction residual of every sample
-//! (MED), its bit length as a stand-in for its Golomb code's length, and samples a run would
-//! code (all gradients zero, the sample equal to its left neighbour) as free. Integer only, no
+//! (MED), its bit length as a stand-in for its Golomb code's length, and the samples of a run
+//! (entered where the gradients are all zero, as the coder does) as free but the one that ends
+//! it. Integer only, no
 //! allocation, the same on every target: the host's coder, the firmware's and the checkers take
 //! the same plan for the same frame.
 use crate::encode::Plan;
@@ -41,7 +42,8 @@ const BIT_LEN: [u8; 256] = {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Estimate {
     /// The samples' proxy code lengths, summed: `1 + bits(|e|)` for a sample coded in regular
-    /// mode (MED residual `e`), 0 for a sample a run codes.
+    /// mode (MED residual `e`), 0 for a sample a run codes, `2 + bits(|x − Rb|)` for the
+    /// sample that ends a run.
     pub bits: u64,
     /// Samples read.
     pub samples: u64,
@@ -118,7 +120,7 @@ pub fn estimate(
 ) -> Result<Estimate, EncodeError> {
     // Validates the size and the layout.
     let plan = Plan::new(width, height, layout, 1)?;
-    if pixels.len() != width * height {
+    if width.checked_mul(height) != Some(pixels.len()) {
         return Err(EncodeError::Input);
     }
     let mut e = Estimate::default();
