@@ -22,9 +22,9 @@ use crate::{EncodeError, Layout};
 
 /// Lines the estimate reads: line 1 of each plane (with line 0 above it), then every
 /// `ESTIMATE_LINE_STEP`-th line (62, 123, 184 of a 244-line frame), each with the line above.
-/// An odd step: with an even one (16) the moon photograph's estimate was 0.8 bits a sample
-/// for some crops and 1.7 for others, by the parity of the crop's first line (its lines come
-/// in near-equal pairs); an odd step reads both parities.
+/// An odd step: with an even one (16, in an earlier version of the estimate) the moon
+/// photograph's estimate was 0.8 bits a sample for some crops and 1.7 for others, by the parity
+/// of the crop's first line (its lines come in near-equal pairs); an odd step reads both.
 pub const ESTIMATE_LINE_STEP: usize = 61;
 
 /// `BIT_LEN[v]`: the number of bits of `v` (0 for 0).
