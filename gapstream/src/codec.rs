@@ -68,7 +68,7 @@ pub struct HostCoder {
     pub codec: Codec,
     /// JPEG quality 1..=100.
     pub quality: u8,
-    /// JPEG-LS: each frame's band count and preset from the previous frame's coded size, as the
+    /// JPEG-LS: each frame's band count and preset from the frame's own estimate, as the
     /// firmware's cluster coder chooses them (so both stream the same bytes).
     pub jpegls_bands: gapstream_jpegls::BandChooser,
 }
@@ -229,11 +229,10 @@ impl FrameCoder for HostCoder {
                 };
                 let plan = self
                     .jpegls_bands
-                    .plan(format.width as usize, format.height as usize, layout)
+                    .plan(format.width as usize, format.height as usize, layout, frame)
                     .map_err(|_| CoderError("JPEG-LS frame size"))?;
                 *out = gapstream_jpegls::encode_to_vec(&plan, frame)
                     .map_err(|_| CoderError("JPEG-LS encoder"))?;
-                self.jpegls_bands.observe(&plan, Some(out.len()));
                 Ok(Some(coded))
             }
             // JPEG of a Bayer mosaic, other layouts: raw.
@@ -365,12 +364,12 @@ mod tests {
             .collect()
     }
 
-    /// JPEG-LS: the band count of each frame follows the previous frame's coded size, as in
-    /// the firmware's cluster coder (`gapstream_jpegls::BandChooser`): a flat scene's second
-    /// frame is coded in fewer bands with the sparse preset, a busy frame after it once more so
-    /// (one frame at the old count), then with 8 bands again; every frame decodes bit-exact.
+    /// JPEG-LS: the band count of each frame comes from the frame itself, as in the firmware's
+    /// cluster coder (`gapstream_jpegls::BandChooser`): a flat frame is coded in fewer bands
+    /// with the sparse preset, a busy frame with 8, whatever came before; every frame decodes
+    /// bit-exact.
     #[test]
-    fn jpegls_bands_follow_the_previous_frame() {
+    fn jpegls_bands_come_from_the_frame() {
         use gapstream_jpegls::{BandChooser, Layout, Plan};
         let fmt = FrameFormat::HM01B0;
         let flat: Vec<u8> = (0..324 * 244)
@@ -386,10 +385,11 @@ mod tests {
             .with_preset(BandChooser::SPARSE_PRESET);
         let mut out = Vec::new();
         for (px, plan) in [
-            (&flat, dense),
             (&flat, sparse),
-            (&busy, sparse),
+            (&flat, sparse),
             (&busy, dense),
+            (&busy, dense),
+            (&flat, sparse),
         ] {
             assert_eq!(c.code(fmt, px, &mut out), Ok(Some(PixelFormat::JpegLs)));
             assert_eq!(out, gapstream_jpegls::encode_to_vec(&plan, px).unwrap());

@@ -1,5 +1,5 @@
-//! The band count and preset chosen per frame from the previous frame's coded size
-//! ([`BandChooser`]).
+//! The band count and preset of a frame chosen from the frame itself ([`BandChooser`], with
+//! [`estimate`]).
 //!
 //! Every restart costs a frame its first line coded against zeros and the context model learnt
 //! again. On a picture that codes as the photographs do (1.7 bits a sample and more on the frame
@@ -7,25 +7,151 @@
 //! synthetic pattern: 1.2 bits a sample with 8 bands) the same restarts are a much larger share of
 //! the stream, and fewer bands with a preset for them keep it within 1.05×. Such pictures are also
 //! the fastest to code per sample (long runs), so fewer cores code them in about the time 8 cores
-//! take for a photograph. A drone streams a scene, not independent pictures: the previous frame's
-//! size tells which kind the next frame is. A scene change costs at most one frame at the old
-//! band count.
+//! take for a photograph.
+//!
+//! Which kind a frame is comes from a cheap look at its own pixels before it is coded
+//! ([`estimate`]): on a few lines of each plane, the LOCO-I prediction residual of every sample
+//! (MED), its bit length as a stand-in for its Golomb code's length, and the samples of a run
+//! (entered where the gradients are all zero, as the coder does) as free but the one that ends
+//! it. Integer only, no
+//! allocation, the same on every target: the host's coder, the firmware's and the checkers take
+//! the same plan for the same frame.
 use crate::encode::Plan;
 use crate::model::Preset;
 use crate::{EncodeError, Layout};
 
-/// Chooses the next frame's [`Plan`] from the previous frame's coded size: `bands` bands with
-/// [`Plan::new`]'s preset, or [`BandChooser::SPARSE_BANDS`] bands with
-/// [`BandChooser::SPARSE_PRESET`] after a frame that coded in fewer than
-/// [`BandChooser::SPARSE_BELOW_MILLIBITS`] thousandths of a bit a sample.
+/// Lines the estimate reads: line 1 of each plane (with line 0 above it), then every
+/// `ESTIMATE_LINE_STEP`-th line (62, 123, 184 of a 244-line frame), each with the line above.
+/// An odd step: with an even one (16, in an earlier version of the estimate) the moon
+/// photograph's estimate was 0.8 bits a sample for some crops and 1.7 for others, by the parity
+/// of the crop's first line (its lines come in near-equal pairs); an odd step reads both.
+pub const ESTIMATE_LINE_STEP: usize = 61;
+
+/// `BIT_LEN[v]`: the number of bits of `v` (0 for 0).
+const BIT_LEN: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut v = 1;
+    while v < 256 {
+        t[v] = 8 - (v as u8).leading_zeros() as u8;
+        v += 1;
+    }
+    t
+};
+
+/// What [`estimate`] found: the proxy code length of the samples it read, in bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Estimate {
+    /// The samples' proxy code lengths, summed: `1 + bits(|e|)` for a sample coded in regular
+    /// mode (MED residual `e`), 0 for a sample a run codes, `2 + bits(|x − Rb|)` for the
+    /// sample that ends a run.
+    pub bits: u64,
+    /// Samples read.
+    pub samples: u64,
+}
+
+impl Estimate {
+    /// Thousandths of a bit a sample ([`u32::MAX`] when no sample was read).
+    pub const fn millibits(&self) -> u32 {
+        match self.bits.saturating_mul(1000).checked_div(self.samples) {
+            Some(m) if m <= u32::MAX as u64 => m as u32,
+            _ => u32::MAX,
+        }
+    }
+
+    /// True when the estimate is below `millibits` thousandths of a bit a sample (false when no
+    /// sample was read). Exact: no rounding of the quotient.
+    pub const fn below(&self, millibits: u32) -> bool {
+        self.samples != 0
+            && (self.bits as u128) * 1000 < (millibits as u128) * (self.samples as u128)
+    }
+}
+
+/// One line's proxy cost: `up` and `cur` are the samples of the line above and of the line
+/// (same length). Samples 1 ..= len − 2 (those with all four neighbours) are read.
+#[inline]
+fn line_cost<'a>(
+    mut up: impl Iterator<Item = &'a u8>,
+    mut cur: impl Iterator<Item = &'a u8>,
+) -> (u32, u32) {
+    let (Some(&c0), Some(&b0), Some(&a0)) = (up.next(), up.next(), cur.next()) else {
+        return (0, 0);
+    };
+    let (mut a, mut b, mut c) = (a0 as i32, b0 as i32, c0 as i32);
+    let (mut bits, mut n) = (0u32, 0u32);
+    // In a run (A.7): the samples equal to the run's value are free; the one that ends it is
+    // coded against Rb (a run-interruption sample), plus a bit for the run's length.
+    let mut run = false;
+    for (&d, &x) in up.zip(cur) {
+        let (d, x) = (d as i32, x as i32);
+        n += 1;
+        run = run || (d == b && b == c && c == a);
+        if run {
+            if x != a {
+                run = false;
+                bits += 2 + BIT_LEN[(x - b).unsigned_abs() as usize] as u32;
+            }
+        } else {
+            // MED (A.2.1).
+            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+            let p = if c >= hi {
+                lo
+            } else if c <= lo {
+                hi
+            } else {
+                a + b - c
+            };
+            bits += 1 + BIT_LEN[(x - p).unsigned_abs() as usize] as u32;
+        }
+        (a, c, b) = (x, b, d);
+    }
+    (bits, n)
+}
+
+/// The estimate of a `width × height` picture in `layout` (for a Bayer mosaic each of the four
+/// planes) from its lines 1, 1 + [`ESTIMATE_LINE_STEP`], …: see the module docs. Deterministic,
+/// integer only, no allocation; reads `2 · ⌈(plane height − 1) / ESTIMATE_LINE_STEP⌉` lines of
+/// each plane. A picture of one line or fewer than three columns (per plane) has no sample
+/// read ([`Estimate::samples`] 0).
+pub fn estimate(
+    width: usize,
+    height: usize,
+    layout: Layout,
+    pixels: &[u8],
+) -> Result<Estimate, EncodeError> {
+    // Validates the size and the layout.
+    let plan = Plan::new(width, height, layout, 1)?;
+    if width.checked_mul(height) != Some(pixels.len()) {
+        return Err(EncodeError::Input);
+    }
+    let mut e = Estimate::default();
+    for comp in 0..plan.components() {
+        for y in (1..plan.plane_height()).step_by(ESTIMATE_LINE_STEP) {
+            let (bits, n) = match layout {
+                Layout::Grey => line_cost(
+                    pixels[(y - 1) * width..][..width].iter(),
+                    pixels[y * width..][..width].iter(),
+                ),
+                Layout::BayerRggb => {
+                    let row =
+                        |y: usize| &pixels[(2 * y + comp / 2) * width + comp % 2..][..width - 1];
+                    line_cost(row(y - 1).iter().step_by(2), row(y).iter().step_by(2))
+                }
+            };
+            e.bits += bits as u64;
+            e.samples += n as u64;
+        }
+    }
+    Ok(e)
+}
+
+/// Chooses a frame's [`Plan`] from the frame itself: `bands` bands with [`Plan::new`]'s preset,
+/// or [`BandChooser::SPARSE_BANDS`] bands with [`BandChooser::SPARSE_PRESET`] when the frame's
+/// [`estimate`] is below [`BandChooser::SPARSE_BELOW_MILLIBITS`] thousandths of a bit a sample.
 ///
-/// The first frame (no statistics yet) gets `bands`. The rule needs no hysteresis: a frame coded
-/// with fewer bands codes in fewer bytes (fewer restarts), so a still scene that was chosen
-/// sparse stays sparse.
+/// Nothing carries over from one frame to the next: the same frame always gets the same plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BandChooser {
     bands: usize,
-    sparse: bool,
 }
 
 impl BandChooser {
@@ -35,26 +161,20 @@ impl BandChooser {
     /// best for the synthetic pattern of a sweep over 4,321 settings with small RESET
     /// (`PRESET_GRID=sparse PRESET_BANDS=5` in `examples/preset_sweep.rs`: 1.037× CharLS; RESET
     /// decides, T1 and T2 hardly matter to it), and of the settings that give it that, one that
-    /// costs a photograph coded with it (a scene change) less: 1.07–1.11× against up to 1.20×
-    /// with T1 = 1, T2 = 2.
+    /// costs a photograph coded with it less: 1.07–1.11× against up to 1.20× with T1 = 1, T2 = 2.
     pub const SPARSE_PRESET: Preset = Preset {
         t1: 4,
         t2: 12,
         t3: 128,
         reset: 4,
     };
-    /// A frame is sparse when its stream took fewer than this many thousandths of a bit a sample
-    /// (1.5 bits): the frame set's synthetic pattern takes 1.22 with 8 bands, its photographs
-    /// 1.76 (moon) to 6.57.
-    pub const SPARSE_BELOW_MILLIBITS: u64 = 1500;
+    /// A frame is sparse when its [`estimate`] is below this many thousandths of a bit a sample
+    /// (calibration: docs/jpegls.md, "Bands chosen per frame").
+    pub const SPARSE_BELOW_MILLIBITS: u32 = 870;
 
-    /// A chooser for a coder of `bands` bands per component (its core count); the first frame
-    /// gets `bands`.
+    /// A chooser for a coder of `bands` bands per component (its core count).
     pub const fn new(bands: usize) -> BandChooser {
-        BandChooser {
-            bands,
-            sparse: false,
-        }
+        BandChooser { bands }
     }
 
     /// The coder's band count (what a frame that is not sparse gets).
@@ -62,42 +182,50 @@ impl BandChooser {
         self.bands
     }
 
-    /// True when the last frame observed was sparse.
-    pub const fn sparse(&self) -> bool {
-        self.sparse
+    /// True when a frame of estimate `e` is sparse.
+    pub const fn is_sparse(e: &Estimate) -> bool {
+        e.below(Self::SPARSE_BELOW_MILLIBITS)
     }
 
-    /// The band count of the next frame.
-    pub const fn bands(&self) -> usize {
-        if self.sparse && self.bands > Self::SPARSE_BANDS {
+    /// The band count of a frame of estimate `e`.
+    pub const fn bands_for(&self, e: &Estimate) -> usize {
+        if Self::is_sparse(e) && self.bands > Self::SPARSE_BANDS {
             Self::SPARSE_BANDS
         } else {
             self.bands
         }
     }
 
-    /// The next frame's plan: [`Plan::new`] with [`BandChooser::bands`], with
-    /// [`BandChooser::SPARSE_PRESET`] when the band count was lowered.
-    pub fn plan(&self, width: usize, height: usize, layout: Layout) -> Result<Plan, EncodeError> {
-        let plan = Plan::new(width, height, layout, self.bands())?;
-        Ok(if self.bands() < self.bands {
+    /// The plan of a frame of estimate `e` ([`estimate`] of the frame): [`Plan::new`] with
+    /// [`BandChooser::bands_for`], with [`BandChooser::SPARSE_PRESET`] when the band count was
+    /// lowered.
+    pub fn plan_for(
+        &self,
+        width: usize,
+        height: usize,
+        layout: Layout,
+        e: &Estimate,
+    ) -> Result<Plan, EncodeError> {
+        let bands = self.bands_for(e);
+        let plan = Plan::new(width, height, layout, bands)?;
+        Ok(if bands < self.bands {
             plan.with_preset(Self::SPARSE_PRESET)
         } else {
             plan
         })
     }
 
-    /// True when a `samples`-sample picture coded in `coded_len` bytes is sparse.
-    pub const fn is_sparse(samples: usize, coded_len: usize) -> bool {
-        (coded_len as u64).saturating_mul(8000) < Self::SPARSE_BELOW_MILLIBITS * samples as u64
-    }
-
-    /// Takes a coded frame's statistics: `plan` is what it was coded with, `coded_len` its
-    /// stream's length in bytes (`None`: it was not coded, e.g. sent raw; the choice is kept).
-    pub fn observe(&mut self, plan: &Plan, coded_len: Option<usize>) {
-        if let Some(n) = coded_len {
-            self.sparse = Self::is_sparse(plan.width() * plan.height(), n);
-        }
+    /// The plan of the frame `pixels` (`width × height` in `layout`): [`estimate`], then
+    /// [`BandChooser::plan_for`].
+    pub fn plan(
+        &self,
+        width: usize,
+        height: usize,
+        layout: Layout,
+        pixels: &[u8],
+    ) -> Result<Plan, EncodeError> {
+        let e = estimate(width, height, layout, pixels)?;
+        self.plan_for(width, height, layout, &e)
     }
 }
 
@@ -109,82 +237,224 @@ mod tests {
     const W: usize = 324;
     const H: usize = 244;
 
-    #[test]
-    fn the_threshold_sits_between_the_synthetic_pattern_and_the_photographs() {
-        let px = W * H;
-        // The synthetic pattern with 8 bands (12,068 B) and with the sparse plan (< 11,000 B).
-        assert!(BandChooser::is_sparse(px, 12_068));
-        assert!(BandChooser::is_sparse(px, 10_900));
-        // The smallest photograph with 8 bands (moon, 17,407 B) and with the sparse plan.
-        assert!(!BandChooser::is_sparse(px, 17_407));
-        assert!(!BandChooser::is_sparse(px, 16_800));
-        // 1.5 bits a sample: 14,823 B for 79,056 samples.
-        assert!(BandChooser::is_sparse(px, 14_822));
-        assert!(!BandChooser::is_sparse(px, 14_823));
+    /// The estimate written out from the module docs, sample by sample on the planes' lines
+    /// (`Plan::plane_line`): the reference the proptest holds `estimate` to.
+    fn reference(width: usize, height: usize, layout: Layout, pixels: &[u8]) -> Estimate {
+        let plan = Plan::new(width, height, layout, 1).unwrap();
+        let pw = plan.plane_width();
+        let (mut up, mut cur) = (vec![0u8; pw], vec![0u8; pw]);
+        let mut e = Estimate::default();
+        for comp in 0..plan.components() {
+            let mut y = 1;
+            while y < plan.plane_height() {
+                plan.plane_line(pixels, comp, y - 1, &mut up);
+                plan.plane_line(pixels, comp, y, &mut cur);
+                let mut run = false;
+                for x in 1..pw.saturating_sub(1) {
+                    let (a, b, c, d, v) = (
+                        cur[x - 1] as i32,
+                        up[x] as i32,
+                        up[x - 1] as i32,
+                        up[x + 1] as i32,
+                        cur[x] as i32,
+                    );
+                    e.samples += 1;
+                    if !run && a == b && b == c && c == d {
+                        run = true;
+                    }
+                    let len = |v: i32| (32 - v.unsigned_abs().leading_zeros()) as u64;
+                    if run {
+                        if v != a {
+                            run = false;
+                            e.bits += 2 + len(v - b);
+                        }
+                    } else {
+                        let p = if c >= a.max(b) {
+                            a.min(b)
+                        } else if c <= a.min(b) {
+                            a.max(b)
+                        } else {
+                            a + b - c
+                        };
+                        e.bits += 1 + len(v - p);
+                    }
+                }
+                y += ESTIMATE_LINE_STEP;
+            }
+        }
+        e
     }
 
     #[test]
-    fn first_frame_dense_then_follows_the_previous_frame() {
-        let mut c = BandChooser::new(8);
-        let p = c.plan(W, H, Layout::Grey).unwrap();
-        assert_eq!(p, Plan::new(W, H, Layout::Grey, 8).unwrap());
-        c.observe(&p, Some(12_068));
-        assert!(c.sparse());
-        let q = c.plan(W, H, Layout::Grey).unwrap();
-        assert_eq!(q.bands(), BandChooser::SPARSE_BANDS);
-        assert_eq!(q.preset(), BandChooser::SPARSE_PRESET);
-        // A frame sent raw keeps the choice.
-        c.observe(&q, None);
-        assert_eq!(c.plan(W, H, Layout::Grey).unwrap(), q);
-        c.observe(&q, Some(40_000));
-        assert_eq!(c.plan(W, H, Layout::Grey).unwrap(), p);
+    fn bit_lengths() {
+        for (v, &n) in BIT_LEN.iter().enumerate() {
+            assert_eq!(n as u32, usize::BITS - v.leading_zeros());
+        }
+    }
+
+    #[test]
+    fn flat_frames_are_all_run_and_sparse() {
+        let e = estimate(W, H, Layout::Grey, &vec![77; W * H]).unwrap();
+        let lines = (H - 1).div_ceil(ESTIMATE_LINE_STEP) as u64;
+        assert_eq!(
+            e,
+            Estimate {
+                bits: 0,
+                samples: lines * (W as u64 - 2)
+            }
+        );
+        assert!(BandChooser::is_sparse(&e));
+        let plan = BandChooser::new(8)
+            .plan(W, H, Layout::Grey, &vec![77; W * H])
+            .unwrap();
+        assert_eq!(
+            plan,
+            Plan::new(W, H, Layout::Grey, BandChooser::SPARSE_BANDS)
+                .unwrap()
+                .with_preset(BandChooser::SPARSE_PRESET)
+        );
+    }
+
+    #[test]
+    fn known_residuals() {
+        // A horizontal ramp: every line equal, x + 10 at column x. MED predicts from above and
+        // left: a = x + 9, b = x + 10, c = x + 9 gives a + b - c = x + 10, residual 0: 1 bit each.
+        let px: Vec<u8> = (0..W * H).map(|i| (i % W + 10) as u8).collect();
+        let e = estimate(W, H, Layout::Grey, &px).unwrap();
+        assert_eq!(e.bits, e.samples);
+        assert_eq!(e.millibits(), 1000);
+        // Every other sample 0 / 200 in a checkerboard: no runs, MED gives the worst guesses.
+        let px: Vec<u8> = (0..W * H)
+            .map(|i| if (i % W + i / W) % 2 == 0 { 0 } else { 200 })
+            .collect();
+        let e = estimate(W, H, Layout::Grey, &px).unwrap();
+        assert_eq!(e, reference(W, H, Layout::Grey, &px));
+        assert_eq!(e.bits, 9 * e.samples);
+        assert!(!BandChooser::is_sparse(&e));
+        assert_eq!(
+            BandChooser::new(8)
+                .plan(W, H, Layout::Grey, &px)
+                .unwrap()
+                .bands(),
+            8
+        );
+    }
+
+    #[test]
+    fn the_threshold_is_exact() {
+        let t = BandChooser::SPARSE_BELOW_MILLIBITS as u64;
+        let below = Estimate {
+            bits: t - 1,
+            samples: 1000,
+        };
+        let at = Estimate {
+            bits: t,
+            samples: 1000,
+        };
+        assert!(BandChooser::is_sparse(&below));
+        assert!(!BandChooser::is_sparse(&at));
+        assert_eq!(at.millibits(), t as u32);
+        // No sample read (a tiny picture): not sparse, the coder's band count.
+        assert!(!BandChooser::is_sparse(&Estimate::default()));
+        assert_eq!(Estimate::default().millibits(), u32::MAX);
+        assert_eq!(
+            estimate(2, 100, Layout::Grey, &[0; 200]).unwrap().samples,
+            0
+        );
+        assert_eq!(
+            estimate(100, 1, Layout::Grey, &[0; 100]).unwrap().samples,
+            0
+        );
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        assert_eq!(estimate(0, 5, Layout::Grey, &[]), Err(EncodeError::Size));
+        assert_eq!(
+            estimate(4, 4, Layout::Grey, &[0; 15]),
+            Err(EncodeError::Input)
+        );
+        assert_eq!(
+            estimate(5, 4, Layout::BayerRggb, &[0; 20]),
+            Err(EncodeError::OddBayer)
+        );
+        assert_eq!(
+            BandChooser::new(8).plan(4, 4, Layout::Grey, &[0; 17]),
+            Err(EncodeError::Input)
+        );
     }
 
     #[test]
     fn few_cores_never_get_more_bands() {
+        let flat = vec![9u8; W * H];
         for bands in 1..=BandChooser::SPARSE_BANDS {
-            let mut c = BandChooser::new(bands);
-            let p = c.plan(W, H, Layout::Grey).unwrap();
-            c.observe(&p, Some(1));
             assert_eq!(
-                c.plan(W, H, Layout::Grey).unwrap(),
+                BandChooser::new(bands)
+                    .plan(W, H, Layout::Grey, &flat)
+                    .unwrap(),
                 Plan::new(W, H, Layout::Grey, bands).unwrap()
             );
         }
     }
 
+    fn picture(w: usize, h: usize, kind: u8, seed: u64) -> Vec<u8> {
+        let mut s = seed | 1;
+        (0..w * h)
+            .map(|i| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let (x, y) = (i % w, i / w);
+                match kind % 4 {
+                    0 => s as u8,
+                    1 => ((x + 2 * y) as u64).wrapping_add(s % 4) as u8,
+                    2 => {
+                        if (x / 9 + y / 4) % 3 == 0 {
+                            17
+                        } else {
+                            230
+                        }
+                    }
+                    _ => (s % 3) as u8 + 100,
+                }
+            })
+            .collect()
+    }
+
     proptest! {
         #[test]
-        fn chosen_plan_follows_the_rule(
-            bands in 1usize..=16,
-            w in 1usize..=2000,
-            h in 1usize..=2000,
-            coded in 0usize..=20_000_000,
+        fn estimate_is_the_reference_and_deterministic(
+            w in 1usize..=400,
+            h in 1usize..=300,
+            kind in any::<u8>(),
+            seed in any::<u64>(),
             bayer in any::<bool>(),
+            bands in 1usize..=16,
         ) {
             let layout = if bayer { Layout::BayerRggb } else { Layout::Grey };
-            let (w, h) = if bayer { (w & !1 | 2, h & !1 | 2) } else { (w, h) };
-            let mut c = BandChooser::new(bands);
-            let first = c.plan(w, h, layout).unwrap();
-            prop_assert_eq!(first, Plan::new(w, h, layout, bands).unwrap());
-            c.observe(&first, Some(coded));
-            let sparse = (coded as u128) * 8000 < 1500 * (w * h) as u128;
-            prop_assert_eq!(c.sparse(), sparse);
-            let next = c.plan(w, h, layout).unwrap();
+            let (w, h) = if bayer { ((w + 1) & !1, (h + 1) & !1) } else { (w, h) };
+            let px = picture(w, h, kind, seed);
+            let e = estimate(w, h, layout, &px).unwrap();
+            prop_assert_eq!(e, reference(w, h, layout, &px));
+            prop_assert_eq!(e, estimate(w, h, layout, &px).unwrap());
+            prop_assert!(e.bits <= 10 * e.samples);
+            let c = BandChooser::new(bands);
+            let plan = c.plan(w, h, layout, &px).unwrap();
+            prop_assert_eq!(plan, c.plan_for(w, h, layout, &e).unwrap());
+            let sparse = e.samples != 0 && (e.bits as u128) * 1000
+                < BandChooser::SPARSE_BELOW_MILLIBITS as u128 * e.samples as u128;
             if sparse && bands > BandChooser::SPARSE_BANDS {
                 prop_assert_eq!(
-                    next,
+                    plan,
                     Plan::new(w, h, layout, BandChooser::SPARSE_BANDS)
                         .unwrap()
                         .with_preset(BandChooser::SPARSE_PRESET)
                 );
             } else {
-                prop_assert_eq!(next, first);
+                prop_assert_eq!(plan, Plan::new(w, h, layout, bands).unwrap());
             }
-            prop_assert!(next.bands() <= first.bands().max(1));
-            // The decision depends on the previous frame only.
-            c.observe(&next, Some(usize::MAX / 8000));
-            prop_assert_eq!(c.plan(w, h, layout).unwrap(), first);
+            // A wrong length is an error, never a panic.
+            prop_assert_eq!(estimate(w, h, layout, &px[..px.len() - 1]), Err(EncodeError::Input));
         }
     }
 }

@@ -18,9 +18,10 @@
 //!   which codes the frame set's photographs within 1.05× CharLS's one-scan size; below 8 bands
 //!   the defaults. The decoder honours any valid preset.
 //! * **Bands chosen per frame** ([`BandChooser`]): a frame that codes in few bits a sample (long
-//!   runs, flat areas) loses a large share to its restarts, but codes fast; after such a frame
-//!   the next one gets fewer bands (5) with a preset for them, which keeps it within 1.05× of
-//!   one scan. A scene change costs at most one frame at the old band count.
+//!   runs, flat areas) loses a large share to its restarts, but codes fast; such a frame gets
+//!   fewer bands (5) with a preset for them, which keeps it within 1.05× of one scan. Which kind
+//!   a frame is comes from the frame itself before it is coded ([`adapt::estimate`]: the MED
+//!   residuals of a few of its lines), so every frame gets its own plan.
 //! * **Bayer mosaics** ([`Layout::BayerRggb`]): the HM01B0's colour variant delivers an RGGB
 //!   mosaic, whose neighbouring samples are of different colours and defeat the predictor. The
 //!   encoder codes the four colour planes (R, Gr, Gb, B; each `w/2 × h/2`) as four components,
@@ -31,7 +32,7 @@
 //! | item | what |
 //! |---|---|
 //! | [`Plan`] | the layout of a picture: components, bands, worst-case sizes, headers, regions |
-//! | [`BandChooser`] | each frame's plan from the previous frame's coded size: one band per core, or [`BandChooser::SPARSE_BANDS`] with their preset after a frame of few bits a sample |
+//! | [`BandChooser`], [`adapt::estimate`] | each frame's plan from the frame itself: one band per core, or [`BandChooser::SPARSE_BANDS`] with their preset for a frame whose estimate is below [`BandChooser::SPARSE_BELOW_MILLIBITS`] |
 //! | [`encode`] | the whole picture on the calling core into a caller's buffer (no allocation) |
 //! | [`encode_segment`] | one band of one component through a [`Writer`] into any [`Sink`] (what a cluster core runs) |
 //! | [`join`] | segments coded in place ([`Plan::region`]) joined into one stream |

@@ -7,16 +7,24 @@
 //! * CharLS's streams of the same pictures → our decoder, bit-exact;
 //! * with one band our scan data is byte for byte CharLS's;
 //! * on the frame set (`frameset::standard_set()`: ten photographs at 324×244 + the synthetic
-//!   pattern) our one-band stream is at most 1.05× CharLS's, and so is the stream of the bands
-//!   [`BandChooser`] takes for a still scene of each frame (8 bands for the photographs, fewer
-//!   for the synthetic pattern); CharLS decodes those bit-exact (the sizes are printed);
+//!   pattern) our one-band stream is at most 1.05× CharLS's, and so is the stream of the plan
+//!   [`BandChooser`] takes for each frame from the frame itself (8 bands for the photographs,
+//!   5 for the synthetic pattern); CharLS decodes those bit-exact (the sizes are printed);
+//! * the band plan's rule on more pictures (`tests/pictures/mod.rs`: the photographs cut
+//!   elsewhere, the synthetic pattern at other frames, test frames, Bayer mosaics): per picture
+//!   the estimate, both plans' sizes against CharLS, the plan chosen; whenever one of the two
+//!   plans is within 1.05× CharLS the chosen one is, and the estimates of the drone's frames keep
+//!   a margin from the threshold on both sides;
 //! * Bayer: the frame set's colour photographs (and the drone's synthetic Bayer scene) mosaicked
 //!   RGGB, coded as four planes (1 band, and 2 bands per plane: 8 segments for 8 cores) and as
 //!   one grey plane; the sizes are printed ("CharLS": the four planes as four CharLS files).
 //!
 //! `cargo test -p gapstream_jpegls --test charls -- --nocapture` prints the tables that
 //! docs/jpegls.md quotes.
-use gapstream_jpegls::{BandChooser, Layout, Plan, Preset, decode, encode_to_vec};
+mod pictures;
+
+use gapstream_jpegls::{BandChooser, Layout, Plan, Preset, adapt::estimate, decode, encode_to_vec};
+use pictures::Pic;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -33,14 +41,6 @@ fn venv_python() -> PathBuf {
     py
 }
 
-struct Pic {
-    name: String,
-    w: usize,
-    h: usize,
-    layout: Layout,
-    px: Vec<u8>,
-}
-
 /// Component planes of a picture as the stream codes them.
 fn planes(p: &Pic) -> Vec<u8> {
     let plan = Plan::new(p.w, p.h, p.layout, 1).unwrap();
@@ -54,102 +54,9 @@ fn planes(p: &Pic) -> Vec<u8> {
     out
 }
 
-/// The RGB photographs of the frame set mosaicked RGGB at 324×244: the centre cut, then R at
-/// (even row, even column), G at (even, odd) and (odd, even), B at (odd, odd).
-fn bayer_photos() -> Vec<Pic> {
-    let dir = frameset::photo_dir().expect("frame set (scripts/setup.sh test)");
-    let mut v = Vec::new();
-    for f in frameset::PHOTOS {
-        let file = std::fs::File::open(dir.join(f)).unwrap();
-        let mut dec = png::Decoder::new(std::io::BufReader::new(file));
-        dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
-        let mut r = dec.read_info().unwrap();
-        let mut buf = vec![0u8; r.output_buffer_size().unwrap()];
-        let info = r.next_frame(&mut buf).unwrap();
-        let ch = match info.color_type {
-            png::ColorType::Rgb => 3,
-            png::ColorType::Rgba => 4,
-            _ => continue,
-        };
-        let (iw, ih) = (info.width as usize, info.height as usize);
-        let (w, h) = (frameset::WIDTH, frameset::HEIGHT);
-        let (x0, y0) = ((iw - w) / 2, (ih - h) / 2);
-        let px = (0..w * h)
-            .map(|i| {
-                let (x, y) = (i % w, i / w);
-                let c = match (y % 2, x % 2) {
-                    (0, 0) => 0,
-                    (1, 1) => 2,
-                    _ => 1,
-                };
-                buf[((y0 + y) * iw + x0 + x) * ch + c]
-            })
-            .collect();
-        v.push(Pic {
-            name: format!("bayer-{}", f.trim_end_matches(".png")),
-            w,
-            h,
-            layout: Layout::BayerRggb,
-            px,
-        });
-    }
-    let (w, h) = (frameset::WIDTH, frameset::HEIGHT);
-    let mut px = vec![0u8; w * h];
-    gapstream_drone::testpattern::render_bayer(
-        &mut px,
-        w,
-        h,
-        gapstream_drone::testpattern::Stamp {
-            frame: 7,
-            capture_ns: 123_456_000,
-        },
-    )
-    .unwrap();
-    v.push(Pic {
-        name: "bayer-synthetic".into(),
-        w,
-        h,
-        layout: Layout::BayerRggb,
-        px,
-    });
-    v
-}
-
 fn grey_pictures() -> Vec<Pic> {
-    let mut v: Vec<Pic> = frameset::standard_set()
-        .expect("frame set (scripts/setup.sh test)")
-        .into_iter()
-        .map(|p| Pic {
-            name: p.name,
-            w: p.width,
-            h: p.height,
-            layout: Layout::Grey,
-            px: p.pixels,
-        })
-        .collect();
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    let noise: Vec<u8> = (0..37 * 23)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s as u8
-        })
-        .collect();
-    v.push(Pic {
-        name: "noise".into(),
-        w: 37,
-        h: 23,
-        layout: Layout::Grey,
-        px: noise,
-    });
-    v.push(Pic {
-        name: "flat".into(),
-        w: 5,
-        h: 3,
-        layout: Layout::Grey,
-        px: vec![255; 15],
-    });
+    let mut v = pictures::frame_set();
+    v.extend(pictures::small_tests());
     v
 }
 
@@ -179,21 +86,18 @@ struct Sizes {
     charls: usize,
     /// Our stream's length with 1..=8 bands.
     bands: Vec<usize>,
-    /// The plan [`BandChooser`] (8 bands) takes for a still scene of the picture (after a first
-    /// coding of it with 8 bands): its band count and stream length.
+    /// The plan [`BandChooser`] (8 bands) takes for the picture (from its own pixels): its band
+    /// count and stream length, and the estimate it decided on (thousandths of a bit a sample).
+    estimate: u32,
     chosen_bands: usize,
     chosen: usize,
-    /// The sparse plan ([`BandChooser::SPARSE_BANDS`] bands, [`BandChooser::SPARSE_PRESET`]):
-    /// what a scene change from a sparse scene to this picture codes its first frame with.
+    /// The sparse plan ([`BandChooser::SPARSE_BANDS`] bands, [`BandChooser::SPARSE_PRESET`]).
     sparse: usize,
 }
 
-/// [`BandChooser`]'s plan for a still scene of `p`: the plan after a first coding of `p`.
+/// [`BandChooser`]'s plan (8 bands) for `p`: from `p` itself.
 fn chosen_plan(p: &Pic) -> Plan {
-    let mut c = BandChooser::new(8);
-    let first = c.plan(p.w, p.h, p.layout).unwrap();
-    c.observe(&first, Some(encode_to_vec(&first, &p.px).unwrap().len()));
-    c.plan(p.w, p.h, p.layout).unwrap()
+    BandChooser::new(8).plan(p.w, p.h, p.layout, &p.px).unwrap()
 }
 
 fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
@@ -312,6 +216,7 @@ fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
             ours8_default,
             charls,
             bands,
+            estimate: estimate(p.w, p.h, p.layout, &p.px).unwrap().millibits(),
             chosen_bands: chosen.bands(),
             chosen: std::fs::metadata(dir.join(format!("{}.chosen.ours.jls", p.name)))
                 .unwrap()
@@ -374,8 +279,9 @@ fn grey_pictures_both_ways_and_sizes() {
             most
         );
         chosen_rows += &format!(
-            "{:<18} {:>8} {:>6} {:>8} {:>8.4} {:>8} {:>8.4}\n",
+            "{:<18} {:>8} {:>8} {:>6} {:>8} {:>8.4} {:>8} {:>8.4}\n",
             p.name,
+            s.estimate,
             s.charls,
             s.chosen_bands,
             s.chosen,
@@ -391,8 +297,8 @@ fn grey_pictures_both_ways_and_sizes() {
                 t8d + s.ours8_default,
                 tc + s.chosen,
             );
-            // The bands chosen per frame (a still scene: the plan BandChooser takes after the
-            // frame coded with 8 bands): every frame of the set within 1.05x CharLS.
+            // The plan BandChooser takes from the frame itself: every frame of the set within
+            // 1.05x CharLS.
             assert!(
                 s.chosen as f64 <= 1.05 * s.charls as f64,
                 "{}: {} bytes ({} bands chosen) against CharLS's {}",
@@ -431,8 +337,9 @@ fn grey_pictures_both_ways_and_sizes() {
     );
     let sp = BandChooser::SPARSE_PRESET;
     println!(
-        "\nbands chosen per frame (BandChooser of 8 bands, a still scene: after the frame coded with 8 bands); \
+        "\nbands chosen per frame (BandChooser of 8 bands, from the frame's own estimate: sparse below {} millibits a sample); \
          \"sparse\": {} bands, T1 = {}, T2 = {}, T3 = {}, RESET = {} (LSE)",
+        BandChooser::SPARSE_BELOW_MILLIBITS,
         BandChooser::SPARSE_BANDS,
         sp.t1,
         sp.t2,
@@ -440,8 +347,8 @@ fn grey_pictures_both_ways_and_sizes() {
         sp.reset
     );
     println!(
-        "{:<18} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8}",
-        "picture", "CharLS", "bands", "chosen", "ch/CL", "sparse", "sp/CL"
+        "{:<18} {:>8} {:>8} {:>6} {:>8} {:>8} {:>8} {:>8}",
+        "picture", "estimate", "CharLS", "bands", "chosen", "ch/CL", "sparse", "sp/CL"
     );
     print!("{chosen_rows}");
     println!(
@@ -453,7 +360,7 @@ fn grey_pictures_both_ways_and_sizes() {
 
 #[test]
 fn bayer_mosaics_as_four_planes() {
-    let pics = bayer_photos();
+    let pics = pictures::bayer_photos(0, 0);
     assert!(pics.len() >= 5, "colour photographs in the frame set");
     let sizes = run(&pics, "bayer");
     println!(
@@ -535,8 +442,163 @@ fn random_sizes_both_ways() {
             h,
             layout: Layout::Grey,
             px,
+            frame: false,
         });
     }
     let sizes = run(&pics, "random");
     assert_eq!(sizes.len(), pics.len());
+}
+
+/// The band plan's rule on the calibration pictures (`tests/pictures/mod.rs`): each picture
+/// coded with 8 bands, with the sparse plan and with the plan [`BandChooser`] (8 bands) takes
+/// from its own estimate; CharLS decodes all three bit-exact. Whenever one of the two plans is
+/// within 1.05× CharLS, the chosen one is; the frame set's frames are; and the estimates of the
+/// 324×244 grey frames that need one plan (the other misses 1.05×) keep a margin of at least
+/// 1.2× from the threshold.
+#[test]
+fn band_plan_on_the_calibration_set() {
+    let pics = pictures::calibration_set();
+    let dir = std::env::temp_dir().join(format!("gapstream-jls-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let chooser = BandChooser::new(8);
+    struct Row {
+        est: u32,
+        dense: Plan,
+        sparse: Plan,
+        chosen: Plan,
+    }
+    let mut rows = Vec::new();
+    for (i, p) in pics.iter().enumerate() {
+        let e = estimate(p.w, p.h, p.layout, &p.px).unwrap();
+        let dense = Plan::new(p.w, p.h, p.layout, 8).unwrap();
+        let sparse = Plan::new(p.w, p.h, p.layout, BandChooser::SPARSE_BANDS)
+            .unwrap()
+            .with_preset(BandChooser::SPARSE_PRESET);
+        let chosen = chooser.plan_for(p.w, p.h, p.layout, &e).unwrap();
+        assert_eq!(chosen, chooser.plan(p.w, p.h, p.layout, &p.px).unwrap());
+        assert!(chosen == dense || chosen == sparse, "{}", p.name);
+        let one = Plan::new(p.w, p.h, p.layout, 1).unwrap();
+        let raw = format!(
+            "c{i}_{}x{}x{}.raw",
+            one.plane_width(),
+            one.plane_height(),
+            one.components()
+        );
+        std::fs::write(dir.join(raw), planes(p)).unwrap();
+        for (tag, plan) in [("dense", &dense), ("sparse", &sparse)] {
+            let code = encode_to_vec(plan, &p.px).unwrap();
+            std::fs::write(dir.join(format!("c{i}.{tag}.ours.jls")), code).unwrap();
+        }
+        rows.push(Row {
+            est: e.millibits(),
+            dense,
+            sparse,
+            chosen,
+        });
+    }
+    let out = Command::new(venv_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charls.py"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "charls.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = BandChooser::SPARSE_BELOW_MILLIBITS;
+    println!(
+        "\nband plan from the frame's own estimate (sparse below {t} millibits a sample: {} bands, T1 = {}, T2 = {}, T3 = {}, RESET = {}; else 8 bands)",
+        BandChooser::SPARSE_BANDS,
+        BandChooser::SPARSE_PRESET.t1,
+        BandChooser::SPARSE_PRESET.t2,
+        BandChooser::SPARSE_PRESET.t3,
+        BandChooser::SPARSE_PRESET.reset,
+    );
+    println!(
+        "{:<30} {:>8} {:>8} {:>8} {:>7} {:>8} {:>7} {:>6} {:>7}",
+        "picture", "estimate", "CharLS", "8 bands", "8b/CL", "sparse", "sp/CL", "chosen", "ch/CL"
+    );
+    // Over the 324x244 grey frames: the highest estimate of a frame that needs the sparse plan
+    // and the lowest of one that needs 8 bands.
+    let mut need_sparse: Option<(u32, &str)> = None;
+    let mut need_dense: Option<(u32, &str)> = None;
+    let (mut n_dense, mut n_sparse) = (0, 0);
+    for (i, (p, r)) in pics.iter().zip(&rows).enumerate() {
+        let want = planes(p);
+        let len = |tag: &str| {
+            let f = dir.join(format!("c{i}.{tag}.ours.jls"));
+            let dec = std::fs::read(dir.join(format!("c{i}.{tag}.ours.dec.raw"))).unwrap();
+            assert!(
+                dec == want,
+                "{}: CharLS decodes our {tag} stream differently",
+                p.name
+            );
+            std::fs::metadata(f).unwrap().len() as usize
+        };
+        let (d, s) = (len("dense"), len("sparse"));
+        let nc = r.dense.components();
+        let charls: usize = (0..nc)
+            .map(|k| {
+                let f = dir.join(format!(
+                    "c{i}_{}x{}x{nc}.p{k}.charls.jls",
+                    r.dense.plane_width(),
+                    r.dense.plane_height()
+                ));
+                std::fs::metadata(f).unwrap().len() as usize
+            })
+            .sum();
+        let is_sparse = r.chosen == r.sparse;
+        if is_sparse {
+            n_sparse += 1;
+        } else {
+            n_dense += 1;
+        }
+        let (c, other) = if is_sparse { (s, d) } else { (d, s) };
+        let within = |n: usize| n as f64 <= 1.05 * charls as f64;
+        println!(
+            "{:<30} {:>8} {:>8} {:>8} {:>7.4} {:>8} {:>7.4} {:>6} {:>7.4}",
+            p.name,
+            r.est,
+            charls,
+            d,
+            d as f64 / charls as f64,
+            s,
+            s as f64 / charls as f64,
+            r.chosen.bands(),
+            c as f64 / charls as f64
+        );
+        assert!(
+            within(c) || !within(other),
+            "{}: the chosen plan ({} bands) is {:.4}x CharLS, the other {:.4}x",
+            p.name,
+            r.chosen.bands(),
+            c as f64 / charls as f64,
+            other as f64 / charls as f64
+        );
+        if p.frame && p.layout == Layout::Grey {
+            if within(s) && !within(d) && need_sparse.is_none_or(|(e, _)| r.est > e) {
+                need_sparse = Some((r.est, &p.name));
+            }
+            if within(d) && !within(s) && need_dense.is_none_or(|(e, _)| r.est < e) {
+                need_dense = Some((r.est, &p.name));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let (hi, hi_name) = need_sparse.expect("a frame that needs the sparse plan");
+    let (lo, lo_name) = need_dense.expect("a frame that needs 8 bands");
+    println!(
+        "{} pictures: {n_dense} coded with 8 bands, {n_sparse} with the sparse plan; 324x244 grey frames: \
+         highest estimate of a frame that needs the sparse plan {hi} ({hi_name}), lowest of one that needs 8 bands {lo} ({lo_name}); \
+         threshold {t}: margins {:.2}x and {:.2}x",
+        pics.len(),
+        t as f64 / hi as f64,
+        lo as f64 / t as f64
+    );
+    assert!(hi < t && lo >= t);
+    assert!(
+        t as f64 >= 1.2 * hi as f64 && lo as f64 >= 1.2 * t as f64,
+        "margin below 1.2x: {hi} < {t} <= {lo}"
+    );
 }

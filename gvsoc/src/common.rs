@@ -135,9 +135,9 @@ pub fn aead_digest(ct: &[u8], tag: &[u8; 16]) -> u64 {
 /// `rustcrypto` the `aes-gcm` crate on cluster core 0 (1 core only: the anchor).
 ///
 /// `"jpegls"` is lossless JPEG-LS (`gapstream_jpegls`) of one frame of the frame set
-/// ([`BENCH_FRAME_W`] × [`BENCH_FRAME_H`], patched into [`BENCH_FRAME_SYMBOL`] by the runner) in
-/// the bands `gapstream_jpegls::BandChooser` of [`JPEGLS_BANDS`] bands takes after a first coding
-/// of the same frame (a still scene), on the run's cores, output (and its digest) the `.jls` stream;
+/// ([`BENCH_FRAME_W`] × [`BENCH_FRAME_H`], patched into [`BENCH_FRAME_SYMBOL`] by the runner) with
+/// the plan `gapstream_jpegls::BandChooser` of [`JPEGLS_BANDS`] bands takes from the frame itself
+/// (its estimate on the FC, measured apart), on the run's cores, output (and its digest) the `.jls` stream;
 /// `portable`: the portable line coder; `pulp`: with the PULP operations (`gapstream_jpegls::pulp`).
 pub const BENCH_KERNELS: [(&str, &str); 15] = [
     ("chacha20", "portable"),
@@ -168,8 +168,8 @@ pub const BENCH_FRAME_SYMBOL: &str = "GVSOC_BENCH_FRAME";
 pub const BENCH_FRAME_W: usize = 324;
 /// Height of the codec runs' frame.
 pub const BENCH_FRAME_H: usize = 244;
-/// Bands (restart intervals) of the JPEG-LS runs' first coding on any core count (the same stream
-/// on 1..8 cores); the measured coding takes the bands the chooser gives after it.
+/// The JPEG-LS runs' chooser's band count on any core count (the same stream on 1..8 cores): a
+/// frame gets these bands, or the chooser's sparse plan when its own estimate says so.
 pub const JPEGLS_BANDS: usize = 8;
 
 /// Modes: the engine's DMA rounds with round sizes chosen from the payload (`dma`), with every

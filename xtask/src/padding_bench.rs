@@ -2,13 +2,11 @@
 //! the frame set.
 //!
 //! Two sets of 324×244 grey frames, coded as the simulated drone codes them (`gapstream_jpeg` at
-//! quality 75 with 8 bands; `gapstream_jpegls` with the bands `BandChooser` takes from the
-//! previous frame, at most 8):
-//! * `photos`: the frame set's photographs (one frame each: distinct scenes, each coded as a
-//!   still scene: the plan chosen after its own first coding);
+//! quality 75 with 8 bands; `gapstream_jpegls` with the plan `BandChooser` takes from each
+//! frame itself, at most 8 bands):
+//! * `photos`: the frame set's photographs (one frame each: distinct scenes);
 //! * `motion`: for each photograph, a 324×244 window moving in `STEPS` steps from the top-left
-//!   corner of the full picture to its bottom-right (a drone panning over one scene; one chooser
-//!   a sequence, its first frame coded with 8 bands).
+//!   corner of the full picture to its bottom-right (a drone panning over one scene).
 //!
 //! For each padding setting it prints the mean bytes per frame, the overhead over the coded bytes
 //! (Σ padded / Σ coded − 1), the number of distinct sizes, and the Shannon entropy in bits of the
@@ -68,20 +66,19 @@ impl Coder for Jpeg {
     }
 }
 
-/// JPEG-LS as the drone codes a stream: each frame's plan from the previous frame's size.
+/// JPEG-LS as the drone codes a stream: each frame's plan from the frame itself.
 struct Jpegls(gapstream_jpegls::BandChooser, usize);
 
 impl Coder for Jpegls {
     fn code(&mut self, pixels: &[u8]) -> Result<usize, String> {
         let plan = self
             .0
-            .plan(W, H, gapstream_jpegls::Layout::Grey)
+            .plan(W, H, gapstream_jpegls::Layout::Grey, pixels)
             .map_err(|e| format!("JPEG-LS plan: {e:?}"))?;
         let n = gapstream_jpegls::encode_to_vec(&plan, pixels)
             .map(|v| v.len())
             .map_err(|e| format!("JPEG-LS encoder: {e:?}"))?;
         self.1 += usize::from(plan.bands() < self.0.max_bands());
-        self.0.observe(&plan, Some(n));
         Ok(n)
     }
     fn fewer_bands(&self) -> usize {
@@ -145,14 +142,12 @@ pub fn run() -> Result<(), String> {
         "codec", "set", "pad", "B/frame", "overhead", "sizes", "H bits", "H/seq bits"
     );
     for (codec, kind) in coders {
-        // Coded sizes: photos (centre crops, each a still scene: coded twice, the second kept),
-        // motion (sequences, one coder each).
+        // Coded sizes: photos (centre crops), motion (sequences, one coder each).
         let mut photos = Vec::new();
         let mut fewer = [0usize; 2];
         for p in &full {
             let c = frameset::centre_crop(p, W, H).ok_or("centre crop")?;
             let mut still = coder(kind);
-            still.code(&c.pixels)?;
             photos.push(still.code(&c.pixels)?);
             fewer[0] += still.fewer_bands();
         }

@@ -168,15 +168,17 @@ pub type JplsKernel = gapstream_jpegls::Portable;
 
 /// Lossless JPEG-LS on the cluster (NEAR = 0): bands of lines coded on the cores at once,
 /// restart markers between them; grey frames only (pixel format JPEG-LS). The band count and
-/// preset of each frame come from the previous frame's coded size ([`BandChooser`]): one band
-/// per core, or fewer bands after a frame that coded in few bits a sample (the same choice as
-/// the host drone's coder, so both stream the same bytes).
+/// preset of each frame come from the frame itself ([`BandChooser::plan`]: an estimate of its
+/// bits a sample from a few of its lines, run on the FC before the cluster job): one band per
+/// core, or fewer bands for a frame that codes in few bits a sample (the same choice as the host
+/// drone's coder, so both stream the same bytes).
 pub struct JplsCoder<'c, C: Cluster> {
     cluster: &'c C,
     cores: usize,
     chooser: BandChooser,
     buffer: CodedBuffer,
     limit: usize,
+    last_bands: usize,
 }
 
 impl<'c, C: Cluster> JplsCoder<'c, C> {
@@ -193,12 +195,14 @@ impl<'c, C: Cluster> JplsCoder<'c, C> {
             chooser: BandChooser::new(cores),
             limit: buffer.code_limit(),
             buffer,
+            last_bands: 0,
         })
     }
 
-    /// The band count of the next frame ([`BandChooser::bands`]).
-    pub fn next_bands(&self) -> usize {
-        self.chooser.bands()
+    /// The band count of the last frame coded (its plan: [`BandChooser::plan`]); 0 before the
+    /// first.
+    pub fn last_bands(&self) -> usize {
+        self.last_bands
     }
 
     /// The most L1 bytes one frame's job takes for `format` (the tables and every core's share,
@@ -238,10 +242,17 @@ impl<C: Cluster> FrameCoder for JplsCoder<'_, C> {
         if format.pixel != PixelFormat::Grey8 || frame.len() != format.bytes() {
             return Ok(None);
         }
+        // The frame's own plan: its estimate on the FC, before the cluster job.
         let plan = self
             .chooser
-            .plan(format.width.into(), format.height.into(), Layout::Grey)
+            .plan(
+                format.width.into(),
+                format.height.into(),
+                Layout::Grey,
+                frame,
+            )
             .map_err(|_| CoderError("JPEG-LS: frame size out of range"))?;
+        self.last_bands = plan.bands();
         self.buffer.prepare(out, self.limit);
         let r = gapstream_jpegls::cluster::encode::<JplsKernel, C>(
             self.cluster,
@@ -250,7 +261,6 @@ impl<C: Cluster> FrameCoder for JplsCoder<'_, C> {
             frame,
             out,
         );
-        self.chooser.observe(&plan, r.ok());
         let r = r.map_err(|e| matches!(e, EncodeError::OutputFull));
         finish(
             out,
@@ -404,42 +414,42 @@ mod tests {
         assert!(JplsCoder::new(&cl, 9, unpadded(1000)).is_err());
     }
 
-    /// The band count follows the previous frame ([`BandChooser`]): a frame of few bits a sample
-    /// makes the next one 5 bands with the sparse preset, a busy frame after it is coded with
-    /// those 5 bands (a scene change costs one frame at the old count), the next with 8 again;
-    /// every stream is the portable encoder's with the chooser's plan and decodes bit-exact.
+    /// The band count comes from the frame itself ([`BandChooser::plan`]): a frame of few bits
+    /// a sample is coded in 5 bands with the sparse preset, a busy frame in 8, whatever came
+    /// before; every stream is the portable encoder's with the chooser's plan and decodes
+    /// bit-exact.
     #[test]
-    fn jpegls_band_count_follows_the_previous_frame() {
+    fn jpegls_band_count_comes_from_the_frame() {
         let cl = HostCluster::new();
         let f = FrameFormat::HM01B0;
-        // Flat areas and a few edges: far below 1.5 bits a sample.
+        // Flat areas and a few edges: an estimate far below the threshold.
         let sparse: Vec<u8> = (0..f.bytes())
             .map(|i| if (i % 324) / 54 % 2 == 0 { 40 } else { 200 })
             .collect();
         let busy = busy_frame();
         let mut c = JplsCoder::new(&cl, 8, unpadded(81_920)).unwrap();
-        let mut want_chooser = BandChooser::new(8);
+        let want_chooser = BandChooser::new(8);
         let mut out = Vec::new();
         let mut bands = Vec::new();
+        assert_eq!(c.last_bands(), 0);
         for px in [&sparse, &sparse, &busy, &busy, &sparse] {
-            bands.push(c.next_bands());
             assert_eq!(c.code(f, px, &mut out), Ok(Some(PixelFormat::JpegLs)));
-            let plan = want_chooser.plan(324, 244, Layout::Grey).unwrap();
+            bands.push(c.last_bands());
+            let plan = want_chooser.plan(324, 244, Layout::Grey, px).unwrap();
             let want = gapstream_jpegls::encode_to_vec(&plan, px).unwrap();
             assert_eq!(out, want);
-            want_chooser.observe(&plan, Some(want.len()));
             assert_eq!(gapstream_jpegls::decode(&out).unwrap().samples, **px);
         }
-        assert_eq!(bands, [8, 5, 5, 8, 8]);
-        // A frame that does not fit (sent raw) keeps the choice.
+        assert_eq!(bands, [5, 5, 8, 8, 5]);
+        // A frame that does not fit (sent raw) was still planned from itself.
         let mut small = JplsCoder::new(&cl, 8, unpadded(100)).unwrap();
         assert!(small.code(f, &sparse, &mut out).is_err());
-        assert_eq!(small.next_bands(), 8);
+        assert_eq!(small.last_bands(), 5);
         // Fewer cores than the sparse band count: never more bands than cores.
         let mut four = JplsCoder::new(&cl, 4, unpadded(81_920)).unwrap();
-        for _ in 0..2 {
-            four.code(f, &sparse, &mut out).unwrap();
-            assert_eq!(four.next_bands(), 4);
+        for px in [&sparse, &busy] {
+            four.code(f, px, &mut out).unwrap();
+            assert_eq!(four.last_bands(), 4);
         }
     }
 

@@ -38,38 +38,31 @@ pub fn expected_jpeg(
         .collect()
 }
 
-/// The JPEG-LS streams the firmware may send for `inputs` (`width × height` grey frames) with a
-/// coder of `bands` bands (one per cluster core), and the band count of each: the firmware's
-/// `JplsCoder` takes each frame's plan from the previous frame's coded size
-/// (`gapstream_jpegls::BandChooser`), so a frame is either `bands` bands with their preset or,
-/// after a frame coded in few bits a sample, `BandChooser::SPARSE_BANDS` bands with the sparse
-/// preset. Input `i`'s streams are entries `i` and `i + inputs.len()`.
+/// The JPEG-LS stream the firmware must send for each of `inputs` (`width × height` grey
+/// frames) with a coder of `bands` bands (one per cluster core), and its band count: the
+/// firmware's `JplsCoder` takes each frame's plan from the frame itself
+/// (`gapstream_jpegls::BandChooser::plan`: `bands` bands with their preset, or
+/// `BandChooser::SPARSE_BANDS` bands with the sparse preset for a frame of few bits a sample),
+/// the same function as here, so input `i`'s stream is entry `i` and nothing else.
 pub fn expected_jpegls(
     inputs: &[Vec<u8>],
     width: u16,
     height: u16,
     bands: u8,
 ) -> Result<(Vec<Vec<u8>>, Vec<usize>), String> {
-    let mut chooser = BandChooser::new(bands.into());
+    let chooser = BandChooser::new(bands.into());
     let (w, h) = (width.into(), height.into());
-    let dense = chooser
-        .plan(w, h, Layout::Grey)
-        .map_err(|e| e.to_string())?;
-    // Any stream of fewer than 1.5 bits a sample makes the next plan the sparse one.
-    chooser.observe(&dense, Some(0));
-    let sparse = chooser
-        .plan(w, h, Layout::Grey)
-        .map_err(|e| e.to_string())?;
     let mut streams = Vec::new();
     let mut counts = Vec::new();
-    for plan in [dense, sparse] {
-        for px in inputs {
-            let mut out = vec![0u8; plan.max_encoded_len()];
-            let n = gapstream_jpegls::encode(&plan, px, &mut out).map_err(|e| e.to_string())?;
-            out.truncate(n);
-            streams.push(out);
-            counts.push(plan.bands());
-        }
+    for px in inputs {
+        let plan = chooser
+            .plan(w, h, Layout::Grey, px)
+            .map_err(|e| e.to_string())?;
+        let mut out = vec![0u8; plan.max_encoded_len()];
+        let n = gapstream_jpegls::encode(&plan, px, &mut out).map_err(|e| e.to_string())?;
+        out.truncate(n);
+        streams.push(out);
+        counts.push(plan.bands());
     }
     Ok((streams, counts))
 }
@@ -151,12 +144,20 @@ mod tests {
         let e = decode_jpeg(&huge, w, h).unwrap_err();
         assert!(e.contains("20000x20000"), "{e}");
         // JPEG-LS: bit-exact back; garbage and a wrong size refused.
-        // Both plans the chooser may take: 8 bands, then 5 with the sparse preset.
-        let (files, bands) = expected_jpegls(std::slice::from_ref(&px), w, h, 8).unwrap();
+        // One stream per input, with the plan the chooser takes from it: the ramp 8 bands, a
+        // frame of flat stripes 5 with the sparse preset.
+        let flat: Vec<u8> = (0..w as usize * h as usize)
+            .map(|i| if (i % 324) / 54 % 2 == 0 { 40 } else { 200 })
+            .collect();
+        let inputs = [px.clone(), flat.clone()];
+        let (files, bands) = expected_jpegls(&inputs, w, h, 8).unwrap();
         assert_eq!(bands, [8, 5]);
-        assert_ne!(files[0], files[1]);
-        for f in &files {
-            assert_eq!(decode_jpegls(f, w, h).unwrap(), px);
+        for (f, input) in files.iter().zip(&inputs) {
+            assert_eq!(decode_jpegls(f, w, h).unwrap(), *input);
+            let plan = BandChooser::new(8)
+                .plan(324, 244, Layout::Grey, input)
+                .unwrap();
+            assert_eq!(*f, gapstream_jpegls::encode_to_vec(&plan, input).unwrap());
         }
         assert!(decode_jpegls(&files[0], w + 1, h).is_err());
         assert!(decode_jpegls(b"not a jls", w, h).is_err());

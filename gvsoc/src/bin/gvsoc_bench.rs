@@ -7,13 +7,17 @@
 //!
 //! Per run, on the FC: fill the payload (in L2, between two guard areas), make one warm-up call of
 //! the same configuration over at most 2 KiB (so the cluster's instruction cache holds the call's
-//! code, as in a streaming loop; flag [`BENCH_FLAG_COLD`] skips it), refill, make the measured
+//! code, as in a streaming loop; the JPEG-LS runs: the frame's first `2 × bands` lines with the
+//! frame's own plan, after its estimate; flag [`BENCH_FLAG_COLD`] skips it), refill, make the measured
 //! call, check the output digest, both guards and the cluster stacks' high-water marks (stack
 //! paint; a stack used to within 256 bytes of its end fails the run), print one line:
 //!
 //! `bench i=<n> kernel=<k> variant=<v> mode=<dma|fixed|nodma> cores=<n> buffer=<b> bytes=<n>
-//! cycles=<c> instructions=<i> active=<a> rounds=<r> stack0=<used>/<size> stack=<used>/<size>
-//! fcstack=<used>/<size> digest=<hex> ok` (or `FAIL <why>`; `stack` is the most used of cores 1–7, both so far)
+//! coded=<n> bands=<n> est_fc_cycles=<c> est_fc_instructions=<i> cycles=<c> instructions=<i>
+//! active=<a> rounds=<r> stack0=<used>/<size> stack=<used>/<size> fcstack=<used>/<size>
+//! digest=<hex> ok` (or `FAIL <why>`; `stack` is the most used of cores 1–7, both so far;
+//! `coded`, `bands` and the JPEG-LS plan estimate's FC cycles and instructions are 0 for the
+//! other kernels)
 //!
 //! Measured on cluster core 0 around the engine's cluster job (the offloaded function: cipher
 //! set-up, DMA, fork, rounds): `cycles` are elapsed cluster clock cycles (cluster timer),
@@ -132,6 +136,8 @@ mod app {
         coded: Option<usize>,
         /// The JPEG-LS runs' band count (chosen by `gapstream_jpegls::BandChooser`).
         bands: Option<usize>,
+        /// The JPEG-LS runs' plan estimate on the FC: cycles, instructions.
+        estimate: Option<(u32, u32)>,
     }
 
     fn call<F: CipherFactory>(
@@ -173,6 +179,7 @@ mod app {
             tag: None,
             coded: None,
             bands: None,
+            estimate: None,
         })
     }
 
@@ -230,6 +237,7 @@ mod app {
             tag: Some(tag),
             coded: None,
             bands: None,
+            estimate: None,
         })
     }
 
@@ -289,6 +297,7 @@ mod app {
             tag: Some(tag),
             coded: None,
             bands: None,
+            estimate: None,
         })
     }
 
@@ -451,13 +460,14 @@ mod app {
                     fill(&mut region, BENCH_MAX_BYTES);
                     let out = &mut region[BENCH_GUARD..BENCH_GUARD + BENCH_MAX_BYTES];
                     crate::jpegls_bench::run(&cl, variant == "pulp", s.cores as usize, out, warm)
-                        .map(|(n, b, st)| Outcome {
-                            cycles: st.cycles,
-                            active: st.active_cycles,
-                            instructions: st.instructions,
+                        .map(|m| Outcome {
+                            cycles: m.job.cycles,
+                            active: m.job.active_cycles,
+                            instructions: m.job.instructions,
                             tag: None,
-                            coded: Some(n),
-                            bands: Some(b),
+                            coded: Some(m.coded),
+                            bands: Some(m.bands),
+                            estimate: Some((m.estimate_cycles, m.estimate_instructions)),
                         })
                         .map_err(|_| Error::Config)
                 }
@@ -469,6 +479,11 @@ mod app {
             };
             let coded = result.as_ref().ok().and_then(|o| o.coded);
             let bands = result.as_ref().ok().and_then(|o| o.bands);
+            let (est_c, est_i) = result
+                .as_ref()
+                .ok()
+                .and_then(|o| o.estimate)
+                .unwrap_or((0, 0));
             let len = coded.unwrap_or(s.bytes as usize);
             let guard_len = if jls { BENCH_MAX_BYTES } else { len };
             let ct = &region[BENCH_GUARD..BENCH_GUARD + len];
@@ -513,7 +528,7 @@ mod app {
                 _ => 0,
             };
             bare_println!(
-                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} coded={} bands={} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} fcstack={sf}/{zf} digest={d:016x} {verdict}",
+                "bench i={i} kernel={kernel} variant={variant} mode={mode} cores={} buffer={} bytes={} coded={} bands={} est_fc_cycles={est_c} est_fc_instructions={est_i} cycles={c} instructions={n} active={a} rounds={rounds} stack0={s0}/{z0} stack={s1}/{z1} fcstack={sf}/{zf} digest={d:016x} {verdict}",
                 s.cores,
                 s.buffer,
                 s.bytes,
