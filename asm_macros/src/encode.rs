@@ -408,6 +408,18 @@ pub fn pv_pack_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
     pv_rr(F6_PV_PACK, rd, rs1, rs2, F3_H)
 }
 
+/// funct6 of `pv.sdotup` and funct3 of the halfword scalar-replication form `.sc.h` (GAP8 GVSOC
+/// decoder `isa_riscv_gen.py`: `pv.sdotup.h.sc '101000- ----- ----- 100 ----- 1010111'`).
+const F6_PV_SDOTUP: u32 = 0b10_1000;
+const F3_SC_H: u32 = 0b100;
+
+/// `pv.sdotup.sc.h rD, rs1, rs2`: rD += rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[0\] (unsigned
+/// halfwords; rs2's low halfword times both halves of rs1).
+/// `101000 | 0 | rs2 | rs1 | 100 | rD | 1010111`.
+pub fn pv_sdotup_sc_h(rd: u32, rs1: u32, rs2: u32) -> u32 {
+    pv_rr(F6_PV_SDOTUP, rd, rs1, rs2, F3_SC_H)
+}
+
 /// funct6 of `pv.sub.h` and of the halfword shuffle with an immediate selector (GAP8 GVSOC decoder
 /// `isa_riscv_gen.py`: `pv.sub.h '000010- ----- ----- 000 ----- 1010111'`, `pv.shuffle.h.sci 'RRU'
 /// '110000- ----- ----- 110 ----- 1010111'`), used by the JPEG DCT kernel.
@@ -884,6 +896,16 @@ mod tests {
         assert_eq!(pv_sdotsp_h(r("a0"), r("a1"), r("a2")), 0xB8C5_8557);
         assert_eq!(pv_pack_h(0, 0, 0), 0xD000_0057);
         assert_eq!(pv_pack_h(r("t6"), r("ra"), r("zero")), 0xD000_8FD7);
+    }
+
+    /// GVSOC decoder: `pv.sdotup.h.sc 'RRRR' '101000- ----- ----- 100 ----- 1010111'`; the RI5CY
+    /// manual's `pv.sdotup.sc.h`: `101000 0 rs2 rs1 100 rD 1010111`.
+    #[test]
+    fn pv_sdotup_sc_h_golden() {
+        assert_eq!(pv_sdotup_sc_h(0, 0, 0), 0xA000_4057);
+        assert_eq!(pv_sdotup_sc_h(r("a0"), r("a1"), r("a2")), 0xA0C5_C557);
+        assert_eq!(pv_sdotup_sc_h(r("x31"), r("x31"), r("x31")), 0xA1FF_CFD7);
+        assert_eq!(pv_sdotup_sc_h(r("t3"), r("t4"), r("t0")), 0xA05E_CE57);
     }
 
     /// GVSOC decoder: `p.extracti '11----- ----- ----- 000 ----- 0110011'` (I4U: ui0 = Is3 in

@@ -37,6 +37,7 @@
 //! | [`pv_dotsp_h!`]`(rd, rs1, rs2)` | `pv.dotsp.h` | rd = rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[1\] (signed halfwords) |
 //! | [`pv_sdotsp_h!`]`(rd, rs1, rs2)` | `pv.sdotsp.h` | rd += rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[1\] (signed halfwords) |
 //! | [`pv_pack_h!`]`(rd, rs1, rs2)` | `pv.pack.h` | rd = rs1\[15:0\] << 16 \| rs2\[15:0\] |
+//! | [`pv_sdotup_sc_h!`]`(rd, rs1, rs2)` | `pv.sdotup.sc.h` | rd += rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[0\] (unsigned halfwords) |
 //! | [`p_extracti!`]`(rd, rs1, Is3, Is2)` | `p.extract` | rd = sign-extended rs1\[Is2+Is3:Is2\] |
 //! | [`p_extractui!`]`(rd, rs1, Is3, Is2)` | `p.extractu` | rd = zero-extended rs1\[Is2+Is3:Is2\] |
 //! | [`p_inserti!`]`(rd, rs1, Is3, Is2)` | `p.insert` | rd\[Is2+Is3:Is2\] = rs1\[Is3:0\] |
@@ -555,6 +556,15 @@ pub fn pv_sdotsp_h(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn pv_pack_h(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_pv_rr(i, "pv.pack.h", encode::pv_pack_h))
+}
+
+/// `pv.sdotup.sc.h rD, rs1, rs2`: rD += rs1\[0\]·rs2\[0\] + rs1\[1\]·rs2\[0\] (unsigned
+/// halfwords). `pv_sdotup_sc_h!(a0, a1, a2)` → `".insn 4, 0xa0c5c557"`.
+#[proc_macro]
+pub fn pv_sdotup_sc_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_pv_rr(i, "pv.sdotup.sc.h", encode::pv_sdotup_sc_h)
+    })
 }
 
 fn parse_bit_imm(

@@ -13,27 +13,35 @@
 //! `pv.sub.h`), then for each odd output `pv.dotsp.h` + `pv.sdotsp.h` (4 products) and for each
 //! even one `pv.dotsp.h` alone (`C[u]` is symmetric for `u` = 0, 4 and antisymmetric for 2, 6,
 //! so the sums are the same integers), `p.addRN` (round and shift, the DC with the level shift)
-//! and a halfword store into the transposed scratch. Pass 2 (its sums can reach 46,344: no
-//! second level in halfwords), one
-//! transposed row per iteration (48 instructions): four post-increment loads, the butterflies as
-//! `pv.add.h` / `pv.sub.h` on the pairs, 8 × (2 dot products, `p.addRN`, the coefficient's slot
-//! offset ([`crate::fdct::slot`]) from [`crate::fdct::ZZ_STORE`] by a post-increment `p.lbu` and a
-//! register-offset `p.sh`). Both passes use the same 15 coefficient pairs, kept in registers for
-//! the block. The loops keep the kernel at 0.5 KiB: the
-//! 8 cores share a 4 KiB instruction cache.
+//! and a halfword store into the transposed scratch (4 fraction bits). Pass 2, one transposed
+//! row per iteration (46 instructions): four post-increment loads (the words `(t0, t2)`, `(t3,
+//! t1)`, `(t7, t5)`, `(t4, t6)`), the butterflies as `pv.add.h` / `pv.sub.h` on the pairs, the
+//! even half's second level as in pass 1 (`(s0, s2) ± (s3, s1)`, two more: within a halfword with
+//! 4 fraction bits), then per output its dot products (one for an even output, two for an odd
+//! one), `p.addRN`, the coefficient's slot offset ([`crate::fdct::slot`]) from
+//! [`crate::fdct::ZZ_STORE`] by a post-increment `p.lbu` and a register-offset `p.sh`. Both
+//! passes use the same 15 coefficient pairs, kept in registers for the block (pass 2 with the
+//! odd rows' second pairs swapped to `(C[u][3], C[u][1])`, for `(d3, d1)`: 4 `pv.shuffle.sci.h`
+//! between the passes). The loops keep the kernel at 0.5 KiB: the 8 cores share a 4 KiB
+//! instruction cache.
 //!
 //! **Zero test** ([`Kernel::zero_mask`]): per group of two words (four slots: coefficients `j`,
-//! `8 + j`, `16 + j`, `24 + j` of a half) two loads of coefficients and two of thresholds,
-//! `pv.abs.h` and `pv.sub.h` on each word (negative: quantises to 0), the four sign bytes gathered
-//! into one word by `pv.shuffle2.b`, their top bits masked and shifted into the mask: 12
-//! instructions per group in hardware loop 0; the slots make the mask come out in zig-zag order.
+//! `8 + j`, `16 + j`, `24 + j` of a half), from the last group to the first, two loads of
+//! coefficients and two of thresholds, `pv.abs.h` and `pv.sub.h` on each word (negative:
+//! quantises to 0), the four sign bytes gathered into one word by `pv.shuffle2.b` and shifted to
+//! bit 0 of each byte (`pv.srl.sci.b`), added to twice the mask so far (`p.mac`): 11 instructions
+//! per group, two groups per iteration of hardware loop 0; the slots make the mask come out in
+//! zig-zag order.
 //!
 //! **Block coder** ([`Kernel::code_block`], when the output has room for a block at its worst):
-//! the DC quantised (`p.abs`, `p.mac` with the entry's `recip` and `bias`) and coded as the
+//! the DC quantised (`p.abs`, `pv.sdotup.sc.h` with the entry's first word and `bias`, `srl` by
+//! that word) and coded as the
 //! difference to the previous block; the zero mask inverted (bit `j` of word `w`: coefficient
 //! `32 w + j` is not zero); per word, hardware loop 0 runs once per non-zero coefficient
-//! (`p.cnt`, 27 instructions), each found with `p.ff1` and cleared with `p.bclr`, quantised (the
-//! entry's fields by register offset, `p.mac`), `31 - size` from `p.clb` (the shift that makes
+//! (`p.cnt`, 26 instructions), each found with `p.ff1` and cleared with `p.bclr`, quantised (the
+//! entry's fields by register offset: `(|x| recip + bias) >> shift` as one `pv.sdotup.sc.h` of
+//! `|x|` with the first word, whose halves sum to `recip`, and a `srl` by that word, whose low
+//! 5 bits are `shift`: [`crate::tables::QuantEntry`]), `31 - size` from `p.clb` (the shift that makes
 //! the sign field, and with `8 run` the AC entry's offset in one `p.msu`:
 //! [`crate::tables::ac_index`]), its code from the AC table (already shifted by the
 //! category, the total length on top: see [`crate::tables::coder_entry`]), ZRL for runs of 16;
@@ -57,33 +65,33 @@ use core::arch::asm;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pulp;
 
-/// One output of pass 1: `(dot(a, pa) + dot(b, pb) + rs2 + 2^9) >> 10` stored at `off(a1)`.
+/// One output of pass 1: `(dot(a, pa) + dot(b, pb) + rs2 + 2^10) >> 11` stored at `off(a1)`.
 #[rustfmt::skip]
 macro_rules! out1 {
     ($a:ident, $pa:ident, $b:ident, $pb:ident, $rs2:ident, $off:literal) => {
         concat!(
             asm_macros::pv_dotsp_h!(t6, $a, $pa), "\n",
             asm_macros::pv_sdotsp_h!(t6, $b, $pb), "\n",
-            asm_macros::p_addrni!(t6, t6, $rs2, 10), "\n",
+            asm_macros::p_addrni!(t6, t6, $rs2, 11), "\n",
             "sh t6, ", $off, "(a1)\n",
         )
     };
 }
 
-/// One even output of pass 1 from the second butterfly level: `(dot(a, pa) + rs2 + 2^9) >> 10`
+/// One even output of pass 1 from the second butterfly level: `(dot(a, pa) + rs2 + 2^10) >> 11`
 /// stored at `off(a1)`.
 #[rustfmt::skip]
 macro_rules! out1e {
     ($a:ident, $pa:ident, $rs2:ident, $off:literal) => {
         concat!(
             asm_macros::pv_dotsp_h!(t6, $a, $pa), "\n",
-            asm_macros::p_addrni!(t6, t6, $rs2, 10), "\n",
+            asm_macros::p_addrni!(t6, t6, $rs2, 11), "\n",
             "sh t6, ", $off, "(a1)\n",
         )
     };
 }
 
-/// One output of pass 2: `(dot(a, pa) + dot(b, pb) + 2^16) >> 17` stored at the next zig-zag
+/// One odd output of pass 2: `(dot(a, pa) + dot(b, pb) + 2^15) >> 16` stored at the next zig-zag
 /// offset (a2, post-increment) of the output a1.
 #[rustfmt::skip]
 macro_rules! out2 {
@@ -92,7 +100,21 @@ macro_rules! out2 {
             asm_macros::p_lbu!(a0, 1(a2!)), "\n",
             asm_macros::pv_dotsp_h!(t5, $a, $pa), "\n",
             asm_macros::pv_sdotsp_h!(t5, $b, $pb), "\n",
-            asm_macros::p_addrni!(t5, t5, zero, 17), "\n",
+            asm_macros::p_addrni!(t5, t5, zero, 16), "\n",
+            asm_macros::p_sh!(t5, a0(a1)), "\n",
+        )
+    };
+}
+
+/// One even output of pass 2 from the second butterfly level: `(dot(a, pa) + 2^15) >> 16` stored
+/// at the next zig-zag offset (a2, post-increment) of the output a1.
+#[rustfmt::skip]
+macro_rules! out2e {
+    ($a:ident, $pa:ident) => {
+        concat!(
+            asm_macros::p_lbu!(a0, 1(a2!)), "\n",
+            asm_macros::pv_dotsp_h!(t5, $a, $pa), "\n",
+            asm_macros::p_addrni!(t5, t5, zero, 16), "\n",
             asm_macros::p_sh!(t5, a0(a1)), "\n",
         )
     };
@@ -161,14 +183,24 @@ macro_rules! dct_asm {
             ".if (21b - 20b) != 188", "\n",
             ".error \"pass 1: lp.setup offset does not reach the loop end\"", "\n",
             ".endif", "\n",
+            // Pass 2's odd outputs take the difference of the second and fourth words as
+            // (d3, d1) (`ROW_ORDER`): the second pair of each odd row swapped to (C[u][3],
+            // C[u][1]).
+            asm_macros::pv_shuffle_sci_h!(a7, a7, 1), "\n",
+            asm_macros::pv_shuffle_sci_h!(s5, s5, 1), "\n",
+            asm_macros::pv_shuffle_sci_h!(s9, s9, 1), "\n",
+            asm_macros::pv_shuffle_sci_h!(t4, t4, 1), "\n",
             // Pass 2: 8 transposed rows; a3 now points past `ctx.zz` (the last row's `p.lw`
-            // read it as a ninth offset).
+            // read it as a ninth offset). A row's words are (t0, t2), (t3, t1), (t7, t5),
+            // (t4, t6) (`ROW_ORDER`): the butterflies give (s0, s2) and (s3, s1), and the even
+            // half's second level e = (s0 + s3, s2 + s1), f = (s0 - s3, s2 - s1) as in pass 1
+            // (|e|, |f| <= 4 * 5,793: halfwords), one dot product per even output.
             "lw a2, -4(a3)", "\n",
             "addi a1, a1, -16", "\n",
             "addi a3, a1, 128", "\n",
             "li t0, 8", "\n",
             "22:", "\n",
-            asm_macros::lp_setup!(x0, t0, 192), "\n",
+            asm_macros::lp_setup!(x0, t0, 184), "\n",
             asm_macros::p_lw!(t0, 4(a3!)), "\n",
             asm_macros::p_lw!(t1, 4(a3!)), "\n",
             asm_macros::p_lw!(t2, 4(a3!)), "\n",
@@ -177,60 +209,81 @@ macro_rules! dct_asm {
             asm_macros::pv_sub_h!(t0, t0, t2), "\n",
             asm_macros::pv_add_h!(t2, t1, t5), "\n",
             asm_macros::pv_sub_h!(t1, t1, t5), "\n",
-            out2!(t6, ra, t2, ra), "\n",
+            asm_macros::pv_add_h!(a4, t6, t2), "\n",
+            asm_macros::pv_sub_h!(a5, t6, t2), "\n",
+            out2e!(a4, ra), "\n",
             out2!(t0, a6, t1, a7), "\n",
-            out2!(t6, s2, t2, s3), "\n",
+            out2e!(a5, s2), "\n",
             out2!(t0, s4, t1, s5), "\n",
-            out2!(t6, s6, t2, s7), "\n",
+            out2e!(a4, s6), "\n",
             out2!(t0, s8, t1, s9), "\n",
-            out2!(t6, s10, t2, s11), "\n",
+            out2e!(a5, s10), "\n",
             asm_macros::p_lbu!(a0, 1(a2!)), "\n",
             asm_macros::pv_dotsp_h!(t5, t0, t3), "\n",
             asm_macros::pv_sdotsp_h!(t5, t1, t4), "\n",
-            asm_macros::p_addrni!(t5, t5, zero, 17), "\n",
+            asm_macros::p_addrni!(t5, t5, zero, 16), "\n",
             "23:", "\n",
             asm_macros::p_sh!(t5, a0(a1)), "\n",
-            ".if (23b - 22b) != 192", "\n",
+            ".if (23b - 22b) != 184", "\n",
             ".error \"pass 2: lp.setup offset does not reach the loop end\"", "\n",
             ".endif", "\n",
         )
     };
 }
 
-/// One half of the zero mask: 8 groups of two words into the mask register `$acc`, in a hardware
-/// loop between the local labels `$l0` and `$l1` ([`mask_asm`]).
+/// One half of the zero mask: its 8 groups of two words from the last to the first (post-decrement
+/// loads from a0, the thresholds from a1, both at the half's last word) into the mask register
+/// `$acc`, two groups per iteration of hardware loop 0 (4 iterations between the local labels
+/// `$l0` and `$l1`, [`mask_asm`]). A group's four sign bytes, gathered into one word and shifted
+/// down to bit 0 of each byte (`pv.srl.sci.b`), are added to twice the mask so far (`p.mac` with
+/// a2 = 2; a byte never exceeds 255): the group taken last (group 0) ends in bit 0 of each byte,
+/// group `j` in bit `j`. The two groups of an iteration swap the roles of `t0` and `$acc`, so the
+/// mask needs no move.
 #[rustfmt::skip]
 macro_rules! mask_half {
-    ($acc:literal, $l0:literal, $l1:literal) => {
+    ($acc:ident, $l0:literal, $l1:literal) => {
         concat!(
-            "li ", $acc, ", 0", "\n",
+            "li ", stringify!($acc), ", 0", "\n",
+            "li t1, 4", "\n",
             $l0, ":", "\n",
-            asm_macros::lp_setupi!(x0, 8, 48), "\n",
-            asm_macros::p_lw!(t0, 4(a0!)), "\n",
-            asm_macros::p_lw!(t1, 4(a1!)), "\n",
-            asm_macros::p_lw!(t5, 4(a0!)), "\n",
-            asm_macros::p_lw!(t6, 4(a1!)), "\n",
+            asm_macros::lp_setup!(x0, t1, 88), "\n",
+            // Group 2i + 1 into t0 (word 2j + 1 of the group first: the loads go backwards).
+            asm_macros::p_lw!(t5, -4(a0!)), "\n",
+            asm_macros::p_lw!(t6, -4(a1!)), "\n",
+            asm_macros::p_lw!(t0, -4(a0!)), "\n",
+            asm_macros::p_lw!(t1, -4(a1!)), "\n",
             asm_macros::pv_abs_h!(t0, t0), "\n",
             asm_macros::pv_sub_h!(t0, t0, t1), "\n",
             asm_macros::pv_abs_h!(t5, t5), "\n",
             asm_macros::pv_sub_h!(t5, t5, t6), "\n",
             asm_macros::pv_shuffle2_b!(t0, t5, a3), "\n",
-            "and t0, t0, a2", "\n",
-            "srli ", $acc, ", ", $acc, ", 1", "\n",
+            asm_macros::pv_srl_sci_b!(t0, t0, 7), "\n",
+            asm_macros::p_mac!(t0, $acc, a2), "\n",
+            // Group 2i into the mask register.
+            asm_macros::p_lw!(t5, -4(a0!)), "\n",
+            asm_macros::p_lw!(t6, -4(a1!)), "\n",
+            asm_macros::p_lw!($acc, -4(a0!)), "\n",
+            asm_macros::p_lw!(t1, -4(a1!)), "\n",
+            asm_macros::pv_abs_h!($acc, $acc), "\n",
+            asm_macros::pv_sub_h!($acc, $acc, t1), "\n",
+            asm_macros::pv_abs_h!(t5, t5), "\n",
+            asm_macros::pv_sub_h!(t5, t5, t6), "\n",
+            asm_macros::pv_shuffle2_b!($acc, t5, a3), "\n",
+            asm_macros::pv_srl_sci_b!($acc, $acc, 7), "\n",
             $l1, ":", "\n",
-            "or ", $acc, ", ", $acc, ", t0", "\n",
-            ".if (", $l1, "b - ", $l0, "b) != 48", "\n",
-            ".error \"zero mask: lp.setupi offset\"", "\n",
+            asm_macros::p_mac!($acc, t0, a2), "\n",
+            ".if (", $l1, "b - ", $l0, "b) != 88", "\n",
+            ".error \"zero mask: lp.setup offset\"", "\n",
             ".endif", "\n",
         )
     };
 }
 
-/// The zero mask's instructions ([`zero_mask`]; register plan there): the first half's mask in
-/// `t3`, the second's in `t4`.
+/// The zero mask's instructions ([`zero_mask`]; register plan there): the second half's mask in
+/// `t4`, then the first's in `t3` (a0 and a1 at the last words of `f8` and of the thresholds).
 macro_rules! mask_asm {
     () => {
-        concat!(mask_half!("t3", "30", "31"), mask_half!("t4", "32", "33"))
+        concat!(mask_half!(t4, "30", "31"), mask_half!(t3, "32", "33"))
     };
 }
 
@@ -252,11 +305,12 @@ macro_rules! coder_asm {
             // ---- DC
             "lh t0, 0(a0)", "\n",
             "lw t1, 4(a3)", "\n",
-            "lhu t2, 2(a3)", "\n",
-            "lbu t6, 1(a3)", "\n",
+            "lw t2, 0(a3)", "\n",
             asm_macros::p_abs!(t4, t0), "\n",
-            asm_macros::p_mac!(t1, t4, t2), "\n",
-            "srl t4, t1, t6", "\n",
+            // (|x| recip + bias) >> shift: the entry's first word's halves sum to recip, its low
+            // 5 bits are the shift (`tables::QuantEntry`).
+            asm_macros::pv_sdotup_sc_h!(t1, t2, t4), "\n",
+            "srl t4, t1, t2", "\n",
             "srai t5, t0, 31", "\n",
             "xor t4, t4, t5", "\n",
             "sub t4, t4, t5", "\n",
@@ -280,10 +334,10 @@ macro_rules! coder_asm {
             asm_macros::p_extractui!(t3, t3, 26, 0), "\n",
             "or t3, t3, t5", "\n",
             "jal ra, 90f", "\n",
-            // The quantiser entries' fields by register offset (k * 8) from four bases: `at`
-            // from a3, `bias` from s4, `recip` from s5, `shift` from s6.
+            // The quantiser entries' fields by register offset (k * 8) from three bases: the
+            // first word (shift, at, recip - shift - 256 at) from a3, `bias` from s4, `at` from
+            // s6.
             "addi s4, a3, 4", "\n",
-            "addi s5, a3, 2", "\n",
             "addi s6, a3, 1", "\n",
             // The AC entry of (run, size) at a4 + 8 run - 68 (31 - size): a5 holds 68.
             "li a5, 68", "\n",
@@ -298,24 +352,24 @@ macro_rules! coder_asm {
             "beqz s8, 58f", "\n",
             asm_macros::p_cnt!(t1, s8), "\n",
             asm_macros::p_ff1!(t0, s8), "\n",
-            asm_macros::lp_setup!(x0, t1, 108), "\n",
+            asm_macros::lp_setup!(x0, t1, 104), "\n",
             asm_macros::p_bclr!(s8, s8, t0), "\n",
             "slli t1, t0, 3", "\n",
             "sub t6, t1, s9", "\n",
             "addi s9, t1, 8", "\n",
             "bgeu t6, s11, 70f", "\n",
-            // The coefficient at its slot (the entry's byte 0), quantised: (|x| recip + bias)
-            // >> shift.
+            // The coefficient at its slot (the entry's byte 1), quantised: (|x| recip + bias)
+            // >> shift, the multiply one `pv.sdotup.sc.h` of |x| with the entry's first word
+            // (its halves sum to recip) and the shift by that word (its low 5 bits).
             "52:", "\n",
-            asm_macros::p_lbu!(t2, t1(a3)), "\n",
+            asm_macros::p_lbu!(t2, t1(s6)), "\n",
             asm_macros::p_lw_rr!(t3, t1(s4)), "\n",
             asm_macros::p_lh_rr!(t2, t2(a0)), "\n",
-            asm_macros::p_lhu_rr!(t4, t1(s5)), "\n",
-            asm_macros::p_lbu!(t5, t1(s6)), "\n",
+            asm_macros::p_lw_rr!(t4, t1(a3)), "\n",
             asm_macros::p_abs!(t0, t2), "\n",
-            asm_macros::p_mac!(t3, t0, t4), "\n",
+            asm_macros::pv_sdotup_sc_h!(t3, t4, t0), "\n",
             "srli t2, t2, 1", "\n",
-            "srl t0, t3, t5", "\n",
+            "srl t0, t3, t4", "\n",
             // clb(q) = 31 - size; the entry of (run, size) at a4 + 8 run - 68 (31 - size)
             // (`tables::ac_index`: one p.msu); the field: q, or its complement in size bits for
             // a negative coefficient (the coefficient shifted right by 1, bits 14..31 =
@@ -334,7 +388,7 @@ macro_rules! coder_asm {
             "sll s2, s2, t4", "\n",
             "or s2, s2, t3", "\n",
             "sub s3, s3, t4", "\n",
-            // The loop's last instruction, 27 after the lp.setup (the branches out of the loop
+            // The loop's last instruction, 26 after the lp.setup (the branches out of the loop
             // keep the assembler from checking the distance here; `cargo xtask pulp-disasm`
             // does, on the built kernel).
             "55:", "\n",
@@ -344,7 +398,6 @@ macro_rules! coder_asm {
             "li s10, 1", "\n",
             "addi a3, a3, 256", "\n",
             "addi s4, s4, 256", "\n",
-            "addi s5, s5, 256", "\n",
             "addi s6, s6, 256", "\n",
             "addi s9, s9, -256", "\n",
             "mv s8, a2", "\n",
@@ -555,7 +608,7 @@ fn code_block_checked(
     crate::entropy::code_block::<Pulp>(f8, t, dc_pred, bits, out);
 }
 
-const _: () = assert!(ROW_ORDER[0] == 0 && ROW_ORDER[7] == 4);
+const _: () = assert!(ROW_ORDER[0] == 0 && ROW_ORDER[7] == 6);
 
 /// The block at `src` (rows at `src + ctx.offs[k]`, word-aligned, all inside the caller's slice)
 /// into `w.f8`, zig-zag order.
@@ -579,8 +632,8 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
             inout("x11") w as *mut Work => _,
             inout("x12") ctx.pairs.as_ptr() => _,
             inout("x13") ctx.offs.as_ptr() => _,
-            in("x14") 0x00ff_00ffu32,
-            in("x15") LEVEL_SHIFT,
+            inout("x14") 0x00ff_00ffu32 => _,
+            inout("x15") LEVEL_SHIFT => _,
             out("x1") _, out("x5") _, out("x6") _, out("x7") _,
             out("x16") _, out("x17") _,
             out("x18") _, out("x19") _, out("x20") _, out("x21") _, out("x22") _,
@@ -597,17 +650,18 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
 fn zero_mask(f8: &[i16; 64], thr: &[u32; 32]) -> [u32; 2] {
     let (m0, m1): (u32, u32);
     // SAFETY: the asm reads the 128 bytes of `f8` and of `thr` (both word-aligned: `Work` is
-    // `align(4)`, `thr` a `[u32; 32]`) with post-increment loads and writes only the registers
-    // declared below; hardware loop 0 runs its 12-instruction body 8 times, twice.
+    // `align(4)`, `thr` a `[u32; 32]`) with post-decrement loads from their last words (the
+    // pointers end one word before them, unused) and writes only the registers declared below;
+    // hardware loop 0 runs its 22-instruction body 4 times, twice.
     unsafe {
         asm!(
             ".option push",
             ".option norvc",
             mask_asm!(),
             ".option pop",
-            inout("x10") f8.as_ptr() => _,
-            inout("x11") thr.as_ptr() => _,
-            in("x12") 0x8080_8080u32,
+            inout("x10") f8.as_ptr().wrapping_add(62) => _,
+            inout("x11") thr.as_ptr().wrapping_add(31) => _,
+            in("x12") 2u32,
             // pv.shuffle2.b's selector: bytes 1 and 3 of t0 (the first word's two sign bytes),
             // then bytes 1 and 3 of t5.
             in("x13") 0x0705_0301u32,
@@ -696,11 +750,12 @@ fn run(st: &mut RunState<'_>) {
             "li a5, {level_shift}",
             dct_asm!(),
             // The zero mask of f8 (a1 is the work area again) into t3 t4.
-            "mv a0, a1",
+            // (a0 and a1 at the last words of f8 and of the thresholds: the loads go backwards).
+            "addi a0, a1, 124",
             "lw a1, 12(sp)",
-            "li a2, 0x80808080",
+            "li a2, 2",
             "li a3, 0x07050301",
-            "addi a1, a1, {t_thr}",
+            "addi a1, a1, {t_thr} + 124",
             mask_asm!(),
             // The block coder.
             "lw a0, 16(sp)",
@@ -778,7 +833,8 @@ const _: () = assert!(EOB_AT >= -2048 && ZRL_AT >= -2048 && EOB_AT < 2048 && ZRL
 /// `(run, size)` at `a4 + 8 run - 68 (31 - size)`, `31 - size` being `p.clb` of the quantised
 /// magnitude; EOB and ZRL at fixed offsets), DC entries a5 (then 68, the multiplier of
 /// `31 - size`), output a6, DC predictor a7, bit accumulator s2 and free bits s3, the quantiser
-/// entries + 4, + 2, + 1 in s4 s5 s6 for the AC loop's register-offset loads (s6 is 31 for the DC
+/// entries + 4 (`bias`) and + 1 (`at`) in s4 s6 for the AC loop's register-offset loads, the first
+/// word from a3 itself (s6 is 31 for the DC
 /// before), the byte reversal's selector `0x00010203` in s7, 32 in a1, the zig-zag position t0
 /// and, scaled by 8, `8 k` t1 and `8 (last + 1)` s9 (relative to the current word), word-1 flag
 /// s10, 128 s11 (16 zeros, scaled); `8 run` t6.

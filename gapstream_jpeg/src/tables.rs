@@ -226,16 +226,23 @@ const DC_CODER: [u32; 12] = {
 };
 
 /// One zig-zag position of [`Tables`]: where its coefficient is and how it is quantised.
+///
+/// The first word is what the PULP coder multiplies the magnitude by and shifts with:
+/// `shift | at << 8 | (recip - shift - 256 at) << 16`. Its halves sum to `recip`, so that one
+/// `pv.sdotup.sc.h` (the magnitude times both halves, added to `bias`) is the quantiser's
+/// multiply, and `srl` by the word shifts by its low 5 bits, `shift`: one load for the
+/// reciprocal and the shift.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct QuantEntry {
+    /// Right shift after the multiply (at most 26: bits 0..5 of the first word).
+    pub shift: u8,
     /// Byte offset of the coefficient in [`crate::fdct::Work::f8`]
     /// (`2 *` [`crate::fdct::slot`]`(k)`).
     pub at: u8,
-    /// Right shift after the multiply.
-    pub shift: u8,
-    /// Reciprocal of `8 * Q`.
-    pub recip: u16,
+    /// `recip - shift - 256 at` ([`QuantEntry::recip`]: the reciprocal of `8 * Q` is at least
+    /// 2^15, more than `26 + 256 * 126`).
+    pub recip_rest: u16,
     /// The correction (rounding) times the reciprocal: libjpeg-turbo adds the correction to
     /// the magnitude before the multiply, `(a + corr) * recip`; `a * recip + bias` is the same
     /// product (below 2^32 for `a <= 0x7fff`) in one multiply-accumulate.
@@ -246,18 +253,26 @@ impl QuantEntry {
     /// The entry of libjpeg-turbo's reciprocal divisor `(recip, corr, shift)` for the
     /// coefficient at byte offset `at`.
     pub const fn new(at: u8, (recip, corr, shift): (u32, u32, u32)) -> QuantEntry {
+        let low = shift + 256 * at as u32;
+        assert!(shift < 32 && recip <= 0xffff && recip >= low);
         QuantEntry {
-            at,
             shift: shift as u8,
-            recip: recip as u16,
+            at,
+            recip_rest: (recip - low) as u16,
             bias: corr * recip,
         }
+    }
+
+    /// The reciprocal of `8 * Q`: the sum of the first word's halves.
+    #[inline(always)]
+    pub const fn recip(&self) -> u32 {
+        self.shift as u32 + 256 * self.at as u32 + self.recip_rest as u32
     }
 
     /// The quantised magnitude of `a = |x|` (`a <= 0x7fff`).
     #[inline(always)]
     pub const fn quantise(&self, a: u32) -> u32 {
-        (a * self.recip as u32 + self.bias) >> self.shift
+        (a * self.recip() + self.bias) >> self.shift
     }
 
     /// The smallest magnitude that does not quantise to 0.
@@ -268,7 +283,7 @@ impl QuantEntry {
         if need <= self.bias {
             0
         } else {
-            (need - self.bias).div_ceil(self.recip as u32)
+            (need - self.bias).div_ceil(self.recip())
         }
     }
 }
@@ -310,6 +325,13 @@ pub const TABLES_BYTES: usize =
 const _: () = assert!(core::mem::size_of::<Tables>() == TABLES_BYTES);
 const _: () = assert!(core::mem::align_of::<Tables>() == 4);
 const _: () = assert!(core::mem::size_of::<QuantEntry>() == 8);
+// The PULP coder reads the first word (shift, at, recip_rest) and `at` as byte 1, `bias` at +4.
+const _: () = assert!(
+    core::mem::offset_of!(QuantEntry, shift) == 0
+        && core::mem::offset_of!(QuantEntry, at) == 1
+        && core::mem::offset_of!(QuantEntry, recip_rest) == 2
+        && core::mem::offset_of!(QuantEntry, bias) == 4
+);
 
 impl Tables {
     /// The tables of `quality` (clamped to 1..=100).
@@ -494,6 +516,16 @@ mod tests {
             let t = Tables::new(quality);
             for (k, e) in t.quant.iter().enumerate() {
                 assert_eq!(e.at as usize, 2 * crate::fdct::slot(k));
+                // The PULP coder's first word: its halves sum to the reciprocal, its low 5 bits
+                // are the shift, byte 1 the offset.
+                let mut w = [0u8; 4];
+                w[0] = e.shift;
+                w[1] = e.at;
+                w[2..].copy_from_slice(&e.recip_rest.to_le_bytes());
+                let w = u32::from_le_bytes(w);
+                let d = 8 * t.dqt[k] as u32;
+                assert_eq!((w & 0xffff) + (w >> 16), reciprocal(d).0);
+                assert_eq!(w & 31, reciprocal(d).2);
                 let d = 8 * t.dqt[k] as u32;
                 for a in 0..=0x7fffu32 {
                     let q = e.quantise(a);

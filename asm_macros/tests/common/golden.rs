@@ -104,6 +104,9 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (p_extractui!(t3, t3, 26, 0), 0xF40E_1E33),
         (lp_setup!(x0, t1, 136), 0x0443_407B),
         (p_lh_rr!(t2, t2(a0)), 0x1075_7383),
+        // The AC loop's quantiser: |x| times both halves of (shift + 256 at, recip - that).
+        (pv_sdotup_sc_h!(a0, a1, a2), 0xA0C5_C557),
+        (pv_sdotup_sc_h!(t3, t4, t0), 0xA05E_CE57),
         // A full word of the bit writer stored big-endian at once (bytes reversed).
         (pv_shuffle_b!(a0, a1, a2), 0xC0C5_9557),
         (pv_shuffle_b!(t2, t2, s7), 0xC173_93D7),
