@@ -166,8 +166,8 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
         if out.len() < hl + 2 {
             return Err(Error::OutputFull);
         }
-        if self.tables.quality != spec.quality as u32 {
-            self.tables = Tables::new(spec.quality);
+        if self.tables.quality != Tables::id(spec.quality, K::AAN) {
+            self.tables = K::tables(spec.quality);
             self.loaded = false;
         }
         if self.header_of != Some(*spec) {

@@ -36,6 +36,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod aan;
 pub mod band;
 pub mod cluster;
 pub mod entropy;
@@ -48,7 +49,6 @@ pub mod testimage;
 
 use entropy::Out;
 use layout::Layout;
-use tables::Tables;
 
 pub use fdct::{Kernel, Portable};
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
@@ -136,7 +136,7 @@ pub fn encode<K: Kernel>(spec: &FrameSpec, pixels: &[u8], out: &mut [u8]) -> Res
     if pixels.len() != spec.width as usize * spec.height as usize {
         return Err(Error::Size);
     }
-    let t = Tables::new(spec.quality);
+    let t = K::tables(spec.quality);
     let mut o = Out::new(out);
     layout.write_header(&t, &mut o);
     for i in 0..layout.bands {
