@@ -1,60 +1,44 @@
-//! An Arai–Agui–Nakajima forward DCT in 16-bit lanes: the portable model of a packed kernel that
-//! would transform two rows (pass 1) or two columns (pass 2) per instruction, with the AAN output
-//! scale folded into the quantiser's divisors. Not the default DCT ([`crate::fdct`] is): the
-//! model exists to measure whether the packed kernel's arithmetic meets the precision targets.
+//! A forward DCT whose first pass is the Arai–Agui–Nakajima factorisation on packed 16-bit
+//! lanes, two columns at a time, the AAN output scale folded into the quantiser's divisors: the
+//! portable model of a PULP kernel not built yet (not the default DCT: [`crate::fdct`] is). It
+//! exists to measure whether that kernel's arithmetic meets the precision targets.
 //!
-//! Each 1-D pass is libjpeg's `jfdctfst.c` factorisation (Y. Arai, T. Agui, M. Nakajima, "A fast
-//! DCT-SQ scheme for images", Trans. IEICE E71(11), 1988): 29 additions and 5 multiplications by
-//! constants. Its outputs are the DCT scaled by `sqrt 8 * aan(u)` (`aan(0) = 1`, `aan(k) =
-//! sqrt 2 cos(k pi / 16)`), so the 2-D output is `8 aan(u) aan(v)` times the orthonormal DCT:
-//! `F8 * aan(u) aan(v)`. Every value the model computes is one 16-bit lane of what the packed
-//! kernel holds (`pv.add.h` / `pv.sub.h` for the additions; RI5CY's `p.mulsRN` / `p.mulhhsRN`,
-//! a 16 × 16 multiply of the low / high halves rounded and shifted right by an immediate, for the
-//! multiplications), and the lanes of a packed instruction do not interact, so one row at a time
-//! here is the same integers as two rows at a time there.
+//! Pass 1 runs down the columns: libjpeg's `jfdctfst.c` factorisation (Y. Arai, T. Agui,
+//! M. Nakajima, "A fast DCT-SQ scheme for images", Trans. IEICE E71(11), 1988: 29 additions and
+//! 5 multiplications by constants) on lanes holding two columns, in the pairs `(0, 2)`, `(3, 1)`,
+//! `(7, 5)`, `(4, 6)` that [`crate::fdct`]'s pass 2 reads as halfword pairs. Its output `v` is
+//! the 1-D DCT scaled by `sqrt 8 aan(v)` (`aan(0) = 1`, `aan(k) = sqrt 2 cos(k pi / 16)`). Every
+//! value is one 16-bit lane of the packed kernel (`pv.add.h` / `pv.sub.h`; the products as
+//! RI5CY's `p.mulsNR` / `p.mulhhsNR`, a 16 × 16 multiply of the low / high halves, rounded and
+//! shifted right by an immediate, and `pv.pack.h` to put the halves back); the lanes of a packed
+//! instruction do not interact, so one column at a time here is the same integers as two there.
 //!
-//! The arithmetic (fixed by the constants below):
+//! * Pass 1: pixels `p << P1` (the kernel may shift fewer values: every product's input is a sum
+//!   of pixels, so `(x 2^P1 c + 2^(n-1)) >> n = (x c + 2^(n-P1-1)) >> (n - P1)` exactly and only
+//!   the sums that meet a product need the shift), the butterflies, the products `(x C +
+//!   2^(N-1)) >> N` with `C` in `N` = 15 fraction bits (14 for 1.3066), the level shift `128 * 8
+//!   << P1` off the DC output. No descale: `|T| <= 5,130.8` (`P1 = 2`).
+//! * Pass 2 along the rows: [`crate::fdct`]'s pass 2 (the even/odd butterflies in halfwords, dot
+//!   products of the 16-bit cosines in 32 bits) with the final shift `K2` instead of 16: `F[v][u]
+//!   = (acc + 2^(K2-1)) >> K2 = F8 aan(v) 2^(13.5 + P1 - K2)`, written to the coefficient's slot
+//!   ([`crate::fdct::slot`]).
 //!
-//! * pass 1, rows: pixels `p << P1` (0..=4080 with `P1 = 4`), the butterflies, the products
-//!   `(x * C + 2^(N-1)) >> N` with `C` the constant in `N` = 15 (or 14 for 1.3066) fraction
-//!   bits, the level shift `128 * 8 << P1` off the DC output, then output `u` descaled to
-//!   `P2[u]` fraction bits by `(o + 2^(d-1)) >> d` (`d = P1 - P2[u]`, one immediate per output
-//!   word of the packed kernel);
-//! * pass 2, columns: the same butterflies and products on the pass-1 values, no descale: the
-//!   output is `F8 * aan(u) aan(v) * 2^P2[u]`, written to the coefficient's slot
-//!   ([`crate::fdct::slot`]) like [`crate::fdct::portable_fdct`]. Column `u`'s pass 2 reads pass
-//!   1's outputs `u` alone, so each column keeps as many fraction bits as its widest lane allows
-//!   (`P2`: 1 for columns 0..=4, 2 for 5 and 6, 3 for 7, whose values are smaller).
-//!
-//! The quantiser ([`crate::tables::Tables::new_aan`]) divides by `d = 8 Q aan(u) aan(v) 2^P2[u]`
-//! (a real number:
-//! its reciprocal `round(2^r / d)` in `[2^15, 2^16]` and the bias `2^(r-1)`, so that `q =
-//! round(|x| / d)` up to the reciprocal's rounding), and the zero thresholds follow from the
-//! entries ([`crate::tables::QuantEntry::threshold`]).
+//! The quantiser ([`crate::tables::Tables::new_aan`]) divides coefficient `(u, v)` by `d = 8 Q
+//! aan(v) sqrt 8 2^(P1 + 12 - K2)` (its reciprocal `round(2^r / d)` in `[2^15, 2^16]` and the
+//! bias `2^(r-1)`, so that `q = round(|x| / d)` up to the reciprocal's rounding); the zero
+//! thresholds follow from the entries ([`crate::tables::QuantEntry::threshold`]).
 //!
 //! No lane wraps for any pixels 0..=255: the test `lanes_never_wrap` carries every value through
-//! both passes as an affine form of the 64 pixels plus an interval for the roundings so far, and
+//! both passes as an affine form of the 64 pixels plus an interval for the roundings so far and
 //! checks the form's extremes over the pixel box (which bound every value of every block, not
-//! only the ones tried) against `-32768..=32767`. The widest lanes it prints: pass 1
-//! `-20,513.1..=32,640` (the DC's pixel sum `8 * 255 << 4` before the level shift), its
-//! outputs `|T| <= 2,905.6`; pass 2 `|x| <= 20,518.8` (column 0), 25,789.4 (1), 24,767.4 (2),
-//! 21,864.6 (3), 20,518.8 (4), 29,217.5 (5), 20,519.6 (6), 20,526.2 (7): one more fraction bit
-//! would wrap in every column.
-//!
-//! Precision (test `aan_error_against_the_exact_dct`, the extreme blocks and 50,000 random ones):
-//! at most 3.44 `F8` units from the exact DCT (the islow model of [`crate::fdct`]: 1.064), rms
-//! 0.46; the worst at `v = 7` (`aan(7) = 0.276`: pass 2's roundings weigh most there). On the
-//! frame set against libjpeg-turbo (`cargo test -p gapstream_jpeg --test pillow`, test
-//! `aan_against_pillow_on_the_frame_set`): PSNR at worst 0.009 dB below, size at most 1.000
-//! times, at quality 50 / 75 / 90 and 1 / 8 bands.
+//! only the ones tried) against `-32768..=32767`; the figures it prints are in `docs/jpeg.md`.
 
-use crate::fdct::{DctCtx, Kernel, Work, ZZ_STORE};
+use crate::fdct::{DctCtx, Kernel, Work, ZZ_OF_NAT, slot};
 
-/// Fraction bits of the pixels in pass 1.
-pub const P1: u32 = 4;
-/// Fraction bits of pass 1's output `u` and so of the 2-D output's column `u` (pass 2 of column
-/// `u` works on pass 1's outputs `u` alone: each column takes as many bits as its lanes allow).
-pub const P2: [u32; 8] = [1, 1, 1, 1, 1, 2, 2, 3];
+/// Fraction bits of the pixels in pass 1 (and of its output).
+pub const P1: u32 = 2;
+/// The final shift of pass 2.
+pub const K2: u32 = 14;
 
 /// `cos(pi / 4)` in 15 fraction bits.
 pub const C0_707: i32 = 23_170;
@@ -65,10 +49,10 @@ pub const C0_541: i32 = 17_734;
 /// `cos(pi / 8) + cos(3 pi / 8)` in 14 fraction bits.
 pub const C1_306: i32 = 21_407;
 
-/// `round(2^15 aan(k))`, `aan(0) = 1`, `aan(k) = sqrt 2 cos(k pi / 16)`: the output scale of each
-/// 1-D pass's output `k` (besides `sqrt 8`).
+/// `round(2^15 sqrt 8 aan(k))`, `aan(0) = 1`, `aan(k) = sqrt 2 cos(k pi / 16)`: the output
+/// scale of pass 1's output `k`.
 pub const AAN_SCALE: [u32; 8] = [
-    32_768, 45_451, 42_813, 38_531, 32_768, 25_746, 17_734, 9_041,
+    92_682, 128_553, 121_095, 108_982, 92_682, 72_820, 50_159, 25_571,
 ];
 
 /// One 16-bit lane of the packed kernel: the operations the model uses.
@@ -83,6 +67,8 @@ pub trait Lane: Copy {
     fn mulr(self, c: i32, n: u32) -> Self;
     /// `pv.sra.h` by an immediate (arithmetic shift right).
     fn sra(self, n: u32) -> Self;
+    /// A dot product in 32 bits rounded to a lane: `(sum x_i c_i + 2^(k-1)) >> k`.
+    fn dotr(x: [Self; 4], c: [i32; 4], k: u32) -> Self;
 }
 
 /// The lanes' values: in the model a debug build checks that each fits a halfword (a release
@@ -107,6 +93,10 @@ impl Lane for i32 {
     #[inline(always)]
     fn sra(self, n: u32) -> Self {
         self >> n
+    }
+    #[inline(always)]
+    fn dotr(x: [Self; 4], c: [i32; 4], k: u32) -> Self {
+        h((x[0] * c[0] + x[1] * c[1] + x[2] * c[2] + x[3] * c[3] + (1 << (k - 1))) >> k)
     }
 }
 
@@ -155,36 +145,56 @@ pub fn pass<L: Lane>(x: [L; 8], level: i32) -> [L; 8] {
     [o0, o1, o2, o3, o4, o5, o6, o7]
 }
 
-/// Pass 1 on one row of pixels already shifted left by `P1` (what the kernel's unpacking gives):
-/// `T[u]` in `P2` fraction bits.
+/// Pass 1 on one column of pixels already shifted left by [`P1`]: `T[v]`.
 #[inline(always)]
-pub fn row<L: Lane>(x: [L; 8]) -> [L; 8] {
-    let o = pass(x, 1024 << P1);
+pub fn col1<L: Lane>(x: [L; 8]) -> [L; 8] {
+    pass(x, 1024 << P1)
+}
+
+/// Pass 2 on one row `v` of pass-1 values: [`crate::fdct`]'s pass 2 (the halfword butterflies,
+/// the even half's second level, the dot products of [`crate::fdct::COEF`]) with the final shift
+/// [`K2`]: `F[v][u]` for `u = 0..8`.
+#[inline(always)]
+pub fn row2<L: Lane>(t: [L; 8]) -> [L; 8] {
+    let s = [
+        t[0].add(t[7]),
+        t[1].add(t[6]),
+        t[2].add(t[5]),
+        t[3].add(t[4]),
+    ];
+    let d = [
+        t[0].sub(t[7]),
+        t[1].sub(t[6]),
+        t[2].sub(t[5]),
+        t[3].sub(t[4]),
+    ];
+    // The second level (the kernel's even outputs are one dot product of these): only its lanes'
+    // bounds matter here, the sums below are the same integers.
+    let _ = (
+        s[0].add(s[3]),
+        s[2].add(s[1]),
+        s[0].sub(s[3]),
+        s[2].sub(s[1]),
+    );
     core::array::from_fn(|u| {
-        let d = P1 - P2[u];
-        if d == 0 {
-            o[u]
-        } else {
-            o[u].add(L::konst(1 << (d - 1))).sra(d)
-        }
+        let c = crate::fdct::COEF[u].map(|c| c as i32);
+        L::dotr(if u % 2 == 0 { s } else { d }, c, K2)
     })
 }
 
-/// The model on a block whose rows are `stride` bytes apart: `F8 aan(u) aan(v) 2^P2` in
+/// The model on a block whose rows are `stride` bytes apart: `F8 aan(v) 2^(13.5 + P1 - K2)` in
 /// [`crate::fdct::slot`] order.
 pub fn aan_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
-    let mut tt = [[0i32; 8]; 8]; // tt[u][y]
-    for y in 0..8 {
-        let r = &src[y * stride..y * stride + 8];
-        let t = row(core::array::from_fn(|n| (r[n] as i32) << P1));
-        for u in 0..8 {
-            tt[u][y] = t[u];
+    let mut t = [[0i32; 8]; 8]; // t[v][x]
+    for x in 0..8 {
+        let c = col1::<i32>(core::array::from_fn(|y| (src[y * stride + x] as i32) << P1));
+        for (v, &c) in c.iter().enumerate() {
+            t[v][x] = c;
         }
     }
-    for (u, t) in tt.iter().enumerate() {
-        let f = pass(*t, 0);
-        for (v, &f) in f.iter().enumerate() {
-            out[(ZZ_STORE[8 * u + v] / 2) as usize] = f as i16;
+    for (v, t) in t.iter().enumerate() {
+        for (u, &f) in row2(*t).iter().enumerate() {
+            out[slot(ZZ_OF_NAT[8 * v + u] as usize)] = f as i16;
         }
     }
 }
@@ -332,6 +342,23 @@ mod tests {
             (r.lo, r.hi) = (self.lo * k - (1.0 - k), self.hi * k);
             r.check()
         }
+        fn dotr(x: [Self; 4], c: [i32; 4], k: u32) -> Self {
+            // floor((acc + 2^(k-1)) / 2^k) = acc / 2^k + e, e in [-1/2, 1/2).
+            let s = 1.0 / (1u64 << k) as f64;
+            let mut r = Aff::konst(0);
+            for (x, &c) in x.iter().zip(&c) {
+                let m = c as f64 * s;
+                for (a, b) in r.a.iter_mut().zip(x.a) {
+                    *a += m * b;
+                }
+                r.c += m * x.c;
+                let (l, h) = (m * x.lo, m * x.hi);
+                r.lo += l.min(h);
+                r.hi += l.max(h);
+            }
+            (r.lo, r.hi) = (r.lo - 0.5, r.hi + 0.5);
+            r.check()
+        }
     }
 
     /// No lane of either pass wraps for any block of pixels 0..=255 (the affine bound of
@@ -339,43 +366,40 @@ mod tests {
     #[test]
     fn lanes_never_wrap() {
         let mut p1 = (0f64, 0f64);
-        let rows: Vec<[Aff; 8]> = (0..8)
-            .map(|y| {
-                let r = row::<Aff>(core::array::from_fn(|n| {
+        let cols: Vec<[Aff; 8]> = (0..8)
+            .map(|x| {
+                let c = col1::<Aff>(core::array::from_fn(|y| {
                     let mut v = Aff::konst(0);
-                    v.a[8 * y + n] = (1u32 << P1) as f64;
+                    v.a[8 * y + x] = (1u32 << P1) as f64;
                     v
                 }));
-                for t in &r {
+                for t in &c {
                     let (a, b) = t.range();
                     p1 = (p1.0.min(a), p1.1.max(b));
                 }
-                r
+                c
             })
             .collect();
-        let tt: Vec<[Aff; 8]> = (0..8)
-            .map(|u| core::array::from_fn(|y| rows[y][u]))
-            .collect();
         let w1 = WIDEST.with(|w| w.get());
+        WIDEST.with(|w| w.set((0.0, 0.0)));
         let mut out = (0f64, 0f64);
-        for (u, t) in tt.iter().enumerate() {
-            WIDEST.with(|w| w.set((0.0, 0.0)));
-            for o in pass(*t, 0) {
+        let rows = (0..8).map(|v| core::array::from_fn(|x| cols[x][v]));
+        for r in rows {
+            for o in row2::<Aff>(r) {
                 let (a, b) = o.range();
                 out = (out.0.min(a), out.1.max(b));
             }
-            let w = WIDEST.with(|w| w.get());
-            eprintln!(
-                "aan lanes: pass 2 of column {u} ({} fraction bits): widest {:.1}..{:.1}",
-                P2[u], w.0, w.1
-            );
         }
+        let w2 = WIDEST.with(|w| w.get());
         eprintln!(
-            "aan lanes: pass 1 widest {:.1}..{:.1}, its output {:.1}..{:.1}; the 2-D output {:.1}..{:.1}",
-            w1.0, w1.1, p1.0, p1.1, out.0, out.1
+            "aan lanes: pass 1 widest {:.1}..{:.1}, its output {:.1}..{:.1}; pass 2 widest {:.1}..{:.1}, its output {:.1}..{:.1}",
+            w1.0, w1.1, p1.0, p1.1, w2.0, w2.1, out.0, out.1
         );
-        // The module docs' figures.
-        assert!(w1.1 == 32_640.0 && w1.0 > -20_513.2 && p1.0 > -2_905.7 && p1.1 < 2_905.7);
+        // The figures of the module docs and of docs/jpeg.md (pass 1's widest lane is the DC's
+        // pixel sum 8 * 255 << 2 before the level shift; pass 2's halfword sums of four `T` and
+        // its output fit with room: one more fraction bit in pass 1 wraps).
+        assert!(w1.1 == 8_160.0 && w1.0 > -5_129.5 && p1.0 > -5_129.5 && p1.1 < 5_129.5);
+        assert!(w2.0 > -29_016.2 && w2.1 < 29_016.2);
     }
 
     /// Blocks of extremes (constant 0 / 255, the sign patterns of every basis function) and
@@ -418,8 +442,8 @@ mod tests {
             aan_fdct(b, 8, &mut f);
             let e = exact(b);
             for nat in 0..64 {
-                let (u, v) = (nat % 8, nat / 8);
-                let scale = aan(u) * aan(v) * (1u32 << P2[u]) as f64;
+                let v = nat / 8;
+                let scale = aan(v) * 2f64.powf(13.5 + P1 as f64 - K2 as f64);
                 let got = f[slot(ZZ_OF_NAT[nat] as usize)] as f64 / scale;
                 let err = (got - e[nat]).abs();
                 worst = worst.max(err);
@@ -440,9 +464,10 @@ mod tests {
                 .collect();
             eprintln!("aan worst error of row v = {v}, u = 0..8: {}", r.join(" "));
         }
-        // 3.437 measured (the islow model's bound is 1.064, fdct_error_bound; a quantiser step
-        // is 8 Q >= 8 units).
-        assert!(worst <= 3.5, "worst error {worst}");
+        // 6.213 measured, at v = 7 (pass 1's output 7 is scaled by sqrt 8 aan(7) = 0.78: its
+        // products' roundings weigh most); the islow model's bound is 1.064 (fdct_error_bound);
+        // a quantiser step is 8 Q >= 8 units.
+        assert!(worst <= 6.25, "worst error {worst}");
     }
 
     /// The AAN quantiser: `q = round(|x| / d)` within the reciprocal's rounding, and the zero
@@ -453,11 +478,8 @@ mod tests {
             let t = Tables::new_aan(quality);
             for (k, e) in t.quant.iter().enumerate() {
                 let nat = ZIGZAG[k] as usize;
-                let d = 8.0
-                    * t.dqt[k] as f64
-                    * aan(nat % 8)
-                    * aan(nat / 8)
-                    * (1u32 << P2[nat % 8]) as f64;
+                let d =
+                    8.0 * t.dqt[k] as f64 * aan(nat / 8) * 2f64.powf(13.5 + P1 as f64 - K2 as f64);
                 for a in (0..=32767u32).step_by(7) {
                     let q = e.quantise(a) as f64;
                     let want = a as f64 / d;

@@ -306,15 +306,15 @@ fn thresholds(quant: &[QuantEntry; 64]) -> [u32; 32] {
 pub const AAN_TABLES: u32 = 1 << 8;
 
 /// The quantiser entry of coefficient `(u, v)` (column, row) of the AAN-scaled DCT output
-/// (`F8 aan(u) aan(v) 2^P2`, [`crate::aan`]) for the table value `q` at byte offset `at`: the
-/// divisor `d = 8 q aan(u) aan(v) 2^P2` is kept exact as `d 2^30 = 8 q 2^P2 S(u) S(v)` with `S`
-/// = [`crate::aan::AAN_SCALE`] (the factors in 15 fraction bits); the shift `r = 16 +
-/// floor(log2 d)`, the reciprocal `round(2^r / d)` (in `[2^15, 2^16]`) and the bias `2^(r-1)`:
-/// `(|x| recip + 2^(r-1)) >> r` is `|x| / d` rounded half up, up to the reciprocal's rounding.
-pub const fn aan_entry(at: u8, q: u8, u: usize, v: usize) -> QuantEntry {
-    use crate::aan::{AAN_SCALE, P2};
-    let d30 = (8 * q as u64) << P2[u];
-    let d30 = d30 * AAN_SCALE[u] as u64 * AAN_SCALE[v] as u64;
+/// ([`crate::aan`]: `F8 aan(v) 2^(13.5 + P1 - K2)`) for the table value `q` at byte offset `at`:
+/// the divisor `d = 8 q aan(v) sqrt 8 2^(P1 + 12 - K2)` is kept exact as `d 2^30 = 8 q S(v) 2^15
+/// 2^(P1 + 12 - K2)` with `S` = [`crate::aan::AAN_SCALE`] (`sqrt 8 aan(v)` in 15 fraction bits);
+/// the shift `r = 16 + floor(log2 d)`, the reciprocal `round(2^r / d)` (in `[2^15, 2^16]`) and the
+/// bias `2^(r-1)`: `(|x| recip + 2^(r-1)) >> r` is `|x| / d` rounded half up, up to the
+/// reciprocal's rounding.
+pub const fn aan_entry(at: u8, q: u8, v: usize) -> QuantEntry {
+    use crate::aan::{AAN_SCALE, K2, P1};
+    let d30 = (8 * q as u64 * AAN_SCALE[v] as u64) << (15 + P1 + 12 - K2);
     // floor(log2 d) = bit length of d30 - 1 - 30.
     let lg = 63 - d30.leading_zeros() as i32 - 30;
     let r = (16 + lg) as u32;
@@ -425,13 +425,14 @@ impl Tables {
 
     /// The tables of `quality` for the AAN-scaled DCT output of [`crate::aan`]: the same
     /// quantisation table in the DQT (the same file header), but each coefficient `(u, v)`
-    /// divided by `8 Q aan(u) aan(v) 2^P2` ([`aan_entry`]), the zero thresholds from those
+    /// `(u, v)` divided by `8 Q aan(v) sqrt 8 2^(P1 + 12 - K2)` ([`aan_entry`]), the zero
+    /// thresholds from those
     /// entries.
     pub fn new_aan(quality: u8) -> Tables {
         let mut t = Tables::new(quality);
         for (k, e) in t.quant.iter_mut().enumerate() {
             let nat = ZIGZAG[k] as usize;
-            *e = aan_entry(e.at, t.dqt[k], nat % 8, nat / 8);
+            *e = aan_entry(e.at, t.dqt[k], nat / 8);
         }
         t.thr = thresholds(&t.quant);
         t.quality = Tables::id(quality, true);
