@@ -552,6 +552,29 @@ pub fn p_addrni(rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandErr
     Ok(((is3 as u32) << 25) | (rs2 << 20) | (rs1 << 15) | (0b110 << 12) | (rd << 7) | OP_PULP_MAC)
 }
 
+/// `p.mulsRN rD, rs1, rs2, Is3`: rD = (rs1\[15:0\] · rs2\[15:0\] (signed) + 2^(Is3 − 1)) >>a Is3
+/// (Is3 = 0: the plain product). `10 | Is3 | rs2 | rs1 | 100 | rD | 1011011`.
+pub fn p_mulsrni(rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandError> {
+    mul16_round(0b10, rd, rs1, rs2, is3)
+}
+
+/// `p.mulhhsRN rD, rs1, rs2, Is3`: rD = (rs1\[31:16\] · rs2\[31:16\] (signed) + 2^(Is3 − 1)) >>a
+/// Is3. `11 | Is3 | rs2 | rs1 | 100 | rD | 1011011`.
+pub fn p_mulhhsrni(rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandError> {
+    mul16_round(0b11, rd, rs1, rs2, is3)
+}
+
+fn mul16_round(top: u32, rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandError> {
+    check_range("Is3", is3, 0, 31)?;
+    Ok((top << 30)
+        | ((is3 as u32) << 25)
+        | (rs2 << 20)
+        | (rs1 << 15)
+        | (0b100 << 12)
+        | (rd << 7)
+        | OP_PULP_MAC)
+}
+
 /// The base opcode BRANCH of RV32I, which `p.beqimm` / `p.bneimm` share.
 pub const OP_BRANCH: u32 = 0b110_0011;
 
@@ -926,6 +949,38 @@ mod tests {
         assert!(p_extracti(1, 1, 32, 0).is_err());
         assert!(p_inserti(1, 1, 0, 32).is_err());
         assert!(p_addrni(1, 1, 1, 32).is_err());
+    }
+
+    /// RI5CY manual, Multiplication > Encoding: `10 Luimm5 src2 src1 100 dest 1011011
+    /// p.mulsRN`, `11 Luimm5 src2 src1 100 dest 1011011 p.mulhhsRN`; GVSOC decoder (GAP SDK,
+    /// `isa_riscv_gen.py`): `p.mulsNR 'RRRU2' '10----- ----- ----- 100 ----- 1011011'`,
+    /// `p.mulhhsNR '11----- …'`, executed as `(SL(a) * SL(b) + (1 << (Is3 - 1))) >> Is3`
+    /// (`lib_MUL_SL_SL_NR_R`; `SH` for the high halves).
+    #[test]
+    fn mul16_round_golden() {
+        assert_eq!(p_mulsrni(0, 0, 0, 0).unwrap(), 0x8000_405B);
+        assert_eq!(
+            p_mulsrni(r("a0"), r("a1"), r("a2"), 15).unwrap(),
+            0x9EC5_C55B
+        );
+        assert_eq!(
+            p_mulhhsrni(r("a0"), r("a1"), r("a2"), 15).unwrap(),
+            0xDEC5_C55B
+        );
+        assert_eq!(
+            p_mulsrni(r("t0"), r("t1"), r("t2"), 14).unwrap(),
+            0x9C73_42DB
+        );
+        assert_eq!(
+            p_mulhhsrni(r("x31"), r("x31"), r("x31"), 31).unwrap(),
+            0xFFFF_CFDB
+        );
+        assert_eq!(
+            p_mulhhsrni(r("t6"), r("t5"), r("t4"), 1).unwrap(),
+            0xC3DF_4FDB
+        );
+        assert!(p_mulsrni(1, 1, 1, 32).is_err());
+        assert!(p_mulhhsrni(1, 1, 1, -1).is_err());
     }
 
     /// Vectorial ALU > Encoding: `00001 0 0 src2 src1 000 dest 1010111 pv.sub.h`; Vectorial
