@@ -350,6 +350,20 @@ fn pv_sci_b(funct6: u32, rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandErro
         | OP_PULP_SIMD)
 }
 
+/// `pv.sll.sci.h rD, rs1, Imm6`: each halfword of rs1 shifted left by Imm6 (0..=15), bits
+/// shifted out of a halfword are lost. `010100 | Imm6[0] | Imm6[5:1] | rs1 | 110 | rD | 1010111`.
+pub fn pv_sll_sci_h(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
+    check_range("Imm6", imm, 0, 15)?;
+    let imm = imm as u32;
+    Ok((F6_PV_SLL << 26)
+        | ((imm & 1) << 25)
+        | ((imm >> 1) << 20)
+        | (rs1 << 15)
+        | (F3_SCI_H << 12)
+        | (rd << 7)
+        | OP_PULP_SIMD)
+}
+
 /// `pv.srl.sci.b rD, rs1, Imm6`: each byte of rs1 shifted right (logical) by Imm6 (0..=7).
 /// `010000 | Imm6[0] | Imm6[5:1] | rs1 | 111 | rD | 1010111`.
 pub fn pv_srl_sci_b(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
@@ -949,6 +963,16 @@ mod tests {
         assert!(p_extracti(1, 1, 32, 0).is_err());
         assert!(p_inserti(1, 1, 0, 32).is_err());
         assert!(p_addrni(1, 1, 1, 32).is_err());
+    }
+
+    /// Vectorial ALU > Encoding: `01010 0 Imm6[0] Imm6[5:1] src1 110 dest 1010111
+    /// pv.sll.sci.h`; GVSOC decoder: `pv.sll.sci.h 'RRU' '010100- ----- ----- 110 ----- 1010111'`.
+    #[test]
+    fn pv_sll_sci_h_golden() {
+        assert_eq!(pv_sll_sci_h(0, 0, 0).unwrap(), 0x5000_6057);
+        assert_eq!(pv_sll_sci_h(r("a0"), r("a1"), 2).unwrap(), 0x5015_E557);
+        assert_eq!(pv_sll_sci_h(r("x31"), r("x31"), 15).unwrap(), 0x527F_EFD7);
+        assert!(pv_sll_sci_h(1, 1, 16).is_err());
     }
 
     /// RI5CY manual, Multiplication > Encoding: `10 Luimm5 src2 src1 100 dest 1011011

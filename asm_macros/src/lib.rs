@@ -42,6 +42,7 @@
 //! | [`p_extractui!`]`(rd, rs1, Is3, Is2)` | `p.extractu` | rd = zero-extended rs1\[Is2+Is3:Is2\] |
 //! | [`p_inserti!`]`(rd, rs1, Is3, Is2)` | `p.insert` | rd\[Is2+Is3:Is2\] = rs1\[Is3:0\] |
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
+//! | [`pv_sll_sci_h!`]`(rd, rs1, Imm6)` | `pv.sll.sci.h` | each halfword: rd\[i\] = rs1\[i\] << Imm6 (0..=15) |
 //! | [`p_mulsrni!`], [`p_mulhhsrni!`]`(rd, rs1, rs2, Is3)` | `p.mulsRN`, `p.mulhhsRN` | rd = (rs1 · rs2 (low / high signed halves) + 2^(Is3−1)) >>a Is3 |
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
 //! | [`pv_shuffle_b!`]`(rd, rs1, rs2)` | `pv.shuffle.b` | rd byte i = rs1 byte (rs2 byte i & 3) |
@@ -505,6 +506,19 @@ pub fn pv_srl_sci_b(input: TokenStream) -> TokenStream {
 pub fn pv_sll_sci_b(input: TokenStream) -> TokenStream {
     expand(input, |i| {
         parse_pv_sci_b(i, "pv.sll.sci.b", encode::pv_sll_sci_b)
+    })
+}
+
+/// `pv.sll.sci.h rD, rs1, Imm6`: each halfword of rs1 shifted left by Imm6 (0..=15).
+/// `pv_sll_sci_h!(a0, a1, 2)` → `".insn 4, 0x5015e557"`.
+///
+/// ```compile_fail
+/// asm_macros::pv_sll_sci_h!(a0, a1, 16);
+/// ```
+#[proc_macro]
+pub fn pv_sll_sci_h(input: TokenStream) -> TokenStream {
+    expand(input, |i| {
+        parse_pv_sci_b(i, "pv.sll.sci.h", encode::pv_sll_sci_h)
     })
 }
 
