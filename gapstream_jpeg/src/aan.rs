@@ -182,6 +182,20 @@ pub fn row2<L: Lane>(t: [L; 8]) -> [L; 8] {
     })
 }
 
+/// Byte offset in the output ([`crate::fdct::slot`] order) of each pass-2 output in the order
+/// this pass 2 makes them (row `v`, then `u`): `2 slot(ZZ_OF_NAT[8 v + u])` at `8 v + u`; what
+/// [`crate::tables::Tables::new_aan`] puts in [`crate::tables::Tables::zz`] for a PULP kernel's
+/// stores (the islow kernel's pass 2 makes them column by column, [`crate::fdct::ZZ_STORE`]).
+pub const ZZ_ROWS: [u8; 64] = {
+    let mut t = [0u8; 64];
+    let mut n = 0;
+    while n < 64 {
+        t[n] = 2 * slot(ZZ_OF_NAT[n] as usize) as u8;
+        n += 1;
+    }
+    t
+};
+
 /// The model on a block whose rows are `stride` bytes apart: `F8 aan(v) 2^(13.5 + P1 - K2)` in
 /// [`crate::fdct::slot`] order.
 pub fn aan_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
@@ -194,7 +208,7 @@ pub fn aan_fdct(src: &[u8], stride: usize, out: &mut [i16; 64]) {
     }
     for (v, t) in t.iter().enumerate() {
         for (u, &f) in row2(*t).iter().enumerate() {
-            out[slot(ZZ_OF_NAT[8 * v + u] as usize)] = f as i16;
+            out[(ZZ_ROWS[8 * v + u] / 2) as usize] = f as i16;
         }
     }
 }
@@ -470,6 +484,17 @@ mod tests {
         assert!(worst <= 6.25, "worst error {worst}");
     }
 
+    /// Each row-order store offset lands on its coefficient's slot.
+    #[test]
+    fn zz_rows_are_the_slots_in_row_order() {
+        for v in 0..8 {
+            for u in 0..8 {
+                let k = crate::fdct::coef_of_slot(ZZ_ROWS[8 * v + u] as usize / 2);
+                assert_eq!(ZIGZAG[k] as usize, 8 * v + u);
+            }
+        }
+    }
+
     /// The AAN quantiser: `q = round(|x| / d)` within the reciprocal's rounding, and the zero
     /// thresholds are where `q` becomes 1.
     #[test]
@@ -495,6 +520,7 @@ mod tests {
             }
             assert_eq!(t.quality, Tables::id(quality, true));
             assert_eq!(t.dqt, Tables::new(quality).dqt);
+            assert_eq!(t.zz, ZZ_ROWS);
         }
     }
 }

@@ -435,6 +435,7 @@ impl Tables {
             *e = aan_entry(e.at, t.dqt[k], nat / 8);
         }
         t.thr = thresholds(&t.quant);
+        t.zz = crate::aan::ZZ_ROWS;
         t.quality = Tables::id(quality, true);
         t
     }
