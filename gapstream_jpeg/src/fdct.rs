@@ -216,11 +216,7 @@ pub trait Kernel {
 
     /// The tables of a frame at `quality` for this kernel's DCT output scale.
     fn tables(quality: u8) -> crate::tables::Tables {
-        if Self::AAN {
-            crate::tables::Tables::new_aan(quality)
-        } else {
-            crate::tables::Tables::new(quality)
-        }
+        crate::tables::Tables::for_dct(quality, Self::AAN)
     }
 
     /// The block whose rows start at `src[0]`, `src[ctx.stride]`, ... (`src.len() >= 7 stride +
@@ -356,9 +352,16 @@ fn col(t: &[i32; 8]) -> [i32; 8] {
 
 impl Kernel for Portable {
     const NAME: &'static str = "portable";
+    /// With feature `aan`, the portable model of the AAN kernel ([`crate::aan`]), so that the
+    /// GVSOC bench's reference files match a PULP build with the same feature.
+    const AAN: bool = cfg!(feature = "aan");
 
     fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work) {
-        portable_fdct(src, ctx.stride, &mut w.f8);
+        if Self::AAN {
+            crate::aan::aan_fdct(src, ctx.stride, &mut w.f8);
+        } else {
+            portable_fdct(src, ctx.stride, &mut w.f8);
+        }
     }
 }
 

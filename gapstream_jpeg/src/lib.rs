@@ -25,6 +25,7 @@
 //! | [`join`] | band byte strings from wherever they were written to one file after the header, EOI appended |
 //! | [`cluster::ClusterEncoder`] | the frame on 1..=8 cluster cores (any `gap_rust_sdk` backend), bands DMA-streamed through L1, joined |
 //! | [`fdct::Portable`], `fdct::Pulp` | the DCT kernels |
+//! | [`aan`] | an AAN first pass on packed lanes, its scales in the quantiser: a model and, with feature `aan`, the kernels' DCT (not the default) |
 //! | [`testimage`] | deterministic test frames and the digest used by the rv32 checks |
 //!
 //! Output size: [`layout::Layout::max_len`] bytes always suffice (every block at its

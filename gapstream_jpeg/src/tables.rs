@@ -318,9 +318,9 @@ pub const fn aan_entry(at: u8, q: u8, v: usize) -> QuantEntry {
     // floor(log2 d) = bit length of d30 - 1 - 30.
     let lg = 63 - d30.leading_zeros() as i32 - 30;
     let r = (16 + lg) as u32;
-    // round(2^(r + 30) / d30).
-    let num = 1u128 << (r + 30);
-    let recip = ((num + d30 as u128 / 2) / d30 as u128) as u32;
+    // round(2^(r + 30) / d30) (r <= 28: below 2^59, and d30 < 2^44).
+    let num = 1u64 << (r + 30);
+    let recip = ((num + d30 / 2) / d30) as u32;
     let low = r + 256 * at as u32;
     assert!(r < 32 && recip <= 0x1_0000 && recip >= low && recip >= 1 << 15);
     // 2^16 (d a power of two) does not fit the entry's half: shift one less, 2^15.
@@ -386,6 +386,12 @@ const _: () = assert!(
 impl Tables {
     /// The tables of `quality` (clamped to 1..=100).
     pub fn new(quality: u8) -> Tables {
+        Tables::for_dct(quality, false)
+    }
+
+    /// [`Tables::new_aan`] if `aan`, else [`Tables::new`], built in one place (one `Tables` on the stack:
+    /// the GVSOC bench's FC stack has no room for two).
+    pub fn for_dct(quality: u8, aan: bool) -> Tables {
         let q = scaled_quant(quality);
         let mut quant = [QuantEntry::default(); 64];
         let mut dqt = [0u8; 64];
@@ -393,7 +399,12 @@ impl Tables {
             let nat = ZIGZAG[k];
             let qv = q[nat as usize];
             dqt[k] = qv;
-            *e = QuantEntry::new(2 * crate::fdct::slot(k) as u8, reciprocal(8 * qv as u32));
+            let at = 2 * crate::fdct::slot(k) as u8;
+            *e = if aan {
+                aan_entry(at, qv, nat as usize / 8)
+            } else {
+                QuantEntry::new(at, reciprocal(8 * qv as u32))
+            };
         }
         let thr = thresholds(&quant);
         Tables {
@@ -405,8 +416,12 @@ impl Tables {
             dc: DC_CODER,
             dqt,
             dct: crate::fdct::PAIRS,
-            zz: crate::fdct::ZZ_STORE,
-            quality: Tables::id(quality, false),
+            zz: if aan {
+                crate::aan::ZZ_ROWS
+            } else {
+                crate::fdct::ZZ_STORE
+            },
+            quality: Tables::id(quality, aan),
         }
     }
 
@@ -429,15 +444,7 @@ impl Tables {
     /// thresholds from those
     /// entries.
     pub fn new_aan(quality: u8) -> Tables {
-        let mut t = Tables::new(quality);
-        for (k, e) in t.quant.iter_mut().enumerate() {
-            let nat = ZIGZAG[k] as usize;
-            *e = aan_entry(e.at, t.dqt[k], nat / 8);
-        }
-        t.thr = thresholds(&t.quant);
-        t.zz = crate::aan::ZZ_ROWS;
-        t.quality = Tables::id(quality, true);
-        t
+        Tables::for_dct(quality, true)
     }
 
     /// The tables' bytes, for the DMA that copies them next to the cluster cores.
