@@ -216,7 +216,11 @@ pub trait Kernel {
 
     /// The tables of a frame at `quality` for this kernel's DCT output scale.
     fn tables(quality: u8) -> crate::tables::Tables {
-        crate::tables::Tables::for_dct(quality, Self::AAN)
+        if Self::AAN {
+            crate::tables::Tables::new_aan(quality)
+        } else {
+            crate::tables::Tables::new(quality)
+        }
     }
 
     /// The block whose rows start at `src[0]`, `src[ctx.stride]`, ... (`src.len() >= 7 stride +

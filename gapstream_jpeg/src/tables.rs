@@ -386,12 +386,13 @@ const _: () = assert!(
 impl Tables {
     /// The tables of `quality` (clamped to 1..=100).
     pub fn new(quality: u8) -> Tables {
-        Tables::for_dct(quality, false)
+        Tables::build::<false>(quality)
     }
 
-    /// [`Tables::new_aan`] if `aan`, else [`Tables::new`], built in one place (one `Tables` on the stack:
-    /// the GVSOC bench's FC stack has no room for two).
-    pub fn for_dct(quality: u8, aan: bool) -> Tables {
+    /// [`Tables::new_aan`] if `AAN`, else [`Tables::new`], built in one place (one `Tables` on
+    /// the stack: the GVSOC bench's FC stack has no room for two; a build links only the kind
+    /// its kernel uses).
+    fn build<const AAN: bool>(quality: u8) -> Tables {
         let q = scaled_quant(quality);
         let mut quant = [QuantEntry::default(); 64];
         let mut dqt = [0u8; 64];
@@ -400,7 +401,7 @@ impl Tables {
             let qv = q[nat as usize];
             dqt[k] = qv;
             let at = 2 * crate::fdct::slot(k) as u8;
-            *e = if aan {
+            *e = if AAN {
                 aan_entry(at, qv, nat as usize / 8)
             } else {
                 QuantEntry::new(at, reciprocal(8 * qv as u32))
@@ -416,12 +417,12 @@ impl Tables {
             dc: DC_CODER,
             dqt,
             dct: crate::fdct::PAIRS,
-            zz: if aan {
+            zz: if AAN {
                 crate::aan::ZZ_ROWS
             } else {
                 crate::fdct::ZZ_STORE
             },
-            quality: Tables::id(quality, aan),
+            quality: quality.clamp(1, 100) as u32 | if AAN { AAN_TABLES } else { 0 },
         }
     }
 
@@ -444,7 +445,7 @@ impl Tables {
     /// thresholds from those
     /// entries.
     pub fn new_aan(quality: u8) -> Tables {
-        Tables::for_dct(quality, true)
+        Tables::build::<true>(quality)
     }
 
     /// The tables' bytes, for the DMA that copies them next to the cluster cores.
