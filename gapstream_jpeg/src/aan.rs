@@ -1,7 +1,7 @@
 //! A forward DCT whose first pass is the Arai–Agui–Nakajima factorisation on packed 16-bit
 //! lanes, two columns at a time, the AAN output scale folded into the quantiser's divisors: the
 //! portable model ([`PortableAan`]) of the PULP kernel that feature `aan` builds into `Pulp`
-//! (and `Portable`). Not the default DCT ([`crate::fdct`] is): on the GAP8 model it ran 1.1–4.3 %
+//! (and `Portable`). Not the default DCT ([`crate::fdct`] is): on the GAP8 model it ran 3.5–5.1 %
 //! fewer instructions and no fewer cycles on the worst of 8 code layouts (docs/jpeg.md, "What
 //! is left").
 //!
