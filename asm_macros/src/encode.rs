@@ -350,20 +350,6 @@ fn pv_sci_b(funct6: u32, rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandErro
         | OP_PULP_SIMD)
 }
 
-/// `pv.sll.sci.h rD, rs1, Imm6`: each halfword of rs1 shifted left by Imm6 (0..=15), bits
-/// shifted out of a halfword are lost. `010100 | Imm6[0] | Imm6[5:1] | rs1 | 110 | rD | 1010111`.
-pub fn pv_sll_sci_h(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
-    check_range("Imm6", imm, 0, 15)?;
-    let imm = imm as u32;
-    Ok((F6_PV_SLL << 26)
-        | ((imm & 1) << 25)
-        | ((imm >> 1) << 20)
-        | (rs1 << 15)
-        | (F3_SCI_H << 12)
-        | (rd << 7)
-        | OP_PULP_SIMD)
-}
-
 /// `pv.srl.sci.b rD, rs1, Imm6`: each byte of rs1 shifted right (logical) by Imm6 (0..=7).
 /// `010000 | Imm6[0] | Imm6[5:1] | rs1 | 111 | rD | 1010111`.
 pub fn pv_srl_sci_b(rd: u32, rs1: u32, imm: i64) -> Result<u32, OperandError> {
@@ -564,29 +550,6 @@ pub fn p_inserti(rd: u32, rs1: u32, is3: i64, is2: i64) -> Result<u32, OperandEr
 pub fn p_addrni(rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandError> {
     check_range("Is3", is3, 0, 31)?;
     Ok(((is3 as u32) << 25) | (rs2 << 20) | (rs1 << 15) | (0b110 << 12) | (rd << 7) | OP_PULP_MAC)
-}
-
-/// `p.mulsRN rD, rs1, rs2, Is3`: rD = (rs1\[15:0\] · rs2\[15:0\] (signed) + 2^(Is3 − 1)) >>a Is3
-/// (Is3 = 0: the plain product). `10 | Is3 | rs2 | rs1 | 100 | rD | 1011011`.
-pub fn p_mulsrni(rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandError> {
-    mul16_round(0b10, rd, rs1, rs2, is3)
-}
-
-/// `p.mulhhsRN rD, rs1, rs2, Is3`: rD = (rs1\[31:16\] · rs2\[31:16\] (signed) + 2^(Is3 − 1)) >>a
-/// Is3. `11 | Is3 | rs2 | rs1 | 100 | rD | 1011011`.
-pub fn p_mulhhsrni(rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandError> {
-    mul16_round(0b11, rd, rs1, rs2, is3)
-}
-
-fn mul16_round(top: u32, rd: u32, rs1: u32, rs2: u32, is3: i64) -> Result<u32, OperandError> {
-    check_range("Is3", is3, 0, 31)?;
-    Ok((top << 30)
-        | ((is3 as u32) << 25)
-        | (rs2 << 20)
-        | (rs1 << 15)
-        | (0b100 << 12)
-        | (rd << 7)
-        | OP_PULP_MAC)
 }
 
 /// The base opcode BRANCH of RV32I, which `p.beqimm` / `p.bneimm` share.
@@ -963,48 +926,6 @@ mod tests {
         assert!(p_extracti(1, 1, 32, 0).is_err());
         assert!(p_inserti(1, 1, 0, 32).is_err());
         assert!(p_addrni(1, 1, 1, 32).is_err());
-    }
-
-    /// Vectorial ALU > Encoding: `01010 0 Imm6[0] Imm6[5:1] src1 110 dest 1010111
-    /// pv.sll.sci.h`; GVSOC decoder: `pv.sll.sci.h 'RRU' '010100- ----- ----- 110 ----- 1010111'`.
-    #[test]
-    fn pv_sll_sci_h_golden() {
-        assert_eq!(pv_sll_sci_h(0, 0, 0).unwrap(), 0x5000_6057);
-        assert_eq!(pv_sll_sci_h(r("a0"), r("a1"), 2).unwrap(), 0x5015_E557);
-        assert_eq!(pv_sll_sci_h(r("x31"), r("x31"), 15).unwrap(), 0x527F_EFD7);
-        assert!(pv_sll_sci_h(1, 1, 16).is_err());
-    }
-
-    /// RI5CY manual, Multiplication > Encoding: `10 Luimm5 src2 src1 100 dest 1011011
-    /// p.mulsRN`, `11 Luimm5 src2 src1 100 dest 1011011 p.mulhhsRN`; GVSOC decoder (GAP SDK,
-    /// `isa_riscv_gen.py`): `p.mulsNR 'RRRU2' '10----- ----- ----- 100 ----- 1011011'`,
-    /// `p.mulhhsNR '11----- …'`, executed as `(SL(a) * SL(b) + (1 << (Is3 - 1))) >> Is3`
-    /// (`lib_MUL_SL_SL_NR_R`; `SH` for the high halves).
-    #[test]
-    fn mul16_round_golden() {
-        assert_eq!(p_mulsrni(0, 0, 0, 0).unwrap(), 0x8000_405B);
-        assert_eq!(
-            p_mulsrni(r("a0"), r("a1"), r("a2"), 15).unwrap(),
-            0x9EC5_C55B
-        );
-        assert_eq!(
-            p_mulhhsrni(r("a0"), r("a1"), r("a2"), 15).unwrap(),
-            0xDEC5_C55B
-        );
-        assert_eq!(
-            p_mulsrni(r("t0"), r("t1"), r("t2"), 14).unwrap(),
-            0x9C73_42DB
-        );
-        assert_eq!(
-            p_mulhhsrni(r("x31"), r("x31"), r("x31"), 31).unwrap(),
-            0xFFFF_CFDB
-        );
-        assert_eq!(
-            p_mulhhsrni(r("t6"), r("t5"), r("t4"), 1).unwrap(),
-            0xC3DF_4FDB
-        );
-        assert!(p_mulsrni(1, 1, 1, 32).is_err());
-        assert!(p_mulhhsrni(1, 1, 1, -1).is_err());
     }
 
     /// Vectorial ALU > Encoding: `00001 0 0 src2 src1 000 dest 1010111 pv.sub.h`; Vectorial

@@ -42,8 +42,6 @@
 //! | [`p_extractui!`]`(rd, rs1, Is3, Is2)` | `p.extractu` | rd = zero-extended rs1\[Is2+Is3:Is2\] |
 //! | [`p_inserti!`]`(rd, rs1, Is3, Is2)` | `p.insert` | rd\[Is2+Is3:Is2\] = rs1\[Is3:0\] |
 //! | [`p_addrni!`]`(rd, rs1, rs2, Is3)` | `p.addRN` | rd = (rs1 + rs2 + 2^(Is3−1)) >>a Is3 |
-//! | [`pv_sll_sci_h!`]`(rd, rs1, Imm6)` | `pv.sll.sci.h` | each halfword: rd\[i\] = rs1\[i\] << Imm6 (0..=15) |
-//! | [`p_mulsrni!`], [`p_mulhhsrni!`]`(rd, rs1, rs2, Is3)` | `p.mulsRN`, `p.mulhhsRN` | rd = (rs1 · rs2 (low / high signed halves) + 2^(Is3−1)) >>a Is3 |
 //! | [`pv_sub_h!`]`(rd, rs1, rs2)` | `pv.sub.h` | each halfword: rd\[i\] = rs1\[i\] − rs2\[i\] |
 //! | [`pv_shuffle_b!`]`(rd, rs1, rs2)` | `pv.shuffle.b` | rd byte i = rs1 byte (rs2 byte i & 3) |
 //! | [`pv_shuffle2_b!`]`(rd, rs1, rs2)` | `pv.shuffle2.b` | rd byte i = (rs2 byte i bit 2 ? rs1 : old rd) byte (rs2 byte i & 3) |
@@ -509,19 +507,6 @@ pub fn pv_sll_sci_b(input: TokenStream) -> TokenStream {
     })
 }
 
-/// `pv.sll.sci.h rD, rs1, Imm6`: each halfword of rs1 shifted left by Imm6 (0..=15).
-/// `pv_sll_sci_h!(a0, a1, 2)` → `".insn 4, 0x5015e557"`.
-///
-/// ```compile_fail
-/// asm_macros::pv_sll_sci_h!(a0, a1, 16);
-/// ```
-#[proc_macro]
-pub fn pv_sll_sci_h(input: TokenStream) -> TokenStream {
-    expand(input, |i| {
-        parse_pv_sci_b(i, "pv.sll.sci.h", encode::pv_sll_sci_h)
-    })
-}
-
 /// `pv.srl.b rD, rs1, rs2`: byte `i` of rs1 shifted right (logical) by bits 2:0 of byte `i` of
 /// rs2. `pv_srl_b!(a0, a1, a2)` → `".insn 4, 0x40c59557"`.
 #[proc_macro]
@@ -626,46 +611,6 @@ pub fn p_extractui(input: TokenStream) -> TokenStream {
 #[proc_macro]
 pub fn p_inserti(input: TokenStream) -> TokenStream {
     expand(input, |i| parse_bit_imm(i, "p.insert", encode::p_inserti))
-}
-
-/// `p.mulsRN rD, rs1, rs2, Is3`: the signed product of the low halves of rs1 and rs2, plus
-/// 2^(Is3 − 1), shifted right arithmetically by Is3.
-/// `p_mulsrni!(a0, a1, a2, 15)` → `".insn 4, 0x9ec5c55b"`.
-///
-/// ```compile_fail
-/// asm_macros::p_mulsrni!(a0, a1, a2, 32);
-/// ```
-#[proc_macro]
-pub fn p_mulsrni(input: TokenStream) -> TokenStream {
-    expand(input, |i| mul16_round(i, "p.mulsRN", encode::p_mulsrni))
-}
-
-/// `p.mulhhsRN rD, rs1, rs2, Is3`: the signed product of the high halves of rs1 and rs2, plus
-/// 2^(Is3 − 1), shifted right arithmetically by Is3.
-/// `p_mulhhsrni!(a0, a1, a2, 15)` → `".insn 4, 0xdec5c55b"`.
-///
-/// ```compile_fail
-/// asm_macros::p_mulhhsrni!(a0, a1, a2, -1);
-/// ```
-#[proc_macro]
-pub fn p_mulhhsrni(input: TokenStream) -> TokenStream {
-    expand(input, |i| mul16_round(i, "p.mulhhsRN", encode::p_mulhhsrni))
-}
-
-fn mul16_round(
-    i: ParseStream,
-    name: &str,
-    enc: fn(u32, u32, u32, i64) -> Result<u32, OperandError>,
-) -> syn::Result<u32> {
-    let rd = parse_reg(i, name, "rD")?;
-    comma(i, name)?;
-    let rs1 = parse_reg(i, name, "rs1")?;
-    comma(i, name)?;
-    let rs2 = parse_reg(i, name, "rs2")?;
-    comma(i, name)?;
-    let (is3, span) = parse_int(i, name, "Is3")?;
-    end(i, name)?;
-    enc(rd.num, rs1.num, rs2.num, is3).map_err(|e| operand_error(name, span, e))
 }
 
 /// `p.addRN rD, rs1, rs2, Is3`: (rs1 + rs2 + 2^(Is3 − 1)) shifted right arithmetically by Is3.

@@ -3,10 +3,10 @@
 use asm_macros::{
     lp_count, lp_counti, lp_endi, lp_setup, lp_setupi, lp_starti, p_abs, p_addrni, p_bclr,
     p_beqimm, p_bneimm, p_clb, p_clipi, p_clipur, p_cnt, p_extbs, p_extracti, p_extractui, p_ff1,
-    p_fl1, p_inserti, p_lb, p_lbu, p_lh_rr, p_lhu_rr, p_lw, p_lw_rr, p_mac, p_msu, p_mulhhsrni,
-    p_mulsrni, p_ror, p_sb, p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_dotsp_h, pv_pack_h,
-    pv_sdotsp_h, pv_sdotup_sc_h, pv_shuffle_b, pv_shuffle_sci_h, pv_shuffle2_b, pv_sll_b,
-    pv_sll_sci_b, pv_sll_sci_h, pv_srl_b, pv_srl_sci_b, pv_sub_h,
+    p_fl1, p_inserti, p_lb, p_lbu, p_lh_rr, p_lhu_rr, p_lw, p_lw_rr, p_mac, p_msu, p_ror, p_sb,
+    p_sh, p_sw, pv_abs_h, pv_add_h, pv_cmpeq_sci_b, pv_dotsp_h, pv_pack_h, pv_sdotsp_h,
+    pv_sdotup_sc_h, pv_shuffle_b, pv_shuffle_sci_h, pv_shuffle2_b, pv_sll_b, pv_sll_sci_b,
+    pv_srl_b, pv_srl_sci_b, pv_sub_h,
 };
 use std::path::PathBuf;
 use std::process::Command;

@@ -37,7 +37,7 @@ use crate::band::{
 use crate::entropy::{MAX_BLOCK_BYTES, MAX_FLUSH_BYTES, Out};
 use crate::fdct::{Kernel, Work};
 use crate::layout::{DRI_LEN, HEADER_LEN, Layout};
-use crate::tables::{AAN_TABLES, TABLES_BYTES, Tables};
+use crate::tables::{TABLES_BYTES, Tables};
 use crate::{Error, FrameSpec};
 
 impl From<DmaError> for Error {
@@ -166,10 +166,8 @@ impl<'c, C: Cluster> ClusterEncoder<'c, C> {
         if out.len() < hl + 2 {
             return Err(Error::OutputFull);
         }
-        // (`spec.layout()` checked the quality: `Tables::id` without its clamp.)
-        let id = spec.quality as u32 | if K::AAN { AAN_TABLES } else { 0 };
-        if self.tables.quality != id {
-            self.tables = K::tables(spec.quality);
+        if self.tables.quality != spec.quality as u32 {
+            self.tables = Tables::new(spec.quality);
             self.loaded = false;
         }
         if self.header_of != Some(*spec) {

@@ -210,19 +210,6 @@ pub trait Kernel {
     /// Short name for benchmarks (`portable`, `pulp`).
     const NAME: &'static str;
 
-    /// Whether [`Kernel::fdct`] writes the AAN-scaled output of [`crate::aan`] (its frames then
-    /// quantise with [`crate::tables::Tables::new_aan`]) instead of `F8`.
-    const AAN: bool = false;
-
-    /// The tables of a frame at `quality` for this kernel's DCT output scale.
-    fn tables(quality: u8) -> crate::tables::Tables {
-        if Self::AAN {
-            crate::tables::Tables::new_aan(quality)
-        } else {
-            crate::tables::Tables::new(quality)
-        }
-    }
-
     /// The block whose rows start at `src[0]`, `src[ctx.stride]`, ... (`src.len() >= 7 stride +
     /// 8`) into `w.f8`, zig-zag coefficient `k` in halfword [`slot`]`(k)`.
     fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work);
@@ -356,16 +343,9 @@ fn col(t: &[i32; 8]) -> [i32; 8] {
 
 impl Kernel for Portable {
     const NAME: &'static str = "portable";
-    /// With feature `aan`, the portable model of the AAN kernel ([`crate::aan`]), so that the
-    /// GVSOC bench's reference files match a PULP build with the same feature.
-    const AAN: bool = cfg!(feature = "aan");
 
     fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work) {
-        if Self::AAN {
-            crate::aan::aan_fdct(src, ctx.stride, &mut w.f8);
-        } else {
-            portable_fdct(src, ctx.stride, &mut w.f8);
-        }
+        portable_fdct(src, ctx.stride, &mut w.f8);
     }
 }
 

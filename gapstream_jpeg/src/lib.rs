@@ -25,7 +25,6 @@
 //! | [`join`] | band byte strings from wherever they were written to one file after the header, EOI appended |
 //! | [`cluster::ClusterEncoder`] | the frame on 1..=8 cluster cores (any `gap_rust_sdk` backend), bands DMA-streamed through L1, joined |
 //! | [`fdct::Portable`], `fdct::Pulp` | the DCT kernels |
-//! | [`aan`] | an AAN first pass on packed lanes, its scales in the quantiser: a model and, with feature `aan`, the kernels' DCT (not the default) |
 //! | [`testimage`] | deterministic test frames and the digest used by the rv32 checks |
 //!
 //! Output size: [`layout::Layout::max_len`] bytes always suffice (every block at its
@@ -37,7 +36,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-pub mod aan;
 pub mod band;
 pub mod cluster;
 pub mod entropy;
@@ -50,6 +48,7 @@ pub mod testimage;
 
 use entropy::Out;
 use layout::Layout;
+use tables::Tables;
 
 pub use fdct::{Kernel, Portable};
 #[cfg(all(target_arch = "riscv32", feature = "pulp"))]
@@ -137,7 +136,7 @@ pub fn encode<K: Kernel>(spec: &FrameSpec, pixels: &[u8], out: &mut [u8]) -> Res
     if pixels.len() != spec.width as usize * spec.height as usize {
         return Err(Error::Size);
     }
-    let t = K::tables(spec.quality);
+    let t = Tables::new(spec.quality);
     let mut o = Out::new(out);
     layout.write_header(&t, &mut o);
     for i in 0..layout.bands {

@@ -25,15 +25,6 @@
 //! between the passes). The loops keep the kernel at 0.5 KiB: the 8 cores share a 4 KiB
 //! instruction cache.
 //!
-//! With feature `aan` (not the default: measured, no faster, docs/jpeg.md) the DCT is
-//! [`crate::aan`]'s instead (`dct_aan_asm`): pass 1 down the columns, hardware loop 0 of 150
-//! instructions run twice, each iteration two lane pairs (`(0, 2)` and `(3, 1)`, then `(4, 6)` and
-//! `(7, 5)`) of eight rows loaded with a register post-increment by the stride, unpacked by `and`
-//! (or `pv.shuffle.b` + `and`), the AAN butterflies on `pv.add.h` / `pv.sub.h`, each product as
-//! `p.mulsRN` + `p.mulhhsRN` + `pv.pack.h`, eight word stores; pass 2 as above with the final
-//! shift 12, the pairs of a row loaded as `(t0, t2)`, `(t3, t1)`, `(t4, t6)`, `(t7, t5)` and the
-//! store offsets in row order ([`crate::aan::ZZ_ROWS`], in the AAN tables' `zz`).
-//!
 //! **Zero test** ([`Kernel::zero_mask`]): per group of two words (four slots: coefficients `j`,
 //! `8 + j`, `16 + j`, `24 + j` of a half), from the last group to the first, two loads of
 //! coefficients and two of thresholds, `pv.abs.h` and `pv.sub.h` on each word (negative:
@@ -75,7 +66,6 @@ use core::arch::asm;
 pub struct Pulp;
 
 /// One output of pass 1: `(dot(a, pa) + dot(b, pb) + rs2 + 2^10) >> 11` stored at `off(a1)`.
-#[cfg(not(feature = "aan"))]
 #[rustfmt::skip]
 macro_rules! out1 {
     ($a:ident, $pa:ident, $b:ident, $pb:ident, $rs2:ident, $off:literal) => {
@@ -90,7 +80,6 @@ macro_rules! out1 {
 
 /// One even output of pass 1 from the second butterfly level: `(dot(a, pa) + rs2 + 2^10) >> 11`
 /// stored at `off(a1)`.
-#[cfg(not(feature = "aan"))]
 #[rustfmt::skip]
 macro_rules! out1e {
     ($a:ident, $pa:ident, $rs2:ident, $off:literal) => {
@@ -104,7 +93,6 @@ macro_rules! out1e {
 
 /// One odd output of pass 2: `(dot(a, pa) + dot(b, pb) + 2^15) >> 16` stored at the next zig-zag
 /// offset (a2, post-increment) of the output a1.
-#[cfg(not(feature = "aan"))]
 #[rustfmt::skip]
 macro_rules! out2 {
     ($a:ident, $pa:ident, $b:ident, $pb:ident) => {
@@ -120,7 +108,6 @@ macro_rules! out2 {
 
 /// One even output of pass 2 from the second butterfly level: `(dot(a, pa) + 2^15) >> 16` stored
 /// at the next zig-zag offset (a2, post-increment) of the output a1.
-#[cfg(not(feature = "aan"))]
 #[rustfmt::skip]
 macro_rules! out2e {
     ($a:ident, $pa:ident) => {
@@ -134,7 +121,6 @@ macro_rules! out2e {
 }
 
 /// The DCT kernel's instructions ([`kernel`]; register plan there).
-#[cfg(not(feature = "aan"))]
 #[rustfmt::skip]
 macro_rules! dct_asm {
     () => {
@@ -242,288 +228,6 @@ macro_rules! dct_asm {
             ".error \"pass 2: lp.setup offset does not reach the loop end\"", "\n",
             ".endif", "\n",
         )
-    };
-}
-
-/// A product of the AAN pass 1 on both lanes: `x = (x * c + 2^(n-1)) >> n` per halfword (`c` in
-/// both halves of `$c`), t6 scratch.
-#[cfg(feature = "aan")]
-#[rustfmt::skip]
-macro_rules! mul2 {
-    ($x:ident, $c:ident, $n:literal) => {
-        concat!(
-            asm_macros::p_mulsrni!(t6, $x, $c, $n), "\n",
-            asm_macros::p_mulhhsrni!($x, $x, $c, $n), "\n",
-            asm_macros::pv_pack_h!($x, $x, t6), "\n",
-        )
-    };
-}
-
-/// One odd output of the AAN kernel's pass 2: as [`out2`] with the final shift `K2` = 14.
-#[cfg(feature = "aan")]
-#[rustfmt::skip]
-macro_rules! out2a {
-    ($a:ident, $pa:ident, $b:ident, $pb:ident) => {
-        concat!(
-            asm_macros::p_lbu!(a0, 1(a2!)), "\n",
-            asm_macros::pv_dotsp_h!(t5, $a, $pa), "\n",
-            asm_macros::pv_sdotsp_h!(t5, $b, $pb), "\n",
-            asm_macros::p_addrni!(t5, t5, zero, 12), "\n",
-            asm_macros::p_sh!(t5, a0(a1)), "\n",
-        )
-    };
-}
-
-/// One even output of the AAN kernel's pass 2: as [`out2e`] with the final shift 14.
-#[cfg(feature = "aan")]
-#[rustfmt::skip]
-macro_rules! out2ae {
-    ($a:ident, $pa:ident) => {
-        concat!(
-            asm_macros::p_lbu!(a0, 1(a2!)), "\n",
-            asm_macros::pv_dotsp_h!(t5, $a, $pa), "\n",
-            asm_macros::p_addrni!(t5, t5, zero, 12), "\n",
-            asm_macros::p_sh!(t5, a0(a1)), "\n",
-        )
-    };
-}
-
-/// The AAN DCT kernel's instructions ([`crate::aan`]'s arithmetic): pass 1 down the columns, two
-/// columns a word, then the dot-product pass 2 along the rows. Inputs as [`dct_asm`]'s.
-#[cfg(feature = "aan")]
-#[rustfmt::skip]
-macro_rules! dct_aan_asm {
-    () => {
-        concat!(
-            "li s10, 23170 * 0x10001", "\n",
-            "li s11, 12540 * 0x10001", "\n",
-            "li t3, 17734 * 0x10001", "\n",
-            "li t4, 21407 * 0x10001", "\n",
-            "li a5, 0x04000400", "\n",
-            "li a6, 0x00010003", "\n",
-            "lw t1, 12(a3)", "\n",
-            "mv t2, a0", "\n",
-            "mv t0, a0", "\n",
-            "li ra, 2", "\n",
-            ".balign 4", "\n",
-            "30:", "\n",
-            asm_macros::lp_setup!(x0, ra, 600), "\n",
-            asm_macros::p_lw!(s2, t1(t0!)), "\n",
-            asm_macros::p_lw!(s3, t1(t0!)), "\n",
-            asm_macros::p_lw!(s4, t1(t0!)), "\n",
-            asm_macros::p_lw!(s5, t1(t0!)), "\n",
-            asm_macros::p_lw!(s6, t1(t0!)), "\n",
-            asm_macros::p_lw!(s7, t1(t0!)), "\n",
-            asm_macros::p_lw!(s8, t1(t0!)), "\n",
-            asm_macros::p_lw!(s9, t1(t0!)), "\n",
-            "and s2, s2, a4", "\n",
-            "and s3, s3, a4", "\n",
-            "and s4, s4, a4", "\n",
-            "and s5, s5, a4", "\n",
-            "and s6, s6, a4", "\n",
-            "and s7, s7, a4", "\n",
-            "and s8, s8, a4", "\n",
-            "and s9, s9, a4", "\n",
-            // Butterflies: t5 tmp0, s9 tmp7, s2 tmp1, s8 tmp6, s3 tmp2, s7 tmp5, s4 tmp3, s6 tmp4.
-            asm_macros::pv_add_h!(t5, s2, s9), "\n",
-            asm_macros::pv_sub_h!(s9, s2, s9), "\n",
-            asm_macros::pv_add_h!(s2, s3, s8), "\n",
-            asm_macros::pv_sub_h!(s8, s3, s8), "\n",
-            asm_macros::pv_add_h!(s3, s4, s7), "\n",
-            asm_macros::pv_sub_h!(s7, s4, s7), "\n",
-            asm_macros::pv_add_h!(s4, s5, s6), "\n",
-            asm_macros::pv_sub_h!(s6, s5, s6), "\n",
-            // Even part: s5 tmp10, t5 tmp13, s4 tmp11, s2 tmp12.
-            asm_macros::pv_add_h!(s5, t5, s4), "\n",
-            asm_macros::pv_sub_h!(t5, t5, s4), "\n",
-            asm_macros::pv_add_h!(s4, s2, s3), "\n",
-            asm_macros::pv_sub_h!(s2, s2, s3), "\n",
-            asm_macros::pv_add_h!(s3, s5, s4), "\n",
-            asm_macros::pv_sub_h!(s5, s5, s4), "\n",
-            asm_macros::pv_sub_h!(s3, s3, a5), "\n",
-
-            asm_macros::pv_add_h!(s2, s2, t5), "\n",
-            mul2!(s2, s10, 15),
-
-            asm_macros::pv_add_h!(s4, t5, s2), "\n",
-            asm_macros::pv_sub_h!(t5, t5, s2), "\n",
-            // Odd part: s6 t10, s7 t11, s8 t12; s2 z5, s6 z2, s8 z4, s7 z3.
-            asm_macros::pv_add_h!(s6, s6, s7), "\n",
-            asm_macros::pv_add_h!(s7, s7, s8), "\n",
-            asm_macros::pv_add_h!(s8, s8, s9), "\n",
-            asm_macros::pv_sub_h!(s2, s6, s8), "\n",
-            mul2!(s2, s11, 15),
-            mul2!(s6, t3, 15),
-            asm_macros::pv_add_h!(s6, s6, s2), "\n",
-            mul2!(s8, t4, 14),
-            asm_macros::pv_add_h!(s8, s8, s2), "\n",
-            mul2!(s7, s10, 15),
-
-            asm_macros::pv_add_h!(s2, s9, s7), "\n",
-            asm_macros::pv_sub_h!(s9, s9, s7), "\n",
-            asm_macros::pv_add_h!(s7, s9, s6), "\n",
-            asm_macros::pv_sub_h!(s9, s9, s6), "\n",
-            asm_macros::pv_add_h!(s6, s2, s8), "\n",
-            asm_macros::pv_sub_h!(s2, s2, s8), "\n",
-            "sw s3, 128(a1)", "\n",
-            "sw s6, 144(a1)", "\n",
-            "sw s4, 160(a1)", "\n",
-            "sw s9, 176(a1)", "\n",
-            "sw s5, 192(a1)", "\n",
-            "sw s7, 208(a1)", "\n",
-            "sw t5, 224(a1)", "\n",
-            "sw s2, 240(a1)", "\n",
-            "mv t0, t2", "\n",
-            asm_macros::p_lw!(s2, t1(t0!)), "\n",
-            asm_macros::p_lw!(s3, t1(t0!)), "\n",
-            asm_macros::p_lw!(s4, t1(t0!)), "\n",
-            asm_macros::p_lw!(s5, t1(t0!)), "\n",
-            asm_macros::p_lw!(s6, t1(t0!)), "\n",
-            asm_macros::p_lw!(s7, t1(t0!)), "\n",
-            asm_macros::p_lw!(s8, t1(t0!)), "\n",
-            asm_macros::p_lw!(s9, t1(t0!)), "\n",
-            asm_macros::pv_shuffle_b!(s2, s2, a6), "\n",
-            "and s2, s2, a4", "\n",
-            asm_macros::pv_shuffle_b!(s3, s3, a6), "\n",
-            "and s3, s3, a4", "\n",
-            asm_macros::pv_shuffle_b!(s4, s4, a6), "\n",
-            "and s4, s4, a4", "\n",
-            asm_macros::pv_shuffle_b!(s5, s5, a6), "\n",
-            "and s5, s5, a4", "\n",
-            asm_macros::pv_shuffle_b!(s6, s6, a6), "\n",
-            "and s6, s6, a4", "\n",
-            asm_macros::pv_shuffle_b!(s7, s7, a6), "\n",
-            "and s7, s7, a4", "\n",
-            asm_macros::pv_shuffle_b!(s8, s8, a6), "\n",
-            "and s8, s8, a4", "\n",
-            asm_macros::pv_shuffle_b!(s9, s9, a6), "\n",
-            "and s9, s9, a4", "\n",
-            // Butterflies: t5 tmp0, s9 tmp7, s2 tmp1, s8 tmp6, s3 tmp2, s7 tmp5, s4 tmp3, s6 tmp4.
-            asm_macros::pv_add_h!(t5, s2, s9), "\n",
-            asm_macros::pv_sub_h!(s9, s2, s9), "\n",
-            asm_macros::pv_add_h!(s2, s3, s8), "\n",
-            asm_macros::pv_sub_h!(s8, s3, s8), "\n",
-            asm_macros::pv_add_h!(s3, s4, s7), "\n",
-            asm_macros::pv_sub_h!(s7, s4, s7), "\n",
-            asm_macros::pv_add_h!(s4, s5, s6), "\n",
-            asm_macros::pv_sub_h!(s6, s5, s6), "\n",
-            // Even part: s5 tmp10, t5 tmp13, s4 tmp11, s2 tmp12.
-            asm_macros::pv_add_h!(s5, t5, s4), "\n",
-            asm_macros::pv_sub_h!(t5, t5, s4), "\n",
-            asm_macros::pv_add_h!(s4, s2, s3), "\n",
-            asm_macros::pv_sub_h!(s2, s2, s3), "\n",
-            asm_macros::pv_add_h!(s3, s5, s4), "\n",
-            asm_macros::pv_sub_h!(s5, s5, s4), "\n",
-            asm_macros::pv_sub_h!(s3, s3, a5), "\n",
-
-            asm_macros::pv_add_h!(s2, s2, t5), "\n",
-            mul2!(s2, s10, 15),
-
-            asm_macros::pv_add_h!(s4, t5, s2), "\n",
-            asm_macros::pv_sub_h!(t5, t5, s2), "\n",
-            // Odd part: s6 t10, s7 t11, s8 t12; s2 z5, s6 z2, s8 z4, s7 z3.
-            asm_macros::pv_add_h!(s6, s6, s7), "\n",
-            asm_macros::pv_add_h!(s7, s7, s8), "\n",
-            asm_macros::pv_add_h!(s8, s8, s9), "\n",
-            asm_macros::pv_sub_h!(s2, s6, s8), "\n",
-            mul2!(s2, s11, 15),
-            mul2!(s6, t3, 15),
-            asm_macros::pv_add_h!(s6, s6, s2), "\n",
-            mul2!(s8, t4, 14),
-            asm_macros::pv_add_h!(s8, s8, s2), "\n",
-            mul2!(s7, s10, 15),
-
-            asm_macros::pv_add_h!(s2, s9, s7), "\n",
-            asm_macros::pv_sub_h!(s9, s9, s7), "\n",
-            asm_macros::pv_add_h!(s7, s9, s6), "\n",
-            asm_macros::pv_sub_h!(s9, s9, s6), "\n",
-            asm_macros::pv_add_h!(s6, s2, s8), "\n",
-            asm_macros::pv_sub_h!(s2, s2, s8), "\n",
-            "sw s3, 132(a1)", "\n",
-            "sw s6, 148(a1)", "\n",
-            "sw s4, 164(a1)", "\n",
-            "sw s9, 180(a1)", "\n",
-            "sw s5, 196(a1)", "\n",
-            "sw s7, 212(a1)", "\n",
-            "sw t5, 228(a1)", "\n",
-            "sw s2, 244(a1)", "\n",
-            "addi t2, t2, 4", "\n",
-            "addi a1, a1, 8", "\n",
-            "31:", "\n",
-            "mv t0, t2", "\n",
-            ".if (31b - 30b) != 600", "\n",
-            ".error \"AAN pass 1: lp.setup offset does not reach the loop end\"", "\n",
-            ".endif", "\n",
-            // Pass 2's coefficient pairs (pass 1 used their registers).
-            "lw ra, 0(a2)", "\n",
-            "lw a6, 4(a2)", "\n",
-            "lw a7, 8(a2)", "\n",
-            "lw s2, 12(a2)", "\n",
-            "lw s3, 16(a2)", "\n",
-            "lw s4, 20(a2)", "\n",
-            "lw s5, 24(a2)", "\n",
-            "lw s6, 28(a2)", "\n",
-            "lw s7, 32(a2)", "\n",
-            "lw s8, 36(a2)", "\n",
-            "lw s9, 40(a2)", "\n",
-            "lw s10, 44(a2)", "\n",
-            "lw s11, 48(a2)", "\n",
-            "lw t3, 52(a2)", "\n",
-            "lw t4, 56(a2)", "\n",
-            "lw a2, 32(a3)", "\n",
-            asm_macros::pv_shuffle_sci_h!(a7, a7, 1), "\n",
-            asm_macros::pv_shuffle_sci_h!(s5, s5, 1), "\n",
-            asm_macros::pv_shuffle_sci_h!(s9, s9, 1), "\n",
-            asm_macros::pv_shuffle_sci_h!(t4, t4, 1), "\n",
-            // Pass 2 along the rows: a row's words are (t0, t2), (t3, t1), (t4, t6), (t7, t5).
-            "addi a1, a1, -16", "\n",
-            "addi a3, a1, 128", "\n",
-            "li t0, 8", "\n",
-            "32:", "\n",
-            asm_macros::lp_setup!(x0, t0, 184), "\n",
-            asm_macros::p_lw!(t0, 4(a3!)), "\n",
-            asm_macros::p_lw!(t1, 4(a3!)), "\n",
-            asm_macros::p_lw!(t5, 4(a3!)), "\n",
-            asm_macros::p_lw!(t2, 4(a3!)), "\n",
-            // (s3, s1) and (d3, d1) first: t2 is used two instructions after its load.
-            asm_macros::pv_add_h!(t6, t1, t5), "\n",
-            asm_macros::pv_sub_h!(t1, t1, t5), "\n",
-            asm_macros::pv_add_h!(t5, t0, t2), "\n",
-            asm_macros::pv_sub_h!(t0, t0, t2), "\n",
-            asm_macros::pv_add_h!(a4, t5, t6), "\n",
-            asm_macros::pv_sub_h!(a5, t5, t6), "\n",
-            out2ae!(a4, ra), "\n",
-            out2a!(t0, a6, t1, a7), "\n",
-            out2ae!(a5, s2), "\n",
-            out2a!(t0, s4, t1, s5), "\n",
-            out2ae!(a4, s6), "\n",
-            out2a!(t0, s8, t1, s9), "\n",
-            out2ae!(a5, s10), "\n",
-            asm_macros::p_lbu!(a0, 1(a2!)), "\n",
-            asm_macros::pv_dotsp_h!(t5, t0, t3), "\n",
-            asm_macros::pv_sdotsp_h!(t5, t1, t4), "\n",
-            asm_macros::p_addrni!(t5, t5, zero, 12), "\n",
-            "33:", "\n",
-            asm_macros::p_sh!(t5, a0(a1)), "\n",
-            ".if (33b - 32b) != 184", "\n",
-            ".error \"AAN pass 2: lp.setup offset does not reach the loop end\"", "\n",
-            ".endif", "\n",
-        )
-    };
-}
-
-/// The DCT the kernels run: [`dct_aan_asm`] with feature `aan`, else [`dct_asm`].
-#[cfg(feature = "aan")]
-macro_rules! dct_any {
-    () => {
-        dct_aan_asm!()
-    };
-}
-/// The DCT the kernels run: [`dct_aan_asm`] with feature `aan`, else [`dct_asm`].
-#[cfg(not(feature = "aan"))]
-macro_rules! dct_any {
-    () => {
-        dct_asm!()
     };
 }
 
@@ -780,7 +484,6 @@ macro_rules! coder_asm {
 
 impl Kernel for Pulp {
     const NAME: &'static str = "pulp";
-    const AAN: bool = cfg!(feature = "aan");
 
     #[inline(always)]
     fn fdct(src: &[u8], ctx: &DctCtx, w: &mut Work) {
@@ -788,11 +491,7 @@ impl Kernel for Pulp {
         // The kernel loads words: rows must be word-aligned. Otherwise (never for the encoder's
         // strips) the portable model computes the same bits.
         if src.len() < 7 * stride + 8 || stride % 4 != 0 || src.as_ptr() as usize % 4 != 0 {
-            if Self::AAN {
-                crate::aan::aan_fdct(src, stride, &mut w.f8);
-            } else {
-                portable_fdct(src, stride, &mut w.f8);
-            }
+            portable_fdct(src, stride, &mut w.f8);
             return;
         }
         kernel(src.as_ptr(), ctx, w);
@@ -927,7 +626,7 @@ fn kernel(src: *const u8, ctx: &DctCtx, w: &mut Work) {
         asm!(
             ".option push",
             ".option norvc",
-            dct_any!(),
+            dct_asm!(),
             ".option pop",
             inout("x10") src => _,
             inout("x11") w as *mut Work => _,
@@ -1049,7 +748,7 @@ fn run(st: &mut RunState<'_>) {
             "addi a2, a2, {t_dct}",
             "li a4, 0x00ff00ff",
             "li a5, {level_shift}",
-            dct_any!(),
+            dct_asm!(),
             // The zero mask of f8 (a1 is the work area again) into t3 t4.
             // (a0 and a1 at the last words of f8 and of the thresholds: the loads go backwards).
             "addi a0, a1, 124",

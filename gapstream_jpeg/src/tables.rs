@@ -288,55 +288,6 @@ impl QuantEntry {
     }
 }
 
-/// The zero thresholds of the entries in [`crate::fdct::slot`] order as halfword pairs
-/// ([`Tables::thr`]; the DC's is 0).
-fn thresholds(quant: &[QuantEntry; 64]) -> [u32; 32] {
-    let mut thr = [0u32; 32];
-    for (i, t) in thr.iter_mut().enumerate() {
-        let of = |s: usize| match crate::fdct::coef_of_slot(s) {
-            0 => 0,
-            k => quant[k].threshold().min(0xffff),
-        };
-        *t = of(2 * i) | of(2 * i + 1) << 16;
-    }
-    thr
-}
-
-/// The bit of [`Tables::quality`] that marks [`Tables::new_aan`]'s tables.
-pub const AAN_TABLES: u32 = 1 << 8;
-
-/// The quantiser entry of coefficient `(u, v)` (column, row) of the AAN-scaled DCT output
-/// ([`crate::aan`]: `F8 aan(v) 2^(13.5 + P1 - K2)`) for the table value `q` at byte offset `at`:
-/// the divisor `d = 8 q aan(v) sqrt 8 2^(P1 + 12 - K2)` is kept exact as `d 2^30 = 8 q S(v) 2^15
-/// 2^(P1 + 12 - K2)` with `S` = [`crate::aan::AAN_SCALE`] (`sqrt 8 aan(v)` in 15 fraction bits);
-/// the shift `r = 16 + floor(log2 d)`, the reciprocal `round(2^r / d)` (in `[2^15, 2^16]`) and the
-/// bias `2^(r-1)`: `(|x| recip + 2^(r-1)) >> r` is `|x| / d` rounded half up, up to the
-/// reciprocal's rounding.
-pub const fn aan_entry(at: u8, q: u8, v: usize) -> QuantEntry {
-    use crate::aan::{AAN_SCALE, K2, P1};
-    let d30 = (8 * q as u64 * AAN_SCALE[v] as u64) << (15 + P1 + 12 - K2);
-    // floor(log2 d) = bit length of d30 - 1 - 30.
-    let lg = 63 - d30.leading_zeros() as i32 - 30;
-    let r = (16 + lg) as u32;
-    // round(2^(r + 30) / d30) (r <= 28: below 2^59, and d30 < 2^44).
-    let num = 1u64 << (r + 30);
-    let recip = ((num + d30 / 2) / d30) as u32;
-    let low = r + 256 * at as u32;
-    assert!(r < 32 && recip <= 0x1_0000 && recip >= low && recip >= 1 << 15);
-    // 2^16 (d a power of two) does not fit the entry's half: shift one less, 2^15.
-    let (recip, r) = if recip == 0x1_0000 {
-        (1 << 15, r - 1)
-    } else {
-        (recip, r)
-    };
-    QuantEntry {
-        shift: r as u8,
-        at,
-        recip_rest: (recip - r - 256 * at as u32) as u16,
-        bias: 1 << (r - 1),
-    }
-}
-
 /// Everything the block coder reads, for one quality: copied next to the cores (L1) per frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
@@ -364,8 +315,7 @@ pub struct Tables {
     pub dct: [u32; 15],
     /// The DCT's zig-zag store offsets ([`crate::fdct::ZZ_STORE`]).
     pub zz: [u8; 64],
-    /// The quality these tables were made for ([`Tables::id`]: with [`AAN_TABLES`] set for
-    /// [`Tables::new_aan`]'s).
+    /// The quality these tables were made for.
     pub quality: u32,
 }
 
@@ -386,13 +336,6 @@ const _: () = assert!(
 impl Tables {
     /// The tables of `quality` (clamped to 1..=100).
     pub fn new(quality: u8) -> Tables {
-        Tables::build::<false>(quality)
-    }
-
-    /// [`Tables::new_aan`] if `AAN`, else [`Tables::new`], built in one place (one `Tables` on
-    /// the stack: the GVSOC bench's FC stack has no room for two; a build links only the kind
-    /// its kernel uses).
-    fn build<const AAN: bool>(quality: u8) -> Tables {
         let q = scaled_quant(quality);
         let mut quant = [QuantEntry::default(); 64];
         let mut dqt = [0u8; 64];
@@ -400,14 +343,16 @@ impl Tables {
             let nat = ZIGZAG[k];
             let qv = q[nat as usize];
             dqt[k] = qv;
-            let at = 2 * crate::fdct::slot(k) as u8;
-            *e = if AAN {
-                aan_entry(at, qv, nat as usize / 8)
-            } else {
-                QuantEntry::new(at, reciprocal(8 * qv as u32))
-            };
+            *e = QuantEntry::new(2 * crate::fdct::slot(k) as u8, reciprocal(8 * qv as u32));
         }
-        let thr = thresholds(&quant);
+        let mut thr = [0u32; 32];
+        for (i, t) in thr.iter_mut().enumerate() {
+            let of = |s: usize| match crate::fdct::coef_of_slot(s) {
+                0 => 0,
+                k => quant[k].threshold().min(0xffff),
+            };
+            *t = of(2 * i) | of(2 * i + 1) << 16;
+        }
         Tables {
             quant,
             thr,
@@ -417,35 +362,9 @@ impl Tables {
             dc: DC_CODER,
             dqt,
             dct: crate::fdct::PAIRS,
-            zz: if AAN {
-                crate::aan::ZZ_ROWS
-            } else {
-                crate::fdct::ZZ_STORE
-            },
-            quality: quality.clamp(1, 100) as u32 | if AAN { AAN_TABLES } else { 0 },
+            zz: crate::fdct::ZZ_STORE,
+            quality: quality.clamp(1, 100) as u32,
         }
-    }
-
-    /// What [`Tables::quality`] holds for the tables of `quality` (clamped to 1..=100), those of
-    /// [`Tables::new_aan`] if `aan`.
-    pub const fn id(quality: u8, aan: bool) -> u32 {
-        let q = if quality < 1 {
-            1
-        } else if quality > 100 {
-            100
-        } else {
-            quality
-        };
-        q as u32 | if aan { AAN_TABLES } else { 0 }
-    }
-
-    /// The tables of `quality` for the AAN-scaled DCT output of [`crate::aan`]: the same
-    /// quantisation table in the DQT (the same file header), but each coefficient `(u, v)`
-    /// `(u, v)` divided by `8 Q aan(v) sqrt 8 2^(P1 + 12 - K2)` ([`aan_entry`]), the zero
-    /// thresholds from those
-    /// entries.
-    pub fn new_aan(quality: u8) -> Tables {
-        Tables::build::<true>(quality)
     }
 
     /// The tables' bytes, for the DMA that copies them next to the cluster cores.

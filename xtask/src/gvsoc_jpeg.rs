@@ -10,8 +10,6 @@
 //! computes the same bits as the PULP kernel). Next to the cycles, libjpeg-turbo through Pillow
 //! (`scripts/pillow_jpeg.py`, project venv) codes the same pictures with the same quantisation
 //! table and restart interval: its bytes, and the PSNR of both files as Pillow decodes them.
-//! `GAPSTREAM_JPEG_AAN=1` measures the AAN DCT instead (feature `aan` of `gapstream_jpeg`, the
-//! host's files from `gapstream_jpeg::aan::PortableAan`).
 //! Its time on the host is not comparable with GAP8 cycles and is not measured.
 //!
 //! Writes `target/bench/gvsoc-jpeg.csv` (`gvsoc-jpeg-quick.csv` with `--quick`,
@@ -24,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::{env, fs};
 
-use gapstream_jpeg::{FrameSpec, Portable, aan::PortableAan, encode, testimage};
+use gapstream_jpeg::{FrameSpec, Portable, encode, testimage};
 
 use crate::gvsoc::{Options, launch, on_path, target_dir, workspace_root};
 
@@ -208,12 +206,6 @@ fn config_bytes(p: &frameset::Picture, runs: &[JpegRun], cold: bool) -> Vec<u8> 
     b
 }
 
-/// Whether `GAPSTREAM_JPEG_AAN=1` asks for the AAN DCT (`gapstream_jpeg` feature `aan`, not the
-/// default: docs/jpeg.md, "What is left") on the device and in the host's reference files.
-fn aan() -> bool {
-    std::env::var_os("GAPSTREAM_JPEG_AAN").is_some_and(|v| v == "1")
-}
-
 /// The file the host writes for a run (the device must write the same).
 fn reference(p: &frameset::Picture, quality: u32, cores: u32) -> Result<Vec<u8>, String> {
     let spec = FrameSpec {
@@ -224,12 +216,7 @@ fn reference(p: &frameset::Picture, quality: u32, cores: u32) -> Result<Vec<u8>,
     };
     let layout = spec.layout().map_err(|e| e.to_string())?;
     let mut out = vec![0u8; layout.max_len()];
-    let n = if aan() {
-        encode::<PortableAan>(&spec, &p.pixels, &mut out)
-    } else {
-        encode::<Portable>(&spec, &p.pixels, &mut out)
-    }
-    .map_err(|e| e.to_string())?;
+    let n = encode::<Portable>(&spec, &p.pixels, &mut out).map_err(|e| e.to_string())?;
     out.truncate(n);
     Ok(out)
 }
@@ -244,7 +231,7 @@ fn build_elf(pad: u32) -> Result<PathBuf, String> {
             "-p",
             "gvsoc",
             "--features",
-            if aan() { "pulp,jpeg-aan" } else { "pulp" },
+            "pulp",
         ])
         .args([
             "--bin",

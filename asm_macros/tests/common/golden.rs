@@ -76,13 +76,6 @@ fn golden_simd() -> Vec<(&'static str, u32)> {
         (p_extractui!(a0, a1, 12, 13), 0xD8D5_9533),
         (p_inserti!(a0, a1, 6, 6), 0xCC65_A533),
         (p_addrni!(a0, a1, zero, 13), 0x1A05_E55B),
-        // 16 x 16 multiplies rounded by an immediate (the AAN DCT model's products, `aan.rs`).
-        (pv_sll_sci_h!(a0, a1, 2), 0x5015_E557),
-        (pv_sll_sci_h!(x31, x31, 15), 0x527F_EFD7),
-        (p_mulsrni!(a0, a1, a2, 15), 0x9EC5_C55B),
-        (p_mulhhsrni!(a0, a1, a2, 15), 0xDEC5_C55B),
-        (p_mulsrni!(t0, t1, t2, 14), 0x9C73_42DB),
-        (p_mulhhsrni!(x31, x31, x31, 31), 0xFFFF_CFDB),
         // The JPEG DCT kernel and entropy coder (gapstream_jpeg/src/pulp.rs).
         (pv_sub_h!(a0, a1, a2), 0x08C5_8557),
         (pv_sub_h!(x31, x31, x31), 0x09FF_8FD7),

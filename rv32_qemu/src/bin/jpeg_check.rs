@@ -11,8 +11,9 @@ extern crate alloc;
 use alloc::vec;
 use gapstream_jpeg::band::encode_band;
 use gapstream_jpeg::entropy::Out;
+use gapstream_jpeg::tables::Tables;
 use gapstream_jpeg::testimage::{CASES, GOLDEN, digest, fill};
-use gapstream_jpeg::{Error, FrameSpec, Kernel, Portable, encode};
+use gapstream_jpeg::{Error, FrameSpec, Portable, encode};
 use rv32_qemu::println;
 
 fn main() -> Result<(), &'static str> {
@@ -35,7 +36,7 @@ fn main() -> Result<(), &'static str> {
             return Err("the rv32 encoder's file differs from the host's");
         }
         // Band by band into separate buffers: each band's bytes are a slice of the file.
-        let t = Portable::tables(quality);
+        let t = Tables::new(quality);
         let mut at = layout.header_len();
         for i in 0..layout.bands {
             let mut buf = vec![0u8; layout.max_band_len(i)];
