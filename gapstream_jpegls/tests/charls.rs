@@ -41,6 +41,21 @@ fn venv_python() -> PathBuf {
     py
 }
 
+/// Runs `tests/charls.py` over `dir` (CharLS codes and decodes every picture written there and
+/// checks our streams); panics with its error output when it fails.
+fn run_charls_py(dir: &Path) {
+    let out = Command::new(venv_python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charls.py"))
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "charls.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Component planes of a picture as the stream codes them.
 fn planes(p: &Pic) -> Vec<u8> {
     let plan = Plan::new(p.w, p.h, p.layout, 1).unwrap();
@@ -129,16 +144,7 @@ fn run(pics: &[Pic], tag: &str) -> Vec<Sizes> {
             std::fs::write(dir.join(format!("{}.x{j}.ours.jls", p.name)), code).unwrap();
         }
     }
-    let out = Command::new(venv_python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charls.py"))
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "charls.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_charls_py(&dir);
     let mut sizes = Vec::new();
     for p in pics {
         let plan = Plan::new(p.w, p.h, p.layout, 1).unwrap();
@@ -496,16 +502,7 @@ fn band_plan_on_the_calibration_set() {
             chosen,
         });
     }
-    let out = Command::new(venv_python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/charls.py"))
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "charls.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_charls_py(&dir);
     let t = BandChooser::SPARSE_BELOW_MILLIBITS;
     println!(
         "\nband plan from the frame's own estimate (sparse below {t} millibits a sample: {} bands, T1 = {}, T2 = {}, T3 = {}, RESET = {}; else 8 bands)",
