@@ -17,7 +17,7 @@
 //! allocation, the same on every target: the host's coder, the firmware's and the checkers take
 //! the same plan for the same frame.
 use crate::encode::Plan;
-use crate::model::Preset;
+use crate::model::{Preset, predict};
 use crate::{EncodeError, Layout};
 
 /// Lines the estimate reads: line 1 of each plane (with line 0 above it), then every
@@ -92,14 +92,7 @@ fn line_cost<'a>(
             }
         } else {
             // MED (A.2.1).
-            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-            let p = if c >= hi {
-                lo
-            } else if c <= lo {
-                hi
-            } else {
-                a + b - c
-            };
+            let p = predict(a, b, c);
             bits += 1 + BIT_LEN[(x - p).unsigned_abs() as usize] as u32;
         }
         (a, c, b) = (x, b, d);
