@@ -147,8 +147,10 @@ fn line_cost<'a>(
 }
 
 /// [`line_cost`] of two contiguous lines (a grey picture's), 4 samples of each line a word load
-/// where both lines are aligned alike (the FC reads L2 at several cycles a load, a word as fast as
-/// a byte); the same sums as [`line_cost`] of their bytes.
+/// where both lines are aligned alike, the few samples at their ends and any other pair of lines
+/// by bytes; the same sums as [`line_cost`] of their bytes. (On the GAP8 model the FC waits 9
+/// cycles for every load from L2, a word as long as a byte: docs/jpegls.md, "Bands chosen per
+/// frame". Out of line: one copy of the unrolled loop for every line, with its own registers.)
 #[inline(never)]
 fn line_cost_words(up: &[u8], cur: &[u8]) -> (u32, u32) {
     let len = cur.len().min(up.len());
@@ -176,6 +178,7 @@ fn line_cost_words(up: &[u8], cur: &[u8]) -> (u32, u32) {
     for i in 1..h {
         s.sample(up[i + 1] as u32, cur[i] as u32);
     }
+    // `from_le`: sample 4j + k in bits 8k .. 8k + 8 on any host.
     let mut wu = u32::from_le(uw[j0]);
     for (&wc, &next) in cw[j0..j0 + words].iter().zip(&uw[j0 + 1..=j0 + words]) {
         let (wc, wn) = (u32::from_le(wc), u32::from_le(next));
