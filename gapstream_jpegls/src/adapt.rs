@@ -372,83 +372,10 @@ mod tests {
         e
     }
 
-    /// `BIT_LEN[v]`: the number of bits of `v` (0 for 0): the table of the old loop.
-    const BIT_LEN: [u8; 256] = {
-        let mut t = [0u8; 256];
-        let mut v = 1;
-        while v < 256 {
-            t[v] = 8 - (v as u8).leading_zeros() as u8;
-            v += 1;
-        }
-        t
-    };
-
-    /// The line loop `estimate` had before the word loads and [`COST`] (one byte of each line a
-    /// sample, a run flag, `BIT_LEN`), kept as written: the fast loop must give its sums.
-    fn old_line_cost<'a>(
-        mut up: impl Iterator<Item = &'a u8>,
-        mut cur: impl Iterator<Item = &'a u8>,
-    ) -> (u32, u32) {
-        let (Some(&c0), Some(&b0), Some(&a0)) = (up.next(), up.next(), cur.next()) else {
-            return (0, 0);
-        };
-        let (mut a, mut b, mut c) = (a0 as i32, b0 as i32, c0 as i32);
-        let (mut bits, mut n) = (0u32, 0u32);
-        let mut run = false;
-        for (&d, &x) in up.zip(cur) {
-            let (d, x) = (d as i32, x as i32);
-            n += 1;
-            run = run || (d == b && b == c && c == a);
-            if run {
-                if x != a {
-                    run = false;
-                    bits += 2 + BIT_LEN[(x - b).unsigned_abs() as usize] as u32;
-                }
-            } else {
-                let p = predict(a, b, c);
-                bits += 1 + BIT_LEN[(x - p).unsigned_abs() as usize] as u32;
-            }
-            (a, c, b) = (x, b, d);
-        }
-        (bits, n)
-    }
-
-    /// `estimate` as it was before the word loads, with [`old_line_cost`].
-    fn old_estimate(width: usize, height: usize, layout: Layout, pixels: &[u8]) -> Estimate {
-        let plan = Plan::new(width, height, layout, 1).unwrap();
-        let mut e = Estimate::default();
-        for comp in 0..plan.components() {
-            for y in (1..plan.plane_height()).step_by(ESTIMATE_LINE_STEP) {
-                let (bits, n) = match layout {
-                    Layout::Grey => old_line_cost(
-                        pixels[(y - 1) * width..][..width].iter(),
-                        pixels[y * width..][..width].iter(),
-                    ),
-                    Layout::BayerRggb => {
-                        let row = |y: usize| {
-                            &pixels[(2 * y + comp / 2) * width + comp % 2..][..width - 1]
-                        };
-                        old_line_cost(row(y - 1).iter().step_by(2), row(y).iter().step_by(2))
-                    }
-                };
-                e.bits += bits as u64;
-                e.samples += n as u64;
-            }
-        }
-        e
-    }
-
-    #[test]
-    fn bit_lengths() {
-        for (v, &n) in BIT_LEN.iter().enumerate() {
-            assert_eq!(n as u32, usize::BITS - v.leading_zeros());
-        }
-    }
-
     #[test]
     fn costs() {
         for e in -255i32..=255 {
-            assert_eq!(cost(e), 1 + BIT_LEN[e.unsigned_abs() as usize] as u32);
+            assert_eq!(cost(e), 1 + u32::BITS - e.unsigned_abs().leading_zeros());
         }
     }
 
@@ -617,27 +544,11 @@ mod tests {
             prop_assert_eq!(estimate(w, h, layout, &px[..px.len() - 1]), Err(EncodeError::Input));
         }
 
-        /// The fast loop against the old one on frames of every size and layout, the estimate
-        /// whole.
-        #[test]
-        fn estimate_is_the_old_loop(
-            w in 1usize..=400,
-            h in 1usize..=300,
-            kind in any::<u8>(),
-            seed in any::<u64>(),
-            bayer in any::<bool>(),
-        ) {
-            let layout = if bayer { Layout::BayerRggb } else { Layout::Grey };
-            let (w, h) = if bayer { ((w + 1) & !1, (h + 1) & !1) } else { (w, h) };
-            let px = picture(w, h, kind, seed);
-            prop_assert_eq!(estimate(w, h, layout, &px).unwrap(), old_estimate(w, h, layout, &px));
-        }
-
         /// The word loop on two lines at every alignment of each (the same: word loads; not the
-        /// same: the byte loop), any length, against the old loop.
+        /// same: the byte loop), any length, against [`reference`] of the two lines.
         #[test]
         fn word_loads_at_every_alignment(
-            len in 0usize..=400,
+            len in 1usize..=400,
             up_at in 0usize..8,
             cur_at in 0usize..8,
             same in any::<bool>(),
@@ -648,7 +559,8 @@ mod tests {
             let cur_at = if same { up_at } else { cur_at };
             let px = picture(408, 2, kind, seed);
             let (up, cur) = (&px[up_at..][..len], &px[408 + cur_at..][..len]);
-            prop_assert_eq!(line_cost_words(up, cur), old_line_cost(up.iter(), cur.iter()));
+            let r = reference(len, 2, Layout::Grey, &[up, cur].concat());
+            prop_assert_eq!(line_cost_words(up, cur), (r.bits as u32, r.samples as u32));
         }
     }
 }
